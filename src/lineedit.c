@@ -1,0 +1,1 @@
+/* lineedit.c -- placeholder */

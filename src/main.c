@@ -1,0 +1,3 @@
+#include "config.h"
+#include "dyn.h"
+int main(void) { return 0; }

@@ -1,0 +1,1 @@
+/* poly.c -- placeholder */

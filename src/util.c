@@ -1,0 +1,166 @@
+/* util.c -- memory that never returns NULL, compilation arenas, growable strings, and the
+ * element-type table.  Everything else in dyn builds on these.  Allocation failure of the
+ * compiler's own small objects is fatal (a message, then abort); user-sized allocations
+ * (tensors) go through tensor_new, which reports failure instead. */
+#include "config.h"
+#include "dyn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void oom(size_t n) {
+  fprintf(stderr, "dyn: out of memory (asked for %zu bytes)\n", n);
+  abort();
+}
+
+void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) oom(n);
+  return p;
+}
+
+void *xcalloc(size_t n, size_t m) {
+  void *p = calloc(n ? n : 1, m ? m : 1);
+  if (!p) oom(n * m);
+  return p;
+}
+
+void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) oom(n);
+  return p;
+}
+
+char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
+
+char *xstrndup(const char *s, size_t n) {
+  char *p = xmalloc(n + 1);
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+bool size_mul_ok(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+/* ---- arenas: a list of chunks, each at least 64 KiB ---- */
+
+typedef struct Chunk {
+  struct Chunk *next;
+  size_t used, cap;
+  _Alignas(16) unsigned char data[];
+} Chunk;
+
+struct Arena { Chunk *head; };
+
+Arena *arena_new(void) { return xcalloc(1, sizeof(Arena)); }
+
+void arena_free(Arena *a) {
+  if (!a) return;
+  for (Chunk *c = a->head, *n; c; c = n) {
+    n = c->next;
+    free(c);
+  }
+  free(a);
+}
+
+void *arena_alloc(Arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  Chunk *c = a->head;
+  if (!c || c->cap - c->used < n) {
+    size_t cap = n > 65536 ? n : 65536;
+    c = xmalloc(sizeof(Chunk) + cap);
+    c->used = 0;
+    c->cap = cap;
+    c->next = a->head;
+    a->head = c;
+  }
+  void *p = c->data + c->used;
+  c->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+char *arena_strndup(Arena *a, const char *s, size_t n) {
+  char *p = arena_alloc(a, n + 1);
+  memcpy(p, s, n);
+  return p;
+}
+
+char *arena_printf(Arena *a, const char *fmt, ...) {
+  Buf b = {0};
+  va_list ap;
+  va_start(ap, fmt);
+  buf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  char *p = arena_strndup(a, b.s ? b.s : "", b.len);
+  buf_free(&b);
+  return p;
+}
+
+/* ---- growable strings ---- */
+
+static void buf_grow(Buf *b, size_t extra) {
+  if (b->len + extra + 1 <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < b->len + extra + 1) cap *= 2;
+  b->s = xrealloc(b->s, cap);
+  b->cap = cap;
+}
+
+void buf_putn(Buf *b, const char *s, size_t n) {
+  buf_grow(b, n);
+  memcpy(b->s + b->len, s, n);
+  b->len += n;
+  b->s[b->len] = 0;
+}
+
+void buf_putc(Buf *b, char c) { buf_putn(b, &c, 1); }
+void buf_puts(Buf *b, const char *s) { buf_putn(b, s, strlen(s)); }
+
+void buf_vprintf(Buf *b, const char *fmt, va_list ap) {
+  va_list aq;
+  va_copy(aq, ap);
+  int n = vsnprintf(NULL, 0, fmt, aq);
+  va_end(aq);
+  if (n < 0) return;
+  buf_grow(b, (size_t)n);
+  vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+}
+
+void buf_printf(Buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  buf_vprintf(b, fmt, ap);
+  va_end(ap);
+}
+
+void buf_free(Buf *b) {
+  free(b->s);
+  b->s = NULL;
+  b->len = b->cap = 0;
+}
+
+/* ---- element types ---- */
+
+static const struct { const char *name; int bytes; bool isf, isi; } elems[] = {
+#define X(E, name, ctype, bytes, isf, isi) {name, bytes, isf, isi},
+#include "../lang/elem.def"
+#undef X
+};
+
+const char *elem_name(DynElem e) { return elems[e].name; }
+int elem_size(DynElem e) { return elems[e].bytes; }
+bool elem_is_float(DynElem e) { return elems[e].isf; }
+bool elem_is_int(DynElem e) { return elems[e].isi; }
+
+bool elem_from_name(const char *s, size_t n, DynElem *out) {
+  for (int e = 0; e < DYN_NELEM; e++)
+    if (strlen(elems[e].name) == n && !memcmp(elems[e].name, s, n)) {
+      *out = (DynElem)e;
+      return true;
+    }
+  return false;
+}
