@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define DYN_VERSION_STRING PACKAGE_VERSION
 #define DYN_MAX_RANK 8
@@ -86,6 +87,10 @@ typedef struct Tensor {
 /* A new zero-filled C-order tensor.  NULL with a message in err when the shape is negative,
  * the size overflows, or memory cannot be had (never aborts on a huge request). */
 Tensor *tensor_new(DynElem elem, int rank, const int64_t *shape, char *err, size_t errlen);
+/* A new Tensor over base's buffer (which it retains) with the given shape, strides and offset,
+ * all in elements; the caller keeps them inside the buffer.  Release it like any tensor. */
+Tensor *tensor_view(Tensor *base, int rank, const int64_t *shape, const int64_t *strides,
+                    int64_t offset);
 Tensor *tensor_retain(Tensor *t);
 void tensor_release(Tensor *t);            /* NULL-safe */
 int64_t tensor_numel(const Tensor *t);
@@ -164,6 +169,8 @@ typedef struct HwLevel {
   int shared_by;          /* cores sharing one unit (1 = private) */
   int line;               /* line size in bytes */
   double gbs;             /* sustained bandwidth per core (CPU) or per device (GPU), GB/s */
+  double total_gbs;       /* the whole chip's (CPU; derived as gbs * cores for caches when a
+                           * file omits it) or the device's (GPU: equal to gbs), GB/s */
 } HwLevel;
 
 typedef struct HwModel {
@@ -189,6 +196,8 @@ typedef struct HwModel {
   HwLevel level[6];       /* fastest first; the last is main memory */
   double peak_gflops_f32; /* derived when absent: cores * ghz * fma_units * 2 * vector_bits/32 */
   char path[256];         /* where it was loaded from ("" for built-in or detected) */
+  char llvm_cpu_fallback[32]; /* for an LLVM that does not know llvm_cpu ("generic" if unset) */
+  char source[256];       /* detected models: what was detected, what came from which file */
 } HwModel;
 
 /* Parse an hw file's text.  False with "FILE:LINE: message" in err on a bad line. */
@@ -201,6 +210,9 @@ void hw_detect_host(HwModel *out);
 void hw_describe(const HwModel *hw, Buf *out);
 /* The hw/ directory used by hw_load: $DYN_HW_DIR, else the build tree, else $(pkgdatadir)/hw */
 const char *hw_dir(void);
+/* hw_detect_host reading /proc and /sys under root ("" is the real ones; tests pass a fake
+ * tree).  hw_load("host") is hw_detect_host.  For GPUs, cores is the SM count. */
+void hw_detect_host_in(const char *root, HwModel *out);
 
 /* ---- lineedit.c: the built-in line editor (used when readline is absent) --------------- */
 
@@ -219,13 +231,325 @@ bool lineedit_history_save(LineEdit *le, const char *path);
 typedef void (*LineEditCompleter)(void *env, const char *line, int cursor,
                                   void (*add)(void *cookie, const char *cand), void *cookie);
 void lineedit_set_completer(LineEdit *le, LineEditCompleter fn, void *env);
+/* A non-blocking descriptor (a self-pipe written by a SIGINT handler) whose turning readable
+ * ends a read as ^C does; lineedit drains it.  -1 (the default): none. */
+void lineedit_set_interrupt_fd(LineEdit *le, int fd);
 
-/* ---- (sections for the compiler modules follow) ----------------------------------------- */
+/* ---- diag.c: sources, spans and diagnostics (lang/diag.def) ----------------------------- */
+
+/* A source text: a file, a REPL input, an -e string, a stdlib module.  Sources live as long
+ * as the session, so spans into them stay valid for notes that point at old definitions. */
+typedef struct Source {
+  char *name;                 /* "demo.dyn", "<repl:3>", "stdlib/linalg.dyn" */
+  char *text;
+  size_t len;
+} Source;
+
+/* A byte range in a source; line and column are computed only when printed. */
+typedef struct Span {
+  const Source *src;
+  uint32_t lo, hi;
+} Span;
+
+typedef enum { DIAG_ERROR, DIAG_WARNING } DiagLevel;
+typedef enum {
+#define D(ID, level, fmt) ID,
+#include "../lang/diag.def"
+#undef D
+  D__COUNT
+} DiagId;
+
+typedef struct DiagNote { Span span; char *msg; struct DiagNote *next; } DiagNote;
+typedef struct Diag {
+  DiagId id;
+  DiagLevel level;
+  Span span;
+  char *msg;
+  DiagNote *notes, *last_note;
+  struct Diag *next;
+} Diag;
+/* A sink: diagnostics are collected, never fatal; the caller prints and clears. */
+typedef struct Diags { Diag *head, *tail; int nerrors, nwarnings; } Diags;
+
+Span span_join(Span a, Span b);
+void span_linecol(Span s, int *line, int *col);
+/* Report with the message format of lang/diag.def row `id`.  Returns the diagnostic so
+ * notes can be added. */
+Diag *diag_report(Diags *d, Span at, DiagId id, ...);
+Diag *diag_reportv(Diags *d, Span at, DiagId id, va_list ap);
+/* A note; if at.src is set, " (FILE:LINE:COL)" is appended to the text. */
+void diag_note(Diag *dg, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* "FILE:LINE:COL: error: MSG", the source line, a caret under the span, then the notes. */
+void diag_format(const Diag *dg, Buf *out);
+void diag_print_all(const Diags *d, FILE *f);
+void diag_clear(Diags *d);
+const char *diag_id_name(DiagId id);     /* "E_UNDEFINED" for the reference's list */
+const char *diag_id_format(DiagId id);
+
+/* ---- lex.c: tokens (lang/tokens.def) ---------------------------------------------------- */
+
+typedef enum {
+#define T(E, s) TK_##E,
+#define K(E, s) TK_##E,
+#include "../lang/tokens.def"
+#undef T
+#undef K
+  TK__COUNT
+} TokKind;
+
+typedef struct Token {
+  TokKind kind;
+  Span span;
+  const char *text;           /* IDENT: the name; STRING: decoded; COMMAND: the line */
+  double num;                 /* NUMBER */
+  int64_t ival;               /* NUMBER with is_int */
+  bool is_int;
+} Token;
+
+const char *lex_kind_name(TokKind k);
+/* Tokenise a whole source into an arena array ending with TK_EOF.  Newlines inside ( ) and
+ * [ ] are dropped; elsewhere a newline or ';' is TK_NEWLINE.  A top-level line whose first
+ * non-blank character is ':' becomes one TK_COMMAND.  Errors go to d; *unclosed reports
+ * whether the text ended inside brackets (for the REPL's continuation). */
+Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok);
+
+/* ---- parse.c: the AST -------------------------------------------------------------------- */
+
+typedef enum {
+#define OP(E, s, arity, kind) OP_##E,
+#include "../lang/ops.def"
+#undef OP
+  OP__COUNT
+} OpKind;
+typedef enum { OPK_ARITH, OPK_CMP, OPK_LOGIC, OPK_FLOAT, OPK_NUM } OpClass;
+const char *op_name(OpKind op);
+int op_arity(OpKind op);
+OpClass op_class(OpKind op);
+bool op_from_name(const char *s, OpKind *out);        /* math functions by name */
+
+typedef enum { RED_SUM, RED_MAX, RED_MIN, RED_PROD } RedOp;
+const char *red_name(RedOp r);
+
+typedef enum {
+  EX_NUM, EX_BOOL, EX_STR, EX_NAME, EX_INDEX, EX_CALL, EX_UNARY, EX_BINARY, EX_REDUCE,
+  EX_WHERE, EX_LIST, EX_TYPE, EX_CAST
+} ExprKind;
+
+/* What a name in an expression turned out to be (set by sema). */
+typedef enum { RES_NONE, RES_INDEX, RES_TENSOR, RES_SIZE } ResKind;
+
+typedef struct TypeExpr TypeExpr;
+typedef struct Expr Expr;
+struct Expr {
+  ExprKind kind;
+  Span span;
+  /* syntax */
+  double num; int64_t ival; bool is_int;   /* EX_NUM, EX_BOOL (ival) */
+  const char *name; Span name_span;        /* EX_NAME, EX_INDEX base, EX_CALL callee, EX_STR */
+  Expr **args; int nargs;                  /* subscripts, arguments, operands, list items */
+  OpKind op;                               /* EX_UNARY, EX_BINARY, EX_CALL of a math fn */
+  RedOp red; const char **ridx; Span *ridx_span; int nridx;  /* EX_REDUCE: args[0] is body */
+  DynElem elem; bool has_elem;             /* EX_TYPE, EX_CAST, typed EX_LIST */
+  /* semantics (sema) */
+  DynElem ty; bool weak;                   /* value type; weak = a literal or size/index */
+  DynElem opty;                            /* comparisons: the operands' type */
+  ResKind res; const Poly *size;           /* EX_NAME as size: its polynomial */
+  bool is_math;                            /* EX_CALL of a math function (op) */
+  const Poly **rext;                       /* EX_REDUCE: the extent of each index */
+  bool checked;                            /* EX_INDEX: bounds not proven, checked at run time */
+};
+
+struct TypeExpr {
+  enum { TY_TENSOR, TY_SIZE, TY_TUPLE } kind;
+  Span span;
+  DynElem elem;
+  Expr **dims; int ndims;
+  TypeExpr **parts; int nparts;
+};
+
+typedef struct Param { const char *name; Span span; TypeExpr *type; } Param;
+
+typedef struct Stmt Stmt;
+typedef struct FnDecl {
+  const char *name; Span name_span, span;
+  Param *params; int nparams;
+  TypeExpr *ret;              /* NULL: inferred from the return statement */
+  Expr **facts; int nfacts;
+  Stmt **body; int nbody;
+} FnDecl;
+
+typedef enum { ST_FN, ST_DEF, ST_ASSIGN, ST_RETURN, ST_IMPORT, ST_COMMAND, ST_EXPR } StmtKind;
+struct Stmt {
+  StmtKind kind;
+  Span span;
+  const char *name; Span name_span;       /* ST_DEF target; ST_IMPORT module or path */
+  const char **idx; Span *idx_span; int nidx;   /* ST_DEF left-hand indices */
+  TypeExpr *annot;                        /* ST_DEF optional annotation */
+  Expr *expr;                             /* ST_DEF, ST_ASSIGN, ST_EXPR */
+  const char **names; Span *name_spans; int nnames; bool tuple;  /* ST_ASSIGN, ST_RETURN */
+  bool is_path;                           /* ST_IMPORT "file.dyn" */
+  const char *text;                       /* ST_COMMAND: the line after ':' */
+  FnDecl *fn;                             /* ST_FN */
+  const struct Type *type;                /* ST_DEF: the defined tensor's type (sema) */
+};
+
+/* Parse a whole source.  Errors go to d, with recovery at statement boundaries.
+ * *incomplete is set when the text ended where more input was expected (inside brackets
+ * or a body, after an operator): the REPL then reads another line instead of reporting. */
+Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *incomplete);
+/* Parse just an expression (for :type EXPR and -e); NULL on error. */
+Expr *parse_expression(Arena *a, const Source *src, Diags *d);
+void parse_print_expr(const Expr *e, Buf *out);     /* back to source-like text */
+
+/* ---- sema.c: types, sizes, index ranges, bounds ------------------------------------------ */
+
+typedef struct Type {
+  DynElem elem;
+  int rank;
+  const Poly *dims[DYN_MAX_RANK];
+} Type;
+void type_str(const Type *t, Buf *out);              /* "f32[M, K]", "f32" */
+bool type_equal(const Type *a, const Type *b);
+
+typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } CmpOp;
+
+typedef struct Fact { const Poly *lhs; CmpOp cmp; const Poly *rhs; Span span; } Fact;
+
+typedef struct FnParam {
+  const char *name; Span span;
+  bool is_size;                 /* P: size */
+  Type type;                    /* tensors (scalars are rank 0) */
+  Span dim_span[DYN_MAX_RANK];
+} FnParam;
+
+/* Where a size variable is bound: parameter `param`, dimension `dim` (-1: a size param). */
+typedef struct SizeVar { const char *name; int param, dim; Span span; } SizeVar;
+
+typedef struct Program Program;
+typedef struct Func {
+  const char *name; Span span;
+  FnParam *params; int nparams;
+  Type *rets; int nrets;
+  Fact *facts; int nfacts;
+  SizeVar *sizes; int nsizes;
+  FnDecl *decl;                 /* the checked, annotated AST */
+  Arena *arena;                 /* owns everything above; freed with the function */
+  Program *prog;                /* lowered once, on first use (lower.c) */
+  int compiles;                 /* how many times it was compiled: 1 after any number of shapes */
+  void *backend;                /* back-end state for the compiled program */
+  bool anonymous;               /* a top-level statement compiled as a function */
+} Func;
+
+/* What sema needs from its surroundings. */
+typedef struct SemaEnv {
+  PolyCtx *pc;
+  Func *(*lookup_fn)(void *env, const char *name);
+  void *env;
+} SemaEnv;
+
+/* Check a function definition.  On success returns a Func that owns `arena` (the arena the
+ * declaration was parsed into); on error returns NULL and the arena stays the caller's. */
+Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d);
+void func_free(Func *f);
+/* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
+void func_signature(const Func *f, Buf *out);
+bool fact_holds(const Fact *f, int64_t lhs, int64_t rhs);
+const char *cmp_name(CmpOp c);
+
+/* ---- lower.c: tensor graph -> fused kernels (loop nests with symbolic extents) ---------- */
+
+typedef enum {
+  KX_CONST, KX_AXIS, KX_SIZE, KX_LOAD, KX_UN, KX_BIN, KX_CAST, KX_SELECT, KX_REDUCE
+} KxKind;
+
+typedef struct KExpr KExpr;
+struct KExpr {
+  KxKind kind;
+  DynElem ty;                   /* the value's type */
+  DynElem opty;                 /* KX_BIN comparisons, KX_CAST: the operand type */
+  OpKind op;
+  double f; int64_t i;          /* KX_CONST (f for floats, i for ints and bools) */
+  int axis;                     /* KX_AXIS */
+  const Poly *size;             /* KX_SIZE */
+  int slot;                     /* KX_LOAD */
+  KExpr **a; int n;             /* operands, subscripts; KX_SELECT: cond, then, else */
+  RedOp red; int *raxes; int nraxes;   /* KX_REDUCE: body is a[0] */
+  bool checked;                 /* KX_LOAD: not proven in bounds */
+  Span span;                    /* KX_LOAD: the access, for run-time errors */
+  int id;                       /* unique in its program: 0 .. Program.nkx - 1 */
+  uint64_t axmask;              /* bit (axis % 64) for every axis it depends on */
+};
+
+typedef struct Axis { const char *name; const Poly *extent; } Axis;
+
+typedef enum { SLOT_INPUT, SLOT_SIZE, SLOT_TEMP, SLOT_LOCAL, SLOT_OUTPUT } SlotKind;
+typedef struct Slot {
+  const char *name;
+  SlotKind kind;
+  Type type;                    /* SLOT_LOCAL: the dims inside one outer iteration */
+  int param;                    /* SLOT_INPUT: parameter index */
+  int nlocal;                   /* SLOT_LOCAL: how many trailing dims live per iteration */
+} Slot;
+
+/* One definition computed inside a kernel: slot[out][outer..., axes...] = expr */
+typedef struct Stage { int out; int *axes; int naxes; KExpr *expr; } Stage;
+
+/* A loop nest: the outer axes are shared by every stage (a row of a row-wise chain). */
+typedef struct Kernel {
+  const char *name;
+  int *outer; int nouter;
+  Stage *stages; int nstages;
+} Kernel;
+
+struct Program {
+  Arena *arena;
+  Slot *slots; int nslots;
+  Axis *axes; int naxes;
+  Kernel *kernels; int nkernels;
+  int *outputs; int nout;       /* slot of each returned value */
+  int nkx;                      /* KExpr nodes, numbered by id */
+  const char *name;
+};
+
+/* Lower a checked function (and every function it calls, inlined) and fuse.  Never fails
+ * on a checked function. */
+Program *lower_function(const Func *f, PolyCtx *pc,
+                        Func *(*lookup_fn)(void *env, const char *name), void *env);
+void lower_free(Program *p);
+/* The loop-level IR as :ir prints it. */
+void lower_print(const Program *p, Buf *out);
+void kx_print(const Program *p, const KExpr *e, Buf *out);
+
+/* ---- eval.c: the reference evaluator ----------------------------------------------------- */
+
+/* Run a program on concrete tensors.  sizes binds every size variable the program mentions.
+ * outs receives new tensors (owned by the caller).  False with a message naming the access
+ * and the values on a run-time error (out-of-bounds access, allocation failure, interrupt). */
+typedef struct EvalSizes { const char **names; int64_t *vals; int n; } EvalSizes;
+bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+                  volatile int *interrupt, Buf *err, Span *err_span);
 
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input */
 
 typedef struct Session Session;
 typedef enum { RUN_OK, RUN_ERROR, RUN_INCOMPLETE, RUN_QUIT } RunStatus;
+
+/* Options fixed when the session starts (the command line). */
+typedef struct SessionOptions {
+  const char *target;         /* "cpu", "gpu", "ref" or NULL for the default */
+  const char *hw;             /* a name or file for --hw, or NULL for the host */
+  int threads;                /* 0: all cores */
+  bool no_prelude;            /* do not import linalg and nn */
+} SessionOptions;
+
+/* A new session writing values to out and diagnostics to err.  Never fails; an unusable
+ * option (an unknown --hw) is reported on err and the default used. */
+Session *session_new(const SessionOptions *opt, FILE *out, FILE *err);
+void session_free(Session *s);
+/* Interactive sessions print the value of a bare expression; scripts evaluate it silently. */
+void session_set_interactive(Session *s, bool on);
+/* Run a whole script file (batch mode): stops at the first error. */
+RunStatus session_run_file(Session *s, const char *path);
 /* Run one input: a script, or one REPL entry (possibly several lines).  origin names it in
  * diagnostics ("demo.dyn", "<repl:3>").  RUN_INCOMPLETE: the text ends inside an open
  * bracket, brace or parenthesis or after a binary operator; nothing was run and nothing
@@ -247,5 +571,80 @@ void session_banner(Session *s, Buf *out);
  * else lineedit.  When standard input is not a terminal: no prompt, no banner, plain lines.
  * Returns the process exit status. */
 int repl_main(Session *s, bool quiet);
+
+/* ---- jit.c / pool.c / gemm.c ------------------------------------------------------------ */
+
+/* jit.c: ORC LLJIT for one target.  LLVM types appear only as opaque struct pointers (the
+ * same types as LLVMContextRef / LLVMModuleRef), so this header needs no LLVM headers. */
+struct LLVMOpaqueContext;
+struct LLVMOpaqueModule;
+typedef struct Jit Jit;
+/* A JIT for hw's llvm_cpu and llvm_features, or the host CPU's when hw is NULL or names
+ * "" or "host".  NULL with a message when LLVM cannot target it.  Free with jit_free. */
+Jit *jit_new(const HwModel *hw, char *err, size_t errlen);
+void jit_free(Jit *j);                                /* NULL-safe; frees all JIT'd code */
+const char *jit_cpu_name(const Jit *j);
+const char *jit_cpu_features(const Jit *j);
+/* The context modules for this JIT are built in (not thread-safe: one builder at a time). */
+struct LLVMOpaqueContext *jit_context(Jit *j);
+/* A module with the JIT's triple and data layout, in ctx (NULL: jit_context). */
+struct LLVMOpaqueModule *jit_module_new(Jit *j, struct LLVMOpaqueContext *ctx,
+                                        const char *name);
+/* Run a new-pass-manager pipeline (NULL: "default<O3>") with the JIT's target machine. */
+bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char *err,
+                  size_t errlen);
+/* Verify and hand over a module built in jit_context; the JIT owns it even on failure. */
+bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen);
+/* The address of a symbol (compiles its module on first use); NULL with a message. */
+void *jit_lookup(Jit *j, const char *name, char *err, size_t errlen);
+/* Make a C function or datum visible to generated code under name. */
+bool jit_define_symbol(Jit *j, const char *name, void *addr, char *err, size_t errlen);
+/* Text of a module: its IR, or its assembly for the JIT's CPU (code generation mutates the
+ * module, so pass one that will not be JIT'd).  Appended to out. */
+void jit_print_ir(struct LLVMOpaqueModule *m, Buf *out);
+bool jit_print_asm(Jit *j, struct LLVMOpaqueModule *m, Buf *out, char *err, size_t errlen);
+
+/* pool.c: a pthread pool.  nthreads counts the calling thread (<= 0: one per online CPU). */
+typedef struct Pool Pool;
+Pool *pool_new(int nthreads);
+void pool_free(Pool *p);                              /* NULL-safe; joins the workers */
+void pool_set_threads(Pool *p, int nthreads);         /* not while a job runs on p */
+int pool_threads(const Pool *p);                      /* 1 for NULL */
+/* The C ABI generated code calls: run fn(ctx, t) for t in [0, ntasks) on the pool's threads
+ * and the caller, return when all are done.  pool NULL, or a nested call from inside a
+ * task, runs serially on the calling thread.  Concurrent callers take turns. */
+void dyn_parallel_for(void *pool, int64_t ntasks, void (*fn)(void *ctx, int64_t task),
+                      void *ctx);
+
+/* gemm.c: the CPU contraction engine.  C[b,m,n] (+)= sum_k A[b,m,k] * B[b,k,n], every
+ * operand addressed by element strides given at run time; compiled once per element type
+ * and hardware, any shape and layout at run time (see the design note in gemm.c). */
+typedef struct GemmKernels GemmKernels;
+typedef struct GemmArgs {
+  int64_t batch, m, n, k;                 /* batch >= 1 (0 is a no-op); m, n, k >= 0 */
+  const void *a; int64_t a_sb, a_sm, a_sk; /* element strides: batch, row, reduction */
+  const void *b; int64_t b_sb, b_sk, b_sn;
+  void *c; int64_t c_sb, c_sm, c_sn;      /* must not overlap a or b */
+  bool accumulate;                        /* C += A.B instead of C = A.B */
+} GemmArgs;
+/* Compile every micro-kernel variant and packing routine for elem (DYN_F32 or DYN_F64) on
+ * hw (copied).  NULL with a message when the type is unsupported or LLVM fails.  The object
+ * owns the JIT'd code; free with gemm_free. */
+GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen);
+void gemm_free(GemmKernels *g);                       /* NULL-safe */
+double gemm_compile_ms(const GemmKernels *g);         /* wall time gemm_compile took */
+/* Run on pool (NULL: the calling thread only; the plan may use fewer threads than the pool
+ * has).  False with a message on invalid sizes or strides (nothing is written then). */
+bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
+/* What gemm_run would do with nthreads threads, for `:sched`: the levels, the tiles, the
+ * candidates the model weighed and their predicted times.  Appended to out. */
+void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
+/* The generated code as text for `:code`: what is "llvm" (optimised IR) or "asm". */
+bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
+/* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its
+ * operands in L1 and a long reduction, timed for about `seconds`. */
+double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds);
+/* The model's predicted seconds for x with nthreads (the time :time is held to). */
+double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
 
 #endif

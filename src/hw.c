@@ -1,1 +1,1289 @@
-/* hw.c -- placeholder */
+/* hw.c -- the hardware model: everything the scheduler knows about a machine.  It parses
+ * hw/NAME.hw files (key = value; the keys are documented in hw/README.md), finds them in the
+ * hw directory, detects the host CPU (cpuid, sysfs caches, usable cores) and takes what
+ * detection cannot see (bandwidths, FMA pipes, latency) from the closest file, and prints the
+ * model for :hw.  No cost-model figure lives here: every number comes from a file, from the
+ * machine, or from arithmetic on those two.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define HW_X86 1
+#endif
+
+#ifndef DYN_PKGDATADIR
+#error "DYN_PKGDATADIR must be defined by the build (see Makefile.am)"
+#endif
+
+/* ---- the key table ----------------------------------------------------------------------- */
+
+enum { FOR_CPU = 1, FOR_GPU = 2, FOR_BOTH = 3 };
+typedef enum { V_STR, V_INT, V_SIZE, V_NUM, V_KIND, V_CC } VType;
+
+typedef struct {
+  const char *key;
+  VType type;
+  unsigned kinds;
+  bool required;
+  size_t off, cap;       /* where the value goes in HwModel (V_CC: cc_major and cc_minor) */
+} KeyDef;
+
+#define AT(f) offsetof(HwModel, f), sizeof(((HwModel *)0)->f)
+
+static const KeyDef KEYS[] = {
+  {"name", V_STR, FOR_BOTH, true, AT(name)},
+  {"kind", V_KIND, FOR_BOTH, true, AT(kind)},
+  {"desc", V_STR, FOR_BOTH, true, AT(desc)},
+  {"ghz", V_NUM, FOR_BOTH, true, AT(ghz)},
+  {"peak_gflops_f32", V_NUM, FOR_BOTH, false, AT(peak_gflops_f32)},
+  {"cores", V_INT, FOR_CPU, true, AT(cores)},
+  {"vector_bits", V_INT, FOR_CPU, true, AT(vector_bits)},
+  {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs)},
+  {"fma_units", V_INT, FOR_CPU, true, AT(fma_units)},
+  {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency)},
+  {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu)},
+  {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback)},
+  {"llvm_features", V_STR, FOR_CPU, true, AT(llvm_features)},
+  {"sm_count", V_INT, FOR_GPU, true, AT(sm_count)},
+  {"cc", V_CC, FOR_GPU, true, 0, 0},
+  {"warp_size", V_INT, FOR_GPU, true, AT(warp_size)},
+  {"regs_per_sm", V_INT, FOR_GPU, true, AT(regs_per_sm)},
+  {"regs_per_thread_max", V_INT, FOR_GPU, true, AT(regs_per_thread_max)},
+  {"smem_per_sm", V_SIZE, FOR_GPU, true, AT(smem_per_sm)},
+  {"smem_per_block", V_SIZE, FOR_GPU, true, AT(smem_per_block)},
+  {"max_threads_per_block", V_INT, FOR_GPU, true, AT(max_threads_per_block)},
+  {"fp32_tflops", V_NUM, FOR_GPU, true, AT(fp32_tflops)},
+  {"tf32_tflops", V_NUM, FOR_GPU, true, AT(tf32_tflops)},
+  {"bf16_tflops", V_NUM, FOR_GPU, true, AT(bf16_tflops)},
+};
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+/* Memory levels, in the order they take in HwModel.level[] (fastest first).  A level is in a
+ * model when its file sets any of its keys; "main" marks main memory, which must be last.
+ * Registers are not a level: vec_regs and regs_per_sm describe them, because micro-kernels
+ * are enumerated from register counts, not bytes. */
+typedef struct { const char *prefix, *name; unsigned kinds; bool main; } LevelDef;
+static const LevelDef LEVELS[] = {
+  {"l1", "L1", FOR_CPU, false},
+  {"smem", "smem", FOR_GPU, false},
+  {"l2", "L2", FOR_BOTH, false},
+  {"l3", "L3", FOR_CPU, false},
+  {"dram", "DRAM", FOR_CPU, true},
+  {"hbm", "HBM", FOR_GPU, true},
+  {"gddr", "GDDR", FOR_GPU, true},
+};
+#define NLEVELS ((int)(sizeof LEVELS / sizeof LEVELS[0]))
+
+enum { LF_BYTES, LF_LINE, LF_GBS, LF_TOTAL, LF_SHARED, NLF };
+static const char *const LFIELDS[NLF] = {"bytes", "line", "gbs", "total_gbs", "shared_by"};
+
+_Static_assert(sizeof(((HwModel *)0)->level) / sizeof(HwLevel) >= 4,
+               "level[] must hold L1, L2, L3 and main memory");
+
+/* What a name (the file's and the one hw_load looks up) may be made of. */
+#define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+/* Copy with truncation; always terminated. */
+static void copy_str(char *dst, size_t cap, const char *src) {
+  snprintf(dst, cap, "%s", src);
+}
+
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+/* A positive decimal integer that fits an int, nothing else. */
+static bool parse_int(const char *s, int *out) {
+  if (!*s) return false;
+  long long v = 0;
+  for (const char *p = s; *p; p++) {
+    if (!isdigit((unsigned char)*p)) return false;
+    v = v * 10 + (*p - '0');
+    if (v > INT_MAX) return false;
+  }
+  if (v <= 0) return false;
+  *out = (int)v;
+  return true;
+}
+
+/* A positive finite decimal number ("1.98", "19.5", "2e3").  strtod alone would also take
+ * "inf", "nan" and hex, which have no place in a hardware figure. */
+static bool parse_num(const char *s, double *out) {
+  if (!*s) return false;
+  for (const char *p = s; *p; p++)
+    if (!isdigit((unsigned char)*p) && !strchr(".eE+-", *p)) return false;
+  if (!isdigit((unsigned char)s[0]) && s[0] != '.') return false;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (*end || errno || !isfinite(v) || v <= 0) return false;
+  *out = v;
+  return true;
+}
+
+/* A byte count: a number, optionally with a fraction, then an optional binary suffix
+ * (K, KB, KiB, M, MB, MiB, G, GB, GiB, T, TB, TiB, any case; B alone is bytes).  Every suffix
+ * is a power of 1024, because that is what vendors mean by a cache's "MB"; the result must
+ * be a whole positive number of bytes ("1.375M" is, "1.3K" is not). */
+static bool parse_size(const char *s, int64_t *out) {
+  const char *p = s;
+  int64_t ip = 0, frac = 0, den = 1;
+  if (!isdigit((unsigned char)*p)) return false;
+  for (; isdigit((unsigned char)*p); p++)
+    if (__builtin_mul_overflow(ip, 10, &ip) || __builtin_add_overflow(ip, *p - '0', &ip))
+      return false;
+  if (*p == '.') {
+    p++;
+    if (!isdigit((unsigned char)*p)) return false;
+    for (; isdigit((unsigned char)*p); p++) {
+      if (den >= 1000000000) return false;   /* more precision than any hardware figure */
+      frac = frac * 10 + (*p - '0');
+      den *= 10;
+    }
+  }
+  while (*p == ' ') p++;
+  static const char units[] = "kmgt";
+  const char *u = *p ? strchr(units, tolower((unsigned char)*p)) : NULL;
+  int shift = -1;
+  if (!*p || !strcasecmp(p, "b")) shift = 0;
+  else if (u && (!p[1] || !strcasecmp(p + 1, "b") || !strcasecmp(p + 1, "ib")))
+    shift = 10 * (int)(u - units + 1);
+  if (shift < 0) return false;
+  int64_t mult = (int64_t)1 << shift, whole, part;
+  if (__builtin_mul_overflow(ip, mult, &whole)) return false;
+  if (__builtin_mul_overflow(frac, mult, &part) || part % den) return false;
+  if (__builtin_add_overflow(whole, part / den, &whole) || whole <= 0) return false;
+  *out = whole;
+  return true;
+}
+
+/* "48 KiB", "1 MiB", "38.5 MiB", "80 GiB", "512 B" */
+static void fmt_bytes(int64_t b, char *dst, size_t cap) {
+  static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = (double)b;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  if (v == floor(v)) snprintf(dst, cap, "%.0f %s", v, unit[u]);
+  else snprintf(dst, cap, "%.*f %s", v < 10 ? 2 : 1, v, unit[u]);
+}
+
+/* ---- hw_parse ------------------------------------------------------------------------------ */
+
+/* One line split into key and value.  Returns 0 for a blank or comment line, 1 for an entry,
+ * -1 with *why for a malformed line.  '#' starts a comment outside double quotes; a quoted
+ * value keeps '#' and surrounding spaces. */
+static int split_line(const char *s, size_t n, char *key, size_t keycap, char *val,
+                      size_t valcap, const char **why) {
+  size_t i = 0;
+  while (i < n && is_blank(s[i])) i++;
+  if (i == n || s[i] == '#') return 0;
+  size_t k0 = i;
+  while (i < n && s[i] != '=' && s[i] != '#') i++;
+  if (i == n || s[i] != '=') {
+    *why = "expected 'key = value'";
+    return -1;
+  }
+  size_t k1 = i;
+  while (k1 > k0 && is_blank(s[k1 - 1])) k1--;
+  if (k1 == k0) {
+    *why = "expected 'key = value'";
+    return -1;
+  }
+  if (k1 - k0 >= keycap) {
+    *why = "key too long";
+    return -1;
+  }
+  memcpy(key, s + k0, k1 - k0);
+  key[k1 - k0] = 0;
+  i++;
+  while (i < n && is_blank(s[i])) i++;
+  size_t v0 = i, v1;
+  if (i < n && s[i] == '"') {
+    v0 = ++i;
+    while (i < n && s[i] != '"') i++;
+    if (i == n) {
+      *why = "unterminated quote";
+      return -1;
+    }
+    v1 = i++;
+    while (i < n && is_blank(s[i])) i++;
+    if (i < n && s[i] != '#') {
+      *why = "text after the closing quote";
+      return -1;
+    }
+  } else {
+    while (i < n && s[i] != '#') i++;
+    v1 = i;
+    while (v1 > v0 && is_blank(s[v1 - 1])) v1--;
+  }
+  if (v1 - v0 >= valcap) {
+    *why = "value too long";
+    return -1;
+  }
+  memcpy(val, s + v0, v1 - v0);
+  val[v1 - v0] = 0;
+  return 1;
+}
+
+/* What a parse has seen so far: the line each key was set on, and the level fields. */
+typedef struct {
+  int key_line[NKEYS];
+  int lvl_line[NLEVELS][NLF];
+  int64_t lvl_bytes[NLEVELS];
+  int lvl_linesz[NLEVELS];
+  double lvl_gbs[NLEVELS], lvl_total[NLEVELS];
+  int lvl_shared[NLEVELS];        /* 0 = "all" (or unset): the whole chip or device */
+} ParseState;
+
+static int find_key(const char *key) {
+  for (int i = 0; i < NKEYS; i++)
+    if (!strcmp(KEYS[i].key, key)) return i;
+  return -1;
+}
+
+/* "l2.bytes" -> level 2 (index in LEVELS), field LF_BYTES; false if not a level key. */
+static bool find_level_key(const char *key, int *lv, int *field) {
+  const char *dot = strchr(key, '.');
+  if (!dot) return false;
+  for (int l = 0; l < NLEVELS; l++) {
+    size_t pl = strlen(LEVELS[l].prefix);
+    if ((size_t)(dot - key) != pl || strncmp(key, LEVELS[l].prefix, pl)) continue;
+    for (int f = 0; f < NLF; f++)
+      if (!strcmp(dot + 1, LFIELDS[f])) {
+        *lv = l;
+        *field = f;
+        return true;
+      }
+  }
+  return false;
+}
+
+static const char *kind_word(unsigned k) { return k == FOR_CPU ? "a CPU" : "a GPU"; }
+
+/* Store one scalar key's value; false with a message (without FILE:LINE) in why. */
+static bool set_scalar(const KeyDef *k, const char *val, HwModel *out, char *why, size_t wl) {
+  char *dst = (char *)out + k->off;
+  switch (k->type) {
+  case V_STR:
+    if (strlen(val) >= k->cap) {
+      snprintf(why, wl, "value too long for '%s' (at most %zu characters)", k->key, k->cap - 1);
+      return false;
+    }
+    if (!*val) {
+      snprintf(why, wl, "empty value for '%s'", k->key);
+      return false;
+    }
+    /* A name is what :hw NAME and --hw=NAME take, so it must be a plain word. */
+    if (!strcmp(k->key, "name") && strspn(val, NAME_CHARS) != strlen(val)) {
+      snprintf(why, wl, "'name' may hold only letters, digits, '.', '_' and '-', not '%s'",
+               val);
+      return false;
+    }
+    memcpy(dst, val, strlen(val) + 1);
+    return true;
+  case V_KIND:
+    if (strcmp(val, "cpu") && strcmp(val, "gpu")) {
+      snprintf(why, wl, "'kind' must be cpu or gpu, not '%s'", val);
+      return false;
+    }
+    memcpy(dst, val, 4);
+    return true;
+  case V_INT: {
+    int v;
+    if (!parse_int(val, &v)) {
+      snprintf(why, wl, "bad number '%s' for '%s' (expected a positive integer)", val, k->key);
+      return false;
+    }
+    if (!strcmp(k->key, "vector_bits") && v != 128 && v != 256 && v != 512) {
+      snprintf(why, wl, "'vector_bits' must be 128, 256 or 512, not %d", v);
+      return false;
+    }
+    memcpy(dst, &v, sizeof v);
+    return true;
+  }
+  case V_SIZE: {
+    int64_t v;
+    if (!parse_size(val, &v)) {
+      snprintf(why, wl, "bad size '%s' for '%s' (expected bytes, e.g. 48K, 2M, 32MiB)", val,
+               k->key);
+      return false;
+    }
+    memcpy(dst, &v, sizeof v);
+    return true;
+  }
+  case V_NUM: {
+    double v;
+    if (!parse_num(val, &v)) {
+      snprintf(why, wl, "bad number '%s' for '%s' (expected a positive number)", val, k->key);
+      return false;
+    }
+    memcpy(dst, &v, sizeof v);
+    return true;
+  }
+  case V_CC: {
+    int ma = 0, mi = 0, n = 0;
+    if (sscanf(val, "%3d.%2d%n", &ma, &mi, &n) != 2 || val[n] || ma <= 0 || mi < 0 ||
+        !isdigit((unsigned char)val[0]) || !isdigit((unsigned char)val[strlen(val) - 1])) {
+      snprintf(why, wl, "bad compute capability '%s' (expected MAJOR.MINOR, e.g. 9.0)", val);
+      return false;
+    }
+    out->cc_major = ma;
+    out->cc_minor = mi;
+    return true;
+  }
+  }
+  return false;
+}
+
+static bool set_level(ParseState *st, int l, int f, const char *key, const char *val, char *why,
+                      size_t wl) {
+  switch (f) {
+  case LF_BYTES:
+  case LF_LINE: {
+    int64_t v;
+    if (!parse_size(val, &v)) {
+      snprintf(why, wl, "bad size '%s' for '%s' (expected bytes, e.g. 48K, 2M, 32MiB)", val,
+               key);
+      return false;
+    }
+    if (f == LF_BYTES) {
+      st->lvl_bytes[l] = v;
+      return true;
+    }
+    if (v > 65536 || (v & (v - 1))) {
+      snprintf(why, wl, "'%s' must be a power of two up to 64K, not '%s'", key, val);
+      return false;
+    }
+    st->lvl_linesz[l] = (int)v;
+    return true;
+  }
+  case LF_GBS:
+  case LF_TOTAL: {
+    double v;
+    if (!parse_num(val, &v)) {
+      snprintf(why, wl, "bad number '%s' for '%s' (expected a positive number)", val, key);
+      return false;
+    }
+    *(f == LF_GBS ? &st->lvl_gbs[l] : &st->lvl_total[l]) = v;
+    return true;
+  }
+  case LF_SHARED:
+    if (!strcmp(val, "all")) {
+      st->lvl_shared[l] = 0;
+      return true;
+    }
+    if (!parse_int(val, &st->lvl_shared[l])) {
+      snprintf(why, wl, "bad number '%s' for '%s' (expected a positive integer or 'all')", val,
+               key);
+      return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+/* Append "'key'" to a list of missing keys. */
+static void add_missing(Buf *b, int *n, const char *key) {
+  buf_printf(b, "%s'%s'", *n ? ", " : "", key);
+  (*n)++;
+}
+
+/* The checks and derivations that need the whole file: required keys, levels, order. */
+static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *err,
+                         size_t errlen) {
+  unsigned kind = !strcmp(out->kind, "gpu") ? FOR_GPU : FOR_CPU;
+  bool gpu = kind == FOR_GPU;
+  Buf miss = {0};
+  int nmiss = 0;
+  for (int i = 0; i < NKEYS; i++)
+    if (KEYS[i].required && (KEYS[i].kinds & kind) && !st->key_line[i])
+      add_missing(&miss, &nmiss, KEYS[i].key);
+
+  /* Which levels are present, and is each complete? */
+  bool present[NLEVELS] = {false};
+  int nmain = 0, second = 0;   /* second: the first line of a second main memory's keys */
+  for (int l = 0; l < NLEVELS; l++) {
+    int first = 0;
+    for (int f = 0; f < NLF; f++)
+      if (st->lvl_line[l][f] && (!first || st->lvl_line[l][f] < first))
+        first = st->lvl_line[l][f];
+    present[l] = first > 0;
+    if (!present[l] || !LEVELS[l].main) continue;
+    if (++nmain > 1 && first > second) second = first;
+  }
+  if (nmain > 1) {
+    fail(err, errlen, "%s:%d: a GPU has one main memory: set either hbm.* or gddr.*", fname,
+         second);
+    buf_free(&miss);
+    return false;
+  }
+  char key[32];
+  for (int l = 0; l < NLEVELS; l++) {
+    const LevelDef *ld = &LEVELS[l];
+    if (!(ld->kinds & kind)) continue;
+    bool need_level = ld->main ? (nmain == 0 && !strcmp(ld->prefix, gpu ? "hbm" : "dram"))
+                               : (!strcmp(ld->prefix, "l1") || !strcmp(ld->prefix, "smem") ||
+                                  !strcmp(ld->prefix, "l2"));
+    if (!present[l] && !need_level) continue;
+    /* bytes: caches always (smem takes smem_per_sm), GPU main memory (its capacity) */
+    bool need_bytes = ld->main ? gpu : strcmp(ld->prefix, "smem") != 0;
+    bool need_line = !ld->main;
+    bool need_total = ld->main && !gpu;
+    if (need_bytes && !st->lvl_line[l][LF_BYTES])
+      add_missing(&miss, &nmiss, (snprintf(key, sizeof key, "%s.bytes", ld->prefix), key));
+    if (need_line && !st->lvl_line[l][LF_LINE])
+      add_missing(&miss, &nmiss, (snprintf(key, sizeof key, "%s.line", ld->prefix), key));
+    if (!st->lvl_line[l][LF_GBS])
+      add_missing(&miss, &nmiss, (snprintf(key, sizeof key, "%s.gbs", ld->prefix), key));
+    if (need_total && !st->lvl_line[l][LF_TOTAL])
+      add_missing(&miss, &nmiss, (snprintf(key, sizeof key, "%s.total_gbs", ld->prefix), key));
+  }
+  if (nmiss) {
+    fail(err, errlen, "%s: missing key%s %s", fname, nmiss > 1 ? "s" : "", miss.s);
+    buf_free(&miss);
+    return false;
+  }
+  buf_free(&miss);
+
+  if (gpu) out->cores = out->sm_count;   /* a GPU's units of parallelism are its SMs */
+  if (!out->llvm_cpu_fallback[0] && !gpu)
+    copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, "generic");
+
+  if (gpu && out->smem_per_block > out->smem_per_sm) {
+    fail(err, errlen, "%s:%d: 'smem_per_block' (%lld) exceeds 'smem_per_sm' (%lld)", fname,
+         st->key_line[find_key("smem_per_block")], (long long)out->smem_per_block,
+         (long long)out->smem_per_sm);
+    return false;
+  }
+
+  /* Assemble the levels, fastest first. */
+  out->nlevels = 0;
+  for (int l = 0; l < NLEVELS; l++) {
+    if (!present[l] || !(LEVELS[l].kinds & kind)) continue;
+    HwLevel *lv = &out->level[out->nlevels];
+    copy_str(lv->name, sizeof lv->name, LEVELS[l].name);
+    lv->bytes = !strcmp(LEVELS[l].prefix, "smem") ? out->smem_per_sm : st->lvl_bytes[l];
+    lv->line = st->lvl_linesz[l] ? st->lvl_linesz[l]
+               : out->nlevels ? out->level[out->nlevels - 1].line : 64;
+    lv->gbs = st->lvl_gbs[l];
+    int all = gpu ? out->sm_count : out->cores;
+    bool whole = LEVELS[l].main || (gpu && !strcmp(LEVELS[l].prefix, "l2"));
+    lv->shared_by = st->lvl_line[l][LF_SHARED] ? (st->lvl_shared[l] ? st->lvl_shared[l] : all)
+                    : whole ? all : 1;
+    if (lv->shared_by > all) {
+      fail(err, errlen, "%s:%d: '%s.shared_by' (%d) exceeds the %d %s", fname,
+           st->lvl_line[l][LF_SHARED], LEVELS[l].prefix, lv->shared_by, all,
+           gpu ? "SMs" : "cores");
+      return false;
+    }
+    if (gpu) {
+      if (st->lvl_line[l][LF_TOTAL]) {
+        fail(err, errlen, "%s:%d: a GPU's '%s.gbs' is already the whole device's; remove "
+             "'%s.total_gbs'", fname, st->lvl_line[l][LF_TOTAL], LEVELS[l].prefix,
+             LEVELS[l].prefix);
+        return false;
+      }
+      if (!strcmp(LEVELS[l].prefix, "smem") && st->lvl_line[l][LF_BYTES]) {
+        fail(err, errlen, "%s:%d: shared memory's size is 'smem_per_sm'; remove 'smem.bytes'",
+             fname, st->lvl_line[l][LF_BYTES]);
+        return false;
+      }
+      lv->total_gbs = lv->gbs;
+    } else {
+      /* Private caches scale with cores; a file may state the chip's figure instead. */
+      lv->total_gbs = st->lvl_total[l] ? st->lvl_total[l] : lv->gbs * out->cores;
+    }
+    if (out->nlevels > 0 && lv->bytes && out->level[out->nlevels - 1].bytes >= lv->bytes) {
+      char a[32], b[32];
+      fmt_bytes(lv->bytes, a, sizeof a);
+      fmt_bytes(out->level[out->nlevels - 1].bytes, b, sizeof b);
+      int line = st->lvl_line[l][LF_BYTES] ? st->lvl_line[l][LF_BYTES]
+                                           : st->key_line[find_key("smem_per_sm")];
+      fail(err, errlen, "%s:%d: %s (%s) must be larger than %s (%s)", fname, line, lv->name, a,
+           out->level[out->nlevels - 1].name, b);
+      return false;
+    }
+    out->nlevels++;
+  }
+  if (!out->peak_gflops_f32)
+    out->peak_gflops_f32 = gpu ? out->fp32_tflops * 1000.0
+                               : out->cores * out->ghz * out->fma_units * 2.0 *
+                                     (out->vector_bits / 32);
+  return true;
+}
+
+bool hw_parse(const char *text, const char *fname, HwModel *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (!fname) fname = "<hw>";
+  ParseState *st = xcalloc(1, sizeof *st);
+  char key[64], val[512], why[1200];
+  const char *reason;
+  bool ok = false;
+
+  /* First pass: only the kind, so keys of the other kind are reported where they stand. */
+  unsigned kind = 0;
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    if (split_line(p, n, key, sizeof key, val, sizeof val, &reason) == 1 && !strcmp(key, "kind"))
+      kind = !strcmp(val, "cpu") ? FOR_CPU : !strcmp(val, "gpu") ? FOR_GPU : 0;
+    p += n + (nl != NULL);
+  }
+
+  int lineno = 0;
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    lineno++;
+    int r = split_line(p, n, key, sizeof key, val, sizeof val, &reason);
+    p += n + (nl != NULL);
+    if (r == 0) continue;
+    if (r < 0) {
+      fail(err, errlen, "%s:%d: %s", fname, lineno, reason);
+      goto done;
+    }
+    int ki = find_key(key), lv = -1, lf = -1;
+    int *seen;
+    unsigned kinds;
+    if (ki >= 0) {
+      seen = &st->key_line[ki];
+      kinds = KEYS[ki].kinds;
+    } else if (find_level_key(key, &lv, &lf)) {
+      seen = &st->lvl_line[lv][lf];
+      kinds = LEVELS[lv].kinds;
+    } else {
+      fail(err, errlen, "%s:%d: unknown key '%s'", fname, lineno, key);
+      goto done;
+    }
+    if (*seen) {
+      fail(err, errlen, "%s:%d: '%s' is set twice (first on line %d)", fname, lineno, key,
+           *seen);
+      goto done;
+    }
+    if (kind && !(kinds & kind)) {
+      fail(err, errlen, "%s:%d: '%s' is for %s, but this file has kind = %s", fname, lineno,
+           key, kind_word(kinds), kind == FOR_CPU ? "cpu" : "gpu");
+      goto done;
+    }
+    *seen = lineno;
+    if (!(ki >= 0 ? set_scalar(&KEYS[ki], val, out, why, sizeof why)
+                  : set_level(st, lv, lf, key, val, why, sizeof why))) {
+      fail(err, errlen, "%s:%d: %s", fname, lineno, why);
+      goto done;
+    }
+  }
+  if (!st->key_line[find_key("kind")]) {
+    fail(err, errlen, "%s: missing key 'kind' (cpu or gpu)", fname);
+    goto done;
+  }
+  ok = finish_model(st, fname, out, err, errlen);
+done:
+  free(st);
+  if (!ok) memset(out, 0, sizeof *out);   /* no half-filled model to use by mistake */
+  return ok;
+}
+
+/* ---- hw_dir and hw_load ------------------------------------------------------------------ */
+
+static bool is_dir(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+const char *hw_dir(void) {
+  const char *env = getenv("DYN_HW_DIR");
+  if (env && *env) return env;
+#ifdef DYN_SRCDIR
+  /* Running from the build tree: use the sources' hw/ so edits take effect at once. */
+  if (is_dir(DYN_SRCDIR "/hw")) return DYN_SRCDIR "/hw";
+#endif
+  return DYN_PKGDATADIR "/hw";
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "a100, generic-avx2, ..." (the NAME.hw files in dir, sorted), or false if dir is unreadable */
+static bool list_known(const char *dir, Buf *out) {
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  VEC(char *) names = {0};
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (n > 3 && !strcmp(e->d_name + n - 3, ".hw") && e->d_name[0] != '.')
+      vec_push(names, xstrndup(e->d_name, n - 3));
+  }
+  closedir(d);
+  qsort(names.a, (size_t)names.n, sizeof(char *), cmp_str);
+  for (int i = 0; i < names.n; i++) {
+    buf_printf(out, "%s%s", i ? ", " : "", names.a[i]);
+    free(names.a[i]);
+  }
+  if (!names.n) buf_puts(out, "none");
+  vec_free(names);
+  return true;
+}
+
+/* Read a whole (small) file; NULL with a message. */
+static char *read_text(const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fail(err, errlen, "cannot open %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  Buf b = {0};
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    buf_putn(&b, chunk, n);
+    if (b.len > (1u << 20)) {   /* an hw file is a page of text; this is something else */
+      fail(err, errlen, "%s: too large for a hardware description", path);
+      fclose(f);
+      buf_free(&b);
+      return NULL;
+    }
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    fail(err, errlen, "cannot read %s", path);
+    buf_free(&b);
+    return NULL;
+  }
+  if (b.s && strlen(b.s) != b.len) {
+    fail(err, errlen, "%s: not a text file", path);
+    buf_free(&b);
+    return NULL;
+  }
+  return b.s ? b.s : xstrdup("");
+}
+
+static bool load_path(const char *path, HwModel *out, char *err, size_t errlen) {
+  char *text = read_text(path, err, errlen);
+  if (!text) {
+    memset(out, 0, sizeof *out);
+    return false;
+  }
+  bool ok = hw_parse(text, path, out, err, errlen);
+  free(text);
+  if (ok) copy_str(out->path, sizeof out->path, path);
+  return ok;
+}
+
+bool hw_load(const char *name_or_path, HwModel *out, char *err, size_t errlen) {
+  const char *s = name_or_path ? name_or_path : "";
+  size_t n = strlen(s);
+  if (strchr(s, '/') || (n > 3 && !strcmp(s + n - 3, ".hw")))
+    return load_path(s, out, err, errlen);
+  if (!strcmp(s, "host")) {
+    hw_detect_host(out);
+    return true;
+  }
+  bool plain = n > 0 && strspn(s, NAME_CHARS) == n;
+  const char *dir = hw_dir();
+  if (plain) {
+    Buf path = {0};
+    buf_printf(&path, "%s/%s.hw", dir, s);
+    if (access(path.s, F_OK) == 0) {
+      bool ok = load_path(path.s, out, err, errlen);
+      buf_free(&path);
+      return ok;
+    }
+    buf_free(&path);
+  }
+  memset(out, 0, sizeof *out);
+  Buf known = {0};
+  if (list_known(dir, &known))
+    fail(err, errlen, "no hardware description '%s' (known: host, %s)", s, known.s);
+  else
+    fail(err, errlen, "no hardware description '%s' (cannot read the hardware directory %s: "
+         "%s)", s, dir, strerror(errno));
+  buf_free(&known);
+  return false;
+}
+
+/* ---- host detection ------------------------------------------------------------------------ */
+
+/* Read a small /proc or /sys file under root into buf; false if absent. */
+static bool read_small(const char *root, const char *path, char *buf, size_t cap) {
+  char full[512];
+  snprintf(full, sizeof full, "%s%s", root, path);
+  FILE *f = fopen(full, "r");
+  if (!f) return false;
+  size_t n = fread(buf, 1, cap - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  while (n && isspace((unsigned char)buf[n - 1])) buf[--n] = 0;
+  return n > 0;
+}
+
+/* A Linux CPU list ("0-3,8,10-11") into cpus[]; returns how many (at most max), -1 if bad. */
+static int parse_cpu_list(const char *s, int *cpus, int max) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long a = strtol(s, &end, 10), b;
+    if (end == s || a < 0 || a > 1 << 20) return -1;
+    b = a;
+    s = end;
+    if (*s == '-') {
+      b = strtol(s + 1, &end, 10);
+      if (end == s + 1 || b < a || b > 1 << 20) return -1;
+      s = end;
+    }
+    for (long c = a; c <= b && n < max; c++) cpus[n++] = (int)c;
+    if (*s == ',') s++;
+    else if (*s && !isspace((unsigned char)*s)) return -1;
+    else if (*s) break;
+  }
+  return n;
+}
+
+/* How many physical cores the given logical CPUs make: SMT siblings share an FMA pipe, so a
+ * core counts once.  A CPU whose topology cannot be read counts as its own core. */
+static int count_cores(const char *root, const int *cpus, int n) {
+  int *rep = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+  int nrep = 0;
+  for (int i = 0; i < n; i++) {
+    char path[128], buf[256];
+    int r = cpus[i], sib[64];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+             cpus[i]);
+    if (read_small(root, path, buf, sizeof buf)) {
+      int ns = parse_cpu_list(buf, sib, 64);
+      for (int j = 0; j < ns; j++)
+        if (sib[j] < r) r = sib[j];
+    }
+    bool dup = false;
+    for (int j = 0; j < nrep && !dup; j++) dup = rep[j] == r;
+    if (!dup) rep[nrep++] = r;
+  }
+  free(rep);
+  return nrep;
+}
+
+/* The cores this process may run on: its affinity mask (a container or taskset may allow
+ * fewer CPUs than are online), folded to physical cores. */
+static int usable_cores(const char *root) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 1) online = 1;
+  int *cpus = NULL, n = 0;
+  for (int cap = 1024; cap <= 1 << 16 && !cpus; cap *= 4) {
+    cpu_set_t *set = CPU_ALLOC(cap);
+    size_t sz = CPU_ALLOC_SIZE(cap);
+    if (!set) break;
+    CPU_ZERO_S(sz, set);
+    int r = sched_getaffinity(0, sz, set), e = errno;
+    if (r == 0) {
+      cpus = xmalloc(sizeof(int) * (size_t)cap);
+      for (int c = 0; c < cap; c++)
+        if (CPU_ISSET_S(c, sz, set)) cpus[n++] = c;
+    }
+    CPU_FREE(set);
+    if (!cpus && e != EINVAL) break;   /* EINVAL: the mask is larger than cap; try wider */
+  }
+  int cores;
+  if (cpus && n > 0) {
+    cores = count_cores(root, cpus, n);
+  } else {
+    cores = (int)(online < INT_MAX ? online : INT_MAX);
+  }
+  free(cpus);
+  return cores > 0 ? cores : 1;
+}
+
+typedef struct { int level; int64_t bytes; int line, shared_by; } CacheInfo;
+
+/* Data and unified caches of cpu0 from sysfs, by level 1..3; returns how many levels. */
+static int sysfs_caches(const char *root, CacheInfo c[3]) {
+  int found = 0;
+  memset(c, 0, 3 * sizeof *c);
+  for (int i = 0; i < 16; i++) {
+    char dir[96], path[160], buf[512];
+    snprintf(dir, sizeof dir, "/sys/devices/system/cpu/cpu0/cache/index%d", i);
+    snprintf(path, sizeof path, "%s/level", dir);
+    if (!read_small(root, path, buf, sizeof buf)) continue;
+    int level = atoi(buf);
+    if (level < 1 || level > 3) continue;
+    snprintf(path, sizeof path, "%s/type", dir);
+    if (!read_small(root, path, buf, sizeof buf) || !strcmp(buf, "Instruction")) continue;
+    snprintf(path, sizeof path, "%s/size", dir);
+    int64_t bytes;
+    if (!read_small(root, path, buf, sizeof buf) || !parse_size(buf, &bytes)) continue;
+    CacheInfo *ci = &c[level - 1];
+    ci->level = level;
+    ci->bytes = bytes;
+    snprintf(path, sizeof path, "%s/coherency_line_size", dir);
+    int line = 64;
+    if (read_small(root, path, buf, sizeof buf) && parse_int(buf, &line) && !(line & (line - 1)))
+      ci->line = line;
+    else
+      ci->line = 64;
+    snprintf(path, sizeof path, "%s/shared_cpu_list", dir);
+    ci->shared_by = 1;
+    if (read_small(root, path, buf, sizeof buf)) {
+      int cpus[4096];
+      int n = parse_cpu_list(buf, cpus, 4096);
+      if (n > 0) ci->shared_by = count_cores(root, cpus, n);
+    }
+  }
+  for (int l = 0; l < 3; l++)
+    if (c[l].level) found = l + 1;
+  return c[0].level && c[1].level ? found : 0;
+}
+
+#ifdef HW_X86
+typedef struct {
+  char vendor[13], brand[49];
+  int family, model;
+  bool avx, avx2, fma, f16c, bmi, bmi2, avx512f, avx512dq, avx512cd, avx512bw, avx512vl,
+      avx512vnni, avx512bf16, topoext;
+} X86Id;
+
+static void x86_identify(X86Id *id) {
+  unsigned a = 0, b = 0, c = 0, d = 0, maxleaf = 0, maxext = 0;
+  memset(id, 0, sizeof *id);
+  if (!__get_cpuid(0, &maxleaf, &b, &c, &d)) return;
+  memcpy(id->vendor, &b, 4);
+  memcpy(id->vendor + 4, &d, 4);
+  memcpy(id->vendor + 8, &c, 4);
+  __get_cpuid(1, &a, &b, &c, &d);
+  int base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
+  id->family = base == 0xf ? base + ext : base;
+  id->model = (int)((a >> 4) & 0xf);
+  if (base == 0x6 || base == 0xf) id->model |= (int)((a >> 12) & 0xf0);
+  bool osxsave = (c >> 27) & 1, cpu_avx = (c >> 28) & 1;
+  id->fma = (c >> 12) & 1;
+  id->f16c = (c >> 29) & 1;
+  /* The CPU may have AVX and AVX-512 while the OS does not save their registers; XCR0 says
+   * which register states the OS manages (bits 1-2: XMM/YMM; 5-7: opmask and ZMM). */
+  unsigned long long xcr0 = 0;
+  if (osxsave) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    xcr0 = ((unsigned long long)hi << 32) | lo;
+  }
+  bool os_avx = (xcr0 & 0x6) == 0x6, os_avx512 = (xcr0 & 0xe6) == 0xe6;
+  id->avx = cpu_avx && os_avx;
+  if (!id->avx) id->fma = id->f16c = false;
+  if (maxleaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    id->bmi = (b >> 3) & 1;
+    id->bmi2 = (b >> 8) & 1;
+    id->avx2 = id->avx && ((b >> 5) & 1);
+    if (id->avx && os_avx512) {
+      id->avx512f = (b >> 16) & 1;
+      id->avx512dq = id->avx512f && ((b >> 17) & 1);
+      id->avx512cd = id->avx512f && ((b >> 28) & 1);
+      id->avx512bw = id->avx512f && ((b >> 30) & 1);
+      id->avx512vl = id->avx512f && ((b >> 31) & 1);
+      id->avx512vnni = id->avx512f && ((c >> 11) & 1);
+      __cpuid_count(7, 1, a, b, c, d);
+      id->avx512bf16 = id->avx512f && ((a >> 5) & 1);
+    }
+  }
+  __get_cpuid(0x80000000, &maxext, &b, &c, &d);
+  if (maxext >= 0x80000001) {
+    __get_cpuid(0x80000001, &a, &b, &c, &d);
+    id->topoext = (c >> 22) & 1;
+  }
+  if (maxext >= 0x80000004) {
+    unsigned r[12];
+    for (unsigned i = 0; i < 3; i++)
+      __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+    memcpy(id->brand, r, 48);
+    id->brand[48] = 0;
+    /* Brand strings are padded with spaces at either end. */
+    char *p = id->brand;
+    while (*p == ' ') p++;
+    memmove(id->brand, p, strlen(p) + 1);
+    size_t n = strlen(id->brand);
+    while (n && id->brand[n - 1] == ' ') id->brand[--n] = 0;
+  }
+}
+
+/* Caches from cpuid's deterministic cache leaves (Intel leaf 4, AMD 0x8000001D), for when
+ * sysfs has none (some containers and VMs).  Sharing counts logical processors, so it is
+ * divided by the threads per core. */
+static int cpuid_caches(const X86Id *id, CacheInfo c[3]) {
+  unsigned leaf = !strcmp(id->vendor, "GenuineIntel") ? 4
+                  : id->topoext ? 0x8000001d : 0;
+  memset(c, 0, 3 * sizeof *c);
+  if (!leaf) return 0;
+  unsigned a = 0, b = 0, cc = 0, d = 0, max = 0;
+  __get_cpuid(leaf & 0x80000000, &max, &b, &cc, &d);
+  if (max < leaf) return 0;
+  int l1share = 0;
+  for (unsigned i = 0; i < 16; i++) {
+    __cpuid_count(leaf, i, a, b, cc, d);
+    unsigned type = a & 31, level = (a >> 5) & 7;
+    if (!type) break;
+    if (type == 2 || level < 1 || level > 3) continue;
+    int64_t line = (b & 0xfff) + 1, parts = ((b >> 12) & 0x3ff) + 1, ways = ((b >> 22) & 0x3ff) + 1,
+            sets = (int64_t)cc + 1;
+    CacheInfo *ci = &c[level - 1];
+    ci->level = (int)level;
+    ci->bytes = line * parts * ways * sets;
+    ci->line = (int)line;
+    ci->shared_by = (int)((a >> 14) & 0xfff) + 1;
+    if (level == 1) l1share = ci->shared_by;
+  }
+  if (!c[0].level || !c[1].level) return 0;
+  /* The L1 data cache is private to a core, so its sharing count is the SMT width. */
+  int smt = l1share > 0 ? l1share : 1, n = 0;
+  for (int l = 0; l < 3; l++)
+    if (c[l].level) {
+      c[l].shared_by = c[l].shared_by / smt > 0 ? c[l].shared_by / smt : 1;
+      n = l + 1;
+    }
+  return n;
+}
+#endif
+
+/* The highest "cpu MHz" in /proc/cpuinfo (the core running us is awake; idle ones may report
+ * a low clock), or 0. */
+static double cpuinfo_ghz(const char *root, char *model, size_t modelcap) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[512];
+  double best = 0;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!colon) continue;
+    if (!strncmp(line, "cpu MHz", 7)) {
+      double mhz = strtod(colon + 1, NULL);
+      if (mhz > best) best = mhz;
+    } else if (model && !model[0] && !strncmp(line, "model name", 10)) {
+      char *v = colon + 1;
+      while (*v == ' ' || *v == '\t') v++;
+      size_t n = strcspn(v, "\n");
+      snprintf(model, modelcap, "%.*s", (int)n, v);
+    }
+  }
+  fclose(f);
+  /* Outside this range it is not a clock a core runs at (a VM may report 0 or nonsense). */
+  return best >= 400 && best <= 8000 ? best / 1000.0 : 0;
+}
+
+#if defined(__aarch64__)
+/* "CPU part" of the first core in /proc/cpuinfo (0xd4f is Neoverse V2), or -1. */
+static long arm_cpu_part(const char *root) {
+  char path[512], line[256];
+  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
+  FILE *f = fopen(path, "r");
+  long part = -1;
+  if (!f) return -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "CPU part", 8) && strchr(line, ':')) {
+      part = strtol(strchr(line, ':') + 1, NULL, 0);
+      break;
+    }
+  fclose(f);
+  return part;
+}
+#endif
+
+/* What detection decided about the CPU before any file is read. */
+typedef struct {
+  const char *closest;        /* the hw file whose unmeasurable figures we take */
+  char uarch[48];             /* "Zen 5", "Skylake-SP class", "x86-64-v3" */
+  char llvm_cpu[32], llvm_fallback[32];
+  char features[256];
+  int vector_bits, vec_regs;  /* 0: keep the file's */
+  int fma_units;              /* 0: derive from the file's datapath width */
+  char model[128];
+} CpuGuess;
+
+static void guess_cpu(const char *root, CpuGuess *g) {
+  memset(g, 0, sizeof *g);
+#ifdef HW_X86
+  X86Id id;
+  x86_identify(&id);
+  copy_str(g->model, sizeof g->model, id.brand);
+  bool amd = !strcmp(id.vendor, "AuthenticAMD") || !strcmp(id.vendor, "HygonGenuine");
+  bool intel = !strcmp(id.vendor, "GenuineIntel");
+  bool v3 = id.avx2 && id.fma, v4 = v3 && id.avx512f && id.avx512bw && id.avx512dq &&
+                                     id.avx512vl && id.avx512cd;
+  g->closest = "generic-avx2";
+  copy_str(g->llvm_cpu, 32, v3 ? "x86-64-v3" : id.avx ? "x86-64-v2" : "x86-64");
+  copy_str(g->llvm_fallback, 32, "generic");
+  copy_str(g->uarch, sizeof g->uarch, v4 ? "x86-64 with AVX-512" : v3 ? "x86-64 with AVX2+FMA"
+                                     : "x86-64 without AVX2");
+  if (amd && id.family >= 0x1a && v4) {
+    g->closest = "zen5";
+    copy_str(g->uarch, sizeof g->uarch, id.family == 0x1a ? "Zen 5" : "Zen 5 or later");
+    copy_str(g->llvm_cpu, 32, "znver5");
+    copy_str(g->llvm_fallback, 32, "znver3");
+  } else if (amd && id.family == 0x19 && v4) {
+    g->closest = "zen4";
+    copy_str(g->uarch, sizeof g->uarch, "Zen 4");
+    copy_str(g->llvm_cpu, 32, "znver4");
+    copy_str(g->llvm_fallback, 32, "znver3");
+  } else if (amd && id.family == 0x19 && v3) {
+    copy_str(g->uarch, sizeof g->uarch, "Zen 3");
+    copy_str(g->llvm_cpu, 32, "znver3");
+  } else if (amd && (id.family == 0x17 || id.family == 0x18) && v3) {
+    copy_str(g->uarch, sizeof g->uarch, id.model >= 0x30 ? "Zen 2" : "Zen or Zen+");
+    copy_str(g->llvm_cpu, 32, id.model >= 0x30 ? "znver2" : "znver1");
+  } else if (intel && id.family == 6 && v4) {
+    /* Server parts have two 512-bit FMA units (most of them: see hw/README.md); client
+     * AVX-512 parts (Ice Lake, Tiger Lake, Rocket Lake) have one, which the generic file's
+     * 2 x 256-bit pipes describe once folded to 512-bit width. */
+    static const struct { int model; const char *cpu, *name; } xeons[] = {
+      {0x55, "skylake-avx512", "Skylake-SP/Cascade Lake"},
+      {0x6a, "icelake-server", "Ice Lake-SP"},
+      {0x6c, "icelake-server", "Ice Lake-SP"},
+      {0x8f, "sapphirerapids", "Sapphire Rapids"},
+      {0xcf, "sapphirerapids", "Emerald Rapids"},
+      {0xad, "graniterapids", "Granite Rapids"},
+      {0xae, "graniterapids", "Granite Rapids"},
+    };
+    copy_str(g->llvm_cpu, 32, "skylake-avx512");
+    copy_str(g->uarch, sizeof g->uarch, "Intel client core with AVX-512");
+    for (size_t i = 0; i < sizeof xeons / sizeof xeons[0]; i++)
+      if (xeons[i].model == id.model) {
+        g->closest = "skylake-avx512";
+        copy_str(g->llvm_cpu, 32, xeons[i].cpu);
+        copy_str(g->llvm_fallback, 32, "skylake-avx512");
+        copy_str(g->uarch, sizeof g->uarch, xeons[i].name);
+      }
+  }
+  Buf f = {0};
+  struct { bool on; const char *name; } feats[] = {
+    {id.avx, "+avx"}, {id.avx2, "+avx2"}, {id.fma, "+fma"}, {id.f16c, "+f16c"},
+    {id.bmi, "+bmi"}, {id.bmi2, "+bmi2"}, {id.avx512f, "+avx512f"}, {id.avx512dq, "+avx512dq"},
+    {id.avx512cd, "+avx512cd"}, {id.avx512bw, "+avx512bw"}, {id.avx512vl, "+avx512vl"},
+    {id.avx512vnni, "+avx512vnni"}, {id.avx512bf16, "+avx512bf16"},
+  };
+  for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
+    if (feats[i].on) buf_printf(&f, "%s%s", f.len ? "," : "", feats[i].name);
+  copy_str(g->features, sizeof g->features, f.s ? f.s : "");
+  buf_free(&f);
+  g->vector_bits = v4 ? 512 : id.avx ? 256 : 128;
+  g->vec_regs = v4 ? 32 : 16;
+  /* Without FMA, x86 cores have one multiply and one add pipe: the peak of one FMA unit. */
+  g->fma_units = id.fma ? 0 : 1;
+#elif defined(__aarch64__)
+  long part = arm_cpu_part(root);
+  g->closest = "neoverse-v2";
+  if (part == 0xd4f) {
+    copy_str(g->uarch, sizeof g->uarch, "Neoverse V2");
+    copy_str(g->llvm_cpu, 32, "neoverse-v2");
+    copy_str(g->llvm_fallback, 32, "neoverse-v1");
+    copy_str(g->features, sizeof g->features, "+neon,+fp-armv8,+sve,+sve2,+bf16,+i8mm");
+  } else {
+    copy_str(g->uarch, sizeof g->uarch, "Arm64 core (not identified)");
+    copy_str(g->llvm_cpu, 32, "generic");
+    copy_str(g->llvm_fallback, 32, "generic");
+    copy_str(g->features, sizeof g->features, "+neon,+fp-armv8");
+  }
+  g->vector_bits = 128;       /* NEON; SVE's length varies and NEON code runs everywhere */
+  g->vec_regs = 32;
+#else
+  g->closest = "generic-avx2";
+  copy_str(g->uarch, sizeof g->uarch, "unidentified architecture");
+  copy_str(g->llvm_cpu, 32, "generic");
+  copy_str(g->llvm_fallback, 32, "generic");
+  g->vector_bits = 128;
+  g->vec_regs = 16;
+#endif
+  (void)root;
+}
+
+/* The figures of hw/generic-avx2.hw, for when no hw directory can be read at all (a binary
+ * moved away from its data).  Detection must always succeed, and these are the safest
+ * figures we have; test_hw checks that they still match the file. */
+static const char BUILTIN_GENERIC[] =
+    "name = generic-avx2\nkind = cpu\n"
+    "desc = generic x86-64 core with AVX2 and FMA (built-in copy of generic-avx2.hw)\n"
+    "cores = 4\nghz = 3.0\nvector_bits = 256\nvec_regs = 16\nfma_units = 2\nfma_latency = 5\n"
+    "llvm_cpu = x86-64-v3\nllvm_features = +avx,+avx2,+fma,+f16c,+bmi,+bmi2\n"
+    "l1.bytes = 32K\nl1.line = 64\nl1.gbs = 192\n"
+    "l2.bytes = 256K\nl2.line = 64\nl2.gbs = 87\n"
+    "l3.bytes = 8M\nl3.line = 64\nl3.shared_by = 4\nl3.gbs = 54\n"
+    "dram.gbs = 20\ndram.total_gbs = 40\n";
+
+void hw_detect_host(HwModel *out) { hw_detect_host_in("", out); }
+
+void hw_detect_host_in(const char *root, HwModel *out) {
+  if (!root) root = "";
+  CpuGuess g;
+  guess_cpu(root, &g);
+
+  /* The closest file gives what cannot be detected; the generic one, or the built-in copy of
+   * it, stands in when that file is missing. */
+  HwModel base;
+  char err[512];
+  const char *from = g.closest;
+  if (!hw_load(g.closest, &base, err, sizeof err) || strcmp(base.kind, "cpu")) {
+    from = "generic-avx2";
+    if (!hw_load(from, &base, err, sizeof err) || strcmp(base.kind, "cpu")) {
+      from = "built-in generic-avx2 figures";
+      bool ok = hw_parse(BUILTIN_GENERIC, "<built-in>", &base, err, sizeof err);
+      if (!ok) {
+        fprintf(stderr, "dyn: internal error: %s (%s:%d)\n", err, __FILE__, __LINE__);
+        abort();
+      }
+    }
+  }
+  *out = base;
+  copy_str(out->name, sizeof out->name, "host");
+  out->path[0] = 0;
+
+  /* Vector width and registers from the ISA; FMA pipes keep the file's total datapath width
+   * (Zen 4's two 256-bit pipes are one 512-bit unit), so peak stays right when the width
+   * differs from the file's (an OS without AVX-512 state, a client AVX-512 part). */
+  if (g.vector_bits && g.vector_bits != base.vector_bits) {
+    int width = base.fma_units * base.vector_bits;
+    out->fma_units = width / g.vector_bits > 0 ? width / g.vector_bits : 1;
+    out->vector_bits = g.vector_bits;
+  }
+  if (g.fma_units) out->fma_units = g.fma_units;
+  if (g.vec_regs) out->vec_regs = g.vec_regs;
+  if (g.llvm_cpu[0]) copy_str(out->llvm_cpu, sizeof out->llvm_cpu, g.llvm_cpu);
+  if (g.llvm_fallback[0])
+    copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, g.llvm_fallback);
+  if (g.features[0]) copy_str(out->llvm_features, sizeof out->llvm_features, g.features);
+
+  out->cores = usable_cores(root);
+  char model[128] = "";
+  double ghz = cpuinfo_ghz(root, model, sizeof model);
+  if (!g.model[0]) copy_str(g.model, sizeof g.model, model);
+  if (ghz > 0) out->ghz = ghz;
+
+  /* Caches: sysfs, else cpuid, else the file's.  Bandwidths always come from the file, by
+   * level name; a level the file lacks takes main memory's (a cache is no slower). */
+  CacheInfo ci[3];
+  const char *cache_src = "sysfs";
+  int nc = sysfs_caches(root, ci);
+#ifdef HW_X86
+  if (!nc) {
+    X86Id id;
+    x86_identify(&id);
+    nc = cpuid_caches(&id, ci);
+    cache_src = "cpuid";
+  }
+#endif
+  HwLevel mem = base.level[base.nlevels - 1];
+  if (nc) {
+    int n = 0;
+    for (int l = 0; l < nc; l++) {
+      if (!ci[l].level || ci[l].bytes <= (n ? out->level[n - 1].bytes : 0)) continue;
+      HwLevel *lv = &out->level[n++];
+      memset(lv, 0, sizeof *lv);
+      snprintf(lv->name, sizeof lv->name, "L%d", l + 1);
+      lv->bytes = ci[l].bytes;
+      lv->line = ci[l].line;
+      lv->shared_by = ci[l].shared_by;
+      lv->gbs = mem.gbs;
+      for (int j = 0; j < base.nlevels - 1; j++)
+        if (!strcmp(base.level[j].name, lv->name)) lv->gbs = base.level[j].gbs;
+    }
+    out->level[n++] = mem;
+    out->nlevels = n;
+  } else {
+    cache_src = NULL;
+  }
+  for (int i = 0; i < out->nlevels; i++) {
+    HwLevel *lv = &out->level[i];
+    if (i == out->nlevels - 1) {
+      /* Main memory: this machine's cores can draw at most their own streams' worth, and
+       * never more than the chip the file describes. */
+      lv->shared_by = out->cores;
+      double streams = lv->gbs * out->cores;
+      lv->total_gbs = mem.total_gbs < streams ? mem.total_gbs : streams;
+    } else {
+      lv->total_gbs = lv->gbs * out->cores;
+    }
+  }
+  out->peak_gflops_f32 = out->cores * out->ghz * out->fma_units * 2.0 * (out->vector_bits / 32);
+
+  snprintf(out->desc, sizeof out->desc, "%.80s%s%.30s, detected", g.model[0] ? g.model : "CPU",
+           g.uarch[0] ? ", " : "", g.uarch);
+  Buf src = {0};
+  buf_printf(&src, "detected: ISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
+             "FMA pipes and latency from %s%s", out->llvm_cpu, out->cores,
+             out->cores == 1 ? "" : "s", ghz > 0 ? "from /proc/cpuinfo" : "from the file",
+             !cache_src ? "from the file (none detected)"
+             : strcmp(cache_src, "sysfs") ? "from cpuid" : "from sysfs",
+             base.path[0] ? base.name : from, base.path[0] ? ".hw" : "");
+  copy_str(out->source, sizeof out->source, src.s);
+  buf_free(&src);
+}
+
+/* ---- hw_describe ---------------------------------------------------------------------------- */
+
+void hw_describe(const HwModel *hw, Buf *out) {
+  bool gpu = !strcmp(hw->kind, "gpu");
+  char a[32], b[32];
+  buf_printf(out, "%s: %s\n", hw->name, hw->desc);
+  if (gpu) {
+    buf_printf(out, "  gpu:     %d SMs, compute capability %d.%d, %.2f GHz, warps of %d\n",
+               hw->sm_count, hw->cc_major, hw->cc_minor, hw->ghz, hw->warp_size);
+    fmt_bytes(hw->smem_per_sm, a, sizeof a);
+    fmt_bytes(hw->smem_per_block, b, sizeof b);
+    buf_printf(out, "  per SM:  %d registers (up to %d per thread), %s shared memory (up to %s "
+               "per block), up to %d threads per block\n", hw->regs_per_sm,
+               hw->regs_per_thread_max, a, b, hw->max_threads_per_block);
+    buf_printf(out, "  peak:    %.1f TFLOP/s f32, %.1f tf32, %.1f bf16 (tensor cores, dense)\n",
+               hw->fp32_tflops, hw->tf32_tflops, hw->bf16_tflops);
+  } else {
+    buf_printf(out, "  cpu:     %d core%s at %.2f GHz, %d-bit vectors (%d registers), %d FMA "
+               "unit%s of latency %d\n", hw->cores, hw->cores == 1 ? "" : "s", hw->ghz,
+               hw->vector_bits, hw->vec_regs, hw->fma_units, hw->fma_units == 1 ? "" : "s",
+               hw->fma_latency);
+    buf_printf(out, "  peak:    %.0f GFLOP/s f32\n", hw->peak_gflops_f32);
+    buf_printf(out, "  llvm:    %s (fallback %s), %s\n", hw->llvm_cpu,
+               hw->llvm_cpu_fallback[0] ? hw->llvm_cpu_fallback : "generic",
+               hw->llvm_features[0] ? hw->llvm_features : "no extra features");
+  }
+  for (int i = 0; i < hw->nlevels; i++) {
+    const HwLevel *lv = &hw->level[i];
+    bool last = i == hw->nlevels - 1;
+    char size[64] = "", share[48] = "";
+    if (lv->bytes) fmt_bytes(lv->bytes, size, sizeof size);
+    else copy_str(size, sizeof size, "-");
+    if (gpu) copy_str(share, sizeof share, last || lv->shared_by > 1 ? "per device" : "per SM");
+    else if (last) copy_str(share, sizeof share, "");
+    else if (lv->shared_by == 1) copy_str(share, sizeof share, "per core");
+    else snprintf(share, sizeof share, "per %d cores", lv->shared_by);
+    buf_printf(out, "  %-5s    %-10s %-13s", lv->name, size, share);
+    if (!last) buf_printf(out, " %4d B lines", lv->line);
+    else buf_printf(out, " %12s", "");
+    if (gpu) buf_printf(out, "  %.0f GB/s\n", lv->gbs);
+    else buf_printf(out, "  %.0f GB/s per core, %.0f GB/s in all\n", lv->gbs, lv->total_gbs);
+  }
+  if (hw->path[0]) buf_printf(out, "  from:    %s\n", hw->path);
+  else if (hw->source[0]) buf_printf(out, "  from:    %s\n", hw->source);
+}

@@ -1,3 +1,99 @@
+/* main.c -- the command line: `dyn` (the REPL), `dyn FILE.dyn` (batch), `dyn -e CODE`,
+ * `dyn -i FILE` (run, then the REPL), and the options of LANGUAGE.md section 10.
+ * Exit status: 0 success, 1 an error in the program, 2 a usage error. */
 #include "config.h"
 #include "dyn.h"
-int main(void) { return 0; }
+
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+  fputs("usage: dyn [options] [FILE.dyn]\n"
+        "       dyn [options] -e CODE\n"
+        "       dyn [options] -i FILE.dyn\n"
+        "\n"
+        "With no file, dyn starts the REPL (or, when standard input is not a terminal, runs\n"
+        "the script it reads from there).\n"
+        "\n"
+        "options:\n"
+        "  -e CODE           run CODE and exit\n"
+        "  -i FILE           run FILE, then start the REPL\n"
+        "  -q                no banner in the REPL\n"
+        "  --target=T        cpu, gpu or ref: the back end that runs the code\n"
+        "  --hw=NAME|FILE    the hardware model (see hw/); default: this machine\n"
+        "  --threads=N       CPU threads\n"
+        "  --version         print the version and exit\n"
+        "  --help            print this help and exit\n", f);
+}
+
+int main(int argc, char **argv) {
+  SessionOptions opt = {0};
+  const char *code = NULL, *file = NULL;
+  bool then_repl = false, quiet = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--version")) {
+      printf("dyn %s\n", PACKAGE_VERSION);
+      return 0;
+    } else if (!strcmp(a, "-e") || !strcmp(a, "-i")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "dyn: %s needs an argument\n", a);
+        usage(stderr);
+        return 2;
+      }
+      if (a[1] == 'e') code = argv[++i];
+      else {
+        file = argv[++i];
+        then_repl = true;
+      }
+    } else if (!strcmp(a, "-q")) {
+      quiet = true;
+    } else if (!strncmp(a, "--target=", 9)) {
+      opt.target = a + 9;
+      if (strcmp(opt.target, "cpu") && strcmp(opt.target, "gpu") && strcmp(opt.target, "ref")) {
+        fprintf(stderr, "dyn: unknown target '%s': use cpu, gpu or ref\n", opt.target);
+        return 2;
+      }
+    } else if (!strncmp(a, "--hw=", 5)) {
+      opt.hw = a + 5;
+    } else if (!strncmp(a, "--threads=", 10)) {
+      char *end;
+      long n = strtol(a + 10, &end, 10);
+      if (*end || n < 1 || n > 1024) {
+        fprintf(stderr, "dyn: --threads needs a number from 1 to 1024\n");
+        return 2;
+      }
+      opt.threads = (int)n;
+    } else if (a[0] == '-' && a[1]) {
+      fprintf(stderr, "dyn: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    } else if (!file) {
+      file = a;
+    } else {
+      fprintf(stderr, "dyn: only one script at a time ('%s' and '%s')\n", file, a);
+      return 2;
+    }
+  }
+  if (code && file) {
+    fprintf(stderr, "dyn: -e and a script file cannot be combined\n");
+    return 2;
+  }
+  Session *s = session_new(&opt, stdout, stderr);
+  int status = 0;
+  if (code) {
+    status = session_run(s, code, "-e") == RUN_ERROR ? 1 : 0;
+  } else if (file) {
+    RunStatus r = session_run_file(s, file);
+    if (r == RUN_ERROR) status = 1;
+    if (then_repl && r != RUN_QUIT) status = repl_main(s, quiet);
+  } else {
+    status = repl_main(s, quiet);
+  }
+  fflush(stdout);
+  session_free(s);
+  return status;
+}

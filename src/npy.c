@@ -1,1 +1,567 @@
-/* npy.c -- placeholder */
+/* npy.c -- NumPy .npy files: the way tensors enter and leave dyn (load(), save()).
+ * Reads format versions 1.0, 2.0 and 3.0, little-endian f32 f64 i32 i64 bool, in C order or
+ * Fortran order (transposed into C order on load); writes 1.0, or 2.0 when the header needs
+ * it.  Input is untrusted: every length is checked before it is used, the data size is
+ * checked against the file before anything is allocated, and each problem becomes one
+ * message naming the file. */
+#include "config.h"
+#include "dyn.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The file format stores little-endian data and the loader copies it as is. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npy.c assumes a little-endian host");
+
+static const char MAGIC[6] = "\x93NUMPY";
+/* The fixed part of a file: magic, version (2 bytes), header length (2 or 4 bytes). */
+#define PREAMBLE_V1 10
+#define PREAMBLE_V2 12
+
+typedef struct {
+  DynElem elem;
+  bool fortran;
+  int rank;
+  int64_t shape[DYN_MAX_RANK];
+} Header;
+
+static void put_err(char *err, size_t errlen, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void put_err(char *err, size_t errlen, const char *name, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  int n = snprintf(err, errlen, "%s: ", name);
+  if (n < 0 || (size_t)n >= errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- the header dictionary ---- */
+
+/* A tiny reader for the one Python literal the format allows: a dict with the keys 'descr'
+ * (a string), 'fortran_order' (True/False) and 'shape' (a tuple of ints), in any order,
+ * with any spacing and an optional trailing comma.  Text is bounded by `end`, never by a
+ * NUL, since the header comes straight from the file. */
+typedef struct {
+  const char *p, *end;
+  const char *name;
+  char *err;
+  size_t errlen;
+} Lexer;
+
+static void skip_space(Lexer *L) {
+  while (L->p < L->end && (*L->p == ' ' || *L->p == '\t' || *L->p == '\n' || *L->p == '\r'))
+    L->p++;
+}
+
+static bool eat(Lexer *L, char c) {
+  skip_space(L);
+  if (L->p < L->end && *L->p == c) {
+    L->p++;
+    return true;
+  }
+  return false;
+}
+
+/* What is at the cursor, for messages: a few printable characters or "end of header". */
+static void describe_here(const Lexer *L, char *s, size_t n) {
+  if (L->p >= L->end) {
+    snprintf(s, n, "the end of the header");
+    return;
+  }
+  size_t k = 0;
+  s[k++] = '\'';
+  for (const char *q = L->p; q < L->end && k + 5 < n && q < L->p + 12; q++)
+    s[k++] = (*q >= 0x20 && *q < 0x7f) ? *q : '?';
+  s[k++] = '\'';
+  s[k] = 0;
+}
+
+static bool bad(Lexer *L, const char *what) {
+  char here[32];
+  describe_here(L, here, sizeof here);
+  put_err(L->err, L->errlen, L->name, "bad header: expected %s at %s", what, here);
+  return false;
+}
+
+/* A quoted string, returned as a span of the header (no escapes: keys and dtypes have none). */
+static bool read_string(Lexer *L, const char **s, size_t *n) {
+  skip_space(L);
+  if (L->p >= L->end || (*L->p != '\'' && *L->p != '"')) return bad(L, "a quoted string");
+  char q = *L->p++;
+  const char *start = L->p;
+  while (L->p < L->end && *L->p != q && *L->p != '\n') L->p++;
+  if (L->p >= L->end || *L->p != q) return bad(L, "a closing quote");
+  *s = start;
+  *n = (size_t)(L->p - start);
+  L->p++;
+  return true;
+}
+
+static bool word_is(Lexer *L, const char *w) {
+  size_t n = strlen(w);
+  if ((size_t)(L->end - L->p) < n || memcmp(L->p, w, n)) return false;
+  const char *after = L->p + n;
+  if (after < L->end && ((*after >= 'a' && *after <= 'z') || (*after >= 'A' && *after <= 'Z') ||
+                         (*after >= '0' && *after <= '9') || *after == '_'))
+    return false;
+  L->p = after;
+  return true;
+}
+
+static bool read_bool(Lexer *L, bool *v) {
+  skip_space(L);
+  if (word_is(L, "True") || word_is(L, "1")) {
+    *v = true;
+    return true;
+  }
+  if (word_is(L, "False") || word_is(L, "0")) {
+    *v = false;
+    return true;
+  }
+  return bad(L, "True or False for 'fortran_order'");
+}
+
+/* "(3,)", "(2, 3)", "()"; Python 2 files may write "3L". */
+static bool read_shape(Lexer *L, Header *h) {
+  if (!eat(L, '(')) return bad(L, "a tuple for 'shape'");
+  h->rank = 0;
+  for (;;) {
+    if (eat(L, ')')) return true;
+    skip_space(L);
+    if (L->p >= L->end || *L->p < '0' || *L->p > '9')
+      return bad(L, "a non-negative integer in 'shape'");
+    int64_t v = 0;
+    while (L->p < L->end && *L->p >= '0' && *L->p <= '9') {
+      if (!size_mul_ok(v, 10, &v) || __builtin_add_overflow(v, *L->p - '0', &v)) {
+        put_err(L->err, L->errlen, L->name, "shape is too large: a dimension does not fit in "
+                                            "64 bits");
+        return false;
+      }
+      L->p++;
+    }
+    if (L->p < L->end && (*L->p == 'L' || *L->p == 'l')) L->p++;
+    if (h->rank == DYN_MAX_RANK) {
+      put_err(L->err, L->errlen, L->name, "rank is more than %d, the most dyn supports",
+              DYN_MAX_RANK);
+      return false;
+    }
+    h->shape[h->rank++] = v;
+    if (eat(L, ',')) continue;
+    if (eat(L, ')')) return true;
+    return bad(L, "',' or ')' in 'shape'");
+  }
+}
+
+static bool is_multibyte_order(char c) { return c == '<' || c == '='; }
+
+/* '<f4' -> f32 and so on.  '|' (not applicable) and any order are fine for one-byte bools;
+ * multi-byte types must be little-endian ('<', or '=' on this little-endian host). */
+static bool parse_descr(Lexer *L, const char *s, size_t n, DynElem *out) {
+  static const struct { char kind; char size; DynElem elem; } types[] = {
+      {'f', '4', DYN_F32}, {'f', '8', DYN_F64}, {'i', '4', DYN_I32},
+      {'i', '8', DYN_I64}, {'b', '1', DYN_BOOL},
+  };
+  if (n == 3) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+      if (s[1] != types[i].kind || s[2] != types[i].size) continue;
+      bool onebyte = types[i].size == '1';
+      if (s[0] == '>' && !onebyte) {
+        put_err(L->err, L->errlen, L->name,
+                "big-endian data is not supported (dtype '%.*s'); convert it with "
+                "a.astype('<%c%c') in NumPy", (int)n, s, s[1], s[2]);
+        return false;
+      }
+      if (is_multibyte_order(s[0]) || (onebyte && (s[0] == '|' || s[0] == '>'))) {
+        *out = types[i].elem;
+        return true;
+      }
+    }
+  }
+  char shown[40];
+  size_t k = 0;
+  for (size_t i = 0; i < n && k + 4 < sizeof shown; i++)
+    shown[k++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+  if (k < n) shown[k++] = '.', shown[k++] = '.', shown[k++] = '.';
+  shown[k] = 0;
+  put_err(L->err, L->errlen, L->name,
+          "unsupported dtype '%s' (dyn reads f32 '<f4', f64 '<f8', i32 '<i4', i64 '<i8' "
+          "and bool '|b1')", shown);
+  return false;
+}
+
+static bool parse_header(const char *text, size_t len, const char *name, Header *h, char *err,
+                         size_t errlen) {
+  Lexer L = {text, text + len, name, err, errlen};
+  bool seen_descr = false, seen_order = false, seen_shape = false;
+  if (!eat(&L, '{')) return bad(&L, "'{'");
+  for (;;) {
+    if (eat(&L, '}')) break;
+    const char *key;
+    size_t klen;
+    if (!read_string(&L, &key, &klen)) return false;
+    if (!eat(&L, ':')) return bad(&L, "':' after a key");
+    bool *seen;
+    if (klen == 5 && !memcmp(key, "descr", 5)) {
+      seen = &seen_descr;
+      skip_space(&L);
+      if (L.p < L.end && *L.p == '[') {
+        put_err(err, errlen, name, "unsupported dtype: structured arrays (a list of fields) "
+                                   "cannot be loaded");
+        return false;
+      }
+      const char *d;
+      size_t dlen;
+      if (!read_string(&L, &d, &dlen)) return false;
+      if (!parse_descr(&L, d, dlen, &h->elem)) return false;
+    } else if (klen == 13 && !memcmp(key, "fortran_order", 13)) {
+      seen = &seen_order;
+      if (!read_bool(&L, &h->fortran)) return false;
+    } else if (klen == 5 && !memcmp(key, "shape", 5)) {
+      seen = &seen_shape;
+      if (!read_shape(&L, h)) return false;
+    } else {
+      put_err(err, errlen, name, "bad header: unexpected key '%.*s'", (int)(klen > 32 ? 32 : klen),
+              key);
+      return false;
+    }
+    if (*seen) {
+      put_err(err, errlen, name, "bad header: key '%.*s' appears twice", (int)klen, key);
+      return false;
+    }
+    *seen = true;
+    if (eat(&L, ',')) continue;
+    if (eat(&L, '}')) break;
+    return bad(&L, "',' or '}'");
+  }
+  /* Padding after the dict: spaces and the final newline (some writers pad with NULs). */
+  while (L.p < L.end && (*L.p == ' ' || *L.p == '\n' || *L.p == '\r' || *L.p == '\t' ||
+                         *L.p == 0))
+    L.p++;
+  if (L.p < L.end) return bad(&L, "only padding after the dictionary");
+  const char *missing = !seen_descr ? "descr" : !seen_order ? "fortran_order"
+                        : !seen_shape ? "shape" : NULL;
+  if (missing) {
+    put_err(err, errlen, name, "bad header: no '%s' key", missing);
+    return false;
+  }
+  return true;
+}
+
+/* ---- the fixed preamble ---- */
+
+/* Checks magic and version in the first bytes; *hlen_size is 2 or 4.  `n` is how many bytes
+ * are available (at least the magic's length is needed to say anything useful). */
+static bool parse_preamble(const unsigned char *p, size_t n, const char *name, size_t *start,
+                           size_t *hlen, char *err, size_t errlen) {
+  if (n < sizeof MAGIC || memcmp(p, MAGIC, sizeof MAGIC)) {
+    put_err(err, errlen, name, "not a .npy file (bad magic)");
+    return false;
+  }
+  if (n < 8) {
+    put_err(err, errlen, name, "truncated header: the file ends in the format version");
+    return false;
+  }
+  int major = p[6], minor = p[7];
+  if ((major != 1 && major != 2 && major != 3) || minor != 0) {
+    put_err(err, errlen, name, "unsupported .npy format version %d.%d (dyn reads 1.0, 2.0 "
+                               "and 3.0)", major, minor);
+    return false;
+  }
+  size_t pre = major == 1 ? PREAMBLE_V1 : PREAMBLE_V2;
+  if (n < pre) {
+    put_err(err, errlen, name, "truncated header: the file ends in the header length");
+    return false;
+  }
+  *hlen = major == 1 ? (size_t)p[8] | (size_t)p[9] << 8
+                     : (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 |
+                           (size_t)p[11] << 24;
+  *start = pre;
+  return true;
+}
+
+/* The data size the header promises, checked; false with "shape is too large". */
+static bool data_bytes(const Header *h, const char *name, int64_t *bytes, char *err,
+                       size_t errlen) {
+  int64_t n = 1;
+  bool over = false;
+  for (int i = 0; i < h->rank; i++)
+    if (h->shape[i] && !size_mul_ok(n, h->shape[i], &n)) over = true;
+  for (int i = 0; i < h->rank; i++)
+    if (!h->shape[i]) n = 0;
+  if (over || !size_mul_ok(n, elem_size(h->elem), bytes)) {
+    Buf s = {0};
+    for (int i = 0; i < h->rank; i++)
+      buf_printf(&s, "%s%lld", i ? ", " : "", (long long)h->shape[i]);
+    put_err(err, errlen, name, "shape is too large: (%s%s) overflows 64 bits", s.s,
+            h->rank == 1 ? "," : "");
+    buf_free(&s);
+    return false;
+  }
+  return true;
+}
+
+static void truncated(const char *name, int64_t want, uint64_t have, char *err, size_t errlen) {
+  put_err(err, errlen, name, "data is truncated: expected %lld bytes, found %llu",
+          (long long)want, (unsigned long long)have);
+}
+
+/* Fill t (fresh, C order) from the file's data bytes, transposing Fortran order. */
+static void fill(Tensor *t, const Header *h, const unsigned char *src) {
+  int64_t n = tensor_numel(t);
+  int es = elem_size(t->elem);
+  unsigned char *dst = tensor_data(t);
+  if (!h->fortran || h->rank < 2) {
+    memcpy(dst, src, (size_t)(n * es));
+  } else if (n > 0) {
+    /* Walk the destination in C order with an odometer over the index, keeping the source
+     * offset (Fortran strides: the first axis moves fastest) in step. */
+    int64_t fstride[DYN_MAX_RANK], idx[DYN_MAX_RANK] = {0}, off = 0;
+    int64_t s = 1;
+    for (int i = 0; i < h->rank; i++) fstride[i] = s, s *= h->shape[i];
+    for (int64_t k = 0; k < n; k++) {
+      memcpy(dst + k * es, src + off * es, (size_t)es);
+      for (int i = h->rank - 1; i >= 0; i--) {
+        off += fstride[i];
+        if (++idx[i] < h->shape[i]) break;
+        off -= fstride[i] * h->shape[i];
+        idx[i] = 0;
+      }
+    }
+  }
+  if (t->elem == DYN_BOOL) /* NumPy stores 0/1, but keep dyn's invariant on any input */
+    for (int64_t k = 0; k < n; k++) dst[k] = dst[k] != 0;
+}
+
+/* Parse the preamble and header held in `p` (n bytes): on success *data_off is where the
+ * data starts. */
+static bool parse_front(const unsigned char *p, size_t n, const char *name, Header *h,
+                        size_t *data_off, char *err, size_t errlen) {
+  size_t start, hlen;
+  if (!parse_preamble(p, n, name, &start, &hlen, err, errlen)) return false;
+  if (hlen > n - start) {
+    put_err(err, errlen, name, "truncated header: expected %zu header bytes, found %zu", hlen,
+            n - start);
+    return false;
+  }
+  memset(h, 0, sizeof *h);
+  if (!parse_header((const char *)p + start, hlen, name, h, err, errlen)) return false;
+  *data_off = start + hlen;
+  return true;
+}
+
+static Tensor *make(const Header *h, const char *name, char *err, size_t errlen) {
+  char why[256];
+  Tensor *t = tensor_new(h->elem, h->rank, h->shape, why, sizeof why);
+  if (!t) put_err(err, errlen, name, "%s", why);
+  return t;
+}
+
+Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, size_t errlen) {
+  const unsigned char *p = data;
+  if (!name) name = "<memory>";
+  Header h;
+  size_t off;
+  int64_t bytes;
+  if (!parse_front(p, len, name, &h, &off, err, errlen)) return NULL;
+  if (!data_bytes(&h, name, &bytes, err, errlen)) return NULL;
+  if ((uint64_t)bytes > len - off) {
+    truncated(name, bytes, len - off, err, errlen);
+    return NULL;
+  }
+  Tensor *t = make(&h, name, err, errlen);
+  if (t) fill(t, &h, p + off);
+  return t;
+}
+
+/* ---- files ---- */
+
+/* Bytes read so far, grown in pieces as the file delivers them: a length field that lies
+ * then costs only what the file really holds, and running out of memory is a message. */
+typedef struct {
+  unsigned char *s;
+  size_t len, cap;
+} Bytes;
+
+typedef enum { READ_OK, READ_SHORT, READ_ERROR, READ_NOMEM } ReadResult;
+
+static ReadResult read_more(FILE *f, Bytes *b, size_t n) {
+  while (n > 0) {
+    if (b->len == b->cap) {
+      size_t cap = b->cap ? 2 * b->cap : 4096;
+      if (cap - b->len > n) cap = b->len + n;
+      if (cap < b->cap) return READ_NOMEM; /* doubling wrapped */
+      unsigned char *s = realloc(b->s, cap);
+      if (!s) return READ_NOMEM;
+      b->s = s;
+      b->cap = cap;
+    }
+    size_t want = b->cap - b->len < n ? b->cap - b->len : n;
+    size_t got = fread(b->s + b->len, 1, want, f);
+    b->len += got;
+    n -= got;
+    if (got < want) return ferror(f) ? READ_ERROR : READ_SHORT;
+  }
+  return READ_OK;
+}
+
+Tensor *npy_load(const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    put_err(err, errlen, path, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  bool have_stat = fstat(fileno(f), &st) == 0;
+  if (have_stat && S_ISDIR(st.st_mode)) {
+    put_err(err, errlen, path, "cannot open: %s", strerror(EISDIR));
+    fclose(f);
+    return NULL;
+  }
+  /* For a regular file the size is known, so lengths are checked before reading; a pipe or
+   * a device is read as far as it goes. */
+  bool regular = have_stat && S_ISREG(st.st_mode);
+  uint64_t fsize = regular ? (uint64_t)st.st_size : UINT64_MAX;
+  Tensor *t = NULL;
+  Bytes front = {0}, data = {0};
+  size_t start, hlen, off;
+  Header h;
+  int64_t bytes;
+  ReadResult r;
+
+  /* Magic and version first: the rest of the preamble's length depends on the version. */
+  if ((r = read_more(f, &front, 8)) > READ_SHORT) goto read_failed;
+  if (front.len == 8 && (r = read_more(f, &front, front.s[6] == 1 ? 2 : 4)) > READ_SHORT)
+    goto read_failed;
+  if (!parse_preamble(front.s, front.len, path, &start, &hlen, err, errlen)) goto out;
+  if (hlen > fsize - start) {
+    put_err(err, errlen, path, "truncated header: expected %zu header bytes, found %llu", hlen,
+            (unsigned long long)(fsize - start));
+    goto out;
+  }
+  if ((r = read_more(f, &front, hlen)) > READ_SHORT) goto read_failed;
+  if (!parse_front(front.s, front.len, path, &h, &off, err, errlen)) goto out;
+  if (!data_bytes(&h, path, &bytes, err, errlen)) goto out;
+  if ((uint64_t)bytes > fsize - off) {
+    truncated(path, bytes, fsize - off, err, errlen);
+    goto out;
+  }
+  if (regular && (!h.fortran || h.rank < 2)) {
+    /* The common case reads straight into the tensor, so a big file is not held twice. */
+    if (!(t = make(&h, path, err, errlen))) goto out;
+    unsigned char *dst = tensor_data(t);
+    size_t got = fread(dst, 1, (size_t)bytes, f);
+    if (got < (size_t)bytes) {
+      if (ferror(f)) {
+        r = READ_ERROR;
+        goto read_failed;
+      }
+      truncated(path, bytes, got, err, errlen); /* the file shrank while we read it */
+      goto fail;
+    }
+    if (t->elem == DYN_BOOL)
+      for (int64_t k = 0; k < bytes; k++) dst[k] = dst[k] != 0;
+    goto out;
+  }
+  if ((r = read_more(f, &data, (size_t)bytes)) > READ_SHORT) goto read_failed;
+  if (data.len < (size_t)bytes) {
+    truncated(path, bytes, data.len, err, errlen);
+    goto out;
+  }
+  if ((t = make(&h, path, err, errlen))) fill(t, &h, data.s);
+  goto out;
+read_failed:
+  if (r == READ_NOMEM)
+    put_err(err, errlen, path, "out of memory while reading");
+  else
+    put_err(err, errlen, path, "read error: %s", strerror(errno));
+fail:
+  tensor_release(t);
+  t = NULL;
+out:
+  free(front.s);
+  free(data.s);
+  fclose(f);
+  return t;
+}
+
+/* The header text NumPy itself writes, padded with spaces to a multiple of 64 bytes so the
+ * data is aligned, and ending in a newline. */
+static void build_header(const Tensor *t, Buf *out, int *major) {
+  static const char *descr[] = {
+#define X(E, name, ctype, bytes, isf, isi) [DYN_##E] = isf ? "<f" #bytes : isi ? "<i" #bytes : "|b1",
+#include "../lang/elem.def"
+#undef X
+  };
+  Buf d = {0};
+  buf_printf(&d, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[t->elem]);
+  for (int i = 0; i < t->rank; i++)
+    buf_printf(&d, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+  buf_puts(&d, t->rank == 1 ? ",), }" : "), }");
+  size_t pre = PREAMBLE_V1, total = (pre + d.len + 1 + 63) / 64 * 64;
+  *major = 1;
+  if (total - pre > 65535) { /* version 1.0 has a 16-bit header length */
+    *major = 2;
+    pre = PREAMBLE_V2;
+    total = (pre + d.len + 1 + 63) / 64 * 64;
+  }
+  buf_putn(out, MAGIC, sizeof MAGIC);
+  size_t hlen = total - pre;
+  unsigned char v[6] = {(unsigned char)*major, 0, hlen & 0xff, hlen >> 8 & 0xff,
+                        hlen >> 16 & 0xff, hlen >> 24 & 0xff};
+  buf_putn(out, (const char *)v, *major == 1 ? 4 : 6);
+  buf_putn(out, d.s, d.len);
+  while (out->len < total - 1) buf_putc(out, ' ');
+  buf_putc(out, '\n');
+  buf_free(&d);
+}
+
+bool npy_save(const Tensor *t, const char *path, char *err, size_t errlen) {
+  Buf head = {0};
+  int major;
+  build_header(t, &head, &major);
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    put_err(err, errlen, path, "cannot open for writing: %s", strerror(errno));
+    buf_free(&head);
+    return false;
+  }
+  bool ok = fwrite(head.s, 1, head.len, f) == head.len;
+  buf_free(&head);
+  int64_t n = tensor_numel(t);
+  int es = elem_size(t->elem);
+  if (ok && tensor_contiguous(t) && t->elem != DYN_BOOL) {
+    ok = fwrite(tensor_data(t), (size_t)es, (size_t)n, f) == (size_t)n;
+  } else if (ok) {
+    /* A strided view (or bools, written as strict 0/1): gather through a small buffer. */
+    unsigned char chunk[8192];
+    size_t used = 0;
+    for (int64_t k = 0; k < n && ok; k++) {
+      if (t->elem == DYN_BOOL) {
+        chunk[used] = tensor_get_i64(t, k) != 0;
+      } else {
+        int64_t off = t->offset, flat = k;
+        for (int i = t->rank - 1; i >= 0; i--) {
+          off += (flat % t->shape[i]) * t->strides[i];
+          flat /= t->shape[i];
+        }
+        memcpy(chunk + used, (const char *)t->buf->data + off * es, (size_t)es);
+      }
+      used += (size_t)es;
+      if (used + 8 > sizeof chunk || k == n - 1) {
+        ok = fwrite(chunk, 1, used, f) == used;
+        used = 0;
+      }
+    }
+  }
+  int saved = errno;
+  if (fclose(f) != 0 && ok) ok = false, saved = errno;
+  if (!ok) {
+    put_err(err, errlen, path, "write error: %s", strerror(saved));
+    return false;
+  }
+  return true;
+}

@@ -1,1 +1,426 @@
-/* tensor.c -- placeholder */
+/* tensor.c -- runtime tensors: a shape and strides over a refcounted, 64-byte aligned buffer,
+ * element access by flat C-order index, and the printed form the REPL and print() show.
+ * tensor_new is the one place user-sized memory is requested, so it reports a failed or
+ * absurd request as a message instead of aborting.  Printing follows NumPy's layout (edge
+ * items, "...", line wrapping at 75 columns) with dyn's literal syntax, so it can be pasted
+ * back as a tensor literal. */
+#include "config.h"
+#include "dyn.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Buffers this large come straight from mmap: the kernel hands out zeroed pages lazily, so
+ * zeros(f32[N, N]) costs nothing until touched, and an impossible request fails with ENOMEM
+ * rather than tripping a sanitizer's allocation limit.  The free path picks the same way
+ * from buf->bytes, so Buffer needs no extra field. */
+#define BIG_BUFFER ((size_t)1 << 20)
+#define ALIGN 64
+
+/* ---- creation and lifetime ---- */
+
+static void put_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static void shape_str(DynElem elem, int rank, const int64_t *shape, Buf *out) {
+  buf_puts(out, elem_name(elem));
+  if (rank == 0) return;
+  buf_putc(out, '[');
+  for (int i = 0; i < rank; i++) buf_printf(out, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  buf_putc(out, ']');
+}
+
+/* "4000000 GB", "1.5 GB", "12 MB": decimal units, as a person reads a memory size. */
+static void human_bytes(double b, char *s, size_t n) {
+  static const char *unit[] = {"bytes", "KB", "MB", "GB"};
+  int u = 0;
+  while (u < 3 && b >= 1000) b /= 1000, u++;
+  if (u == 0 || b >= 100)
+    snprintf(s, n, "%.0f %s", b, unit[u]);
+  else
+    snprintf(s, n, "%.1f %s", b, unit[u]);
+}
+
+static void *alloc_zeroed(size_t bytes) {
+  if (bytes >= BIG_BUFFER) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+  }
+  void *p = NULL;
+  /* Round up so the aligned block is never empty and vector loads of the tail stay inside. */
+  size_t n = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  if (posix_memalign(&p, ALIGN, n ? n : ALIGN)) return NULL;
+  memset(p, 0, n ? n : ALIGN);
+  return p;
+}
+
+static void free_data(void *p, size_t bytes) {
+  if (bytes >= BIG_BUFFER)
+    munmap(p, bytes);
+  else
+    free(p);
+}
+
+Tensor *tensor_new(DynElem elem, int rank, const int64_t *shape, char *err, size_t errlen) {
+  if (rank < 0 || rank > DYN_MAX_RANK) {
+    put_err(err, errlen, "rank %d is out of range (dyn tensors have rank 0 to %d)", rank,
+            DYN_MAX_RANK);
+    return NULL;
+  }
+  Buf ty = {0};
+  shape_str(elem, rank, shape, &ty);
+  Tensor *t = NULL;
+  int64_t n = 1, bytes = 0;
+  bool overflow = false;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0) {
+      put_err(err, errlen, "negative dimension %lld in %s", (long long)shape[i], ty.s);
+      goto out;
+    }
+    /* Zero dims are skipped so that an empty tensor with a huge other dim is still judged
+     * by the product that strides are built from. */
+    if (shape[i] && !size_mul_ok(n, shape[i], &n)) overflow = true;
+  }
+  if (overflow) {
+    put_err(err, errlen, "cannot allocate %s: its number of elements does not fit in 64 bits",
+            ty.s);
+    goto out;
+  }
+  for (int i = 0; i < rank; i++)
+    if (!shape[i]) n = 0;
+  if (!size_mul_ok(n, elem_size(elem), &bytes) || bytes > PTRDIFF_MAX - ALIGN) {
+    put_err(err, errlen, "cannot allocate %s: its size in bytes does not fit in 64 bits",
+            ty.s);
+    goto out;
+  }
+  void *data = alloc_zeroed((size_t)bytes);
+  if (!data) {
+    char hb[32];
+    human_bytes((double)bytes, hb, sizeof hb);
+    put_err(err, errlen, "cannot allocate %s (%s)", ty.s, hb);
+    goto out;
+  }
+  Buffer *b = xmalloc(sizeof *b);
+  b->refs = 1;
+  b->bytes = (size_t)bytes;
+  b->data = data;
+  t = xcalloc(1, sizeof *t);
+  t->refs = 1;
+  t->elem = elem;
+  t->rank = rank;
+  t->buf = b;
+  int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    t->shape[i] = shape[i];
+    t->strides[i] = stride;
+    stride *= shape[i] ? shape[i] : 1; /* cannot overflow: bounded by the checked product */
+  }
+out:
+  buf_free(&ty);
+  return t;
+}
+
+Tensor *tensor_view(Tensor *base, int rank, const int64_t *shape, const int64_t *strides,
+                    int64_t offset) {
+  assert(rank >= 0 && rank <= DYN_MAX_RANK);
+  Tensor *t = xcalloc(1, sizeof *t);
+  t->refs = 1;
+  t->elem = base->elem;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++) t->shape[i] = shape[i], t->strides[i] = strides[i];
+  t->offset = offset;
+  t->buf = base->buf;
+  t->buf->refs++;
+  return t;
+}
+
+Tensor *tensor_retain(Tensor *t) {
+  if (t) t->refs++;
+  return t;
+}
+
+void tensor_release(Tensor *t) {
+  if (!t || --t->refs > 0) return;
+  Buffer *b = t->buf;
+  if (b && --b->refs == 0) {
+    free_data(b->data, b->bytes);
+    free(b);
+  }
+  free(t);
+}
+
+/* ---- access ---- */
+
+int64_t tensor_numel(const Tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+  return n;
+}
+
+void *tensor_data(const Tensor *t) {
+  return (char *)t->buf->data + t->offset * elem_size(t->elem);
+}
+
+bool tensor_contiguous(const Tensor *t) {
+  if (tensor_numel(t) == 0) return true;
+  int64_t want = 1;
+  for (int i = t->rank - 1; i >= 0; i--) {
+    /* A dim of extent 1 is never stepped over, so its stride does not matter. */
+    if (t->shape[i] != 1 && t->strides[i] != want) return false;
+    want *= t->shape[i];
+  }
+  return true;
+}
+
+/* Address of the element at flat C-order index `flat`, through the strides. */
+static void *flat_ptr(const Tensor *t, int64_t flat) {
+  assert(flat >= 0 && flat < tensor_numel(t));
+  int64_t off = t->offset;
+  for (int i = t->rank - 1; i >= 0; i--) {
+    int64_t n = t->shape[i];
+    off += (flat % n) * t->strides[i];
+    flat /= n;
+  }
+  return (char *)t->buf->data + off * elem_size(t->elem);
+}
+
+/* Float to integer: truncate toward zero, NaN to 0, saturate out-of-range values (a plain C
+ * cast would be undefined behaviour there). */
+static int64_t f64_to_i64(double v) {
+  if (isnan(v)) return 0;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
+}
+
+static int32_t f64_to_i32(double v) {
+  if (isnan(v)) return 0;
+  if (v >= 2147483647.0) return INT32_MAX;
+  if (v <= -2147483648.0) return INT32_MIN;
+  return (int32_t)v;
+}
+
+static double load_f64(DynElem e, const void *p) {
+  switch (e) {
+  case DYN_F32: return *(const float *)p;
+  case DYN_F64: return *(const double *)p;
+  case DYN_I32: return *(const int32_t *)p;
+  case DYN_I64: return (double)*(const int64_t *)p;
+  case DYN_BOOL: return *(const uint8_t *)p != 0;
+  default: return 0;
+  }
+}
+
+static int64_t load_i64(DynElem e, const void *p) {
+  switch (e) {
+  case DYN_F32: return f64_to_i64(*(const float *)p);
+  case DYN_F64: return f64_to_i64(*(const double *)p);
+  case DYN_I32: return *(const int32_t *)p;
+  case DYN_I64: return *(const int64_t *)p;
+  case DYN_BOOL: return *(const uint8_t *)p != 0;
+  default: return 0;
+  }
+}
+
+double tensor_get_f64(const Tensor *t, int64_t flat) { return load_f64(t->elem, flat_ptr(t, flat)); }
+
+int64_t tensor_get_i64(const Tensor *t, int64_t flat) {
+  return load_i64(t->elem, flat_ptr(t, flat));
+}
+
+void tensor_set_f64(Tensor *t, int64_t flat, double v) {
+  void *p = flat_ptr(t, flat);
+  switch (t->elem) {
+  case DYN_F32: *(float *)p = (float)v; break;
+  case DYN_F64: *(double *)p = v; break;
+  case DYN_I32: *(int32_t *)p = f64_to_i32(v); break;
+  case DYN_I64: *(int64_t *)p = f64_to_i64(v); break;
+  case DYN_BOOL: *(uint8_t *)p = v != 0; break; /* NaN is true, as in NumPy */
+  default: break;
+  }
+}
+
+void tensor_set_i64(Tensor *t, int64_t flat, int64_t v) {
+  void *p = flat_ptr(t, flat);
+  switch (t->elem) {
+  case DYN_F32: *(float *)p = (float)v; break;
+  case DYN_F64: *(double *)p = (double)v; break;
+  case DYN_I32: *(int32_t *)p = (int32_t)(uint32_t)v; break; /* wraps, as NumPy's astype */
+  case DYN_I64: *(int64_t *)p = v; break;
+  case DYN_BOOL: *(uint8_t *)p = v != 0; break;
+  default: break;
+  }
+}
+
+/* ---- printing ---- */
+
+void tensor_type_str(const Tensor *t, Buf *out) { shape_str(t->elem, t->rank, t->shape, out); }
+
+/* NumPy's print options, fixed: summarise above 1000 elements, keep 3 edge items per axis,
+ * wrap rows at 75 columns. */
+#define SUMMARY_OVER 1000
+#define EDGE 3
+#define LINE_WIDTH 75
+
+typedef struct {
+  const Tensor *t;
+  Buf *out;
+  bool summary;   /* long axes show EDGE items, "...", EDGE items */
+  int width;      /* every element is right-aligned to this */
+} Fmt;
+
+/* One element as text: floats as %.6g (1, 2.5, -0.001234, 1.5e+10, inf, nan), so the
+ * output reads back as a dyn literal.  Returns the length. */
+static int elem_text(DynElem e, const void *p, char *s, size_t n) {
+  if (e == DYN_BOOL) return snprintf(s, n, "%s", *(const uint8_t *)p ? "true" : "false");
+  if (elem_is_int(e)) return snprintf(s, n, "%lld", (long long)load_i64(e, p));
+  double v = load_f64(e, p);
+  if (isnan(v)) return snprintf(s, n, "nan"); /* never "-nan" */
+  if (isinf(v)) return snprintf(s, n, "%s", v < 0 ? "-inf" : "inf");
+  return snprintf(s, n, "%.6g", v);
+}
+
+static bool axis_cut(const Fmt *f, int axis) {
+  return f->summary && f->t->shape[axis] > 2 * EDGE;
+}
+
+/* The k-th shown position along an axis of extent n: an index, or -1 for the "..." slot. */
+static int shown_count(const Fmt *f, int axis) {
+  return axis_cut(f, axis) ? 2 * EDGE + 1 : (int)f->t->shape[axis];
+}
+
+static int64_t shown_index(const Fmt *f, int axis, int k) {
+  if (!axis_cut(f, axis)) return k;
+  if (k < EDGE) return k;
+  if (k == EDGE) return -1;
+  return f->t->shape[axis] - (2 * EDGE + 1 - k);
+}
+
+static const void *elem_at(const Fmt *f, int64_t off) {
+  return (const char *)f->t->buf->data + off * elem_size(f->t->elem);
+}
+
+/* The widest element among those that will be shown. */
+static void measure(Fmt *f, int axis, int64_t off) {
+  const Tensor *t = f->t;
+  if (axis == t->rank) {
+    char s[64];
+    int w = elem_text(t->elem, elem_at(f, off), s, sizeof s);
+    if (w > f->width) f->width = w;
+    return;
+  }
+  int m = shown_count(f, axis);
+  for (int k = 0; k < m; k++) {
+    int64_t i = shown_index(f, axis, k);
+    if (i >= 0) measure(f, axis + 1, off + i * t->strides[axis]);
+  }
+}
+
+static void put_spaces(Buf *b, int n) {
+  while (n-- > 0) buf_putc(b, ' ');
+}
+
+/* One axis, NumPy's layout: the innermost axis is a row of elements wrapped before the line
+ * would pass the width (less one column per nesting level, for the closing brackets); outer
+ * axes put each sub-block on its own line, with one blank line per axis below the second
+ * (so 3-D slices are separated by a blank line).  Continuation lines are indented to sit
+ * under the first element after the opening brackets. */
+static void render(Fmt *f, int axis, int64_t off) {
+  const Tensor *t = f->t;
+  Buf *b = f->out;
+  int left = t->rank - axis, indent = axis + 1, m = shown_count(f, axis);
+  buf_putc(b, '[');
+  if (left == 1) {
+    int limit = LINE_WIDTH - 1 - axis, col = indent;
+    for (int k = 0; k < m; k++) {
+      int64_t i = shown_index(f, axis, k);
+      char s[64];
+      int w = 3;
+      if (i < 0) {
+        strcpy(s, "...");
+      } else {
+        char e[64];
+        elem_text(t->elem, elem_at(f, off + i * t->strides[axis]), e, sizeof e);
+        w = snprintf(s, sizeof s, "%*s", f->width, e);
+      }
+      if (k > 0) {
+        buf_putc(b, ',');
+        /* col + 2 counts the comma and the space that would follow it. */
+        if (col + 2 + w > limit) {
+          buf_putc(b, '\n');
+          put_spaces(b, indent);
+          col = indent;
+        } else {
+          buf_putc(b, ' ');
+          col += 2;
+        }
+      }
+      buf_puts(b, s);
+      col += w;
+    }
+  } else {
+    for (int k = 0; k < m; k++) {
+      int64_t i = shown_index(f, axis, k);
+      if (k > 0) {
+        buf_putc(b, ',');
+        for (int j = 1; j < left; j++) buf_putc(b, '\n');
+        put_spaces(b, indent);
+      }
+      if (i < 0)
+        buf_puts(b, "...");
+      else
+        render(f, axis + 1, off + i * t->strides[axis]);
+    }
+  }
+  buf_putc(b, ']');
+}
+
+/* An empty tensor: brackets nested down to the first zero dim, on one line ("[[], []]"). */
+static void render_empty(Fmt *f, int axis) {
+  Buf *b = f->out;
+  int m = shown_count(f, axis);
+  buf_putc(b, '[');
+  for (int k = 0; k < m; k++) {
+    if (k > 0) buf_puts(b, ", ");
+    if (shown_index(f, axis, k) < 0)
+      buf_puts(b, "...");
+    else
+      render_empty(f, axis + 1);
+  }
+  buf_putc(b, ']');
+}
+
+void tensor_format(const Tensor *t, Buf *out) {
+  tensor_type_str(t, out);
+  Fmt f = {.t = t, .out = out};
+  if (t->rank == 0) {
+    char s[64];
+    elem_text(t->elem, elem_at(&f, t->offset), s, sizeof s);
+    buf_printf(out, " %s", s);
+    return;
+  }
+  buf_putc(out, '\n');
+  int64_t n = tensor_numel(t);
+  if (n == 0) {
+    /* Count the "[]" leaves: the product of the dims before the first zero. */
+    int64_t leaves = 1;
+    for (int i = 0; i < t->rank && t->shape[i]; i++)
+      if (!size_mul_ok(leaves, t->shape[i], &leaves)) leaves = INT64_MAX;
+    f.summary = leaves > SUMMARY_OVER;
+    render_empty(&f, 0);
+    return;
+  }
+  f.summary = n > SUMMARY_OVER;
+  measure(&f, 0, t->offset);
+  render(&f, 0, t->offset);
+}

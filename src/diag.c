@@ -1,0 +1,143 @@
+/* diag.c -- diagnostics: collected into a sink, never fatal, printed with the source line
+ * and a caret.  Messages come from one table (lang/diag.def) so the reference can list
+ * them all.  Line and column are computed here, only when a diagnostic is printed; the rest
+ * of the compiler carries byte spans. */
+#include "config.h"
+#include "dyn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct { const char *name; DiagLevel level; const char *fmt; } table[] = {
+#define D(ID, level, fmt) {#ID, level, fmt},
+#include "../lang/diag.def"
+#undef D
+};
+
+const char *diag_id_name(DiagId id) { return table[id].name; }
+const char *diag_id_format(DiagId id) { return table[id].fmt; }
+
+Span span_join(Span a, Span b) {
+  if (!a.src) return b;
+  if (!b.src || a.src != b.src) return a;
+  Span s = a;
+  if (b.lo < s.lo) s.lo = b.lo;
+  if (b.hi > s.hi) s.hi = b.hi;
+  return s;
+}
+
+void span_linecol(Span s, int *line, int *col) {
+  int l = 1, c = 1;
+  if (s.src) {
+    const char *t = s.src->text;
+    for (uint32_t i = 0; i < s.lo && i < s.src->len; i++) {
+      if (t[i] == '\n') {
+        l++;
+        c = 1;
+      } else if (((unsigned char)t[i] & 0xC0) != 0x80) {
+        c++;        /* count characters, not UTF-8 continuation bytes */
+      }
+    }
+  }
+  *line = l;
+  *col = c;
+}
+
+Diag *diag_report(Diags *d, Span at, DiagId id, ...) {
+  va_list ap;
+  va_start(ap, id);
+  Diag *dg = diag_reportv(d, at, id, ap);
+  va_end(ap);
+  return dg;
+}
+
+Diag *diag_reportv(Diags *d, Span at, DiagId id, va_list ap) {
+  Diag *dg = xcalloc(1, sizeof *dg);
+  dg->id = id;
+  dg->level = table[id].level;
+  dg->span = at;
+  Buf b = {0};
+  buf_vprintf(&b, table[id].fmt, ap);
+  dg->msg = b.s ? b.s : xstrdup("");
+  if (d->tail) d->tail->next = dg;
+  else d->head = dg;
+  d->tail = dg;
+  if (dg->level == DIAG_ERROR) d->nerrors++;
+  else d->nwarnings++;
+  return dg;
+}
+
+void diag_note(Diag *dg, Span at, const char *fmt, ...) {
+  DiagNote *n = xcalloc(1, sizeof *n);
+  Buf b = {0};
+  va_list ap;
+  va_start(ap, fmt);
+  buf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  if (at.src) {
+    int l, c;
+    span_linecol(at, &l, &c);
+    buf_printf(&b, " (%s:%d:%d)", at.src->name, l, c);
+  }
+  n->span = at;
+  n->msg = b.s ? b.s : xstrdup("");
+  if (dg->last_note) dg->last_note->next = n;
+  else dg->notes = n;
+  dg->last_note = n;
+}
+
+/* The source line of a span, with a caret and tildes under it (the first line only when a
+ * span covers several). */
+static void show_line(Span s, int line, int col, Buf *out) {
+  const char *t = s.src->text;
+  size_t len = s.src->len, lo = s.lo < len ? s.lo : len;
+  size_t b = lo, e = lo;
+  while (b > 0 && t[b - 1] != '\n') b--;
+  while (e < len && t[e] != '\n') e++;
+  char num[16];
+  int w = snprintf(num, sizeof num, "%d", line);
+  buf_printf(out, "  %s | ", num);
+  for (size_t i = b; i < e; i++) buf_putc(out, t[i] == '\t' ? ' ' : t[i]);
+  buf_printf(out, "\n  %*s | ", w, "");
+  for (int i = 1; i < col; i++) buf_putc(out, ' ');
+  buf_putc(out, '^');
+  size_t hi = s.hi < e ? s.hi : e;
+  for (size_t i = lo + 1; i < hi; i++)
+    if (((unsigned char)t[i] & 0xC0) != 0x80) buf_putc(out, '~');
+  buf_putc(out, '\n');
+}
+
+void diag_format(const Diag *dg, Buf *out) {
+  const char *lv = dg->level == DIAG_ERROR ? "error" : "warning";
+  if (dg->span.src) {
+    int l, c;
+    span_linecol(dg->span, &l, &c);
+    buf_printf(out, "%s:%d:%d: %s: %s\n", dg->span.src->name, l, c, lv, dg->msg);
+    show_line(dg->span, l, c, out);
+  } else {
+    buf_printf(out, "dyn: %s: %s\n", lv, dg->msg);
+  }
+  for (DiagNote *n = dg->notes; n; n = n->next) buf_printf(out, "note: %s\n", n->msg);
+}
+
+void diag_print_all(const Diags *d, FILE *f) {
+  Buf b = {0};
+  for (Diag *dg = d->head; dg; dg = dg->next) diag_format(dg, &b);
+  if (b.len) fputs(b.s, f);
+  fflush(f);
+  buf_free(&b);
+}
+
+void diag_clear(Diags *d) {
+  for (Diag *dg = d->head, *n; dg; dg = n) {
+    n = dg->next;
+    for (DiagNote *x = dg->notes, *y; x; x = y) {
+      y = x->next;
+      free(x->msg);
+      free(x);
+    }
+    free(dg->msg);
+    free(dg);
+  }
+  memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,648 @@
+/* lower.c -- from the checked AST to fused kernels: the middle of the pipeline.
+ *
+ * Lowering turns each definition into a graph node (output axes, reduction axes, one
+ * expression) and inlines called functions, so the whole computation is visible.  Fusion
+ * then (1) inlines elementwise producers into their consumers when that costs no
+ * transcendental recomputation, and (2) groups a row-wise chain -- consecutive nodes that
+ * share their first axis and read each other's results only in the same row (softmax,
+ * layernorm) -- into one kernel whose intermediates live per row.  What comes out is a list
+ * of loop nests with symbolic extents: the input of the scheduler and of the evaluator.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct Node {
+  int slot;
+  int *axes; int naxes;
+  KExpr *expr;
+  bool has_reduce;
+  bool dead;               /* inlined away */
+} Node;
+
+typedef struct Binding { const char *name; int slot; } Binding;
+
+typedef struct L {
+  Program *p;
+  Arena *a;
+  PolyCtx *pc;
+  Func *(*lookup_fn)(void *env, const char *name);
+  void *env;
+  VEC(Slot) slots;
+  VEC(Axis) axes;
+  VEC(Node) nodes;
+  VEC(Kernel) kernels;
+  int depth;
+} L;
+
+/* One function instance being lowered: its names and the values of its sizes. */
+typedef struct Inst {
+  VEC(Binding) names;
+  const char **sz_names; const Poly **sz_vals; int nsz;   /* NULL vals: identity */
+  const char *ix_names[64]; int ix_axes[64]; int nix;      /* index scope */
+} Inst;
+
+static const Poly *sz_lookup(void *env, const char *name) {
+  Inst *in = env;
+  for (int i = 0; i < in->nsz; i++)
+    if (!strcmp(in->sz_names[i], name)) return in->sz_vals[i];
+  return NULL;
+}
+
+static const Poly *sub(L *l, Inst *in, const Poly *p) {
+  return in->nsz ? poly_subst(l->pc, p, sz_lookup, in) : p;
+}
+
+static int find_name(Inst *in, const char *name) {
+  for (int i = in->names.n - 1; i >= 0; i--)
+    if (!strcmp(in->names.a[i].name, name)) return in->names.a[i].slot;
+  return -1;
+}
+
+static int new_axis(L *l, const char *name, const Poly *ext) {
+  Axis ax = {name, ext};
+  vec_push(l->axes, ax);
+  return l->axes.n - 1;
+}
+
+static int new_slot(L *l, const char *name, SlotKind k, const Type *t) {
+  Slot s = {0};
+  s.name = name;
+  s.kind = k;
+  s.type = *t;
+  vec_push(l->slots, s);
+  return l->slots.n - 1;
+}
+
+static KExpr *kx_new(L *l, KxKind k, DynElem ty) {
+  KExpr *e = arena_alloc(l->a, sizeof *e);
+  e->kind = k;
+  e->ty = ty;
+  return e;
+}
+
+static KExpr *kx_args(L *l, KExpr *e, int n) {
+  e->a = arena_alloc(l->a, sizeof(KExpr *) * (size_t)(n ? n : 1));
+  e->n = n;
+  return e;
+}
+
+static int scope_axis(Inst *in, const char *name) {
+  for (int i = in->nix - 1; i >= 0; i--)
+    if (!strcmp(in->ix_names[i], name)) return in->ix_axes[i];
+  return -1;
+}
+
+static KExpr *kx_from(L *l, Inst *in, const Expr *e) {
+  KExpr *k;
+  switch (e->kind) {
+  case EX_NUM:
+    k = kx_new(l, KX_CONST, e->ty);
+    if (elem_is_float(e->ty)) k->f = e->is_int ? (double)e->ival : e->num;
+    else k->i = e->is_int ? e->ival : (int64_t)e->num;
+    return k;
+  case EX_BOOL:
+    k = kx_new(l, KX_CONST, DYN_BOOL);
+    k->i = e->ival;
+    return k;
+  case EX_NAME:
+    if (e->res == RES_INDEX) {
+      k = kx_new(l, KX_AXIS, DYN_I64);
+      k->axis = scope_axis(in, e->name);
+      return k;
+    }
+    k = kx_new(l, KX_SIZE, DYN_I64);
+    k->size = sub(l, in, e->size);
+    return k;
+  case EX_INDEX:
+    k = kx_args(l, kx_new(l, KX_LOAD, e->ty), e->nargs);
+    k->slot = find_name(in, e->name);
+    k->checked = e->checked;
+    k->span = e->span;
+    for (int i = 0; i < e->nargs; i++) k->a[i] = kx_from(l, in, e->args[i]);
+    return k;
+  case EX_CAST:
+    k = kx_args(l, kx_new(l, KX_CAST, e->ty), 1);
+    k->a[0] = kx_from(l, in, e->args[0]);
+    k->opty = k->a[0]->ty;
+    return k;
+  case EX_UNARY:
+  case EX_BINARY:
+  case EX_CALL:
+    k = kx_args(l, kx_new(l, e->nargs == 1 ? KX_UN : KX_BIN, e->ty), e->nargs);
+    k->op = e->op;
+    k->opty = e->kind == EX_BINARY && op_class(e->op) == OPK_CMP ? e->opty : e->ty;
+    for (int i = 0; i < e->nargs; i++) k->a[i] = kx_from(l, in, e->args[i]);
+    return k;
+  case EX_WHERE:
+    k = kx_args(l, kx_new(l, KX_SELECT, e->ty), 3);
+    for (int i = 0; i < 3; i++) k->a[i] = kx_from(l, in, e->args[i]);
+    return k;
+  case EX_REDUCE: {
+    k = kx_args(l, kx_new(l, KX_REDUCE, e->ty), 1);
+    k->red = e->red;
+    k->nraxes = e->nridx;
+    k->raxes = arena_alloc(l->a, sizeof(int) * (size_t)e->nridx);
+    int saved = in->nix;
+    for (int i = 0; i < e->nridx; i++) {
+      k->raxes[i] = new_axis(l, e->ridx[i], sub(l, in, e->rext[i]));
+      in->ix_names[in->nix] = e->ridx[i];
+      in->ix_axes[in->nix++] = k->raxes[i];
+    }
+    k->a[0] = kx_from(l, in, e->args[0]);
+    in->nix = saved;
+    return k;
+  }
+  default:
+    return kx_new(l, KX_CONST, DYN_F32);      /* unreachable for checked input */
+  }
+}
+
+static bool has_reduce(const KExpr *e) {
+  if (e->kind == KX_REDUCE) return true;
+  for (int i = 0; i < e->n; i++)
+    if (has_reduce(e->a[i])) return true;
+  return false;
+}
+
+static void lower_body(L *l, const Func *f, Inst *in, int *outs);
+
+/* A size expression of the caller (an argument for a `size` parameter) as a polynomial. */
+static const Poly *expr_poly(L *l, Inst *in, const Expr *x) {
+  switch (x->kind) {
+  case EX_NUM: return poly_const(l->pc, x->ival);
+  case EX_NAME: return sub(l, in, poly_var(l->pc, x->name));
+  case EX_UNARY: return poly_neg(l->pc, expr_poly(l, in, x->args[0]));
+  case EX_BINARY: {
+    const Poly *a = expr_poly(l, in, x->args[0]), *b = expr_poly(l, in, x->args[1]);
+    switch (x->op) {
+    case OP_ADD: return poly_add(l->pc, a, b);
+    case OP_SUB: return poly_sub(l->pc, a, b);
+    case OP_MUL: return poly_mul(l->pc, a, b);
+    case OP_DIV: return poly_div(l->pc, a, b);
+    default: return poly_mod(l->pc, a, b);
+    }
+  }
+  case EX_CALL: {
+    const Poly *a = expr_poly(l, in, x->args[0]), *b = expr_poly(l, in, x->args[1]);
+    return x->name[1] == 'i' ? poly_min(l->pc, a, b) : poly_max(l->pc, a, b);
+  }
+  default:
+    return poly_const(l->pc, 0);     /* unreachable: sema accepted it as a size */
+  }
+}
+
+static void lower_call(L *l, Inst *in, const Stmt *st) {
+  const Expr *call = st->expr;
+  Func *g = l->lookup_fn(l->env, call->name);
+  Inst sub_in = {0};
+  sub_in.nsz = g->nsizes;
+  sub_in.sz_names = arena_alloc(l->a, sizeof(char *) * (size_t)(g->nsizes + 1));
+  sub_in.sz_vals = arena_alloc(l->a, sizeof(Poly *) * (size_t)(g->nsizes + 1));
+  for (int v = 0; v < g->nsizes; v++) {
+    SizeVar *sv = &g->sizes[v];
+    const Expr *a = call->args[sv->param];
+    sub_in.sz_names[v] = sv->name;
+    sub_in.sz_vals[v] = sv->dim < 0 ? expr_poly(l, in, a)
+                                    : l->slots.a[find_name(in, a->name)].type.dims[sv->dim];
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    if (g->params[i].is_size) continue;
+    Binding b = {g->params[i].name, find_name(in, call->args[i]->name)};
+    vec_push(sub_in.names, b);
+  }
+  int *outs = arena_alloc(l->a, sizeof(int) * (size_t)(g->nrets + 1));
+  lower_body(l, g, &sub_in, outs);
+  vec_free(sub_in.names);
+  for (int i = 0; i < st->nnames; i++) {
+    Binding b = {st->names[i], outs[i]};
+    vec_push(in->names, b);
+  }
+}
+
+static void lower_body(L *l, const Func *f, Inst *in, int *outs) {
+  const FnDecl *d = f->decl;
+  for (int i = 0; i < d->nbody; i++) {
+    const Stmt *st = d->body[i];
+    if (st->kind == ST_DEF) {
+      Type t = *st->type;
+      for (int k = 0; k < t.rank; k++) t.dims[k] = sub(l, in, t.dims[k]);
+      const char *nm = l->depth ? arena_printf(l->a, "%s.%s", f->name, st->name) : st->name;
+      int slot = new_slot(l, nm, SLOT_TEMP, &t);
+      Node n = {0};
+      n.slot = slot;
+      n.naxes = st->nidx;
+      n.axes = arena_alloc(l->a, sizeof(int) * (size_t)(st->nidx + 1));
+      int saved = in->nix;
+      for (int k = 0; k < st->nidx; k++) {
+        n.axes[k] = new_axis(l, st->idx[k], t.dims[k]);
+        in->ix_names[in->nix] = st->idx[k];
+        in->ix_axes[in->nix++] = n.axes[k];
+      }
+      n.expr = kx_from(l, in, st->expr);
+      in->nix = saved;
+      n.has_reduce = has_reduce(n.expr);
+      vec_push(l->nodes, n);
+      Binding b = {st->name, slot};
+      vec_push(in->names, b);
+    } else if (st->kind == ST_ASSIGN) {
+      l->depth++;
+      lower_call(l, in, st);
+      l->depth--;
+    } else if (st->kind == ST_RETURN) {
+      for (int k = 0; k < st->nnames; k++) outs[k] = find_name(in, st->names[k]);
+    }
+  }
+}
+
+/* ---- fusion ---- */
+
+static bool transcendental(const KExpr *e) {
+  if (e->kind == KX_UN || e->kind == KX_BIN) {
+    switch (e->op) {
+    case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_SIN: case OP_COS:
+    case OP_TANH: case OP_SIGMOID: case OP_ERF: case OP_POW: case OP_POWF:
+      return true;
+    default:
+      break;
+    }
+  }
+  for (int i = 0; i < e->n; i++)
+    if (transcendental(e->a[i])) return true;
+  return false;
+}
+
+/* Count loads of slot in e; *in_reduce counts those inside a reduction. */
+static void count_loads(const KExpr *e, int slot, bool red, int *n, int *in_reduce) {
+  if (e->kind == KX_LOAD && e->slot == slot) {
+    (*n)++;
+    if (red) (*in_reduce)++;
+  }
+  for (int i = 0; i < e->n; i++) count_loads(e->a[i], slot, red || e->kind == KX_REDUCE, n, in_reduce);
+}
+
+/* A copy of e with axes replaced by expressions (axis_of[i] -> with[i]). */
+static KExpr *kx_subst(L *l, const KExpr *e, const int *axis_of, KExpr **with, int n) {
+  if (e->kind == KX_AXIS)
+    for (int i = 0; i < n; i++)
+      if (axis_of[i] == e->axis) return with[i];
+  KExpr *c = arena_alloc(l->a, sizeof *c);
+  *c = *e;
+  if (e->n) {
+    c->a = arena_alloc(l->a, sizeof(KExpr *) * (size_t)e->n);
+    for (int i = 0; i < e->n; i++) c->a[i] = kx_subst(l, e->a[i], axis_of, with, n);
+  }
+  return c;
+}
+
+/* Replace every load of node p's slot in e by p's expression at the load's subscripts. */
+static KExpr *inline_into(L *l, KExpr *e, const Node *p) {
+  for (int i = 0; i < e->n; i++) e->a[i] = inline_into(l, e->a[i], p);
+  if (e->kind == KX_LOAD && e->slot == p->slot) return kx_subst(l, p->expr, p->axes, e->a, p->naxes);
+  return e;
+}
+
+static bool is_output(L *l, int slot, const int *outs, int nout) {
+  for (int i = 0; i < nout; i++)
+    if (outs[i] == slot) return true;
+  (void)l;
+  return false;
+}
+
+static void fuse_inline(L *l, const int *outs, int nout) {
+  for (int i = 0; i < l->nodes.n; i++) {
+    Node *p = &l->nodes.a[i];
+    if (p->has_reduce || is_output(l, p->slot, outs, nout)) continue;
+    int uses = 0, in_red = 0;
+    for (int j = i + 1; j < l->nodes.n; j++)
+      if (!l->nodes.a[j].dead) count_loads(l->nodes.a[j].expr, p->slot, false, &uses, &in_red);
+    if (uses == 0) {
+      p->dead = true;              /* unused: nothing reads it */
+      continue;
+    }
+    bool cheap = !transcendental(p->expr);
+    if (!cheap && !(uses == 1 && in_red == 0)) continue;
+    for (int j = i + 1; j < l->nodes.n; j++)
+      if (!l->nodes.a[j].dead) {
+        Node *c = &l->nodes.a[j];
+        c->expr = inline_into(l, c->expr, p);
+        c->has_reduce = has_reduce(c->expr);
+      }
+    p->dead = true;
+  }
+}
+
+/* Does every load in e of a slot in group[] use the row axis as its first subscript? */
+static bool row_local(const KExpr *e, const int *slots, int ns, int row_axis) {
+  if (e->kind == KX_LOAD)
+    for (int i = 0; i < ns; i++)
+      if (e->slot == slots[i] && !(e->n >= 1 && e->a[0]->kind == KX_AXIS && e->a[0]->axis == row_axis))
+        return false;
+  for (int i = 0; i < e->n; i++)
+    if (!row_local(e->a[i], slots, ns, row_axis)) return false;
+  return true;
+}
+
+static bool reads_any(const KExpr *e, const int *slots, int ns) {
+  if (e->kind == KX_LOAD)
+    for (int i = 0; i < ns; i++)
+      if (e->slot == slots[i]) return true;
+  for (int i = 0; i < e->n; i++)
+    if (reads_any(e->a[i], slots, ns)) return true;
+  return false;
+}
+
+static bool contraction(const Node *n) { return n->has_reduce && n->naxes >= 2; }
+
+static void number(Program *p, KExpr *e, int *next) {
+  e->id = (*next)++;
+  e->axmask = 0;
+  if (e->kind == KX_AXIS) e->axmask = 1ull << (e->axis % 64);
+  for (int i = 0; i < e->n; i++) {
+    number(p, e->a[i], next);
+    e->axmask |= e->a[i]->axmask;
+  }
+  /* a reduction depends on its axes only inside its body */
+  (void)p;
+}
+
+static void build_kernels(L *l, const int *outs, int nout, const char *fname) {
+  VEC(int) live = {0};
+  for (int i = 0; i < l->nodes.n; i++)
+    if (!l->nodes.a[i].dead) vec_push(live, i);
+  int k = 0;
+  while (k < live.n) {
+    Node *first = &l->nodes.a[live.a[k]];
+    int end = k + 1;
+    int row_axis = first->naxes ? first->axes[0] : -1;
+    int gslots[64], ng = 1;
+    gslots[0] = first->slot;
+    if (row_axis >= 0 && !contraction(first)) {
+      const Poly *ext = l->axes.a[row_axis].extent;
+      while (end < live.n && ng < 64) {
+        Node *n = &l->nodes.a[live.a[end]];
+        if (!n->naxes || contraction(n) || l->axes.a[n->axes[0]].extent != ext) break;
+        /* the candidate must read the group, and only within its own row */
+        KExpr *renamed = n->expr;
+        int from = n->axes[0];
+        KExpr *ax = kx_new(l, KX_AXIS, DYN_I64);
+        ax->axis = row_axis;
+        renamed = kx_subst(l, n->expr, &from, &ax, 1);
+        if (!reads_any(renamed, gslots, ng) || !row_local(renamed, gslots, ng, row_axis)) break;
+        bool any_reduce = first->has_reduce || n->has_reduce;
+        for (int j = k; j < end && !any_reduce; j++) any_reduce = l->nodes.a[live.a[j]].has_reduce;
+        if (!any_reduce) break;
+        n->expr = renamed;
+        n->axes[0] = row_axis;
+        gslots[ng++] = n->slot;
+        end++;
+      }
+    }
+    Kernel kn = {0};
+    int nst = end - k;
+    kn.stages = arena_alloc(l->a, sizeof(Stage) * (size_t)nst);
+    kn.nstages = nst;
+    bool grouped = nst > 1;
+    if (grouped) {
+      kn.outer = arena_alloc(l->a, sizeof(int));
+      kn.outer[0] = row_axis;
+      kn.nouter = 1;
+    }
+    for (int j = 0; j < nst; j++) {
+      Node *n = &l->nodes.a[live.a[k + j]];
+      Stage *st = &kn.stages[j];
+      st->out = n->slot;
+      st->expr = n->expr;
+      st->axes = n->axes + (grouped ? 1 : 0);
+      st->naxes = n->naxes - (grouped ? 1 : 0);
+      /* an intermediate read only inside this kernel lives per row */
+      if (grouped && !is_output(l, n->slot, outs, nout)) {
+        bool outside = false;
+        for (int m = 0; m < live.n && !outside; m++) {
+          if (m >= k && m < end) continue;
+          int u = 0, r = 0;
+          count_loads(l->nodes.a[live.a[m]].expr, n->slot, false, &u, &r);
+          outside = u > 0;
+        }
+        if (!outside) {
+          l->slots.a[n->slot].kind = SLOT_LOCAL;
+          l->slots.a[n->slot].nlocal = st->naxes;
+        }
+      }
+    }
+    Slot *last = &l->slots.a[kn.stages[nst - 1].out];
+    kn.name = arena_printf(l->a, "%s_%s", fname, last->name);
+    vec_push(l->kernels, kn);
+    k = end;
+  }
+  vec_free(live);
+}
+
+Program *lower_function(const Func *f, PolyCtx *pc,
+                        Func *(*lookup_fn)(void *env, const char *name), void *env) {
+  Arena *a = arena_new();
+  Program *p = arena_alloc(a, sizeof *p);
+  p->arena = a;
+  p->name = arena_strndup(a, f->name, strlen(f->name));
+  L l = {.p = p, .a = a, .pc = pc, .lookup_fn = lookup_fn, .env = env};
+  Inst in = {0};
+  for (int i = 0; i < f->nparams; i++) {
+    if (f->params[i].is_size) continue;
+    int s = new_slot(&l, f->params[i].name, SLOT_INPUT, &f->params[i].type);
+    l.slots.a[s].param = i;
+    Binding b = {f->params[i].name, s};
+    vec_push(in.names, b);
+  }
+  int *outs = arena_alloc(a, sizeof(int) * (size_t)(f->nrets + 1));
+  lower_body(&l, f, &in, outs);
+  vec_free(in.names);
+  for (int i = 0; i < f->nrets; i++)
+    if (l.slots.a[outs[i]].kind == SLOT_TEMP) l.slots.a[outs[i]].kind = SLOT_OUTPUT;
+  fuse_inline(&l, outs, f->nrets);
+  build_kernels(&l, outs, f->nrets, f->name);
+  int next = 0;
+  for (int i = 0; i < l.kernels.n; i++)
+    for (int j = 0; j < l.kernels.a[i].nstages; j++) number(p, l.kernels.a[i].stages[j].expr, &next);
+  p->nkx = next;
+#define COPY(field, vec) do { p->field = arena_alloc(a, sizeof(*vec.a) * (size_t)(vec.n + 1)); \
+    if (vec.n) memcpy(p->field, vec.a, sizeof(*vec.a) * (size_t)vec.n); } while (0)
+  COPY(slots, l.slots);
+  p->nslots = l.slots.n;
+  COPY(axes, l.axes);
+  p->naxes = l.axes.n;
+  COPY(kernels, l.kernels);
+  p->nkernels = l.kernels.n;
+#undef COPY
+  p->outputs = outs;
+  p->nout = f->nrets;
+  vec_free(l.slots);
+  vec_free(l.axes);
+  vec_free(l.nodes);
+  vec_free(l.kernels);
+  return p;
+}
+
+void lower_free(Program *p) {
+  if (p) arena_free(p->arena);
+}
+
+/* ---- printing ---- */
+
+static int kprec(const KExpr *e) {
+  if (e->kind == KX_BIN) {
+    switch (e->op) {
+    case OP_OR: return 1;
+    case OP_AND: return 2;
+    case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return 4;
+    case OP_ADD: case OP_SUB: return 5;
+    case OP_MUL: case OP_DIV: case OP_MOD: return 6;
+    case OP_POW: return 8;
+    default: return 10;
+    }
+  }
+  if (e->kind == KX_UN && (e->op == OP_NEG || e->op == OP_NOT)) return 7;
+  if (e->kind == KX_REDUCE) return 0;
+  if (e->kind == KX_SIZE) {
+    int64_t v;
+    return poly_is_const(e->size, &v) || poly_as_var(e->size) ? 10 : 5;
+  }
+  return 10;
+}
+
+static void kx_sub(const Program *p, const KExpr *e, int min, Buf *out) {
+  bool par = kprec(e) < min;
+  if (par) buf_putc(out, '(');
+  kx_print(p, e, out);
+  if (par) buf_putc(out, ')');
+}
+
+void kx_print(const Program *p, const KExpr *e, Buf *out) {
+  switch (e->kind) {
+  case KX_CONST:
+    if (e->ty == DYN_BOOL) buf_puts(out, e->i ? "true" : "false");
+    else if (elem_is_float(e->ty)) {
+      if (isinf(e->f)) buf_puts(out, e->f > 0 ? "inf" : "-inf");
+      else if (isnan(e->f)) buf_puts(out, "nan");
+      else {
+        char s[64];
+        snprintf(s, sizeof s, "%.9g", e->f);
+        if (!strpbrk(s, ".en")) strcat(s, ".0");
+        buf_puts(out, s);
+      }
+    } else buf_printf(out, "%lld", (long long)e->i);
+    break;
+  case KX_AXIS: buf_puts(out, p->axes[e->axis].name); break;
+  case KX_SIZE: poly_str(e->size, out); break;
+  case KX_LOAD:
+    buf_puts(out, p->slots[e->slot].name);
+    if (e->n) {
+      buf_putc(out, '[');
+      for (int i = 0; i < e->n; i++) {
+        if (i) buf_puts(out, ", ");
+        kx_print(p, e->a[i], out);
+      }
+      buf_putc(out, ']');
+    }
+    if (e->checked) buf_puts(out, "!");
+    break;
+  case KX_CAST:
+    buf_printf(out, "%s(", elem_name(e->ty));
+    kx_print(p, e->a[0], out);
+    buf_putc(out, ')');
+    break;
+  case KX_UN:
+    if (e->op == OP_NEG) { buf_putc(out, '-'); kx_sub(p, e->a[0], 7, out); }
+    else if (e->op == OP_NOT) { buf_puts(out, "not "); kx_sub(p, e->a[0], 7, out); }
+    else { buf_printf(out, "%s(", op_name(e->op)); kx_print(p, e->a[0], out); buf_putc(out, ')'); }
+    break;
+  case KX_BIN:
+    if (e->op == OP_MAX || e->op == OP_MIN || e->op == OP_POWF) {
+      buf_printf(out, "%s(", op_name(e->op));
+      kx_print(p, e->a[0], out);
+      buf_puts(out, ", ");
+      kx_print(p, e->a[1], out);
+      buf_putc(out, ')');
+    } else {
+      int pr = kprec(e);
+      kx_sub(p, e->a[0], e->op == OP_POW ? pr + 1 : pr, out);
+      buf_printf(out, " %s ", op_name(e->op));
+      kx_sub(p, e->a[1], e->op == OP_POW ? pr : pr + 1, out);
+    }
+    break;
+  case KX_SELECT:
+    buf_puts(out, "where(");
+    for (int i = 0; i < 3; i++) {
+      if (i) buf_puts(out, ", ");
+      kx_print(p, e->a[i], out);
+    }
+    buf_putc(out, ')');
+    break;
+  case KX_REDUCE:
+    buf_printf(out, "%s[", red_name(e->red));
+    for (int i = 0; i < e->nraxes; i++) {
+      const Axis *ax = &p->axes[e->raxes[i]];
+      if (i) buf_puts(out, ", ");
+      buf_printf(out, "%s < ", ax->name);
+      poly_str(ax->extent, out);
+    }
+    buf_puts(out, "] ");
+    kx_print(p, e->a[0], out);
+    break;
+  }
+}
+
+static const char *slot_kind_name(SlotKind k) {
+  static const char *n[] = {"input", "size", "temporary", "per row", "output"};
+  return n[k];
+}
+
+void lower_print(const Program *p, Buf *out) {
+  buf_puts(out, "buffers:\n");
+  for (int i = 0; i < p->nslots; i++) {
+    const Slot *s = &p->slots[i];
+    buf_printf(out, "  %-10s ", s->name);
+    type_str(&s->type, out);
+    buf_printf(out, "  %s\n", slot_kind_name(s->kind));
+  }
+  for (int k = 0; k < p->nkernels; k++) {
+    const Kernel *kn = &p->kernels[k];
+    int ind = 2;
+    buf_printf(out, "kernel %s", kn->name);
+    if (kn->nouter) buf_printf(out, ": row-wise, %d stages fused", kn->nstages);
+    buf_putc(out, '\n');
+    for (int o = 0; o < kn->nouter; o++) {
+      const Axis *ax = &p->axes[kn->outer[o]];
+      buf_printf(out, "%*sfor %s < ", ind, "", ax->name);
+      poly_str(ax->extent, out);
+      buf_puts(out, ":   # parallel\n");
+      ind += 2;
+    }
+    for (int s = 0; s < kn->nstages; s++) {
+      const Stage *st = &kn->stages[s];
+      int in2 = ind;
+      for (int a = 0; a < st->naxes; a++) {
+        const Axis *ax = &p->axes[st->axes[a]];
+        buf_printf(out, "%*sfor %s < ", in2, "", ax->name);
+        poly_str(ax->extent, out);
+        buf_puts(out, a == 0 && !kn->nouter && st->naxes > 1 ? ":   # parallel\n" : ":\n");
+        in2 += 2;
+      }
+      const Slot *os = &p->slots[st->out];
+      buf_printf(out, "%*s%s", in2, "", os->name);
+      int nsub = kn->nouter + st->naxes;
+      if (nsub) {
+        buf_putc(out, '[');
+        for (int o = 0; o < kn->nouter; o++) buf_printf(out, "%s%s", o ? ", " : "", p->axes[kn->outer[o]].name);
+        for (int a = 0; a < st->naxes; a++)
+          buf_printf(out, "%s%s", (a || kn->nouter) ? ", " : "", p->axes[st->axes[a]].name);
+        buf_putc(out, ']');
+      }
+      buf_puts(out, " = ");
+      kx_print(p, st->expr, out);
+      if (os->kind == SLOT_LOCAL) buf_puts(out, "   # per row");
+      buf_putc(out, '\n');
+    }
+  }
+}

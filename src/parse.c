@@ -1,0 +1,919 @@
+/* parse.c -- recursive-descent parser: tokens to the AST of dyn.h.
+ * Errors are reported and the parser resumes at the next statement boundary, so one run
+ * shows every syntax error.  An error at the end of input means the text stopped early
+ * (an open bracket, a body, a trailing operator): the parser then sets *incomplete, which
+ * the REPL uses to ask for a continuation line instead of reporting. */
+#include "config.h"
+#include "dyn.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_DEPTH 200
+
+typedef struct {
+  Arena *a;
+  Diags *d;
+  Token *t;
+  int n, i;
+  bool failed;          /* an error in the current statement: stop and resynchronise */
+  bool incomplete;
+  int depth;
+} Parser;
+
+static const OpKind OPTAB[] = {
+#define OP(E, s, arity, kind) OP_##E,
+#include "../lang/ops.def"
+#undef OP
+};
+static const struct { const char *s; int arity; OpClass cls; } opinfo[] = {
+#define OP(E, s, arity, kind) {s, arity, OPK_##kind},
+#include "../lang/ops.def"
+#undef OP
+};
+
+const char *op_name(OpKind op) { return opinfo[op].s; }
+int op_arity(OpKind op) { return opinfo[op].arity; }
+OpClass op_class(OpKind op) { return opinfo[op].cls; }
+
+bool op_from_name(const char *s, OpKind *out) {
+  for (int i = OP_EXP; i < OP__COUNT; i++)
+    if (!strcmp(opinfo[i].s, s)) {
+      *out = OPTAB[i];
+      return true;
+    }
+  return false;
+}
+
+const char *red_name(RedOp r) {
+  static const char *n[] = {"sum", "max", "min", "prod"};
+  return n[r];
+}
+
+static Token *peek(Parser *P) { return &P->t[P->i]; }
+static Token *peek2(Parser *P) { return &P->t[P->i + 1 < P->n ? P->i + 1 : P->n - 1]; }
+static bool at(Parser *P, TokKind k) { return P->t[P->i].kind == k; }
+static Token *next(Parser *P) {
+  Token *t = &P->t[P->i];
+  if (t->kind != TK_EOF) P->i++;
+  return t;
+}
+static bool accept(Parser *P, TokKind k) {
+  if (!at(P, k)) return false;
+  next(P);
+  return true;
+}
+
+static const char *describe(Parser *P, Token *t) {
+  switch (t->kind) {
+  case TK_IDENT: return arena_printf(P->a, "'%s'", t->text);
+  case TK_NUMBER: return arena_printf(P->a, "'%s'", t->text);
+  case TK_STRING: return "a string";
+  case TK_EOF: return "end of input";
+  case TK_NEWLINE: return "end of line";
+  case TK_COMMAND: return "a command";
+  default: return arena_printf(P->a, "'%s'", lex_kind_name(t->kind));
+  }
+}
+
+/* Report at the current token (once per statement). */
+static void fail(Parser *P, DiagId id, const char *what) {
+  if (P->failed) return;
+  P->failed = true;
+  Token *t = peek(P);
+  if (t->kind == TK_EOF) P->incomplete = true;
+  if (id == E_EXPECTED)
+    diag_report(P->d, t->span, id, what, describe(P, t));
+  else
+    diag_report(P->d, t->span, id, describe(P, t));
+}
+
+static bool expect(Parser *P, TokKind k) {
+  if (accept(P, k)) return true;
+  fail(P, E_EXPECTED, arena_printf(P->a, "'%s'", lex_kind_name(k)));
+  return false;
+}
+
+static Expr *new_expr(Parser *P, ExprKind k, Span s) {
+  Expr *e = arena_alloc(P->a, sizeof *e);
+  e->kind = k;
+  e->span = s;
+  return e;
+}
+
+static Expr *parse_expr(Parser *P);
+
+/* A comma-separated list up to the closing token; newlines are already gone inside ( [. */
+static Expr **parse_list(Parser *P, TokKind close, int *n) {
+  VEC(Expr *) v = {0};
+  if (!at(P, close)) {
+    do {
+      if (at(P, close)) break;            /* trailing comma */
+      Expr *e = parse_expr(P);
+      if (!e) break;
+      vec_push(v, e);
+    } while (accept(P, TK_COMMA));
+  }
+  expect(P, close);
+  Expr **out = arena_alloc(P->a, sizeof(Expr *) * (size_t)(v.n ? v.n : 1));
+  if (v.n) memcpy(out, v.a, sizeof(Expr *) * (size_t)v.n);
+  *n = v.n;
+  vec_free(v);
+  return out;
+}
+
+static Span prev_span(Parser *P) { return P->t[P->i > 0 ? P->i - 1 : 0].span; }
+
+static Expr *parse_primary(Parser *P) {
+  Token *t = peek(P);
+  Expr *e;
+  switch (t->kind) {
+  case TK_NUMBER:
+    next(P);
+    e = new_expr(P, EX_NUM, t->span);
+    e->num = t->num;
+    e->ival = t->ival;
+    e->is_int = t->is_int;
+    return e;
+  case TK_STRING:
+    next(P);
+    e = new_expr(P, EX_STR, t->span);
+    e->name = t->text;
+    return e;
+  case TK_TRUE:
+  case TK_FALSE:
+    next(P);
+    e = new_expr(P, EX_BOOL, t->span);
+    e->ival = t->kind == TK_TRUE;
+    return e;
+  case TK_LPAREN: {
+    next(P);
+    Expr *in = parse_expr(P);
+    if (!in) return NULL;
+    if (!expect(P, TK_RPAREN)) return NULL;
+    in->span = span_join(t->span, prev_span(P));
+    return in;
+  }
+  case TK_LBRACK: {
+    next(P);
+    e = new_expr(P, EX_LIST, t->span);
+    e->args = parse_list(P, TK_RBRACK, &e->nargs);
+    e->span = span_join(t->span, prev_span(P));
+    return P->failed ? NULL : e;
+  }
+  case TK_WHERE: {
+    next(P);
+    e = new_expr(P, EX_WHERE, t->span);
+    if (!expect(P, TK_LPAREN)) return NULL;
+    e->args = parse_list(P, TK_RPAREN, &e->nargs);
+    e->span = span_join(t->span, prev_span(P));
+    if (!P->failed && e->nargs != 3) {
+      diag_report(P->d, e->span, E_ARG_COUNT, "where", 3, "s", e->nargs);
+      P->failed = true;
+    }
+    return P->failed ? NULL : e;
+  }
+  case TK_IDENT: {
+    next(P);
+    const char *nm = t->text;
+    DynElem el;
+    bool isred = !strcmp(nm, "sum") || !strcmp(nm, "max") || !strcmp(nm, "min") || !strcmp(nm, "prod");
+    if (isred && at(P, TK_LBRACK)) {
+      /* sum[k, l] body -- the body extends as far right as possible */
+      next(P);
+      e = new_expr(P, EX_REDUCE, t->span);
+      e->red = nm[0] == 's' ? RED_SUM : nm[0] == 'p' ? RED_PROD : nm[1] == 'a' ? RED_MAX : RED_MIN;
+      VEC(const char *) names = {0};
+      VEC(Span) spans = {0};
+      do {
+        Token *it = peek(P);
+        if (it->kind != TK_IDENT) {
+          fail(P, E_EXPECTED, "a reduction index");
+          break;
+        }
+        next(P);
+        vec_push(names, it->text);
+        vec_push(spans, it->span);
+      } while (accept(P, TK_COMMA));
+      expect(P, TK_RBRACK);
+      e->nridx = names.n;
+      e->ridx = arena_alloc(P->a, sizeof(char *) * (size_t)(names.n + 1));
+      e->ridx_span = arena_alloc(P->a, sizeof(Span) * (size_t)(names.n + 1));
+      if (names.n) {
+        memcpy(e->ridx, names.a, sizeof(char *) * (size_t)names.n);
+        memcpy(e->ridx_span, spans.a, sizeof(Span) * (size_t)names.n);
+      }
+      vec_free(names);
+      vec_free(spans);
+      if (P->failed) return NULL;
+      Expr *body = parse_expr(P);
+      if (!body) return NULL;
+      e->args = arena_alloc(P->a, sizeof(Expr *));
+      e->args[0] = body;
+      e->nargs = 1;
+      e->span = span_join(t->span, body->span);
+      return e;
+    }
+    if (elem_from_name(nm, strlen(nm), &el)) {
+      if (at(P, TK_LPAREN)) {                     /* a cast: f64(x) */
+        next(P);
+        e = new_expr(P, EX_CAST, t->span);
+        e->elem = el;
+        e->has_elem = true;
+        e->args = parse_list(P, TK_RPAREN, &e->nargs);
+        e->span = span_join(t->span, prev_span(P));
+        if (!P->failed && e->nargs != 1) {
+          diag_report(P->d, e->span, E_ARG_COUNT, nm, 1, "", e->nargs);
+          P->failed = true;
+        }
+        return P->failed ? NULL : e;
+      }
+      if (at(P, TK_LBRACK) && peek2(P)->kind == TK_LBRACK) {   /* f64[[1, 2], [3, 4]] */
+        next(P);
+        e = new_expr(P, EX_LIST, t->span);
+        e->elem = el;
+        e->has_elem = true;
+        e->args = parse_list(P, TK_RBRACK, &e->nargs);
+        e->span = span_join(t->span, prev_span(P));
+        return P->failed ? NULL : e;
+      }
+      e = new_expr(P, EX_TYPE, t->span);                       /* f32[M, K] or f32 */
+      e->elem = el;
+      e->has_elem = true;
+      if (accept(P, TK_LBRACK)) {
+        e->args = parse_list(P, TK_RBRACK, &e->nargs);
+        e->span = span_join(t->span, prev_span(P));
+      }
+      return P->failed ? NULL : e;
+    }
+    if (!strcmp(nm, "inf") || !strcmp(nm, "nan")) {
+      e = new_expr(P, EX_NUM, t->span);
+      e->num = nm[0] == 'i' ? INFINITY : NAN;
+      return e;
+    }
+    e = new_expr(P, EX_NAME, t->span);
+    e->name = nm;
+    e->name_span = t->span;
+    return e;
+  }
+  default:
+    fail(P, E_EXPECTED_EXPR, NULL);
+    return NULL;
+  }
+}
+
+static Expr *parse_postfix(Parser *P) {
+  Expr *e = parse_primary(P);
+  while (e && (at(P, TK_LBRACK) || at(P, TK_LPAREN))) {
+    if (e->kind != EX_NAME) break;
+    bool call = at(P, TK_LPAREN);
+    next(P);
+    Expr *x = new_expr(P, call ? EX_CALL : EX_INDEX, e->span);
+    x->name = e->name;
+    x->name_span = e->span;
+    x->args = parse_list(P, call ? TK_RPAREN : TK_RBRACK, &x->nargs);
+    x->span = span_join(e->span, prev_span(P));
+    if (P->failed) return NULL;
+    e = x;
+  }
+  return e;
+}
+
+static Expr *binary(Parser *P, OpKind op, Expr *l, Expr *r) {
+  Expr *e = new_expr(P, EX_BINARY, span_join(l->span, r->span));
+  e->op = op;
+  e->args = arena_alloc(P->a, 2 * sizeof(Expr *));
+  e->args[0] = l;
+  e->args[1] = r;
+  e->nargs = 2;
+  return e;
+}
+
+static Expr *unary(Parser *P, OpKind op, Span at_, Expr *x) {
+  Expr *e = new_expr(P, EX_UNARY, span_join(at_, x->span));
+  e->op = op;
+  e->args = arena_alloc(P->a, sizeof(Expr *));
+  e->args[0] = x;
+  e->nargs = 1;
+  return e;
+}
+
+static Expr *parse_unary(Parser *P);
+
+static Expr *parse_pow(Parser *P) {
+  Expr *l = parse_postfix(P);
+  if (!l) return NULL;
+  if (accept(P, TK_POW)) {
+    Expr *r = parse_unary(P);          /* right-associative, and 2 ** -1 works */
+    if (!r) return NULL;
+    return binary(P, OP_POW, l, r);
+  }
+  return l;
+}
+
+static Expr *parse_unary(Parser *P) {
+  if (at(P, TK_MINUS)) {
+    Span s = next(P)->span;
+    if (++P->depth > MAX_DEPTH) {
+      fail(P, E_TOO_DEEP, NULL);
+      return NULL;
+    }
+    Expr *x = parse_unary(P);
+    P->depth--;
+    if (!x) return NULL;
+    if (x->kind == EX_NUM) {             /* fold -3 into the literal */
+      x->num = -x->num;
+      x->ival = -x->ival;
+      x->span = span_join(s, x->span);
+      return x;
+    }
+    return unary(P, OP_NEG, s, x);
+  }
+  return parse_pow(P);
+}
+
+static Expr *parse_mul(Parser *P) {
+  Expr *l = parse_unary(P);
+  while (l) {
+    OpKind op;
+    if (at(P, TK_STAR)) op = OP_MUL;
+    else if (at(P, TK_SLASH)) op = OP_DIV;
+    else if (at(P, TK_PERCENT)) op = OP_MOD;
+    else break;
+    next(P);
+    Expr *r = parse_unary(P);
+    if (!r) return NULL;
+    l = binary(P, op, l, r);
+  }
+  return l;
+}
+
+static Expr *parse_add(Parser *P) {
+  Expr *l = parse_mul(P);
+  while (l && (at(P, TK_PLUS) || at(P, TK_MINUS))) {
+    OpKind op = next(P)->kind == TK_PLUS ? OP_ADD : OP_SUB;
+    Expr *r = parse_mul(P);
+    if (!r) return NULL;
+    l = binary(P, op, l, r);
+  }
+  return l;
+}
+
+static Expr *parse_cmp(Parser *P) {
+  Expr *l = parse_add(P);
+  while (l) {
+    OpKind op;
+    switch (peek(P)->kind) {
+    case TK_EQ: op = OP_EQ; break;
+    case TK_NE: op = OP_NE; break;
+    case TK_LT: op = OP_LT; break;
+    case TK_LE: op = OP_LE; break;
+    case TK_GT: op = OP_GT; break;
+    case TK_GE: op = OP_GE; break;
+    default: return l;
+    }
+    next(P);
+    Expr *r = parse_add(P);
+    if (!r) return NULL;
+    l = binary(P, op, l, r);
+  }
+  return l;
+}
+
+static Expr *parse_not(Parser *P) {
+  if (at(P, TK_NOT)) {
+    Span s = next(P)->span;
+    if (++P->depth > MAX_DEPTH) {
+      fail(P, E_TOO_DEEP, NULL);
+      return NULL;
+    }
+    Expr *x = parse_not(P);
+    P->depth--;
+    return x ? unary(P, OP_NOT, s, x) : NULL;
+  }
+  return parse_cmp(P);
+}
+
+static Expr *parse_and(Parser *P) {
+  Expr *l = parse_not(P);
+  while (l && accept(P, TK_AND)) {
+    Expr *r = parse_not(P);
+    if (!r) return NULL;
+    l = binary(P, OP_AND, l, r);
+  }
+  return l;
+}
+
+static Expr *parse_expr(Parser *P) {
+  if (++P->depth > MAX_DEPTH) {
+    fail(P, E_TOO_DEEP, NULL);
+    P->depth--;
+    return NULL;
+  }
+  Expr *l = parse_and(P);
+  while (l && accept(P, TK_OR)) {
+    Expr *r = parse_and(P);
+    if (!r) {
+      l = NULL;
+      break;
+    }
+    l = binary(P, OP_OR, l, r);
+  }
+  P->depth--;
+  return l;
+}
+
+/* ---- types ---- */
+
+static TypeExpr *parse_type(Parser *P) {
+  Token *t = peek(P);
+  TypeExpr *ty = arena_alloc(P->a, sizeof *ty);
+  ty->span = t->span;
+  if (t->kind == TK_LPAREN) {                   /* (f32[N], f32[N]) */
+    next(P);
+    ty->kind = TY_TUPLE;
+    VEC(TypeExpr *) v = {0};
+    do {
+      TypeExpr *p = parse_type(P);
+      if (!p) break;
+      vec_push(v, p);
+    } while (accept(P, TK_COMMA));
+    expect(P, TK_RPAREN);
+    ty->parts = arena_alloc(P->a, sizeof(TypeExpr *) * (size_t)(v.n + 1));
+    if (v.n) memcpy(ty->parts, v.a, sizeof(TypeExpr *) * (size_t)v.n);
+    ty->nparts = v.n;
+    vec_free(v);
+    ty->span = span_join(t->span, prev_span(P));
+    return P->failed ? NULL : ty;
+  }
+  DynElem el;
+  if (t->kind == TK_IDENT && !strcmp(t->text, "size")) {
+    next(P);
+    ty->kind = TY_SIZE;
+    return ty;
+  }
+  if (t->kind != TK_IDENT || !elem_from_name(t->text, strlen(t->text), &el)) {
+    fail(P, E_BAD_TYPE, NULL);
+    return NULL;
+  }
+  next(P);
+  ty->kind = TY_TENSOR;
+  ty->elem = el;
+  if (accept(P, TK_LBRACK)) {
+    ty->dims = parse_list(P, TK_RBRACK, &ty->ndims);
+    ty->span = span_join(t->span, prev_span(P));
+    if (!P->failed && ty->ndims > DYN_MAX_RANK) {
+      diag_report(P->d, ty->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+      P->failed = true;
+    }
+  }
+  return P->failed ? NULL : ty;
+}
+
+/* ---- statements ---- */
+
+static Stmt *new_stmt(Parser *P, StmtKind k, Span s) {
+  Stmt *st = arena_alloc(P->a, sizeof *st);
+  st->kind = k;
+  st->span = s;
+  return st;
+}
+
+static void skip_newlines(Parser *P) {
+  while (at(P, TK_NEWLINE)) next(P);
+}
+
+static Stmt *parse_stmt(Parser *P, bool in_fn);
+
+/* Skip to the end of the statement: the next newline outside braces, or a closing brace
+ * of the body being parsed. */
+static void sync(Parser *P, bool in_fn) {
+  int braces = 0;
+  while (!at(P, TK_EOF)) {
+    TokKind k = peek(P)->kind;
+    if (k == TK_LBRACE) braces++;
+    if (k == TK_RBRACE) {
+      if (braces == 0 && in_fn) return;
+      if (braces > 0) braces--;
+    }
+    if (k == TK_NEWLINE && braces == 0) return;
+    next(P);
+  }
+  if (braces > 0) P->incomplete = true;
+}
+
+static FnDecl *parse_fn(Parser *P, Span start) {
+  FnDecl *f = arena_alloc(P->a, sizeof *f);
+  Token *nm = peek(P);
+  if (nm->kind != TK_IDENT) {
+    fail(P, E_EXPECTED, "a function name");
+    return NULL;
+  }
+  next(P);
+  f->name = nm->text;
+  f->name_span = nm->span;
+  if (!expect(P, TK_LPAREN)) return NULL;
+  VEC(Param) ps = {0};
+  if (!at(P, TK_RPAREN)) {
+    do {
+      if (at(P, TK_RPAREN)) break;
+      Token *pn = peek(P);
+      if (pn->kind != TK_IDENT) {
+        fail(P, E_EXPECTED, "a parameter name");
+        break;
+      }
+      next(P);
+      if (!expect(P, TK_COLON)) break;
+      TypeExpr *ty = parse_type(P);
+      if (!ty) break;
+      Param p = {pn->text, pn->span, ty};
+      vec_push(ps, p);
+    } while (accept(P, TK_COMMA));
+  }
+  if (!P->failed) expect(P, TK_RPAREN);
+  f->params = arena_alloc(P->a, sizeof(Param) * (size_t)(ps.n + 1));
+  if (ps.n) memcpy(f->params, ps.a, sizeof(Param) * (size_t)ps.n);
+  f->nparams = ps.n;
+  vec_free(ps);
+  if (P->failed) return NULL;
+  if (accept(P, TK_ARROW)) {
+    f->ret = parse_type(P);
+    if (!f->ret) return NULL;
+  }
+  if (accept(P, TK_WHERE)) {
+    VEC(Expr *) fs = {0};
+    do {
+      Expr *e = parse_expr(P);
+      if (!e) break;
+      vec_push(fs, e);
+    } while (accept(P, TK_COMMA));
+    f->facts = arena_alloc(P->a, sizeof(Expr *) * (size_t)(fs.n + 1));
+    if (fs.n) memcpy(f->facts, fs.a, sizeof(Expr *) * (size_t)fs.n);
+    f->nfacts = fs.n;
+    vec_free(fs);
+    if (P->failed) return NULL;
+  }
+  skip_newlines(P);
+  if (!expect(P, TK_LBRACE)) return NULL;
+  VEC(Stmt *) body = {0};
+  for (;;) {
+    skip_newlines(P);
+    if (at(P, TK_RBRACE) || at(P, TK_EOF)) break;
+    Stmt *s = parse_stmt(P, true);
+    if (s) vec_push(body, s);
+    if (P->failed) {
+      sync(P, true);
+      P->failed = false;
+      continue;
+    }
+    if (!at(P, TK_RBRACE) && !at(P, TK_EOF) && !accept(P, TK_NEWLINE)) {
+      fail(P, E_EXPECTED, "end of line");
+      sync(P, true);
+      P->failed = false;
+    }
+  }
+  f->body = arena_alloc(P->a, sizeof(Stmt *) * (size_t)(body.n + 1));
+  if (body.n) memcpy(f->body, body.a, sizeof(Stmt *) * (size_t)body.n);
+  f->nbody = body.n;
+  vec_free(body);
+  if (!expect(P, TK_RBRACE)) return NULL;
+  f->span = span_join(start, prev_span(P));
+  return f;
+}
+
+/* `(A, B)` or `A` names, for tuple assignment and return */
+static bool parse_names(Parser *P, Stmt *st) {
+  VEC(const char *) ns = {0};
+  VEC(Span) ss = {0};
+  bool paren = accept(P, TK_LPAREN);
+  do {
+    Token *t = peek(P);
+    if (t->kind != TK_IDENT) {
+      fail(P, E_EXPECTED, "a name");
+      break;
+    }
+    next(P);
+    vec_push(ns, t->text);
+    vec_push(ss, t->span);
+  } while (paren && accept(P, TK_COMMA));
+  if (paren && !P->failed) expect(P, TK_RPAREN);
+  st->names = arena_alloc(P->a, sizeof(char *) * (size_t)(ns.n + 1));
+  st->name_spans = arena_alloc(P->a, sizeof(Span) * (size_t)(ns.n + 1));
+  if (ns.n) {
+    memcpy(st->names, ns.a, sizeof(char *) * (size_t)ns.n);
+    memcpy(st->name_spans, ss.a, sizeof(Span) * (size_t)ns.n);
+  }
+  st->nnames = ns.n;
+  st->tuple = paren;
+  vec_free(ns);
+  vec_free(ss);
+  return !P->failed;
+}
+
+/* Is the text at the cursor `(a, b, ...) =`?  Decides tuple assignment without backtracking
+ * the diagnostics. */
+static bool looks_like_tuple_assign(Parser *P) {
+  int i = P->i;
+  if (P->t[i].kind != TK_LPAREN) return false;
+  i++;
+  for (;;) {
+    if (P->t[i].kind != TK_IDENT) return false;
+    i++;
+    if (P->t[i].kind == TK_COMMA) { i++; continue; }
+    if (P->t[i].kind == TK_RPAREN) return P->t[i + 1].kind == TK_ASSIGN;
+    return false;
+  }
+}
+
+/* Is the text at the cursor `NAME[i, j] =` or `NAME[i, j]:`, i.e. a definition? */
+static bool looks_like_def(Parser *P) {
+  int i = P->i;
+  if (P->t[i].kind != TK_IDENT || P->t[i + 1].kind != TK_LBRACK) return false;
+  int depth = 0;
+  for (i = i + 1; i < P->n; i++) {
+    TokKind k = P->t[i].kind;
+    if (k == TK_LBRACK) depth++;
+    else if (k == TK_RBRACK && --depth == 0) break;
+    else if (k == TK_EOF || k == TK_NEWLINE) return false;
+  }
+  if (i >= P->n - 1) return false;
+  TokKind after = P->t[i + 1].kind;
+  return after == TK_ASSIGN || after == TK_COLON;
+}
+
+static Stmt *parse_def(Parser *P) {
+  Token *nm = next(P);
+  Stmt *st = new_stmt(P, ST_DEF, nm->span);
+  st->name = nm->text;
+  st->name_span = nm->span;
+  VEC(const char *) ix = {0};
+  VEC(Span) sp = {0};
+  if (accept(P, TK_LBRACK)) {
+    if (!at(P, TK_RBRACK)) {
+      do {
+        Token *t = peek(P);
+        if (t->kind != TK_IDENT) {
+          if (!P->failed) {
+            P->failed = true;
+            diag_report(P->d, t->span, E_BAD_INDEX_VAR, describe(P, t));
+          }
+          break;
+        }
+        next(P);
+        vec_push(ix, t->text);
+        vec_push(sp, t->span);
+      } while (accept(P, TK_COMMA));
+    }
+    if (!P->failed) expect(P, TK_RBRACK);
+  }
+  st->idx = arena_alloc(P->a, sizeof(char *) * (size_t)(ix.n + 1));
+  st->idx_span = arena_alloc(P->a, sizeof(Span) * (size_t)(ix.n + 1));
+  if (ix.n) {
+    memcpy(st->idx, ix.a, sizeof(char *) * (size_t)ix.n);
+    memcpy(st->idx_span, sp.a, sizeof(Span) * (size_t)ix.n);
+  }
+  st->nidx = ix.n;
+  vec_free(ix);
+  vec_free(sp);
+  if (P->failed) return NULL;
+  if (accept(P, TK_COLON)) {
+    st->annot = parse_type(P);
+    if (!st->annot) return NULL;
+  }
+  if (!expect(P, TK_ASSIGN)) return NULL;
+  st->expr = parse_expr(P);
+  if (!st->expr) return NULL;
+  st->span = span_join(st->span, st->expr->span);
+  return st;
+}
+
+static Stmt *parse_stmt(Parser *P, bool in_fn) {
+  Token *t = peek(P);
+  Stmt *st;
+  switch (t->kind) {
+  case TK_FN: {
+    next(P);
+    if (in_fn) {
+      diag_report(P->d, t->span, E_NESTED_FN);
+      P->failed = true;
+      return NULL;
+    }
+    FnDecl *f = parse_fn(P, t->span);
+    if (!f) return NULL;
+    st = new_stmt(P, ST_FN, f->span);
+    st->fn = f;
+    st->name = f->name;
+    return st;
+  }
+  case TK_IMPORT: {
+    next(P);
+    Token *m = peek(P);
+    if (m->kind != TK_IDENT && m->kind != TK_STRING) {
+      fail(P, E_EXPECTED, "a module name or a file name in quotes");
+      return NULL;
+    }
+    next(P);
+    st = new_stmt(P, ST_IMPORT, span_join(t->span, m->span));
+    st->name = m->text;
+    st->name_span = m->span;
+    st->is_path = m->kind == TK_STRING;
+    return st;
+  }
+  case TK_COMMAND:
+    next(P);
+    st = new_stmt(P, ST_COMMAND, t->span);
+    st->text = t->text;
+    return st;
+  case TK_RETURN:
+    next(P);
+    st = new_stmt(P, ST_RETURN, t->span);
+    if (!parse_names(P, st)) return NULL;
+    st->span = span_join(t->span, prev_span(P));
+    return st;
+  default:
+    break;
+  }
+  if (looks_like_tuple_assign(P)) {
+    st = new_stmt(P, ST_ASSIGN, t->span);
+    if (!parse_names(P, st)) return NULL;
+    expect(P, TK_ASSIGN);
+    st->expr = P->failed ? NULL : parse_expr(P);
+    if (!st->expr) return NULL;
+    st->span = span_join(t->span, st->expr->span);
+    return st;
+  }
+  if (looks_like_def(P)) return parse_def(P);
+  if (t->kind == TK_IDENT && peek2(P)->kind == TK_COLON) return parse_def(P);  /* s: f32 = .. */
+  if (t->kind == TK_IDENT && peek2(P)->kind == TK_ASSIGN) {
+    next(P);
+    next(P);
+    st = new_stmt(P, ST_ASSIGN, t->span);
+    st->names = arena_alloc(P->a, sizeof(char *));
+    st->name_spans = arena_alloc(P->a, sizeof(Span));
+    st->names[0] = t->text;
+    st->name_spans[0] = t->span;
+    st->nnames = 1;
+    st->name = t->text;
+    st->name_span = t->span;
+    st->expr = parse_expr(P);
+    if (!st->expr) return NULL;
+    st->span = span_join(t->span, st->expr->span);
+    return st;
+  }
+  if (t->kind == TK_RBRACE || t->kind == TK_ARROW || t->kind == TK_ASSIGN || t->kind == TK_COLON) {
+    fail(P, E_EXPECTED_STMT, NULL);
+    return NULL;
+  }
+  Expr *e = parse_expr(P);
+  if (!e) return NULL;
+  if (at(P, TK_ASSIGN)) {
+    diag_report(P->d, e->span, E_BAD_TARGET);
+    P->failed = true;
+    return NULL;
+  }
+  st = new_stmt(P, ST_EXPR, e->span);
+  st->expr = e;
+  return st;
+}
+
+Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *incomplete) {
+  Parser P = {.a = a, .d = d};
+  int before = d->nerrors;
+  P.t = lex_source(a, src, d, &P.n);
+  bool lex_failed = d->nerrors > before;
+  VEC(Stmt *) v = {0};
+  for (;;) {
+    skip_newlines(&P);
+    if (at(&P, TK_EOF)) break;
+    Stmt *s = parse_stmt(&P, false);
+    if (s && !P.failed) vec_push(v, s);
+    if (!P.failed && !at(&P, TK_EOF) && !accept(&P, TK_NEWLINE)) fail(&P, E_EXPECTED, "end of line");
+    if (P.failed) {
+      sync(&P, false);
+      if (at(&P, TK_RBRACE)) next(&P);
+      P.failed = false;
+    }
+  }
+  /* Lexer errors are real errors even at the end of input (an unterminated string). */
+  *incomplete = P.incomplete && !lex_failed;
+  Stmt **out = arena_alloc(a, sizeof(Stmt *) * (size_t)(v.n + 1));
+  if (v.n) memcpy(out, v.a, sizeof(Stmt *) * (size_t)v.n);
+  *nstmt = v.n;
+  vec_free(v);
+  return out;
+}
+
+Expr *parse_expression(Arena *a, const Source *src, Diags *d) {
+  Parser P = {.a = a, .d = d};
+  P.t = lex_source(a, src, d, &P.n);
+  skip_newlines(&P);
+  Expr *e = parse_expr(&P);
+  skip_newlines(&P);
+  if (e && !P.failed && !at(&P, TK_EOF)) fail(&P, E_EXPECTED, "end of input");
+  return P.failed ? NULL : e;
+}
+
+/* ---- printing an expression back as source text (for messages and :ir) ---- */
+
+static int prec(const Expr *e) {
+  if (e->kind == EX_BINARY) {
+    switch (e->op) {
+    case OP_OR: return 1;
+    case OP_AND: return 2;
+    case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return 4;
+    case OP_ADD: case OP_SUB: return 5;
+    case OP_MUL: case OP_DIV: case OP_MOD: return 6;
+    case OP_POW: return 8;
+    default: return 9;
+    }
+  }
+  if (e->kind == EX_UNARY) return e->op == OP_NOT ? 3 : 7;
+  if (e->kind == EX_REDUCE) return 0;
+  return 10;
+}
+
+static void print_sub(const Expr *e, int min, Buf *out) {
+  bool par = prec(e) < min;
+  if (par) buf_putc(out, '(');
+  parse_print_expr(e, out);
+  if (par) buf_putc(out, ')');
+}
+
+static void print_args(Expr **a, int n, Buf *out) {
+  for (int i = 0; i < n; i++) {
+    if (i) buf_puts(out, ", ");
+    parse_print_expr(a[i], out);
+  }
+}
+
+void parse_print_expr(const Expr *e, Buf *out) {
+  switch (e->kind) {
+  case EX_NUM:
+    if (e->is_int) buf_printf(out, "%lld", (long long)e->ival);
+    else if (isinf(e->num)) buf_puts(out, e->num > 0 ? "inf" : "-inf");
+    else if (isnan(e->num)) buf_puts(out, "nan");
+    else {
+      char s[64];
+      snprintf(s, sizeof s, "%.9g", e->num);
+      if (!strpbrk(s, ".e")) strcat(s, ".0");
+      buf_puts(out, s);
+    }
+    break;
+  case EX_BOOL: buf_puts(out, e->ival ? "true" : "false"); break;
+  case EX_STR: buf_printf(out, "\"%s\"", e->name); break;
+  case EX_NAME: buf_puts(out, e->name); break;
+  case EX_INDEX:
+    buf_printf(out, "%s[", e->name);
+    print_args(e->args, e->nargs, out);
+    buf_putc(out, ']');
+    break;
+  case EX_CALL:
+    buf_printf(out, "%s(", e->name);
+    print_args(e->args, e->nargs, out);
+    buf_putc(out, ')');
+    break;
+  case EX_CAST:
+    buf_printf(out, "%s(", elem_name(e->elem));
+    print_args(e->args, e->nargs, out);
+    buf_putc(out, ')');
+    break;
+  case EX_UNARY:
+    buf_puts(out, e->op == OP_NOT ? "not " : "-");
+    print_sub(e->args[0], prec(e), out);
+    break;
+  case EX_BINARY: {
+    int p = prec(e);
+    /* left-associative: the right operand needs parentheses at equal precedence;
+     * ** is right-associative, so the other way round */
+    print_sub(e->args[0], e->op == OP_POW ? p + 1 : p, out);
+    buf_printf(out, " %s ", op_name(e->op));
+    print_sub(e->args[1], e->op == OP_POW ? p : p + 1, out);
+    break;
+  }
+  case EX_REDUCE:
+    buf_printf(out, "%s[", red_name(e->red));
+    for (int i = 0; i < e->nridx; i++) buf_printf(out, "%s%s", i ? ", " : "", e->ridx[i]);
+    buf_puts(out, "] ");
+    parse_print_expr(e->args[0], out);
+    break;
+  case EX_WHERE:
+    buf_puts(out, "where(");
+    print_args(e->args, e->nargs, out);
+    buf_putc(out, ')');
+    break;
+  case EX_LIST:
+    if (e->has_elem) buf_puts(out, elem_name(e->elem));
+    buf_putc(out, '[');
+    print_args(e->args, e->nargs, out);
+    buf_putc(out, ']');
+    break;
+  case EX_TYPE:
+    buf_puts(out, elem_name(e->elem));
+    if (e->nargs) {
+      buf_putc(out, '[');
+      print_args(e->args, e->nargs, out);
+      buf_putc(out, ']');
+    }
+    break;
+  }
+}

@@ -1,0 +1,1297 @@
+/* sema.c -- the type checker: element types, symbolic sizes, index ranges, bounds.
+ *
+ * A function is checked once, over its size variables.  Parameters bind sizes (a lone size
+ * variable binds, compound dimensions are checked); each definition infers the range of its
+ * indices from their bare uses as subscripts (all uses must agree); every access is then
+ * proved in bounds from the index ranges, the where facts and the conditions of enclosing
+ * where(...) branches, or marked for a run-time check with a warning.
+ *
+ * Element types never mix silently.  Literals, sizes and indices are "weak": they take the
+ * type of the other operand (an integer converts to a float where a float is needed); what
+ * stays weak defaults to f32 (floats) or i64 (integers) at the end of a definition.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { SYM_TENSOR, SYM_SIZE } SymKind;
+typedef struct Sym {
+  const char *name;
+  SymKind kind;
+  Type type;
+  Span span;
+} Sym;
+
+typedef struct Idx {
+  const char *name;
+  Span span;
+  const Poly *ext;        /* the range [0, ext), once inferred */
+  Span ext_span;          /* where it was inferred */
+  const char *ext_what;   /* "dimension 1 of X" */
+  const Poly *lo, *hi;    /* bounds used by proofs, narrowed inside where(...) branches */
+} Idx;
+
+#define MAX_IDX 64
+
+typedef VEC(Fact) FactVec;
+
+typedef struct S {
+  const SemaEnv *env;
+  PolyCtx *pc;
+  Arena *a;
+  Diags *d;
+  const char *fname;
+  VEC(Sym) syms;
+  VEC(SizeVar) sizes;
+  VEC(const Poly *) facts;    /* polynomials known to be >= 0 */
+  Fact *ufacts; int nufacts;
+  Idx idx[MAX_IDX];
+  int nidx;
+  bool err;
+} S;
+
+/* ---- small helpers ---- */
+
+const char *cmp_name(CmpOp c) {
+  static const char *n[] = {"==", "!=", "<", "<=", ">", ">="};
+  return n[c];
+}
+
+bool fact_holds(const Fact *f, int64_t l, int64_t r) {
+  switch (f->cmp) {
+  case CMP_EQ: return l == r;
+  case CMP_NE: return l != r;
+  case CMP_LT: return l < r;
+  case CMP_LE: return l <= r;
+  case CMP_GT: return l > r;
+  case CMP_GE: return l >= r;
+  }
+  return false;
+}
+
+void type_str(const Type *t, Buf *out) {
+  buf_puts(out, elem_name(t->elem));
+  if (t->rank == 0) return;
+  buf_putc(out, '[');
+  for (int i = 0; i < t->rank; i++) {
+    if (i) buf_puts(out, ", ");
+    poly_str(t->dims[i], out);
+  }
+  buf_putc(out, ']');
+}
+
+bool type_equal(const Type *a, const Type *b) {
+  if (a->elem != b->elem || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+static const char *tstr(S *s, const Type *t) {
+  Buf b = {0};
+  type_str(t, &b);
+  const char *r = arena_strndup(s->a, b.s, b.len);
+  buf_free(&b);
+  return r;
+}
+
+static const char *pstr(S *s, const Poly *p) {
+  Buf b = {0};
+  poly_str(p, &b);
+  const char *r = arena_strndup(s->a, b.s, b.len);
+  buf_free(&b);
+  return r;
+}
+
+static const char *estr(S *s, const Expr *e) {
+  Buf b = {0};
+  parse_print_expr(e, &b);
+  const char *r = arena_strndup(s->a, b.s, b.len);
+  buf_free(&b);
+  return r;
+}
+
+static const char *where_str(S *s, Span sp) {
+  int l, c;
+  span_linecol(sp, &l, &c);
+  return arena_printf(s->a, "%s:%d:%d", sp.src ? sp.src->name : "?", l, c);
+}
+
+static Diag *err(S *s, Span at, DiagId id, ...) {
+  va_list ap;
+  va_start(ap, id);
+  Diag *dg = diag_reportv(s->d, at, id, ap);
+  va_end(ap);
+  if (dg->level == DIAG_ERROR) s->err = true;
+  return dg;
+}
+
+static Sym *find_sym(S *s, const char *name) {
+  for (int i = s->syms.n - 1; i >= 0; i--)
+    if (!strcmp(s->syms.a[i].name, name)) return &s->syms.a[i];
+  return NULL;
+}
+
+static Idx *find_idx(S *s, const char *name) {
+  for (int i = s->nidx - 1; i >= 0; i--)
+    if (!strcmp(s->idx[i].name, name)) return &s->idx[i];
+  return NULL;
+}
+
+/* ---- sizes: dimension expressions to polynomials ---- */
+
+/* Convert a size expression.  bind: a lone unknown name becomes a new size variable (only
+ * for parameter types in the first pass).  Returns NULL after reporting. */
+static const Poly *dim_poly(S *s, Expr *e, bool quiet) {
+  switch (e->kind) {
+  case EX_NUM:
+    if (e->is_int) return poly_const(s->pc, e->ival);
+    break;
+  case EX_NAME: {
+    Sym *y = find_sym(s, e->name);
+    if (y && y->kind == SYM_SIZE) return poly_var(s->pc, e->name);
+    Idx *ix = find_idx(s, e->name);
+    if (ix) return poly_var(s->pc, e->name);
+    if (!quiet) {
+      if (y) err(s, e->span, E_BAD_DIM, arena_printf(s->a, "the tensor '%s'", e->name));
+      else err(s, e->span, E_UNBOUND_SIZE, e->name, e->name);
+    }
+    return NULL;
+  }
+  case EX_UNARY:
+    if (e->op == OP_NEG) {
+      const Poly *x = dim_poly(s, e->args[0], quiet);
+      return x ? poly_neg(s->pc, x) : NULL;
+    }
+    break;
+  case EX_BINARY: {
+    OpKind op = e->op;
+    if (op != OP_ADD && op != OP_SUB && op != OP_MUL && op != OP_DIV && op != OP_MOD) break;
+    const Poly *l = dim_poly(s, e->args[0], quiet);
+    const Poly *r = l ? dim_poly(s, e->args[1], quiet) : NULL;
+    if (!r) return NULL;
+    int64_t rv;
+    if ((op == OP_DIV || op == OP_MOD) && poly_is_const(r, &rv) && rv == 0) {
+      if (!quiet) err(s, e->span, E_BAD_DIM, "a division by zero");
+      return NULL;
+    }
+    switch (op) {
+    case OP_ADD: return poly_add(s->pc, l, r);
+    case OP_SUB: return poly_sub(s->pc, l, r);
+    case OP_MUL: return poly_mul(s->pc, l, r);
+    case OP_DIV: return poly_div(s->pc, l, r);
+    default: return poly_mod(s->pc, l, r);
+    }
+  }
+  case EX_CALL:
+    if ((!strcmp(e->name, "min") || !strcmp(e->name, "max")) && e->nargs == 2) {
+      const Poly *l = dim_poly(s, e->args[0], quiet);
+      const Poly *r = l ? dim_poly(s, e->args[1], quiet) : NULL;
+      if (!r) return NULL;
+      return e->name[1] == 'i' ? poly_min(s->pc, l, r) : poly_max(s->pc, l, r);
+    }
+    break;
+  default:
+    break;
+  }
+  if (!quiet) err(s, e->span, E_BAD_DIM, arena_printf(s->a, "'%s'", estr(s, e)));
+  return NULL;
+}
+
+static bool type_from_expr(S *s, TypeExpr *te, Type *out) {
+  if (te->kind != TY_TENSOR) {
+    err(s, te->span, E_BAD_TYPE, te->kind == TY_SIZE ? "'size'" : "a tuple");
+    return false;
+  }
+  memset(out, 0, sizeof *out);
+  out->elem = te->elem;
+  out->rank = te->ndims;
+  for (int i = 0; i < te->ndims; i++) {
+    out->dims[i] = dim_poly(s, te->dims[i], false);
+    if (!out->dims[i]) return false;
+    int64_t v;
+    if (poly_is_const(out->dims[i], &v) && v < 0) {
+      err(s, te->dims[i]->span, E_NEG_DIM, i, (long long)v);
+      return false;
+    }
+  }
+  return true;
+}
+
+static bool nonneg(S *s, const Poly *p) {
+  return poly_nonneg(s->pc, p, s->facts.a, s->facts.n);
+}
+
+/* ---- typing ---- */
+
+static DynElem default_of(const Expr *e) { return elem_is_float(e->ty) ? DYN_F32 : e->ty; }
+
+static Expr *wrap_cast(S *s, Expr *e, DynElem to) {
+  Expr *c = arena_alloc(s->a, sizeof *c);
+  c->kind = EX_CAST;
+  c->span = e->span;
+  c->elem = to;
+  c->has_elem = true;
+  c->ty = to;
+  c->args = arena_alloc(s->a, sizeof(Expr *));
+  c->args[0] = e;
+  c->nargs = 1;
+  return c;
+}
+
+/* Give a weak expression its final type.  Weak floats take the type all the way down;
+ * a weak integer computation converts as a whole (i / 2 stays an integer division). */
+static Expr *coerce(S *s, Expr *e, DynElem to) {
+  if (!e->weak) return e;
+  if (e->kind == EX_NUM) {
+    e->ty = to;
+    e->weak = false;
+    return e;
+  }
+  if (elem_is_int(e->ty)) {
+    if (to != DYN_I64) return wrap_cast(s, coerce(s, e, DYN_I64), to);
+    e->weak = false;
+    e->ty = DYN_I64;
+    if (e->kind == EX_BINARY || e->kind == EX_UNARY || e->kind == EX_REDUCE ||
+        (e->kind == EX_CALL && e->is_math))
+      for (int i = 0; i < e->nargs; i++) e->args[i] = coerce(s, e->args[i], DYN_I64);
+    if (e->kind == EX_WHERE) {
+      e->args[1] = coerce(s, e->args[1], DYN_I64);
+      e->args[2] = coerce(s, e->args[2], DYN_I64);
+    }
+    return e;
+  }
+  /* weak float */
+  e->weak = false;
+  e->ty = to;
+  if (e->kind == EX_WHERE) {
+    e->args[1] = coerce(s, e->args[1], to);
+    e->args[2] = coerce(s, e->args[2], to);
+  } else if (e->kind == EX_BINARY || e->kind == EX_UNARY || e->kind == EX_REDUCE ||
+             (e->kind == EX_CALL && e->is_math)) {
+    for (int i = 0; i < e->nargs; i++) e->args[i] = coerce(s, e->args[i], to);
+  }
+  return e;
+}
+
+static Expr *finalize(S *s, Expr *e) { return e->weak ? coerce(s, e, default_of(e)) : e; }
+
+static const char *tyname(const Expr *e) {
+  if (!e->weak) return elem_name(e->ty);
+  return elem_is_float(e->ty) ? "a float literal" : "an integer";
+}
+
+/* Unify two operands of an arithmetic operator; coerces them in place. */
+static bool unify(S *s, Expr *op, Expr **l, Expr **r, bool want_float) {
+  Expr *a = *l, *b = *r;
+  if (a->ty == DYN_BOOL || b->ty == DYN_BOOL) {
+    Expr *bad = a->ty == DYN_BOOL ? a : b;
+    err(s, bad->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(op->op)), "numbers", "bool");
+    return false;
+  }
+  if (!a->weak && !b->weak) {
+    if (a->ty != b->ty) {
+      DynElem wide = elem_size(a->ty) >= elem_size(b->ty) ? a->ty : b->ty;
+      if (elem_is_float(a->ty) != elem_is_float(b->ty)) wide = elem_is_float(a->ty) ? a->ty : b->ty;
+      err(s, op->span, E_TYPE_MIX, elem_name(a->ty), elem_name(b->ty), elem_name(wide));
+      return false;
+    }
+    op->ty = a->ty;
+    op->weak = false;
+  } else if (a->weak && b->weak) {
+    op->weak = true;
+    op->ty = (elem_is_float(a->ty) || elem_is_float(b->ty)) ? DYN_F32 : DYN_I64;
+  } else {
+    Expr *strong = a->weak ? b : a, *weak = a->weak ? a : b;
+    if (elem_is_float(weak->ty) && !elem_is_float(strong->ty)) {
+      err(s, op->span, E_TYPE_MIX, elem_name(strong->ty), "a float literal", "f32");
+      return false;
+    }
+    op->ty = strong->ty;
+    op->weak = false;
+  }
+  if (want_float && !elem_is_float(op->ty)) {
+    if (op->weak) {
+      op->ty = DYN_F32;               /* 2 ** i: weak ints become a weak float */
+    } else {
+      err(s, op->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(op->op)), "floats",
+          elem_name(op->ty));
+      return false;
+    }
+  }
+  if (!op->weak) {
+    *l = coerce(s, a, op->ty);
+    *r = coerce(s, b, op->ty);
+  }
+  return true;
+}
+
+/* ---- bounds ---- */
+
+/* A subscript as a polynomial in sizes and indices, or NULL if it is not one. */
+static const Poly *sub_poly(S *s, Expr *e) {
+  switch (e->kind) {
+  case EX_NUM:
+    return e->is_int ? poly_const(s->pc, e->ival) : NULL;
+  case EX_NAME:
+    return (e->res == RES_INDEX || e->res == RES_SIZE) ? poly_var(s->pc, e->name) : NULL;
+  case EX_CAST:
+    return NULL;
+  case EX_UNARY:
+    if (e->op == OP_NEG) {
+      const Poly *x = sub_poly(s, e->args[0]);
+      return x ? poly_neg(s->pc, x) : NULL;
+    }
+    return NULL;
+  case EX_BINARY: {
+    if (e->op != OP_ADD && e->op != OP_SUB && e->op != OP_MUL && e->op != OP_DIV && e->op != OP_MOD)
+      return NULL;
+    const Poly *l = sub_poly(s, e->args[0]), *r = l ? sub_poly(s, e->args[1]) : NULL;
+    if (!r) return NULL;
+    int64_t v;
+    if ((e->op == OP_DIV || e->op == OP_MOD) && (!poly_is_const(r, &v) || v <= 0)) return NULL;
+    switch (e->op) {
+    case OP_ADD: return poly_add(s->pc, l, r);
+    case OP_SUB: return poly_sub(s->pc, l, r);
+    case OP_MUL: return poly_mul(s->pc, l, r);
+    case OP_DIV: return poly_div(s->pc, l, r);
+    default: return poly_mod(s->pc, l, r);
+    }
+  }
+  default:
+    return NULL;
+  }
+}
+
+/* The least and greatest value of p over the index ranges in scope.  False if p is not
+ * affine in the indices (or a coefficient's sign is unknown). */
+static bool extremes(S *s, const Poly *p, const Poly **lo, const Poly **hi) {
+  const Poly *pl = p, *ph = p;
+  for (int i = s->nidx - 1; i >= 0; i--) {
+    Idx *ix = &s->idx[i];
+    if (find_idx(s, ix->name) != ix || !ix->ext) continue;   /* shadowed */
+    const char *v = ix->name;
+    const Poly *cl, *rl, *ch, *rh;
+    if (!poly_affine_in(s->pc, pl, v, &cl, &rl) || !poly_affine_in(s->pc, ph, v, &ch, &rh))
+      return false;
+    const Poly *one = poly_const(s->pc, 1);
+    const Poly *ilo = ix->lo, *ihi = poly_sub(s->pc, ix->hi, one);
+    int64_t c;
+    bool cl_pos, ch_pos;
+    if (poly_is_const(cl, &c)) cl_pos = c >= 0;
+    else if (nonneg(s, cl)) cl_pos = true;
+    else if (nonneg(s, poly_neg(s->pc, cl))) cl_pos = false;
+    else return false;
+    if (poly_is_const(ch, &c)) ch_pos = c >= 0;
+    else if (nonneg(s, ch)) ch_pos = true;
+    else if (nonneg(s, poly_neg(s->pc, ch))) ch_pos = false;
+    else return false;
+    pl = poly_add(s->pc, poly_mul(s->pc, cl, cl_pos ? ilo : ihi), rl);
+    ph = poly_add(s->pc, poly_mul(s->pc, ch, ch_pos ? ihi : ilo), rh);
+  }
+  *lo = pl;
+  *hi = ph;
+  return true;
+}
+
+/* Prove an access in bounds, else report (definitely out: error; unknown: warning and a
+ * run-time check). */
+static void prove_access(S *s, Expr *e, const Type *t) {
+  bool checked = false;
+  for (int k = 0; k < e->nargs && k < t->rank; k++) {
+    Expr *sub = e->args[k];
+    if (sub->kind == EX_NAME && sub->res == RES_INDEX) {
+      Idx *ix = find_idx(s, sub->name);
+      if (ix && ix->ext == t->dims[k] && ix->lo == poly_const(s->pc, 0) && ix->hi == ix->ext)
+        continue;
+    }
+    const Poly *p = sub_poly(s, sub), *lo, *hi;
+    if (!p || !extremes(s, p, &lo, &hi)) {
+      checked = true;
+      continue;
+    }
+    /* The access happens only when every range in scope is non-empty. */
+    int saved = s->facts.n;
+    const Poly *one = poly_const(s->pc, 1);
+    for (int i = 0; i < s->nidx; i++)
+      if (s->idx[i].ext) vec_push(s->facts, poly_sub(s->pc, poly_sub(s->pc, s->idx[i].hi, s->idx[i].lo), one));
+    const Poly *room = poly_sub(s->pc, poly_sub(s->pc, t->dims[k], one), hi);
+    bool ok_lo = nonneg(s, lo), ok_hi = nonneg(s, room);
+    s->facts.n = saved;
+    if (ok_lo && ok_hi) continue;
+    int64_t v;
+    if (!ok_hi && poly_is_const(room, &v) && v < 0) {
+      err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, hi), k, e->name, pstr(s, t->dims[k]));
+      return;
+    }
+    if (!ok_lo && poly_is_const(lo, &v) && v < 0) {
+      err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, lo), k, e->name, pstr(s, t->dims[k]));
+      return;
+    }
+    checked = true;
+  }
+  if (checked) {
+    e->checked = true;
+    err(s, e->span, W_RUNTIME_CHECK, estr(s, e));
+  }
+}
+
+/* Narrow index bounds from a condition (taken when `positive`, else its negation). */
+static void refine(S *s, Expr *c, bool positive) {
+  if (c->kind == EX_BINARY && c->op == OP_AND && positive) {
+    refine(s, c->args[0], true);
+    refine(s, c->args[1], true);
+    return;
+  }
+  if (c->kind == EX_BINARY && c->op == OP_OR && !positive) {
+    refine(s, c->args[0], false);
+    refine(s, c->args[1], false);
+    return;
+  }
+  if (c->kind == EX_UNARY && c->op == OP_NOT) {
+    refine(s, c->args[0], !positive);
+    return;
+  }
+  if (c->kind != EX_BINARY) return;
+  OpKind op = c->op;
+  if (op != OP_LT && op != OP_LE && op != OP_GT && op != OP_GE) return;
+  Expr *l = c->args[0], *r = c->args[1];
+  if (!(l->kind == EX_NAME && l->res == RES_INDEX)) {
+    if (!(r->kind == EX_NAME && r->res == RES_INDEX)) return;
+    Expr *t = l; l = r; r = t;          /* E < i  is  i > E */
+    op = op == OP_LT ? OP_GT : op == OP_LE ? OP_GE : op == OP_GT ? OP_LT : OP_LE;
+  }
+  if (!positive) op = op == OP_LT ? OP_GE : op == OP_LE ? OP_GT : op == OP_GT ? OP_LE : OP_LT;
+  Idx *ix = find_idx(s, l->name);
+  const Poly *b = sub_poly(s, r);
+  if (!ix || !b) return;
+  const char *vars[16];
+  int nv = poly_vars(b, vars, 16);
+  for (int i = 0; i < nv; i++)
+    if (find_idx(s, vars[i])) return;      /* bounds in terms of other indices: not used */
+  const Poly *one = poly_const(s->pc, 1);
+  switch (op) {
+  case OP_LT: ix->hi = b; break;
+  case OP_LE: ix->hi = poly_add(s->pc, b, one); break;
+  case OP_GE: ix->lo = b; break;
+  default: ix->lo = poly_add(s->pc, b, one); break;
+  }
+}
+
+/* ---- range inference (first pass over a definition) ---- */
+
+static bool push_idx(S *s, const char *name, Span sp) {
+  Sym *y = find_sym(s, name);
+  if (y) {
+    err(s, sp, E_INDEX_SHADOWS, name, y->kind == SYM_SIZE ? "size" : "tensor");
+    return false;
+  }
+  if (find_idx(s, name)) {
+    err(s, sp, E_DUP_INDEX, name);
+    return false;
+  }
+  if (s->nidx == MAX_IDX) {
+    err(s, sp, E_TOO_DEEP);
+    return false;
+  }
+  Idx *ix = &s->idx[s->nidx++];
+  memset(ix, 0, sizeof *ix);
+  ix->name = name;
+  ix->span = sp;
+  ix->lo = poly_const(s->pc, 0);
+  return true;
+}
+
+static void set_ext(S *s, Idx *ix, const Poly *ext, Span at, const char *what) {
+  if (!ix->ext) {
+    ix->ext = ext;
+    ix->hi = ext;
+    ix->ext_span = at;
+    ix->ext_what = what;
+  } else if (ix->ext != ext) {
+    Diag *dg = err(s, at, E_RANGE_CONFLICT, ix->name,
+                   arena_printf(s->a, "%s (%s)", pstr(s, ext), what),
+                   arena_printf(s->a, "%s (%s)", pstr(s, ix->ext), ix->ext_what),
+                   where_str(s, ix->ext_span));
+    diag_note(dg, ix->ext_span, "'%s' first ranges over %s here", ix->name, pstr(s, ix->ext));
+  }
+}
+
+static void infer(S *s, Expr *e) {
+  if (!e) return;
+  if (e->kind == EX_INDEX) {
+    Sym *y = find_sym(s, e->name);
+    if (y && y->kind == SYM_TENSOR) {
+      for (int k = 0; k < e->nargs && k < y->type.rank; k++) {
+        Expr *sub = e->args[k];
+        if (sub->kind == EX_NAME) {
+          Idx *ix = find_idx(s, sub->name);
+          if (ix) set_ext(s, ix, y->type.dims[k], sub->span,
+                          arena_printf(s->a, "dimension %d of %s", k, e->name));
+        }
+      }
+    }
+  }
+  if (e->kind == EX_REDUCE) {
+    int base = s->nidx;
+    for (int i = 0; i < e->nridx; i++)
+      if (!push_idx(s, e->ridx[i], e->ridx_span[i])) {
+        s->nidx = base;
+        return;
+      }
+    infer(s, e->args[0]);
+    e->rext = arena_alloc(s->a, sizeof(Poly *) * (size_t)e->nridx);
+    for (int i = 0; i < e->nridx; i++) {
+      if (!s->idx[base + i].ext) {
+        if (!s->err) err(s, e->ridx_span[i], E_RANGE_UNUSED, e->ridx[i]);
+      } else {
+        e->rext[i] = s->idx[base + i].ext;
+      }
+    }
+    s->nidx = base;
+    return;
+  }
+  for (int i = 0; i < e->nargs; i++) infer(s, e->args[i]);
+}
+
+/* ---- checking (second pass) ---- */
+
+static Expr *chk(S *s, Expr *e);
+
+static Expr *chk_index(S *s, Expr *e) {
+  Sym *y = find_sym(s, e->name);
+  if (!y) {
+    err(s, e->name_span, E_UNDEFINED, e->name);
+    return NULL;
+  }
+  if (y->kind != SYM_TENSOR) {
+    err(s, e->name_span, E_NOT_TENSOR, e->name, "a size");
+    return NULL;
+  }
+  if (e->nargs != y->type.rank) {
+    int r = y->type.rank;
+    err(s, e->span, E_RANK, e->name, r, r == 1 ? "" : "s", e->nargs, e->nargs == 1 ? "" : "s");
+    return NULL;
+  }
+  for (int k = 0; k < e->nargs; k++) {
+    Expr *sub = chk(s, e->args[k]);
+    if (!sub) return NULL;
+    if (!elem_is_int(sub->ty) || (sub->weak && elem_is_float(sub->ty))) {
+      err(s, sub->span, E_SUBSCRIPT_TYPE, tyname(sub));
+      return NULL;
+    }
+    e->args[k] = coerce(s, sub, DYN_I64);
+  }
+  e->res = RES_TENSOR;
+  e->ty = y->type.elem;
+  e->weak = false;
+  prove_access(s, e, &y->type);
+  return e;
+}
+
+static Expr *chk(S *s, Expr *e) {
+  switch (e->kind) {
+  case EX_NUM:
+    e->weak = true;
+    e->ty = e->is_int ? DYN_I64 : DYN_F32;
+    return e;
+  case EX_BOOL:
+    e->ty = DYN_BOOL;
+    return e;
+  case EX_STR:
+    err(s, e->span, E_TYPE_EXPECTED, "an expression", "a number or a tensor element", "a string");
+    return NULL;
+  case EX_NAME: {
+    Idx *ix = find_idx(s, e->name);
+    if (ix) {
+      e->res = RES_INDEX;
+      e->ty = DYN_I64;
+      e->weak = true;
+      return e;
+    }
+    Sym *y = find_sym(s, e->name);
+    if (!y) {
+      Func *f = s->env->lookup_fn ? s->env->lookup_fn(s->env->env, e->name) : NULL;
+      if (f) err(s, e->span, E_NOT_TENSOR, e->name, "a function");
+      else err(s, e->span, E_UNDEFINED, e->name);
+      return NULL;
+    }
+    if (y->kind == SYM_SIZE) {
+      e->res = RES_SIZE;
+      e->size = poly_var(s->pc, e->name);
+      e->ty = DYN_I64;
+      e->weak = true;
+      return e;
+    }
+    if (y->type.rank != 0) {
+      err(s, e->span, E_RANK, e->name, y->type.rank, y->type.rank == 1 ? "" : "s", 0, "s");
+      return NULL;
+    }
+    /* a scalar: an access with no subscripts */
+    e->kind = EX_INDEX;
+    e->name_span = e->span;
+    return chk_index(s, e);
+  }
+  case EX_INDEX:
+    return chk_index(s, e);
+  case EX_CAST: {
+    Expr *a = chk(s, e->args[0]);
+    if (!a) return NULL;
+    if (a->weak && (elem_is_int(a->ty) || elem_is_float(e->elem))) a = coerce(s, a, e->elem);
+    e->args[0] = finalize(s, a);
+    e->ty = e->elem;
+    e->weak = false;
+    return e;
+  }
+  case EX_UNARY: {
+    Expr *a = chk(s, e->args[0]);
+    if (!a) return NULL;
+    e->args[0] = a;
+    if (e->op == OP_NOT) {
+      if (a->ty != DYN_BOOL) {
+        err(s, a->span, E_TYPE_EXPECTED, "'not'", "bool", tyname(a));
+        return NULL;
+      }
+      e->ty = DYN_BOOL;
+      return e;
+    }
+    if (a->ty == DYN_BOOL) {
+      err(s, a->span, E_TYPE_EXPECTED, "'-'", "a number", "bool");
+      return NULL;
+    }
+    e->ty = a->ty;
+    e->weak = a->weak;
+    return e;
+  }
+  case EX_BINARY: {
+    Expr *l = chk(s, e->args[0]), *r = l ? chk(s, e->args[1]) : NULL;
+    if (!r) return NULL;
+    e->args[0] = l;
+    e->args[1] = r;
+    OpClass cls = op_class(e->op);
+    if (cls == OPK_LOGIC) {
+      for (int i = 0; i < 2; i++)
+        if (e->args[i]->ty != DYN_BOOL) {
+          err(s, e->args[i]->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(e->op)),
+              "bool operands", tyname(e->args[i]));
+          return NULL;
+        }
+      e->ty = DYN_BOOL;
+      return e;
+    }
+    if (cls == OPK_CMP) {
+      if (l->ty == DYN_BOOL && r->ty == DYN_BOOL && (e->op == OP_EQ || e->op == OP_NE)) {
+        e->opty = DYN_BOOL;
+        e->ty = DYN_BOOL;
+        return e;
+      }
+      if (!unify(s, e, &e->args[0], &e->args[1], false)) return NULL;
+      if (e->weak) {
+        DynElem t = default_of(e);
+        e->args[0] = coerce(s, e->args[0], t);
+        e->args[1] = coerce(s, e->args[1], t);
+        e->weak = false;
+        e->opty = t;
+      } else {
+        e->opty = e->ty;
+      }
+      e->ty = DYN_BOOL;
+      return e;
+    }
+    if (!unify(s, e, &e->args[0], &e->args[1], cls == OPK_FLOAT)) return NULL;
+    return e;
+  }
+  case EX_CALL: {
+    OpKind op;
+    if (!op_from_name(e->name, &op)) {
+      Func *f = s->env->lookup_fn ? s->env->lookup_fn(s->env->env, e->name) : NULL;
+      if (f) err(s, e->span, E_STMT_IN_FN, arena_printf(s->a, "a call of '%s' inside an expression (bind it first: T = %s(...))", e->name, e->name));
+      else err(s, e->name_span, E_UNDEFINED_FN, e->name);
+      return NULL;
+    }
+    if (e->nargs != op_arity(op)) {
+      int n = op_arity(op);
+      err(s, e->span, E_ARG_COUNT, e->name, n, n == 1 ? "" : "s", e->nargs);
+      return NULL;
+    }
+    e->is_math = true;
+    e->op = op;
+    for (int i = 0; i < e->nargs; i++) {
+      e->args[i] = chk(s, e->args[i]);
+      if (!e->args[i]) return NULL;
+    }
+    OpClass cls = op_class(op);
+    if (e->nargs == 2) return unify(s, e, &e->args[0], &e->args[1], cls == OPK_FLOAT) ? e : NULL;
+    Expr *a = e->args[0];
+    if (a->ty == DYN_BOOL) {
+      err(s, a->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", e->name), "a number", "bool");
+      return NULL;
+    }
+    if (cls == OPK_FLOAT && !elem_is_float(a->ty)) {
+      if (!a->weak) {
+        err(s, a->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", e->name),
+            arena_printf(s->a, "a float (convert with f32(...) or f64(...))"), elem_name(a->ty));
+        return NULL;
+      }
+      e->ty = DYN_F32;
+      e->weak = true;
+      return e;
+    }
+    e->ty = a->ty;
+    e->weak = a->weak;
+    return e;
+  }
+  case EX_WHERE: {
+    Expr *c = chk(s, e->args[0]);
+    if (!c) return NULL;
+    if (c->ty != DYN_BOOL) {
+      err(s, c->span, E_TYPE_EXPECTED, "the condition of where", "bool", tyname(c));
+      return NULL;
+    }
+    e->args[0] = c;
+    Idx saved[MAX_IDX];
+    memcpy(saved, s->idx, sizeof(Idx) * (size_t)s->nidx);
+    refine(s, c, true);
+    Expr *a = chk(s, e->args[1]);
+    memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
+    if (!a) return NULL;
+    refine(s, c, false);
+    Expr *b = chk(s, e->args[2]);
+    memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
+    if (!b) return NULL;
+    e->args[1] = a;
+    e->args[2] = b;
+    if (a->ty == DYN_BOOL && b->ty == DYN_BOOL) {
+      e->ty = DYN_BOOL;
+      return e;
+    }
+    Expr fake = *e;
+    fake.op = OP_ADD;
+    if (!unify(s, &fake, &e->args[1], &e->args[2], false)) return NULL;
+    e->ty = fake.ty;
+    e->weak = fake.weak;
+    return e;
+  }
+  case EX_REDUCE: {
+    int base = s->nidx;
+    for (int i = 0; i < e->nridx; i++) {
+      push_idx(s, e->ridx[i], e->ridx_span[i]);
+      s->idx[base + i].ext = e->rext ? e->rext[i] : NULL;
+      s->idx[base + i].hi = s->idx[base + i].ext;
+    }
+    Expr *b = chk(s, e->args[0]);
+    s->nidx = base;
+    if (!b) return NULL;
+    if (b->ty == DYN_BOOL) {
+      err(s, e->span, E_REDUCE_BOOL, red_name(e->red));
+      return NULL;
+    }
+    e->args[0] = b;
+    e->ty = b->ty;
+    e->weak = b->weak;
+    return e;
+  }
+  case EX_LIST:
+    err(s, e->span, E_TYPE_EXPECTED, "an element expression", "a number or a tensor element", "a tensor literal");
+    return NULL;
+  case EX_TYPE:
+    err(s, e->span, E_TYPE_EXPECTED, "an element expression", "a number or a tensor element", "a type");
+    return NULL;
+  }
+  return NULL;
+}
+
+/* ---- statements ---- */
+
+static bool defined(S *s, const char *name, Span sp) {
+  Sym *y = find_sym(s, name);
+  if (y) {
+    Diag *dg = err(s, sp, E_REDEFINED, name);
+    diag_note(dg, y->span, "'%s' was defined here", name);
+    return true;
+  }
+  return false;
+}
+
+/* T = A * 2 + B over tensors of one shape: rewrite to T[_0, _1] = A[_0, _1] * 2 + B[_0, _1]. */
+static bool bare_tensors(S *s, Expr *e, Type **shape, Expr **first) {
+  if (e->kind == EX_REDUCE) return true;
+  if (e->kind == EX_NAME) {
+    Sym *y = find_sym(s, e->name);
+    if (y && y->kind == SYM_TENSOR && y->type.rank > 0 && !find_idx(s, e->name)) {
+      if (!*shape) {
+        *shape = &y->type;
+        *first = e;
+      } else if ((*shape)->rank != y->type.rank || memcmp((*shape)->dims, y->type.dims, sizeof(Poly *) * (size_t)y->type.rank)) {
+        err(s, e->span, E_SHAPE_MISMATCH, (*first)->name, tstr(s, *shape), e->name, tstr(s, &y->type));
+        return false;
+      }
+    }
+    return true;
+  }
+  if (e->kind == EX_INDEX) return true;       /* subscripted: not elementwise */
+  for (int i = 0; i < e->nargs; i++)
+    if (!bare_tensors(s, e->args[i], shape, first)) return false;
+  return true;
+}
+
+static void add_subscripts(S *s, Expr *e, int rank, const char **names) {
+  if (e->kind == EX_REDUCE || e->kind == EX_INDEX) return;
+  if (e->kind == EX_NAME) {
+    Sym *y = find_sym(s, e->name);
+    if (y && y->kind == SYM_TENSOR && y->type.rank == rank && rank > 0) {
+      e->kind = EX_INDEX;
+      e->name_span = e->span;
+      e->args = arena_alloc(s->a, sizeof(Expr *) * (size_t)rank);
+      e->nargs = rank;
+      for (int k = 0; k < rank; k++) {
+        Expr *x = arena_alloc(s->a, sizeof *x);
+        x->kind = EX_NAME;
+        x->name = names[k];
+        x->span = e->span;
+        x->name_span = e->span;
+        e->args[k] = x;
+      }
+    }
+    return;
+  }
+  for (int i = 0; i < e->nargs; i++) add_subscripts(s, e->args[i], rank, names);
+}
+
+static bool elementwise_rewrite(S *s, Stmt *st) {
+  Type *shape = NULL;
+  Expr *first = NULL;
+  if (!bare_tensors(s, st->expr, &shape, &first)) return false;
+  if (!shape) return true;
+  int r = shape->rank;
+  st->idx = arena_alloc(s->a, sizeof(char *) * (size_t)r);
+  st->idx_span = arena_alloc(s->a, sizeof(Span) * (size_t)r);
+  for (int k = 0; k < r; k++) {
+    st->idx[k] = arena_printf(s->a, "_%d", k);
+    st->idx_span[k] = st->name_span;
+  }
+  st->nidx = r;
+  add_subscripts(s, st->expr, r, st->idx);
+  return true;
+}
+
+static void check_def(S *s, Stmt *st, const Type *ret_hint) {
+  if (defined(s, st->name, st->name_span)) return;
+  if (st->nidx == 0 && !elementwise_rewrite(s, st)) return;
+  int base = s->nidx;
+  for (int i = 0; i < st->nidx; i++)
+    if (!push_idx(s, st->idx[i], st->idx_span[i])) {
+      s->nidx = base;
+      return;
+    }
+  Type annot;
+  bool has_annot = false;
+  if (st->annot) {
+    if (!type_from_expr(s, st->annot, &annot)) goto out;
+    if (annot.rank != st->nidx) {
+      err(s, st->annot->span, E_ANNOT_RANK, st->name, st->nidx, st->nidx == 1 ? "ex" : "ices",
+          annot.rank, annot.rank == 1 ? "" : "s");
+      goto out;
+    }
+    has_annot = true;
+    for (int i = 0; i < st->nidx; i++)
+      set_ext(s, &s->idx[base + i], annot.dims[i], st->annot->dims[i]->span,
+              arena_printf(s->a, "the annotation of %s", st->name));
+  }
+  infer(s, st->expr);
+  if (s->err) goto out;
+  for (int i = 0; i < st->nidx; i++) {
+    Idx *ix = &s->idx[base + i];
+    if (!ix->ext && ret_hint && ret_hint->rank == st->nidx) {
+      ix->ext = ix->hi = ret_hint->dims[i];
+    }
+    if (!ix->ext) {
+      err(s, ix->span, E_RANGE_UNKNOWN, ix->name, st->name);
+      goto out;
+    }
+  }
+  Expr *e = chk(s, st->expr);
+  if (!e) goto out;
+  if (has_annot) {
+    if (!e->weak && e->ty != annot.elem) {
+      err(s, e->span, E_TYPE_MIX, elem_name(annot.elem), elem_name(e->ty), elem_name(annot.elem));
+      goto out;
+    }
+    if (e->weak && elem_is_float(e->ty) && !elem_is_float(annot.elem)) {
+      err(s, e->span, E_TYPE_MIX, elem_name(annot.elem), "a float literal", "f32");
+      goto out;
+    }
+    e = coerce(s, e, annot.elem);
+  } else if (e->weak && ret_hint && elem_is_float(ret_hint->elem) >= elem_is_float(e->ty)) {
+    e = coerce(s, e, ret_hint->elem);
+  } else {
+    e = finalize(s, e);
+  }
+  st->expr = e;
+  Sym y = {.name = st->name, .kind = SYM_TENSOR, .span = st->name_span};
+  y.type.elem = e->ty;
+  y.type.rank = st->nidx;
+  for (int i = 0; i < st->nidx; i++) y.type.dims[i] = s->idx[base + i].ext;
+  vec_push(s->syms, y);
+  Type *tp = arena_alloc(s->a, sizeof *tp);
+  *tp = y.type;
+  st->type = tp;
+out:
+  s->nidx = base;
+}
+
+/* Bind a callee's sizes from argument types; used for calls inside functions.  On success
+ * fills sub[] with the callee's size variables as caller polynomials. */
+typedef struct { const char **names; const Poly **vals; int n; } Subst;
+static const Poly *subst_lookup(void *env, const char *name) {
+  Subst *sb = env;
+  for (int i = 0; i < sb->n; i++)
+    if (!strcmp(sb->names[i], name)) return sb->vals[i];
+  return NULL;
+}
+
+static void check_call(S *s, Stmt *st) {
+  Expr *call = st->expr;
+  Func *g = s->env->lookup_fn(s->env->env, call->name);
+  if (!strcmp(call->name, s->fname)) {
+    err(s, call->name_span, E_RECURSION, call->name);
+    return;
+  }
+  if (call->nargs != g->nparams) {
+    err(s, call->span, E_ARG_COUNT, g->name, g->nparams, g->nparams == 1 ? "" : "s", call->nargs);
+    return;
+  }
+  Subst sb = {arena_alloc(s->a, sizeof(char *) * (size_t)(g->nsizes + 1)),
+              arena_alloc(s->a, sizeof(Poly *) * (size_t)(g->nsizes + 1)), 0};
+  Type *argt = arena_alloc(s->a, sizeof(Type) * (size_t)(g->nparams + 1));
+  for (int i = 0; i < g->nparams; i++) {
+    Expr *a = call->args[i];
+    if (g->params[i].is_size) {
+      const Poly *p = dim_poly(s, a, false);
+      if (!p) return;
+      argt[i].rank = -1;
+      argt[i].dims[0] = p;
+      continue;
+    }
+    Sym *y = a->kind == EX_NAME ? find_sym(s, a->name) : NULL;
+    if (!y || y->kind != SYM_TENSOR) {
+      if (a->kind == EX_NAME && !y) err(s, a->span, E_UNDEFINED, a->name);
+      else err(s, a->span, E_ARG_KIND, i + 1, g->name, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, a)));
+      return;
+    }
+    argt[i] = y->type;
+  }
+  for (int v = 0; v < g->nsizes; v++) {
+    SizeVar *sv = &g->sizes[v];
+    sb.names[sb.n] = sv->name;
+    sb.vals[sb.n++] = sv->dim < 0 ? argt[sv->param].dims[0] : NULL;
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    FnParam *p = &g->params[i];
+    if (p->is_size) continue;
+    Expr *a = call->args[i];
+    if (p->type.rank != argt[i].rank || p->type.elem != argt[i].elem) {
+      Buf pb = {0};
+      type_str(&p->type, &pb);
+      err(s, a->span, E_ARG_TYPE, g->name, p->name, pb.s, tstr(s, &argt[i]));
+      buf_free(&pb);
+      return;
+    }
+    for (int k = 0; k < p->type.rank; k++) {
+      const char *v = poly_as_var(p->type.dims[k]);
+      for (int j = 0; v && j < sb.n; j++)
+        if (!strcmp(sb.names[j], v) && !sb.vals[j]) sb.vals[j] = argt[i].dims[k];
+    }
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    FnParam *p = &g->params[i];
+    if (p->is_size) continue;
+    for (int k = 0; k < p->type.rank; k++) {
+      const Poly *want = poly_subst(s->pc, p->type.dims[k], subst_lookup, &sb);
+      if (want != argt[i].dims[k]) {
+        Buf pd = {0};
+        poly_str(p->type.dims[k], &pd);
+        Diag *dg = err(s, call->args[i]->span, E_DIM_MISMATCH, g->name,
+                       arena_printf(s->a, "dimension %d of %s must be %s, which is %s here, but %s is %s",
+                                    k, p->name, pd.s, pstr(s, want), estr(s, call->args[i]), tstr(s, &argt[i])));
+        diag_note(dg, p->dim_span[k], "%s is declared %s in %s", p->name, pd.s, g->name);
+        buf_free(&pd);
+        return;
+      }
+    }
+  }
+  for (int f = 0; f < g->nfacts; f++) {
+    Fact *ft = &g->facts[f];
+    const Poly *l = poly_subst(s->pc, ft->lhs, subst_lookup, &sb);
+    const Poly *r = poly_subst(s->pc, ft->rhs, subst_lookup, &sb);
+    bool ok = false;
+    const Poly *d = poly_sub(s->pc, l, r);
+    int64_t dv;
+    if (poly_is_const(d, &dv)) ok = fact_holds(ft, dv, 0);
+    else if (ft->cmp == CMP_GE) ok = nonneg(s, d);
+    else if (ft->cmp == CMP_GT) ok = nonneg(s, poly_sub(s->pc, d, poly_const(s->pc, 1)));
+    else if (ft->cmp == CMP_LE) ok = nonneg(s, poly_neg(s->pc, d));
+    else if (ft->cmp == CMP_LT) ok = nonneg(s, poly_sub(s->pc, poly_neg(s->pc, d), poly_const(s->pc, 1)));
+    for (int j = 0; !ok && j < s->nufacts; j++)
+      ok = s->ufacts[j].lhs == l && s->ufacts[j].rhs == r && s->ufacts[j].cmp == ft->cmp;
+    if (!ok) {
+      Diag *dg = err(s, call->span, E_FACT_FAILS, g->name,
+                     arena_printf(s->a, "%s %s %s", pstr(s, l), cmp_name(ft->cmp), pstr(s, r)),
+                     "it cannot be proved here; state it in this function's where clause");
+      diag_note(dg, ft->span, "the fact is required by %s", g->name);
+      return;
+    }
+  }
+  int nn = st->nnames;
+  if (nn != g->nrets) {
+    err(s, st->span, E_TUPLE_COUNT, g->name, g->nrets, g->nrets == 1 ? "" : "s", nn, nn == 1 ? " is" : "s are");
+    return;
+  }
+  for (int i = 0; i < nn; i++) {
+    if (defined(s, st->names[i], st->name_spans[i])) return;
+    Sym y = {.name = st->names[i], .kind = SYM_TENSOR, .span = st->name_spans[i]};
+    y.type = g->rets[i];
+    for (int k = 0; k < y.type.rank; k++) y.type.dims[k] = poly_subst(s->pc, y.type.dims[k], subst_lookup, &sb);
+    vec_push(s->syms, y);
+  }
+}
+
+static void check_fact_expr(S *s, Expr *e, FactVec *out) {
+  if (e->kind != EX_BINARY || op_class(e->op) != OPK_CMP) {
+    if (e->kind == EX_BINARY && e->op == OP_AND) {
+      check_fact_expr(s, e->args[0], out);
+      check_fact_expr(s, e->args[1], out);
+      return;
+    }
+    err(s, e->span, E_BAD_FACT);
+    return;
+  }
+  const Poly *l = dim_poly(s, e->args[0], false);
+  const Poly *r = l ? dim_poly(s, e->args[1], false) : NULL;
+  if (!r) return;
+  CmpOp c = e->op == OP_EQ ? CMP_EQ : e->op == OP_NE ? CMP_NE : e->op == OP_LT ? CMP_LT :
+            e->op == OP_LE ? CMP_LE : e->op == OP_GT ? CMP_GT : CMP_GE;
+  Fact f = {l, c, r, e->span};
+  vec_push(*out, f);
+  /* as >= 0 facts for the prover */
+  const Poly *d = poly_sub(s->pc, l, r), *one = poly_const(s->pc, 1);
+  switch (c) {
+  case CMP_GE: vec_push(s->facts, d); break;
+  case CMP_GT: vec_push(s->facts, poly_sub(s->pc, d, one)); break;
+  case CMP_LE: vec_push(s->facts, poly_neg(s->pc, d)); break;
+  case CMP_LT: vec_push(s->facts, poly_sub(s->pc, poly_neg(s->pc, d), one)); break;
+  case CMP_EQ: vec_push(s->facts, d); vec_push(s->facts, poly_neg(s->pc, d)); break;
+  case CMP_NE: break;
+  }
+}
+
+Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
+  S s = {.env = env, .pc = env->pc, .a = arena, .d = d, .fname = decl->name};
+  Func *fn = arena_alloc(arena, sizeof *fn);
+  fn->name = decl->name;
+  fn->span = decl->name_span;
+  fn->decl = decl;
+  fn->nparams = decl->nparams;
+  fn->params = arena_alloc(arena, sizeof(FnParam) * (size_t)(decl->nparams + 1));
+
+  /* 1. parameters: lone size variables bind (first occurrence), then all dims convert */
+  for (int i = 0; i < decl->nparams; i++) {
+    Param *p = &decl->params[i];
+    for (int j = 0; j < i; j++)
+      if (!strcmp(decl->params[j].name, p->name)) err(&s, p->span, E_DUP_PARAM, p->name);
+    fn->params[i].name = p->name;
+    fn->params[i].span = p->span;
+    if (p->type->kind == TY_SIZE) {
+      fn->params[i].is_size = true;
+      if (find_sym(&s, p->name)) {
+        err(&s, p->span, E_REDEFINED, p->name);
+        continue;
+      }
+      Sym y = {.name = p->name, .kind = SYM_SIZE, .span = p->span};
+      vec_push(s.syms, y);
+      SizeVar sv = {p->name, i, -1, p->span};
+      vec_push(s.sizes, sv);
+    }
+  }
+  for (int i = 0; i < decl->nparams; i++) {
+    TypeExpr *te = decl->params[i].type;
+    if (te->kind != TY_TENSOR) continue;
+    for (int k = 0; k < te->ndims; k++) {
+      Expr *de = te->dims[k];
+      if (de->kind != EX_NAME || find_sym(&s, de->name)) continue;
+      bool is_param = false;
+      for (int j = 0; j < decl->nparams; j++)
+        if (!strcmp(decl->params[j].name, de->name)) is_param = true;
+      if (is_param) {
+        err(&s, de->span, E_BAD_DIM, arena_printf(arena, "the parameter '%s'", de->name));
+        continue;
+      }
+      Sym y = {.name = de->name, .kind = SYM_SIZE, .span = de->span};
+      vec_push(s.syms, y);
+      SizeVar sv = {de->name, i, k, de->span};
+      vec_push(s.sizes, sv);
+    }
+  }
+  FactVec facts = {0};
+  for (int i = 0; i < decl->nparams && !s.err; i++) {
+    Param *p = &decl->params[i];
+    if (p->type->kind == TY_SIZE) continue;
+    if (!type_from_expr(&s, p->type, &fn->params[i].type)) continue;
+    for (int k = 0; k < p->type->ndims; k++) {
+      fn->params[i].dim_span[k] = p->type->dims[k]->span;
+      const Poly *dp = fn->params[i].type.dims[k];
+      if (!poly_as_var(dp) && !poly_is_const(dp, NULL)) vec_push(s.facts, dp);   /* a shape is >= 0 */
+    }
+    if (find_sym(&s, p->name)) {
+      err(&s, p->span, E_REDEFINED, p->name);
+      continue;
+    }
+    Sym y = {.name = p->name, .kind = SYM_TENSOR, .type = fn->params[i].type, .span = p->span};
+    vec_push(s.syms, y);
+  }
+  /* 2. facts */
+  for (int i = 0; i < decl->nfacts && !s.err; i++) check_fact_expr(&s, decl->facts[i], &facts);
+  s.ufacts = facts.a;
+  s.nufacts = facts.n;
+  /* 3. return type */
+  Type *rets = NULL;
+  int nrets = -1;
+  if (decl->ret && !s.err) {
+    TypeExpr *rt = decl->ret;
+    nrets = rt->kind == TY_TUPLE ? rt->nparts : 1;
+    rets = arena_alloc(arena, sizeof(Type) * (size_t)(nrets + 1));
+    for (int i = 0; i < nrets; i++)
+      type_from_expr(&s, rt->kind == TY_TUPLE ? rt->parts[i] : rt, &rets[i]);
+  }
+  /* 4. the body */
+  Stmt *ret = NULL;
+  for (int i = 0; i < decl->nbody && !s.err; i++) {
+    Stmt *st = decl->body[i];
+    if (ret) {
+      err(&s, ret->span, E_RETURN_NOT_LAST);
+      break;
+    }
+    const Type *hint = NULL;
+    if (st->kind == ST_DEF || st->kind == ST_ASSIGN) {
+      /* the returned tensor may take its ranges from the declared return type */
+      Stmt *last = decl->body[decl->nbody - 1];
+      if (rets && last->kind == ST_RETURN)
+        for (int j = 0; j < last->nnames && j < nrets; j++)
+          if (!strcmp(last->names[j], st->kind == ST_DEF ? st->name : st->names[0])) hint = &rets[j];
+    }
+    switch (st->kind) {
+    case ST_DEF:
+      check_def(&s, st, hint);
+      break;
+    case ST_ASSIGN: {
+      Expr *e = st->expr;
+      Func *g = e->kind == EX_CALL && env->lookup_fn ? env->lookup_fn(env->env, e->name) : NULL;
+      OpKind op;
+      if (e->kind == EX_CALL && !strcmp(e->name, decl->name)) {
+        err(&s, e->name_span, E_RECURSION, e->name);
+      } else if (g && !op_from_name(e->name, &op)) {
+        check_call(&s, st);
+      } else if (st->tuple || st->nnames != 1) {
+        err(&s, st->span, E_BAD_TARGET);
+      } else {
+        st->kind = ST_DEF;         /* T = EXPR: a scalar or elementwise definition */
+        st->name = st->names[0];
+        st->name_span = st->name_spans[0];
+        check_def(&s, st, hint);
+      }
+      break;
+    }
+    case ST_RETURN:
+      ret = st;
+      break;
+    case ST_FN:
+      err(&s, st->span, E_NESTED_FN);
+      break;
+    case ST_IMPORT:
+      err(&s, st->span, E_STMT_IN_FN, "import");
+      break;
+    case ST_COMMAND:
+      err(&s, st->span, E_STMT_IN_FN, "a command");
+      break;
+    case ST_EXPR:
+      err(&s, st->span, E_STMT_IN_FN, "an expression statement (define a tensor: T[i] = ...)");
+      break;
+    }
+  }
+  if (!s.err && !ret) err(&s, decl->name_span, E_NO_RETURN, decl->name);
+  if (!s.err) {
+    if (nrets >= 0 && ret->nnames != nrets)
+      err(&s, ret->span, E_RETURN_COUNT, nrets, nrets == 1 ? "" : "s", ret->nnames);
+    if (nrets < 0) {
+      nrets = ret->nnames;
+      rets = arena_alloc(arena, sizeof(Type) * (size_t)(nrets + 1));
+    }
+    for (int i = 0; i < ret->nnames && !s.err; i++) {
+      Sym *y = find_sym(&s, ret->names[i]);
+      if (!y || y->kind != SYM_TENSOR) {
+        err(&s, ret->name_spans[i], y ? E_NOT_TENSOR : E_UNDEFINED, ret->names[i], "a size");
+        break;
+      }
+      if (decl->ret) {
+        if (!type_equal(&y->type, &rets[i])) {
+          Diag *dg = err(&s, ret->name_spans[i], E_RETURN_SHAPE, ret->names[i], tstr(&s, &y->type), tstr(&s, &rets[i]));
+          diag_note(dg, decl->ret->span, "the return type is declared here");
+        }
+      } else {
+        rets[i] = y->type;
+      }
+    }
+  }
+  if (s.err) {
+    vec_free(s.syms);
+    vec_free(s.sizes);
+    vec_free(s.facts);
+    vec_free(facts);
+    return NULL;
+  }
+  fn->rets = rets;
+  fn->nrets = nrets;
+  fn->facts = arena_alloc(arena, sizeof(Fact) * (size_t)(facts.n + 1));
+  if (facts.n) memcpy(fn->facts, facts.a, sizeof(Fact) * (size_t)facts.n);
+  fn->nfacts = facts.n;
+  fn->sizes = arena_alloc(arena, sizeof(SizeVar) * (size_t)(s.sizes.n + 1));
+  if (s.sizes.n) memcpy(fn->sizes, s.sizes.a, sizeof(SizeVar) * (size_t)s.sizes.n);
+  fn->nsizes = s.sizes.n;
+  fn->arena = arena;
+  vec_free(s.syms);
+  vec_free(s.sizes);
+  vec_free(s.facts);
+  vec_free(facts);
+  return fn;
+}
+
+void func_free(Func *f) {
+  if (!f) return;
+  lower_free(f->prog);
+  arena_free(f->arena);          /* the Func itself lives in its arena */
+}
+
+void func_signature(const Func *f, Buf *out) {
+  buf_printf(out, "fn %s(", f->name);
+  for (int i = 0; i < f->nparams; i++) {
+    if (i) buf_puts(out, ", ");
+    buf_printf(out, "%s: ", f->params[i].name);
+    if (f->params[i].is_size) buf_puts(out, "size");
+    else type_str(&f->params[i].type, out);
+  }
+  buf_puts(out, ") -> ");
+  if (f->nrets != 1) buf_putc(out, '(');
+  for (int i = 0; i < f->nrets; i++) {
+    if (i) buf_puts(out, ", ");
+    type_str(&f->rets[i], out);
+  }
+  if (f->nrets != 1) buf_putc(out, ')');
+  for (int i = 0; i < f->nfacts; i++) {
+    buf_puts(out, i ? ", " : " where ");
+    poly_str(f->facts[i].lhs, out);
+    buf_printf(out, " %s ", cmp_name(f->facts[i].cmp));
+    poly_str(f->facts[i].rhs, out);
+  }
+}

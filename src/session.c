@@ -1,0 +1,1630 @@
+/* session.c -- a session: bindings, functions, options, and running top-level input.
+ *
+ * A script and a REPL session are one sequence of top-level statements.  Each input is
+ * parsed into an arena (one compilation); an input that defines functions keeps its arena
+ * alive for the session, since the checked functions point into it.  Top-level arithmetic
+ * and index notation over concrete tensors are compiled as anonymous functions whose
+ * parameters are the tensors they mention, so one checker and one evaluator serve both.
+ * Built-in functions and commands each live in one table below.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum { VAL_NONE, VAL_TENSOR, VAL_STR, VAL_SHAPE, VAL_TYPE, VAL_TUPLE } ValKind;
+
+typedef struct Value {
+  ValKind kind;
+  Tensor *t;                       /* VAL_TENSOR (owned reference) */
+  char *s;                         /* VAL_STR (owned) */
+  int rank;                        /* VAL_SHAPE, VAL_TYPE */
+  int64_t dims[DYN_MAX_RANK];
+  DynElem elem;                    /* VAL_TYPE */
+  struct Value *items; int n;      /* VAL_TUPLE (owned) */
+} Value;
+
+typedef struct Binding { char *name; Value v; } Binding;
+
+struct Session {
+  PolyCtx *pc;
+  FILE *out, *err;
+  bool interactive;
+  VEC(Binding) vars;
+  VEC(Func *) fns;                 /* live functions, by name (latest wins) */
+  VEC(Func *) retired;             /* replaced functions, kept for programs that inlined them */
+  VEC(Source *) sources;
+  VEC(Arena *) kept;               /* parse arenas that defined functions */
+  VEC(char *) imported;
+  int nfns_prelude;
+  int repl_inputs;
+  volatile int interrupt;
+  uint64_t rng[4];
+  int threads;
+  char target[8];
+  HwModel hw;
+  Diags diags;
+  Arena *tmp;                      /* the arena of the input being run */
+  int depth;                       /* nested :load / import */
+};
+
+/* ---- the standard library, embedded at build time (src/stdlib_embed.c) ---- */
+typedef struct { const char *name; const char *text; } StdlibModule;
+extern const StdlibModule dyn_stdlib[];
+
+/* ---- values ---- */
+
+static void val_free(Value *v) {
+  if (v->kind == VAL_TENSOR) tensor_release(v->t);
+  if (v->kind == VAL_STR) free(v->s);
+  if (v->kind == VAL_TUPLE) {
+    for (int i = 0; i < v->n; i++) val_free(&v->items[i]);
+    free(v->items);
+  }
+  memset(v, 0, sizeof *v);
+}
+
+static Value val_copy(const Value *v) {
+  Value c = *v;
+  if (v->kind == VAL_TENSOR) tensor_retain(v->t);
+  if (v->kind == VAL_STR) c.s = xstrdup(v->s);
+  if (v->kind == VAL_TUPLE) {
+    c.items = xcalloc((size_t)v->n, sizeof(Value));
+    for (int i = 0; i < v->n; i++) c.items[i] = val_copy(&v->items[i]);
+  }
+  return c;
+}
+
+static Value val_tensor(Tensor *t) { return (Value){.kind = VAL_TENSOR, .t = t}; }
+
+static void shape_str(int rank, const int64_t *dims, Buf *out) {
+  buf_putc(out, '[');
+  for (int i = 0; i < rank; i++) buf_printf(out, "%s%lld", i ? ", " : "", (long long)dims[i]);
+  buf_putc(out, ']');
+}
+
+static void val_type_str(const Value *v, Buf *out) {
+  switch (v->kind) {
+  case VAL_TENSOR: tensor_type_str(v->t, out); break;
+  case VAL_STR: buf_puts(out, "string"); break;
+  case VAL_SHAPE: buf_puts(out, "shape"); break;
+  case VAL_TYPE: buf_puts(out, "type"); break;
+  case VAL_TUPLE:
+    buf_putc(out, '(');
+    for (int i = 0; i < v->n; i++) {
+      if (i) buf_puts(out, ", ");
+      val_type_str(&v->items[i], out);
+    }
+    buf_putc(out, ')');
+    break;
+  case VAL_NONE: buf_puts(out, "nothing"); break;
+  }
+}
+
+static void val_format(const Value *v, Buf *out) {
+  switch (v->kind) {
+  case VAL_TENSOR: tensor_format(v->t, out); break;
+  case VAL_STR: buf_puts(out, v->s); break;
+  case VAL_SHAPE: shape_str(v->rank, v->dims, out); break;
+  case VAL_TYPE:
+    buf_puts(out, elem_name(v->elem));
+    if (v->rank) shape_str(v->rank, v->dims, out);
+    break;
+  case VAL_TUPLE:
+    for (int i = 0; i < v->n; i++) {
+      if (i) buf_putc(out, '\n');
+      val_format(&v->items[i], out);
+    }
+    break;
+  case VAL_NONE: break;
+  }
+}
+
+/* ---- bindings and functions ---- */
+
+static Binding *find_var(Session *s, const char *name) {
+  for (int i = 0; i < s->vars.n; i++)
+    if (!strcmp(s->vars.a[i].name, name)) return &s->vars.a[i];
+  return NULL;
+}
+
+static void bind(Session *s, const char *name, Value v) {
+  Binding *b = find_var(s, name);
+  if (b) {
+    val_free(&b->v);
+    b->v = v;
+    return;
+  }
+  Binding nb = {xstrdup(name), v};
+  vec_push(s->vars, nb);
+}
+
+static Func *find_fn(Session *s, const char *name) {
+  for (int i = s->fns.n - 1; i >= 0; i--)
+    if (!strcmp(s->fns.a[i]->name, name)) return s->fns.a[i];
+  return NULL;
+}
+
+static Func *lookup_fn_cb(void *env, const char *name) { return find_fn(env, name); }
+
+/* ---- errors ---- */
+
+static bool failed(Session *s) { return s->diags.nerrors > 0; }
+
+static Diag *error(Session *s, Span at, DiagId id, ...) {
+  va_list ap;
+  va_start(ap, id);
+  Diag *d = diag_reportv(&s->diags, at, id, ap);
+  va_end(ap);
+  return d;
+}
+
+static const char *tmp_printf(Session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *tmp_printf(Session *s, const char *fmt, ...) {
+  Buf b = {0};
+  va_list ap;
+  va_start(ap, fmt);
+  buf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  const char *r = arena_strndup(s->tmp, b.s ? b.s : "", b.len);
+  buf_free(&b);
+  return r;
+}
+
+static const char *ttype(Session *s, const Tensor *t) {
+  Buf b = {0};
+  tensor_type_str(t, &b);
+  const char *r = arena_strndup(s->tmp, b.s, b.len);
+  buf_free(&b);
+  return r;
+}
+
+/* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
+
+static uint64_t splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static void rng_seed(Session *s, uint64_t seed) {
+  for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(Session *s) {
+  uint64_t *r = s->rng;
+  uint64_t res = rotl(r[1] * 5, 7) * 9, t = r[1] << 17;
+  r[2] ^= r[0];
+  r[3] ^= r[1];
+  r[1] ^= r[2];
+  r[0] ^= r[3];
+  r[2] ^= t;
+  r[3] = rotl(r[3], 45);
+  return res;
+}
+
+static double rng_unit(Session *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+/* ---- evaluation of top-level expressions ---- */
+
+static Value eval_top(Session *s, Expr *e);
+static Value call_fn(Session *s, Func *f, Expr *call, Value *args);
+
+/* An integer from a top-level expression (a dimension in a type, a seed, a size argument). */
+static bool eval_int(Session *s, Expr *e, int64_t *out) {
+  switch (e->kind) {
+  case EX_NUM:
+    if (e->is_int) {
+      *out = e->ival;
+      return true;
+    }
+    break;
+  case EX_NAME: {
+    Binding *b = find_var(s, e->name);
+    if (!b) {
+      error(s, e->span, E_UNDEFINED, e->name);
+      return false;
+    }
+    if (b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && elem_is_int(b->v.t->elem)) {
+      *out = tensor_get_i64(b->v.t, 0);
+      return true;
+    }
+    break;
+  }
+  case EX_UNARY:
+    if (e->op == OP_NEG && eval_int(s, e->args[0], out)) {
+      *out = (int64_t)(0 - (uint64_t)*out);
+      return true;
+    }
+    if (e->op == OP_NEG) return false;
+    break;
+  case EX_BINARY: {
+    int64_t a, b;
+    if (e->op > OP_MOD) break;
+    if (!eval_int(s, e->args[0], &a) || !eval_int(s, e->args[1], &b)) return false;
+    bool ovf = false;
+    switch (e->op) {
+    case OP_ADD: ovf = __builtin_add_overflow(a, b, out); break;
+    case OP_SUB: ovf = __builtin_sub_overflow(a, b, out); break;
+    case OP_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
+    default:
+      if (b == 0) {
+        error(s, e->span, E_BUILTIN, "division by zero in a size");
+        return false;
+      }
+      if (b == -1) { *out = e->op == OP_DIV ? -a : 0; return true; }
+      *out = a / b;
+      if (e->op == OP_DIV) { if ((a % b) && ((a < 0) != (b < 0))) (*out)--; }
+      else { *out = a % b; if (*out && ((*out < 0) != (b < 0))) *out += b; }
+    }
+    if (ovf) {
+      error(s, e->span, E_BUILTIN, "integer overflow in a size");
+      return false;
+    }
+    return true;
+  }
+  default:
+    break;
+  }
+  Buf b = {0};
+  parse_print_expr(e, &b);
+  error(s, e->span, E_BAD_DIM, tmp_printf(s, "'%s'", b.s));
+  buf_free(&b);
+  return false;
+}
+
+/* A type with concrete dimensions, such as f32[N, 64]. */
+static bool eval_type(Session *s, Expr *e, Value *out) {
+  if (e->kind != EX_TYPE) {
+    Value v = eval_top(s, e);
+    if (failed(s)) return false;
+    if (v.kind == VAL_TYPE) {
+      *out = v;
+      return true;
+    }
+    val_free(&v);
+    error(s, e->span, E_BUILTIN, "expected a type such as f32[128, 64]");
+    return false;
+  }
+  memset(out, 0, sizeof *out);
+  out->kind = VAL_TYPE;
+  out->elem = e->elem;
+  out->rank = e->nargs;
+  if (e->nargs > DYN_MAX_RANK) {
+    error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    return false;
+  }
+  for (int i = 0; i < e->nargs; i++) {
+    if (!eval_int(s, e->args[i], &out->dims[i])) return false;
+    if (out->dims[i] < 0) {
+      error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+static Tensor *new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims) {
+  char msg[256];
+  Tensor *t = tensor_new(el, rank, dims, msg, sizeof msg);
+  if (!t) error(s, at, E_BUILTIN, msg);
+  return t;
+}
+
+/* Tensor literals: nested lists of numbers, rectangular. */
+static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank) {
+  if (e->kind != EX_LIST) {
+    if (depth != *rank && *rank >= 0) {
+      error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+      return false;
+    }
+    *rank = depth;
+    return true;
+  }
+  if (depth >= DYN_MAX_RANK) {
+    error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    return false;
+  }
+  if (*rank >= 0 && depth >= *rank) {
+    error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+    return false;
+  }
+  if (dims[depth] < 0) dims[depth] = e->nargs;
+  else if (dims[depth] != e->nargs) {
+    error(s, e->span, E_BUILTIN, tmp_printf(s, "a tensor literal must be rectangular: this row has %d items, an earlier one %lld", e->nargs, (long long)dims[depth]));
+    return false;
+  }
+  if (e->nargs == 0) {
+    if (*rank < 0) *rank = depth + 1;
+    return true;
+  }
+  for (int i = 0; i < e->nargs; i++)
+    if (!list_shape(s, e->args[i], depth + 1, dims, rank)) return false;
+  return true;
+}
+
+static void list_fill(Session *s, Expr *e, Tensor *t, int64_t *pos) {
+  if (e->kind == EX_LIST) {
+    for (int i = 0; i < e->nargs && !failed(s); i++) list_fill(s, e->args[i], t, pos);
+    return;
+  }
+  if (e->kind == EX_NUM) {
+    if (elem_is_float(t->elem) || !e->is_int) tensor_set_f64(t, (*pos)++, e->is_int ? (double)e->ival : e->num);
+    else tensor_set_i64(t, (*pos)++, e->ival);
+    return;
+  }
+  if (e->kind == EX_BOOL) {
+    tensor_set_i64(t, (*pos)++, e->ival);
+    return;
+  }
+  error(s, e->span, E_BUILTIN, "a tensor literal holds numbers (or true and false)");
+}
+
+static Value eval_list(Session *s, Expr *e) {
+  int64_t dims[DYN_MAX_RANK];
+  for (int i = 0; i < DYN_MAX_RANK; i++) dims[i] = -1;
+  int rank = -1;
+  if (!list_shape(s, e, 0, dims, &rank)) return (Value){0};
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0) dims[i] = 0;
+  DynElem el = e->has_elem ? e->elem : DYN_F32;
+  if (!e->has_elem) {
+    /* all true/false: bool */
+    bool allbool = true;
+    Expr *stack[64];
+    int sp = 0;
+    stack[sp++] = e;
+    bool any = false;
+    while (sp && allbool) {
+      Expr *x = stack[--sp];
+      if (x->kind == EX_LIST) {
+        for (int i = 0; i < x->nargs && sp < 64; i++) stack[sp++] = x->args[i];
+      } else {
+        any = true;
+        allbool = x->kind == EX_BOOL;
+      }
+    }
+    if (allbool && any) el = DYN_BOOL;
+  }
+  Tensor *t = new_tensor(s, e->span, el, rank, dims);
+  if (!t) return (Value){0};
+  int64_t pos = 0;
+  list_fill(s, e, t, &pos);
+  if (failed(s)) {
+    tensor_release(t);
+    return (Value){0};
+  }
+  return val_tensor(t);
+}
+
+/* ---- anonymous functions: top-level arithmetic and index notation ---- */
+
+static bool is_index_name(const char **names, int n, const char *x) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], x)) return true;
+  return false;
+}
+
+typedef struct Anon {
+  VEC(const char *) idx;          /* index names used in the statement */
+  VEC(const char *) params;       /* bindings it reads, in order of first use */
+  VEC(Span) spans;
+  VEC(Value) temps;               /* values computed first (calls, literals) */
+  VEC(const char *) temp_names;
+} Anon;
+
+static void collect_idx(Expr *e, Anon *an) {
+  if (e->kind == EX_REDUCE)
+    for (int i = 0; i < e->nridx; i++) vec_push(an->idx, e->ridx[i]);
+  for (int i = 0; i < e->nargs; i++) collect_idx(e->args[i], an);
+}
+
+/* Evaluate the parts that are not element expressions (calls of functions and built-ins,
+ * tensor literals) and replace them by names; collect the bindings read. */
+static void prepare(Session *s, Expr *e, Anon *an) {
+  if (failed(s)) return;
+  if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST) {
+    Value v = eval_top(s, e);
+    if (failed(s)) return;
+    if (v.kind != VAL_TENSOR) {
+      error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
+      val_free(&v);
+      return;
+    }
+    const char *nm = tmp_printf(s, "_t%d", an->temps.n);
+    vec_push(an->temps, v);
+    vec_push(an->temp_names, nm);
+    Span sp = e->span;
+    memset(e, 0, sizeof *e);
+    e->kind = EX_NAME;
+    e->name = nm;
+    e->span = e->name_span = sp;
+    vec_push(an->params, nm);
+    vec_push(an->spans, sp);
+    return;
+  }
+  if ((e->kind == EX_NAME || e->kind == EX_INDEX) && !is_index_name(an->idx.a, an->idx.n, e->name)) {
+    Binding *b = find_var(s, e->name);
+    bool seen = false;
+    for (int i = 0; i < an->params.n; i++) seen = seen || !strcmp(an->params.a[i], e->name);
+    if (b && !seen) {
+      if (b->v.kind != VAL_TENSOR) {
+        error(s, e->span, E_BUILTIN, tmp_printf(s, "'%s' is a %s, not a tensor", e->name, b->v.kind == VAL_STR ? "string" : b->v.kind == VAL_SHAPE ? "shape" : "type"));
+        return;
+      }
+      vec_push(an->params, e->name);
+      vec_push(an->spans, e->span);
+    }
+  }
+  for (int i = 0; i < e->nargs; i++) prepare(s, e->args[i], an);
+}
+
+static Value *anon_value(Session *s, Anon *an, const char *name) {
+  for (int i = 0; i < an->temps.n; i++)
+    if (!strcmp(an->temp_names.a[i], name)) return &an->temps.a[i];
+  Binding *b = find_var(s, name);
+  return b ? &b->v : NULL;
+}
+
+static TypeExpr *concrete_type(Arena *a, const Tensor *t, Span sp) {
+  TypeExpr *te = arena_alloc(a, sizeof *te);
+  te->kind = TY_TENSOR;
+  te->span = sp;
+  te->elem = t->elem;
+  te->ndims = t->rank;
+  te->dims = arena_alloc(a, sizeof(Expr *) * (size_t)(t->rank + 1));
+  for (int k = 0; k < t->rank; k++) {
+    Expr *d = arena_alloc(a, sizeof *d);
+    d->kind = EX_NUM;
+    d->is_int = true;
+    d->ival = t->shape[k];
+    d->num = (double)t->shape[k];
+    d->span = sp;
+    te->dims[k] = d;
+  }
+  return te;
+}
+
+static SemaEnv sema_env(Session *s) { return (SemaEnv){s->pc, lookup_fn_cb, s}; }
+
+/* Run the prepared checked function on values; report run-time errors. */
+static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
+  Buf err = {0};
+  Span esp = {0};
+  s->interrupt = 0;
+  bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
+  if (!ok) error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
+  buf_free(&err);
+  return ok;
+}
+
+/* Compile `def` (a definition statement over concrete tensors) and run it. */
+static Value eval_anon_def(Session *s, Stmt *def) {
+  Anon an = {0};
+  Value result = {0};
+  for (int i = 0; i < def->nidx; i++) vec_push(an.idx, def->idx[i]);
+  collect_idx(def->expr, &an);
+  prepare(s, def->expr, &an);
+  Arena *fa = NULL;
+  Func *f = NULL;
+  Tensor **inputs = NULL;
+  if (failed(s)) goto out;
+  fa = arena_new();
+  FnDecl *d = arena_alloc(fa, sizeof *d);
+  d->name = def->name;
+  d->name_span = def->span;
+  d->span = def->span;
+  d->nparams = an.params.n;
+  d->params = arena_alloc(fa, sizeof(Param) * (size_t)(an.params.n + 1));
+  inputs = xcalloc((size_t)an.params.n + 1, sizeof(Tensor *));
+  for (int i = 0; i < an.params.n; i++) {
+    Value *v = anon_value(s, &an, an.params.a[i]);
+    d->params[i].name = an.params.a[i];
+    d->params[i].span = an.spans.a[i];
+    d->params[i].type = concrete_type(fa, v->t, an.spans.a[i]);
+    inputs[i] = v->t;
+  }
+  Stmt *ret = arena_alloc(fa, sizeof *ret);
+  ret->kind = ST_RETURN;
+  ret->span = def->span;
+  ret->names = arena_alloc(fa, sizeof(char *));
+  ret->names[0] = def->name;
+  ret->name_spans = arena_alloc(fa, sizeof(Span));
+  ret->name_spans[0] = def->name_span;
+  ret->nnames = 1;
+  d->nbody = 2;
+  d->body = arena_alloc(fa, 2 * sizeof(Stmt *));
+  d->body[0] = def;
+  d->body[1] = ret;
+  SemaEnv env = sema_env(s);
+  f = sema_function(&env, d, fa, &s->diags);
+  if (!f) goto out;
+  f->anonymous = true;
+  f->prog = lower_function(f, s->pc, lookup_fn_cb, s);
+  f->compiles = 1;
+  Tensor *outs[1] = {0};
+  EvalSizes sz = {0};
+  if (run_program(s, f, inputs, &sz, outs, def->span)) result = val_tensor(outs[0]);
+out:
+  if (f) lower_free(f->prog);
+  arena_free(fa);
+  free(inputs);
+  for (int i = 0; i < an.temps.n; i++) val_free(&an.temps.a[i]);
+  vec_free(an.temps);
+  vec_free(an.temp_names);
+  vec_free(an.idx);
+  vec_free(an.params);
+  vec_free(an.spans);
+  return result;
+}
+
+static Value eval_anon_expr(Session *s, Expr *e, const char *name) {
+  Stmt *st = arena_alloc(s->tmp, sizeof *st);
+  st->kind = ST_DEF;
+  st->span = e->span;
+  st->name = name ? name : "_";
+  st->name_span = e->span;
+  st->expr = e;
+  return eval_anon_def(s, st);
+}
+
+/* ---- built-in functions ---- */
+
+typedef Value (*BuiltinFn)(Session *s, Expr *call, Value *args);
+
+static bool want_tensor(Session *s, Expr *call, Value *args, int i) {
+  if (args[i].kind == VAL_TENSOR) return true;
+  error(s, call->args[i]->span, E_ARG_KIND, i + 1, call->name, "a tensor", "another kind of value");
+  return false;
+}
+
+static Value bi_fill(Session *s, Expr *call, Value *args, int how) {
+  if (args[0].kind != VAL_TYPE) {
+    error(s, call->args[0]->span, E_ARG_KIND, 1, call->name, "a type such as f32[128, 64]", "another kind of value");
+    return (Value){0};
+  }
+  double fillv = how;
+  if (how == 2) {
+    Value *v = &args[1];
+    if (v->kind != VAL_TENSOR || v->t->rank != 0) {
+      error(s, call->args[1]->span, E_ARG_KIND, 2, "full", "a number", "another kind of value");
+      return (Value){0};
+    }
+    fillv = tensor_get_f64(v->t, 0);
+  }
+  Tensor *t = new_tensor(s, call->span, args[0].elem, args[0].rank, args[0].dims);
+  if (!t) return (Value){0};
+  int64_t n = tensor_numel(t);
+  if (how == 2 && elem_is_int(t->elem) && args[1].t && elem_is_int(args[1].t->elem)) {
+    int64_t iv = tensor_get_i64(args[1].t, 0);
+    for (int64_t i = 0; i < n; i++) tensor_set_i64(t, i, iv);
+  } else if (how != 0) {
+    for (int64_t i = 0; i < n; i++) tensor_set_f64(t, i, fillv);
+  }
+  return val_tensor(t);
+}
+
+static Value bi_zeros(Session *s, Expr *c, Value *a) { return bi_fill(s, c, a, 0); }
+static Value bi_ones(Session *s, Expr *c, Value *a) { return bi_fill(s, c, a, 1); }
+static Value bi_full(Session *s, Expr *c, Value *a) { return bi_fill(s, c, a, 2); }
+
+static Value bi_random(Session *s, Expr *call, Value *args, bool normal) {
+  if (args[0].kind != VAL_TYPE) {
+    error(s, call->args[0]->span, E_ARG_KIND, 1, call->name, "a type such as f32[128, 64]", "another kind of value");
+    return (Value){0};
+  }
+  if (!elem_is_float(args[0].elem)) {
+    error(s, call->args[0]->span, E_BUILTIN, tmp_printf(s, "%s makes floats: use f32[...] or f64[...]", call->name));
+    return (Value){0};
+  }
+  Tensor *t = new_tensor(s, call->span, args[0].elem, args[0].rank, args[0].dims);
+  if (!t) return (Value){0};
+  int64_t n = tensor_numel(t);
+  bool f32 = t->elem == DYN_F32;
+  for (int64_t i = 0; i < n; i++) {
+    double v;
+    if (!normal) {
+      v = f32 ? (double)(rng_next(s) >> 40) * 0x1.0p-24 : rng_unit(s);   /* never rounds to 1 */
+    } else {
+      double u1 = 1.0 - rng_unit(s), u2 = rng_unit(s);
+      v = sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2);
+    }
+    tensor_set_f64(t, i, v);
+  }
+  return val_tensor(t);
+}
+
+static Value bi_rand(Session *s, Expr *c, Value *a) { return bi_random(s, c, a, false); }
+static Value bi_randn(Session *s, Expr *c, Value *a) { return bi_random(s, c, a, true); }
+
+static Value bi_seed(Session *s, Expr *call, Value *args) {
+  if (args[0].kind != VAL_TENSOR || args[0].t->rank != 0 || !elem_is_int(args[0].t->elem)) {
+    error(s, call->args[0]->span, E_ARG_KIND, 1, "seed", "an integer", "another kind of value");
+    return (Value){0};
+  }
+  rng_seed(s, (uint64_t)tensor_get_i64(args[0].t, 0));
+  return (Value){0};
+}
+
+static Value bi_shape(Session *s, Expr *call, Value *args) {
+  if (!want_tensor(s, call, args, 0)) return (Value){0};
+  Value v = {.kind = VAL_SHAPE, .rank = args[0].t->rank};
+  memcpy(v.dims, args[0].t->shape, sizeof(int64_t) * (size_t)v.rank);
+  return v;
+}
+
+static Value bi_print(Session *s, Expr *call, Value *args) {
+  Buf b = {0};
+  for (int i = 0; i < call->nargs; i++) {
+    if (i) buf_putc(&b, ' ');
+    val_format(&args[i], &b);
+  }
+  buf_putc(&b, '\n');
+  fputs(b.s, s->out);
+  fflush(s->out);
+  buf_free(&b);
+  return (Value){0};
+}
+
+static Value bi_load(Session *s, Expr *call, Value *args) {
+  if (args[0].kind != VAL_STR) {
+    error(s, call->args[0]->span, E_ARG_KIND, 1, "load", "a file name in quotes", "another kind of value");
+    return (Value){0};
+  }
+  char msg[512];
+  Tensor *t = npy_load(args[0].s, msg, sizeof msg);
+  if (!t) {
+    error(s, call->span, E_BUILTIN, msg);
+    return (Value){0};
+  }
+  return val_tensor(t);
+}
+
+static Value bi_save(Session *s, Expr *call, Value *args) {
+  if (!want_tensor(s, call, args, 0)) return (Value){0};
+  if (args[1].kind != VAL_STR) {
+    error(s, call->args[1]->span, E_ARG_KIND, 2, "save", "a file name in quotes", "another kind of value");
+    return (Value){0};
+  }
+  char msg[512];
+  if (!npy_save(args[0].t, args[1].s, msg, sizeof msg)) error(s, call->span, E_BUILTIN, msg);
+  return (Value){0};
+}
+
+static Value bi_allclose(Session *s, Expr *call, Value *args) {
+  if (!want_tensor(s, call, args, 0) || !want_tensor(s, call, args, 1)) return (Value){0};
+  Tensor *a = args[0].t, *b = args[1].t;
+  double tol[2] = {1e-5, 1e-8};
+  for (int i = 2; i < call->nargs; i++) {
+    if (args[i].kind != VAL_TENSOR || args[i].t->rank != 0) {
+      error(s, call->args[i]->span, E_ARG_KIND, i + 1, "allclose", "a number", "another kind of value");
+      return (Value){0};
+    }
+    tol[i - 2] = tensor_get_f64(args[i].t, 0);
+  }
+  if (a->rank != b->rank || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank)) {
+    error(s, call->span, E_BUILTIN, tmp_printf(s, "allclose: the shapes differ: %s and %s", ttype(s, a), ttype(s, b)));
+    return (Value){0};
+  }
+  bool ok = true;
+  int64_t n = tensor_numel(a);
+  for (int64_t i = 0; i < n && ok; i++) {
+    double x = tensor_get_f64(a, i), y = tensor_get_f64(b, i);
+    if (isnan(x) || isnan(y)) ok = false;
+    else if (isinf(x) || isinf(y)) ok = x == y;
+    else ok = fabs(x - y) <= tol[1] + tol[0] * fabs(y);
+  }
+  int64_t none[1] = {0};
+  Tensor *t = tensor_new(DYN_BOOL, 0, none, NULL, 0);
+  tensor_set_i64(t, 0, ok);
+  return val_tensor(t);
+}
+
+static const struct Builtin {
+  const char *name;
+  int min, max;
+  BuiltinFn fn;
+  bool raw_type;               /* argument 1 is a type, evaluated as one */
+  const char *help;
+} builtins[] = {
+  {"zeros", 1, 1, bi_zeros, true, "zeros(T): a tensor of type T filled with 0"},
+  {"ones", 1, 1, bi_ones, true, "ones(T): filled with 1"},
+  {"full", 2, 2, bi_full, true, "full(T, v): filled with v"},
+  {"rand", 1, 1, bi_rand, true, "rand(T): uniform in [0, 1)"},
+  {"randn", 1, 1, bi_randn, true, "randn(T): standard normal"},
+  {"seed", 1, 1, bi_seed, false, "seed(n): restart the random numbers"},
+  {"shape", 1, 1, bi_shape, false, "shape(X): the dimensions of X"},
+  {"print", 0, 64, bi_print, false, "print(X, ...): print values"},
+  {"load", 1, 1, bi_load, false, "load(\"x.npy\"): read a NumPy file"},
+  {"save", 2, 2, bi_save, false, "save(X, \"x.npy\"): write a NumPy file"},
+  {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
+};
+#define NBUILTINS (int)(sizeof builtins / sizeof builtins[0])
+
+static const struct Builtin *find_builtin(const char *name) {
+  for (int i = 0; i < NBUILTINS; i++)
+    if (!strcmp(builtins[i].name, name)) return &builtins[i];
+  return NULL;
+}
+
+static Value eval_call(Session *s, Expr *e) {
+  const struct Builtin *bi = find_builtin(e->name);
+  Func *f = find_fn(s, e->name);
+  if (!bi && !f) {
+    OpKind op;
+    if (op_from_name(e->name, &op)) return eval_anon_expr(s, e, NULL);
+    error(s, e->name_span, E_UNDEFINED_FN, e->name);
+    return (Value){0};
+  }
+  int n = e->nargs;
+  if (bi && (n < bi->min || n > bi->max)) {
+    if (bi->min == bi->max) error(s, e->span, E_ARG_COUNT, bi->name, bi->min, bi->min == 1 ? "" : "s", n);
+    else error(s, e->span, E_BUILTIN, tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
+    return (Value){0};
+  }
+  Value *args = xcalloc((size_t)n + 1, sizeof(Value));
+  Value r = {0};
+  for (int i = 0; i < n && !failed(s); i++) {
+    if (bi && bi->raw_type && i == 0) eval_type(s, e->args[i], &args[i]);
+    else args[i] = eval_top(s, e->args[i]);
+  }
+  if (!failed(s)) r = bi ? bi->fn(s, e, args) : call_fn(s, f, e, args);
+  for (int i = 0; i < n; i++) val_free(&args[i]);
+  free(args);
+  return r;
+}
+
+static bool session_size_lookup(void *env, const char *name, int64_t *v) {
+  const EvalSizes *s = env;
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->names[i], name)) {
+      *v = s->vals[i];
+      return true;
+    }
+  return false;
+}
+
+/* Bind f's sizes from the arguments, check the shapes and the facts, run it. */
+static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
+  if (call->nargs != f->nparams) {
+    Diag *d = error(s, call->span, E_ARG_COUNT, f->name, f->nparams, f->nparams == 1 ? "" : "s", call->nargs);
+    Buf b = {0};
+    func_signature(f, &b);
+    diag_note(d, f->span, "%s", b.s);
+    buf_free(&b);
+    return (Value){0};
+  }
+  int nsz = f->nsizes;
+  const char **names = xcalloc((size_t)nsz + 1, sizeof(char *));
+  int64_t *vals = xcalloc((size_t)nsz + 1, sizeof(int64_t));
+  Tensor **inputs = xcalloc((size_t)f->nparams + 1, sizeof(Tensor *));
+  Value r = {0};
+  for (int i = 0; i < f->nparams; i++) {
+    FnParam *p = &f->params[i];
+    Value *a = &args[i];
+    if (p->is_size) {
+      if (a->kind != VAL_TENSOR || a->t->rank != 0 || !elem_is_int(a->t->elem)) {
+        error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "an integer (a size)", "another kind of value");
+        goto out;
+      }
+      continue;
+    }
+    if (a->kind != VAL_TENSOR) {
+      error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
+      goto out;
+    }
+    if (a->t->rank != p->type.rank || a->t->elem != p->type.elem) {
+      Buf pb = {0};
+      type_str(&p->type, &pb);
+      Diag *d = error(s, call->args[i]->span, E_ARG_TYPE, f->name, p->name, tmp_printf(s, "%s", pb.s), ttype(s, a->t));
+      diag_note(d, p->span, "parameter %s of %s is declared here", p->name, f->name);
+      buf_free(&pb);
+      goto out;
+    }
+    inputs[i] = a->t;
+  }
+  for (int v = 0; v < nsz; v++) {
+    SizeVar *sv = &f->sizes[v];
+    names[v] = sv->name;
+    vals[v] = sv->dim < 0 ? tensor_get_i64(args[sv->param].t, 0) : args[sv->param].t->shape[sv->dim];
+    if (sv->dim < 0 && vals[v] < 0) {
+      error(s, call->args[sv->param]->span, E_BUILTIN, tmp_printf(s, "%s: the size %s cannot be negative (it is %lld)", f->name, sv->name, (long long)vals[v]));
+      goto out;
+    }
+  }
+  EvalSizes sz = {names, vals, nsz};
+  /* every dimension: a lone variable must agree with its binding, a compound one evaluate */
+  for (int i = 0; i < f->nparams; i++) {
+    FnParam *p = &f->params[i];
+    if (p->is_size) continue;
+    for (int k = 0; k < p->type.rank; k++) {
+      int64_t got = args[i].t->shape[k];
+      const char *var = poly_as_var(p->type.dims[k]);
+      if (var) {
+        int v = 0;
+        while (v < nsz && strcmp(names[v], var)) v++;
+        if (vals[v] == got) continue;
+        SizeVar *sv = &f->sizes[v];
+        Diag *d = error(s, call->span, E_SIZE_MISMATCH,
+                        tmp_printf(s, "%s: %s is %lld from %s (%s) but %lld from %s (%s)", f->name, var,
+                                   (long long)vals[v], f->params[sv->param].name, ttype(s, args[sv->param].t),
+                                   (long long)got, p->name, ttype(s, args[i].t)));
+        if (sv->dim >= 0) diag_note(d, sv->span, "%s is bound by parameter %s of %s", var, f->params[sv->param].name, f->name);
+        else diag_note(d, sv->span, "%s is the size parameter of %s", var, f->name);
+        goto out;
+      }
+    }
+  }
+  for (int i = 0; i < f->nparams; i++) {
+    FnParam *p = &f->params[i];
+    if (p->is_size) continue;
+    for (int k = 0; k < p->type.rank; k++) {
+      if (poly_as_var(p->type.dims[k])) continue;
+      int64_t want;
+      const char *why = NULL;
+      if (!poly_eval(p->type.dims[k], session_size_lookup, &sz, &want, &why)) {
+        Buf pb = {0};
+        poly_str(p->type.dims[k], &pb);
+        error(s, call->span, E_SIZE_MISMATCH, tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
+        buf_free(&pb);
+        goto out;
+      }
+      int64_t got = args[i].t->shape[k];
+      if (want != got) {
+        Buf pb = {0};
+        poly_str(p->type.dims[k], &pb);
+        Diag *d = error(s, call->span, E_SIZE_MISMATCH,
+                        tmp_printf(s, "%s: dimension %d of %s must be %s = %lld but it is %lld (%s)", f->name, k,
+                                   p->name, pb.s, (long long)want, (long long)got, ttype(s, args[i].t)));
+        diag_note(d, p->dim_span[k], "%s is declared %s", p->name, pb.s);
+        buf_free(&pb);
+        goto out;
+      }
+    }
+  }
+  for (int i = 0; i < f->nfacts; i++) {
+    Fact *ft = &f->facts[i];
+    int64_t l, rr;
+    const char *why = NULL;
+    bool ok = poly_eval(ft->lhs, session_size_lookup, &sz, &l, &why) &&
+              poly_eval(ft->rhs, session_size_lookup, &sz, &rr, &why);
+    if (!ok || !fact_holds(ft, l, rr)) {
+      Buf fb = {0}, vb = {0};
+      poly_str(ft->lhs, &fb);
+      buf_printf(&fb, " %s ", cmp_name(ft->cmp));
+      poly_str(ft->rhs, &fb);
+      const char *vars[16];
+      int nv = poly_vars(ft->lhs, vars, 16);
+      for (int j = 0; j < nv; j++) {
+        int64_t x = 0;
+        session_size_lookup(&sz, vars[j], &x);
+        buf_printf(&vb, "%s%s is %lld", j ? ", " : "", vars[j], (long long)x);
+      }
+      Diag *d = error(s, call->span, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
+      diag_note(d, ft->span, "the fact is stated here");
+      buf_free(&fb);
+      buf_free(&vb);
+      goto out;
+    }
+  }
+  {
+    Tensor **outs = xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
+    if (run_program(s, f, inputs, &sz, outs, call->span)) {
+      if (f->nrets == 1) {
+        r = val_tensor(outs[0]);
+      } else {
+        r.kind = VAL_TUPLE;
+        r.n = f->nrets;
+        r.items = xcalloc((size_t)f->nrets, sizeof(Value));
+        for (int i = 0; i < f->nrets; i++) r.items[i] = val_tensor(outs[i]);
+      }
+    }
+    free(outs);
+  }
+out:
+  free(names);
+  free(vals);
+  free(inputs);
+  return r;
+}
+
+static Value eval_top(Session *s, Expr *e) {
+  if (failed(s)) return (Value){0};
+  switch (e->kind) {
+  case EX_NUM: {
+    Tensor *t = tensor_new(e->is_int ? DYN_I64 : DYN_F32, 0, NULL, NULL, 0);
+    if (e->is_int) tensor_set_i64(t, 0, e->ival);
+    else tensor_set_f64(t, 0, e->num);
+    return val_tensor(t);
+  }
+  case EX_BOOL: {
+    Tensor *t = tensor_new(DYN_BOOL, 0, NULL, NULL, 0);
+    tensor_set_i64(t, 0, e->ival);
+    return val_tensor(t);
+  }
+  case EX_STR:
+    return (Value){.kind = VAL_STR, .s = xstrdup(e->name)};
+  case EX_NAME: {
+    Binding *b = find_var(s, e->name);
+    if (b) return val_copy(&b->v);
+    if (find_fn(s, e->name) || find_builtin(e->name)) {
+      error(s, e->span, E_BUILTIN, tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
+      return (Value){0};
+    }
+    error(s, e->span, E_UNDEFINED, e->name);
+    return (Value){0};
+  }
+  case EX_LIST:
+    return eval_list(s, e);
+  case EX_TYPE: {
+    Value v;
+    return eval_type(s, e, &v) ? v : (Value){0};
+  }
+  case EX_CALL:
+    return eval_call(s, e);
+  default:
+    return eval_anon_expr(s, e, NULL);
+  }
+}
+
+/* ---- commands ---- */
+
+typedef RunStatus (*CmdFn)(Session *s, const char *arg, Span at);
+
+static RunStatus cmd_help(Session *s, const char *arg, Span at);
+
+static RunStatus cmd_quit(Session *s, const char *arg, Span at) { return RUN_QUIT; }
+
+static RunStatus run_source(Session *s, Source *src);
+
+static char *read_file(const char *path, size_t *len, char *msg, size_t msglen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(msg, msglen, "cannot open %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  Buf b = {0};
+  buf_puts(&b, "");
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_putn(&b, chunk, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    snprintf(msg, msglen, "cannot read %s", path);
+    buf_free(&b);
+    return NULL;
+  }
+  if (memchr(b.s, 0, b.len)) {
+    snprintf(msg, msglen, "%s is not a text file", path);
+    buf_free(&b);
+    return NULL;
+  }
+  *len = b.len;
+  return b.s;
+}
+
+static Source *add_source(Session *s, const char *name, char *text, size_t len) {
+  Source *src = xcalloc(1, sizeof *src);
+  src->name = xstrdup(name);
+  src->text = text;
+  src->len = len;
+  vec_push(s->sources, src);
+  return src;
+}
+
+static RunStatus run_file_in(Session *s, const char *path, Span at) {
+  if (s->depth > 16) {
+    error(s, at, E_IMPORT, tmp_printf(s, "%s: files load each other too deeply (more than 16 levels)", path));
+    return RUN_ERROR;
+  }
+  char msg[512];
+  size_t len;
+  char *text = read_file(path, &len, msg, sizeof msg);
+  if (!text) {
+    error(s, at, E_IMPORT, msg);
+    return RUN_ERROR;
+  }
+  Source *src = add_source(s, path, text, len);
+  /* the outer input's diagnostics come first */
+  diag_print_all(&s->diags, s->err);
+  diag_clear(&s->diags);
+  Arena *saved = s->tmp;
+  s->depth++;
+  RunStatus r = run_source(s, src);
+  s->depth--;
+  s->tmp = saved;
+  return r == RUN_ERROR ? RUN_ERROR : r;
+}
+
+static RunStatus cmd_load(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    error(s, at, E_COMMAND, ":load needs a file name");
+    return RUN_ERROR;
+  }
+  return run_file_in(s, arg, at);
+}
+
+static void print_line(Session *s, const char *text) {
+  fputs(text, s->out);
+  fputc('\n', s->out);
+  fflush(s->out);
+}
+
+static Expr *parse_arg_expr(Session *s, const char *arg, Span at) {
+  Source *src = add_source(s, at.src ? at.src->name : "<command>", xstrdup(arg), strlen(arg));
+  return parse_expression(s->tmp, src, &s->diags);
+}
+
+static RunStatus cmd_type(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    error(s, at, E_COMMAND, ":type needs a name or an expression");
+    return RUN_ERROR;
+  }
+  Buf b = {0};
+  Func *f = find_fn(s, arg);
+  Binding *v = find_var(s, arg);
+  if (v) {
+    buf_printf(&b, "%s: ", arg);
+    val_type_str(&v->v, &b);
+  } else if (f) {
+    func_signature(f, &b);
+  } else if (find_builtin(arg)) {
+    buf_puts(&b, find_builtin(arg)->help);
+  } else {
+    Expr *e = parse_arg_expr(s, arg, at);
+    if (!e) return RUN_ERROR;
+    Value val = eval_top(s, e);
+    if (failed(s)) return RUN_ERROR;
+    val_type_str(&val, &b);
+    val_free(&val);
+  }
+  print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static int cmp_binding(const void *a, const void *b) {
+  return strcmp(((const Binding *)a)->name, ((const Binding *)b)->name);
+}
+
+static RunStatus cmd_vars(Session *s, const char *arg, Span at) {
+  if (!s->vars.n) {
+    print_line(s, "(no bindings)");
+    return RUN_OK;
+  }
+  Binding *sorted = xmalloc(sizeof(Binding) * (size_t)s->vars.n);
+  memcpy(sorted, s->vars.a, sizeof(Binding) * (size_t)s->vars.n);
+  qsort(sorted, (size_t)s->vars.n, sizeof(Binding), cmp_binding);
+  int w = 0;
+  for (int i = 0; i < s->vars.n; i++) {
+    int l = (int)strlen(sorted[i].name);
+    if (l > w) w = l;
+  }
+  Buf b = {0};
+  for (int i = 0; i < s->vars.n; i++) {
+    buf_printf(&b, "%-*s  ", w, sorted[i].name);
+    val_type_str(&sorted[i].v, &b);
+    if (i + 1 < s->vars.n) buf_putc(&b, '\n');
+  }
+  print_line(s, b.s);
+  buf_free(&b);
+  free(sorted);
+  return RUN_OK;
+}
+
+static void forget_user_fns(Session *s) {
+  while (s->fns.n > s->nfns_prelude) vec_push(s->retired, s->fns.a[--s->fns.n]);
+}
+
+static RunStatus cmd_reset(Session *s, const char *arg, Span at) {
+  for (int i = 0; i < s->vars.n; i++) {
+    free(s->vars.a[i].name);
+    val_free(&s->vars.a[i].v);
+  }
+  s->vars.n = 0;
+  forget_user_fns(s);
+  print_line(s, "all bindings and user functions forgotten");
+  return RUN_OK;
+}
+
+static Func *want_fn(Session *s, const char *arg, Span at, const char *cmd) {
+  char name[128];
+  int n = 0;
+  while (arg[n] && !isspace((unsigned char)arg[n]) && n < 127) {
+    name[n] = arg[n];
+    n++;
+  }
+  name[n] = 0;
+  if (!n) {
+    error(s, at, E_COMMAND, tmp_printf(s, "%s needs the name of a function", cmd));
+    return NULL;
+  }
+  Func *f = find_fn(s, name);
+  if (!f) error(s, at, E_COMMAND, tmp_printf(s, "%s: no function named '%s'", cmd, name));
+  return f;
+}
+
+static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
+  Func *f = want_fn(s, arg, at, ":ir");
+  if (!f) return RUN_ERROR;
+  Buf b = {0};
+  func_signature(f, &b);
+  buf_putc(&b, '\n');
+  lower_print(f->prog, &b);
+  if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
+  Func *f = want_fn(s, arg, at, ":sched");
+  if (!f) return RUN_ERROR;
+  print_line(s, tmp_printf(s, "%s: compiled %d time%s; back end: %s\n"
+             "the reference evaluator runs this function loop by loop (see :ir); there is no\n"
+             "hierarchical schedule until the CPU back end is built (LLVM)", f->name, f->compiles,
+             f->compiles == 1 ? "" : "s", s->target));
+  return RUN_OK;
+}
+
+static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
+  Func *f = want_fn(s, arg, at, ":cost");
+  if (!f) return RUN_ERROR;
+  print_line(s, tmp_printf(s, "%s: cost formulas come with the CPU back end's model; see :ir for the loops", f->name));
+  return RUN_OK;
+}
+
+static RunStatus cmd_code(Session *s, const char *arg, Span at) {
+  Func *f = want_fn(s, arg, at, ":code");
+  if (!f) return RUN_ERROR;
+  print_line(s, tmp_printf(s, "%s runs on the reference evaluator, which interprets the loop IR; it has no generated code", f->name));
+  return RUN_OK;
+}
+
+static RunStatus run_text(Session *s, const char *text, const char *origin, bool quiet_value);
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static RunStatus cmd_time(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    error(s, at, E_COMMAND, ":time needs a statement");
+    return RUN_ERROR;
+  }
+  double t[1000];
+  int n = 0;
+  double start = now_s();
+  while (n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
+    double t0 = now_s();
+    RunStatus r = run_text(s, arg, at.src ? at.src->name : "<time>", true);
+    t[n++] = now_s() - t0;
+    if (r != RUN_OK) return r;
+  }
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  print_line(s, tmp_printf(s, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", t[n / 2] * 1e3,
+                           t[0] * 1e3, t[n - 1] * 1e3, n, s->target));
+  return RUN_OK;
+}
+
+static RunStatus cmd_check(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    error(s, at, E_COMMAND, ":check needs an expression");
+    return RUN_ERROR;
+  }
+  Expr *e = parse_arg_expr(s, arg, at);
+  if (!e) return RUN_ERROR;
+  Value v = eval_top(s, e);
+  if (failed(s)) return RUN_ERROR;
+  Buf b = {0};
+  val_type_str(&v, &b);
+  print_line(s, tmp_printf(s, "ref: %s computed; no other back end is available to compare with", b.s));
+  buf_free(&b);
+  val_free(&v);
+  return RUN_OK;
+}
+
+static RunStatus cmd_target(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    print_line(s, tmp_printf(s, "target: %s", s->target));
+    return RUN_OK;
+  }
+  if (!strcmp(arg, "ref")) {
+    snprintf(s->target, sizeof s->target, "ref");
+    print_line(s, "target: ref (the reference evaluator)");
+  } else if (!strcmp(arg, "cpu")) {
+    print_line(s, "target: ref -- the compiled CPU back end is not available in this build; the reference evaluator runs the code");
+  } else if (!strcmp(arg, "gpu")) {
+    print_line(s, "target: ref -- the GPU back end is not available in this build; the reference evaluator runs the code");
+  } else {
+    error(s, at, E_COMMAND, tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
+    return RUN_ERROR;
+  }
+  return RUN_OK;
+}
+
+static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
+  if (*arg) {
+    char msg[512];
+    HwModel hw;
+    if (!hw_load(arg, &hw, msg, sizeof msg)) {
+      error(s, at, E_COMMAND, msg);
+      return RUN_ERROR;
+    }
+    s->hw = hw;
+  }
+  Buf b = {0};
+  hw_describe(&s->hw, &b);
+  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static RunStatus cmd_threads(Session *s, const char *arg, Span at) {
+  if (*arg) {
+    char *end;
+    long n = strtol(arg, &end, 10);
+    if (*end || n < 1 || n > 1024) {
+      error(s, at, E_COMMAND, ":threads needs a number from 1 to 1024");
+      return RUN_ERROR;
+    }
+    s->threads = (int)n;
+  }
+  print_line(s, tmp_printf(s, "threads: %d%s", s->threads, !strcmp(s->target, "ref") ? " (the reference evaluator uses one)" : ""));
+  return RUN_OK;
+}
+
+static const struct Command {
+  const char *name, *args, *summary, *detail;
+  CmdFn fn;
+} commands[] = {
+  {"help", "[cmd]", "the commands, or one in detail", "With a name, shows how to use that command.", cmd_help},
+  {"quit", "", "leave the REPL", "Leaves the REPL (also Ctrl-D on an empty line). In a script, stops it.", cmd_quit},
+  {"load", "FILE", "run a script in this session", "Runs FILE as if typed here: its functions and bindings stay.", cmd_load},
+  {"type", "EXPR | NAME", "the type, with symbolic dimensions for functions",
+   "For a function, its signature over size variables; for a binding, its type; for an\nexpression, the type of its value.", cmd_type},
+  {"vars", "", "the names bound in the session, with their types", "Lists every binding, sorted by name.", cmd_vars},
+  {"reset", "", "forget all bindings", "Forgets every binding and every function defined in the session (the prelude stays).", cmd_reset},
+  {"ir", "NAME", "the loop-level IR of a function after fusion",
+   "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.", cmd_ir},
+  {"sched", "NAME [DIM=VAL ...]", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled.", cmd_sched},
+  {"cost", "NAME", "FLOPs, bytes and intensity as formulas", "Shows the cost model of a function in its size variables.", cmd_cost},
+  {"code", "NAME [llvm|asm|cuda|ptx]", "the generated code", "Shows the code generated for a function.", cmd_code},
+  {"time", "STMT", "run a statement repeatedly and time it",
+   "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
+  {"check", "EXPR", "run on every back end and compare", "Evaluates the expression on every available back end and compares the results.", cmd_check},
+  {"target", "cpu|gpu|ref", "which back end runs the next statements", "Chooses the back end; without an argument shows it.", cmd_target},
+  {"hw", "[NAME|FILE]", "the hardware model, or load another", "Shows the hardware model in use; with a name (see hw/) or a file, loads it.", cmd_hw},
+  {"threads", "N", "CPU threads", "Sets the number of CPU threads compiled code may use.", cmd_threads},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static RunStatus cmd_help(Session *s, const char *arg, Span at) {
+  Buf b = {0};
+  if (*arg) {
+    const char *nm = arg[0] == ':' ? arg + 1 : arg;
+    for (int i = 0; i < NCOMMANDS; i++)
+      if (!strcmp(commands[i].name, nm)) {
+        buf_printf(&b, ":%s %s\n  %s\n%s", commands[i].name, commands[i].args, commands[i].summary, commands[i].detail);
+        print_line(s, b.s);
+        buf_free(&b);
+        return RUN_OK;
+      }
+    error(s, at, E_COMMAND, tmp_printf(s, "no command ':%s' (try :help)", nm));
+    return RUN_ERROR;
+  }
+  buf_puts(&b, "commands:\n");
+  for (int i = 0; i < NCOMMANDS; i++) {
+    char head[64];
+    snprintf(head, sizeof head, ":%s %s", commands[i].name, commands[i].args);
+    buf_printf(&b, "  %-28s %s\n", head, commands[i].summary);
+  }
+  buf_puts(&b, "built-in functions:\n");
+  for (int i = 0; i < NBUILTINS; i++) buf_printf(&b, "  %s\n", builtins[i].help);
+  buf_puts(&b, "functions in the session: ");
+  for (int i = 0; i < s->fns.n; i++) buf_printf(&b, "%s%s", i ? " " : "", s->fns.a[i]->name);
+  print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static RunStatus run_command(Session *s, const char *text, Span at) {
+  char name[32];
+  int n = 0;
+  while (text[n] && !isspace((unsigned char)text[n]) && n < 31) {
+    name[n] = text[n];
+    n++;
+  }
+  name[n] = 0;
+  const char *arg = text + n;
+  while (isspace((unsigned char)*arg)) arg++;
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(commands[i].name, name)) return commands[i].fn(s, arg, at);
+  const char *close = NULL;
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strncmp(commands[i].name, name, n ? 1 : 0)) close = commands[i].name;
+  error(s, at, E_COMMAND, close ? tmp_printf(s, "unknown command ':%s' (did you mean :%s? see :help)", name, close)
+                                : tmp_printf(s, "unknown command ':%s' (see :help)", name));
+  return RUN_ERROR;
+}
+
+/* ---- statements ---- */
+
+static RunStatus import_module(Session *s, const char *name, Span at, bool is_path) {
+  const char *key = name;
+  for (int i = 0; i < s->imported.n; i++)
+    if (!strcmp(s->imported.a[i], key)) return RUN_OK;
+  if (is_path) {
+    vec_push(s->imported, xstrdup(key));
+    return run_file_in(s, name, at);
+  }
+  for (const StdlibModule *m = dyn_stdlib; m->name; m++) {
+    if (strcmp(m->name, name)) continue;
+    vec_push(s->imported, xstrdup(key));
+    char fname[128];
+    snprintf(fname, sizeof fname, "stdlib/%s.dyn", name);
+    Source *src = add_source(s, fname, xstrdup(m->text), strlen(m->text));
+    Arena *saved = s->tmp;
+    s->depth++;
+    RunStatus r = run_source(s, src);
+    s->depth--;
+    s->tmp = saved;
+    return r;
+  }
+  Buf known = {0};
+  for (const StdlibModule *m = dyn_stdlib; m->name; m++) buf_printf(&known, "%s%s", known.len ? ", " : "", m->name);
+  error(s, at, E_IMPORT, tmp_printf(s, "no standard module '%s' (there are: %s); to import a file, write import \"%s.dyn\"", name, known.s ? known.s : "none", name));
+  buf_free(&known);
+  return RUN_ERROR;
+}
+
+static void define_fn(Session *s, FnDecl *d, Arena *a, bool *keep) {
+  if (find_builtin(d->name)) {
+    error(s, d->name_span, E_BUILTIN, tmp_printf(s, "'%s' is a built-in function and cannot be redefined", d->name));
+    return;
+  }
+  OpKind op;
+  if (op_from_name(d->name, &op)) {
+    error(s, d->name_span, E_BUILTIN, tmp_printf(s, "'%s' is a math function and cannot be redefined", d->name));
+    return;
+  }
+  SemaEnv env = sema_env(s);
+  Func *f = sema_function(&env, d, a, &s->diags);
+  if (!f) return;
+  f->arena = NULL;            /* the input's arena is kept by the session instead */
+  *keep = true;
+  f->prog = lower_function(f, s->pc, lookup_fn_cb, s);
+  f->compiles = 1;
+  for (int i = 0; i < s->fns.n; i++)
+    if (!strcmp(s->fns.a[i]->name, f->name)) {
+      vec_push(s->retired, s->fns.a[i]);
+      s->fns.a[i] = f;
+      return;
+    }
+  vec_push(s->fns, f);
+}
+
+static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
+  switch (st->kind) {
+  case ST_FN:
+    define_fn(s, st->fn, s->tmp, keep);
+    break;
+  case ST_IMPORT:
+    return import_module(s, st->name, st->span, st->is_path);
+  case ST_COMMAND:
+    return run_command(s, st->text, st->span);
+  case ST_RETURN:
+    error(s, st->span, E_STMT_IN_FN, "return outside a function");
+    break;
+  case ST_DEF: {
+    Value v = eval_anon_def(s, st);
+    if (!failed(s)) bind(s, st->name, v);
+    break;
+  }
+  case ST_ASSIGN: {
+    Value v = eval_top(s, st->expr);
+    if (failed(s)) break;
+    if (st->tuple || st->nnames > 1) {
+      int have = v.kind == VAL_TUPLE ? v.n : 1;
+      if (have != st->nnames) {
+        error(s, st->span, E_TUPLE_COUNT, st->expr->kind == EX_CALL ? st->expr->name : "the expression", have,
+              have == 1 ? "" : "s", st->nnames, st->nnames == 1 ? " is" : "s are");
+        val_free(&v);
+        break;
+      }
+      if (v.kind == VAL_TUPLE) {
+        for (int i = 0; i < v.n; i++) bind(s, st->names[i], val_copy(&v.items[i]));
+        val_free(&v);
+      } else {
+        bind(s, st->names[0], v);
+      }
+      break;
+    }
+    if (v.kind == VAL_NONE) {
+      error(s, st->expr->span, E_BUILTIN, tmp_printf(s, "this gives no value to bind to '%s'", st->names[0]));
+      break;
+    }
+    bind(s, st->names[0], v);
+    break;
+  }
+  case ST_EXPR: {
+    Value v = eval_top(s, st->expr);
+    if (!failed(s) && s->interactive && !quiet_value && v.kind != VAL_NONE) {
+      Buf b = {0};
+      val_format(&v, &b);
+      print_line(s, b.s);
+      buf_free(&b);
+    }
+    val_free(&v);
+    break;
+  }
+  }
+  return failed(s) ? RUN_ERROR : RUN_OK;
+}
+
+/* Parse and run a source; the caller prints what remains in s->diags. */
+static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, bool quiet_value) {
+  Arena *a = arena_new();
+  s->tmp = a;
+  int nst;
+  bool incomplete = false;
+  Diags parse_d = {0};
+  Stmt **sts = parse_source(a, src, &parse_d, &nst, &incomplete);
+  if (parse_d.nerrors) {
+    if (incomplete && allow_incomplete) {
+      diag_clear(&parse_d);
+      arena_free(a);
+      return RUN_INCOMPLETE;
+    }
+    diag_print_all(&parse_d, s->err);
+    diag_clear(&parse_d);
+    arena_free(a);
+    return RUN_ERROR;
+  }
+  diag_clear(&parse_d);
+  bool keep = false;
+  RunStatus r = RUN_OK;
+  for (int i = 0; i < nst && r == RUN_OK; i++) {
+    s->tmp = a;
+    r = run_stmt(s, sts[i], &keep, quiet_value);
+    diag_print_all(&s->diags, s->err);
+    if (s->diags.nerrors) r = RUN_ERROR;
+    diag_clear(&s->diags);
+  }
+  if (keep) vec_push(s->kept, a);
+  else arena_free(a);
+  return r;
+}
+
+static RunStatus run_source(Session *s, Source *src) { return run_source_ex(s, src, false, false); }
+
+static RunStatus run_text(Session *s, const char *text, const char *origin, bool quiet_value) {
+  Source *src = add_source(s, origin, xstrdup(text), strlen(text));
+  Arena *saved = s->tmp;
+  RunStatus r = run_source_ex(s, src, false, quiet_value);
+  s->tmp = saved;
+  return r;
+}
+
+RunStatus session_run(Session *s, const char *text, const char *origin) {
+  Source *src = add_source(s, origin, xstrdup(text), strlen(text));
+  RunStatus r = run_source_ex(s, src, s->interactive, false);
+  if (r == RUN_INCOMPLETE) {
+    /* nothing ran: forget the source so a retry with more lines starts clean */
+    s->sources.n--;
+    free(src->name);
+    free(src->text);
+    free(src);
+  }
+  return r;
+}
+
+RunStatus session_run_file(Session *s, const char *path) {
+  char msg[512];
+  size_t len;
+  char *text = read_file(path, &len, msg, sizeof msg);
+  if (!text) {
+    fprintf(s->err, "dyn: %s\n", msg);
+    return RUN_ERROR;
+  }
+  Source *src = add_source(s, path, text, len);
+  return run_source_ex(s, src, false, false);
+}
+
+/* ---- the session ---- */
+
+Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
+  Session *s = xcalloc(1, sizeof *s);
+  s->pc = poly_ctx_new();
+  s->out = out;
+  s->err = err;
+  rng_seed(s, 0);
+  snprintf(s->target, sizeof s->target, "ref");
+  hw_detect_host(&s->hw);
+  s->threads = opt && opt->threads > 0 ? opt->threads : (s->hw.cores > 0 ? s->hw.cores : 1);
+  if (opt && opt->hw) {
+    char msg[512];
+    HwModel hw;
+    if (hw_load(opt->hw, &hw, msg, sizeof msg)) s->hw = hw;
+    else fprintf(err, "dyn: %s; using the detected host\n", msg);
+  }
+  if (!opt || !opt->no_prelude) {
+    import_module(s, "linalg", (Span){0}, false);
+    import_module(s, "nn", (Span){0}, false);
+    diag_print_all(&s->diags, s->err);
+    diag_clear(&s->diags);
+  }
+  s->nfns_prelude = s->fns.n;
+  return s;
+}
+
+void session_set_interactive(Session *s, bool on) { s->interactive = on; }
+
+void session_interrupt(Session *s) { s->interrupt = 1; }
+
+void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie) {
+  size_t n = strlen(prefix);
+  if (prefix[0] == ':') {
+    for (int i = 0; i < NCOMMANDS; i++) {
+      char c[40];
+      snprintf(c, sizeof c, ":%s", commands[i].name);
+      if (!strncmp(c, prefix, n)) add(cookie, c);
+    }
+    return;
+  }
+  for (int i = 0; i < s->vars.n; i++)
+    if (!strncmp(s->vars.a[i].name, prefix, n)) add(cookie, s->vars.a[i].name);
+  for (int i = 0; i < s->fns.n; i++)
+    if (!strncmp(s->fns.a[i]->name, prefix, n)) add(cookie, s->fns.a[i]->name);
+  for (int i = 0; i < NBUILTINS; i++)
+    if (!strncmp(builtins[i].name, prefix, n)) add(cookie, builtins[i].name);
+}
+
+void session_banner(Session *s, Buf *out) {
+  buf_printf(out, "dyn %s -- back end: %s, hardware: %s (%d cores, %d-bit vectors) -- :help for help",
+             PACKAGE_VERSION, !strcmp(s->target, "ref") ? "reference evaluator" : s->target, s->hw.name,
+             s->hw.cores, s->hw.vector_bits);
+}
+
+void session_free(Session *s) {
+  if (!s) return;
+  for (int i = 0; i < s->vars.n; i++) {
+    free(s->vars.a[i].name);
+    val_free(&s->vars.a[i].v);
+  }
+  vec_free(s->vars);
+  for (int i = 0; i < s->fns.n; i++) func_free(s->fns.a[i]);
+  for (int i = 0; i < s->retired.n; i++) func_free(s->retired.a[i]);
+  vec_free(s->fns);
+  vec_free(s->retired);
+  for (int i = 0; i < s->kept.n; i++) arena_free(s->kept.a[i]);
+  vec_free(s->kept);
+  for (int i = 0; i < s->sources.n; i++) {
+    free(s->sources.a[i]->name);
+    free(s->sources.a[i]->text);
+    free(s->sources.a[i]);
+  }
+  vec_free(s->sources);
+  for (int i = 0; i < s->imported.n; i++) free(s->imported.a[i]);
+  vec_free(s->imported);
+  diag_clear(&s->diags);
+  poly_ctx_free(s->pc);
+  free(s);
+}

@@ -1,0 +1,161 @@
+#!/bin/sh
+# npy-numpy.sh -- checks dyn's .npy files against NumPy itself: files dyn writes load in NumPy
+# with equal values, files NumPy writes (C and Fortran order, format 1.0, 2.0, 3.0) load in
+# dyn bit for bit, and dyn's printed form matches NumPy's layout (edge items, wrapping,
+# blank lines) when NumPy is given dyn's element format.  Skips (77) without Python+NumPy.
+# Uses $NPY_TOOL, else $top_builddir/tests/unit/npy_tool; $PYTHON_NUMPY, else python3.
+
+top_builddir=${top_builddir:-.}
+tool=${NPY_TOOL:-$top_builddir/tests/unit/npy_tool}
+py=${PYTHON_NUMPY:-}
+if [ -z "$py" ]; then
+  for p in /usr/bin/python3 python3; do
+    if "$p" -c 'import numpy' >/dev/null 2>&1; then py=$p; break; fi
+  done
+fi
+if [ -z "$py" ] || ! "$py" -c 'import numpy' >/dev/null 2>&1; then
+  echo "npy-numpy.sh: no Python with NumPy; skipped"
+  exit 77
+fi
+if [ ! -x "$tool" ]; then
+  echo "npy-numpy.sh: $tool is not built; skipped"
+  exit 77
+fi
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dyn-npy.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+
+"$py" - "$tool" "$dir" <<'EOF'
+import subprocess, sys
+import numpy as np
+
+tool, d = sys.argv[1], sys.argv[2]
+names = {np.float32: 'f32', np.float64: 'f64', np.int32: 'i32', np.int64: 'i64',
+         np.bool_: 'bool'}
+failures = 0
+
+def fail(msg):
+    global failures
+    failures += 1
+    print('FAIL:', msg)
+
+def run(*args):
+    return subprocess.run([tool, *args], capture_output=True, text=True)
+
+def word(x, kind):
+    if kind == 'b':
+        return 'true' if x else 'false'
+    if kind == 'i':
+        return str(int(x))
+    x = float(x)
+    if np.isnan(x):
+        return 'nan'
+    if np.isinf(x):
+        return 'inf' if x > 0 else '-inf'
+    return '%.6g' % x
+
+def expected(a):
+    """dyn's print form, built from NumPy's own array2string layout."""
+    kind = a.dtype.kind
+    ty = names[a.dtype.type]
+    if a.ndim:
+        ty += '[' + ', '.join(str(n) for n in a.shape) + ']'
+    if a.ndim == 0:
+        return ty + ' ' + word(a[()], kind)
+    shown = a
+    if a.size > 1000:
+        for ax in range(a.ndim):
+            if a.shape[ax] > 6:
+                shown = np.take(shown, [0, 1, 2, -3, -2, -1], axis=ax)
+    width = max(len(word(x, kind)) for x in shown.flat)
+    body = np.array2string(a, max_line_width=75, separator=', ', threshold=1000,
+                           edgeitems=3, formatter={'all': lambda x: word(x, kind).rjust(width)})
+    return ty + '\n' + body
+
+# 1. dyn writes, NumPy reads.
+shapes = [(), (5,), (2, 3), (2, 3, 4), (1, 2, 3, 4), (0,), (3, 0), (2, 1, 0, 2)]
+for ty, dt in [('f32', np.float32), ('f64', np.float64), ('i32', np.int32),
+               ('i64', np.int64), ('bool', np.bool_)]:
+    for shape in shapes:
+        path = '%s/w_%s_%d.npy' % (d, ty, len(shape))
+        r = run('write', ty, *[str(n) for n in shape], path)
+        if r.returncode:
+            fail('write %s %s: %s' % (ty, shape, r.stderr))
+            continue
+        a = np.load(path)
+        n = int(np.prod(shape))
+        want = (np.arange(n) % 2 == 1) if dt is np.bool_ else np.arange(n).astype(dt)
+        want = want.reshape(shape)
+        if a.dtype != np.dtype(dt) or a.shape != shape or not np.array_equal(a, want):
+            fail('dyn wrote %s %s, NumPy read %s %s %r' % (ty, shape, a.dtype, a.shape, a))
+        with open(path, 'rb') as f:
+            version = np.lib.format.read_magic(f)
+            np.lib.format.read_array_header_1_0(f)
+            if version != (1, 0) or f.tell() % 64:
+                fail('%s: version %s, data at %d' % (path, version, f.tell()))
+
+# 2. NumPy writes, dyn reads (exact bytes through `copy`, and the printed form).
+rng = np.random.default_rng(7)
+
+def sample(dt, shape):
+    n = int(np.prod(shape))
+    if dt is np.bool_:
+        return (rng.random(n) < 0.5).reshape(shape)
+    if dt in (np.int32, np.int64):
+        big = rng.integers(-2**31, 2**31 - 1, n) if dt is np.int32 else \
+            rng.integers(-2**62, 2**62, n)
+        small = rng.integers(-50, 1000, n)
+        return np.where(rng.random(n) < 0.1, big, small).astype(dt).reshape(shape)
+    x = rng.standard_normal(n) * 10.0 ** rng.integers(-7, 12, n)
+    x = np.where(rng.random(n) < 0.5, np.round(x, 2), x)
+    special = rng.random(n)
+    x = np.where(special < 0.02, np.nan, x)
+    x = np.where((special >= 0.02) & (special < 0.04), np.where(x < 0, -np.inf, np.inf), x)
+    return x.astype(dt).reshape(shape)
+
+cases = [(), (1,), (7,), (40,), (1000,), (1001,), (2000,), (3, 4), (12, 9), (3, 400),
+         (100, 100), (7, 150), (2, 3, 4), (20, 20, 20), (4, 3, 2, 2), (2, 3, 4, 5, 6),
+         (1, 1, 1), (9, 1, 120)]
+k = 0
+for dt in names:
+    for shape in cases:
+        a = sample(dt, shape)
+        variants = [('c', a, (1, 0)), ('v2', a, (2, 0)), ('v3', a, (3, 0))]
+        if a.ndim >= 2:
+            variants.append(('f', np.asfortranarray(a), (1, 0)))
+        for tag, arr, version in variants:
+            k += 1
+            src, dst = '%s/n%d_%s.npy' % (d, k, tag), '%s/n%d_%s_out.npy' % (d, k, tag)
+            with open(src, 'wb') as f:
+                np.lib.format.write_array(f, arr, version=version)
+            r = run('copy', src, dst)
+            if r.returncode:
+                fail('copy %s %s %s: %s' % (names[dt], shape, tag, r.stderr))
+                continue
+            b = np.load(dst)
+            if b.dtype != a.dtype or b.shape != a.shape or \
+                    np.ascontiguousarray(a).tobytes() != b.tobytes():
+                fail('NumPy wrote %s %s (%s); dyn read it differently' % (a.dtype, shape, tag))
+            if tag != 'c':
+                continue
+            r = run('dump', src)
+            want = expected(a)
+            if r.returncode or r.stdout != want + '\n':
+                fail('print of %s %s:\n--- dyn\n%s--- want\n%s' % (a.dtype, shape, r.stdout
+                                                                    + r.stderr, want))
+
+# 3. NumPy files dyn must refuse, with the reason.
+refuse = [(np.arange(3, dtype='>f4'), 'big-endian data is not supported'),
+          (np.arange(3, dtype=np.uint8), "unsupported dtype '|u1'"),
+          (np.arange(3, dtype=np.float16), "unsupported dtype '<f2'"),
+          (np.zeros(2, dtype=[('x', '<f4')]), 'structured arrays')]
+for i, (arr, msg) in enumerate(refuse):
+    path = '%s/bad%d.npy' % (d, i)
+    np.save(path, arr)
+    r = run('dump', path)
+    if r.returncode != 1 or msg not in r.stderr or path not in r.stderr:
+        fail('%s: expected an error with %r, got %r' % (arr.dtype, msg, r.stderr))
+
+print('npy-numpy.sh: %d files compared, %d failures' % (k, failures))
+sys.exit(1 if failures else 0)
+EOF
