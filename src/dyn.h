@@ -482,7 +482,7 @@ struct KExpr {
 
 typedef struct Axis { const char *name; const Poly *extent; } Axis;
 
-typedef enum { SLOT_INPUT, SLOT_SIZE, SLOT_TEMP, SLOT_LOCAL, SLOT_OUTPUT } SlotKind;
+typedef enum { SLOT_INPUT, SLOT_SIZE, SLOT_TEMP, SLOT_LOCAL, SLOT_OUTPUT, SLOT_INLINED } SlotKind;
 typedef struct Slot {
   const char *name;
   SlotKind kind;
@@ -595,6 +595,11 @@ bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char
                   size_t errlen);
 /* Verify and hand over a module built in jit_context; the JIT owns it even on failure. */
 bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen);
+/* Optimise (pipeline as above) and compile n modules at once, one thread each, and add
+ * the code.  Each module must be in its own context (LLVMContextCreate), which the caller
+ * disposes afterwards; the modules are disposed here, on success or failure. */
+bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *pipeline,
+                     char *err, size_t errlen);
 /* The address of a symbol (compiles its module on first use); NULL with a message. */
 void *jit_lookup(Jit *j, const char *name, char *err, size_t errlen);
 /* Make a C function or datum visible to generated code under name. */
@@ -641,6 +646,21 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
 void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
 /* The generated code as text for `:code`: what is "llvm" (optimised IR) or "asm". */
 bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
+/* The plan gemm_run would follow, as numbers (tests, :sched).  False if x is invalid. */
+typedef struct GemmPlanInfo {
+  int mr, nr;                   /* the register tile family */
+  bool pack_a, pack_b, swapped, c_buffered;
+  int64_t kc, mc, nc;           /* cache blocks */
+  int tb, tm, tn;               /* thread grid over batch, M, N */
+  double predicted_s;
+} GemmPlanInfo;
+bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out);
+/* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam
+ * indexes the kept families (0 = best scored), pack_* are 1 (pack) or 2 (in place, if the
+ * layout allows).  NULL restores the model. */
+typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; } GemmForce;
+void gemm_force(GemmKernels *g, const GemmForce *f);
+int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */
 /* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its
  * operands in L1 and a long reduction, timed for about `seconds`. */
 double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds);

@@ -573,6 +573,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
       E->t[i] = tensor_retain(inputs[s->param]);
       continue;
     }
+    if (s->kind == SLOT_INLINED) continue;
     int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
     int64_t shape[DYN_MAX_RANK];
     for (int k = skip; k < s->type.rank; k++) {

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <llvm-c/Core.h>
 
@@ -50,7 +51,14 @@
 #define MAX_FAM 2        /* families kept */
 #define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
-#define MAX_CAND 64      /* enumerated tiles remembered for gemm_describe */
+#define MAX_CAND 64
+#define MAX_MODS 4       /* modules compiled in parallel */
+
+/* The pass pipeline for the kernels.  They are written the way the back end wants them
+ * (explicit vectors, unrolled register tiles, loop-invariant masks), so the only IR pass
+ * they need is SROA to turn their allocas into registers; "default<O3>" would spend most
+ * of the compile budget and its unroller only grows the code.  GEMM_PIPE overrides it. */
+#define GEMM_PIPELINE (getenv("GEMM_PIPE") ? getenv("GEMM_PIPE") : "function(sroa)")      /* enumerated tiles remembered for gemm_describe */
 
 /* Software overheads the model charges (not hardware figures): a kernel call with its C
  * tile update costs about CALL_CYC cycles beyond its FMAs, and a fork-join on a pool whose
@@ -92,6 +100,7 @@ struct GemmKernels {
   Tile cand[MAX_CAND];
   double compile_ms;
   int nfuncs;
+  GemmForce force;               /* tests and experiments override the model */
   /* Packing buffers per thread block, reused across calls; a concurrent second caller
    * allocates its own. */
   pthread_mutex_t ws_lock;
@@ -490,28 +499,33 @@ static void packb_name(char *out, size_t n, const GemmKernels *g, const Family *
   snprintf(out, n, "gemm_%s_packb%d", elem_name(g->elem), f->nr);
 }
 
-/* Emit every function of the set into mod; returns how many. */
-static int emit_all(GemmKernels *g, LLVMContextRef ctx, LLVMModuleRef mod) {
-  CG cg;
-  cg_init(&cg, ctx, mod, g->elem, g->W);
+/* Emit every function of the set, spread over nmod modules (each in its own context) so
+ * they compile in parallel: each function goes to the module with the least work so far,
+ * work counted in FMAs of its loop body.  Returns how many functions. */
+static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod) {
+  CG cg[MAX_MODS];
+  double load[MAX_MODS] = { 0 };
+  for (int i = 0; i < nmod; i++) cg_init(&cg[i], ctx[i], mod[i], g->elem, g->W);
   char name[96];
   int n = 0;
+#define LIGHTEST(w) ({ int k_ = 0; for (int i_ = 1; i_ < nmod; i_++) if (load[i_] < load[k_]) k_ = i_; load[k_] += (w); &cg[k_]; })
   for (int fi = 0; fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
-    for (int h = 1; h <= f->mr; h++) {
+    for (int h = f->mr; h >= 1; h--) {        /* biggest first balances best */
       if (!f->has[h]) continue;
       for (int m = 0; m < (g->cheap_masks ? 1 : 2); m++) {
         bool masked = m == 0;
         uk_name(name, sizeof name, g, f, h, masked);
-        emit_uk(&cg, name, h, f->v, f->ksplit[h], masked);
+        emit_uk(LIGHTEST(h * f->v * f->ksplit[h] + 8.0), name, h, f->v, f->ksplit[h], masked);
         n++;
       }
     }
     packb_name(name, sizeof name, g, f);
-    emit_packb(&cg, name, f->v);
+    emit_packb(LIGHTEST(4.0), name, f->v);
     n++;
   }
-  LLVMDisposeBuilder(cg.b);
+#undef LIGHTEST
+  for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
   return n;
 }
 
@@ -540,18 +554,22 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     gemm_free(g);
     return NULL;
   }
-  char mname[32];
-  snprintf(mname, sizeof mname, "gemm_%s", elem_name(elem));
-  LLVMModuleRef mod = jit_module_new(g->jit, NULL, mname);
-  g->nfuncs = emit_all(g, jit_context(g->jit), mod);
-  double t1 = now_s();
-  const char *pipe = getenv("GEMM_PIPE");
-  if (!jit_optimize(g->jit, mod, pipe, err, errlen)) {
-    LLVMDisposeModule(mod);
-    gemm_free(g);
-    return NULL;
+  /* Compile threads: the cores this process may use, up to MAX_MODS. */
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int nmod = (int)imax(1, imin(MAX_MODS, online));
+  LLVMContextRef ctx[MAX_MODS];
+  LLVMModuleRef mod[MAX_MODS];
+  for (int i = 0; i < nmod; i++) {
+    char mname[32];
+    snprintf(mname, sizeof mname, "gemm_%s_%d", elem_name(elem), i);
+    ctx[i] = LLVMContextCreate();
+    mod[i] = jit_module_new(g->jit, ctx[i], mname);
   }
-  if (!jit_add_module(g->jit, mod, err, errlen)) {
+  g->nfuncs = emit_all(g, ctx, mod, nmod);
+  double t1 = now_s();
+  bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
+  for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
+  if (!ok) {
     gemm_free(g);
     return NULL;
   }
@@ -606,8 +624,8 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
    * generation is deterministic, so this is the same code. */
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = jit_module_new(g->jit, ctx, "gemm");
-  emit_all(g, ctx, mod);
-  bool ok = jit_optimize(g->jit, mod, getenv("GEMM_PIPE"), err, errlen);
+  emit_all(g, &ctx, &mod, 1);
+  bool ok = jit_optimize(g->jit, mod, GEMM_PIPELINE, err, errlen);
   if (ok) {
     if (asm_) ok = jit_print_asm(g->jit, mod, out, err, errlen);
     else jit_print_ir(mod, out);
@@ -656,6 +674,10 @@ static void block_sizes(const GemmKernels *g, const Family *f, int64_t mt, int64
   pl->mc = balanced(mt, mc_max, f->mr);
   int64_t nc_max = imax(f->nr, (int64_t)(cache_bytes(h, 2) / 2 / (pl->kc * es)) / f->nr * f->nr);
   pl->nc = balanced(nt, nc_max, f->nr);
+  const GemmForce *fo = &g->force;
+  if (fo->kc > 0) pl->kc = imin(fo->kc, imax(K, 1));
+  if (fo->mc > 0) pl->mc = fo->mc;
+  if (fo->nc > 0) pl->nc = fo->nc;
 }
 
 /* Cycles of the row pieces of an m-extent of mt rows, per k step, and their count. */
@@ -720,33 +742,53 @@ static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool
   (void)nthreads;
 }
 
-/* Choose a plan; when cands is not NULL, also record every plan weighed. */
+/* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
+ * tried use one thread or all of them, in every factorisation into batch x M x N. */
 static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                         Plan *cands, int *ncands, int maxc) {
+  const GemmForce *fo = &g->force;
+  int T = nthreads > 0 ? nthreads : 1;
+  int grid[64][3], ng = 0;
+  if (fo->tb > 0 || fo->tm > 0 || fo->tn > 0) {
+    grid[0][0] = fo->tb > 0 ? fo->tb : 1;
+    grid[0][1] = fo->tm > 0 ? fo->tm : 1;
+    grid[0][2] = fo->tn > 0 ? fo->tn : 1;
+    ng = 1;
+  } else {
+    for (int used = 1; used <= T; used = used == T ? T + 1 : T)
+      for (int tb = 1; tb <= used && tb <= p->batch; tb++)
+        for (int tm = 1; used % tb == 0 && tm <= used / tb; tm++) {
+          int tn = used / tb / tm;
+          if ((used / tb) % tm || ng == 64) continue;
+          grid[ng][0] = tb;
+          grid[ng][1] = tm;
+          grid[ng][2] = tn;
+          ng++;
+        }
+  }
   bool first = true;
   int nc = 0;
-  int T = nthreads > 0 ? nthreads : 1;
-  for (int fi = 0; fi < g->nfam; fi++)
+  for (int fi = 0; fi < g->nfam; fi++) {
+    if (fo->fam > 0 && fi != fo->fam - 1 && fo->fam <= g->nfam) continue;
+    const Family *f = &g->fam[fi];
     for (int pb = 0; pb < 2; pb++) {
-      if (!pb && p->b_sn != 1) continue;         /* kernels read B rows as vectors */
-      for (int pa = 0; pa < 2; pa++)
-        for (int used = 1; used <= T; used = used == T ? T + 1 : T)
-          for (int tb = 1; tb <= used; tb++) {
-            if (used % tb) continue;
-            for (int tm = 1; tm <= used / tb; tm++) {
-              if ((used / tb) % tm) continue;
-              int tn = used / tb / tm;
-              if (tb > p->batch || (tm > 1 && tm > cdiv(p->m, g->fam[fi].mr)) ||
-                  (tn > 1 && tn > cdiv(p->n, g->fam[fi].nr)))
-                continue;
-              Plan pl;
-              plan_eval(g, p, fi, pa, pb, tb, tm, tn, T, &pl);
-              if (cands && nc < maxc) cands[nc++] = pl;
-              if (first || pl.t < best->t) *best = pl;
-              first = false;
-            }
-          }
+      if (!pb && p->b_sn != 1) continue;            /* kernels read B rows as vectors */
+      if (fo->pack_b > 0 && pb != (fo->pack_b == 1) && p->b_sn == 1) continue;
+      for (int pa = 0; pa < 2; pa++) {
+        if (fo->pack_a > 0 && pa != (fo->pack_a == 1)) continue;
+        for (int i = 0; i < ng; i++) {
+          int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
+          if (ng > 1 && ((tm > 1 && tm > cdiv(p->m, f->mr)) || (tn > 1 && tn > cdiv(p->n, f->nr))))
+            continue;                                 /* some thread would get nothing */
+          Plan pl;
+          plan_eval(g, p, fi, pa, pb, tb, tm, tn, T, &pl);
+          if (cands && nc < maxc) cands[nc++] = pl;
+          if (first || pl.t < best->t) *best = pl;
+          first = false;
+        }
+      }
     }
+  }
   if (ncands) *ncands = nc;
 }
 
@@ -766,10 +808,6 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
                .c = x->c, .c_sb = x->c_sb, .c_sm = x->c_sm, .c_sn = x->c_sn,
                .acc = x->accumulate };
   if (!p->batch || !p->m || !p->n) return true;
-  if (!p->c || (p->k && (!p->a || !p->b))) {
-    snprintf(err, errlen, "gemm: null operand");
-    return false;
-  }
   if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
   if (p->n == 1) p->c_sn = p->b_sn = 1;
   if (p->m == 1) p->c_sm = p->a_sm = 0;
@@ -993,6 +1031,10 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   Prob p;
   if (!normalise(g, x, &p, err, errlen)) return false;
   if (!p.batch || !p.m || !p.n) return true;
+  if (!p.c || (p.k && (!p.a || !p.b))) {
+    snprintf(err, errlen, "gemm: null operand");
+    return false;
+  }
   if (!p.k) {
     if (!p.acc) zero_c(g, &p);
     return true;
@@ -1030,6 +1072,44 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     for (int i = 0; i < nblk; i++) free(ws[i]);
     if (ws != mine) free(ws);
   }
+  return true;
+}
+
+void gemm_force(GemmKernels *g, const GemmForce *f) {
+  if (f) g->force = *f;
+  else memset(&g->force, 0, sizeof g->force);
+}
+
+int gemm_families(const GemmKernels *g, int *mr, int *nr, int max) {
+  for (int i = 0; i < g->nfam && i < max; i++) {
+    mr[i] = g->fam[i].mr;
+    nr[i] = g->fam[i].nr;
+  }
+  return g->nfam;
+}
+
+bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out) {
+  Prob p;
+  char err[8];
+  memset(out, 0, sizeof *out);
+  if (!normalise(g, x, &p, err, sizeof err)) return false;
+  out->swapped = p.swapped;
+  out->c_buffered = p.ctmp;
+  if (!p.batch || !p.m || !p.n || !p.k) return true;
+  Plan pl;
+  plan_choose(g, &p, nthreads, &pl, NULL, NULL, 0);
+  const Family *f = &g->fam[pl.fam];
+  out->mr = f->mr;
+  out->nr = f->nr;
+  out->pack_a = pl.pack_a;
+  out->pack_b = pl.pack_b;
+  out->kc = pl.kc;
+  out->mc = pl.mc;
+  out->nc = pl.nc;
+  out->tb = pl.tb;
+  out->tm = pl.tm;
+  out->tn = pl.tn;
+  out->predicted_s = pl.t;
   return true;
 }
 

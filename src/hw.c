@@ -723,7 +723,7 @@ bool hw_load(const char *name_or_path, HwModel *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   Buf known = {0};
   if (list_known(dir, &known))
-    fail(err, errlen, "no hardware description '%s' (known: host, %s)", s, known.s);
+    fail(err, errlen, "no hardware description '%s' (known: %s)", s, known.s);
   else
     fail(err, errlen, "no hardware description '%s' (cannot read the hardware directory %s: "
          "%s)", s, dir, strerror(errno));
@@ -953,7 +953,7 @@ static int cpuid_caches(const X86Id *id, CacheInfo c[3]) {
     CacheInfo *ci = &c[level - 1];
     ci->level = (int)level;
     ci->bytes = line * parts * ways * sets;
-    ci->line = (int)line;
+    ci->line = line <= 4096 && !(line & (line - 1)) ? (int)line : 64;
     ci->shared_by = (int)((a >> 14) & 0xfff) + 1;
     if (level == 1) l1share = ci->shared_by;
   }

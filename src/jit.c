@@ -166,6 +166,83 @@ bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen
   return take_error(e, "adding a module to the JIT", err, errlen);
 }
 
+/* One module's trip through jit_add_modules: optimise, then emit an object file. */
+typedef struct CompileJob {
+  Jit *j;
+  LLVMModuleRef m;
+  const char *pipeline;
+  LLVMMemoryBufferRef obj;
+  char err[256];
+} CompileJob;
+
+static void *compile_one(void *arg) {
+  CompileJob *cj = arg;
+  /* A TargetMachine is not safe to share between threads: each job makes its own. */
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(cj->j->triple, &target, &msg)) {
+    snprintf(cj->err, sizeof cj->err, "no target: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    return NULL;
+  }
+  LLVMTargetMachineRef tm = make_tm(target, cj->j);
+  char *vmsg = NULL;
+  if (LLVMVerifyModule(cj->m, LLVMReturnStatusAction, &vmsg)) {
+    snprintf(cj->err, sizeof cj->err, "internal error: generated module is invalid: %s", vmsg);
+  } else {
+    LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef e = LLVMRunPasses(cj->m, cj->pipeline ? cj->pipeline : "default<O3>", tm, o);
+    LLVMDisposePassBuilderOptions(o);
+    if (take_error(e, "optimising", cj->err, sizeof cj->err) &&
+        LLVMTargetMachineEmitToMemoryBuffer(tm, cj->m, LLVMObjectFile, &msg, &cj->obj)) {
+      snprintf(cj->err, sizeof cj->err, "code generation: %s", msg ? msg : "?");
+      LLVMDisposeMessage(msg);
+      cj->obj = NULL;
+    }
+  }
+  LLVMDisposeMessage(vmsg);
+  LLVMDisposeTargetMachine(tm);
+  return NULL;
+}
+
+bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *pipeline,
+                     char *err, size_t errlen) {
+  CompileJob *jobs = xcalloc((size_t)(n > 0 ? n : 1), sizeof *jobs);
+  pthread_t *th = xcalloc((size_t)(n > 0 ? n : 1), sizeof *th);
+  bool *started = xcalloc((size_t)(n > 0 ? n : 1), sizeof *started);
+  for (int i = 0; i < n; i++) {
+    jobs[i] = (CompileJob){ .j = j, .m = mods[i], .pipeline = pipeline };
+    /* the caller's thread takes the last module itself */
+    started[i] = i < n - 1 && !pthread_create(&th[i], NULL, compile_one, &jobs[i]);
+  }
+  for (int i = 0; i < n; i++)
+    if (!started[i]) compile_one(&jobs[i]);
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    LLVMDisposeModule(mods[i]);
+  }
+  LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->lljit);
+  for (int i = 0; i < n; i++) {
+    if (ok && !jobs[i].obj) {
+      snprintf(err, errlen, "%s", jobs[i].err);
+      ok = false;
+    }
+    if (!jobs[i].obj) continue;
+    if (!ok) {
+      LLVMDisposeMemoryBuffer(jobs[i].obj);
+      continue;
+    }
+    /* The JIT owns the buffer from here, on success or failure. */
+    ok = take_error(LLVMOrcLLJITAddObjectFile(j->lljit, jd, jobs[i].obj), "adding code", err,
+                    errlen);
+  }
+  free(jobs);
+  free(th);
+  free(started);
+  return ok;
+}
+
 void *jit_lookup(Jit *j, const char *name, char *err, size_t errlen) {
   LLVMOrcExecutorAddress addr = 0;
   if (!take_error(LLVMOrcLLJITLookup(j->lljit, &addr, name), name, err, errlen)) return NULL;

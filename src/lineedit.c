@@ -175,9 +175,10 @@ static char *read_plain(LineEdit *le, bool *interrupted) {
     int c = read_byte(le, -1, le->tty);
     if (c == RB_EINTR || c == RB_INTR_FD) {   /* ^C on a dumb terminal, or the caller's fd */
       if (c == RB_INTR_FD) drain_intr_fd(le);
-      /* The line is abandoned: what was typed of it must not start the next one. */
-      tcflush(le->in, TCIFLUSH);
-      le->rpos = le->rlen = 0;
+      if (le->tty) {   /* the line is abandoned: what was typed of it must not start the next */
+        tcflush(le->in, TCIFLUSH);
+        le->rpos = le->rlen = 0;
+      }
       if (interrupted) *interrupted = true;
       buf_free(&b);
       return xstrdup("");
@@ -375,7 +376,8 @@ static void list_cands(Ed *e, Cands *c) {
   int end = e->pwidth + text_width(e->b, e->len);
   int erow = end / e->cols;
   if (erow > e->crow) buf_printf(&o, "\x1b[%dB", erow - e->crow);
-  buf_puts(&o, "\r\n");
+  /* a line that ends at the margin has its last row empty already */
+  buf_puts(&o, end > 0 && end % e->cols == 0 ? "\r" : "\r\n");
   for (int r = 0; r < rows; r++) {          /* down the columns, as ls does */
     for (int k = 0; k < per_row; k++) {
       int i = k * rows + r;

@@ -332,6 +332,8 @@ static void fuse_inline(L *l, const int *outs, int nout) {
       }
     p->dead = true;
   }
+  for (int i = 0; i < l->nodes.n; i++)
+    if (l->nodes.a[i].dead) l->slots.a[l->nodes.a[i].slot].kind = SLOT_INLINED;
 }
 
 /* Does every load in e of a slot in group[] use the row axis as its first subscript? */
@@ -594,7 +596,7 @@ void kx_print(const Program *p, const KExpr *e, Buf *out) {
 }
 
 static const char *slot_kind_name(SlotKind k) {
-  static const char *n[] = {"input", "size", "temporary", "per row", "output"};
+  static const char *n[] = {"input", "size", "temporary", "per row", "output", "inlined"};
   return n[k];
 }
 
@@ -602,6 +604,7 @@ void lower_print(const Program *p, Buf *out) {
   buf_puts(out, "buffers:\n");
   for (int i = 0; i < p->nslots; i++) {
     const Slot *s = &p->slots[i];
+    if (s->kind == SLOT_INLINED) continue;
     buf_printf(out, "  %-10s ", s->name);
     type_str(&s->type, out);
     buf_printf(out, "  %s\n", slot_kind_name(s->kind));

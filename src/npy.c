@@ -253,8 +253,8 @@ static bool parse_header(const char *text, size_t len, const char *name, Header 
 
 /* ---- the fixed preamble ---- */
 
-/* Checks magic and version in the first bytes; *hlen_size is 2 or 4.  `n` is how many bytes
- * are available (at least the magic's length is needed to say anything useful). */
+/* Checks magic and version in the first n bytes; on success *start is where the header text
+ * begins (10 for version 1.0, whose length field has 2 bytes; else 12) and *hlen its length. */
 static bool parse_preamble(const unsigned char *p, size_t n, const char *name, size_t *start,
                            size_t *hlen, char *err, size_t errlen) {
   if (n < sizeof MAGIC || memcmp(p, MAGIC, sizeof MAGIC)) {
@@ -490,7 +490,7 @@ out:
 
 /* The header text NumPy itself writes, padded with spaces to a multiple of 64 bytes so the
  * data is aligned, and ending in a newline. */
-static void build_header(const Tensor *t, Buf *out, int *major) {
+static void build_header(const Tensor *t, Buf *out) {
   static const char *descr[] = {
 #define X(E, name, ctype, bytes, isf, isi) [DYN_##E] = isf ? "<f" #bytes : isi ? "<i" #bytes : "|b1",
 #include "../lang/elem.def"
@@ -502,17 +502,17 @@ static void build_header(const Tensor *t, Buf *out, int *major) {
     buf_printf(&d, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
   buf_puts(&d, t->rank == 1 ? ",), }" : "), }");
   size_t pre = PREAMBLE_V1, total = (pre + d.len + 1 + 63) / 64 * 64;
-  *major = 1;
+  int major = 1;
   if (total - pre > 65535) { /* version 1.0 has a 16-bit header length */
-    *major = 2;
+    major = 2;
     pre = PREAMBLE_V2;
     total = (pre + d.len + 1 + 63) / 64 * 64;
   }
   buf_putn(out, MAGIC, sizeof MAGIC);
   size_t hlen = total - pre;
-  unsigned char v[6] = {(unsigned char)*major, 0, hlen & 0xff, hlen >> 8 & 0xff,
+  unsigned char v[6] = {(unsigned char)major, 0, hlen & 0xff, hlen >> 8 & 0xff,
                         hlen >> 16 & 0xff, hlen >> 24 & 0xff};
-  buf_putn(out, (const char *)v, *major == 1 ? 4 : 6);
+  buf_putn(out, (const char *)v, major == 1 ? 4 : 6);
   buf_putn(out, d.s, d.len);
   while (out->len < total - 1) buf_putc(out, ' ');
   buf_putc(out, '\n');
@@ -521,8 +521,7 @@ static void build_header(const Tensor *t, Buf *out, int *major) {
 
 bool npy_save(const Tensor *t, const char *path, char *err, size_t errlen) {
   Buf head = {0};
-  int major;
-  build_header(t, &head, &major);
+  build_header(t, &head);
   FILE *f = fopen(path, "wb");
   if (!f) {
     put_err(err, errlen, path, "cannot open for writing: %s", strerror(errno));

@@ -19,6 +19,8 @@ typedef struct {
   bool failed;          /* an error in the current statement: stop and resynchronise */
   bool incomplete;
   int depth;
+  uint32_t stmt_lo;     /* where the statement being parsed starts */
+  const uint32_t *lex_errs; int nlex_errs;   /* offsets of the lexer's errors */
 } Parser;
 
 static const OpKind OPTAB[] = {
@@ -81,6 +83,10 @@ static void fail(Parser *P, DiagId id, const char *what) {
   if (P->failed) return;
   P->failed = true;
   Token *t = peek(P);
+  /* A statement with a lexical error already has its diagnostic: what the parser makes of
+   * the remains would only be noise. */
+  for (int i = 0; i < P->nlex_errs; i++)
+    if (P->lex_errs[i] >= P->stmt_lo && P->lex_errs[i] <= t->span.hi) return;
   if (t->kind == TK_EOF) P->incomplete = true;
   if (id == E_EXPECTED)
     diag_report(P->d, t->span, id, what, describe(P, t));
@@ -778,13 +784,19 @@ static Stmt *parse_stmt(Parser *P, bool in_fn) {
 
 Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *incomplete) {
   Parser P = {.a = a, .d = d};
+  Diag *last = d->tail;
   int before = d->nerrors;
   P.t = lex_source(a, src, d, &P.n);
   bool lex_failed = d->nerrors > before;
+  VEC(uint32_t) lerr = {0};
+  for (Diag *dg = last ? last->next : d->head; dg; dg = dg->next) vec_push(lerr, dg->span.lo);
+  P.lex_errs = lerr.a;
+  P.nlex_errs = lerr.n;
   VEC(Stmt *) v = {0};
   for (;;) {
     skip_newlines(&P);
     if (at(&P, TK_EOF)) break;
+    P.stmt_lo = peek(&P)->span.lo;
     Stmt *s = parse_stmt(&P, false);
     if (s && !P.failed) vec_push(v, s);
     if (!P.failed && !at(&P, TK_EOF) && !accept(&P, TK_NEWLINE)) fail(&P, E_EXPECTED, "end of line");
@@ -796,6 +808,7 @@ Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *inc
   }
   /* Lexer errors are real errors even at the end of input (an unterminated string). */
   *incomplete = P.incomplete && !lex_failed;
+  vec_free(lerr);
   Stmt **out = arena_alloc(a, sizeof(Stmt *) * (size_t)(v.n + 1));
   if (v.n) memcpy(out, v.a, sizeof(Stmt *) * (size_t)v.n);
   *nstmt = v.n;

@@ -30,9 +30,10 @@
 
 /* ---- Ctrl-C ------------------------------------------------------------------------------
  * While the session computes, SIGINT asks it to stop (session_interrupt is
- * async-signal-safe).  At a readline prompt it aborts the line: the handler only sets a flag
- * and writes to a pipe, which wakes the poll that waits for keys (lineedit reads ^C as a
- * byte, in raw mode).  Installed without SA_RESTART so that blocking calls return. */
+ * async-signal-safe).  At a prompt it abandons the line: the handler only sets a flag and
+ * writes to a pipe, which wakes whoever waits for keys -- our poll under readline, lineedit
+ * through its interrupt fd on a dumb terminal (in raw mode lineedit reads ^C as a byte).
+ * Installed without SA_RESTART so that blocking calls return. */
 
 static Session *sig_session;
 static volatile sig_atomic_t sig_computing, sig_caught;

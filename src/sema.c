@@ -1011,13 +1011,27 @@ static void check_call(S *s, Stmt *st) {
     for (int k = 0; k < p->type.rank; k++) {
       const Poly *want = poly_subst(s->pc, p->type.dims[k], subst_lookup, &sb);
       if (want != argt[i].dims[k]) {
-        Buf pd = {0};
-        poly_str(p->type.dims[k], &pd);
-        Diag *dg = err(s, call->args[i]->span, E_DIM_MISMATCH, g->name,
-                       arena_printf(s->a, "dimension %d of %s must be %s, which is %s here, but %s is %s",
-                                    k, p->name, pd.s, pstr(s, want), estr(s, call->args[i]), tstr(s, &argt[i])));
-        diag_note(dg, p->dim_span[k], "%s is declared %s in %s", p->name, pd.s, g->name);
-        buf_free(&pd);
+        const char *v = poly_as_var(p->type.dims[k]);
+        int bound = -1;
+        for (int j = 0; v && j < g->nsizes; j++)
+          if (!strcmp(g->sizes[j].name, v)) bound = j;
+        Diag *dg;
+        if (bound >= 0 && g->sizes[bound].dim >= 0) {
+          SizeVar *sv = &g->sizes[bound];
+          dg = err(s, call->span, E_DIM_MISMATCH, g->name,
+                   arena_printf(s->a, "%s is %s from %s (%s) but %s from %s (%s)", v, pstr(s, want),
+                                g->params[sv->param].name, tstr(s, &argt[sv->param]),
+                                pstr(s, argt[i].dims[k]), p->name, tstr(s, &argt[i])));
+          diag_note(dg, sv->span, "%s is bound by parameter %s of %s", v, g->params[sv->param].name, g->name);
+        } else {
+          Buf pd = {0};
+          poly_str(p->type.dims[k], &pd);
+          dg = err(s, call->args[i]->span, E_DIM_MISMATCH, g->name,
+                   arena_printf(s->a, "dimension %d of %s must be %s, here %s, but %s is %s",
+                                k, p->name, pd.s, pstr(s, want), estr(s, call->args[i]), tstr(s, &argt[i])));
+          diag_note(dg, p->dim_span[k], "%s is declared %s in %s", p->name, pd.s, g->name);
+          buf_free(&pd);
+        }
         return;
       }
     }

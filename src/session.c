@@ -339,7 +339,7 @@ static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank)
   }
   if (dims[depth] < 0) dims[depth] = e->nargs;
   else if (dims[depth] != e->nargs) {
-    error(s, e->span, E_BUILTIN, tmp_printf(s, "a tensor literal must be rectangular: this row has %d items, an earlier one %lld", e->nargs, (long long)dims[depth]));
+    error(s, e->span, E_BUILTIN, tmp_printf(s, "a tensor literal must be rectangular: this row has %d item%s, an earlier one %lld", e->nargs, e->nargs == 1 ? "" : "s", (long long)dims[depth]));
     return false;
   }
   if (e->nargs == 0) {
@@ -501,7 +501,10 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   Span esp = {0};
   s->interrupt = 0;
   bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
-  if (!ok) error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
+  if (!ok) {
+    Diag *d = error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
+    if (esp.src && at.src && !f->anonymous) diag_note(d, at, "while running %s", f->name);
+  }
   buf_free(&err);
   return ok;
 }
@@ -516,6 +519,8 @@ static Value eval_anon_def(Session *s, Stmt *def) {
   Arena *fa = NULL;
   Func *f = NULL;
   Tensor **inputs = NULL;
+  const char **sz_names = NULL;
+  int64_t *sz_vals = NULL;
   if (failed(s)) goto out;
   fa = arena_new();
   FnDecl *d = arena_alloc(fa, sizeof *d);
@@ -525,10 +530,24 @@ static Value eval_anon_def(Session *s, Stmt *def) {
   d->nparams = an.params.n;
   d->params = arena_alloc(fa, sizeof(Param) * (size_t)(an.params.n + 1));
   inputs = xcalloc((size_t)an.params.n + 1, sizeof(Tensor *));
+  /* An integer scalar bound at top level (N = 128) is a size: weak in arithmetic, usable
+   * in annotations.  Everything else is a tensor parameter of concrete shape. */
+  sz_names = xcalloc((size_t)an.params.n + 1, sizeof(char *));
+  sz_vals = xcalloc((size_t)an.params.n + 1, sizeof(int64_t));
+  int nsz = 0;
   for (int i = 0; i < an.params.n; i++) {
     Value *v = anon_value(s, &an, an.params.a[i]);
     d->params[i].name = an.params.a[i];
     d->params[i].span = an.spans.a[i];
+    if (v->t->rank == 0 && v->t->elem == DYN_I64) {
+      TypeExpr *te = arena_alloc(fa, sizeof *te);
+      te->kind = TY_SIZE;
+      te->span = an.spans.a[i];
+      d->params[i].type = te;
+      sz_names[nsz] = an.params.a[i];
+      sz_vals[nsz++] = tensor_get_i64(v->t, 0);
+      continue;
+    }
     d->params[i].type = concrete_type(fa, v->t, an.spans.a[i]);
     inputs[i] = v->t;
   }
@@ -551,12 +570,18 @@ static Value eval_anon_def(Session *s, Stmt *def) {
   f->prog = lower_function(f, s->pc, lookup_fn_cb, s);
   f->compiles = 1;
   Tensor *outs[1] = {0};
-  EvalSizes sz = {0};
+  EvalSizes sz = {sz_names, sz_vals, nsz};
   if (run_program(s, f, inputs, &sz, outs, def->span)) result = val_tensor(outs[0]);
+  free(sz_names);
+  free(sz_vals);
+  sz_names = NULL;
+  sz_vals = NULL;
 out:
   if (f) lower_free(f->prog);
   arena_free(fa);
   free(inputs);
+  free(sz_names);
+  free(sz_vals);
   for (int i = 0; i < an.temps.n; i++) val_free(&an.temps.a[i]);
   vec_free(an.temps);
   vec_free(an.temp_names);
@@ -663,10 +688,17 @@ static Value bi_shape(Session *s, Expr *call, Value *args) {
 
 static Value bi_print(Session *s, Expr *call, Value *args) {
   Buf b = {0};
+  bool prev_multi = false;
   for (int i = 0; i < call->nargs; i++) {
-    if (i) buf_putc(&b, ' ');
-    val_format(&args[i], &b);
+    Buf one = {0};
+    val_format(&args[i], &one);
+    bool multi = one.s && strchr(one.s, '\n');
+    if (i) buf_putc(&b, multi || prev_multi ? '\n' : ' ');   /* a matrix starts on its own line */
+    if (one.s) buf_puts(&b, one.s);
+    prev_multi = multi;
+    buf_free(&one);
   }
+  if (!b.s) buf_puts(&b, "");
   buf_putc(&b, '\n');
   fputs(b.s, s->out);
   fflush(s->out);

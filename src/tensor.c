@@ -87,8 +87,8 @@ Tensor *tensor_new(DynElem elem, int rank, const int64_t *shape, char *err, size
       put_err(err, errlen, "negative dimension %lld in %s", (long long)shape[i], ty.s);
       goto out;
     }
-    /* Zero dims are skipped so that an empty tensor with a huge other dim is still judged
-     * by the product that strides are built from. */
+    /* Zero dims are left out of the product: the strides are built from it, so it must
+     * fit even when a zero dim makes the tensor empty. */
     if (shape[i] && !size_mul_ok(n, shape[i], &n)) overflow = true;
   }
   if (overflow) {

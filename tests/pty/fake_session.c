@@ -52,6 +52,7 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
 
 void session_complete(Session *s, const char *prefix,
                       void (*add)(void *cookie, const char *cand), void *cookie) {
+  (void)s;
   static const char *const names[] = {"alpha", "alpine", "beta", "matmul", ":load", ":quit",
                                       ":help", ":hw", ":threads", ":time", ":type"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -60,7 +61,10 @@ void session_complete(Session *s, const char *prefix,
 
 void session_interrupt(Session *s) { s->stop = 1; }
 
-void session_banner(Session *s, Buf *out) { buf_puts(out, "fake dyn session -- for tests"); }
+void session_banner(Session *s, Buf *out) {
+  (void)s;
+  buf_puts(out, "fake dyn session -- for tests");
+}
 
 int main(int argc, char **argv) {
   Session s = {0};

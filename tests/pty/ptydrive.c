@@ -116,38 +116,38 @@ static bool unescape(const char *in, Text *out) {
 }
 
 /* What the output says once terminal control sequences are taken out: CSI (ESC [ params
- * final), OSC (ESC ] ... BEL or ESC \), SS3 and other two-byte ESC sequences.  An
- * unfinished sequence at the end is dropped until the rest arrives; the text before it
- * never changes, so offsets into the result stay valid as output grows. */
-static void strip_escapes(const Text *raw, Text *out) {
-  out->len = 0;
-  text_add(out, "", 0);
-  size_t i = 0;
+ * final), OSC (ESC ] ... BEL or ESC \), SS3 and other two-byte ESC sequences.  Works from
+ * *done on; an unfinished sequence at the end of raw stays there until the rest arrives, so
+ * text already in out never changes and offsets into it stay valid. */
+static void strip_escapes(const Text *raw, size_t *done, Text *out) {
+  size_t i = *done;
   while (i < raw->len) {
-    unsigned char c = (unsigned char)raw->s[i];
-    if (c != 27) {
+    const unsigned char *r = (const unsigned char *)raw->s;
+    if (r[i] != 27) {
       size_t j = i;
-      while (j < raw->len && raw->s[j] != 27) j++;
+      while (j < raw->len && r[j] != 27) j++;
       text_add(out, raw->s + i, j - i);
       i = j;
       continue;
     }
+    size_t j = i + 2;                          /* the end of the sequence, once known */
     if (i + 1 >= raw->len) break;
-    char k = raw->s[i + 1];
-    if (k == '[') {
-      size_t j = i + 2;
-      while (j < raw->len && !((unsigned char)raw->s[j] >= 0x40 && (unsigned char)raw->s[j] <= 0x7e)) j++;
-      i = j + 1;
-    } else if (k == ']') {
-      size_t j = i + 2;
-      while (j < raw->len && raw->s[j] != 7 && !(raw->s[j] == 27 && j + 1 < raw->len && raw->s[j + 1] == '\\')) j++;
-      i = j < raw->len && raw->s[j] == 27 ? j + 2 : j + 1;
-    } else if (k == 'O' || k == '(' || k == ')') {
-      i += 3;
-    } else {
-      i += 2;
+    if (r[i + 1] == '[') {
+      while (j < raw->len && !(r[j] >= 0x40 && r[j] <= 0x7e)) j++;
+      if (j >= raw->len) break;
+      j++;
+    } else if (r[i + 1] == ']') {
+      while (j < raw->len && r[j] != 7 && !(r[j] == 27 && j + 1 < raw->len && r[j + 1] == '\\'))
+        j++;
+      if (j >= raw->len || (r[j] == 27 && j + 1 >= raw->len)) break;
+      j += r[j] == 7 ? 1 : 2;
+    } else if (r[i + 1] == 'O' || r[i + 1] == '(' || r[i + 1] == ')') {
+      if (i + 2 >= raw->len) break;
+      j = i + 3;
     }
+    i = j;
   }
+  *done = i;
 }
 
 static void show(FILE *f, const char *s, size_t n) {
@@ -165,12 +165,19 @@ static void show(FILE *f, const char *s, size_t n) {
 
 /* ---- the terminal ---- */
 
-static char *lines[4096];
-static int nlines;
+enum { STEP_SEND, STEP_EXPECT, STEP_SLEEP, STEP_STATUS };
+typedef struct {
+  int kind, line;
+  Text arg;
+} Step;
+#define MAX_STEPS 10000
+static Step steps[MAX_STEPS];
+static int nsteps;
 static int master = -1;
 static pid_t child = -1;
 static bool child_eof, verbose;
 static Text raw, clean;
+static size_t raw_done;            /* raw before this is in clean */
 static size_t mark;                /* where the next expect starts looking, in clean */
 
 static long now_ms(void) {
@@ -194,7 +201,7 @@ static void pump(int ms) {
   if (n > 0) {
     if (verbose) fwrite(buf, 1, (size_t)n, stderr);
     text_add(&raw, buf, (size_t)n);
-    strip_escapes(&raw, &clean);
+    strip_escapes(&raw, &raw_done, &clean);
   } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
     child_eof = true;
   }
@@ -234,7 +241,7 @@ static bool expect_text(const Text *t) {
 }
 
 static void cleanup(void) {
-  for (int k = 0; k < nlines; k++) free(lines[k]);
+  for (int k = 0; k < nsteps; k++) free(steps[k].arg.s);
   free(raw.s);
   free(clean.s);
   if (master >= 0) close(master);
@@ -282,21 +289,55 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ptydrive: cannot open %s: %s\n", script, strerror(errno));
     return 2;
   }
-  /* Read the whole script first: a bad line is a usage error before anything runs. */
+  /* Parse the whole script first: a bad line is a usage error before anything runs. */
   char *ln = NULL;
   size_t cap = 0;
   ssize_t n;
-  while ((n = getline(&ln, &cap, sf)) >= 0 && nlines < 4096) {
+  int lineno = 0, bad = 0, want_status = 0;
+  while ((n = getline(&ln, &cap, sf)) >= 0) {
+    lineno++;
     while (n > 0 && (ln[n - 1] == '\n' || ln[n - 1] == '\r')) ln[--n] = 0;
-    lines[nlines++] = strdup(ln);
+    char *l = ln;
+    while (*l == ' ' || *l == '\t') l++;
+    if (!*l || *l == '#') continue;
+    char *arg = strchr(l, ' ');
+    size_t vlen = arg ? (size_t)(arg - l) : strlen(l);
+    arg = arg ? arg + 1 : l + strlen(l);
+    Step st = {.line = lineno};
+    static const char *const kinds[] = {"send", "expect", "sleep", "status"};
+    st.kind = -1;
+    for (int k = 0; k < 4; k++)
+      if (strlen(kinds[k]) == vlen && strncmp(l, kinds[k], vlen) == 0) st.kind = k;
+    text_add(&st.arg, "", 0);
+    if (st.kind < 0) {
+      fprintf(stderr, "ptydrive: %s:%d: unknown step: %s\n", script, lineno, l);
+      bad = 1;
+    } else if (!unescape(arg, &st.arg)) {
+      fprintf(stderr, "ptydrive: %s:%d: bad escape: %s\n", script, lineno, arg);
+      bad = 1;
+    } else if (nsteps == MAX_STEPS) {
+      fprintf(stderr, "ptydrive: %s: more than %d steps\n", script, MAX_STEPS);
+      bad = 1;
+    }
+    if (st.kind == STEP_STATUS) want_status = atoi(st.arg.s);
+    if (bad) {
+      free(st.arg.s);
+      break;
+    }
+    steps[nsteps++] = st;
   }
   free(ln);
   if (sf != stdin) fclose(sf);
+  if (bad) {
+    cleanup();
+    return 2;
+  }
 
   struct winsize ws = {.ws_row = 24, .ws_col = (unsigned short)cols};
   child = forkpty(&master, NULL, NULL, &ws);
   if (child < 0) {
     perror("ptydrive: forkpty");
+    cleanup();
     return 2;
   }
   if (child == 0) {
@@ -309,47 +350,22 @@ int main(int argc, char **argv) {
   text_add(&raw, "", 0);
   text_add(&clean, "", 0);
 
-  int want_status = 0;
-  for (int k = 0; k < nlines; k++) {
-    char *l = lines[k];
-    while (*l == ' ' || *l == '\t') l++;
-    if (!*l || *l == '#') continue;
-    char *arg = strchr(l, ' ');
-    size_t vlen = arg ? (size_t)(arg - l) : strlen(l);
-    arg = arg ? arg + 1 : l + strlen(l);
-    Text t = {0};
-    text_add(&t, "", 0);
-    if (!unescape(arg, &t)) {
-      free(t.s);
-      return fail(k + 1, "bad escape in", NULL);
-    }
-    if (vlen == 4 && strncmp(l, "send", 4) == 0) {
+  for (int k = 0; k < nsteps; k++) {
+    Step *st = &steps[k];
+    switch (st->kind) {
+    case STEP_SEND:
       pump(0);
-      if (!send_text(&t)) {
-        int r = fail(k + 1, "cannot send", &t);
-        free(t.s);
-        return r;
-      }
-    } else if (vlen == 6 && strncmp(l, "expect", 6) == 0) {
-      if (!expect_text(&t)) {
-        int r = fail(k + 1, "timed out waiting for", &t);
-        free(t.s);
-        return r;
-      }
-    } else if (vlen == 5 && strncmp(l, "sleep", 5) == 0) {
-      long end = now_ms() + atol(t.s);
+      if (!send_text(&st->arg)) return fail(st->line, "cannot send", &st->arg);
+      break;
+    case STEP_EXPECT:
+      if (!expect_text(&st->arg)) return fail(st->line, "timed out waiting for", &st->arg);
+      break;
+    case STEP_SLEEP: {
+      long end = now_ms() + atol(st->arg.s);
       for (long left; (left = end - now_ms()) > 0;) pump((int)left);
-    } else if (vlen == 6 && strncmp(l, "status", 6) == 0) {
-      want_status = atoi(t.s);
-    } else {
-      fprintf(stderr, "ptydrive: script line %d: unknown step: %s\n", k + 1, l);
-      free(t.s);
-      kill(child, SIGKILL);
-      waitpid(child, NULL, 0);
-      cleanup();
-      return 2;
+      break;
     }
-    free(t.s);
+    }
   }
 
   /* The child must finish by itself; keep reading so that it never blocks on output. */
@@ -359,7 +375,7 @@ int main(int argc, char **argv) {
   while ((w = waitpid(child, &st, WNOHANG)) == 0 && now_ms() < deadline) pump(20);
   if (w == 0) {
     child_eof = true;
-    return fail(nlines, "the program did not exit within 5 s after the script", NULL);
+    return fail(lineno, "the program did not exit within 5 s after the script", NULL);
   }
   child = -1;
   for (int k = 0; k < 20 && !child_eof; k++) pump(5);

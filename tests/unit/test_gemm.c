@@ -1,0 +1,507 @@
+/* test_gemm.c -- Check suite for jit.c, pool.c and gemm.c: the contraction engine against a
+ * plain double-precision loop on random data, over shapes chosen around every tile and
+ * block size (mr, nr, kc, mc each -1/+0/+1), primes, 1s, transposed and general strides,
+ * batches, C += and f64, on one and two threads and through every forced plan.  Operands sit
+ * against PROT_NONE guard pages, so a stray read or write by generated code faults (ASan
+ * cannot see into JIT'd code); C's padding is checked to be untouched.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <llvm-c/Core.h>
+
+static HwModel hw;
+static GemmKernels *g32, *g64;
+
+static void setup_once(void) {
+  char err[256];
+  hw_detect_host(&hw);
+  g32 = gemm_compile(DYN_F32, &hw, err, sizeof err);
+  if (!g32) fprintf(stderr, "gemm_compile f32: %s\n", err);
+  g64 = gemm_compile(DYN_F64, &hw, err, sizeof err);
+  if (!g64) fprintf(stderr, "gemm_compile f64: %s\n", err);
+}
+
+static void teardown_once(void) {
+  gemm_free(g32);
+  gemm_free(g64);
+}
+
+/* ---- guarded buffers: data flush against an inaccessible page, at the end or start ---- */
+
+typedef struct Guarded { char *map; size_t maplen; void *p; } Guarded;
+
+static void *guarded(Guarded *gd, size_t bytes, bool at_end) {
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  size_t body = (bytes + pg - 1) / pg * pg;
+  gd->maplen = body + 2 * pg;
+  gd->map = mmap(NULL, gd->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ck_assert(gd->map != MAP_FAILED);
+  ck_assert_int_eq(mprotect(gd->map, pg, PROT_NONE), 0);
+  ck_assert_int_eq(mprotect(gd->map + pg + body, pg, PROT_NONE), 0);
+  gd->p = at_end ? gd->map + pg + body - bytes : gd->map + pg;
+  return gd->p;
+}
+
+static void unguard(Guarded *gd) { munmap(gd->map, gd->maplen); }
+
+/* ---- one checked run ---- */
+
+typedef struct Case {
+  int64_t batch, m, n, k;
+  char la, lb, lc;          /* 'r' row-major, 'c' column-major, 'g' general (both strides
+                               padded), for A [m,k], B [k,n], C [m,n] */
+  bool acc, bcast_a;        /* C +=; A shared by every batch (batch stride 0) */
+  int threads;
+  bool at_end;
+} Case;
+
+static uint64_t rng = 88172645463325252ull;
+static double rnd(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / (double)(1ull << 53) * 2 - 1;
+}
+
+/* Strides for a rows x cols matrix in layout l; returns the elements one matrix spans. */
+static int64_t layout(char l, int64_t rows, int64_t cols, int64_t *sr, int64_t *sc) {
+  switch (l) {
+  case 'r': *sr = cols + 3; *sc = 1; break;                  /* padded rows */
+  case 'c': *sr = 1; *sc = rows + 2; break;
+  default:  *sr = 2 * cols + 1; *sc = 2; break;              /* no unit stride at all */
+  }
+  if (rows == 0 || cols == 0) return 0;
+  return (rows - 1) * *sr + (cols - 1) * *sc + 1;
+}
+
+static int run_case(GemmKernels *g, const Case *cs) {
+  bool f64 = g == g64;
+  size_t es = f64 ? 8 : 4;
+  int64_t asr, asc, bsr, bsc, csr, csc;
+  int64_t na = layout(cs->la, cs->m, cs->k, &asr, &asc);
+  int64_t nb = layout(cs->lb, cs->k, cs->n, &bsr, &bsc);
+  int64_t nc = layout(cs->lc, cs->m, cs->n, &csr, &csc);
+  int64_t ba = cs->bcast_a ? 0 : na, bb = nb, bc = nc;
+  int64_t ta = cs->bcast_a ? na : na * cs->batch, tb = nb * cs->batch, tc = nc * cs->batch;
+  Guarded GA, GB, GC;
+  char *A = guarded(&GA, (size_t)(ta ? ta : 1) * es, cs->at_end);
+  char *B = guarded(&GB, (size_t)(tb ? tb : 1) * es, cs->at_end);
+  char *C = guarded(&GC, (size_t)(tc ? tc : 1) * es, cs->at_end);
+  double *C0 = malloc((size_t)(tc ? tc : 1) * sizeof(double));
+#define GET(P, i) (f64 ? ((double *)(P))[i] : (double)((float *)(P))[i])
+#define PUT(P, i, v) do { if (f64) ((double *)(P))[i] = (v); else ((float *)(P))[i] = (float)(v); } while (0)
+  for (int64_t i = 0; i < ta; i++) PUT(A, i, rnd());
+  for (int64_t i = 0; i < tb; i++) PUT(B, i, rnd());
+  for (int64_t i = 0; i < tc; i++) {
+    C0[i] = rnd();
+    PUT(C, i, C0[i]);          /* padding keeps these values; C += starts from them */
+  }
+  GemmArgs x = { .batch = cs->batch, .m = cs->m, .n = cs->n, .k = cs->k,
+                 .a = A, .a_sb = ba, .a_sm = asr, .a_sk = asc,
+                 .b = B, .b_sb = bb, .b_sk = bsr, .b_sn = bsc,
+                 .c = C, .c_sb = bc, .c_sm = csr, .c_sn = csc, .accumulate = cs->acc };
+  Pool *pool = cs->threads > 1 ? pool_new(cs->threads) : NULL;
+  char err[256];
+  ck_assert_msg(gemm_run(g, &x, pool, err, sizeof err), "%s", err);
+  pool_free(pool);
+  /* every element of C: the logical ones against the reference, the rest untouched */
+  bool *logical = calloc((size_t)(tc ? tc : 1), 1);
+  int bad = 0;
+  double eps = f64 ? 2.3e-16 : 1.2e-7;
+  for (int64_t b = 0; b < cs->batch; b++)
+    for (int64_t i = 0; i < cs->m; i++)
+      for (int64_t j = 0; j < cs->n; j++) {
+        double s = 0, mag = 0;
+        for (int64_t k = 0; k < cs->k; k++) {
+          double p = GET(A, b * ba + i * asr + k * asc) * GET(B, b * bb + k * bsr + j * bsc);
+          s += p;
+          mag += fabs(p);
+        }
+        int64_t ci = b * bc + i * csr + j * csc;
+        logical[ci] = true;
+        double ref = (cs->acc ? C0[ci] : 0) + s, got = GET(C, ci);
+        double tol = 4 * eps * (double)(cs->k + 2) * (mag + fabs(C0[ci])) + 1e-30;
+        if (!(fabs(got - ref) <= tol) && bad++ < 3)
+          fprintf(stderr, "  [%lld,%lld,%lld] got %.9g want %.9g\n", (long long)b, (long long)i,
+                  (long long)j, got, ref);
+      }
+  for (int64_t i = 0; i < tc; i++)
+    if (!logical[i] && GET(C, i) != (f64 ? C0[i] : (double)(float)C0[i]) && bad++ < 3)
+      fprintf(stderr, "  padding C[%lld] overwritten\n", (long long)i);
+  if (bad)
+    fprintf(stderr, "FAILED %s batch %lld m %lld n %lld k %lld layouts %c%c%c acc %d threads %d\n",
+            f64 ? "f64" : "f32", (long long)cs->batch, (long long)cs->m, (long long)cs->n,
+            (long long)cs->k, cs->la, cs->lb, cs->lc, cs->acc, cs->threads);
+  free(logical);
+  free(C0);
+  unguard(&GA);
+  unguard(&GB);
+  unguard(&GC);
+  return bad;
+#undef GET
+#undef PUT
+}
+
+static int run_shape(GemmKernels *g, int64_t m, int64_t n, int64_t k, int threads) {
+  int bad = 0;
+  for (int e = 0; e < 2; e++) {
+    Case cs = { .batch = 1, .m = m, .n = n, .k = k, .la = 'r', .lb = 'r', .lc = 'r',
+                .threads = threads, .at_end = e };
+    bad += run_case(g, &cs);
+  }
+  return bad;
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_compiles) {
+  ck_assert_ptr_nonnull(g32);
+  ck_assert_ptr_nonnull(g64);
+  int mr[4], nr[4];
+  int nf = gemm_families(g32, mr, nr, 4);
+  ck_assert_int_ge(nf, 1);
+  for (int i = 0; i < nf && i < 4; i++) {
+    ck_assert_int_ge(mr[i], 1);
+    ck_assert_int_eq(nr[i] % (hw.vector_bits / 32), 0);
+  }
+  ck_assert(gemm_compile_ms(g32) > 0);
+  char err[128];
+  ck_assert_ptr_null(gemm_compile(DYN_I32, &hw, err, sizeof err));
+  ck_assert(strstr(err, "i32"));
+}
+END_TEST
+
+START_TEST(test_small_shapes) {
+  static const int64_t sz[] = { 1, 2, 3, 5, 7, 13, 17, 31 };
+  int bad = 0;
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++)
+      for (int l = 0; l < 8; l += 3)
+        bad += run_shape(g32, sz[i], sz[j], sz[l], 1);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* Around every register tile of every family, and around the cache blocks the model picks. */
+START_TEST(test_tile_edges) {
+  int mr[4], nr[4], bad = 0;
+  int nf = gemm_families(g32, mr, nr, 4);
+  for (int f = 0; f < nf && f < 4; f++) {
+    GemmForce fo = { .fam = f + 1 };
+    gemm_force(g32, &fo);
+    int64_t ms[] = { mr[f] - 1, mr[f], mr[f] + 1, 2 * mr[f] - 1, 2 * mr[f] + 1, 3 * mr[f] + 5 };
+    int64_t ns[] = { nr[f] - 1, nr[f], nr[f] + 1, 2 * nr[f] + 3 };
+    for (int i = 0; i < 6; i++)
+      for (int j = 0; j < 4; j++)
+        if (ms[i] > 0 && ns[j] > 0) bad += run_shape(g32, ms[i], ns[j], 37, 1);
+  }
+  gemm_force(g32, NULL);
+  /* kc and mc as the model sets them for a large problem, then K and M around them */
+  GemmArgs x = { .batch = 1, .m = 1000, .n = 300, .k = 3000, .a_sm = 3000, .a_sk = 1,
+                 .b_sk = 300, .b_sn = 1, .c_sm = 300, .c_sn = 1 };
+  GemmPlanInfo pi;
+  ck_assert(gemm_plan_info(g32, &x, 1, &pi));
+  ck_assert_int_gt(pi.kc, 0);
+  ck_assert_int_gt(pi.mc, 0);
+  for (int64_t d = -1; d <= 1; d++) {
+    bad += run_shape(g32, 9, 40, pi.kc + d, 1);
+    bad += run_shape(g32, 9, 40, 2 * pi.kc + d, 1);
+  }
+  GemmForce fo = { .pack_a = 1, .pack_b = 1, .kc = 16, .mc = 2 * mr[0], .nc = 2 * nr[0] };
+  gemm_force(g32, &fo);
+  for (int64_t d = -1; d <= 1; d++) {
+    bad += run_shape(g32, 2 * mr[0] + d, 2 * nr[0] + d, 16 + d, 1);
+    bad += run_shape(g32, 4 * mr[0] + d, 4 * nr[0] + d, 48 + d, 1);
+  }
+  gemm_force(g32, NULL);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+START_TEST(test_layouts) {
+  static const char L[] = "rcg";
+  static const int64_t shapes[][3] = { { 1, 1, 1 }, { 7, 33, 19 }, { 33, 7, 64 }, { 50, 70, 3 } };
+  int bad = 0;
+  for (int s = 0; s < 4; s++)
+    for (int a = 0; a < 3; a++)
+      for (int b = 0; b < 3; b++)
+        for (int c = 0; c < 3; c++) {
+          Case cs = { .batch = 1, .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
+                      .la = L[a], .lb = L[b], .lc = L[c], .threads = 1, .at_end = (a + b + c) & 1 };
+          bad += run_case(g32, &cs);
+        }
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+START_TEST(test_batched_accumulate) {
+  int bad = 0;
+  for (int acc = 0; acc < 2; acc++)
+    for (int bc = 0; bc < 2; bc++)
+      for (int t = 1; t <= 2; t++) {
+        Case cs = { .batch = 3, .m = 17, .n = 45, .k = 29, .la = 'r', .lb = 'c', .lc = 'r',
+                    .acc = acc, .bcast_a = bc, .threads = t, .at_end = true };
+        bad += run_case(g32, &cs);
+        cs.batch = 5; cs.m = 1; cs.n = 64; cs.k = 64; cs.lb = 'r';
+        bad += run_case(g32, &cs);
+      }
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+START_TEST(test_f64) {
+  int bad = 0;
+  static const int64_t shapes[][3] = { { 1, 1, 1 }, { 3, 1000, 50 }, { 13, 11, 17 },
+                                       { 129, 129, 129 }, { 40, 9, 300 } };
+  for (int s = 0; s < 5; s++)
+    for (int t = 1; t <= 2; t++) bad += run_shape(g64, shapes[s][0], shapes[s][1], shapes[s][2], t);
+  Case cs = { .batch = 2, .m = 9, .n = 17, .k = 10, .la = 'c', .lb = 'g', .lc = 'c',
+              .acc = true, .threads = 2 };
+  bad += run_case(g64, &cs);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* The benchmark's awkward shapes and a few larger ones, on two threads. */
+START_TEST(test_two_threads) {
+  static const int64_t shapes[][3] = { { 1, 768, 768 }, { 7, 768, 77 }, { 33, 200, 768 },
+                                       { 13, 11, 17 }, { 3, 1000, 100 }, { 129, 129, 129 },
+                                       { 255, 300, 200 } };
+  int bad = 0;
+  for (int s = 0; s < 7; s++) bad += run_shape(g32, shapes[s][0], shapes[s][1], shapes[s][2], 2);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* Every plan the model could choose, forced: families, packing, grids, odd blocks. */
+START_TEST(test_forced_plans) {
+  int mr[4], nr[4], bad = 0;
+  int nf = gemm_families(g32, mr, nr, 4);
+  static const int grids[][3] = { { 1, 1, 1 }, { 1, 1, 2 }, { 1, 2, 1 }, { 2, 1, 1 }, { 1, 3, 2 } };
+  for (int f = 1; f <= nf; f++)
+    for (int pa = 1; pa <= 2; pa++)
+      for (int pb = 1; pb <= 2; pb++)
+        for (int gi = 0; gi < 5; gi++) {
+          GemmForce fo = { .fam = f, .pack_a = pa, .pack_b = pb, .tb = grids[gi][0],
+                           .tm = grids[gi][1], .tn = grids[gi][2], .kc = gi == 4 ? 7 : 0,
+                           .mc = gi == 4 ? 5 : 0, .nc = gi == 4 ? 19 : 0 };
+          gemm_force(g32, &fo);
+          Case cs = { .batch = 2, .m = 23, .n = 41, .k = 30, .la = 'r', .lb = 'r', .lc = 'r',
+                      .threads = 2, .at_end = gi & 1 };
+          bad += run_case(g32, &cs);
+          cs.la = 'c';
+          cs.lb = 'g';
+          bad += run_case(g32, &cs);
+        }
+  gemm_force(g32, NULL);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+START_TEST(test_degenerate) {
+  char err[256];
+  float a[4] = { 1, 2, 3, 4 }, b[4] = { 1, 1, 1, 1 }, c[4] = { 9, 9, 9, 9 };
+  GemmArgs x = { .batch = 1, .m = 2, .n = 2, .k = 0, .a = a, .a_sm = 2, .a_sk = 1,
+                 .b = b, .b_sk = 2, .b_sn = 1, .c = c, .c_sm = 2, .c_sn = 1 };
+  ck_assert(gemm_run(g32, &x, NULL, err, sizeof err));      /* K = 0: C = 0 */
+  for (int i = 0; i < 4; i++) ck_assert(c[i] == 0);
+  c[0] = 5;
+  x.accumulate = true;
+  ck_assert(gemm_run(g32, &x, NULL, err, sizeof err));      /* K = 0, C +=: untouched */
+  ck_assert(c[0] == 5);
+  x.m = 0;
+  x.k = 2;
+  ck_assert(gemm_run(g32, &x, NULL, err, sizeof err));      /* M = 0: nothing */
+  ck_assert(c[0] == 5);
+  x.m = -1;
+  ck_assert(!gemm_run(g32, &x, NULL, err, sizeof err));
+  ck_assert(strstr(err, "negative"));
+  x.m = 2;
+  x.a = NULL;
+  ck_assert(!gemm_run(g32, &x, NULL, err, sizeof err));
+}
+END_TEST
+
+START_TEST(test_describe_and_code) {
+  GemmArgs x = { .batch = 1, .m = 7, .n = 768, .k = 768, .a_sm = 768, .a_sk = 1,
+                 .b_sk = 768, .b_sn = 1, .c_sm = 768, .c_sn = 1 };
+  Buf d = { 0 };
+  gemm_describe(g32, &x, 2, &d);
+  ck_assert(strstr(d.s, "register tiles"));
+  ck_assert(strstr(d.s, "chosen: tile"));
+  ck_assert(strstr(d.s, "kc ="));
+  ck_assert(strstr(d.s, "predicted"));
+  ck_assert(strstr(d.s, "candidates"));
+  buf_free(&d);
+  ck_assert(gemm_predict(g32, &x, 2) > 0);
+  char err[256];
+  Buf ir = { 0 }, as = { 0 };
+  ck_assert_msg(gemm_code(g32, "llvm", &ir, err, sizeof err), "%s", err);
+  ck_assert(strstr(ir.s, "llvm.fma.v"));
+  ck_assert(strstr(ir.s, "llvm.masked.store"));
+  ck_assert_msg(gemm_code(g32, "asm", &as, err, sizeof err), "%s", err);
+#if defined(__x86_64__)
+  ck_assert(strstr(as.s, "vfmadd"));
+#endif
+  ck_assert(!gemm_code(g32, "ptx", &as, err, sizeof err));
+  buf_free(&ir);
+  buf_free(&as);
+}
+END_TEST
+
+/* ---- pool ---- */
+
+typedef struct Count { _Atomic int hits[1000]; Pool *pool; _Atomic int nested; } Count;
+
+static void count_task(void *ctx, int64_t t) { atomic_fetch_add(&((Count *)ctx)->hits[t], 1); }
+
+static void nested_task(void *ctx, int64_t t) {
+  Count *c = ctx;
+  dyn_parallel_for(c->pool, 4, count_task, c);     /* runs serially inside a task */
+  atomic_fetch_add(&c->nested, 1);
+  (void)t;
+}
+
+START_TEST(test_pool) {
+  static Count c;
+  for (int threads = 1; threads <= 3; threads++) {
+    Pool *p = pool_new(threads);
+    ck_assert_int_eq(pool_threads(p), threads);
+    for (int rep = 0; rep < 50; rep++) {
+      memset(&c, 0, sizeof c);
+      int64_t n = rep % 7 == 0 ? 1000 : rep % 5;
+      dyn_parallel_for(p, n, count_task, &c);
+      for (int64_t i = 0; i < 1000; i++) ck_assert_int_eq(c.hits[i], i < n);
+    }
+    memset(&c, 0, sizeof c);
+    c.pool = p;
+    dyn_parallel_for(p, 6, nested_task, &c);
+    ck_assert_int_eq(c.nested, 6);
+    ck_assert_int_eq(c.hits[0], 6);
+    pool_set_threads(p, 2);
+    ck_assert_int_eq(pool_threads(p), 2);
+    memset(&c, 0, sizeof c);
+    dyn_parallel_for(p, 100, count_task, &c);
+    for (int i = 0; i < 100; i++) ck_assert_int_eq(c.hits[i], 1);
+    usleep(1000);             /* let the workers go to sleep, then wake them */
+    memset(&c, 0, sizeof c);
+    dyn_parallel_for(p, 100, count_task, &c);
+    for (int i = 0; i < 100; i++) ck_assert_int_eq(c.hits[i], 1);
+    pool_free(p);
+  }
+  memset(&c, 0, sizeof c);
+  dyn_parallel_for(NULL, 3, count_task, &c);
+  ck_assert_int_eq(c.hits[2], 1);
+  ck_assert_int_eq(pool_threads(NULL), 1);
+  pool_free(NULL);
+}
+END_TEST
+
+/* ---- jit ---- */
+
+static int64_t host_twice(int64_t x) { return 2 * x; }
+
+START_TEST(test_jit) {
+  char err[256];
+  Jit *j = jit_new(NULL, err, sizeof err);
+  ck_assert_msg(j != NULL, "%s", err);
+  ck_assert(strlen(jit_cpu_name(j)) > 0);
+  ck_assert_msg(jit_define_symbol(j, "host_twice", (void *)host_twice, err, sizeof err), "%s", err);
+  LLVMContextRef ctx = jit_context(j);
+  LLVMModuleRef m = jit_module_new(j, NULL, "t");
+  LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+  LLVMTypeRef ft = LLVMFunctionType(i64, &i64, 1, 0);
+  LLVMValueRef hostf = LLVMAddFunction(m, "host_twice", ft);
+  LLVMValueRef f = LLVMAddFunction(m, "add3", ft);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "e"));
+  LLVMValueRef arg = LLVMGetParam(f, 0);
+  LLVMValueRef t = LLVMBuildCall2(b, ft, hostf, &arg, 1, "");
+  LLVMBuildRet(b, LLVMBuildAdd(b, t, LLVMConstInt(i64, 3, 0), ""));
+  LLVMDisposeBuilder(b);
+  ck_assert_msg(jit_optimize(j, m, NULL, err, sizeof err), "%s", err);
+  Buf ir = { 0 };
+  jit_print_ir(m, &ir);
+  ck_assert(strstr(ir.s, "define"));
+  buf_free(&ir);
+  ck_assert_msg(jit_add_module(j, m, err, sizeof err), "%s", err);
+  int64_t (*add3)(int64_t) = (int64_t (*)(int64_t))jit_lookup(j, "add3", err, sizeof err);
+  ck_assert_msg(add3 != NULL, "%s", err);
+  ck_assert_int_eq(add3(20), 43);
+  ck_assert_ptr_null(jit_lookup(j, "no_such_symbol", err, sizeof err));
+  /* assembly of a module that will not be JIT'd, and parallel compilation */
+  LLVMContextRef c2[2];
+  LLVMModuleRef m2[2];
+  for (int i = 0; i < 2; i++) {
+    c2[i] = LLVMContextCreate();
+    char name[16];
+    snprintf(name, sizeof name, "p%d", i);
+    m2[i] = jit_module_new(j, c2[i], name);
+    LLVMTypeRef t64 = LLVMInt64TypeInContext(c2[i]);
+    LLVMValueRef fn = LLVMAddFunction(m2[i], i ? "one" : "zero", LLVMFunctionType(t64, NULL, 0, 0));
+    LLVMBuilderRef bb = LLVMCreateBuilderInContext(c2[i]);
+    LLVMPositionBuilderAtEnd(bb, LLVMAppendBasicBlockInContext(c2[i], fn, "e"));
+    LLVMBuildRet(bb, LLVMConstInt(t64, (unsigned)i, 0));
+    LLVMDisposeBuilder(bb);
+  }
+  ck_assert_msg(jit_add_modules(j, m2, 2, NULL, err, sizeof err), "%s", err);
+  for (int i = 0; i < 2; i++) LLVMContextDispose(c2[i]);
+  int64_t (*one)(void) = (int64_t (*)(void))jit_lookup(j, "one", err, sizeof err);
+  ck_assert_msg(one && one() == 1, "%s", err);
+  LLVMContextRef c3 = LLVMContextCreate();
+  LLVMModuleRef m3 = jit_module_new(j, c3, "asm");
+  LLVMTypeRef v = LLVMVoidTypeInContext(c3);
+  LLVMValueRef fn = LLVMAddFunction(m3, "nothing", LLVMFunctionType(v, NULL, 0, 0));
+  LLVMBuilderRef bb = LLVMCreateBuilderInContext(c3);
+  LLVMPositionBuilderAtEnd(bb, LLVMAppendBasicBlockInContext(c3, fn, "e"));
+  LLVMBuildRetVoid(bb);
+  LLVMDisposeBuilder(bb);
+  Buf as = { 0 };
+  ck_assert_msg(jit_print_asm(j, m3, &as, err, sizeof err), "%s", err);
+  ck_assert(strstr(as.s, "nothing"));
+  buf_free(&as);
+  LLVMDisposeModule(m3);
+  LLVMContextDispose(c3);
+  jit_free(j);
+  jit_free(NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("gemm");
+  TCase *tc = tcase_create("gemm");
+  tcase_add_unchecked_fixture(tc, setup_once, teardown_once);
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_compiles);
+  tcase_add_test(tc, test_small_shapes);
+  tcase_add_test(tc, test_tile_edges);
+  tcase_add_test(tc, test_layouts);
+  tcase_add_test(tc, test_batched_accumulate);
+  tcase_add_test(tc, test_f64);
+  tcase_add_test(tc, test_two_threads);
+  tcase_add_test(tc, test_forced_plans);
+  tcase_add_test(tc, test_degenerate);
+  tcase_add_test(tc, test_describe_and_code);
+  suite_add_tcase(s, tc);
+  TCase *tp = tcase_create("pool");
+  tcase_set_timeout(tp, 60);
+  tcase_add_test(tp, test_pool);
+  suite_add_tcase(s, tp);
+  TCase *tj = tcase_create("jit");
+  tcase_add_test(tj, test_jit);
+  suite_add_tcase(s, tj);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
