@@ -250,7 +250,8 @@ void *jit_lookup(Jit *j, const char *name, char *err, size_t errlen) {
 }
 
 bool jit_define_symbol(Jit *j, const char *name, void *addr, char *err, size_t errlen) {
-  LLVMOrcCSymbolMapPair pair = {
+  /* The pair's struct type was renamed across LLVM releases; its pointer typedef was not. */
+  __typeof__(*(LLVMOrcCSymbolMapPairs)0) pair = {
     .Name = LLVMOrcLLJITMangleAndIntern(j->lljit, name),
     .Sym = { .Address = (LLVMOrcExecutorAddress)(uintptr_t)addr,
              .Flags = { .GenericFlags = LLVMJITSymbolGenericFlagsExported |

@@ -109,14 +109,15 @@ static void lex_string(Lexer *L) {
     char c = L->t[p++];
     if (c == '"') break;
     if (c == '\\') {
-      char e = p < L->len ? L->t[p++] : 0;
+      if (p >= L->len || L->t[p] == '\n') continue;   /* no escape: the string ends unterminated */
+      char e = L->t[p++];
       switch (e) {
       case 'n': buf_putc(&b, '\n'); break;
       case 't': buf_putc(&b, '\t'); break;
       case '"': buf_putc(&b, '"'); break;
       case '\\': buf_putc(&b, '\\'); break;
       default:
-        diag_report(L->d, mk(L, p - 2, p), E_BAD_ESCAPE, e ? e : ' ');
+        diag_report(L->d, mk(L, p - 2, p), E_BAD_ESCAPE, e);
       }
       continue;
     }
@@ -131,12 +132,18 @@ static void lex_string(Lexer *L) {
   vec_push(L->toks, tok);
 }
 
-/* The length of a valid UTF-8 sequence at s, or 0. */
+/* The length of a valid UTF-8 sequence at s, or 0.  Valid excludes overlong forms, UTF-16
+ * surrogates and code points above U+10FFFF (RFC 3629), so what is echoed back in a message
+ * is always well-formed text. */
 static int utf8_len(const unsigned char *s, size_t left) {
-  int n = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+  int n = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : (s[0] >> 4) == 0xE ? 3
+        : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
   if (n == 0 || (size_t)n > left) return 0;
   for (int i = 1; i < n; i++)
     if ((s[i] & 0xC0) != 0x80) return 0;
+  if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
+      (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
+    return 0;
   return n;
 }
 
@@ -226,9 +233,10 @@ Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok) {
     }
     if (k == TK__COUNT) {
       int n = utf8_len((const unsigned char *)t + lo, L.len - lo);
-      if (n == 0) {
-        diag_report(d, mk(&L, lo, lo + 1), E_BAD_UTF8);
+      if (n == 0) {        /* one report for a bad lead byte and its continuation bytes */
         n = 1;
+        while (n < 4 && lo + (size_t)n < L.len && ((unsigned char)t[lo + (size_t)n] & 0xC0) == 0x80) n++;
+        diag_report(d, mk(&L, lo, lo + (size_t)n), E_BAD_UTF8);
       } else {
         char s[8] = {0};
         memcpy(s, t + lo, (size_t)n);

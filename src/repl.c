@@ -371,6 +371,8 @@ static char *reader_read(Reader *r, const char *prompt, bool *interrupted) {
 /* ---- the loops ---- */
 
 static int repl_interactive(Session *s, bool quiet) {
+  /* values of bare expressions are printed, and unfinished input is reported as such */
+  session_set_interactive(s, true);
   if (!quiet) {
     Buf b = {0};
     session_banner(s, &b);
@@ -442,59 +444,49 @@ static int repl_interactive(Session *s, bool quiet) {
   return 0;
 }
 
-/* Input that is not a terminal is a script (LANGUAGE.md section 10), so it behaves as batch
- * mode does: no prompt, no banner, and it stops at the first error with exit status 1
- * (section 9).  Lines are still fed one input at a time, as typed into the REPL, with the
- * same "<repl:N>" origins; whether bare expressions print is the session's setting
- * (session_set_interactive), which whoever made the session chose. */
+/* Input that is not a terminal is a script (LANGUAGE.md section 10), and runs exactly as
+ * batch mode runs a file: all of it at once, named "<stdin>", with no prompt and no banner;
+ * bare expressions are evaluated silently and the first error ends it with exit status 1
+ * (section 9).  Feeding it line by line instead would need the incomplete-input protocol,
+ * which the session offers only when interactive (and then prints values), and diagnostics
+ * would count lines per input rather than through the script. */
 static int repl_piped(Session *s) {
-  LineEdit *le = lineedit_new(STDIN_FILENO, STDOUT_FILENO);   /* plain lines: not a tty */
-  Buf pending = {0};
-  bool more = false;
-  int n = 1, status = 0;
+  Buf text = {0};
+  buf_puts(&text, "");
+  char chunk[65536];
   for (;;) {
-    char *line = lineedit_read(le, "", NULL);
-    if (!line) {
-      if (more) {
-        /* The session prints nothing for an incomplete input; say where it stopped. */
-        int lines = 1, col = 1;
-        for (size_t i = 0; i < pending.len; i++) {
-          if (pending.s[i] == '\n') lines++, col = 1;
-          else col++;
-        }
-        fflush(stdout);
-        fprintf(stderr, "<repl:%d>:%d:%d: error: unexpected end of input\n", n, lines, col);
-        status = 1;
-      }
-      break;
-    }
-    if (!more && blank(line)) {
-      free(line);
+    ssize_t n = read(STDIN_FILENO, chunk, sizeof chunk);
+    if (n > 0) {
+      buf_putn(&text, chunk, (size_t)n);
+    } else if (n < 0 && errno == EINTR) {
       continue;
-    }
-    if (more) buf_putc(&pending, '\n');
-    buf_puts(&pending, line);
-    free(line);
-    struct sigaction old;
-    sigint_install(s, &old);
-    RunStatus st = run_input(s, pending.s, n);
-    sigint_restore(&old);
-    if (st == RUN_INCOMPLETE) {
-      more = true;
-      continue;
-    }
-    more = false;
-    buf_clear(&pending);
-    n++;
-    if (st == RUN_QUIT) break;
-    if (st == RUN_ERROR) {
-      status = 1;
+    } else if (n < 0) {
+      fprintf(stderr, "dyn: cannot read standard input: %s\n", strerror(errno));
+      buf_free(&text);
+      return 1;
+    } else {
       break;
     }
   }
-  lineedit_free(le);
-  buf_free(&pending);
-  return status;
+  struct sigaction old;
+  sigint_install(s, &old);
+  sig_computing = 1;
+  RunStatus st = session_run(s, text.s, "<stdin>");
+  sig_computing = 0;
+  sigint_restore(&old);
+  fflush(stdout);
+  if (st == RUN_INCOMPLETE) {
+    /* only if the caller made the session interactive: then nothing ran or was said */
+    int lines = 1, col = 1;
+    for (size_t i = 0; i < text.len; i++) {
+      if (text.s[i] == '\n') lines++, col = 1;
+      else col++;
+    }
+    fprintf(stderr, "<stdin>:%d:%d: error: unexpected end of input\n", lines, col);
+  }
+  fflush(stderr);
+  buf_free(&text);
+  return st == RUN_ERROR || st == RUN_INCOMPLETE ? 1 : 0;
 }
 
 int repl_main(Session *s, bool quiet) {

@@ -624,6 +624,12 @@ static Value bi_fill(Session *s, Expr *call, Value *args, int how) {
       return (Value){0};
     }
     fillv = tensor_get_f64(v->t, 0);
+    /* A float literal takes the type it fills (full(f64[2], 0.1) is the f64 0.1), not that
+     * of the f32 scalar it evaluates to on its own: read it from the source. */
+    const Expr *lit = call->args[1];
+    bool neg = lit->kind == EX_UNARY && lit->op == OP_NEG && lit->nargs == 1;
+    if (neg) lit = lit->args[0];
+    if (lit->kind == EX_NUM && !lit->is_int) fillv = neg ? -lit->num : lit->num;
   }
   Tensor *t = new_tensor(s, call->span, args[0].elem, args[0].rank, args[0].dims);
   if (!t) return (Value){0};

@@ -1,18 +1,19 @@
 #!/bin/sh
-# dyntest.sh DIR STATUS -- run every DIR/*.dyn with dyn and compare with what is expected:
+# dyntest.sh DIR STATUS [EXPECTED] -- run every DIR/*.dyn (DIR relative to the source tree)
+# with dyn and compare with what is expected, in EXPECTED (default: DIR itself):
 #   NAME.out  the exact standard output (absent: must be empty)
 #   NAME.err  the exact standard error  (absent: must be empty)
 #   STATUS    the exit status every program must have (0 for golden programs, 1 for errors)
 # Programs run in a scratch copy of DIR, so they may write files and their diagnostics
 # name them as NAME.dyn.  Prints one line per failure and a closing count.
-dir=$1; want=$2
+dir=$1; want=$2; expdir=${3:-$1}
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
 dyn=$top_builddir/dyn
 [ -x "$dyn" ] || { echo "no dyn binary at $dyn"; exit 99; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/dyntest.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
-cp -R "$top_srcdir/tests/$dir/." "$work/" && chmod -R u+w "$work"
+cp -R "$top_srcdir/$dir/." "$work/" && cp -R "$top_srcdir/$expdir/." "$work/" && chmod -R u+w "$work"
 pass=0; fail=0
 cd "$work" || exit 99
 for f in *.dyn; do

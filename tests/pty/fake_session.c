@@ -1,8 +1,9 @@
 /* fake_session.c -- a stand-in for session.c, so that repl.c can be driven through a
  * terminal (tests/pty/ptydrive) before and apart from the real compiler.  Linked with
  * repl.c, lineedit.c and util.c it makes a program `fake_repl [-q]` whose "language" is:
- * unbalanced ( [ { or a trailing + - * / = , is incomplete; ":quit" quits; a line starting
- * with "error" fails; "spin" runs until interrupted; anything else is echoed as "= TEXT".
+ * unbalanced ( [ { or a trailing + - * / = , is incomplete (when interactive); ":quit"
+ * quits; input starting with "error" fails; "spin" runs until interrupted; anything else
+ * is echoed as "ORIGIN = TEXT" with newlines shown as " | ".
  */
 #include "config.h"
 #include "dyn.h"
@@ -14,6 +15,7 @@
 
 struct Session {
   volatile sig_atomic_t stop;
+  bool interactive;
 };
 
 RunStatus session_run(Session *s, const char *text, const char *origin) {
@@ -24,7 +26,8 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
   }
   size_t n = strlen(text);
   while (n > 0 && strchr(" \t\n", text[n - 1])) n--;
-  if (depth > 0 || (n > 0 && strchr("+-*/=,", text[n - 1]))) return RUN_INCOMPLETE;
+  if (s->interactive && (depth > 0 || (n > 0 && strchr("+-*/=,", text[n - 1]))))
+    return RUN_INCOMPLETE;
   if (strcmp(text, ":quit") == 0) return RUN_QUIT;
   if (strncmp(text, "error", 5) == 0) {
     fprintf(stderr, "%s:1:1: error: %s\n", origin, text);
@@ -60,6 +63,8 @@ void session_complete(Session *s, const char *prefix,
 }
 
 void session_interrupt(Session *s) { s->stop = 1; }
+
+void session_set_interactive(Session *s, bool on) { s->interactive = on; }
 
 void session_banner(Session *s, Buf *out) {
   (void)s;

@@ -1,0 +1,674 @@
+#!/usr/bin/env python3
+"""compare.py -- numeric comparisons of dyn against NumPy (run by tests/numpy.sh).
+
+Usage: compare.py DYN SCRATCH_DIR [CASE_SUBSTRING ...]
+
+Each case writes random inputs (fixed seed) as .npy files into its own folder under
+SCRATCH_DIR, writes a .dyn script that loads them, calls dyn functions (the standard library
+or functions defined in the script) and saves the results, runs DYN on it, and compares every
+result with a float64 NumPy reference.  Needs Python 3 and NumPy only.
+
+Metrics (named in each result line):
+  exact       same dtype, same shape, equal values (integers, bool, selections, copies)
+  norm TOL    max|got - ref| / max|ref| <= TOL (f32: 1e-5, f64: 1e-12)
+  elem R A    elementwise |got - ref| <= A + R * |ref|, NaNs in the same places
+Output: one line per case, then exactly `numpy: N passed, N failed`; exit 1 on any failure.
+A case marked xfail names a known dyn bug: it is expected to fail (reported as XFAIL, not
+counted as a failure); if it starts to pass it is reported as XPASS and counted as failed, so
+the mark gets removed.
+"""
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+F32, F64, I32, I64, BOOL = np.float32, np.float64, np.int32, np.int64, np.bool_
+NORM32, NORM64 = ('norm', 1e-5), ('norm', 1e-12)
+ELEM32 = ('elem', 1e-6, 1e-30)       # one f32 rounding of a double result is 6e-8
+EXACT = ('exact',)
+
+rng = np.random.default_rng(20240611)
+CASES = []
+
+
+class Case:
+    def __init__(self, name, inputs, body, outputs, xfail=None, fortran=(), v2=()):
+        self.name = name
+        self.inputs = inputs          # list of (name, ndarray)
+        self.body = body              # dyn source between the loads and the saves
+        self.outputs = outputs        # list of (name, dtype, reference, metric)
+        self.xfail = xfail            # None, or the dyn bug this case shows
+        self.fortran = set(fortran)   # inputs written in Fortran order
+        self.v2 = set(v2)             # inputs written in .npy format 2.0 (else 1.0)
+
+
+def case(name, inputs, body, outputs, xfail=None, fortran=(), v2=()):
+    CASES.append(Case(name, inputs, body, outputs, xfail, fortran, v2))
+
+
+def out(name, dtype, ref, metric=None):
+    if metric is None:
+        metric = NORM32 if dtype is F32 else NORM64 if dtype is F64 else EXACT
+    return (name, dtype, np.asarray(ref), metric)
+
+
+# ---- inputs ----
+def randn(shape, scale=1.0, shift=0.0, dtype=F32):
+    return (rng.standard_normal(shape) * scale + shift).astype(dtype)
+
+
+def uniform(shape, lo, hi, dtype=F32):
+    return rng.uniform(lo, hi, shape).astype(dtype)
+
+
+def f64(a):
+    return np.asarray(a, dtype=F64)
+
+
+def shape_str(shape):
+    return 'x'.join(str(n) for n in shape) if shape else 'scalar'
+
+
+# Sizes: 1, primes, tile-ish sizes and a few random ones (fixed by the seed).
+RAND = [int(n) for n in rng.integers(2, 100, 4)]
+
+# ---- the standard library ----
+for M, K, N in [(1, 1, 1), (1, 7, 1), (7, 13, 31), (13, 1, 7), (16, 16, 16), (17, 17, 17),
+                (63, 64, 65), (65, 63, 64), (127, 31, 13), (1, 127, 64), (128, 128, 128),
+                (RAND[0], RAND[1], RAND[2])]:
+    A, B = randn((M, K)), randn((K, N))
+    case('matmul %dx%dx%d' % (M, K, N), [('A', A), ('B', B)], 'C = matmul(A, B)',
+         [out('C', F32, f64(A) @ f64(B))])
+
+
+def softmax_ref(x):
+    x = f64(x)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+for (B, N), scale, shift in [((1, 1), 1, 0), ((1, 127), 4, 0), ((7, 13), 4, 0), ((16, 17), 2, 0),
+                             ((63, 64), 4, 0), ((65, 31), 1, 100), ((128, 65), 30, -1000),
+                             ((RAND[3], RAND[0]), 3, 0)]:
+    X = randn((B, N), scale, shift)
+    case('softmax %dx%d scale %g shift %g' % (B, N, scale, shift), [('X', X)],
+         'Y = softmax(X)', [out('Y', F32, softmax_ref(X))])
+
+
+def layernorm_ref(x, g, b):
+    x = f64(x)
+    mu = x.mean(axis=-1, keepdims=True)
+    d = x - mu
+    v = (d * d).mean(axis=-1, keepdims=True)
+    return d / np.sqrt(v + 1e-5) * f64(g) + f64(b)
+
+
+for B, N in [(1, 1), (1, 7), (13, 16), (31, 64), (64, 65), (17, 127), (RAND[1], RAND[2])]:
+    X, g, b = randn((B, N), 2, 0.5), randn(N), randn(N)
+    case('layernorm %dx%d' % (B, N), [('X', X), ('g', g), ('b', b)], 'Y = layernorm(X, g, b)',
+         [out('Y', F32, layernorm_ref(X, g, b))])
+
+
+def gelu_ref(x):
+    x = f64(x)
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+for B, N in [(1, 1), (7, 13), (16, 64), (63, 65), (RAND[2], RAND[3])]:
+    X = randn((B, N), 3)
+    case('relu %dx%d' % (B, N), [('X', X)], 'Y = relu(X)', [out('Y', F32, np.maximum(X, 0), EXACT)])
+    case('gelu %dx%d' % (B, N), [('X', X)], 'Y = gelu(X)', [out('Y', F32, gelu_ref(X))])
+
+# ---- reductions in index notation ----
+REDS = '''
+fn reds(A: f32[M, N]) -> (f32[M], f32[M], f32[M], f32[M], f32[N], f32[N], f32[N], f32[M]) {
+  s[i]  = sum[j] A[i, j]
+  mx[i] = max[j] A[i, j]
+  mn[i] = min[j] A[i, j]
+  p[i]  = prod[j] A[i, j]
+  cs[j] = sum[i] A[i, j]
+  cx[j] = max[i] A[i, j]
+  cn[j] = min[i] A[i, j]
+  w[i]  = (sum[j] A[i, j] * j) + i
+  return (s, mx, mn, p, cs, cx, cn, w)
+}
+fn reds2(A: f32[B, M, N]) -> (f32[B], f32[B], f32[B], f32[B], f32[M], f32, f32[B]) {
+  s[b]  = sum[m, n] A[b, m, n]
+  mx[b] = max[m, n] A[b, m, n]
+  mn[b] = min[m, n] A[b, m, n]
+  p[b]  = prod[m, n] A[b, m, n]
+  o[m]  = sum[b, n] A[b, m, n]
+  t     = sum[b, m, n] A[b, m, n]
+  nest[b] = sum[m] max[n] A[b, m, n]
+  return (s, mx, mn, p, o, t, nest)
+}
+'''
+for M, N in [(1, 1), (1, 7), (13, 1), (7, 13), (16, 17), (31, 64), (65, 63), (127, 16),
+             (RAND[0], RAND[3])]:
+    A = uniform((M, N), 0.9, 1.1) * np.where(rng.random((M, N)) < 0.2, -1, 1).astype(F32)
+    a = f64(A)
+    case('reductions over one index %dx%d' % (M, N), [('A', A)],
+         REDS + '(s, mx, mn, p, cs, cx, cn, w) = reds(A)',
+         [out('s', F32, a.sum(1)), out('mx', F32, a.max(1), EXACT),
+          out('mn', F32, a.min(1), EXACT), out('p', F32, a.prod(1)),
+          out('cs', F32, a.sum(0)), out('cx', F32, a.max(0), EXACT),
+          out('cn', F32, a.min(0), EXACT),
+          out('w', F32, (a * np.arange(N)).sum(1) + np.arange(M))])
+for B, M, N in [(1, 1, 1), (2, 7, 13), (3, 16, 17), (5, 31, 1), (1, 64, 65), (4, RAND[1], 13)]:
+    A = uniform((B, M, N), 0.95, 1.05) * np.where(rng.random((B, M, N)) < 0.3, -1, 1).astype(F32)
+    a = f64(A)
+    case('reductions over two indices %dx%dx%d' % (B, M, N), [('A', A)],
+         REDS + '(s, mx, mn, p, o, t, nest) = reds2(A)',
+         [out('s', F32, a.sum((1, 2))), out('mx', F32, a.max((1, 2)), EXACT),
+          out('mn', F32, a.min((1, 2)), EXACT), out('p', F32, a.prod((1, 2))),
+          out('o', F32, a.sum((0, 2))), out('t', F32, a.sum()),
+          out('nest', F32, a.max(2).sum(1))])
+
+# ---- transposes and permutations ----
+TRANS = '''
+fn tr(A: f32[M, N]) -> f32[N, M] {
+  B[j, i] = A[i, j]
+  return B
+}
+fn perm(A: f32[I, J, K]) -> f32[K, I, J] {
+  B[k, i, j] = A[i, j, k]
+  return B
+}
+'''
+for (M, N), (I, J, K) in [((1, 1), (1, 1, 1)), ((1, 31), (2, 1, 7)), ((7, 13), (3, 16, 17)),
+                          ((64, 65), (13, 7, 64)), ((127, 63), (RAND[2], 5, RAND[0]))]:
+    A, C = randn((M, N)), randn((I, J, K))
+    case('transpose %dx%d, permute %dx%dx%d' % (M, N, I, J, K), [('A', A), ('C', C)],
+         TRANS + 'T = tr(A)\nP = perm(C)',
+         [out('T', F32, A.T, EXACT), out('P', F32, C.transpose(2, 0, 1), EXACT)])
+
+# ---- batched matmul ----
+BMM = '''
+fn bmm(A: f32[B, M, K], X: f32[B, K, N]) -> f32[B, M, N] {
+  C[b, i, j] = sum[k] A[b, i, k] * X[b, k, j]
+  return C
+}
+'''
+for B, M, K, N in [(1, 1, 1, 1), (3, 7, 13, 31), (2, 16, 17, 63), (4, 64, 65, 31),
+                   (7, 13, 1, 16), (RAND[3] % 5 + 1, RAND[0], 17, RAND[1])]:
+    A, X = randn((B, M, K)), randn((B, K, N))
+    case('batched matmul %dx%dx%dx%d' % (B, M, K, N), [('A', A), ('X', X)], BMM + 'C = bmm(A, X)',
+         [out('C', F32, np.matmul(f64(A), f64(X)))])
+
+# ---- 1-D convolution, output H - R + 1 ----
+CONV = '''
+fn conv1d(X: f32[N, H], Wt: f32[R]) -> f32[N, H - R + 1] {
+  O[n, h] = sum[r] X[n, h + r] * Wt[r]
+  return O
+}
+'''
+for N, H, R in [(1, 1, 1), (1, 7, 7), (3, 13, 1), (4, 64, 3), (7, 127, 17), (2, 65, 16),
+                (5, 63, 31), (2, RAND[2] + 10, 9)]:
+    X, Wt = randn((N, H)), randn(R)
+    ref = np.lib.stride_tricks.sliding_window_view(f64(X), R, axis=1) @ f64(Wt)
+    case('conv1d N=%d H=%d R=%d' % (N, H, R), [('X', X), ('Wt', Wt)], CONV + 'O = conv1d(X, Wt)',
+         [out('O', F32, ref)])
+
+# ---- padding with where(...) and a size parameter ----
+PAD = '''
+fn pad(X: f32[H], P: size) -> f32[H + 2 * P] {
+  Y[i] = where(i >= P and i < H + P, X[i - P], 0.0)
+  return Y
+}
+fn pad2(X: f32[H, W], P: size) -> f32[H + 2 * P, W + 2 * P] {
+  Y[i, j] = where(i >= P and i < H + P and j >= P and j < W + P, X[i - P, j - P], -1.5)
+  return Y
+}
+'''
+for H, W, P in [(1, 1, 0), (1, 1, 1), (7, 13, 3), (16, 17, 1), (64, 65, 2), (127, 31, 7),
+                (RAND[1], RAND[0], 5)]:
+    X, Z = randn(H), randn((H, W))
+    case('pad H=%d W=%d P=%d' % (H, W, P), [('X', X), ('Z', Z)],
+         PAD + 'Y = pad(X, %d)\nQ = pad2(Z, %d)' % (P, P),
+         [out('Y', F32, np.pad(X, P), EXACT),
+          out('Q', F32, np.pad(Z, P, constant_values=-1.5), EXACT)])
+
+# ---- elementwise math (f32 and f64) ----
+HALVES = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, -3.5, 0, -0.0, 2, -7, 0.49999997])
+UNARY = [  # name, dyn expression of x, reference, input maker, metric
+    ('exp', 'exp(@)', np.exp, lambda s, d: uniform(s, -20, 20, d), None),
+    ('log', 'log(@)', np.log, lambda s, d: np.exp(uniform(s, -9, 9, F64)).astype(d), None),
+    ('sqrt', 'sqrt(@)', np.sqrt, lambda s, d: np.exp(uniform(s, -9, 9, F64)).astype(d), None),
+    ('rsqrt', 'rsqrt(@)', lambda x: 1 / np.sqrt(x),
+     lambda s, d: np.exp(uniform(s, -9, 9, F64)).astype(d), None),
+    ('abs', 'abs(@)', np.abs, lambda s, d: randn(s, 10, dtype=d), EXACT),
+    ('sin', 'sin(@)', np.sin, lambda s, d: uniform(s, -10, 10, d), None),
+    ('cos', 'cos(@)', np.cos, lambda s, d: uniform(s, -10, 10, d), None),
+    ('tanh', 'tanh(@)', np.tanh, lambda s, d: randn(s, 3, dtype=d), None),
+    ('sigmoid', 'sigmoid(@)', lambda x: 1 / (1 + np.exp(-x)), lambda s, d: randn(s, 5, dtype=d), None),
+    ('erf', 'erf(@)', None, lambda s, d: randn(s, 2, dtype=d), None),
+    ('floor', 'floor(@)', np.floor, None, EXACT),
+    ('ceil', 'ceil(@)', np.ceil, None, EXACT),
+    ('round', 'round(@)', np.round, None, EXACT),
+    ('neg', '-@', np.negative, lambda s, d: randn(s, dtype=d), EXACT),
+    ('square via **', '@ ** 2.0', np.square, lambda s, d: randn(s, 3, dtype=d), None),
+]
+
+
+def erf_ref(x):
+    """erf in float64 (math.erf: NumPy has none, and SciPy is not required)."""
+    return np.vectorize(math.erf, otypes=[F64])(f64(x))
+
+
+def rounding_input(shape, dtype):
+    x = randn(shape, 10, dtype=dtype).ravel()
+    k = min(x.size, HALVES.size)
+    x[:k] = HALVES[:k]
+    return x.reshape(shape)
+
+
+SHAPES = [(1,), (7,), (13,), (31,), (127,), (16,), (17,), (63,), (64,), (65,), (RAND[0],),
+          (7, 13), (17, 16), (RAND[1], RAND[2])]
+for k, (name, expr, ref, make, metric) in enumerate(UNARY):
+    for dtype, ty in [(F32, 'f32'), (F64, 'f64')]:
+        shape = SHAPES[(3 * k + (dtype is F64)) % len(SHAPES)]
+        x = make(shape, dtype) if make else rounding_input(shape, dtype)
+        ref_fn = erf_ref if ref is None else ref
+        idx = ', '.join('i%d' % d for d in range(len(shape)))
+        dims = ', '.join('D%d' % d for d in range(len(shape)))
+        body = ('fn f(X: %s[%s]) -> %s[%s] {\n  Y[%s] = %s\n  return Y\n}\nY = f(X)'
+                % (ty, dims, ty, dims, idx, expr.replace('@', 'X[%s]' % idx)))
+        m = metric or (ELEM32 if dtype is F32 else ('elem', 1e-13, 1e-300))
+        case('%s %s %s' % (name, ty, shape_str(shape)), [('X', x)], body,
+             [out('Y', dtype, ref_fn(f64(x)), m)])
+
+BINARY = '''
+fn bin(A: f32[N], B: f32[N], E: f32[N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[N]) {
+  p[n]  = pow(A[n], E[n])
+  q[n]  = A[n] ** E[n]
+  r[n]  = A[n] ** 0.5 ** 2.0
+  mx[n] = max(A[n], B[n])
+  mn[n] = min(A[n], B[n])
+  m[n]  = B[n] % 1.5
+  d[n]  = B[n] / A[n]
+  return (p, q, r, mx, mn, m, d)
+}
+'''
+for N in [1, 7, 16, 65, 127, RAND[2]]:
+    A, B, E = uniform(N, 0.1, 10), randn(N, 5), uniform(N, -3, 3)
+    a, b, e = f64(A), f64(B), f64(E)
+    case('pow, **, max, min, float %% and / N=%d' % N, [('A', A), ('B', B), ('E', E)],
+         BINARY + '(p, q, r, mx, mn, m, d) = bin(A, B, E)',
+         [out('p', F32, a ** e, ELEM32), out('q', F32, a ** e, ELEM32),
+          out('r', F32, a ** (0.5 ** 2.0), ELEM32),
+          out('mx', F32, np.maximum(A, B), EXACT), out('mn', F32, np.minimum(A, B), EXACT),
+          out('m', F32, np.mod(b, 1.5), ('elem', 1e-6, 1e-6)), out('d', F32, b / a, ELEM32)])
+
+# ---- f64 end to end ----
+F64FNS = '''
+fn matmul64(A: f64[M, K], B: f64[K, N]) -> f64[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[k, j]
+  return C
+}
+fn softmax64(X: f64[B, N]) -> f64[B, N] {
+  m[b]    = max[n] X[b, n]
+  e[b, n] = exp(X[b, n] - m[b])
+  s[b]    = sum[n] e[b, n]
+  Y[b, n] = e[b, n] / s[b]
+  return Y
+}
+fn lit64(X: f64[B, N]) -> f64[B, N] {
+  Y[b, n] = X[b, n] * 0.1 + 1e-300 * 1e300 + 1.0000000001
+  return Y
+}
+'''
+for M, K, N in [(1, 1, 1), (7, 13, 31), (16, 17, 64), (65, 63, 127), (RAND[3], RAND[0], 13)]:
+    A, B = randn((M, K), dtype=F64), randn((K, N), 3, dtype=F64)
+    case('f64 matmul, softmax, literals %dx%dx%d' % (M, K, N), [('A', A), ('B', B)],
+         F64FNS + 'C = matmul64(A, B)\nS = softmax64(B)\nL = lit64(A)\nT = A * 0.1 + 2 * A',
+         [out('C', F64, A @ B), out('S', F64, softmax_ref(B)),
+          out('L', F64, A * 0.1 + 1.0 + 1.0000000001, ('elem', 1e-15, 1e-300)),
+          out('T', F64, A * 0.1 + 2 * A, ('elem', 1e-15, 1e-300))])
+
+# ---- integer arithmetic: floor division and modulo on negative numbers ----
+INTS = '''
+fn iops(A: T[N], B: T[N]) -> (T[N], T[N], T[N], T[N], T[N], T[N], T[N], T[N], T[N], T[N], T[N]) {
+  q[n]  = A[n] / B[n]
+  r[n]  = A[n] % B[n]
+  q3[n] = A[n] / -3
+  r5[n] = A[n] % 5
+  rm[n] = A[n] % -7
+  s[n]  = A[n] + B[n] * 3 - 7
+  ng[n] = -A[n]
+  ab[n] = abs(A[n])
+  mx[n] = max(A[n], B[n])
+  mn[n] = min(A[n], B[n])
+  ov[n] = A[n] * 65537 + 2147483647
+  return (q, r, q3, r5, rm, s, ng, ab, mx, mn, ov)
+}
+fn ireds(A: T[M, N]) -> (T[M], T[M], T[M], T[N]) {
+  s[i] = sum[j] A[i, j]
+  x[i] = max[j] A[i, j]
+  m[i] = min[j] A[i, j]
+  c[j] = sum[i] A[i, j] % 3
+  return (s, x, m, c)
+}
+'''
+SIGNS = np.array([[7, 2], [-7, 2], [7, -2], [-7, -2], [6, 3], [-6, 3], [6, -3], [-6, -3],
+                  [0, 5], [0, -5], [1, 1], [-1, 1], [1, -1], [-1, -1], [5, 7], [-5, 7], [5, -7],
+                  [-5, -7]])
+for dtype, ty, big in [(I32, 'i32', 2 ** 30), (I64, 'i64', 2 ** 62)]:
+    for N in [1, 18, 64, 127, RAND[0]]:
+        A = rng.integers(-1000, 1000, N)
+        B = rng.integers(1, 50, N) * rng.choice([-1, 1], N)
+        if N >= 18:
+            A[:18], B[:18] = SIGNS[:, 0], SIGNS[:, 1]
+        if N >= 64:   # large magnitudes, beyond 32 bits for i64
+            A[40:50] = rng.integers(-big, big, 10)
+            B[45:50] = rng.integers(1, 2 ** 20, 5) * rng.choice([-1, 1], 5)
+        A, B = A.astype(dtype), B.astype(dtype)
+        body = INTS.replace('T[', ty + '[') + \
+            '(q, r, q3, r5, rm, s, ng, ab, mx, mn, ov) = iops(A, B)\nTQ = A / B\nTR = A % B'
+        case('%s // %% + - * abs max min N=%d' % (ty, N), [('A', A), ('B', B)], body,
+             [out('q', dtype, A // B), out('r', dtype, A % B), out('q3', dtype, A // dtype(-3)),
+              out('r5', dtype, A % dtype(5)), out('rm', dtype, A % dtype(-7)),
+              out('s', dtype, A + B * dtype(3) - dtype(7)), out('ng', dtype, -A),
+              out('ab', dtype, np.abs(A)), out('mx', dtype, np.maximum(A, B)),
+              out('mn', dtype, np.minimum(A, B)),
+              out('ov', dtype, A * dtype(65537) + dtype(2147483647)),   # wraps around
+              out('TQ', dtype, A // B), out('TR', dtype, A % B)])
+    for M, N in [(1, 1), (7, 13), (31, 64), (RAND[1], RAND[2])]:
+        A = rng.integers(-1000, 1000, (M, N)).astype(dtype)
+        body = INTS.replace('T[', ty + '[') + '(s, x, m, c) = ireds(A)'
+        case('%s reductions %dx%d' % (ty, M, N), [('A', A)], body,
+             [out('s', dtype, A.sum(1, dtype=dtype)), out('x', dtype, A.max(1)),
+              out('m', dtype, A.min(1)), out('c', dtype, (A % dtype(3)).sum(0, dtype=dtype))])
+
+# ---- comparisons and logic give bool ----
+CMP = '''
+fn cmp(A: f32[N], B: f32[N], I: i32[N], M: bool[N]) -> (bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], f32[N]) {
+  lt[n] = A[n] < B[n]
+  le[n] = A[n] <= B[n]
+  gt[n] = A[n] > B[n]
+  ge[n] = A[n] >= B[n]
+  eq[n] = A[n] == B[n]
+  ne[n] = A[n] != B[n]
+  ie[n] = I[n] % 2 == 0
+  lg[n] = (A[n] < 0.0 and not M[n]) or I[n] > 3
+  mm[n] = M[n] == (A[n] > B[n])
+  sel[n] = where(M[n], A[n], B[n] * 2.0)
+  return (lt, le, gt, ge, eq, ne, ie, lg, mm, sel)
+}
+'''
+for N in [1, 7, 17, 64, 127, RAND[3]]:
+    A = np.round(randn(N, 2), 1)
+    B = np.where(rng.random(N) < 0.3, A, np.round(randn(N, 2), 1)).astype(F32)
+    I, Mk = rng.integers(-6, 7, N).astype(I32), rng.random(N) < 0.5
+    case('comparisons, and/or/not, where on bool N=%d' % N,
+         [('A', A), ('B', B), ('I', I), ('M', Mk)],
+         CMP + '(lt, le, gt, ge, eq, ne, ie, lg, mm, sel) = cmp(A, B, I, M)\nTC = A < B',
+         [out('lt', BOOL, A < B), out('le', BOOL, A <= B), out('gt', BOOL, A > B),
+          out('ge', BOOL, A >= B), out('eq', BOOL, A == B), out('ne', BOOL, A != B),
+          out('ie', BOOL, I % 2 == 0), out('lg', BOOL, ((A < 0) & ~Mk) | (I > 3)),
+          out('mm', BOOL, Mk == (A > B)), out('sel', F32, np.where(Mk, A, B * 2), EXACT),
+          out('TC', BOOL, A < B)])
+
+# ---- casts (float to int truncates toward zero) ----
+CASTS = '''
+fn casts(X: f32[N], D: f64[N], I: i32[N], L: i64[N]) -> (i32[N], i64[N], i64[N], i32[N], f32[N], f64[N], f32[N], f64[N], f32[N], i32[N]) {
+  a[n] = i32(X[n])
+  b[n] = i64(X[n])
+  c[n] = i64(D[n])
+  d[n] = i32(D[n])
+  e[n] = f32(I[n])
+  f[n] = f64(X[n])
+  g[n] = f32(D[n])
+  h[n] = f64(L[n])
+  k[n] = f32(L[n])
+  w[n] = i32(L[n])
+  return (a, b, c, d, e, f, g, h, k, w)
+}
+'''
+for N in [1, 16, 31, 65, RAND[2]]:
+    X = randn(N, 50)
+    X.ravel()[:min(N, 8)] = np.array([-2.7, -0.5, -0.0, 0.5, 2.7, -1.0, -99.99, 99.99])[:min(N, 8)]
+    D = randn(N, 1e6, dtype=F64)
+    I = rng.integers(-2 ** 24, 2 ** 24, N).astype(I32)
+    L = rng.integers(-2 ** 40, 2 ** 40, N).astype(I64)
+    if N >= 4:
+        L[:4] = [2 ** 60 + 2 ** 36 + 1, -(2 ** 53 + 1), 2 ** 31 + 5, -(2 ** 32) - 3]
+    case('casts N=%d' % N, [('X', X), ('D', D), ('I', I), ('L', L)],
+         CASTS + '(a, b, c, d, e, f, g, h, k, w) = casts(X, D, I, L)',
+         [out('a', I32, np.trunc(X).astype(I32)), out('b', I64, np.trunc(X).astype(I64)),
+          out('c', I64, np.trunc(D).astype(I64)), out('d', I32, np.trunc(D).astype(I32)),
+          out('e', F32, I.astype(F32), EXACT), out('f', F64, X.astype(F64), EXACT),
+          out('g', F32, D.astype(F32), EXACT), out('h', F64, L.astype(F64), EXACT),
+          out('k', F32, L.astype(F32), EXACT), out('w', I32, L.astype(I32))])
+
+# ---- top level: elementwise arithmetic and index notation ----
+for shape in [(1,), (13,), (7, 13), (64, 65), (3, 16, 17), (RAND[0], RAND[1])]:
+    A, B = randn(shape), randn(shape)
+    a, b = f64(A), f64(B)
+    Ad, Bd = randn(shape, dtype=F64), randn(shape, dtype=F64)
+    body = ('C = A + 2 * B\nD = A * B - A / 4 + 1.5\nE = -A\ns = 0.5\nF = s * (A - B)\n'
+            'G = Ad - 0.1 * Bd')
+    case('top-level elementwise %s' % shape_str(shape),
+         [('A', A), ('B', B), ('Ad', Ad), ('Bd', Bd)], body,
+         [out('C', F32, a + 2 * b, ELEM32), out('D', F32, a * b - a / 4 + 1.5, ('elem', 1e-6, 1e-6)),
+          out('E', F32, -A, EXACT), out('F', F32, 0.5 * (a - b), ELEM32),
+          out('G', F64, Ad - 0.1 * Bd, ('elem', 1e-15, 1e-300))])
+
+for M, N in [(1, 1), (7, 13), (16, 17), (64, 65), (127, 31), (RAND[3], RAND[2])]:
+    A = randn((M, N))
+    a = f64(A)
+    body = ('R[i] = sum[j] A[i, j]\nT[j, i] = A[i, j]\nX[i] = max[j] A[i, j] * 2.0\n'
+            'P[i]: f32[%d] = where(i >= 1 and i < %d, A[i - 1, 0], 0.0)' % (M + 2, M + 1))
+    case('top-level index notation %dx%d' % (M, N), [('A', A)], body,
+         [out('R', F32, a.sum(1)), out('T', F32, A.T, EXACT), out('X', F32, (a * 2).max(1), EXACT),
+          out('P', F32, np.pad(A[:, 0], 1), EXACT)])
+
+# ---- tensor literals ----
+case('tensor literals', [],
+     'L1 = [1, -2.5, 3e2, 1.5e-3]\nL2 = [[1, 2], [3, 4], [5, 6]]\nL3 = [[[1], [-2]], [[3], [4]]]\n'
+     'L4 = f64[[0.1, -0.2], [1e-300, 3]]\nL5 = i32[[1, -2, 2147483647]]\n'
+     'L6 = i64[[9007199254740993, -5]]\nL7 = []\nW = matmul(L2, [[1, 0.5], [-1, 2]])',
+     [out('L1', F32, np.array([1, -2.5, 3e2, 1.5e-3], F32), EXACT),
+      out('L2', F32, [[1, 2], [3, 4], [5, 6]], EXACT),
+      out('L3', F32, [[[1], [-2]], [[3], [4]]], EXACT),
+      out('L4', F64, [[0.1, -0.2], [1e-300, 3]], EXACT),
+      out('L5', I32, [[1, -2, 2147483647]]), out('L6', I64, [[9007199254740993, -5]]),
+      out('L7', F32, np.zeros(0), EXACT),
+      out('W', F32, np.array([[1, 2], [3, 4], [5, 6]]) @ np.array([[1, 0.5], [-1, 2]]))])
+
+# ---- .npy round trips ----
+# NumPy writes C and Fortran order (format 1.0 and 2.0); dyn loads, copies, transposes.
+for ty, dtype in [('f32', F32), ('f64', F64), ('i32', I32), ('i64', I64), ('bool', BOOL)]:
+    for shape in [(7, 13), (1, 64), (65, 1)]:
+        if dtype is BOOL:
+            X = rng.random(shape) < 0.5
+        elif dtype in (I32, I64):
+            X = rng.integers(-2 ** 31, 2 ** 31 - 1, shape).astype(dtype)
+        else:
+            X = randn(shape, 1e3, dtype=dtype)
+        body = 'T[j, i] = X[i, j]\nU[j, i] = Y[i, j]\nZ = Y'
+        case('npy %s %s: C and Fortran order in, copy and transpose out' % (ty, shape_str(shape)),
+             [('X', X), ('Y', X)], body,
+             [out('X', dtype, X, EXACT), out('Y', dtype, X, EXACT), out('Z', dtype, X, EXACT),
+              out('T', dtype, X.T, EXACT), out('U', dtype, X.T, EXACT)], fortran=('Y',))
+    X3 = randn((3, 4, 5)) if dtype is not BOOL else rng.random((3, 4, 5)) < 0.5
+    X3 = X3.astype(dtype)
+    case('npy %s 3x4x5 Fortran order, version 2.0' % ty, [('X', X3), ('V2', X3)],
+         'P[k, i, j] = X[i, j, k]\nQ = V2',
+         [out('P', dtype, X3.transpose(2, 0, 1), EXACT), out('Q', dtype, X3, EXACT)],
+         fortran=('X',), v2=('V2',))
+
+# dyn writes: dtype and shape as made, scalars too.
+case('npy written by dyn: zeros ones full rand randn seed, rank 0', [],
+     'Z = zeros(i64[2, 3])\nO = ones(bool[4])\nF = full(f64[3, 1, 2], 0.1)\n'
+     'I = full(i32[5], -7)\nE = zeros(f32[0, 3])\nseed(42)\nR = rand(f32[17, 5])\n'
+     'N = randn(f64[1000])\nseed(42)\nR2 = rand(f32[17, 5])\nS = sum[i, j] R[i, j]\n'
+     'V = 2.5\nK = 7',
+     [out('Z', I64, np.zeros((2, 3))), out('O', BOOL, np.ones(4)),
+      out('F', F64, np.full((3, 1, 2), 0.1), EXACT), out('I', I32, np.full(5, -7)),
+      out('E', F32, np.zeros((0, 3)), EXACT), out('R', F32, None, ('range', 0.0, 1.0)),
+      out('N', F64, None, ('normal',)), out('R2', F32, None, ('same', 'R')),
+      out('S', F32, None, ('sum', 'R')), out('V', F32, np.float32(2.5), EXACT),
+      out('K', I64, np.int64(7))])
+
+# allclose, with NumPy's default rtol 1e-5, atol 1e-8 and with explicit ones.
+for N in [1, 13, 64]:
+    A = randn(N)
+    near = (A * (1 + 3e-6)).astype(F32)
+    far = A.copy()
+    far.ravel()[N // 2] += np.float32(1e-3 + 2e-5 * abs(float(A.ravel()[N // 2])))
+    case('allclose N=%d' % N, [('A', A), ('B', near), ('C', far)],
+         'p = allclose(A, B)\nq = allclose(A, C)\nr = allclose(A, C, 0.0, 0.01)',
+         [out('p', BOOL, np.allclose(A, near)), out('q', BOOL, np.allclose(A, far)),
+          out('r', BOOL, np.allclose(A, far, 0.0, 0.01))])
+
+
+# ---- the runner ----
+def dyn_string(path):
+    return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'
+
+
+def compare(got, dtype, ref, metric, outs):
+    """None when got matches, else a description of the mismatch."""
+    kind = metric[0]
+    if got.dtype != np.dtype(dtype):
+        return 'dtype %s, want %s' % (got.dtype, np.dtype(dtype))
+    if kind == 'range':
+        lo, hi = metric[1], metric[2]
+        if got.size and not (got.min() >= lo and got.max() < hi):
+            return 'range [%g, %g) expected, got min %g max %g' % (lo, hi, got.min(), got.max())
+        return None
+    if kind == 'normal':
+        m, s = float(got.mean()), float(got.std())
+        if abs(m) > 0.15 or abs(s - 1) > 0.1:
+            return 'mean %g std %g, want about 0 and 1' % (m, s)
+        return None
+    if kind == 'same':
+        ref = outs[metric[1]]
+        kind = 'exact'
+    if kind == 'sum':
+        ref = np.asarray(f64(outs[metric[1]]).sum())
+        kind, metric = 'norm', NORM32
+    if got.shape != ref.shape:
+        return 'shape %s, want %s' % (got.shape, ref.shape)
+    if got.size == 0:
+        return None
+    if kind == 'exact':
+        want = ref.astype(dtype)
+        if np.dtype(dtype).kind == 'f':
+            ok = np.array_equal(got, want, equal_nan=True)
+            bad = (got != want) & ~(np.isnan(got) & np.isnan(want))
+        else:
+            ok = np.array_equal(got, want)
+            bad = got != want
+        if ok:
+            return None
+        i = np.unravel_index(np.argmax(bad), got.shape)
+        return 'exact: %d of %d differ; first at %s: got %r, want %r' % (
+            int(bad.sum()), got.size, tuple(int(k) for k in i), got[i].item(), ref[i].item())
+    g, r = f64(got), f64(ref)
+    err = np.abs(g - r)
+    nan_mismatch = np.isnan(g) != np.isnan(r)
+    err = np.where((g == r) | (np.isnan(g) & np.isnan(r)), 0, err)   # equal infinities too
+    err = np.where(nan_mismatch, np.inf, err)
+    if kind == 'norm':
+        scale = np.max(np.abs(r)) if np.max(np.abs(r)) > 0 else 1.0
+        e = err / scale
+        worst = np.unravel_index(np.argmax(e), got.shape)
+        if np.max(e) <= metric[1]:
+            return None
+        return 'norm: max|got-ref|/max|ref| = %.3g > %g; worst at %s: got %r, want %r' % (
+            np.max(e), metric[1], tuple(int(k) for k in worst), g[worst], r[worst])
+    rtol, atol = metric[1], metric[2]
+    excess = err / (atol + rtol * np.abs(r))
+    worst = np.unravel_index(np.argmax(excess), got.shape)
+    if np.max(excess) <= 1:
+        return None
+    return ('elem: %d of %d outside |got-ref| <= %g + %g|ref|; worst at %s: got %r, want %r '
+            '(error %.3g)' % (int((excess > 1).sum()), got.size, atol, rtol,
+                              tuple(int(k) for k in worst), g[worst], r[worst], err[worst]))
+
+
+def run_case(dyn, scratch, k, c):
+    """A list of problems (empty: the case passed)."""
+    d = os.path.join(scratch, 'case%03d' % k)
+    os.makedirs(d)
+    lines = ['# %s' % c.name]
+    for name, a in c.inputs:
+        path = os.path.join(d, 'in_%s.npy' % name)
+        with open(path, 'wb') as f:
+            arr = np.asfortranarray(a) if name in c.fortran else np.ascontiguousarray(a)
+            version = (2, 0) if name in c.v2 else (1, 0)
+            np.lib.format.write_array(f, arr, version=version)
+        lines.append('%s = load(%s)' % (name, dyn_string(path)))
+    lines.append(c.body)
+    for name, _, _, _ in c.outputs:
+        lines.append('save(%s, %s)' % (name, dyn_string(os.path.join(d, 'out_%s.npy' % name))))
+    script = os.path.join(d, 'case.dyn')
+    with open(script, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+    try:
+        r = subprocess.run([dyn, script], cwd=d, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return ['dyn timed out on %s' % script]
+    except OSError as e:
+        return ['cannot run %s: %s' % (dyn, e)]
+    if r.returncode != 0:
+        why = 'killed by signal %d' % -r.returncode if r.returncode < 0 else \
+            'exit status %d' % r.returncode
+        return ['dyn failed (%s) on %s:\n%s' % (why, script, (r.stdout + r.stderr).strip())]
+    problems, outs = [], {}
+    for name, dtype, ref, metric in c.outputs:
+        try:
+            got = np.load(os.path.join(d, 'out_%s.npy' % name))
+        except Exception as e:   # a missing or malformed file is a failure, not a crash
+            problems.append('%s: cannot load the saved result: %s' % (name, e))
+            continue
+        outs[name] = got
+        why = compare(got, dtype, ref, metric, outs)
+        if why:
+            problems.append('%s (%s, dyn shape %s): %s' % (name, np.dtype(dtype).name,
+                                                           got.shape, why))
+    return problems
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.stderr.write('usage: compare.py DYN SCRATCH_DIR [CASE_SUBSTRING ...]\n')
+        return 2
+    dyn, scratch, only = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    start = time.time()
+    passed = failed = xfailed = 0
+    for k, c in enumerate(CASES):
+        if only and not any(s in c.name for s in only):
+            continue
+        shapes = ', '.join('%s %s' % (n, shape_str(a.shape)) for n, a in c.inputs) or 'no inputs'
+        problems = run_case(dyn, scratch, k, c)
+        if c.xfail and problems:
+            xfailed += 1
+            print('XFAIL: %s [%s] -- known bug: %s' % (c.name, shapes, c.xfail))
+            for p in problems:
+                print('    ' + p.replace('\n', '\n    '))
+        elif c.xfail:
+            failed += 1
+            print('XPASS: %s [%s] -- marked as failing (%s) but passed; remove the mark'
+                  % (c.name, shapes, c.xfail))
+        elif problems:
+            failed += 1
+            print('FAIL: %s [%s]' % (c.name, shapes))
+            for p in problems:
+                print('    ' + p.replace('\n', '\n    '))
+        else:
+            passed += 1
+            metrics = sorted({' '.join(str(x) for x in m) for _, _, _, m in c.outputs})
+            print('PASS: %s [%s] (%s)' % (c.name, shapes, '; '.join(metrics)))
+        sys.stdout.flush()
+    print('numpy: %d expected failures (known dyn bugs), %.1f s' % (xfailed, time.time() - start))
+    print('numpy: %d passed, %d failed' % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
