@@ -529,6 +529,30 @@ typedef struct EvalSizes { const char **names; int64_t *vals; int n; } EvalSizes
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 
+/* ---- cpu.c: the compiled CPU back end (LLVM) -------------------------------------------- */
+
+/* One per session: the JIT, the thread pool, the contraction engines.  NULL with a message
+ * when LLVM is absent or cannot target the machine. */
+typedef struct Pool Pool;
+typedef struct CpuBackend CpuBackend;
+typedef struct CpuProgram CpuProgram;
+CpuBackend *cpu_backend_new(const HwModel *hw, int threads, char *err, size_t errlen);
+void cpu_backend_free(CpuBackend *be);
+void cpu_backend_set_threads(CpuBackend *be, int threads);
+Pool *cpu_backend_pool(CpuBackend *be);
+const char *cpu_backend_cpu(CpuBackend *be);
+/* Compile a program once, for every shape.  NULL with a message on failure. */
+CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen);
+void cpu_program_free(CpuProgram *cp);
+double cpu_program_compile_ms(const CpuProgram *cp);
+/* :code NAME llvm|asm */
+bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen);
+/* Run: 1 done; 0 the code detected a run-time error (out-of-bounds access, division by
+ * zero) -- the caller re-runs the reference evaluator for the exact message; -1 a failure
+ * described in err (allocation, interrupt). */
+int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+            volatile int *interrupt, char *err, size_t errlen);
+
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input */
 
 typedef struct Session Session;

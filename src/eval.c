@@ -160,7 +160,9 @@ static int64_t bin_i(E *E, const KExpr *e, int64_t a, int64_t b) {
     if (b == 0) {
       Buf t = {0};
       kx_print(E->p, e, &t);
-      fail(E, (Span){0}, "integer division by zero in %s", t.s);
+      buf_printf(E->err, "integer division by zero in %s", t.s);
+      buf_free(&t);
+      fail(E, (Span){0}, "%s", "");
     }
     return wrap(e->ty, (uint64_t)(e->op == OP_DIV ? floordiv(a, b) : floormod(a, b)));
   }
@@ -236,8 +238,10 @@ static _Noreturn void oob(E *E, const KExpr *e, int k, int64_t v, int64_t dim) {
   kx_print(E->p, e, &t);
   if (t.len && t.s[t.len - 1] == '!') t.s[--t.len] = 0;
   const Slot *s = &E->p->slots[e->slot];
-  fail(E, e->span, "%s is out of bounds: subscript %d is %lld but dimension %d of %s is %lld",
-       t.s, k, (long long)v, k, s->name, (long long)dim);
+  buf_printf(E->err, "%s is out of bounds: subscript %d is %lld but dimension %d of %s is %lld",
+             t.s, k, (long long)v, k, s->name, (long long)dim);
+  buf_free(&t);
+  fail(E, e->span, "%s", "");
 }
 
 static V ev_load(E *E, const KExpr *e, const uint8_t *mask) {
@@ -448,7 +452,10 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
   case KX_SELECT: {
     V c = ev(E, e->a[0], mask);
     if (c.u) return ev(E, e->a[c.iu ? 1 : 2], mask);
-    uint8_t m1[CH], m2[CH];
+    /* The branch masks live in this node's float lanes, which are written only below, after
+     * both branches are done: ev recurses as deep as the expression is tall, so its frame
+     * stays small. */
+    uint8_t *m1 = (uint8_t *)E->bf[e->id], *m2 = m1 + CH;
     for (int j = 0; j < E->n; j++) {
       bool on = !mask || mask[j];
       m1[j] = on && c.i[j];

@@ -10,11 +10,12 @@
  *    with at least fma_latency * fma_units independent accumulators, and scored by their
  *    arithmetic intensity 2*h*nr / (h + nr) (FLOPs per element loaded).  The best few
  *    (mr, v) "families" are kept.  Each family is emitted as LLVM IR with explicit vectors,
- *    llvm.fma and broadcasts, for every height 1..8 and mr (edge tiles in M use the smaller
- *    heights, chosen by a tiny compile-time DP, so no row is ever computed twice or out of
- *    bounds) and with masked loads and stores for the n-tail (llvm.masked.*; on targets
- *    without cheap masks an unmasked twin serves full tiles).  Small heights that cannot
- *    hide the FMA latency split the reduction over several accumulator sets instead.
+ *    llvm.fma and broadcasts, for the height mr and the powers of two below it, and with
+ *    masked loads and stores for the n-tail (llvm.masked.*; on targets without cheap masks
+ *    an unmasked twin serves full tiles).  An edge of r < mr rows is a sum of those heights,
+ *    split by a tiny compile-time DP, so no row is computed twice or out of bounds; and
+ *    since short tiles that cannot hide the FMA latency split the reduction over several
+ *    accumulator sets, a 7-row edge as 4 + 2 + 1 costs the FMAs of 7 rows, not of 8 or 14.
  *    Each kernel takes the A row and column strides as arguments, so one kernel reads a
  *    packed panel, a column-major A or a row-major A in place.
  *  - Cache levels: kc, mc, nc are formulas of the cache capacities and the run-time sizes
@@ -47,7 +48,6 @@
 #define MAX_MR 16        /* rows of a register tile: strided A rows need a pointer or index
                             register each, and x86-64 has 16 general registers */
 #define MAX_V 4          /* vectors across a tile */
-#define SMALL_H 8        /* edge heights 1..SMALL_H are emitted for every family */
 #define MAX_FAM 2        /* families kept */
 #define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
@@ -69,6 +69,7 @@
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int32_t beta);
 typedef void (*PackBFn)(int64_t kc, int64_t nc, const void *b, int64_t b_rs, void *out);
+typedef void (*PackAFn)(int64_t kc, const void *a, int64_t lda, void *out, int64_t h);
 
 
 typedef struct Tile { int mr, v, regs, ksplit; double score; bool kept; } Tile;
@@ -85,6 +86,7 @@ typedef struct Family {
   uint8_t dec[2 * MAX_MR][MAX_PIECES];
   double dec_cyc[2 * MAX_MR];
   PackBFn packb;
+  PackAFn packa;
   double score;
 } Family;
 
@@ -208,7 +210,7 @@ static void enumerate_tiles(GemmKernels *g) {
   for (int i = 0; i < g->nfam; i++) {
     Family *f = &g->fam[i];
     for (int hgt = 1; hgt <= f->mr; hgt++) {
-      if (hgt > SMALL_H && hgt != f->mr) continue;
+      if ((hgt & (hgt - 1)) && hgt != f->mr) continue;
       f->has[hgt] = true;
       f->ksplit[hgt] = tile_ksplit(h, hgt, f->v);
       f->cyc[hgt] = tile_cyc(h, hgt, f->v, f->ksplit[hgt]);
@@ -489,6 +491,84 @@ static void emit_packb(CG *g, const char *name, int v) {
   LLVMBuildRetVoid(B);
 }
 
+/* Transpose W vectors of W lanes in registers: log2(W) butterfly stages, each swapping the
+ * off-diagonal halves of 2d x 2d blocks (one two-source shuffle per output vector). */
+static void transpose(CG *g, LLVMValueRef *rows) {
+  int W = g->W;
+  LLVMValueRef mi[64], mj[64];
+  for (int d = 1; d < W; d <<= 1) {
+    for (int c = 0; c < W; c++) {
+      mi[c] = ci32(g, c & d ? W + c - d : c);
+      mj[c] = ci32(g, c & d ? W + c : c + d);
+    }
+    LLVMValueRef Mi = LLVMConstVector(mi, (unsigned)W), Mj = LLVMConstVector(mj, (unsigned)W);
+    for (int i = 0; i < W; i++)
+      if (!(i & d)) {
+        LLVMValueRef a = rows[i], b = rows[i + d];
+        rows[i] = LLVMBuildShuffleVector(g->b, a, b, Mi, "");
+        rows[i + d] = LLVMBuildShuffleVector(g->b, a, b, Mj, "");
+      }
+  }
+}
+
+/* Pack h <= mr rows of a row-major A (unit k stride) into one panel, out[k*h + i] =
+ * a[i*lda + k], for kc >= W:
+ *   void packa(i64 kc, ptr a, i64 lda, ptr out, i64 h)
+ * W x W blocks are loaded a row per vector, transposed in registers and stored a column
+ * per (masked) vector; the last block overlaps the one before instead of going scalar.
+ * Rows past h read row h-1 (never out of bounds) and are masked off when stored. */
+static void emit_packa(CG *g, const char *name, int mr) {
+  LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64 };
+  LLVMValueRef fn = new_fn(g, name, P, 5);
+  LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), lda = LLVMGetParam(fn, 2),
+               out = LLVMGetParam(fn, 3), h = LLVMGetParam(fn, 4);
+  LLVMBuilderRef B = g->b;
+  int W = g->W, ngrp = (mr + W - 1) / W;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"),
+                    cond = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.cond"),
+                    body = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.body"),
+                    done = LLVMAppendBasicBlockInContext(g->ctx, fn, "done");
+  LLVMPositionBuilderAtEnd(B, entry);
+  LLVMValueRef hm1 = LLVMBuildSub(B, h, ci64(g, 1), "");
+  LLVMValueRef rowp[2 * MAX_MR], mask[MAX_MR];
+  for (int i = 0; i < mr; i++) {
+    LLVMValueRef r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, ci64(g, i), h, ""),
+                                     ci64(g, i), hm1, "");
+    rowp[i] = gep(g, a, LLVMBuildMul(B, r, lda, ""));
+  }
+  for (int q = 0; q < ngrp; q++) mask[q] = lane_mask(g, h, q);
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k");
+  LLVMBuildStore(B, ci64(g, 0), kv);
+  LLVMBuildBr(B, cond);
+  LLVMPositionBuilderAtEnd(B, cond);
+  LLVMValueRef k0 = LLVMBuildLoad2(B, g->t_i64, kv, "");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k0, kc, ""), body, done);
+  LLVMPositionBuilderAtEnd(B, body);
+  LLVMValueRef last = LLVMBuildSub(B, kc, ci64(g, W), "");
+  LLVMValueRef kk = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, k0, last, ""), last, k0, "");
+  for (int q = 0; q < ngrp; q++) {
+    LLVMValueRef rows[64];
+    for (int r = 0; r < W; r++) {
+      int i = q * W + r;
+      rows[r] = i < mr ? load_vec(g, gep(g, rowp[i], kk), NULL) : LLVMConstNull(g->t_vec);
+    }
+    transpose(g, rows);
+    for (int r = 0; r < W; r++) {
+      LLVMValueRef at = LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildAdd(B, kk, ci64(g, r), ""), h, ""),
+                                     ci64(g, (int64_t)q * W), "");
+      store_vec(g, rows[r], gep(g, out, at), mask[q]);
+    }
+  }
+  LLVMBuildStore(B, LLVMBuildAdd(B, k0, ci64(g, W), ""), kv);
+  LLVMBuildBr(B, cond);
+  LLVMPositionBuilderAtEnd(B, done);
+  LLVMBuildRetVoid(B);
+}
+
+static void packa_name(char *out, size_t n, const GemmKernels *g, const Family *f) {
+  snprintf(out, n, "gemm_%s_packa%d", elem_name(g->elem), f->mr);
+}
+
 static void uk_name(char *out, size_t n, const GemmKernels *g, const Family *f, int h,
                     bool masked) {
   snprintf(out, n, "gemm_%s_uk%dx%d_h%d%s", elem_name(g->elem), f->mr, f->nr, h,
@@ -522,7 +602,9 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
     }
     packb_name(name, sizeof name, g, f);
     emit_packb(LIGHTEST(4.0), name, f->v);
-    n++;
+    packa_name(name, sizeof name, g, f);
+    emit_packa(LIGHTEST(8.0), name, f->mr);
+    n += 2;
   }
 #undef LIGHTEST
   for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
@@ -591,8 +673,10 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
         return NULL;
       }
     }
+    packa_name(name, sizeof name, g, f);
+    f->packa = (PackAFn)jit_lookup(g->jit, name, err, errlen);
     packb_name(name, sizeof name, g, f);
-    if (!(f->packb = (PackBFn)jit_lookup(g->jit, name, err, errlen))) {
+    if (!f->packa || !(f->packb = (PackBFn)jit_lookup(g->jit, name, err, errlen))) {
       gemm_free(g);
       return NULL;
     }
@@ -877,7 +961,9 @@ static void pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t
   int64_t r0;
   int h;
   while (pieces_next(&it, &r0, &h)) {
-    if (es == 4) {
+    if (a_sk == 1 && kc >= g->W) {
+      f->packa(kc, a + (size_t)(r0 * a_sm) * es, a_sm, out + off * es, h);
+    } else if (es == 4) {
       const float *src = (const float *)a + r0 * a_sm;
       float *dst = (float *)out + off;
       if (a_sm == 1)

@@ -601,7 +601,7 @@ static char *edit(LineEdit *le, const char *prompt, bool *interrupted) {
     case CTL('Z'):                   /* suspend as the shell would, and redraw on return */
       raw_off();
       kill(getpid(), SIGTSTP);
-      raw_on(le);
+      if (!raw_on(le)) goto done;   /* the terminal went away while we were stopped */
       e.crow = 0;
       write_str(le->out, "\r\n");
       refresh(&e);

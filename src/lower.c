@@ -283,11 +283,13 @@ static void count_loads(const KExpr *e, int slot, bool red, int *n, int *in_redu
   for (int i = 0; i < e->n; i++) count_loads(e->a[i], slot, red || e->kind == KX_REDUCE, n, in_reduce);
 }
 
-/* A copy of e with axes replaced by expressions (axis_of[i] -> with[i]). */
+/* A copy of e with axes replaced by expressions (axis_of[i] -> with[i]).  Each replacement
+ * is a copy of its own: the result stays a tree, as the evaluator (one buffer per node)
+ * and the numbering of nodes require. */
 static KExpr *kx_subst(L *l, const KExpr *e, const int *axis_of, KExpr **with, int n) {
   if (e->kind == KX_AXIS)
     for (int i = 0; i < n; i++)
-      if (axis_of[i] == e->axis) return with[i];
+      if (axis_of[i] == e->axis) return kx_subst(l, with[i], NULL, NULL, 0);
   KExpr *c = arena_alloc(l->a, sizeof *c);
   *c = *e;
   if (e->n) {
@@ -311,6 +313,65 @@ static bool is_output(L *l, int slot, const int *outs, int nout) {
   return false;
 }
 
+/* Bounds on inlining.  A cheap producer read more than once is recomputed at each read, so
+ * only a small one is inlined then (and chains of them cannot grow exponentially); and no
+ * expression may grow past the size and height that the passes after this one (which
+ * recurse on it) and the evaluator handle comfortably. */
+#define INLINE_DUP_NODES 32
+#define KX_MAX_NODES 20000
+#define KX_MAX_HEIGHT 4000
+
+static long kx_nodes(const KExpr *e) {
+  long n = 1;
+  for (int i = 0; i < e->n; i++) n += kx_nodes(e->a[i]);
+  return n;
+}
+
+static int kx_height(const KExpr *e) {
+  int h = 0;
+  for (int i = 0; i < e->n; i++) {
+    int c = kx_height(e->a[i]);
+    if (c > h) h = c;
+  }
+  return h + 1;
+}
+
+/* How many times axis ax occurs in e. */
+static long axis_uses(const KExpr *e, int ax) {
+  long n = e->kind == KX_AXIS && e->axis == ax;
+  for (int i = 0; i < e->n; i++) n += axis_uses(e->a[i], ax);
+  return n;
+}
+
+/* The size and height e would have with p inlined (sizes saturate past KX_MAX_NODES). */
+static void inlined_shape(const KExpr *e, const Node *p, const long *occ, long base, int ph,
+                          long *size, int *height) {
+  long sz[DYN_MAX_RANK + 1];
+  long s = 1;
+  int h = 0;
+  for (int i = 0; i < e->n; i++) {
+    long cs;
+    int ch;
+    inlined_shape(e->a[i], p, occ, base, ph, &cs, &ch);
+    if (i < DYN_MAX_RANK) sz[i] = cs;
+    s += cs;
+    if (ch > h) h = ch;
+    if (s > KX_MAX_NODES) s = KX_MAX_NODES + 1;
+  }
+  if (e->kind == KX_LOAD && e->slot == p->slot) {
+    s = base;                     /* p's nodes, each use of an axis replaced by a subscript */
+    for (int k = 0; k < p->naxes && k < e->n && k < DYN_MAX_RANK; k++) {
+      s += occ[k] * sz[k];
+      if (s > KX_MAX_NODES) s = KX_MAX_NODES + 1;
+    }
+    h += ph;
+  } else {
+    h += 1;
+  }
+  *size = s;
+  *height = h;
+}
+
 static void fuse_inline(L *l, const int *outs, int nout) {
   for (int i = 0; i < l->nodes.n; i++) {
     Node *p = &l->nodes.a[i];
@@ -324,6 +385,23 @@ static void fuse_inline(L *l, const int *outs, int nout) {
     }
     bool cheap = !transcendental(p->expr);
     if (!cheap && !(uses == 1 && in_red == 0)) continue;
+    long pn = kx_nodes(p->expr);
+    if (uses > 1 && pn > INLINE_DUP_NODES) continue;
+    long occ[DYN_MAX_RANK] = {0}, base = pn;
+    for (int k = 0; k < p->naxes && k < DYN_MAX_RANK; k++) {
+      occ[k] = axis_uses(p->expr, p->axes[k]);
+      base -= occ[k];
+    }
+    int ph = kx_height(p->expr);
+    bool fits = true;
+    for (int j = i + 1; j < l->nodes.n && fits; j++)
+      if (!l->nodes.a[j].dead) {
+        long cs;
+        int chh;
+        inlined_shape(l->nodes.a[j].expr, p, occ, base, ph, &cs, &chh);
+        fits = cs <= KX_MAX_NODES && chh <= KX_MAX_HEIGHT;
+      }
+    if (!fits) continue;
     for (int j = i + 1; j < l->nodes.n; j++)
       if (!l->nodes.a[j].dead) {
         Node *c = &l->nodes.a[j];

@@ -9,7 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-#define MAX_DEPTH 200
+#define MAX_DEPTH 200       /* nesting: parentheses, brackets, unary operators, ** */
+#define MAX_HEIGHT 1000     /* the height of an expression's tree, chains of operators included */
 
 typedef struct {
   Arena *a;
@@ -310,7 +311,13 @@ static Expr *parse_pow(Parser *P) {
   Expr *l = parse_postfix(P);
   if (!l) return NULL;
   if (accept(P, TK_POW)) {
+    if (++P->depth > MAX_DEPTH) {      /* a ** b ** c ... nests to the right */
+      fail(P, E_TOO_DEEP, NULL);
+      P->depth--;
+      return NULL;
+    }
     Expr *r = parse_unary(P);          /* right-associative, and 2 ** -1 works */
+    P->depth--;
     if (!r) return NULL;
     return binary(P, OP_POW, l, r);
   }
@@ -322,6 +329,7 @@ static Expr *parse_unary(Parser *P) {
     Span s = next(P)->span;
     if (++P->depth > MAX_DEPTH) {
       fail(P, E_TOO_DEEP, NULL);
+      P->depth--;
       return NULL;
     }
     Expr *x = parse_unary(P);
@@ -391,6 +399,7 @@ static Expr *parse_not(Parser *P) {
     Span s = next(P)->span;
     if (++P->depth > MAX_DEPTH) {
       fail(P, E_TOO_DEEP, NULL);
+      P->depth--;
       return NULL;
     }
     Expr *x = parse_not(P);
@@ -410,6 +419,27 @@ static Expr *parse_and(Parser *P) {
   return l;
 }
 
+/* Is e's tree taller than MAX_HEIGHT?  A chain a + b + c + ... is built by the loops above
+ * without recursion but is as tall as it is long, and every later pass (sema, lowering, the
+ * evaluator) recurses on the tree, so the height is bounded here, without recursion. */
+static bool too_tall(const Expr *e) {
+  typedef struct { const Expr *e; int h; } Item;
+  VEC(Item) st = {0};
+  Item top = {e, 1};
+  vec_push(st, top);
+  bool tall = false;
+  while (st.n && !tall) {
+    Item it = st.a[--st.n];
+    if (it.h > MAX_HEIGHT) tall = true;
+    for (int i = 0; i < it.e->nargs; i++) {
+      Item c = {it.e->args[i], it.h + 1};
+      vec_push(st, c);
+    }
+  }
+  vec_free(st);
+  return tall;
+}
+
 static Expr *parse_expr(Parser *P) {
   if (++P->depth > MAX_DEPTH) {
     fail(P, E_TOO_DEEP, NULL);
@@ -426,6 +456,11 @@ static Expr *parse_expr(Parser *P) {
     l = binary(P, OP_OR, l, r);
   }
   P->depth--;
+  if (l && P->depth == 0 && too_tall(l)) {
+    if (!P->failed) diag_report(P->d, l->span, E_TOO_DEEP);
+    P->failed = true;
+    return NULL;
+  }
   return l;
 }
 
@@ -438,12 +473,18 @@ static TypeExpr *parse_type(Parser *P) {
   if (t->kind == TK_LPAREN) {                   /* (f32[N], f32[N]) */
     next(P);
     ty->kind = TY_TUPLE;
+    if (++P->depth > MAX_DEPTH) {
+      fail(P, E_TOO_DEEP, NULL);
+      P->depth--;
+      return NULL;
+    }
     VEC(TypeExpr *) v = {0};
     do {
       TypeExpr *p = parse_type(P);
       if (!p) break;
       vec_push(v, p);
     } while (accept(P, TK_COMMA));
+    P->depth--;
     expect(P, TK_RPAREN);
     ty->parts = arena_alloc(P->a, sizeof(TypeExpr *) * (size_t)(v.n + 1));
     if (v.n) memcpy(ty->parts, v.a, sizeof(TypeExpr *) * (size_t)v.n);
@@ -566,17 +607,14 @@ static FnDecl *parse_fn(Parser *P, Span start) {
     skip_newlines(P);
     if (at(P, TK_RBRACE) || at(P, TK_EOF)) break;
     Stmt *s = parse_stmt(P, true);
-    if (s) vec_push(body, s);
-    if (P->failed) {
+    if (!P->failed && !at(P, TK_RBRACE) && !at(P, TK_EOF) && !accept(P, TK_NEWLINE))
+      fail(P, E_EXPECTED, "end of line");
+    if (P->failed) {                  /* a statement with an error is dropped */
       sync(P, true);
       P->failed = false;
       continue;
     }
-    if (!at(P, TK_RBRACE) && !at(P, TK_EOF) && !accept(P, TK_NEWLINE)) {
-      fail(P, E_EXPECTED, "end of line");
-      sync(P, true);
-      P->failed = false;
-    }
+    if (s) vec_push(body, s);
   }
   f->body = arena_alloc(P->a, sizeof(Stmt *) * (size_t)(body.n + 1));
   if (body.n) memcpy(f->body, body.a, sizeof(Stmt *) * (size_t)body.n);
@@ -798,8 +836,8 @@ Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *inc
     if (at(&P, TK_EOF)) break;
     P.stmt_lo = peek(&P)->span.lo;
     Stmt *s = parse_stmt(&P, false);
-    if (s && !P.failed) vec_push(v, s);
     if (!P.failed && !at(&P, TK_EOF) && !accept(&P, TK_NEWLINE)) fail(&P, E_EXPECTED, "end of line");
+    if (s && !P.failed) vec_push(v, s);
     if (P.failed) {
       sync(&P, false);
       if (at(&P, TK_RBRACE)) next(&P);
@@ -841,6 +879,7 @@ static int prec(const Expr *e) {
     }
   }
   if (e->kind == EX_UNARY) return e->op == OP_NOT ? 3 : 7;
+  if (e->kind == EX_NUM && signbit(e->num)) return 7;    /* a folded -2 prints like -x */
   if (e->kind == EX_REDUCE) return 0;
   return 10;
 }

@@ -901,9 +901,65 @@ static bool try_bound(PolyCtx *c, const PTerm *t, int n, int i, const PTerm *lt,
   return ok;
 }
 
+/* A quotient by a symbolic divisor, q = a/b with b >= 1, satisfies a - b + 1 <= b*q <= a.  When
+ * the terms that hold q (once each) add up to k*b*q, replace them by k*a (k < 0) or by
+ * k*(a - b + 1) (k > 0): H - K - S*((H - K)/S) >= 0 is how a strided window is proved in bounds. */
+static bool relax_quotient(PolyCtx *c, const PTerm *t, int n, const PAtom *q, int budget) {
+  const Poly *b = q->b;
+  PTermVec coef = {0}, rest = {0}, lower = {0}, out = {0};
+  bool ok = false;
+  for (int i = 0; i < n; i++) {
+    const PMono *m = t[i].m;
+    int at = -1, times = 0;
+    for (int j = 0; j < m->deg; j++)
+      if (m->f[j] == q) at = j, times++;
+    if (times == 0) {
+      vec_push(rest, t[i]);
+      continue;
+    }
+    if (times > 1 || m->deg > 16) goto done;
+    const PAtom *f[16];
+    for (int j = 0, o = 0; j < m->deg; j++)
+      if (j != at) f[o++] = m->f[j];
+    PTerm ct = {t[i].coef, mono_get(c, f, m->deg - 1)};
+    vec_push(coef, ct);
+  }
+  if (!terms_normalize(&coef) || coef.n != b->n || b->n == 0) goto done;
+  if (b->t[0].coef == -1 && coef.a[0].coef == INT64_MIN) goto done;
+  int64_t k = coef.a[0].coef / b->t[0].coef;
+  for (int j = 0; j < b->n; j++) {
+    int64_t want;
+    if (coef.a[j].m != b->t[j].m || !mul_ok(k, b->t[j].coef, &want) || want != coef.a[j].coef)
+      goto done;
+  }
+  if (k == 0 || !at_least_one(c, b)) goto done;
+  PTerm one = {1, c->unit};
+  if (k < 0) {
+    if (!terms_merge(rest.a, rest.n, q->a->t, q->a->n, k, &out)) goto done;
+  } else {
+    if (!terms_merge(q->a->t, q->a->n, b->t, b->n, -1, &lower) ||
+        !terms_merge(lower.a, lower.n, &one, 1, 1, &coef) ||
+        !terms_merge(rest.a, rest.n, coef.a, coef.n, k, &out))
+      goto done;
+  }
+  ok = form_nonneg(c, out.a, out.n, budget);
+done:
+  vec_free(coef);
+  vec_free(rest);
+  vec_free(lower);
+  vec_free(out);
+  return ok;
+}
+
 /* Replace term i by each of its lower bounds in turn; false when it has none that proves. */
 static bool relax_term(PolyCtx *c, const PTerm *t, int n, int i, int budget) {
   int64_t k = t[i].coef, d;
+  for (int j = 0; j < t[i].m->deg; j++) {
+    const PAtom *x = t[i].m->f[j];
+    if (x->kind == PA_DIV && !poly_is_const(x->b, NULL) && (j == 0 || x != t[i].m->f[j - 1]) &&
+        relax_quotient(c, t, n, x, budget))
+      return true;
+  }
   if (t[i].m->deg != 1) return false;
   const PAtom *x = t[i].m->f[0];
   switch (x->kind) {

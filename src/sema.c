@@ -415,8 +415,13 @@ static void prove_access(S *s, Expr *e, const Type *t) {
     /* The access happens only when every range in scope is non-empty. */
     int saved = s->facts.n;
     const Poly *one = poly_const(s->pc, 1);
-    for (int i = 0; i < s->nidx; i++)
-      if (s->idx[i].ext) vec_push(s->facts, poly_sub(s->pc, poly_sub(s->pc, s->idx[i].hi, s->idx[i].lo), one));
+    for (int i = 0; i < s->nidx; i++) {
+      Idx *ix = &s->idx[i];
+      if (!ix->ext) continue;
+      vec_push(s->facts, poly_sub(s->pc, poly_sub(s->pc, ix->hi, ix->lo), one));
+      if (ix->hi != ix->ext)           /* narrowed by a where: its whole range is non-empty too */
+        vec_push(s->facts, poly_sub(s->pc, ix->ext, one));
+    }
     const Poly *room = poly_sub(s->pc, poly_sub(s->pc, t->dims[k], one), hi);
     bool ok_lo = nonneg(s, lo), ok_hi = nonneg(s, room);
     s->facts.n = saved;
@@ -521,6 +526,14 @@ static void set_ext(S *s, Idx *ix, const Poly *ext, Span at, const char *what) {
 
 static void infer(S *s, Expr *e) {
   if (!e) return;
+  /* An undefined name is reported here, as chk would: otherwise the range it could not give
+   * would be reported instead ("cannot infer the range of 'i'" for T[i] = Z[i]). */
+  if ((e->kind == EX_INDEX || e->kind == EX_NAME) && !find_sym(s, e->name) &&
+      !(e->kind == EX_NAME && find_idx(s, e->name)) &&
+      !(e->kind == EX_NAME && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name))) {
+    if (!s->err) err(s, e->kind == EX_INDEX ? e->name_span : e->span, E_UNDEFINED, e->name);
+    return;
+  }
   if (e->kind == EX_INDEX) {
     Sym *y = find_sym(s, e->name);
     if (y && y->kind == SYM_TENSOR) {
@@ -751,16 +764,20 @@ static Expr *chk(S *s, Expr *e) {
       return NULL;
     }
     e->args[0] = c;
-    Idx saved[MAX_IDX];
+    /* the saved ranges live on the heap: chk recurses as deep as the expression is tall */
+    Idx *saved = xmalloc(sizeof(Idx) * (size_t)(s->nidx + 1));
     memcpy(saved, s->idx, sizeof(Idx) * (size_t)s->nidx);
     refine(s, c, true);
     Expr *a = chk(s, e->args[1]);
     memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
-    if (!a) return NULL;
-    refine(s, c, false);
-    Expr *b = chk(s, e->args[2]);
-    memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
-    if (!b) return NULL;
+    Expr *b = NULL;
+    if (a) {
+      refine(s, c, false);
+      b = chk(s, e->args[2]);
+      memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
+    }
+    free(saved);
+    if (!a || !b) return NULL;
     e->args[1] = a;
     e->args[2] = b;
     if (a->ty == DYN_BOOL && b->ty == DYN_BOOL) {

@@ -48,6 +48,9 @@ struct Session {
   int threads;
   char target[8];
   HwModel hw;
+  CpuBackend *cpu;                 /* made on first use of the CPU target */
+  bool cpu_failed;
+  char cpu_why[256];
   Diags diags;
   Arena *tmp;                      /* the arena of the input being run */
   int depth;                       /* nested :load / import */
@@ -215,6 +218,7 @@ static double rng_unit(Session *s) { return (double)(rng_next(s) >> 11) * 0x1.0p
 
 /* ---- evaluation of top-level expressions ---- */
 
+static bool session_size_lookup(void *env, const char *name, int64_t *v);
 static Value eval_top(Session *s, Expr *e);
 static Value call_fn(Session *s, Func *f, Expr *call, Value *args);
 
@@ -495,11 +499,82 @@ static TypeExpr *concrete_type(Arena *a, const Tensor *t, Span sp) {
 
 static SemaEnv sema_env(Session *s) { return (SemaEnv){s->pc, lookup_fn_cb, s}; }
 
+/* The CPU back end, made on first use; NULL (with s->cpu_why) when it cannot be had. */
+static CpuBackend *cpu_backend(Session *s) {
+  if (!s->cpu && !s->cpu_failed) {
+    s->cpu = cpu_backend_new(&s->hw, s->threads, s->cpu_why, sizeof s->cpu_why);
+    s->cpu_failed = !s->cpu;
+  }
+  return s->cpu;
+}
+
+/* Work of a program at these sizes, in loop iterations (to decide whether compiling a
+ * one-off top-level statement pays). */
+static double program_work(const Program *p, const EvalSizes *sz) {
+  double w = 0;
+  for (int a = 0; a < p->naxes; a++) {
+    int64_t v;
+    const char *why;
+    if (poly_eval(p->axes[a].extent, session_size_lookup, (void *)sz, &v, &why) && v > 0) w += (double)v;
+  }
+  double tot = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    const Kernel *kn = &p->kernels[k];
+    double iters = 1;
+    for (int o = 0; o < kn->nouter; o++) {
+      int64_t v = 0;
+      const char *why;
+      poly_eval(p->axes[kn->outer[o]].extent, session_size_lookup, (void *)sz, &v, &why);
+      iters *= (double)(v > 0 ? v : 1);
+    }
+    for (int st = 0; st < kn->nstages; st++)
+      for (int a = 0; a < kn->stages[st].naxes; a++) {
+        int64_t v = 0;
+        const char *why;
+        poly_eval(p->axes[kn->stages[st].axes[a]].extent, session_size_lookup, (void *)sz, &v, &why);
+        iters *= (double)(v > 0 ? v : 1);
+      }
+    tot += iters;
+  }
+  (void)w;
+  return tot;
+}
+
+static bool use_cpu(Session *s, Func *f, const EvalSizes *sz) {
+  if (strcmp(s->target, "cpu")) return false;
+  /* a top-level statement runs once: compiling it pays only for large work */
+  if (f->anonymous && program_work(f->prog, sz) < 1e6) return false;
+  return cpu_backend(s) != NULL;
+}
+
+/* Compile f for the CPU once (on first use); false if it cannot be. */
+static bool ensure_compiled(Session *s, Func *f) {
+  if (f->backend) return true;
+  char msg[512];
+  f->backend = cpu_compile(s->cpu, f->prog, msg, sizeof msg);
+  if (!f->backend) {
+    fprintf(s->err, "dyn: %s: compiling for the CPU failed (%s); the reference evaluator runs it\n", f->name, msg);
+    return false;
+  }
+  f->compiles++;
+  return true;
+}
+
 /* Run the prepared checked function on values; report run-time errors. */
 static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
   Buf err = {0};
   Span esp = {0};
   s->interrupt = 0;
+  if (use_cpu(s, f, sz) && ensure_compiled(s, f)) {
+    char msg[512];
+    int r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
+    if (r == 1) return true;
+    if (r < 0) {
+      error(s, at, E_RUNTIME, msg);
+      return false;
+    }
+    /* r == 0: the compiled code found an error; the evaluator says exactly what and where */
+  }
   bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
   if (!ok) {
     Diag *d = error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
@@ -577,7 +652,10 @@ static Value eval_anon_def(Session *s, Stmt *def) {
   sz_names = NULL;
   sz_vals = NULL;
 out:
-  if (f) lower_free(f->prog);
+  if (f) {
+    cpu_program_free(f->backend);
+    lower_free(f->prog);
+  }
   arena_free(fa);
   free(inputs);
   free(sz_names);
@@ -1224,7 +1302,32 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
 static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   Func *f = want_fn(s, arg, at, ":code");
   if (!f) return RUN_ERROR;
-  print_line(s, tmp_printf(s, "%s runs on the reference evaluator, which interprets the loop IR; it has no generated code", f->name));
+  const char *what = arg + strlen(f->name);
+  while (isspace((unsigned char)*what)) what++;
+  if (!*what) what = "llvm";
+  if (strcmp(what, "llvm") && strcmp(what, "asm") && strcmp(what, "cuda") && strcmp(what, "ptx")) {
+    error(s, at, E_COMMAND, tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
+    return RUN_ERROR;
+  }
+  if (!strcmp(what, "cuda") || !strcmp(what, "ptx")) {
+    error(s, at, E_COMMAND, tmp_printf(s, ":code %s: the CUDA back end is not available in this build", what));
+    return RUN_ERROR;
+  }
+  if (!cpu_backend(s)) {
+    error(s, at, E_COMMAND, tmp_printf(s, ":code: %s", s->cpu_why));
+    return RUN_ERROR;
+  }
+  if (!ensure_compiled(s, f)) return RUN_ERROR;
+  Buf b = {0};
+  char msg[512];
+  if (!cpu_program_code(s->cpu, f->backend, what, &b, msg, sizeof msg)) {
+    buf_free(&b);
+    error(s, at, E_COMMAND, tmp_printf(s, ":code: %s", msg));
+    return RUN_ERROR;
+  }
+  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  print_line(s, b.s ? b.s : "");
+  buf_free(&b);
   return RUN_OK;
 }
 
@@ -1287,9 +1390,15 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     snprintf(s->target, sizeof s->target, "ref");
     print_line(s, "target: ref (the reference evaluator)");
   } else if (!strcmp(arg, "cpu")) {
-    print_line(s, "target: ref -- the compiled CPU back end is not available in this build; the reference evaluator runs the code");
+    if (!cpu_backend(s)) {
+      error(s, at, E_COMMAND, tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
+      return RUN_ERROR;
+    }
+    snprintf(s->target, sizeof s->target, "cpu");
+    print_line(s, tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
   } else if (!strcmp(arg, "gpu")) {
-    print_line(s, "target: ref -- the GPU back end is not available in this build; the reference evaluator runs the code");
+    error(s, at, E_COMMAND, tmp_printf(s, "the GPU back end is not available in this build; the target stays %s", s->target));
+    return RUN_ERROR;
   } else {
     error(s, at, E_COMMAND, tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
     return RUN_ERROR;
@@ -1324,6 +1433,7 @@ static RunStatus cmd_threads(Session *s, const char *arg, Span at) {
       return RUN_ERROR;
     }
     s->threads = (int)n;
+    if (s->cpu) cpu_backend_set_threads(s->cpu, s->threads);
   }
   print_line(s, tmp_printf(s, "threads: %d%s", s->threads, !strcmp(s->target, "ref") ? " (the reference evaluator uses one)" : ""));
   return RUN_OK;
@@ -1594,7 +1704,11 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   s->out = out;
   s->err = err;
   rng_seed(s, 0);
+#ifdef HAVE_LLVM
+  snprintf(s->target, sizeof s->target, "cpu");
+#else
   snprintf(s->target, sizeof s->target, "ref");
+#endif
   hw_detect_host(&s->hw);
   s->threads = opt && opt->threads > 0 ? opt->threads : (s->hw.cores > 0 ? s->hw.cores : 1);
   if (opt && opt->hw) {
@@ -1602,6 +1716,11 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
     HwModel hw;
     if (hw_load(opt->hw, &hw, msg, sizeof msg)) s->hw = hw;
     else fprintf(err, "dyn: %s; using the detected host\n", msg);
+  }
+  if (opt && opt->target) {
+    if (!strcmp(opt->target, "cpu") && !cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
+    else if (!strcmp(opt->target, "gpu")) fprintf(err, "dyn: the GPU back end is not available in this build; using %s\n", s->target);
+    else snprintf(s->target, sizeof s->target, "%s", opt->target);
   }
   if (!opt || !opt->no_prelude) {
     import_module(s, "linalg", (Span){0}, false);
@@ -1637,7 +1756,7 @@ void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, 
 
 void session_banner(Session *s, Buf *out) {
   buf_printf(out, "dyn %s -- back end: %s, hardware: %s (%d cores, %d-bit vectors) -- :help for help",
-             PACKAGE_VERSION, !strcmp(s->target, "ref") ? "reference evaluator" : s->target, s->hw.name,
+             PACKAGE_VERSION, !strcmp(s->target, "ref") ? "reference evaluator" : "cpu (LLVM)", s->hw.name,
              s->hw.cores, s->hw.vector_bits);
 }
 
@@ -1648,8 +1767,15 @@ void session_free(Session *s) {
     val_free(&s->vars.a[i].v);
   }
   vec_free(s->vars);
-  for (int i = 0; i < s->fns.n; i++) func_free(s->fns.a[i]);
-  for (int i = 0; i < s->retired.n; i++) func_free(s->retired.a[i]);
+  for (int i = 0; i < s->fns.n; i++) {
+    cpu_program_free(s->fns.a[i]->backend);
+    func_free(s->fns.a[i]);
+  }
+  for (int i = 0; i < s->retired.n; i++) {
+    cpu_program_free(s->retired.a[i]->backend);
+    func_free(s->retired.a[i]);
+  }
+  cpu_backend_free(s->cpu);
   vec_free(s->fns);
   vec_free(s->retired);
   for (int i = 0; i < s->kept.n; i++) arena_free(s->kept.a[i]);

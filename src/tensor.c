@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* Buffers this large come straight from mmap: the kernel hands out zeroed pages lazily, so
  * zeros(f32[N, N]) costs nothing until touched, and an impossible request fails with ENOMEM
@@ -53,8 +54,22 @@ static void human_bytes(double b, char *s, size_t n) {
 
 static void *alloc_zeroed(size_t bytes) {
   if (bytes >= BIG_BUFFER) {
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
+    /* Large buffers start on a 2 MiB boundary and ask for huge pages: a fresh 64 MiB
+     * tensor then costs 32 page faults instead of 16384, which dominates memory-bound
+     * kernels on their first touch.  The slack around the aligned block is given back. */
+    const size_t huge = (size_t)2 << 20;
+    size_t len = bytes + huge;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t used = (bytes + page - 1) / page * page;
+    if (a > p) munmap(p, (size_t)(a - p));
+    if (p + len > a + used) munmap(a + used, (size_t)(p + len - (a + used)));
+#ifdef MADV_HUGEPAGE
+    madvise(a, used, MADV_HUGEPAGE);
+#endif
+    return a;
   }
   void *p = NULL;
   /* Round up so the aligned block is never empty and vector loads of the tail stay inside. */
@@ -65,8 +80,10 @@ static void *alloc_zeroed(size_t bytes) {
 }
 
 static void free_data(void *p, size_t bytes) {
-  if (bytes >= BIG_BUFFER)
-    munmap(p, bytes);
+  if (bytes >= BIG_BUFFER) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    munmap(p, (bytes + page - 1) / page * page);
+  }
   else
     free(p);
 }

@@ -2,6 +2,8 @@
 """compare.py -- numeric comparisons of dyn against NumPy (run by tests/numpy.sh).
 
 Usage: compare.py DYN SCRATCH_DIR [CASE_SUBSTRING ...]
+       (only the cases whose names contain a CASE_SUBSTRING, when given; $DYN_NUMPY_FLAGS are
+       passed to dyn, e.g. --target=cpu)
 
 Each case writes random inputs (fixed seed) as .npy files into its own folder under
 SCRATCH_DIR, writes a .dyn script that loads them, calls dyn functions (the standard library
@@ -11,7 +13,9 @@ result with a float64 NumPy reference.  Needs Python 3 and NumPy only.
 Metrics (named in each result line):
   exact       same dtype, same shape, equal values (integers, bool, selections, copies)
   norm TOL    max|got - ref| / max|ref| <= TOL (f32: 1e-5, f64: 1e-12)
-  elem R A    elementwise |got - ref| <= A + R * |ref|, NaNs in the same places
+  elem R A    elementwise |got - ref| <= A + R * |ref|, NaNs and infinities in the same places
+  range, normal, same, sum    for rand/randn/seed: values in [0, 1), mean 0 and std 1 roughly,
+              equal to another output, the f64 sum of another output (norm 1e-5)
 Output: one line per case, then exactly `numpy: N passed, N failed`; exit 1 on any failure.
 A case marked xfail names a known dyn bug: it is expected to fail (reported as XFAIL, not
 counted as a failure); if it starts to pass it is reported as XPASS and counted as failed, so
@@ -30,6 +34,7 @@ NORM32, NORM64 = ('norm', 1e-5), ('norm', 1e-12)
 ELEM32 = ('elem', 1e-6, 1e-30)       # one f32 rounding of a double result is 6e-8
 EXACT = ('exact',)
 
+FLAGS = os.environ.get('DYN_NUMPY_FLAGS', '').split()   # e.g. --target=cpu
 rng = np.random.default_rng(20240611)
 CASES = []
 
@@ -500,6 +505,15 @@ for ty, dtype in [('f32', F32), ('f64', F64), ('i32', I32), ('i64', I64), ('bool
          [out('P', dtype, X3.transpose(2, 0, 1), EXACT), out('Q', dtype, X3, EXACT)],
          fortran=('X',), v2=('V2',))
 
+# 0-d arrays: NumPy writes scalars, dyn loads them, uses them at top level, saves them.
+sf, sd, si = np.array(1.5, F32), np.array(0.1, F64), np.array(-7, I64)
+A = randn((4, 5))
+Ad = randn((3,), dtype=F64)
+case('npy rank 0 in and out', [('sf', sf), ('sd', sd), ('si', si), ('A', A), ('Ad', Ad)],
+     'Y = A * sf\nZ = Ad + sd\nc = si',
+     [out('sf', F32, sf, EXACT), out('sd', F64, sd, EXACT), out('si', I64, si),
+      out('Y', F32, A * sf, EXACT), out('Z', F64, Ad + sd, EXACT), out('c', I64, si)])
+
 # dyn writes: dtype and shape as made, scalars too.
 case('npy written by dyn: zeros ones full rand randn seed, rank 0', [],
      'Z = zeros(i64[2, 3])\nO = ones(bool[4])\nF = full(f64[3, 1, 2], 0.1)\n'
@@ -523,6 +537,128 @@ for N in [1, 13, 64]:
          'p = allclose(A, B)\nq = allclose(A, C)\nr = allclose(A, C, 0.0, 0.01)',
          [out('p', BOOL, np.allclose(A, near)), out('q', BOOL, np.allclose(A, far)),
           out('r', BOOL, np.allclose(A, far, 0.0, 0.01))])
+
+
+# ---- composition, broadcasting, strided and reversed access, symbolic output sizes ----
+COMPOSE = '''
+fn mlp(X: f32[B, D], W1: f32[D, H], b1: f32[H], W2: f32[H, E]) -> f32[B, E] {
+  Z[b, h] = (sum[d] X[b, d] * W1[d, h]) + b1[h]
+  A = gelu(Z)
+  Y = matmul(A, W2)
+  return Y
+}
+fn outer(a: f32[M], c: f32[N]) -> (f32[M, N], f32[M, N]) {
+  O[i, j] = a[i] * c[j]
+  R[i, j] = a[i]
+  return (O, R)
+}
+fn concat(X: f32[B, D], Z: f32[B, D]) -> f32[B, 2 * D] {
+  # X[b, i] would make i range over D, against the return type's 2 * D: hence min and max
+  Y[b, i] = where(i < D, X[b, min(i, D - 1)], Z[b, max(i - D, 0)])
+  return Y
+}
+fn strided(X: f32[N]) -> (f32[N / 2], f32[N]) where N >= 1 {
+  D[i] = X[2 * i + 1]
+  V[i] = X[N - 1 - i]
+  return (D, V)
+}
+fn checker(X: f64[M, N]) -> (f64[M, N], i64[M, N]) {
+  Y[i, j] = where((i + j) % 2 == 0, X[i, j] * i, -X[i, j] / (j + 1))
+  K[i, j] = (i * N + j) / 3 - M % (j + 2)
+  return (Y, K)
+}
+'''
+for B, D, H, E in [(1, 1, 1, 1), (7, 13, 31, 5), (16, 64, 65, 17), (RAND[0], 33, RAND[1], 7)]:
+    X, W1, b1, W2 = randn((B, D)), randn((D, H)), randn(H), randn((H, E))
+    Z = randn((B, D))
+    N = 2 * D + 1
+    V = randn(N)
+    hid = gelu_ref(f64(X) @ f64(W1) + f64(b1))
+    Xd = randn((B, D), dtype=F64)
+    ii, jj = np.meshgrid(np.arange(B), np.arange(D), indexing='ij')
+    case('composition: mlp, outer, concat, strided %dx%dx%dx%d' % (B, D, H, E),
+         [('X', X), ('W1', W1), ('b1', b1), ('W2', W2), ('Z', Z), ('V', V), ('Xd', Xd)],
+         COMPOSE + 'Y = mlp(X, W1, b1, W2)\n(O, R) = outer(b1, V)\nC = concat(X, Z)\n'
+         '(Dn, Rv) = strided(V)\n(Ck, Ki) = checker(Xd)',
+         [out('Y', F32, hid @ f64(W2)), out('O', F32, np.outer(f64(b1), f64(V)), ELEM32),
+          out('R', F32, np.repeat(b1[:, None], N, 1), EXACT),
+          out('C', F32, np.concatenate([X, Z], 1), EXACT),
+          out('Dn', F32, V[1::2][:N // 2], EXACT), out('Rv', F32, V[::-1], EXACT),
+          out('Ck', F64, np.where((ii + jj) % 2 == 0, Xd * ii, -Xd / (jj + 1)), ('elem', 1e-15, 0)),
+          out('Ki', I64, (ii * D + jj) // 3 - B % (jj + 2))])
+
+# ---- long rows: more than one 512-point strip of the evaluator, and empty axes ----
+LONG = '''
+fn rowstats(A: f32[M, N]) -> (f32[M], f32[M], f32[N], f32) {
+  s[i] = sum[j] A[i, j]
+  x[i] = max[j] A[i, j] * 0.5
+  c[j] = sum[i] A[i, j] * A[i, j]
+  t    = sum[i, j] A[i, j]
+  return (s, x, c, t)
+}
+'''
+for M, N in [(3, 513), (2, 1031), (5, 1100), (1, 2053), (600, 7)]:
+    A = randn((M, N))
+    a = f64(A)
+    case('long rows %dx%d: softmax, row/column/total reductions, transpose, top level' % (M, N),
+         [('A', A)],
+         LONG + 'S = softmax(A)\n(s, x, c, t) = rowstats(A)\nT[j, i] = A[i, j]\n'
+         'E = A * 3 - 1\nG = gelu(A)',
+         [out('S', F32, softmax_ref(A)), out('s', F32, a.sum(1)), out('x', F32, a.max(1) * 0.5, EXACT),
+          out('c', F32, (a * a).sum(0)), out('t', F32, a.sum()), out('T', F32, A.T, EXACT),
+          out('E', F32, a * 3 - 1, ELEM32), out('G', F32, gelu_ref(A))])
+for M, N in [(3, 0), (0, 4)]:
+    A = np.zeros((M, N), F32)
+    case('empty axis %dx%d: sum 0, prod 1' % (M, N), [('A', A)],
+         REDS + '(s, mx, mn, p, cs, cx, cn, w) = reds(A)\nT[j, i] = A[i, j]',
+         [out('s', F32, np.zeros(M), EXACT), out('p', F32, np.ones(M), EXACT),
+          out('cs', F32, np.zeros(N), EXACT), out('T', F32, A.T, EXACT)])
+
+
+# ---- special values: NaN, infinities, signed zeros ----
+SPECIAL = '''
+fn special(X: f32[N], Y: f32[M, N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[M], f32[M], f32[M], bool[N], bool[N]) {
+  ex[n] = exp(X[n])
+  lg[n] = log(X[n])
+  sq[n] = sqrt(X[n])
+  mx[n] = max(X[n], 1.0)
+  mn[n] = min(X[n], 1.0)
+  fl[n] = floor(X[n])
+  th[n] = tanh(X[n])
+  rx[m] = max[n] Y[m, n]
+  rn[m] = min[n] Y[m, n]
+  rs[m] = sum[n] Y[m, n]
+  lt[n] = X[n] < 1.0
+  ne[n] = X[n] != X[n]
+  return (ex, lg, sq, mx, mn, fl, th, rx, rn, rs, lt, ne)
+}
+'''
+VALUES = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 100.0, -100.0, 1e-30, 3.5], F32)
+Y = randn((5, 11))
+Y[1, 3], Y[2, 0], Y[3, 10], Y[4, 5], Y[4, 6] = np.nan, np.inf, -np.inf, np.inf, -np.inf
+with np.errstate(all='ignore'):
+    x, y = f64(VALUES), f64(Y)
+    case('special values: NaN, inf, -0 through math, max/min, reductions', [('X', VALUES), ('Y', Y)],
+         SPECIAL + '(ex, lg, sq, mx, mn, fl, th, rx, rn, rs, lt, ne) = special(X, Y)\nR = relu(Y)',
+         [out('ex', F32, np.exp(x), ELEM32), out('lg', F32, np.log(x), ELEM32),
+          out('sq', F32, np.sqrt(x), ELEM32), out('mx', F32, np.maximum(x, 1), EXACT),
+          out('mn', F32, np.minimum(x, 1), EXACT), out('fl', F32, np.floor(x), EXACT),
+          out('th', F32, np.tanh(x), ELEM32), out('rx', F32, y.max(1), EXACT),
+          out('rn', F32, y.min(1), EXACT), out('rs', F32, y.sum(1), ELEM32),
+          out('lt', BOOL, x < 1), out('ne', BOOL, x != x), out('R', F32, np.maximum(Y, 0), EXACT)])
+
+# ---- a function returning a tuple ----
+MOMENTS = '''
+fn moments(X: f32[B, N]) -> (f32[B], f32[B]) {
+  mean[b] = (sum[n] X[b, n]) / N
+  var[b]  = (sum[n] (X[b, n] - mean[b]) ** 2.0) / N
+  return (mean, var)
+}
+'''
+for B, N in [(1, 1), (7, 13), (64, 65), (RAND[2], RAND[1])]:
+    X = randn((B, N), 3, 1)
+    case('tuple return: mean and variance %dx%d' % (B, N), [('X', X)],
+         MOMENTS + '(mu, v) = moments(X)', [out('mu', F32, f64(X).mean(1)), out('v', F32, f64(X).var(1))])
 
 
 # ---- the runner ----
@@ -569,10 +705,13 @@ def compare(got, dtype, ref, metric, outs):
         return 'exact: %d of %d differ; first at %s: got %r, want %r' % (
             int(bad.sum()), got.size, tuple(int(k) for k in i), got[i].item(), ref[i].item())
     g, r = f64(got), f64(ref)
-    err = np.abs(g - r)
-    nan_mismatch = np.isnan(g) != np.isnan(r)
-    err = np.where((g == r) | (np.isnan(g) & np.isnan(r)), 0, err)   # equal infinities too
-    err = np.where(nan_mismatch, np.inf, err)
+    if dtype is F32:   # beyond the f32 range the right answer is an infinity
+        with np.errstate(over='ignore'):
+            r = np.where(np.abs(r) > np.finfo(F32).max, f64(ref.astype(F32)), r)
+    with np.errstate(invalid='ignore'):
+        err = np.abs(g - r)
+    same = (g == r) | (np.isnan(g) & np.isnan(r))       # equal infinities, NaN for NaN
+    err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
     if kind == 'norm':
         scale = np.max(np.abs(r)) if np.max(np.abs(r)) > 0 else 1.0
         e = err / scale
@@ -582,7 +721,8 @@ def compare(got, dtype, ref, metric, outs):
         return 'norm: max|got-ref|/max|ref| = %.3g > %g; worst at %s: got %r, want %r' % (
             np.max(e), metric[1], tuple(int(k) for k in worst), g[worst], r[worst])
     rtol, atol = metric[1], metric[2]
-    excess = err / (atol + rtol * np.abs(r))
+    with np.errstate(invalid='ignore', divide='ignore'):
+        excess = np.where(err == 0, 0.0, err / (atol + rtol * np.abs(r)))
     worst = np.unravel_index(np.argmax(excess), got.shape)
     if np.max(excess) <= 1:
         return None
@@ -599,7 +739,7 @@ def run_case(dyn, scratch, k, c):
     for name, a in c.inputs:
         path = os.path.join(d, 'in_%s.npy' % name)
         with open(path, 'wb') as f:
-            arr = np.asfortranarray(a) if name in c.fortran else np.ascontiguousarray(a)
+            arr = np.array(a, order='F' if name in c.fortran else 'C')   # keeps rank 0
             version = (2, 0) if name in c.v2 else (1, 0)
             np.lib.format.write_array(f, arr, version=version)
         lines.append('%s = load(%s)' % (name, dyn_string(path)))
@@ -610,7 +750,7 @@ def run_case(dyn, scratch, k, c):
     with open(script, 'w') as f:
         f.write('\n'.join(lines) + '\n')
     try:
-        r = subprocess.run([dyn, script], cwd=d, capture_output=True, text=True, timeout=120)
+        r = subprocess.run([dyn] + FLAGS + [script], cwd=d, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return ['dyn timed out on %s' % script]
     except OSError as e:
@@ -645,7 +785,9 @@ def main():
         if only and not any(s in c.name for s in only):
             continue
         shapes = ', '.join('%s %s' % (n, shape_str(a.shape)) for n, a in c.inputs) or 'no inputs'
+        t0 = time.time()
         problems = run_case(dyn, scratch, k, c)
+        took = '%.2f s' % (time.time() - t0)
         if c.xfail and problems:
             xfailed += 1
             print('XFAIL: %s [%s] -- known bug: %s' % (c.name, shapes, c.xfail))
@@ -663,7 +805,7 @@ def main():
         else:
             passed += 1
             metrics = sorted({' '.join(str(x) for x in m) for _, _, _, m in c.outputs})
-            print('PASS: %s [%s] (%s)' % (c.name, shapes, '; '.join(metrics)))
+            print('PASS: %s [%s] (%s; %s)' % (c.name, shapes, '; '.join(metrics), took))
         sys.stdout.flush()
     print('numpy: %d expected failures (known dyn bugs), %.1f s' % (xfailed, time.time() - start))
     print('numpy: %d passed, %d failed' % (passed, failed))

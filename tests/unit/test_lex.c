@@ -120,6 +120,7 @@ START_TEST(test_every_token) {
     const char *forms[] = {"%s", "a %s b", "a%sb"};
     for (int f = 0; f < 3; f++) {
       if (f == 2 && table[r].kw) continue;        /* "afnb" is a name */
+      if (f == 0 && k == TK_COLON) continue;      /* a line starting with ':' is a command */
       char text[64];
       snprintf(text, sizeof text, forms[f], s);
       int nt = 0;
@@ -183,8 +184,8 @@ START_TEST(test_numbers) {
   ck_assert(!t[0].is_int && t[0].num == 2.0);
   ck_assert(t[1].is_int && t[1].ival == 2);
   ck_assert_str_eq(t[0].text, "2.0");
-  /* a number followed by a dot and digits is two tokens' worth of trouble */
-  LEX_IS("1.2.3", "num:1.2 num:0.3 NL EOF");
+  /* a second dot is not part of the number */
+  LEX_IS("1.2.3", "num:1.2 int:3 NL EOF");
   DIAGS_ARE("t.dyn:1:4: error: unexpected character '.'\n"
             "  1 | 1.2.3\n"
             "    |    ^\n");

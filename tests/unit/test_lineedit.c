@@ -79,6 +79,15 @@ static void child_main(const ChildOpts *o) {
   exit(0);                       /* exit, not _exit: LeakSanitizer runs at exit */
 }
 
+/* A new empty file in $TMPDIR (else /tmp); its name goes in path. */
+static void temp_file(char *path, size_t n, const char *tag) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(path, n, "%s/test_lineedit_%s_XXXXXX", dir && *dir ? dir : "/tmp", tag);
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp %s: %s", path, strerror(errno));
+  close(fd);
+}
+
 /* ---- the parent: a pseudo-terminal and everything the child wrote to it ---- */
 
 typedef struct {
@@ -401,8 +410,9 @@ START_TEST(test_history) {
 END_TEST
 
 START_TEST(test_history_file_in_editor) {
-  char path[] = "/tmp/test_lineedit_hXXXXXX";
-  int fd = mkstemp(path);
+  char path[512];
+  temp_file(path, sizeof path, "h");
+  int fd = open(path, O_WRONLY);
   ck_assert_int_ge(fd, 0);
   const char text[] = "first\nsecond\n";
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
@@ -598,8 +608,9 @@ END_TEST
 /* ---- not a terminal ---- */
 
 START_TEST(test_not_a_terminal) {
-  char path[] = "/tmp/test_lineedit_pXXXXXX";
-  int fd = mkstemp(path);
+  char path[512];
+  temp_file(path, sizeof path, "p");
+  int fd = open(path, O_RDWR);
   ck_assert_int_ge(fd, 0);
   Buf text = {0};
   buf_puts(&text, "one\ntwo\r\n\n");
@@ -682,11 +693,9 @@ static char *slurp(const char *path) {
 }
 
 START_TEST(test_history_files) {
-  char path[] = "/tmp/test_lineedit_fXXXXXX", path2[] = "/tmp/test_lineedit_gXXXXXX";
-  int fd = mkstemp(path), fd2 = mkstemp(path2);
-  ck_assert(fd >= 0 && fd2 >= 0);
-  close(fd);
-  close(fd2);
+  char path[512], path2[512];
+  temp_file(path, sizeof path, "f");
+  temp_file(path2, sizeof path2, "g");
 
   LineEdit *le = lineedit_new(-1, -1);
   lineedit_history_add(le, "a");

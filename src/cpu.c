@@ -1,0 +1,1024 @@
+/* cpu.c -- the compiled CPU back end: fused kernels to LLVM IR, JIT-compiled once per
+ * function, run on any shape.
+ *
+ * Every kernel becomes one function `void k(KCtx *c, int64_t lo, int64_t hi)` that runs the
+ * iterations [lo, hi) of its parallel axis (the row of a row-wise kernel, else the first
+ * output axis); the runtime splits that axis into tasks on the thread pool.  Extents, sizes
+ * and strides are read from the context, so nothing in the code depends on a shape.  The
+ * innermost loops are written so that LLVM's vectoriser takes them: unit-stride last axes
+ * (dyn's tensors are C-contiguous, checked at run time), branch-free where(...) (both sides
+ * are computed with their loads clamped into range, then selected), an inline polynomial
+ * exp for f32, and reassociable reductions.  Contractions (a sum of a product of two
+ * tensors that each miss one output axis) go to the packed micro-kernel engine of gemm.c.
+ *
+ * Errors are detected, not explained: a checked access out of range or an integer division
+ * by zero sets a flag, and the runtime then re-runs the program on the reference evaluator,
+ * which stops at the same place with the exact message.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#ifdef HAVE_LLVM
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What generated code reads; the layout is mirrored by GEP indices below. */
+typedef struct KCtx {
+  void **bufs;          /* 0: per slot, the address of element 0 */
+  int64_t *strides;     /* 1: per slot, DYN_MAX_RANK element strides */
+  int64_t *ext;         /* 2: per axis */
+  int64_t *szv;         /* 3: per KExpr id, the value of a size */
+  int64_t *shape;       /* 4: per slot, DYN_MAX_RANK dims */
+  int32_t *err;         /* 5: set to 1 on a detected run-time error */
+} KCtx;
+
+typedef void (*KernelFn)(KCtx *c, int64_t lo, int64_t hi);
+
+typedef struct CKernel {
+  const Kernel *kn;
+  KernelFn fn;
+  char sym[64];
+  int par_axis;          /* -1: one task */
+  bool gemm;
+  int g_a, g_b, g_c;     /* slots */
+  int g_ax[4];           /* batch (-1: none), m, n, k axes */
+} CKernel;
+
+struct CpuProgram {
+  const Program *p;
+  CKernel *k;
+  int nk;
+  char *ir;              /* optimised IR, for :code llvm */
+  double compile_ms;
+};
+
+struct CpuBackend {
+  Jit *jit;
+  Pool *pool;
+  HwModel hw;
+  GemmKernels *gemm[2]; /* f32, f64 */
+  int modules;
+};
+
+/* ---- code generation ---- */
+
+typedef struct G {
+  LLVMContextRef cx;
+  LLVMModuleRef m;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i8, i32, i64, f32, f64, ptr, void_;
+  const Program *p;
+  const Kernel *kn;
+  LLVMValueRef fn, ctx;
+  LLVMValueRef bufs, strides, ext, szv, shape;
+  LLVMValueRef *axv;     /* current value of each axis */
+  LLVMValueRef *memo;    /* values loaded once in the entry block, by memo_key */
+  int nmemo;
+  LLVMValueRef err_acc;  /* alloca i1 */
+  int fn_count;
+} G;
+
+static LLVMTypeRef ty_of(G *g, DynElem e) {
+  switch (e) {
+  case DYN_F32: return g->f32;
+  case DYN_F64: return g->f64;
+  case DYN_I32: return g->i32;
+  case DYN_I64: return g->i64;
+  default: return g->i1;
+  }
+}
+
+static LLVMTypeRef mem_ty(G *g, DynElem e) { return e == DYN_BOOL ? g->i8 : ty_of(g, e); }
+
+static LLVMValueRef c64(G *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
+
+/* Loads from the context are made once, in the entry block: stores into tensors could
+ * otherwise alias the context arrays as far as LLVM knows, keep the loads in the loops and
+ * stop vectorisation ("cannot identify array bounds"). */
+static LLVMValueRef entry_load(G *g, LLVMTypeRef t, LLVMValueRef base, int which, int64_t idx) {
+  int key = -1;
+  if (idx >= 0 && idx < (1 << 20)) key = (int)(idx * 6 + which);
+  if (key >= 0 && key < g->nmemo && g->memo[key]) return g->memo[key];
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
+  LLVMValueRef term = LLVMGetBasicBlockTerminator(entry);
+  if (term) LLVMPositionBuilderBefore(g->b, term);
+  else LLVMPositionBuilderAtEnd(g->b, entry);
+  LLVMValueRef i = c64(g, idx);
+  LLVMValueRef p = LLVMBuildGEP2(g->b, t, base, &i, 1, "");
+  LLVMValueRef v = LLVMBuildLoad2(g->b, t, p, "");
+  LLVMPositionBuilderAtEnd(g->b, cur);
+  if (key >= 0) {
+    if (key >= g->nmemo) {
+      int n = g->nmemo ? g->nmemo : 256;
+      while (n <= key) n *= 2;
+      g->memo = xrealloc(g->memo, sizeof(LLVMValueRef) * (size_t)n);
+      memset(g->memo + g->nmemo, 0, sizeof(LLVMValueRef) * (size_t)(n - g->nmemo));
+      g->nmemo = n;
+    }
+    g->memo[key] = v;
+  }
+  return v;
+}
+
+static int which_of(G *g, LLVMValueRef base) {
+  return base == g->strides ? 1 : base == g->ext ? 2 : base == g->szv ? 3 : base == g->shape ? 4 : 5;
+}
+
+static LLVMValueRef load_i64(G *g, LLVMValueRef base, int64_t idx) {
+  return entry_load(g, g->i64, base, which_of(g, base), idx);
+}
+
+static LLVMValueRef intrinsic(G *g, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMTypeRef tys[1] = {t};
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->m, id, tys, 1);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(g->cx, id, tys, 1);
+  return LLVMBuildCall2(g->b, ft, f, args, (unsigned)n, "");
+}
+
+static LLVMValueRef libm(G *g, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n) {
+  LLVMTypeRef ps[2] = {t, t};
+  LLVMTypeRef ft = LLVMFunctionType(t, ps, (unsigned)n, 0);
+  LLVMValueRef f = LLVMGetNamedFunction(g->m, name);
+  if (!f) {
+    f = LLVMAddFunction(g->m, name, ft);
+    LLVMSetLinkage(f, LLVMExternalLinkage);
+  }
+  return LLVMBuildCall2(g->b, ft, f, args, (unsigned)n, "");
+}
+
+static void fast(LLVMValueRef v) {
+  /* reassociation and contraction only: NaN and infinity keep their meaning */
+  if (LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v))
+    LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract | LLVMFastMathNoSignedZeros);
+}
+
+static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
+
+/* exp for f32 without a call, so loops vectorise: 2^n * p(r), r = x - n ln2, |r| <= ln2/2,
+ * p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding). */
+static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
+  LLVMTypeRef t = g->f32;
+  LLVMValueRef hi = fconst(g, t, 88.72283f), lo = fconst(g, t, -87.33654f);
+  LLVMValueRef xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), hi, x, "");
+  xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
+  LLVMValueRef a[1] = {LLVMBuildFMul(g->b, xc, fconst(g, t, 1.44269504088896341), "")};
+  LLVMValueRef n = intrinsic(g, "llvm.rint", t, a, 1);
+  LLVMValueRef r = LLVMBuildFSub(g->b, xc, LLVMBuildFMul(g->b, n, fconst(g, t, 0.693359375), ""), "");
+  r = LLVMBuildFSub(g->b, r, LLVMBuildFMul(g->b, n, fconst(g, t, -2.12194440e-4), ""), "");
+  static const double c[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0};
+  LLVMValueRef p = fconst(g, t, c[0]);
+  for (int i = 1; i < 8; i++) p = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, p, r, ""), fconst(g, t, c[i]), "");
+  /* 2^n by the exponent bits; n in [-126, 128] after the clamp: split in two factors */
+  LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, g->i32, "");
+  LLVMValueRef h = LLVMBuildAShr(g->b, ni, LLVMConstInt(g->i32, 1, 0), "");
+  LLVMValueRef l = LLVMBuildSub(g->b, ni, h, "");
+  LLVMValueRef e1 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, h, LLVMConstInt(g->i32, 127, 0), ""), LLVMConstInt(g->i32, 23, 0), ""), t, "");
+  LLVMValueRef e2 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, l, LLVMConstInt(g->i32, 127, 0), ""), LLVMConstInt(g->i32, 23, 0), ""), t, "");
+  LLVMValueRef res = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, p, e1, ""), e2, "");
+  /* beyond the clamp: exact limits; NaN stays NaN */
+  res = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), fconst(g, t, INFINITY), res, "");
+  res = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, fconst(g, t, -103.97208f), ""), fconst(g, t, 0), res, "");
+  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), x, res, "");
+}
+
+static LLVMValueRef gen_exp(G *g, LLVMTypeRef t, LLVMValueRef x) {
+  if (t == g->f32) return exp_f32(g, x);
+  return intrinsic(g, "llvm.exp", t, &x, 1);
+}
+
+static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch);
+
+static void flag(G *g, LLVMValueRef bad) {
+  LLVMValueRef cur = LLVMBuildLoad2(g->b, g->i1, g->err_acc, "");
+  LLVMBuildStore(g->b, LLVMBuildOr(g->b, cur, bad, ""), g->err_acc);
+}
+
+static LLVMValueRef slot_ptr(G *g, int slot) { return entry_load(g, g->ptr, g->bufs, 0, slot); }
+
+/* The element offset of an access: sum of subscript * stride; the last stride is 1. */
+static LLVMValueRef offset(G *g, int slot, LLVMValueRef *subs, int first, int n) {
+  LLVMValueRef off = c64(g, 0);
+  int rank = n - first;
+  for (int k = first; k < n; k++) {
+    int d = k - first;
+    LLVMValueRef st = d == rank - 1 ? c64(g, 1) : load_i64(g, g->strides, (int64_t)slot * DYN_MAX_RANK + d);
+    off = LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, subs[k], st, ""), "");
+  }
+  return off;
+}
+
+static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch) {
+  const Slot *s = &g->p->slots[e->slot];
+  int first = s->kind == SLOT_LOCAL ? g->kn->nouter : 0;
+  LLVMValueRef subs[DYN_MAX_RANK];
+  for (int k = 0; k < e->n; k++) subs[k] = gen(g, e->a[k], guard, in_branch);
+  if (e->checked || in_branch) {
+    for (int k = first; k < e->n; k++) {
+      LLVMValueRef dim = load_i64(g, g->shape, (int64_t)e->slot * DYN_MAX_RANK + (k - first));
+      if (e->checked) {
+        LLVMValueRef bad = LLVMBuildOr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, subs[k], c64(g, 0), ""),
+                                       LLVMBuildICmp(g->b, LLVMIntSGE, subs[k], dim, ""), "");
+        flag(g, guard ? LLVMBuildAnd(g->b, bad, guard, "") : bad);
+      }
+      /* clamp into [0, dim - 1] so a load of an untaken branch stays in the buffer */
+      LLVMValueRef top = LLVMBuildSub(g->b, dim, c64(g, 1), "");
+      LLVMValueRef v = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, subs[k], top, ""), top, subs[k], "");
+      subs[k] = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, v, c64(g, 0), ""), c64(g, 0), v, "");
+    }
+  }
+  LLVMValueRef off = offset(g, e->slot, subs, first, e->n);
+  LLVMTypeRef mt = mem_ty(g, s->type.elem);
+  LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, slot_ptr(g, e->slot), &off, 1, "");
+  LLVMValueRef v = LLVMBuildLoad2(g->b, mt, ptr, "");
+  if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
+  return v;
+}
+
+static LLVMValueRef cast(G *g, LLVMValueRef v, DynElem from, DynElem to) {
+  if (from == to) return v;
+  LLVMTypeRef t = ty_of(g, to);
+  bool ff = elem_is_float(from), tf = elem_is_float(to);
+  if (ff && tf) return to == DYN_F64 ? LLVMBuildFPExt(g->b, v, t, "") : LLVMBuildFPTrunc(g->b, v, t, "");
+  if (ff && to == DYN_BOOL) return LLVMBuildFCmp(g->b, LLVMRealUNE, v, LLVMConstReal(ty_of(g, from), 0), "");
+  if (ff) {
+    /* saturating, NaN to 0, as the reference defines it */
+    LLVMTypeRef tys[2] = {t, ty_of(g, from)};
+    unsigned id = LLVMLookupIntrinsicID("llvm.fptosi.sat", 15);
+    LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->m, id, tys, 2);
+    return LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->cx, id, tys, 2), f, &v, 1, "");
+  }
+  if (from == DYN_BOOL) return tf ? LLVMBuildUIToFP(g->b, v, t, "") : LLVMBuildZExt(g->b, v, t, "");
+  if (tf) return LLVMBuildSIToFP(g->b, v, t, "");
+  if (to == DYN_BOOL) return LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(ty_of(g, from), 0, 0), "");
+  return elem_size(to) > elem_size(from) ? LLVMBuildSExt(g->b, v, t, "") : LLVMBuildTrunc(g->b, v, t, "");
+}
+
+/* Floor division and modulo, like Python, with division by zero flagged, not trapped. */
+static LLVMValueRef int_divmod(G *g, bool div, LLVMValueRef a, LLVMValueRef d, LLVMTypeRef t, LLVMValueRef guard) {
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0), m1 = LLVMConstAllOnes(t);
+  LLVMValueRef isz = LLVMBuildICmp(g->b, LLVMIntEQ, d, zero, "");
+  flag(g, guard ? LLVMBuildAnd(g->b, isz, guard, "") : isz);
+  LLVMValueRef ism1 = LLVMBuildICmp(g->b, LLVMIntEQ, d, m1, "");
+  LLVMValueRef safe = LLVMBuildSelect(g->b, LLVMBuildOr(g->b, isz, ism1, ""), one, d, "");
+  LLVMValueRef q = LLVMBuildSDiv(g->b, a, safe, ""), r = LLVMBuildSRem(g->b, a, safe, "");
+  LLVMValueRef adjust = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntNE, r, zero, ""),
+                                     LLVMBuildXor(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, r, zero, ""),
+                                                  LLVMBuildICmp(g->b, LLVMIntSLT, safe, zero, ""), ""), "");
+  if (div) {
+    q = LLVMBuildSelect(g->b, adjust, LLVMBuildSub(g->b, q, one, ""), q, "");
+    return LLVMBuildSelect(g->b, ism1, LLVMBuildSub(g->b, zero, a, ""), q, "");
+  }
+  r = LLVMBuildSelect(g->b, adjust, LLVMBuildAdd(g->b, r, safe, ""), r, "");
+  return LLVMBuildSelect(g->b, ism1, zero, r, "");
+}
+
+static LLVMValueRef gen_reduce(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch);
+
+static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch) {
+  LLVMTypeRef t = ty_of(g, e->ty);
+  switch (e->kind) {
+  case KX_CONST:
+    if (elem_is_float(e->ty)) return LLVMConstReal(t, e->f);
+    return LLVMConstInt(t, (unsigned long long)e->i, 1);
+  case KX_AXIS:
+    return g->axv[e->axis];
+  case KX_SIZE:
+    return load_i64(g, g->szv, e->id);
+  case KX_LOAD:
+    return gen_load(g, e, guard, in_branch);
+  case KX_CAST:
+    return cast(g, gen(g, e->a[0], guard, in_branch), e->opty, e->ty);
+  case KX_SELECT: {
+    LLVMValueRef c = gen(g, e->a[0], guard, in_branch);
+    LLVMValueRef ga = guard ? LLVMBuildAnd(g->b, guard, c, "") : c;
+    LLVMValueRef nc = LLVMBuildNot(g->b, c, "");
+    LLVMValueRef gb = guard ? LLVMBuildAnd(g->b, guard, nc, "") : nc;
+    LLVMValueRef a = gen(g, e->a[1], ga, true), b = gen(g, e->a[2], gb, true);
+    return LLVMBuildSelect(g->b, c, a, b, "");
+  }
+  case KX_REDUCE:
+    return gen_reduce(g, e, guard, in_branch);
+  case KX_UN: {
+    LLVMValueRef x = gen(g, e->a[0], guard, in_branch);
+    bool f = elem_is_float(e->ty);
+    LLVMValueRef r;
+    switch (e->op) {
+    case OP_NOT: return LLVMBuildNot(g->b, x, "");
+    case OP_NEG: return f ? LLVMBuildFNeg(g->b, x, "") : LLVMBuildSub(g->b, LLVMConstInt(t, 0, 0), x, "");
+    case OP_ABS:
+      if (f) return intrinsic(g, "llvm.fabs", t, &x, 1);
+      return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, x, LLVMConstInt(t, 0, 0), ""),
+                             LLVMBuildSub(g->b, LLVMConstInt(t, 0, 0), x, ""), x, "");
+    case OP_FLOOR: case OP_CEIL: case OP_ROUND:
+      if (!f) return x;
+      return intrinsic(g, e->op == OP_FLOOR ? "llvm.floor" : e->op == OP_CEIL ? "llvm.ceil" : "llvm.rint", t, &x, 1);
+    case OP_EXP: return gen_exp(g, t, x);
+    case OP_SQRT: return intrinsic(g, "llvm.sqrt", t, &x, 1);
+    case OP_RSQRT:
+      r = LLVMBuildFDiv(g->b, fconst(g, t, 1.0), intrinsic(g, "llvm.sqrt", t, &x, 1), "");
+      return r;
+    case OP_LOG: return intrinsic(g, "llvm.log", t, &x, 1);
+    case OP_SIN: return intrinsic(g, "llvm.sin", t, &x, 1);
+    case OP_COS: return intrinsic(g, "llvm.cos", t, &x, 1);
+    case OP_TANH: {
+      if (t != g->f32) return libm(g, "tanh", t, &x, 1);
+      /* f32: 1 - 2 / (exp(2x) + 1), exact limits at +-inf, vectorisable through exp; below
+       * |x| = 0.3 that cancels, so the odd Taylor series to x^11 (error under 1e-9) */
+      LLVMValueRef e2 = gen_exp(g, t, LLVMBuildFMul(g->b, x, fconst(g, t, 2.0), ""));
+      r = LLVMBuildFSub(g->b, fconst(g, t, 1.0), LLVMBuildFDiv(g->b, fconst(g, t, 2.0), LLVMBuildFAdd(g->b, e2, fconst(g, t, 1.0), ""), ""), "");
+      static const double c[] = {-1382.0 / 155925, 62.0 / 2835, -17.0 / 315, 2.0 / 15, -1.0 / 3, 1.0};
+      LLVMValueRef x2 = LLVMBuildFMul(g->b, x, x, ""), p = fconst(g, t, c[0]);
+      for (int i = 1; i < 6; i++) p = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, p, x2, ""), fconst(g, t, c[i]), "");
+      p = LLVMBuildFMul(g->b, p, x, "");
+      LLVMValueRef ax = intrinsic(g, "llvm.fabs", t, &x, 1);
+      return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, ax, fconst(g, t, 0.3), ""), p, r, "");
+    }
+    case OP_SIGMOID: {
+      LLVMValueRef en = gen_exp(g, t, LLVMBuildFNeg(g->b, x, ""));
+      return LLVMBuildFDiv(g->b, fconst(g, t, 1.0), LLVMBuildFAdd(g->b, en, fconst(g, t, 1.0), ""), "");
+    }
+    case OP_ERF: return libm(g, t == g->f32 ? "erff" : "erf", t, &x, 1);
+    default: return x;
+    }
+  }
+  case KX_BIN: {
+    LLVMValueRef a = gen(g, e->a[0], guard, in_branch), b = gen(g, e->a[1], guard, in_branch);
+    OpClass c = op_class(e->op);
+    if (c == OPK_CMP) {
+      if (elem_is_float(e->opty)) {
+        LLVMRealPredicate pr = e->op == OP_EQ ? LLVMRealOEQ : e->op == OP_NE ? LLVMRealUNE : e->op == OP_LT ? LLVMRealOLT :
+                               e->op == OP_LE ? LLVMRealOLE : e->op == OP_GT ? LLVMRealOGT : LLVMRealOGE;
+        return LLVMBuildFCmp(g->b, pr, a, b, "");
+      }
+      LLVMIntPredicate pr = e->op == OP_EQ ? LLVMIntEQ : e->op == OP_NE ? LLVMIntNE : e->op == OP_LT ? LLVMIntSLT :
+                            e->op == OP_LE ? LLVMIntSLE : e->op == OP_GT ? LLVMIntSGT : LLVMIntSGE;
+      return LLVMBuildICmp(g->b, pr, a, b, "");
+    }
+    if (e->op == OP_AND) return LLVMBuildAnd(g->b, a, b, "");
+    if (e->op == OP_OR) return LLVMBuildOr(g->b, a, b, "");
+    LLVMValueRef r;
+    if (elem_is_float(e->ty)) {
+      switch (e->op) {
+      case OP_ADD: r = LLVMBuildFAdd(g->b, a, b, ""); break;
+      case OP_SUB: r = LLVMBuildFSub(g->b, a, b, ""); break;
+      case OP_MUL: r = LLVMBuildFMul(g->b, a, b, ""); break;
+      case OP_DIV: r = LLVMBuildFDiv(g->b, a, b, ""); break;
+      case OP_MOD: {
+        LLVMValueRef m = LLVMBuildFRem(g->b, a, b, "");
+        LLVMValueRef z = fconst(g, t, 0);
+        LLVMValueRef adj = LLVMBuildAnd(g->b, LLVMBuildFCmp(g->b, LLVMRealONE, m, z, ""),
+                                        LLVMBuildXor(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, m, z, ""),
+                                                     LLVMBuildFCmp(g->b, LLVMRealOLT, b, z, ""), ""), "");
+        return LLVMBuildSelect(g->b, adj, LLVMBuildFAdd(g->b, m, b, ""), m, "");
+      }
+      case OP_POW: case OP_POWF: {
+        LLVMValueRef args[2] = {a, b};
+        return intrinsic(g, "llvm.pow", t, args, 2);
+      }
+      case OP_MAX: case OP_MIN: {
+        LLVMValueRef args[2] = {a, b};
+        return intrinsic(g, e->op == OP_MAX ? "llvm.maximum" : "llvm.minimum", t, args, 2);
+      }
+      default: r = a;
+      }
+      fast(r);
+      return r;
+    }
+    switch (e->op) {
+    case OP_ADD: return LLVMBuildAdd(g->b, a, b, "");
+    case OP_SUB: return LLVMBuildSub(g->b, a, b, "");
+    case OP_MUL: return LLVMBuildMul(g->b, a, b, "");
+    case OP_DIV: return int_divmod(g, true, a, b, t, guard);
+    case OP_MOD: return int_divmod(g, false, a, b, t, guard);
+    case OP_MAX: return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, a, b, ""), a, b, "");
+    case OP_MIN: return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, a, b, ""), a, b, "");
+    default: {
+      /* integer power by repeated multiplication: a loop would block vectorisation, and
+       * integer ** is rare; go through double and back, exact below 2^53 */
+      LLVMValueRef fa = LLVMBuildSIToFP(g->b, a, g->f64, ""), fb = LLVMBuildSIToFP(g->b, b, g->f64, "");
+      LLVMValueRef args[2] = {fa, fb};
+      return cast(g, intrinsic(g, "llvm.pow", g->f64, args, 2), DYN_F64, e->ty);
+    }
+    }
+  }
+  }
+  return LLVMConstInt(g->i1, 0, 0);
+}
+
+/* ---- loops ---- */
+
+typedef struct Loop { LLVMBasicBlockRef header, body, exit; LLVMValueRef iv, next; LLVMBasicBlockRef pre; } Loop;
+
+static LLVMValueRef loop_begin(G *g, Loop *L, LLVMValueRef lo, LLVMValueRef hi) {
+  L->pre = LLVMGetInsertBlock(g->b);
+  L->header = LLVMAppendBasicBlockInContext(g->cx, g->fn, "loop");
+  L->body = LLVMAppendBasicBlockInContext(g->cx, g->fn, "body");
+  L->exit = LLVMAppendBasicBlockInContext(g->cx, g->fn, "done");
+  LLVMBuildBr(g->b, L->header);
+  LLVMPositionBuilderAtEnd(g->b, L->header);
+  L->iv = LLVMBuildPhi(g->b, g->i64, "i");
+  LLVMAddIncoming(L->iv, &lo, &L->pre, 1);
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, L->iv, hi, ""), L->body, L->exit);
+  LLVMPositionBuilderAtEnd(g->b, L->body);
+  return L->iv;
+}
+
+static void loop_end(G *g, Loop *L) {
+  LLVMValueRef nx = LLVMBuildAdd(g->b, L->iv, c64(g, 1), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMBuildBr(g->b, L->header);
+  LLVMAddIncoming(L->iv, &nx, &latch, 1);
+  LLVMPositionBuilderAtEnd(g->b, L->exit);
+}
+
+static LLVMValueRef entry_alloca(G *g, LLVMTypeRef t) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(g->fn);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first) LLVMPositionBuilderBefore(g->b, first);
+  else LLVMPositionBuilderAtEnd(g->b, entry);
+  LLVMValueRef a = LLVMBuildAlloca(g->b, t, "");
+  LLVMPositionBuilderAtEnd(g->b, cur);
+  return a;
+}
+
+static LLVMValueRef red_init(G *g, const KExpr *e, LLVMTypeRef t) {
+  bool f = elem_is_float(e->ty);
+  switch (e->red) {
+  case RED_SUM: return f ? fconst(g, t, 0) : LLVMConstInt(t, 0, 0);
+  case RED_PROD: return f ? fconst(g, t, 1) : LLVMConstInt(t, 1, 0);
+  case RED_MAX: return f ? fconst(g, t, -INFINITY) : LLVMConstInt(t, e->ty == DYN_I32 ? (unsigned long long)INT32_MIN : (unsigned long long)INT64_MIN, 1);
+  default: return f ? fconst(g, t, INFINITY) : LLVMConstInt(t, e->ty == DYN_I32 ? (unsigned long long)INT32_MAX : (unsigned long long)INT64_MAX, 1);
+  }
+}
+
+static LLVMValueRef gen_reduce(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch) {
+  LLVMTypeRef t = ty_of(g, e->ty);
+  bool f = elem_is_float(e->ty);
+  LLVMValueRef acc = entry_alloca(g, t);
+  LLVMBuildStore(g->b, red_init(g, e, t), acc);
+  Loop L[DYN_MAX_RANK * 2];
+  for (int i = 0; i < e->nraxes; i++)
+    g->axv[e->raxes[i]] = loop_begin(g, &L[i], c64(g, 0), load_i64(g, g->ext, e->raxes[i]));
+  LLVMValueRef x = gen(g, e->a[0], guard, in_branch);
+  LLVMValueRef cur = LLVMBuildLoad2(g->b, t, acc, ""), r;
+  switch (e->red) {
+  case RED_SUM: r = f ? LLVMBuildFAdd(g->b, cur, x, "") : LLVMBuildAdd(g->b, cur, x, ""); break;
+  case RED_PROD: r = f ? LLVMBuildFMul(g->b, cur, x, "") : LLVMBuildMul(g->b, cur, x, ""); break;
+  default: {
+    bool mx = e->red == RED_MAX;
+    if (f) {
+      LLVMValueRef args[2] = {cur, x};
+      r = intrinsic(g, mx ? "llvm.maximum" : "llvm.minimum", t, args, 2);
+    } else {
+      r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, mx ? LLVMIntSGT : LLVMIntSLT, x, cur, ""), x, cur, "");
+    }
+  }
+  }
+  fast(r);
+  LLVMBuildStore(g->b, r, acc);
+  for (int i = e->nraxes - 1; i >= 0; i--) loop_end(g, &L[i]);
+  return LLVMBuildLoad2(g->b, t, acc, "");
+}
+
+static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v, DynElem ty) {
+  const Slot *s = &g->p->slots[slot];
+  int first = s->kind == SLOT_LOCAL ? g->kn->nouter : 0;
+  LLVMValueRef off = offset(g, slot, subs, first, n);
+  LLVMTypeRef mt = mem_ty(g, s->type.elem);
+  LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, slot_ptr(g, slot), &off, 1, "");
+  if (ty == DYN_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
+  LLVMBuildStore(g->b, v, ptr);
+}
+
+/* The function of one kernel. */
+static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
+  LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
+  LLVMTypeRef ft = LLVMFunctionType(g->void_, ps, 3, 0);
+  g->fn = LLVMAddFunction(g->m, sym, ft);
+  g->kn = kn;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->cx, g->fn, "entry");
+  LLVMPositionBuilderAtEnd(g->b, entry);
+  g->ctx = LLVMGetParam(g->fn, 0);
+  LLVMValueRef lo = LLVMGetParam(g->fn, 1), hi = LLVMGetParam(g->fn, 2);
+  LLVMValueRef *fields[] = {&g->bufs, &g->strides, &g->ext, &g->szv, &g->shape};
+  for (int i = 0; i < 5; i++) {
+    LLVMValueRef idx = c64(g, i);
+    LLVMValueRef p = LLVMBuildGEP2(g->b, g->ptr, g->ctx, &idx, 1, "");
+    *fields[i] = LLVMBuildLoad2(g->b, g->ptr, p, "");
+  }
+  g->err_acc = LLVMBuildAlloca(g->b, g->i1, "err");
+  LLVMBuildStore(g->b, LLVMConstInt(g->i1, 0, 0), g->err_acc);
+  /* the entry block only loads the context; the code starts in the next block */
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(g->cx, g->fn, "start");
+  LLVMBuildBr(g->b, start);
+  LLVMPositionBuilderAtEnd(g->b, start);
+  if (g->memo) memset(g->memo, 0, sizeof(LLVMValueRef) * (size_t)g->nmemo);
+  Loop outer[DYN_MAX_RANK];
+  int no = kn->nouter;
+  for (int o = 0; o < no; o++) {
+    bool par = kn->outer[o] == par_axis;
+    g->axv[kn->outer[o]] = loop_begin(g, &outer[o], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, kn->outer[o]));
+  }
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    Loop L[DYN_MAX_RANK];
+    for (int a = 0; a < st->naxes; a++) {
+      bool par = st->axes[a] == par_axis;
+      g->axv[st->axes[a]] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, st->axes[a]));
+    }
+    LLVMValueRef v = gen(g, st->expr, NULL, false);
+    LLVMValueRef subs[DYN_MAX_RANK * 2];
+    int n = 0;
+    for (int o = 0; o < no; o++) subs[n++] = g->axv[kn->outer[o]];
+    for (int a = 0; a < st->naxes; a++) subs[n++] = g->axv[st->axes[a]];
+    gen_store(g, st->out, subs, n, v, st->expr->ty);
+    for (int a = st->naxes - 1; a >= 0; a--) loop_end(g, &L[a]);
+  }
+  for (int o = no - 1; o >= 0; o--) loop_end(g, &outer[o]);
+  /* report a detected error */
+  LLVMValueRef bad = LLVMBuildLoad2(g->b, g->i1, g->err_acc, "");
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->cx, g->fn, "error");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->cx, g->fn, "ret");
+  LLVMBuildCondBr(g->b, bad, yes, done);
+  LLVMPositionBuilderAtEnd(g->b, yes);
+  LLVMValueRef idx = c64(g, 5);
+  LLVMValueRef ep = LLVMBuildLoad2(g->b, g->ptr, LLVMBuildGEP2(g->b, g->ptr, g->ctx, &idx, 1, ""), "");
+  LLVMBuildStore(g->b, LLVMConstInt(g->i32, 1, 0), ep);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMBuildRetVoid(g->b);
+}
+
+/* ---- contractions ---- */
+
+static bool plain_axes(const KExpr *ld) {
+  for (int i = 0; i < ld->n; i++)
+    if (ld->a[i]->kind != KX_AXIS) return false;
+  return ld->kind == KX_LOAD && !ld->checked;
+}
+
+static int pos_of(const KExpr *ld, int axis) {
+  int at = -1;
+  for (int i = 0; i < ld->n; i++)
+    if (ld->a[i]->axis == axis) {
+      if (at >= 0) return -2;       /* the same axis twice (a diagonal): not a plain layout */
+      at = i;
+    }
+  return at;
+}
+
+/* C[b?, m, n] = sum[k] A[..] * B[..], each operand a plain layout of its axes. */
+static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
+  if (kn->nstages != 1 || kn->nouter) return false;
+  const Stage *st = &kn->stages[0];
+  const KExpr *e = st->expr;
+  if (e->kind != KX_REDUCE || e->red != RED_SUM || e->nraxes != 1) return false;
+  if (e->ty != DYN_F32 && e->ty != DYN_F64) return false;
+  const KExpr *body = e->a[0];
+  if (body->kind != KX_BIN || body->op != OP_MUL) return false;
+  const KExpr *A = body->a[0], *B = body->a[1];
+  if (!plain_axes(A) || !plain_axes(B)) return false;
+  if (p->slots[A->slot].type.elem != e->ty || p->slots[B->slot].type.elem != e->ty) return false;
+  if (p->slots[A->slot].kind == SLOT_LOCAL || p->slots[B->slot].kind == SLOT_LOCAL) return false;
+  if (st->naxes < 2 || st->naxes > 3) return false;
+  int k = e->raxes[0];
+  int batch = st->naxes == 3 ? st->axes[0] : -1;
+  int m = st->axes[st->naxes - 2], n = st->axes[st->naxes - 1];
+  /* A holds m and k (and the batch), B holds k and n (and the batch), nothing else */
+  if (pos_of(A, k) < 0 || pos_of(B, k) < 0) return false;
+  if (pos_of(A, m) < 0 || pos_of(A, n) != -1 || pos_of(B, n) < 0 || pos_of(B, m) != -1) {
+    /* perhaps the operands are the other way round */
+    const KExpr *t = A; A = B; B = t;
+    if (pos_of(A, m) < 0 || pos_of(A, n) != -1 || pos_of(B, n) < 0 || pos_of(B, m) != -1) return false;
+  }
+  int na = 2 + (batch >= 0 && pos_of(A, batch) >= 0), nb = 2 + (batch >= 0 && pos_of(B, batch) >= 0);
+  if (A->n != na || B->n != nb) return false;
+  ck->gemm = true;
+  ck->g_a = A->slot;
+  ck->g_b = B->slot;
+  ck->g_c = st->out;
+  ck->g_ax[0] = batch;
+  ck->g_ax[1] = m;
+  ck->g_ax[2] = n;
+  ck->g_ax[3] = k;
+  /* remember where each axis sits in each operand: recomputed at run time from the loads */
+  return true;
+}
+
+/* ---- building and running ---- */
+
+static void g_init(G *g, LLVMContextRef cx, LLVMModuleRef m, const Program *p) {
+  memset(g, 0, sizeof *g);
+  g->cx = cx;
+  g->m = m;
+  g->b = LLVMCreateBuilderInContext(cx);
+  g->i1 = LLVMInt1TypeInContext(cx);
+  g->i8 = LLVMInt8TypeInContext(cx);
+  g->i32 = LLVMInt32TypeInContext(cx);
+  g->i64 = LLVMInt64TypeInContext(cx);
+  g->f32 = LLVMFloatTypeInContext(cx);
+  g->f64 = LLVMDoubleTypeInContext(cx);
+  g->ptr = LLVMPointerTypeInContext(cx, 0);
+  g->void_ = LLVMVoidTypeInContext(cx);
+  g->p = p;
+  g->axv = xcalloc((size_t)p->naxes + 1, sizeof(LLVMValueRef));
+}
+
+static int par_axis_of(const Kernel *kn) {
+  if (kn->nouter) return kn->outer[0];
+  if (kn->nstages == 1 && kn->stages[0].naxes) return kn->stages[0].axes[0];
+  return -1;
+}
+
+/* Build the module of a program's loop kernels; names them with prefix. */
+static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Program *p, CKernel *ck, int nk, const char *prefix) {
+  LLVMModuleRef m = jit_module_new(be->jit, cx, prefix);
+  G g;
+  g_init(&g, cx, m, p);
+  for (int i = 0; i < nk; i++) {
+    if (ck[i].gemm) continue;
+    snprintf(ck[i].sym, sizeof ck[i].sym, "%s_k%d", prefix, i);
+    gen_kernel(&g, ck[i].kn, ck[i].sym, ck[i].par_axis);
+  }
+  LLVMDisposeBuilder(g.b);
+  free(g.axv);
+  free(g.memo);
+  return m;
+}
+
+CpuBackend *cpu_backend_new(const HwModel *hw, int threads, char *err, size_t errlen) {
+  CpuBackend *be = xcalloc(1, sizeof *be);
+  be->hw = *hw;
+  be->jit = jit_new(hw, err, errlen);
+  if (!be->jit) {
+    free(be);
+    return NULL;
+  }
+  be->pool = pool_new(threads);
+  return be;
+}
+
+void cpu_backend_free(CpuBackend *be) {
+  if (!be) return;
+  gemm_free(be->gemm[0]);
+  gemm_free(be->gemm[1]);
+  pool_free(be->pool);
+  jit_free(be->jit);
+  free(be);
+}
+
+void cpu_backend_set_threads(CpuBackend *be, int threads) { pool_set_threads(be->pool, threads); }
+Pool *cpu_backend_pool(CpuBackend *be) { return be->pool; }
+const char *cpu_backend_cpu(CpuBackend *be) { return jit_cpu_name(be->jit); }
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static GemmKernels *gemm_for(CpuBackend *be, DynElem e, char *err, size_t errlen) {
+  int i = e == DYN_F64;
+  if (!be->gemm[i]) be->gemm[i] = gemm_compile(e, &be->hw, err, errlen);
+  return be->gemm[i];
+}
+
+CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen) {
+  double t0 = now_ms();
+  CpuProgram *cp = xcalloc(1, sizeof *cp);
+  cp->p = p;
+  cp->nk = p->nkernels;
+  cp->k = xcalloc((size_t)cp->nk + 1, sizeof(CKernel));
+  bool any_loop = false;
+  for (int i = 0; i < cp->nk; i++) {
+    cp->k[i].kn = &p->kernels[i];
+    cp->k[i].par_axis = par_axis_of(&p->kernels[i]);
+    if (!match_gemm(p, &p->kernels[i], &cp->k[i])) any_loop = true;
+    else if (!gemm_for(be, p->slots[cp->k[i].g_c].type.elem, err, errlen)) goto fail;
+  }
+  if (any_loop) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "dyn%d_%s", be->modules++, p->name);
+    for (char *c = prefix; *c; c++)
+      if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) *c = '_';
+    LLVMContextRef cx = jit_context(be->jit);
+    LLVMModuleRef m = build_module(be, cx, p, cp->k, cp->nk, prefix);
+    char *verr = NULL;
+    if (LLVMVerifyModule(m, LLVMReturnStatusAction, &verr)) {
+      snprintf(err, errlen, "internal error: generated code for %s does not verify: %.300s", p->name, verr ? verr : "");
+      LLVMDisposeMessage(verr);
+      LLVMDisposeModule(m);
+      goto fail;
+    }
+    LLVMDisposeMessage(verr);
+    if (!jit_optimize(be->jit, m, NULL, err, errlen)) {
+      LLVMDisposeModule(m);
+      goto fail;
+    }
+    Buf ir = {0};
+    jit_print_ir(m, &ir);
+    cp->ir = ir.s;
+    if (!jit_add_module(be->jit, m, err, errlen)) goto fail;
+    for (int i = 0; i < cp->nk; i++) {
+      if (cp->k[i].gemm) continue;
+      cp->k[i].fn = (KernelFn)jit_lookup(be->jit, cp->k[i].sym, err, errlen);
+      if (!cp->k[i].fn) goto fail;
+    }
+  }
+  cp->compile_ms = now_ms() - t0;
+  return cp;
+fail:
+  cpu_program_free(cp);
+  return NULL;
+}
+
+void cpu_program_free(CpuProgram *cp) {
+  if (!cp) return;
+  free(cp->k);
+  free(cp->ir);
+  free(cp);
+}
+
+double cpu_program_compile_ms(const CpuProgram *cp) { return cp->compile_ms; }
+
+bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen) {
+  bool any = false;
+  for (int i = 0; i < cp->nk; i++) {
+    if (!cp->k[i].gemm) continue;
+    const Kernel *kn = cp->k[i].kn;
+    buf_printf(out, "; kernel %s: a contraction, run by the packed micro-kernels below\n", kn->name);
+    if (!any) {
+      GemmKernels *gk = gemm_for(be, cp->p->slots[cp->k[i].g_c].type.elem, err, errlen);
+      if (!gk || !gemm_code(gk, what, out, err, errlen)) return false;
+      any = true;
+    }
+  }
+  if (!strcmp(what, "llvm")) {
+    if (cp->ir) buf_puts(out, cp->ir);
+    return true;
+  }
+  /* assembly: build the module again, since printing it consumes it */
+  bool loops = false;
+  for (int i = 0; i < cp->nk; i++) loops = loops || !cp->k[i].gemm;
+  if (!loops) return true;
+  LLVMContextRef cx = LLVMContextCreate();
+  CKernel *copy = xcalloc((size_t)cp->nk + 1, sizeof(CKernel));
+  memcpy(copy, cp->k, sizeof(CKernel) * (size_t)cp->nk);
+  LLVMModuleRef m = build_module(be, cx, cp->p, copy, cp->nk, "asm");
+  bool ok = jit_optimize(be->jit, m, NULL, err, errlen) && jit_print_asm(be->jit, m, out, err, errlen);
+  LLVMDisposeModule(m);
+  LLVMContextDispose(cx);
+  free(copy);
+  return ok;
+}
+
+/* ---- running ---- */
+
+typedef struct Task {
+  const Program *p;
+  const CKernel *ck;
+  KCtx base;
+  int64_t n, chunk;
+  int nlocal;
+  int *local_slots;
+  int64_t *local_bytes;
+  volatile int *interrupt;
+} Task;
+
+static void run_task(void *arg, int64_t t) {
+  Task *T = arg;
+  if (T->interrupt && *T->interrupt) return;
+  int64_t lo = t * T->chunk, hi = lo + T->chunk < T->n ? lo + T->chunk : T->n;
+  KCtx c = T->base;
+  void *bufs_local[256];
+  void **bufs = T->p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)T->p->nslots);
+  memcpy(bufs, T->base.bufs, sizeof(void *) * (size_t)T->p->nslots);
+  bool ok = true;
+  for (int i = 0; i < T->nlocal; i++) {
+    void *m = NULL;
+    if (posix_memalign(&m, 64, T->local_bytes[i] ? (size_t)T->local_bytes[i] : 64)) {
+      ok = false;
+      bufs[T->local_slots[i]] = NULL;
+    } else {
+      bufs[T->local_slots[i]] = m;
+    }
+  }
+  c.bufs = bufs;
+  if (ok) T->ck->fn(&c, lo, hi);
+  else *c.err = 2;
+  for (int i = 0; i < T->nlocal; i++) free(bufs[T->local_slots[i]]);
+  if (bufs != bufs_local) free(bufs);
+}
+
+static bool size_lookup(void *env, const char *name, int64_t *v) {
+  const EvalSizes *s = env;
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->names[i], name)) {
+      *v = s->vals[i];
+      return true;
+    }
+  return false;
+}
+
+static void eval_sizes(const KExpr *e, const EvalSizes *sz, int64_t *szv, bool *ok) {
+  if (e->kind == KX_SIZE) {
+    const char *why;
+    if (!poly_eval(e->size, size_lookup, (void *)sz, &szv[e->id], &why)) *ok = false;
+  }
+  for (int i = 0; i < e->n; i++) eval_sizes(e->a[i], sz, szv, ok);
+}
+
+static int stride_of(const KExpr *ld, int axis, const int64_t *strides) {
+  (void)strides;
+  for (int i = 0; i < ld->n; i++)
+    if (ld->a[i]->axis == axis) return i;
+  return -1;
+}
+
+static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, Tensor **t, const int64_t *ext, char *err, size_t errlen) {
+  const Program *p = cp->p;
+  const KExpr *body = ck->kn->stages[0].expr->a[0];
+  const KExpr *A = body->a[0]->slot == ck->g_a ? body->a[0] : body->a[1];
+  const KExpr *B = A == body->a[0] ? body->a[1] : body->a[0];
+  Tensor *ta = t[ck->g_a], *tb = t[ck->g_b], *tc = t[ck->g_c];
+  int bx = ck->g_ax[0], mx = ck->g_ax[1], nx = ck->g_ax[2], kx = ck->g_ax[3];
+  GemmArgs x = {0};
+  x.batch = bx >= 0 ? ext[bx] : 1;
+  x.m = ext[mx];
+  x.n = ext[nx];
+  x.k = ext[kx];
+  size_t es = (size_t)elem_size(p->slots[ck->g_c].type.elem);
+  x.a = (const char *)ta->buf->data + ta->offset * (int64_t)es;
+  x.b = (const char *)tb->buf->data + tb->offset * (int64_t)es;
+  x.c = (char *)tc->buf->data + tc->offset * (int64_t)es;
+  int i;
+  x.a_sm = ta->strides[stride_of(A, mx, NULL)];
+  x.a_sk = ta->strides[stride_of(A, kx, NULL)];
+  x.a_sb = bx >= 0 && (i = stride_of(A, bx, NULL)) >= 0 ? ta->strides[i] : 0;
+  x.b_sk = tb->strides[stride_of(B, kx, NULL)];
+  x.b_sn = tb->strides[stride_of(B, nx, NULL)];
+  x.b_sb = bx >= 0 && (i = stride_of(B, bx, NULL)) >= 0 ? tb->strides[i] : 0;
+  int nax = ck->kn->stages[0].naxes;
+  x.c_sm = tc->strides[nax - 2];
+  x.c_sn = tc->strides[nax - 1];
+  x.c_sb = nax == 3 ? tc->strides[0] : 0;
+  GemmKernels *gk = gemm_for(be, p->slots[ck->g_c].type.elem, err, errlen);
+  return gk && gemm_run(gk, &x, be->pool, err, errlen);
+}
+
+/* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
+ * the reference evaluator for the message), -1 on a failure described in err. */
+int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+            volatile int *interrupt, char *err, size_t errlen) {
+  const Program *p = cp->p;
+  int ns = p->nslots;
+  Tensor **t = xcalloc((size_t)ns + 1, sizeof(Tensor *));
+  void **bufs = xcalloc((size_t)ns + 1, sizeof(void *));
+  int64_t *strides = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
+  int64_t *shape = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
+  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
+  int64_t *szv = xcalloc((size_t)p->nkx + 1, sizeof(int64_t));
+  int32_t errflag = 0;
+  int status = 1;
+  const char *why = NULL;
+  for (int a = 0; a < p->naxes; a++)
+    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sizes, &ext[a], &why)) {
+      snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
+      status = -1;
+      goto out;
+    }
+  bool ok = true;
+  for (int k = 0; k < p->nkernels; k++)
+    for (int s = 0; s < p->kernels[k].nstages; s++) eval_sizes(p->kernels[k].stages[s].expr, sizes, szv, &ok);
+  if (!ok) {
+    snprintf(err, errlen, "cannot evaluate a size");
+    status = -1;
+    goto out;
+  }
+  for (int i = 0; i < ns; i++) {
+    const Slot *s = &p->slots[i];
+    int64_t dims[DYN_MAX_RANK];
+    int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
+    int rank = s->type.rank - skip;
+    for (int k = 0; k < rank; k++)
+      if (!poly_eval(s->type.dims[k + skip], size_lookup, (void *)sizes, &dims[k], &why)) {
+        snprintf(err, errlen, "cannot evaluate the shape of %s", s->name);
+        status = -1;
+        goto out;
+      }
+    if (s->kind == SLOT_INPUT) {
+      t[i] = tensor_retain(inputs[s->param]);
+      if (!tensor_contiguous(t[i])) {
+        snprintf(err, errlen, "%s is not contiguous", s->name);
+        status = -1;
+        goto out;
+      }
+    } else if (s->kind == SLOT_TEMP || s->kind == SLOT_OUTPUT) {
+      t[i] = tensor_new(s->type.elem, rank, dims, err, errlen);
+      if (!t[i]) {
+        status = -1;
+        goto out;
+      }
+    }
+    int64_t st = 1;
+    for (int k = rank - 1; k >= 0; k--) {
+      shape[i * DYN_MAX_RANK + k] = dims[k];
+      strides[i * DYN_MAX_RANK + k] = st;
+      st *= dims[k] > 0 ? dims[k] : 1;
+    }
+    if (t[i]) bufs[i] = (char *)t[i]->buf->data + t[i]->offset * elem_size(s->type.elem);
+  }
+  KCtx base = {bufs, strides, ext, szv, shape, &errflag};
+  int nthreads = pool_threads(be->pool);
+  for (int k = 0; k < cp->nk && status == 1; k++) {
+    const CKernel *ck = &cp->k[k];
+    if (interrupt && *interrupt) {
+      snprintf(err, errlen, "interrupted");
+      status = -1;
+      break;
+    }
+    if (ck->gemm) {
+      if (!run_gemm(be, cp, ck, t, ext, err, errlen)) status = -1;
+      continue;
+    }
+    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt};
+    int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
+    if (n <= 0) continue;
+    /* locals of this kernel: allocated per task */
+    int lslots[64];
+    int64_t lbytes[64];
+    int nl = 0;
+    for (int s = 0; s < ck->kn->nstages && nl < 64; s++) {
+      const Slot *sl = &p->slots[ck->kn->stages[s].out];
+      if (sl->kind != SLOT_LOCAL) continue;
+      int64_t bytes = elem_size(sl->type.elem);
+      for (int d = 0; d < sl->nlocal; d++) bytes *= shape[ck->kn->stages[s].out * DYN_MAX_RANK + d];
+      lslots[nl] = ck->kn->stages[s].out;
+      lbytes[nl++] = bytes;
+    }
+    T.nlocal = nl;
+    T.local_slots = lslots;
+    T.local_bytes = lbytes;
+    /* work per parallel iteration decides the split: small kernels run on one thread */
+    int64_t work = 1;
+    for (int s = 0; s < ck->kn->nstages; s++)
+      for (int a = 0; a < ck->kn->stages[s].naxes; a++)
+        if (ck->kn->stages[s].axes[a] != ck->par_axis) work *= ext[ck->kn->stages[s].axes[a]] > 0 ? ext[ck->kn->stages[s].axes[a]] : 1;
+    int64_t tasks = n * work < 32768 ? 1 : (int64_t)nthreads * 4;
+    if (tasks > n) tasks = n;
+    T.n = n;
+    T.chunk = (n + tasks - 1) / tasks;
+    tasks = (n + T.chunk - 1) / T.chunk;
+    if (tasks == 1) run_task(&T, 0);
+    else dyn_parallel_for(be->pool, tasks, run_task, &T);
+    if (errflag == 2) {
+      snprintf(err, errlen, "cannot allocate the per-row buffers of %s", ck->kn->name);
+      status = -1;
+    } else if (errflag) {
+      status = 0;
+    }
+    if (interrupt && *interrupt) {
+      snprintf(err, errlen, "interrupted");
+      status = -1;
+    }
+  }
+  if (status == 1)
+    for (int i = 0; i < p->nout; i++) outs[i] = tensor_retain(t[p->outputs[i]]);
+out:
+  for (int i = 0; i < ns; i++) tensor_release(t[i]);
+  free(t);
+  free(bufs);
+  free(strides);
+  free(shape);
+  free(ext);
+  free(szv);
+  return status;
+}
+
+#else  /* no LLVM: the reference evaluator runs everything */
+
+CpuBackend *cpu_backend_new(const HwModel *hw, int threads, char *err, size_t errlen) {
+  snprintf(err, errlen, "this dyn was built without LLVM; the reference evaluator runs the code");
+  return NULL;
+}
+void cpu_backend_free(CpuBackend *be) { (void)be; }
+void cpu_backend_set_threads(CpuBackend *be, int threads) {}
+Pool *cpu_backend_pool(CpuBackend *be) { return NULL; }
+const char *cpu_backend_cpu(CpuBackend *be) { return ""; }
+CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen) { return NULL; }
+void cpu_program_free(CpuProgram *cp) {}
+double cpu_program_compile_ms(const CpuProgram *cp) { return 0; }
+bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen) { return false; }
+int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+            volatile int *interrupt, char *err, size_t errlen) { return -1; }
+
+#endif
