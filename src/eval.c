@@ -1,7 +1,8 @@
 /* eval.c -- the reference evaluator: runs a lowered program directly, simply and exactly.
  *
  * It is the oracle of every differential test and the back end when LLVM is absent, so it
- * favours obviousness: floats are computed in double precision and rounded when stored,
+ * favours obviousness: every f32 operation is rounded to f32 as the language says (only
+ * the accumulators of reductions are kept in double, which makes sums more accurate),
  * integers wrap like two's complement, every access is bounds-checked, where(...) evaluates
  * only the chosen branch.  To be usable on real sizes it interprets one expression over a
  * strip of up to CH points of the innermost axis at a time (values that do not depend on
@@ -355,7 +356,7 @@ static V ev_reduce(E *E, const KExpr *e, const uint8_t *mask) {
       while (k >= 0 && ++E->ax[e->raxes[k]] == E->ext[e->raxes[k]]) E->ax[e->raxes[k--]] = 0;
       if (k < 0) break;
     }
-    return (V){.u = true, .fu = af, .iu = ai};
+    return (V){.u = true, .fu = e->ty == DYN_F32 ? (double)(float)af : af, .iu = ai};
   }
   bool vec = varies(E, e);
   V r = vec ? lanes(E, e) : (V){.u = true};
@@ -382,6 +383,11 @@ static V ev_reduce(E *E, const KExpr *e, const uint8_t *mask) {
     while (k >= 0 && ++E->ax[e->raxes[k]] == E->ext[e->raxes[k]]) E->ax[e->raxes[k--]] = 0;
     if (k < 0) break;
   }
+  if (e->ty == DYN_F32) {
+    if (!vec) r.fu = (double)(float)r.fu;
+    else
+      for (int j = 0; j < n; j++) r.f[j] = (double)(float)r.f[j];
+  }
   return r;
 }
 
@@ -391,7 +397,7 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
   V r;
   switch (e->kind) {
   case KX_CONST:
-    return (V){.u = true, .fu = e->f, .iu = e->i};
+    return (V){.u = true, .fu = e->ty == DYN_F32 ? (double)(float)e->f : e->f, .iu = e->i};
   case KX_SIZE:
     return (V){.u = true, .fu = (double)E->szv[e->id], .iu = E->szv[e->id]};
   case KX_AXIS:
@@ -425,8 +431,12 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
     n = a.u ? 1 : E->n;
     for (int j = 0; j < n; j++) {
       double f = 0; int64_t i = 0;
-      if (isf(e->ty)) f = un_f(e->op, fl(&a, j));
-      else i = un_i(e, in(&a, j));
+      if (isf(e->ty)) {
+        f = un_f(e->op, fl(&a, j));
+        if (e->ty == DYN_F32) f = (double)(float)f;
+      } else {
+        i = un_i(e, in(&a, j));
+      }
       if (a.u) { r.fu = f; r.iu = i; }
       else { r.f[j] = f; r.i[j] = i; }
     }
@@ -442,7 +452,10 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
       if (!u && mask && !mask[j]) { r.f[j] = 0; r.i[j] = 0; continue; }
       double f = 0; int64_t i = 0;
       if (c == OPK_CMP) i = isf(e->opty) ? cmp_f(e->op, fl(&a, j), fl(&b, j)) : cmp_i(e->op, in(&a, j), in(&b, j));
-      else if (isf(e->ty)) f = bin_f(e->op, fl(&a, j), fl(&b, j));
+      else if (isf(e->ty)) {
+        f = bin_f(e->op, fl(&a, j), fl(&b, j));
+        if (e->ty == DYN_F32) f = (double)(float)f;
+      }
       else i = bin_i(E, e, in(&a, j), in(&b, j));
       if (u) { r.fu = f; r.iu = i; }
       else { r.f[j] = f; r.i[j] = i; }

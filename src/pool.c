@@ -1,9 +1,11 @@
 /* pool.c -- the runtime's thread pool and the tiny C ABI that generated code calls.
  * dyn_parallel_for(pool, ntasks, fn, ctx) runs fn(ctx, 0..ntasks-1) on the pool's workers and
- * the calling thread, and returns when all are done.  A job is a fork-join: every worker
- * acknowledges every job, so the caller may reuse the job's fields as soon as the count of
- * pending workers reaches zero.  Idle workers spin briefly (back-to-back kernels pay no
- * wake-up) and then sleep on a condition variable (an idle REPL burns no CPU).
+ * the calling thread, and returns when all are done.  Tasks are claimed from one atomic word
+ * holding (job generation, next task, task count), so a worker that wakes late can never run
+ * a task of a job that has moved on, and the caller waits only for tasks actually claimed:
+ * on a busy machine where a worker is not scheduled, the caller simply runs its share.
+ * Idle workers spin briefly (back-to-back kernels pay no wake-up), then sleep on a condition
+ * variable (an idle REPL burns no CPU).
  */
 #include "config.h"
 #include "dyn.h"
@@ -15,30 +17,39 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How long an idle worker spins before it sleeps.  Long enough to cover the gap between the
- * kernels of one statement (and between the repetitions of a benchmark), short enough that
- * a worker never competes for long with another library's threads or an idle session. */
-#define SPIN_NS 200000
+/* How long an idle worker spins before it sleeps: long enough to cover the gap between the
+ * kernels of one statement (and the repetitions of a benchmark), short enough that a worker
+ * does not compete for long with other threads or keep an idle session busy. */
+#define SPIN_NS 100000
+
+/* The claim word: generation (24 bits) | next task (20) | task count (20).  A job of more
+ * tasks runs as several rounds. */
+#define CNT_BITS 20
+#define MAX_ROUND ((int64_t)1 << CNT_BITS)
+#define W_GEN(w) ((w) >> (2 * CNT_BITS))
+#define W_NEXT(w) (((w) >> CNT_BITS) & (MAX_ROUND - 1))
+#define W_CNT(w) ((w) & (MAX_ROUND - 1))
+#define W_MAKE(g, next, n) (((uint64_t)(g) << (2 * CNT_BITS)) | ((uint64_t)(next) << CNT_BITS) | \
+                            (uint64_t)(n))
 
 typedef void (*PoolFn)(void *ctx, int64_t task);
 
 struct Pool {
-  int nthreads;                      /* participants, the caller included */
-  int nworkers;                      /* threads we own: nthreads - 1 */
+  int nthreads;                        /* participants, the caller included */
+  int nworkers;                        /* threads we own: nthreads - 1 */
   pthread_t *th;
-  uint32_t spawn_gen;                /* gen when the workers were started */
-  /* The current job: written by the caller only while no worker reads it. */
-  PoolFn fn;
-  void *ctx;
-  int64_t ntasks;
-  _Alignas(64) _Atomic int64_t next; /* next task to hand out */
-  _Alignas(64) _Atomic int pending;  /* workers that have not finished the job */
-  _Alignas(64) _Atomic uint32_t gen; /* bumped once per job (and to quit) */
-  _Atomic int sleepers;
+  /* The current round.  The fields are atomics because a late worker may read them while
+   * the caller writes the next round's; it then fails to claim, as the word has changed. */
+  _Atomic(PoolFn) fn;
+  _Atomic(void *) ctx;
+  _Atomic int64_t base;                /* task number of the round's first task */
+  _Alignas(64) _Atomic uint64_t word;  /* generation | next | count */
+  _Alignas(64) _Atomic int64_t done;   /* tasks of the round finished */
+  _Alignas(64) _Atomic int sleepers;
   _Atomic bool quit;
-  pthread_mutex_t mu;                /* guards sleeping */
+  pthread_mutex_t mu;                  /* guards sleeping */
   pthread_cond_t cv;
-  pthread_mutex_t call;              /* one job at a time per pool */
+  pthread_mutex_t call;                /* one job at a time per pool */
 };
 
 /* Set while a thread runs tasks of a pool: a nested dyn_parallel_for then runs serially
@@ -59,47 +70,57 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static void run_tasks(Pool *p) {
-  PoolFn fn = p->fn;
-  void *ctx = p->ctx;
-  int64_t n = p->ntasks;
-  for (int64_t t; (t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed)) < n;)
-    fn(ctx, t);
+/* Claim and run tasks of the round with generation gen until none is left. */
+static void run_tasks(Pool *p, uint64_t gen) {
+  uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
+  for (;;) {
+    if (W_GEN(w) != gen || W_NEXT(w) >= W_CNT(w)) return;
+    PoolFn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+    void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+    int64_t base = atomic_load_explicit(&p->base, memory_order_relaxed);
+    uint64_t next = W_MAKE(gen, W_NEXT(w) + 1, W_CNT(w));
+    /* Success proves the round was still current, so fn, ctx and base belonged to it. */
+    if (atomic_compare_exchange_weak_explicit(&p->word, &w, next, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      fn(ctx, base + (int64_t)W_NEXT(w));
+      atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+      w = atomic_load_explicit(&p->word, memory_order_acquire);
+    }
+  }
 }
 
 static void *worker(void *arg) {
   Pool *p = arg;
-  uint32_t seen = p->spawn_gen;
+  uint64_t seen = W_GEN(atomic_load(&p->word));
   in_pool = true;
   for (;;) {
-    uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+    uint64_t g = W_GEN(atomic_load_explicit(&p->word, memory_order_acquire));
     if (g == seen) {
       int64_t until = now_ns() + SPIN_NS;
-      for (int i = 1; (g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen; i++) {
+      for (int i = 1; (g = W_GEN(atomic_load_explicit(&p->word, memory_order_acquire))) == seen;
+           i++) {
         cpu_relax();
         if (i % 64 == 0 && now_ns() > until) break;
       }
       if (g == seen) {
-        /* Sleep.  sleepers is raised before gen is read again, and the caller bumps gen
-         * before it reads sleepers, so one of the two always sees the other. */
+        /* Sleep.  sleepers is raised before the word is read again, and the caller changes
+         * the word before it reads sleepers, so one of the two always sees the other. */
         pthread_mutex_lock(&p->mu);
         atomic_fetch_add(&p->sleepers, 1);
-        while ((g = atomic_load(&p->gen)) == seen) pthread_cond_wait(&p->cv, &p->mu);
+        while ((g = W_GEN(atomic_load(&p->word))) == seen && !atomic_load(&p->quit))
+          pthread_cond_wait(&p->cv, &p->mu);
         atomic_fetch_sub(&p->sleepers, 1);
         pthread_mutex_unlock(&p->mu);
       }
     }
     seen = g;
     if (atomic_load(&p->quit)) break;
-    run_tasks(p);
-    atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+    run_tasks(p, g);
   }
   return NULL;
 }
 
-/* Publish a new generation (a job or quit) and wake whoever sleeps. */
-static void bump(Pool *p) {
-  atomic_fetch_add(&p->gen, 1);
+static void wake_all(Pool *p) {
   if (atomic_load(&p->sleepers) > 0) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->cv);
@@ -108,9 +129,7 @@ static void bump(Pool *p) {
 }
 
 static void start_workers(Pool *p, int nthreads) {
-  p->nthreads = nthreads;
   p->nworkers = 0;
-  p->spawn_gen = atomic_load(&p->gen);
   atomic_store(&p->quit, false);
   p->th = nthreads > 1 ? xcalloc((size_t)nthreads - 1, sizeof *p->th) : NULL;
   for (int i = 0; i < nthreads - 1; i++) {
@@ -122,23 +141,26 @@ static void start_workers(Pool *p, int nthreads) {
 
 static void stop_workers(Pool *p) {
   atomic_store(&p->quit, true);
-  bump(p);
+  uint64_t w = atomic_load(&p->word);
+  atomic_store(&p->word, W_MAKE((W_GEN(w) + 1) & 0xffffff, 0, 0));
+  wake_all(p);
   for (int i = 0; i < p->nworkers; i++) pthread_join(p->th[i], NULL);
   free(p->th);
   p->th = NULL;
   p->nworkers = 0;
 }
 
+static int online_cpus(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
 Pool *pool_new(int nthreads) {
-  if (nthreads <= 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    nthreads = n > 0 ? (int)n : 1;
-  }
   Pool *p = xcalloc(1, sizeof *p);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   pthread_mutex_init(&p->call, NULL);
-  start_workers(p, nthreads);
+  start_workers(p, nthreads > 0 ? nthreads : online_cpus());
   return p;
 }
 
@@ -152,10 +174,7 @@ void pool_free(Pool *p) {
 }
 
 void pool_set_threads(Pool *p, int nthreads) {
-  if (nthreads <= 0) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    nthreads = n > 0 ? (int)n : 1;
-  }
+  if (nthreads <= 0) nthreads = online_cpus();
   pthread_mutex_lock(&p->call);
   if (nthreads != p->nthreads) {
     stop_workers(p);
@@ -175,19 +194,23 @@ void dyn_parallel_for(void *pool, int64_t ntasks, void (*fn)(void *ctx, int64_t 
     return;
   }
   pthread_mutex_lock(&p->call);
-  p->fn = fn;
-  p->ctx = ctx;
-  p->ntasks = ntasks;
-  atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-  atomic_store_explicit(&p->pending, p->nworkers, memory_order_relaxed);
-  bump(p);                                  /* seq_cst: publishes the fields above */
   in_pool = true;
-  run_tasks(p);
-  in_pool = false;
-  /* The others are finishing their last task, or waking up to find none left. */
-  for (int i = 1; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) {
-    cpu_relax();
-    if (i % 4096 == 0) sched_yield();
+  for (int64_t base = 0; base < ntasks; base += MAX_ROUND) {
+    int64_t n = ntasks - base < MAX_ROUND ? ntasks - base : MAX_ROUND;
+    atomic_store_explicit(&p->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&p->base, base, memory_order_relaxed);
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    uint64_t gen = (W_GEN(atomic_load(&p->word)) + 1) & 0xffffff;
+    atomic_store(&p->word, W_MAKE(gen, 0, n));       /* seq_cst: publishes the fields */
+    wake_all(p);
+    run_tasks(p, gen);
+    /* Wait for the tasks other threads claimed; they are running. */
+    for (int i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < n; i++) {
+      cpu_relax();
+      if (i % 256 == 0) sched_yield();
+    }
   }
+  in_pool = false;
   pthread_mutex_unlock(&p->call);
 }

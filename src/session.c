@@ -471,6 +471,24 @@ static void prepare(Session *s, Expr *e, Anon *an) {
   for (int i = 0; i < e->nargs; i++) prepare(s, e->args[i], an);
 }
 
+/* In the annotation of a top-level definition, a name bound to an integer (N = 128) is
+ * that number, as in rand(f32[N, 64]), so that R[i]: f32[N] agrees with the concrete shapes
+ * of the tensors the definition reads. */
+static void concrete_dim(Session *s, Expr *e) {
+  if (e->kind == EX_NAME) {
+    Binding *b = find_var(s, e->name);
+    if (b && b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && b->v.t->elem == DYN_I64) {
+      int64_t v = tensor_get_i64(b->v.t, 0);
+      e->kind = EX_NUM;
+      e->is_int = true;
+      e->ival = v;
+      e->num = (double)v;
+    }
+    return;
+  }
+  for (int i = 0; i < e->nargs; i++) concrete_dim(s, e->args[i]);
+}
+
 static Value *anon_value(Session *s, Anon *an, const char *name) {
   for (int i = 0; i < an->temps.n; i++)
     if (!strcmp(an->temp_names.a[i], name)) return &an->temps.a[i];
@@ -591,6 +609,8 @@ static Value eval_anon_def(Session *s, Stmt *def) {
   for (int i = 0; i < def->nidx; i++) vec_push(an.idx, def->idx[i]);
   collect_idx(def->expr, &an);
   prepare(s, def->expr, &an);
+  if (def->annot)
+    for (int k = 0; k < def->annot->ndims; k++) concrete_dim(s, def->annot->dims[k]);
   Arena *fa = NULL;
   Func *f = NULL;
   Tensor **inputs = NULL;
@@ -1364,21 +1384,122 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   return RUN_OK;
 }
 
+/* Compare two results element by element: ints and bools exactly, floats with a tolerance
+ * for the element type (the back ends may reassociate sums). */
+static bool compare_values(Session *s, const Value *a, const Value *b, Buf *out) {
+  if (a->kind != b->kind) {
+    buf_puts(out, "different kinds of value");
+    return false;
+  }
+  if (a->kind == VAL_TUPLE) {
+    bool ok = a->n == b->n;
+    for (int i = 0; ok && i < a->n; i++) ok = compare_values(s, &a->items[i], &b->items[i], out);
+    return ok;
+  }
+  if (a->kind != VAL_TENSOR) return true;
+  Tensor *x = a->t, *y = b->t;
+  if (x->elem != y->elem || x->rank != y->rank || memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank)) {
+    buf_printf(out, "the types differ: %s and %s", ttype(s, x), ttype(s, y));
+    return false;
+  }
+  int64_t n = tensor_numel(x), bad = 0, worst_i = -1;
+  double worst = 0, scale = 0;
+  bool fl = elem_is_float(x->elem);
+  for (int64_t i = 0; i < n; i++) {
+    double v = fabs(tensor_get_f64(y, i));
+    if (isfinite(v) && v > scale) scale = v;
+  }
+  /* an element may differ by rtol of itself plus atol of the largest value: sums reassociated
+   * by a back end lose precision relative to their terms, not to their result */
+  double rtol = x->elem == DYN_F64 ? 1e-10 : 1e-4, atol = x->elem == DYN_F64 ? 1e-12 : 1e-5;
+  for (int64_t i = 0; i < n; i++) {
+    double p = tensor_get_f64(x, i), q = tensor_get_f64(y, i);
+    bool same;
+    if (!fl) same = tensor_get_i64(x, i) == tensor_get_i64(y, i);
+    else if (isnan(p) || isnan(q)) same = isnan(p) && isnan(q);
+    else if (isinf(p) || isinf(q)) same = p == q;
+    else same = fabs(p - q) <= rtol * fabs(q) + atol * scale;
+    double d = fl && isfinite(p) && isfinite(q) ? fabs(p - q) : (same ? 0 : INFINITY);
+    if (!same) bad++;
+    if (d > worst || (!same && worst_i < 0)) {
+      worst = d;
+      worst_i = i;
+    }
+  }
+  if (fl) buf_printf(out, "max |difference| %.3g, %.3g of the largest value", worst, scale > 0 ? worst / scale : worst);
+  else buf_printf(out, "%s", bad ? "values differ" : "identical");
+  if (bad) buf_printf(out, "; %lld of %lld elements differ, first at flat index %lld", (long long)bad, (long long)n, (long long)worst_i);
+  return bad == 0;
+}
+
 static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   if (!*arg) {
     error(s, at, E_COMMAND, ":check needs an expression");
     return RUN_ERROR;
   }
-  Expr *e = parse_arg_expr(s, arg, at);
-  if (!e) return RUN_ERROR;
-  Value v = eval_top(s, e);
-  if (failed(s)) return RUN_ERROR;
+  char saved[8];
+  memcpy(saved, s->target, sizeof saved);
+  Value ref = {0}, cpu = {0};
+  Value *args = NULL;
+  Expr *e = NULL;
+  snprintf(s->target, sizeof s->target, "ref");
+  e = parse_arg_expr(s, arg, at);
+  if (!e) goto fail;
+  /* a call of a function: its arguments are evaluated once, so random inputs agree */
+  Func *fn = e->kind == EX_CALL ? find_fn(s, e->name) : NULL;
+  if (fn) {
+    args = xcalloc((size_t)e->nargs + 1, sizeof(Value));
+    for (int i = 0; i < e->nargs && !failed(s); i++) args[i] = eval_top(s, e->args[i]);
+    if (!failed(s)) ref = call_fn(s, fn, e, args);
+  } else {
+    ref = eval_top(s, e);
+  }
+  if (failed(s)) goto fail;
   Buf b = {0};
-  val_type_str(&v, &b);
-  print_line(s, tmp_printf(s, "ref: %s computed; no other back end is available to compare with", b.s));
+  val_type_str(&ref, &b);
+  buf_puts(&b, ": ref computed");
+  bool ok = true;
+  if (!cpu_backend(s)) {
+    buf_printf(&b, "; cpu not available (%s)", s->cpu_why);
+  } else {
+    snprintf(s->target, sizeof s->target, "cpu");
+    if (fn) {
+      cpu = call_fn(s, fn, e, args);
+    } else {
+      Expr *e2 = parse_arg_expr(s, arg, at);
+      cpu = e2 ? eval_top(s, e2) : (Value){0};
+    }
+    if (failed(s)) {
+      val_free(&ref);
+      buf_free(&b);
+      goto fail;
+    }
+    buf_puts(&b, "; cpu vs ref: ");
+    ok = compare_values(s, &cpu, &ref, &b);
+    buf_puts(&b, ok ? ": ok" : ": MISMATCH");
+  }
+  buf_puts(&b, "; gpu not available in this build");
+  print_line(s, b.s);
   buf_free(&b);
-  val_free(&v);
+  val_free(&ref);
+  val_free(&cpu);
+  if (args) {
+    for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
+    free(args);
+  }
+  memcpy(s->target, saved, sizeof saved);
+  if (!ok) {
+    error(s, at, E_COMMAND, ":check: the back ends disagree");
+    return RUN_ERROR;
+  }
   return RUN_OK;
+fail:
+  if (args) {
+    for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
+    free(args);
+  }
+  memcpy(s->target, saved, sizeof saved);
+  return RUN_ERROR;
 }
 
 static RunStatus cmd_target(Session *s, const char *arg, Span at) {

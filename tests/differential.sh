@@ -1,0 +1,80 @@
+#!/bin/sh
+# Differential tests: the compiled CPU back end against the reference evaluator, through
+# :check, on random data and awkward sizes -- 1, primes, and the sides of the register and
+# cache tiles (each size -1, +0, +1).  Any disagreement makes :check fail the script.
+# Skipped (77) when dyn has no CPU back end (built without LLVM).
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir}
+dyn=$top_builddir/dyn
+"$dyn" -e ':target cpu' >/dev/null 2>&1 || { echo "no CPU back end: skipped"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/dyndiff.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
+s=$work/diff.dyn
+{
+  echo "seed(11)"
+  # matmul: every pair from a list of awkward sizes for M and N, K from another list
+  for m in 1 2 7 15 16 17 31 32 33 63 64 65 97; do
+    for n in 1 3 13 15 16 17 47 48 49 64 65; do
+      k=$(( (m * 7 + n * 3) % 37 + 1 ))
+      echo "A = randn(f32[$m, $k]); B = randn(f32[$k, $n])"
+      echo ":check matmul(A, B)"
+    done
+  done
+  # long reductions: either side of typical kc blocks
+  for k in 127 128 129 255 256 257 383 384 385 511 512 513; do
+    echo "A = randn(f32[19, $k]); B = randn(f32[$k, 23])"
+    echo ":check matmul(A, B)"
+  done
+  # large enough to be split across threads and cache blocks
+  echo "A = randn(f32[257, 129]); B = randn(f32[129, 263])"
+  echo ":check matmul(A, B)"
+  # f64 contractions
+  echo "fn matmul64(A: f64[M, K], B: f64[K, N]) -> f64[M, N] { C[i, j] = sum[k] A[i, k] * B[k, j]; return C }"
+  for m in 1 5 17 33; do echo ":check matmul64(f64(randn(f32[$m, 19])), f64(randn(f32[19, $((m + 4))])))"; done
+  # batched and transposed operands go through the same engine
+  echo "fn bmm(A: f32[B, M, K], X: f32[B, K, N]) -> f32[B, M, N] { C[b, i, j] = sum[k] A[b, i, k] * X[b, k, j]; return C }"
+  echo "fn mtm(A: f32[K, M], X: f32[N, K]) -> f32[M, N] { C[i, j] = sum[k] A[k, i] * X[j, k]; return C }"
+  for b in 1 3; do for m in 1 17 64; do
+    echo ":check bmm(randn(f32[$b, $m, 13]), randn(f32[$b, 13, 31]))"
+    echo ":check mtm(randn(f32[13, $m]), randn(f32[31, 13]))"
+  done; done
+  # row-wise kernels and elementwise functions over awkward widths
+  for r in 1 3 16 17; do
+    for c in 1 2 15 16 17 31 33 127 768 1025; do
+      echo "X = randn(f32[$r, $c]) * 3; g = rand(f32[$c]); b = randn(f32[$c])"
+      echo ":check softmax(X)"
+      echo ":check layernorm(X, g, b)"
+      echo ":check gelu(X)"
+      echo ":check relu(X)"
+    done
+  done
+  # every math function and operator, through a user function compiled once
+  echo "fn mathf(X: f32[N]) -> f32[N] { Y[i] = exp(X[i] * 0.1) + log(abs(X[i]) + 1) + sqrt(abs(X[i])) + rsqrt(abs(X[i]) + 1) + sin(X[i]) + cos(X[i]) + tanh(X[i]) + sigmoid(X[i]) + erf(X[i]) + floor(X[i]) + ceil(X[i]) + round(X[i]) + max(X[i], 0.5) + min(X[i], -0.5) + pow(abs(X[i]), 1.5) + X[i] % 0.7; return Y }"
+  echo "fn intf(X: i64[N]) -> i64[N] { Y[i] = X[i] / 3 + X[i] % 5 - abs(X[i]) * 2 + max(X[i], 7) + where(X[i] > 0, 1, -1); return Y }"
+  echo "fn cmpf(X: f32[N]) -> bool[N] { Y[i] = X[i] > 0.5 or X[i] < -1.0 and not (X[i] == 0.0); return Y }"
+  echo "fn casts(X: f32[N]) -> i32[N] { Y[i] = i32(X[i] * 1000.0) + i32(f64(X[i]) > 0.0); return Y }"
+  for n in 1 7 16 17 100 1001; do
+    echo "X = randn(f32[$n]) * 4"
+    echo ":check mathf(X)"
+    echo ":check cmpf(X)"
+    echo ":check casts(X)"
+    echo ":check intf(i64(X * 100.0))"
+  done
+  # padding with where(...), reductions of every kind, a convolution
+  echo "fn pad(X: f32[H], P: size) -> f32[H + 2*P] { Y[i] = where(i >= P and i < H + P, X[i - P], 0.0); return Y }"
+  echo "fn conv(X: f32[H], Wt: f32[R]) -> f32[H - R + 1] { O[h] = sum[r] X[h + r] * Wt[r]; return O }"
+  echo "fn reds(X: f32[B, N]) -> (f32[B], f32[B], f32[B], f32[N]) { a[b] = max[n] X[b, n]; c[b] = min[n] X[b, n]; p[b] = prod[n] X[b, n]; s[n] = sum[b] X[b, n]; return (a, c, p, s) }"
+  for n in 1 2 9 64 65; do
+    echo ":check pad(randn(f32[$n]), 3)"
+    echo ":check conv(randn(f32[$((n + 4))]), randn(f32[5]))"
+    echo ":check reds(randn(f32[7, $n]))"
+  done
+} > "$s"
+cd "$work" || exit 99
+"$dyn" "$s" > out.txt 2> err.txt
+st=$?
+ok=$(grep -c ': ok;' out.txt)
+bad=$(grep -c 'MISMATCH' out.txt)
+if [ $st != 0 ]; then cat err.txt; grep -B1 MISMATCH out.txt | head -20; fi
+echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
+[ $st = 0 ]
