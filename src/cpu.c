@@ -844,34 +844,39 @@ static int stride_of(const KExpr *ld, int axis, const int64_t *strides) {
   return -1;
 }
 
-static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, Tensor **t, const int64_t *ext, char *err, size_t errlen) {
-  const Program *p = cp->p;
+/* The contraction's sizes and element strides; strides[slot * DYN_MAX_RANK + d]. */
+static void gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
   const KExpr *body = ck->kn->stages[0].expr->a[0];
   const KExpr *A = body->a[0]->slot == ck->g_a ? body->a[0] : body->a[1];
   const KExpr *B = A == body->a[0] ? body->a[1] : body->a[0];
-  Tensor *ta = t[ck->g_a], *tb = t[ck->g_b], *tc = t[ck->g_c];
-  int bx = ck->g_ax[0], mx = ck->g_ax[1], nx = ck->g_ax[2], kx = ck->g_ax[3];
-  GemmArgs x = {0};
-  x.batch = bx >= 0 ? ext[bx] : 1;
-  x.m = ext[mx];
-  x.n = ext[nx];
-  x.k = ext[kx];
-  size_t es = (size_t)elem_size(p->slots[ck->g_c].type.elem);
-  x.a = (const char *)ta->buf->data + ta->offset * (int64_t)es;
-  x.b = (const char *)tb->buf->data + tb->offset * (int64_t)es;
-  x.c = (char *)tc->buf->data + tc->offset * (int64_t)es;
-  int i;
-  x.a_sm = ta->strides[stride_of(A, mx, NULL)];
-  x.a_sk = ta->strides[stride_of(A, kx, NULL)];
-  x.a_sb = bx >= 0 && (i = stride_of(A, bx, NULL)) >= 0 ? ta->strides[i] : 0;
-  x.b_sk = tb->strides[stride_of(B, kx, NULL)];
-  x.b_sn = tb->strides[stride_of(B, nx, NULL)];
-  x.b_sb = bx >= 0 && (i = stride_of(B, bx, NULL)) >= 0 ? tb->strides[i] : 0;
+  const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
+  const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
+  int bx = ck->g_ax[0], mx = ck->g_ax[1], nx = ck->g_ax[2], kx = ck->g_ax[3], i;
+  memset(x, 0, sizeof *x);
+  x->batch = bx >= 0 ? ext[bx] : 1;
+  x->m = ext[mx];
+  x->n = ext[nx];
+  x->k = ext[kx];
+  x->a_sm = sa[stride_of(A, mx, NULL)];
+  x->a_sk = sa[stride_of(A, kx, NULL)];
+  x->a_sb = bx >= 0 && (i = stride_of(A, bx, NULL)) >= 0 ? sa[i] : 0;
+  x->b_sk = sb[stride_of(B, kx, NULL)];
+  x->b_sn = sb[stride_of(B, nx, NULL)];
+  x->b_sb = bx >= 0 && (i = stride_of(B, bx, NULL)) >= 0 ? sb[i] : 0;
   int nax = ck->kn->stages[0].naxes;
-  x.c_sm = tc->strides[nax - 2];
-  x.c_sn = tc->strides[nax - 1];
-  x.c_sb = nax == 3 ? tc->strides[0] : 0;
-  GemmKernels *gk = gemm_for(be, p->slots[ck->g_c].type.elem, err, errlen);
+  x->c_sm = sc[nax - 2];
+  x->c_sn = sc[nax - 1];
+  x->c_sb = nax == 3 ? sc[0] : 0;
+}
+
+static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                     const int64_t *strides, char *err, size_t errlen) {
+  GemmArgs x;
+  gemm_args(ck, ext, strides, &x);
+  x.a = bufs[ck->g_a];
+  x.b = bufs[ck->g_b];
+  x.c = bufs[ck->g_c];
+  GemmKernels *gk = gemm_for(be, cp->p->slots[ck->g_c].type.elem, err, errlen);
   return gk && gemm_run(gk, &x, be->pool, err, errlen);
 }
 
@@ -947,7 +952,7 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
       break;
     }
     if (ck->gemm) {
-      if (!run_gemm(be, cp, ck, t, ext, err, errlen)) status = -1;
+      if (!run_gemm(be, cp, ck, bufs, ext, strides, err, errlen)) status = -1;
       continue;
     }
     Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt};
@@ -1004,6 +1009,108 @@ out:
   return status;
 }
 
+/* ---- the schedule, for :sched and :time ---- */
+
+static void axes_text(const Program *p, const int *ax, int n, Buf *out) {
+  for (int i = 0; i < n; i++) buf_printf(out, "%s%s", i ? ", " : "", p->axes[ax[i]].name);
+}
+
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) {
+  const Program *p = cp->p;
+  double total = 0;
+  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
+  bool have = sz != NULL;
+  for (int a = 0; have && a < p->naxes; a++) {
+    const char *why;
+    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sz, &ext[a], &why)) have = false;
+  }
+  int64_t *strides = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
+  for (int i = 0; have && i < p->nslots; i++) {
+    const Slot *sl = &p->slots[i];
+    int64_t st = 1;
+    for (int k = sl->type.rank - 1; k >= 0; k--) {
+      int64_t d = 0;
+      const char *why;
+      poly_eval(sl->type.dims[k], size_lookup, (void *)sz, &d, &why);
+      strides[i * DYN_MAX_RANK + k] = st;
+      st *= d > 0 ? d : 1;
+    }
+  }
+  for (int k = 0; k < cp->nk; k++) {
+    const CKernel *ck = &cp->k[k];
+    const Kernel *kn = ck->kn;
+    buf_printf(out, "kernel %s\n", kn->name);
+    if (ck->gemm) {
+      buf_printf(out, "  contraction over %s (%s%s x %s -> %s): packed micro-kernels, sizes chosen at run time\n",
+                 p->axes[ck->g_ax[3]].name, p->slots[ck->g_a].name, ck->g_ax[0] >= 0 ? ", batched" : "",
+                 p->slots[ck->g_b].name, p->slots[ck->g_c].name);
+      GemmKernels *gk = gemm_for(be, p->slots[ck->g_c].type.elem, NULL, 0);
+      if (gk && !have) {
+        int mr[8], nr[8];
+        int nf = gemm_families(gk, mr, nr, 8);
+        buf_puts(out, "  level 0, registers: micro-kernel candidates (mr x nr):");
+        for (int f = 0; f < nf; f++) buf_printf(out, " %dx%d", mr[f], nr[f]);
+        buf_puts(out, "\n  levels 1-3, caches: kc, mc, nc are formulas of the sizes and the cache capacities\n"
+                      "  cores: the split over batch, M and N is chosen per shape (give sizes to see it)\n");
+      }
+      if (gk && have) {
+        GemmArgs x;
+        gemm_args(ck, ext, strides, &x);
+        Buf d = {0};
+        gemm_describe(gk, &x, threads, &d);
+        if (d.s) {
+          /* indent the engine's own description */
+          for (char *line = d.s, *nl; line && *line; line = nl) {
+            nl = strchr(line, '\n');
+            if (nl) *nl++ = 0;
+            buf_printf(out, "  %s\n", line);
+          }
+        }
+        buf_free(&d);
+        total += gemm_predict(gk, &x, threads);
+      }
+      continue;
+    }
+    const char *par = ck->par_axis >= 0 ? p->axes[ck->par_axis].name : NULL;
+    if (kn->nouter) {
+      buf_printf(out, "  row-wise: %d stages per row of ", kn->nstages);
+      axes_text(p, kn->outer, kn->nouter, out);
+      buf_puts(out, ", per-row intermediates in cache\n");
+    }
+    for (int s2 = 0; s2 < kn->nstages; s2++) {
+      const Stage *st = &kn->stages[s2];
+      if (!st->naxes) continue;
+      buf_printf(out, "  stage %s: vectorised along %s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name);
+    }
+    buf_printf(out, "  cores: %s\n", par ? "" : "one task (no parallel axis)");
+    if (par) {
+      out->len -= 1;
+      out->s[out->len] = 0;
+      buf_printf(out, "tasks over %s", par);
+      if (have) {
+        int64_t n = ext[ck->par_axis];
+        int64_t tasks = n < (int64_t)threads * 4 ? n : (int64_t)threads * 4;
+        buf_printf(out, " = %lld in %lld task%s", (long long)n, (long long)tasks, tasks == 1 ? "" : "s");
+      }
+      buf_putc(out, '\n');
+    }
+    if (have) {
+      const Poly *fp, *bp;
+      cost_kernel(p, kn, pc, &fp, &bp);
+      int64_t fv = 0, bv = 0;
+      const char *why;
+      poly_eval(fp, size_lookup, (void *)sz, &fv, &why);
+      poly_eval(bp, size_lookup, (void *)sz, &bv, &why);
+      double t = cost_roofline(&be->hw, threads, (double)fv, (double)bv);
+      buf_printf(out, "  model: %lld FLOPs, %lld bytes: predicted %.3f ms (roofline)\n", (long long)fv, (long long)bv, t * 1e3);
+      total += t;
+    }
+  }
+  free(ext);
+  free(strides);
+  return total;
+}
+
 #else  /* no LLVM: the reference evaluator runs everything */
 
 CpuBackend *cpu_backend_new(const HwModel *hw, int threads, char *err, size_t errlen) {
@@ -1020,5 +1127,6 @@ double cpu_program_compile_ms(const CpuProgram *cp) { return 0; }
 bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen) { return false; }
 int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) { return -1; }
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) { return 0; }
 
 #endif

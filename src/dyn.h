@@ -553,6 +553,17 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
 int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen);
 
+/* The schedule of each kernel as :sched shows it; with sizes (sz non-NULL) the choices for
+ * that shape and the predicted seconds, which are returned. */
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out);
+
+/* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
+
+void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **flops, const Poly **bytes);
+void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly **bytes);
+/* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory). */
+double cost_roofline(const HwModel *hw, int threads, double flops, double bytes);
+
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input */
 
 typedef struct Session Session;

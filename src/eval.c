@@ -469,13 +469,19 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
      * both branches are done: ev recurses as deep as the expression is tall, so its frame
      * stays small. */
     uint8_t *m1 = (uint8_t *)E->bf[e->id], *m2 = m1 + CH;
+    bool any1 = false, any2 = false;
     for (int j = 0; j < E->n; j++) {
       bool on = !mask || mask[j];
       m1[j] = on && c.i[j];
       m2[j] = on && !c.i[j];
+      any1 = any1 || m1[j];
+      any2 = any2 || m2[j];
     }
-    V a = ev(E, e->a[1], m1);
-    V b = ev(E, e->a[2], m2);
+    /* A branch no lane takes is not evaluated at all: its uniform parts (a load at a
+     * subscript that does not vary, a division of sizes) would otherwise run and could
+     * fail although the program never chose them. */
+    V a = any1 ? ev(E, e->a[1], m1) : (V){.u = true};
+    V b = any2 ? ev(E, e->a[2], m2) : (V){.u = true};
     r = lanes(E, e);
     for (int j = 0; j < E->n; j++) {
       r.f[j] = c.i[j] ? fl(&a, j) : fl(&b, j);

@@ -68,7 +68,8 @@
 
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int32_t beta);
-typedef void (*PackBFn)(int64_t kc, int64_t nc, const void *b, int64_t b_rs, void *out);
+typedef void (*PackBFn)(int64_t kc, int64_t nc, const void *b, int64_t b_rs, void *out,
+                        int64_t nr);
 typedef void (*PackAFn)(int64_t kc, const void *a, int64_t lda, void *out, int64_t h);
 
 
@@ -85,8 +86,6 @@ typedef struct Family {
   uint8_t dec_n[2 * MAX_MR];
   uint8_t dec[2 * MAX_MR][MAX_PIECES];
   double dec_cyc[2 * MAX_MR];
-  PackBFn packb;
-  PackAFn packa;
   double score;
 } Family;
 
@@ -96,6 +95,8 @@ struct GemmKernels {
   bool cheap_masks;              /* AVX-512: masked loads/stores cost as much as plain ones */
   HwModel hw;
   Jit *jit;
+  PackAFn packa;                 /* row-major A -> panels, any height up to the largest mr */
+  PackBFn packb;                 /* unit-stride B -> panels of any nr */
   int nfam;
   Family fam[MAX_FAM];
   int ncand;
@@ -440,25 +441,31 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
   LLVMBuildRetVoid(B);
 }
 
-/* Pack a kc x nc block of a B with unit column stride into nr-wide panels:
+/* Pack a kc x nc block of a B with unit column stride into nr-wide panels, for any nr
+ * that is a multiple of W (one routine serves every family):
  *   out[p*kc*nr + k*nr + j] = b[k*b_rs + p*nr + j], zero past column nc.
- *   void packb(i64 kc, i64 nc, ptr b, i64 b_rs, ptr out) */
-static void emit_packb(CG *g, const char *name, int v) {
-  LLVMTypeRef P[] = { g->t_i64, g->t_i64, g->t_ptr, g->t_i64, g->t_ptr };
-  LLVMValueRef fn = new_fn(g, name, P, 5);
+ *   void packb(i64 kc, i64 nc, ptr b, i64 b_rs, ptr out, i64 nr)
+ * Rows are copied a vector at a time, masked at the edge; memory bound, so the few integer
+ * operations per vector for its mask cost nothing. */
+static void emit_packb(CG *g, const char *name) {
+  LLVMTypeRef P[] = { g->t_i64, g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64 };
+  LLVMValueRef fn = new_fn(g, name, P, 6);
   LLVMValueRef kc = LLVMGetParam(fn, 0), nc = LLVMGetParam(fn, 1), b = LLVMGetParam(fn, 2),
-               b_rs = LLVMGetParam(fn, 3), out = LLVMGetParam(fn, 4);
+               b_rs = LLVMGetParam(fn, 3), out = LLVMGetParam(fn, 4), nr = LLVMGetParam(fn, 5);
   LLVMBuilderRef B = g->b;
-  int nr = v * g->W;
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"),
                     pcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "p.cond"),
                     pbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "p.body"),
                     kcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.cond"),
                     kbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.body"),
+                    jcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.cond"),
+                    jbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.body"),
+                    knext = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.next"),
                     pnext = LLVMAppendBasicBlockInContext(g->ctx, fn, "p.next"),
                     ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
   LLVMPositionBuilderAtEnd(B, entry);
-  LLVMValueRef pv = LLVMBuildAlloca(B, g->t_i64, "p0"), kv = LLVMBuildAlloca(B, g->t_i64, "k");
+  LLVMValueRef pv = LLVMBuildAlloca(B, g->t_i64, "p0"), kv = LLVMBuildAlloca(B, g->t_i64, "k"),
+               jv = LLVMBuildAlloca(B, g->t_i64, "j");
   LLVMBuildStore(B, ci64(g, 0), pv);
   LLVMBuildBr(B, pcond);
   LLVMPositionBuilderAtEnd(B, pcond);
@@ -466,8 +473,6 @@ static void emit_packb(CG *g, const char *name, int v) {
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, p0, nc, ""), pbody, ret);
   LLVMPositionBuilderAtEnd(B, pbody);
   LLVMValueRef rem = LLVMBuildSub(B, nc, p0, "");
-  LLVMValueRef mask[MAX_V];
-  for (int j = 0; j < v; j++) mask[j] = lane_mask(g, rem, j);
   LLVMValueRef src = gep(g, b, p0), dst = gep(g, out, LLVMBuildMul(B, p0, kc, ""));
   LLVMBuildStore(B, ci64(g, 0), kv);
   LLVMBuildBr(B, kcond);
@@ -476,16 +481,23 @@ static void emit_packb(CG *g, const char *name, int v) {
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k, kc, ""), kbody, pnext);
   LLVMPositionBuilderAtEnd(B, kbody);
   LLVMValueRef srow = gep(g, src, LLVMBuildMul(B, k, b_rs, "")),
-               drow = gep(g, dst, LLVMBuildMul(B, k, ci64(g, nr), ""));
-  for (int j = 0; j < v; j++) {
-    LLVMValueRef x = load_vec(g, gep(g, srow, ci64(g, (int64_t)j * g->W)), mask[j]);
-    LLVMValueRef st = LLVMBuildStore(B, x, gep(g, drow, ci64(g, (int64_t)j * g->W)));
-    LLVMSetAlignment(st, (unsigned)(g->W * g->esize));   /* panels are vector-aligned */
-  }
+               drow = gep(g, dst, LLVMBuildMul(B, k, nr, ""));
+  LLVMBuildStore(B, ci64(g, 0), jv);
+  LLVMBuildBr(B, jcond);
+  LLVMPositionBuilderAtEnd(B, jcond);
+  LLVMValueRef j = LLVMBuildLoad2(B, g->t_i64, jv, "");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nr, ""), jbody, knext);
+  LLVMPositionBuilderAtEnd(B, jbody);
+  LLVMValueRef x = load_vec(g, gep(g, srow, j), lane_mask(g, LLVMBuildSub(B, rem, j, ""), 0));
+  LLVMValueRef st = LLVMBuildStore(B, x, gep(g, drow, j));
+  LLVMSetAlignment(st, (unsigned)(g->W * g->esize));       /* panels are vector-aligned */
+  LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
+  LLVMBuildBr(B, jcond);
+  LLVMPositionBuilderAtEnd(B, knext);
   LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, 1), ""), kv);
   LLVMBuildBr(B, kcond);
   LLVMPositionBuilderAtEnd(B, pnext);
-  LLVMBuildStore(B, LLVMBuildAdd(B, p0, ci64(g, nr), ""), pv);
+  LLVMBuildStore(B, LLVMBuildAdd(B, p0, nr, ""), pv);
   LLVMBuildBr(B, pcond);
   LLVMPositionBuilderAtEnd(B, ret);
   LLVMBuildRetVoid(B);
@@ -565,8 +577,8 @@ static void emit_packa(CG *g, const char *name, int mr) {
   LLVMBuildRetVoid(B);
 }
 
-static void packa_name(char *out, size_t n, const GemmKernels *g, const Family *f) {
-  snprintf(out, n, "gemm_%s_packa%d", elem_name(g->elem), f->mr);
+static void packa_name(char *out, size_t n, const GemmKernels *g) {
+  snprintf(out, n, "gemm_%s_packa", elem_name(g->elem));
 }
 
 static void uk_name(char *out, size_t n, const GemmKernels *g, const Family *f, int h,
@@ -575,8 +587,8 @@ static void uk_name(char *out, size_t n, const GemmKernels *g, const Family *f, 
            masked ? "_m" : "");
 }
 
-static void packb_name(char *out, size_t n, const GemmKernels *g, const Family *f) {
-  snprintf(out, n, "gemm_%s_packb%d", elem_name(g->elem), f->nr);
+static void packb_name(char *out, size_t n, const GemmKernels *g) {
+  snprintf(out, n, "gemm_%s_packb", elem_name(g->elem));
 }
 
 /* Emit every function of the set, spread over nmod modules (each in its own context) so
@@ -600,12 +612,14 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
         n++;
       }
     }
-    packb_name(name, sizeof name, g, f);
-    emit_packb(LIGHTEST(4.0), name, f->v);
-    packa_name(name, sizeof name, g, f);
-    emit_packa(LIGHTEST(8.0), name, f->mr);
-    n += 2;
   }
+  int mr_max = 1;
+  for (int fi = 0; fi < g->nfam; fi++) mr_max = g->fam[fi].mr > mr_max ? g->fam[fi].mr : mr_max;
+  packb_name(name, sizeof name, g);
+  emit_packb(LIGHTEST(4.0), name);
+  packa_name(name, sizeof name, g);
+  emit_packa(LIGHTEST(8.0), name, mr_max);
+  n += 2;
 #undef LIGHTEST
   for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
   return n;
@@ -673,13 +687,13 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
         return NULL;
       }
     }
-    packa_name(name, sizeof name, g, f);
-    f->packa = (PackAFn)jit_lookup(g->jit, name, err, errlen);
-    packb_name(name, sizeof name, g, f);
-    if (!f->packa || !(f->packb = (PackBFn)jit_lookup(g->jit, name, err, errlen))) {
-      gemm_free(g);
-      return NULL;
-    }
+  }
+  packa_name(name, sizeof name, g);
+  g->packa = (PackAFn)jit_lookup(g->jit, name, err, errlen);
+  packb_name(name, sizeof name, g);
+  if (!g->packa || !(g->packb = (PackBFn)jit_lookup(g->jit, name, err, errlen))) {
+    gemm_free(g);
+    return NULL;
   }
   g->compile_ms = (now_s() - t0) * 1e3;
   if (getenv("GEMM_TIMING")) { struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); fprintf(stderr, "build %.1f opt %.1f codegen %.1f ms; thread cpu total %.1f ms\n", (t1-t0)*1e3, (t2-t1)*1e3, (now_s()-t2)*1e3, (ts.tv_sec+ts.tv_nsec*1e-9)*1e3); }
@@ -962,7 +976,7 @@ static void pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t
   int h;
   while (pieces_next(&it, &r0, &h)) {
     if (a_sk == 1 && kc >= g->W) {
-      f->packa(kc, a + (size_t)(r0 * a_sm) * es, a_sm, out + off * es, h);
+      g->packa(kc, a + (size_t)(r0 * a_sm) * es, a_sm, out + off * es, h);
     } else if (es == 4) {
       const float *src = (const float *)a + r0 * a_sm;
       float *dst = (float *)out + off;
@@ -1056,7 +1070,7 @@ static void run_block(void *ctx, int64_t task) {
         const char *bpan;
         int64_t b_rs, b_pstride;                  /* elements */
         if (pl->pack_b) {
-          if (p->b_sn == 1) f->packb(kcur, ncur, bsrc, p->b_sk, wb);
+          if (p->b_sn == 1) g->packb(kcur, ncur, bsrc, p->b_sk, wb, nr);
           else pack_b_strided(g, f, bsrc, p->b_sk, p->b_sn, kcur, ncur, wb);
           bpan = wb;
           b_rs = nr;

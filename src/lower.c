@@ -35,10 +35,12 @@ typedef struct L {
   VEC(Node) nodes;
   VEC(Kernel) kernels;
   int depth;
+  VEC(const char *) called;   /* the function of every call inlined so far */
 } L;
 
 /* One function instance being lowered: its names and the values of its sizes. */
 typedef struct Inst {
+  const char *label;          /* names this instance's tensors (label.T); NULL at top level */
   VEC(Binding) names;
   const char **sz_names; const Poly **sz_vals; int nsz;   /* NULL vals: identity */
   const char *ix_names[64]; int ix_axes[64]; int nix;      /* index scope */
@@ -198,6 +200,12 @@ static void lower_call(L *l, Inst *in, const Stmt *st) {
   const Expr *call = st->expr;
   Func *g = l->lookup_fn(l->env, call->name);
   Inst sub_in = {0};
+  /* The first call of g names its tensors g.T, later ones g@2.T, g@3.T: every buffer and
+   * kernel of the program has a name of its own. */
+  int nth = 1;
+  for (int i = 0; i < l->called.n; i++) nth += !strcmp(l->called.a[i], g->name);
+  vec_push(l->called, g->name);
+  sub_in.label = nth == 1 ? g->name : arena_printf(l->a, "%s@%d", g->name, nth);
   sub_in.nsz = g->nsizes;
   sub_in.sz_names = arena_alloc(l->a, sizeof(char *) * (size_t)(g->nsizes + 1));
   sub_in.sz_vals = arena_alloc(l->a, sizeof(Poly *) * (size_t)(g->nsizes + 1));
@@ -229,7 +237,7 @@ static void lower_body(L *l, const Func *f, Inst *in, int *outs) {
     if (st->kind == ST_DEF) {
       Type t = *st->type;
       for (int k = 0; k < t.rank; k++) t.dims[k] = sub(l, in, t.dims[k]);
-      const char *nm = l->depth ? arena_printf(l->a, "%s.%s", f->name, st->name) : st->name;
+      const char *nm = in->label ? arena_printf(l->a, "%s.%s", in->label, st->name) : st->name;
       int slot = new_slot(l, nm, SLOT_TEMP, &t);
       Node n = {0};
       n.slot = slot;
@@ -561,6 +569,7 @@ Program *lower_function(const Func *f, PolyCtx *pc,
   vec_free(l.axes);
   vec_free(l.nodes);
   vec_free(l.kernels);
+  vec_free(l.called);
   return p;
 }
 

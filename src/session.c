@@ -51,6 +51,11 @@ struct Session {
   CpuBackend *cpu;                 /* made on first use of the CPU target */
   bool cpu_failed;
   char cpu_why[256];
+  Func *last_fn;                   /* the last function called, and its sizes (for :time) */
+  unsigned last_fn_calls;
+  const char *last_names[64];
+  int64_t last_vals[64];
+  int last_n;
   Diags diags;
   Arena *tmp;                      /* the arena of the input being run */
   int depth;                       /* nested :load / import */
@@ -663,7 +668,6 @@ static Value eval_anon_def(Session *s, Stmt *def) {
   if (!f) goto out;
   f->anonymous = true;
   f->prog = lower_function(f, s->pc, lookup_fn_cb, s);
-  f->compiles = 1;
   Tensor *outs[1] = {0};
   EvalSizes sz = {sz_names, sz_vals, nsz};
   if (run_program(s, f, inputs, &sz, outs, def->span)) result = val_tensor(outs[0]);
@@ -977,6 +981,13 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
     }
   }
   EvalSizes sz = {names, vals, nsz};
+  s->last_fn = f;
+  s->last_fn_calls++;
+  s->last_n = nsz < 64 ? nsz : 64;
+  for (int v = 0; v < s->last_n; v++) {
+    s->last_names[v] = names[v];
+    s->last_vals[v] = vals[v];
+  }
   /* every dimension: a lone variable must agree with its binding, a compound one evaluate */
   for (int i = 0; i < f->nparams; i++) {
     FnParam *p = &f->params[i];
@@ -1302,20 +1313,114 @@ static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
   return RUN_OK;
 }
 
+/* "NAME DIM=VAL ..." after the function name: the sizes, in session memory of this input. */
+static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes *out, bool *given) {
+  const char *p = arg + strlen(f->name);
+  int cap = 16, n = 0;
+  const char **names = arena_alloc(s->tmp, sizeof(char *) * (size_t)cap);
+  int64_t *vals = arena_alloc(s->tmp, sizeof(int64_t) * (size_t)cap);
+  while (*p) {
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    const char *nb = p;
+    while (*p && *p != '=' && !isspace((unsigned char)*p)) p++;
+    if (*p != '=' || p == nb || n == cap) {
+      error(s, at, E_COMMAND, "sizes are written NAME=VALUE, such as M=100 N=768");
+      return false;
+    }
+    const char *nm = arena_strndup(s->tmp, nb, (size_t)(p - nb));
+    char *end;
+    long long v = strtoll(p + 1, &end, 10);
+    if (end == p + 1 || v < 0) {
+      error(s, at, E_COMMAND, tmp_printf(s, "the size %s needs a value of 0 or more", nm));
+      return false;
+    }
+    bool known = false;
+    for (int i = 0; i < f->nsizes; i++) known = known || !strcmp(f->sizes[i].name, nm);
+    if (!known) {
+      Buf b = {0};
+      for (int i = 0; i < f->nsizes; i++) buf_printf(&b, "%s%s", i ? ", " : "", f->sizes[i].name);
+      error(s, at, E_COMMAND, tmp_printf(s, "%s has no size %s (its sizes: %s)", f->name, nm, b.s ? b.s : "none"));
+      buf_free(&b);
+      return false;
+    }
+    names[n] = nm;
+    vals[n++] = v;
+    p = end;
+  }
+  *given = n > 0;
+  if (n && n < f->nsizes) {
+    for (int i = 0; i < f->nsizes; i++) {
+      bool have = false;
+      for (int j = 0; j < n; j++) have = have || !strcmp(names[j], f->sizes[i].name);
+      if (!have) {
+        error(s, at, E_COMMAND, tmp_printf(s, "give every size of %s: %s is missing", f->name, f->sizes[i].name));
+        return false;
+      }
+    }
+  }
+  *out = (EvalSizes){names, vals, n};
+  return true;
+}
+
 static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   Func *f = want_fn(s, arg, at, ":sched");
   if (!f) return RUN_ERROR;
-  print_line(s, tmp_printf(s, "%s: compiled %d time%s; back end: %s\n"
-             "the reference evaluator runs this function loop by loop (see :ir); there is no\n"
-             "hierarchical schedule until the CPU back end is built (LLVM)", f->name, f->compiles,
-             f->compiles == 1 ? "" : "s", s->target));
+  EvalSizes sz;
+  bool given;
+  if (!parse_sizes(s, arg, f, at, &sz, &given)) return RUN_ERROR;
+  Buf b = {0};
+  if (strcmp(s->target, "cpu") || !cpu_backend(s)) {
+    buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
+               ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target, f->compiles,
+               f->compiles == 1 ? "" : "s");
+  } else {
+    if (!ensure_compiled(s, f)) return RUN_ERROR;
+    buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms); cpu %s, %d thread%s, hardware %s\n", f->name,
+               f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(f->backend), cpu_backend_cpu(s->cpu),
+               s->threads, s->threads == 1 ? "" : "s", s->hw.name);
+    double t = cpu_schedule(s->cpu, f->backend, s->pc, given ? &sz : NULL, s->threads, &b);
+    if (given) {
+      buf_puts(&b, "at");
+      for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
+      buf_printf(&b, ": predicted %.3f ms", t * 1e3);
+    }
+  }
+  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  print_line(s, b.s);
+  buf_free(&b);
   return RUN_OK;
 }
 
 static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
   Func *f = want_fn(s, arg, at, ":cost");
   if (!f) return RUN_ERROR;
-  print_line(s, tmp_printf(s, "%s: cost formulas come with the CPU back end's model; see :ir for the loops", f->name));
+  EvalSizes sz;
+  bool given;
+  if (!parse_sizes(s, arg, f, at, &sz, &given)) return RUN_ERROR;
+  const Poly *fl, *by;
+  cost_program(f->prog, s->pc, &fl, &by);
+  Buf b = {0};
+  buf_printf(&b, "%s:\n  FLOPs      ", f->name);
+  poly_str(fl, &b);
+  buf_puts(&b, "\n  bytes      ");
+  poly_str(by, &b);
+  buf_puts(&b, "\n  intensity  (");
+  poly_str(fl, &b);
+  buf_puts(&b, ") / (");
+  poly_str(by, &b);
+  buf_puts(&b, ") FLOP/byte");
+  if (given) {
+    int64_t fv = 0, bv = 0;
+    const char *why;
+    poly_eval(fl, session_size_lookup, &sz, &fv, &why);
+    poly_eval(by, session_size_lookup, &sz, &bv, &why);
+    buf_puts(&b, "\nat");
+    for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
+    buf_printf(&b, ": %lld FLOPs, %lld bytes, %.3g FLOP/byte", (long long)fv, (long long)bv, bv ? (double)fv / (double)bv : 0.0);
+  }
+  print_line(s, b.s);
+  buf_free(&b);
   return RUN_OK;
 }
 
@@ -1371,6 +1476,10 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   }
   double t[1000];
   int n = 0;
+  /* one run first: it compiles what needs compiling, and warms the caches */
+  RunStatus r0 = run_text(s, arg, at.src ? at.src->name : "<time>", true);
+  if (r0 != RUN_OK) return r0;
+  unsigned last_before = s->last_fn_calls;
   double start = now_s();
   while (n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
     double t0 = now_s();
@@ -1379,8 +1488,34 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     if (r != RUN_OK) return r;
   }
   qsort(t, (size_t)n, sizeof(double), cmp_double);
-  print_line(s, tmp_printf(s, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", t[n / 2] * 1e3,
-                           t[0] * 1e3, t[n - 1] * 1e3, n, s->target));
+  double med = t[n / 2];
+  Buf b = {0};
+  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target);
+  Func *f = s->last_fn;
+  if (f && last_before != s->last_fn_calls) {
+    EvalSizes sz = {s->last_names, s->last_vals, s->last_n};
+    const Poly *fl, *by;
+    cost_program(f->prog, s->pc, &fl, &by);
+    int64_t fv = 0, bv = 0;
+    const char *why;
+    poly_eval(fl, session_size_lookup, &sz, &fv, &why);
+    poly_eval(by, session_size_lookup, &sz, &bv, &why);
+    int cores = s->hw.cores > 0 ? s->hw.cores : 1, th = s->threads < cores ? s->threads : cores;
+    double peak = s->hw.peak_gflops_f32 * th / cores;
+    buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
+    if (peak > 0) buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th, th == 1 ? "" : "s");
+    double pred = 0;
+    if (!strcmp(s->target, "cpu") && f->backend) {
+      Buf junk = {0};
+      pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
+      buf_free(&junk);
+    } else {
+      pred = cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
+    }
+    if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
+  }
+  print_line(s, b.s);
+  buf_free(&b);
   return RUN_OK;
 }
 
@@ -1680,7 +1815,6 @@ static void define_fn(Session *s, FnDecl *d, Arena *a, bool *keep) {
   f->arena = NULL;            /* the input's arena is kept by the session instead */
   *keep = true;
   f->prog = lower_function(f, s->pc, lookup_fn_cb, s);
-  f->compiles = 1;
   for (int i = 0; i < s->fns.n; i++)
     if (!strcmp(s->fns.a[i]->name, f->name)) {
       vec_push(s->retired, s->fns.a[i]);
