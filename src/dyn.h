@@ -601,11 +601,12 @@ void session_banner(Session *s, Buf *out);
 
 /* ---- repl.c: the interactive loop ------------------------------------------------------- */
 
-/* Read, run, print until :quit or end of input.  Uses GNU readline when built with it
+/* Read, run, print until :quit or end of input.  force: REPL semantics even when standard
+ * input is not a terminal (`dyn -i -`), echoing each input after its prompt.  Uses GNU readline when built with it
  * (history in ~/.dyn_history, completion of names, commands and file names after :load),
  * else lineedit.  When standard input is not a terminal: no prompt, no banner, plain lines.
  * Returns the process exit status. */
-int repl_main(Session *s, bool quiet);
+int repl_main(Session *s, bool quiet, bool force);
 
 /* ---- jit.c / pool.c / gemm.c ------------------------------------------------------------ */
 

@@ -46,8 +46,9 @@ static bool take_error(LLVMErrorRef e, const char *what, char *err, size_t errle
 }
 
 static LLVMTargetMachineRef make_tm(LLVMTargetRef target, const Jit *j) {
+  const char *lv = getenv("JIT_CGLEVEL");
   return LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features,
-                                 LLVMCodeGenLevelAggressive, LLVMRelocDefault,
+                                 lv ? (LLVMCodeGenOptLevel)atoi(lv) : LLVMCodeGenLevelAggressive, LLVMRelocDefault,
                                  LLVMCodeModelJITDefault);
 }
 

@@ -1,6 +1,6 @@
 /* lex.c -- the lexer: source text to tokens (lang/tokens.def).
- * Statements end at a newline or ';', except inside ( ) and [ ], where newlines are
- * insignificant.  A top-level line starting with ':' is a command and becomes a single token
+ * Statements end at a newline or ';', except inside ( ) and [ ] and after a line that ends
+ * with an operator, where newlines are insignificant.  A top-level line starting with ':' is a command and becomes a single token
  * holding the rest of the line, so commands can take free-form arguments. */
 #include "config.h"
 #include "dyn.h"
@@ -147,8 +147,22 @@ static int utf8_len(const unsigned char *s, size_t left) {
   return n;
 }
 
+/* A line that ends with an operator, '=', ',' or '->' continues on the next line, so
+ * `y = x *` at the end of a REPL line asks for more instead of failing. */
+static bool continues(TokKind k) {
+  switch (k) {
+  case TK_PLUS: case TK_MINUS: case TK_STAR: case TK_SLASH: case TK_PERCENT: case TK_POW:
+  case TK_EQ: case TK_NE: case TK_LT: case TK_LE: case TK_GT: case TK_GE:
+  case TK_AND: case TK_OR: case TK_NOT: case TK_ASSIGN: case TK_COMMA: case TK_ARROW: case TK_COLON:
+    return true;
+  default:
+    return false;
+  }
+}
+
 static void newline(Lexer *L, size_t lo, size_t hi) {
-  if (L->depth == 0 && L->toks.n && L->toks.a[L->toks.n - 1].kind != TK_NEWLINE)
+  if (L->depth == 0 && L->toks.n && L->toks.a[L->toks.n - 1].kind != TK_NEWLINE &&
+      !continues(L->toks.a[L->toks.n - 1].kind))
     push(L, TK_NEWLINE, lo, hi);
 }
 

@@ -17,7 +17,8 @@ static void usage(FILE *f) {
         "\n"
         "options:\n"
         "  -e CODE           run CODE and exit\n"
-        "  -i FILE           run FILE, then start the REPL\n"
+        "  -i FILE           run FILE, then start the REPL (-i -: the REPL even when\n"
+        "                    standard input is not a terminal, echoing each input)\n"
         "  -q                no banner in the REPL\n"
         "  --target=T        cpu, gpu or ref: the back end that runs the code\n"
         "  --hw=NAME|FILE    the hardware model (see hw/); default: this machine\n"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
       else {
         file = argv[++i];
         then_repl = true;
+        if (!strcmp(file, "-")) file = NULL;     /* -i -: the REPL, even on a pipe */
       }
     } else if (!strcmp(a, "-q")) {
       quiet = true;
@@ -89,9 +91,9 @@ int main(int argc, char **argv) {
   } else if (file) {
     RunStatus r = session_run_file(s, file);
     if (r == RUN_ERROR) status = 1;
-    if (then_repl && r != RUN_QUIT) status = repl_main(s, quiet);
+    if (then_repl && r != RUN_QUIT) status = repl_main(s, quiet, true);
   } else {
-    status = repl_main(s, quiet);
+    status = repl_main(s, quiet, then_repl);
   }
   fflush(stdout);
   session_free(s);

@@ -914,10 +914,13 @@ void parse_print_expr(const Expr *e, Buf *out) {
   case EX_BOOL: buf_puts(out, e->ival ? "true" : "false"); break;
   case EX_STR: buf_printf(out, "\"%s\"", e->name); break;
   case EX_NAME: buf_puts(out, e->name); break;
-  case EX_INDEX:
-    buf_printf(out, "%s[", e->name);
-    print_args(e->args, e->nargs, out);
-    buf_putc(out, ']');
+  case EX_INDEX:                         /* a scalar is an access with no subscripts */
+    buf_puts(out, e->name);
+    if (e->nargs) {
+      buf_putc(out, '[');
+      print_args(e->args, e->nargs, out);
+      buf_putc(out, ']');
+    }
     break;
   case EX_CALL:
     buf_printf(out, "%s(", e->name);

@@ -165,6 +165,13 @@ static char *history_path(void) {
   return b.s;
 }
 
+typedef struct {
+  bool use_rl;              /* GNU readline, else lineedit */
+  LineEdit *le;
+  Session *s;
+  char *hist_path;
+} Reader;
+
 /* ---- reading lines: readline ---- */
 
 #ifdef HAVE_READLINE
@@ -216,9 +223,7 @@ static void rl_on_line(char *line) {
   rl_callback_handler_remove();             /* else readline prompts again at once */
 }
 
-typedef struct { char *hist_path; } Reader;
-
-static void reader_open(Reader *r, Session *s) {
+static void rl_reader_open(Reader *r, Session *s) {
   rl_session = s;
   rl_readline_name = "dyn";
   rl_attempted_completion_function = rl_attempt;
@@ -230,14 +235,14 @@ static void reader_open(Reader *r, Session *s) {
   if (r->hist_path) read_history(r->hist_path);     /* none yet is fine */
 }
 
-static void reader_close(Reader *r) {
+static void rl_reader_close(Reader *r) {
   if (r->hist_path) write_history(r->hist_path);    /* unwritable: silently no history */
   free(r->hist_path);
   for (int i = 0; i < rl_cands.n; i++) free(rl_cands.a[i]);
   vec_free(rl_cands);
 }
 
-static void reader_history_add(Reader *r, const char *line) {
+static void rl_reader_history_add(Reader *r, const char *line) {
   (void)r;
   HIST_ENTRY *last = history_length > 0 ? history_get(history_base + history_length - 1) : NULL;
   if (last && strcmp(last->line, line) == 0) return;
@@ -247,7 +252,7 @@ static void reader_history_add(Reader *r, const char *line) {
 /* readline's callback interface, so that a ^C at the prompt can abandon the line: we wait
  * for keys ourselves and see the signal's pipe.  readline()'s own SIGINT handling would
  * pass the signal on and carry on reading the same line. */
-static char *reader_read(Reader *r, const char *prompt, bool *interrupted) {
+static char *rl_reader_read(Reader *r, const char *prompt, bool *interrupted) {
   (void)r;
   *interrupted = false;
   rl_have_line = false;
@@ -282,13 +287,10 @@ static char *reader_read(Reader *r, const char *prompt, bool *interrupted) {
   return rl_line;
 }
 
-#else /* ---- reading lines: lineedit ---- */
+#endif
 
-typedef struct {
-  LineEdit *le;
-  Session *s;
-  char *hist_path;
-} Reader;
+/* ---- reading lines: lineedit (always built: $DYN_LINE_EDITOR=builtin selects it where
+ * readline is also present, so one binary can test both) ---- */
 
 static void add_file_cands(const char *word, void (*add)(void *cookie, const char *cand),
                            void *cookie) {
@@ -343,7 +345,7 @@ static void le_complete(void *env, const char *line, int cursor,
   free(word);
 }
 
-static void reader_open(Reader *r, Session *s) {
+static void le_reader_open(Reader *r, Session *s) {
   r->s = s;
   r->le = lineedit_new(STDIN_FILENO, STDOUT_FILENO);
   lineedit_set_completer(r->le, le_complete, r);
@@ -352,25 +354,64 @@ static void reader_open(Reader *r, Session *s) {
   if (r->hist_path) lineedit_history_load(r->le, r->hist_path);
 }
 
-static void reader_close(Reader *r) {
+static void le_reader_close(Reader *r) {
   if (r->hist_path) lineedit_history_save(r->le, r->hist_path);
   free(r->hist_path);
   lineedit_free(r->le);
 }
 
-static void reader_history_add(Reader *r, const char *line) {
+static void le_reader_history_add(Reader *r, const char *line) {
   lineedit_history_add(r->le, line);
 }
 
-static char *reader_read(Reader *r, const char *prompt, bool *interrupted) {
+static char *le_reader_read(Reader *r, const char *prompt, bool *interrupted) {
   return lineedit_read(r->le, prompt, interrupted);
 }
 
+/* ---- the reader in use ---- */
+
+static void reader_open(Reader *r, Session *s) {
+#ifdef HAVE_READLINE
+  const char *ed = getenv("DYN_LINE_EDITOR");
+  r->use_rl = !(ed && !strcmp(ed, "builtin"));
+  if (r->use_rl) {
+    rl_reader_open(r, s);
+    return;
+  }
 #endif
+  le_reader_open(r, s);
+}
+
+static void reader_close(Reader *r) {
+#ifdef HAVE_READLINE
+  if (r->use_rl) {
+    rl_reader_close(r);
+    return;
+  }
+#endif
+  le_reader_close(r);
+}
+
+static void reader_history_add(Reader *r, const char *line) {
+#ifdef HAVE_READLINE
+  if (r->use_rl) {
+    rl_reader_history_add(r, line);
+    return;
+  }
+#endif
+  le_reader_history_add(r, line);
+}
+
+static char *reader_read(Reader *r, const char *prompt, bool *interrupted) {
+#ifdef HAVE_READLINE
+  if (r->use_rl) return rl_reader_read(r, prompt, interrupted);
+#endif
+  return le_reader_read(r, prompt, interrupted);
+}
 
 /* ---- the loops ---- */
 
-static int repl_interactive(Session *s, bool quiet) {
+static int repl_interactive(Session *s, bool quiet, bool echo) {
   /* values of bare expressions are printed, and unfinished input is reported as such */
   session_set_interactive(s, true);
   if (!quiet) {
@@ -406,8 +447,12 @@ static int repl_interactive(Session *s, bool quiet) {
     bool intr = false;
     char *line = reader_read(&r, more ? PROMPT_MORE : PROMPT, &intr);
     if (!line) {                          /* ^D on an empty line, or the terminal closed */
-      fputc('\n', stdout);
+      if (!echo) fputc('\n', stdout);
       break;
+    }
+    if (echo) {                           /* a transcript: the input after its prompt */
+      printf("%s%s\n", more ? PROMPT_MORE : PROMPT, line);
+      fflush(stdout);
     }
     if (intr) {                           /* ^C: drop the line and any unfinished input */
       free(line);
@@ -489,7 +534,14 @@ static int repl_piped(Session *s) {
   return st == RUN_ERROR || st == RUN_INCOMPLETE ? 1 : 0;
 }
 
-int repl_main(Session *s, bool quiet) {
-  if (!isatty(STDIN_FILENO)) return repl_piped(s);
-  return repl_interactive(s, quiet);
+int repl_main(Session *s, bool quiet, bool force) {
+  bool tty = isatty(STDIN_FILENO);
+  if (!tty && !force) return repl_piped(s);
+  if (!tty) {
+    /* `dyn -i -` on a pipe: REPL semantics (values printed, errors reported and survived)
+     * with each input echoed after its prompt, so the output reads as a transcript */
+    setenv("DYN_LINE_EDITOR", "builtin", 1);
+    return repl_interactive(s, true, true);
+  }
+  return repl_interactive(s, quiet, false);
 }

@@ -477,11 +477,21 @@ static void refine(S *s, Expr *c, bool positive) {
   for (int i = 0; i < nv; i++)
     if (find_idx(s, vars[i])) return;      /* bounds in terms of other indices: not used */
   const Poly *one = poly_const(s->pc, 1);
+  /* Both the range and the condition hold in the branch.  A condition provably looser
+   * than the bound in force (i <= N over i < N) must not replace it, or an access the
+   * range keeps in bounds would be "proved" out of bounds; otherwise the condition's
+   * bound is taken (when the two cannot be compared, both are true: either will do). */
+  const Poly *nb;
   switch (op) {
-  case OP_LT: ix->hi = b; break;
-  case OP_LE: ix->hi = poly_add(s->pc, b, one); break;
-  case OP_GE: ix->lo = b; break;
-  default: ix->lo = poly_add(s->pc, b, one); break;
+  case OP_LT:
+  case OP_LE:
+    nb = op == OP_LT ? b : poly_add(s->pc, b, one);
+    if (!nonneg(s, poly_sub(s->pc, nb, ix->hi))) ix->hi = nb;
+    break;
+  default:
+    nb = op == OP_GE ? b : poly_add(s->pc, b, one);
+    if (!nonneg(s, poly_sub(s->pc, ix->lo, nb))) ix->lo = nb;
+    break;
   }
 }
 

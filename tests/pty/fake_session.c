@@ -74,5 +74,5 @@ void session_banner(Session *s, Buf *out) {
 int main(int argc, char **argv) {
   Session s = {0};
   bool quiet = argc > 1 && strcmp(argv[1], "-q") == 0;
-  return repl_main(&s, quiet);
+  return repl_main(&s, quiet, false);
 }
