@@ -5,11 +5,13 @@
 Usage: compare.py DYN SCRATCH_DIR [NAME_SUBSTRING ...]
        (only the cases whose names contain a NAME_SUBSTRING, when given)
 
-Each case draws random f32 inputs (fixed seed) for one function at one shape, writes them
-as .npy files into its own folder under SCRATCH_DIR with a .dyn script that loads them,
-calls the function and saves the result, runs DYN on the script, and compares the result
-with the function computed in float64 by NumPy.  Shapes come from sizes that are 1, primes
-and random (all from the fixed seed), so every function meets a size of 1 and odd sizes.
+Each case draws random f32 inputs (fixed seed) for one function at one shape and computes
+the function in float64 with NumPy.  The cases of one function go into one .dyn script, in
+a folder of their own under SCRATCH_DIR, that loads the inputs from .npy files, calls the
+function at each shape (one compilation, many shapes) and saves the results; DYN runs it and
+each result is compared with its reference.  If the script fails, its cases run one by one
+so that the failure names its case.  Shapes come from sizes that are 1, primes and random
+(all from the fixed seed), so every function meets a size of 1 and odd sizes.
 
 Metrics (named in each result line):
   norm TOL  relative to the largest magnitude: max|got - ref| / max|ref| <= TOL, with
@@ -167,6 +169,7 @@ for b, n in matrix_shapes():
     case('gelu', [('X', x)], gelu64(f64(x)))
     case('gelu_erf', [('X', x)], gelu_erf64(f64(x)))
     case('silu', [('X', x)], f64(x) / (1 + np.exp(-f64(x))))
+    case('sigmoid', [('X', x)], 1 / (1 + np.exp(-f64(x))))     # the built-in, for nn's list
     case('softmax', [('X', x)], softmax64(f64(x)))
     case('log_softmax', [('X', x)], f64(x) - f64(x).max(1, keepdims=True) -
          np.log(np.exp(f64(x) - f64(x).max(1, keepdims=True)).sum(1, keepdims=True)))
@@ -228,20 +231,44 @@ case('argmax', [('X', nans)], nans.argmax(1), metric=EXACT, dtype=I64, module='r
 
 
 # ---- running and comparing ----
-def run_case(dyn, scratch, i, c):
-    d = os.path.join(scratch, 'case%03d' % i)
-    os.makedirs(d)
-    lines = ['import %s' % c.module] if c.module else []
-    for name, a in c.inputs:
-        np.save(os.path.join(d, name + '.npy'), a)
-        lines.append('%s = load("%s.npy")' % (name, name))
-    lines += ['R = ' + c.call, 'save(R, "R.npy")']
+# The cases of one function run in one dyn process, one after another: the function is
+# compiled once and called at every shape (which is also how dyn is meant to be used, and
+# keeps the suite fast when a compiling back end pays per process).  If that script fails,
+# each of its cases runs alone, so the failure names its case.
+def script(c, k):
+    """Lines that load case c's inputs (names prefixed with cK_), call, and save RK.npy."""
+    lines, call = [], c.call
+    for name, _ in c.inputs:
+        lines.append('c%d_%s = load("c%d_%s.npy")' % (k, name, k, name))
+    args = call[call.index('(') + 1:-1].split(', ')
+    args = ['c%d_%s' % (k, a) if any(a == n for n, _ in c.inputs) else a for a in args]
+    lines += ['R%d = %s(%s)' % (k, call[:call.index('(')], ', '.join(args)),
+              'save(R%d, "R%d.npy")' % (k, k)]
+    return lines
+
+
+def run_group(dyn, d, group):
+    """Run the cases [(k, case)] in one script in folder d; a message if dyn failed."""
+    os.makedirs(d, exist_ok=True)
+    mods = sorted({c.module for _, c in group if c.module})
+    lines = ['import %s' % m for m in mods]
+    for k, c in group:
+        for name, a in c.inputs:
+            np.save(os.path.join(d, 'c%d_%s.npy' % (k, name)), a)
+        lines += script(c, k)
     with open(os.path.join(d, 'case.dyn'), 'w') as f:
         f.write('\n'.join(lines) + '\n')
-    r = subprocess.run([dyn, 'case.dyn'], cwd=d, capture_output=True, text=True, timeout=120)
+    try:
+        r = subprocess.run([dyn, 'case.dyn'], cwd=d, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return 'dyn took more than 300 s'
     if r.returncode != 0 or r.stderr:
-        return False, 'dyn exit %d: %s' % (r.returncode, (r.stderr or r.stdout).strip()[:600])
-    got = np.load(os.path.join(d, 'R.npy'))
+        return 'dyn exit %d: %s' % (r.returncode, (r.stderr or r.stdout).strip()[:600])
+    return None
+
+
+def compare(c, path):
+    got = np.load(path)
     if got.dtype != c.dtype or got.shape != c.ref.shape:
         return False, 'got %s%s, want %s%s' % (got.dtype, list(got.shape),
                                                np.dtype(c.dtype), list(c.ref.shape))
@@ -257,14 +284,33 @@ def run_case(dyn, scratch, i, c):
         'norm: max|got - ref| / max|ref| = %.3g > %g' % (rel, c.metric[1])
 
 
+def run_function(dyn, scratch, fn, group):
+    """[(k, ok, message)] for the cases of one function."""
+    d = os.path.join(scratch, fn)
+    err = run_group(dyn, d, group)
+    if err is None:
+        return [(k, *compare(c, os.path.join(d, 'R%d.npy' % k))) for k, c in group]
+    out = []
+    for k, c in group:
+        dk = os.path.join(scratch, '%s-%d' % (fn, k))
+        e = run_group(dyn, dk, [(k, c)])
+        out.append((k, False, e) if e else (k, *compare(c, os.path.join(dk, 'R%d.npy' % k))))
+    return out
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     dyn, scratch, only = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3:]
     todo = [(i, c) for i, c in enumerate(CASES) if not only or any(o in c.name for o in only)]
+    groups = {}
+    for i, c in todo:
+        groups.setdefault(c.call[:c.call.index('(')], []).append((i, c))
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        results = list(pool.map(lambda ic: run_case(dyn, scratch, *ic), todo))
+        done = pool.map(lambda fg: run_function(dyn, scratch, *fg), groups.items())
+        by_case = {k: (ok, msg) for res in done for k, ok, msg in res}
+    results = [by_case[i] for i, _ in todo]
     passed = failed = 0
     for (i, c), (ok, msg) in zip(todo, results):
         print('%s %s: %s' % ('ok  ' if ok else 'FAIL', c.name, msg))

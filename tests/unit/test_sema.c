@@ -332,9 +332,9 @@ START_TEST(test_bounds) {
   /* a size that only a compound dimension mentions is not bound */
   FAILS("fn ds(X: f32[2 * N]) -> f32[N] {\n  Y[i] = X[2 * i + 1]\n  return Y\n}",
         "ds: error",
-        "t.dyn:1:17: error: size 'N' is not bound by any parameter; use it alone as a dimension of a parameter, or declare it 'N: size'\n"
+        "t.dyn:1:18: error: size 'N' is not bound by any parameter; use it alone as a dimension of a parameter, or declare it 'N: size'\n"
         "  1 | fn ds(X: f32[2 * N]) -> f32[N] {\n"
-        "    |                 ^\n");
+        "    |                  ^\n");
 }
 END_TEST
 
@@ -380,6 +380,18 @@ START_TEST(test_bounds_in_where) {
         "t.dyn:2:24: warning: cannot prove X[i - P] is in bounds; it is checked at run time\n"
         "  2 |   Y[i] = where(i >= P, X[i - P], 0.0)\n"
         "    |                        ^~~~~~~~\n");
+  /* a condition looser than the range does not widen it: i <= N holds for every i < N */
+  CHECKS("fn loose(X: f32[N]) -> f32[N] {\n"
+         "  Y[i] = where(i <= N, X[i], 0.0) + where(i > N + 3, 0.0, X[i]) + where(i >= 0 - 2, X[i], 0.0)\n"
+         "  return Y\n"
+         "}",
+         "fn loose(X: f32[N]) -> f32[N]");
+  /* a scalar tensor as a subscript: named as written in the warning */
+  FAILS("fn sc(X: f32[N], K: i64) -> f32[N] {\n  Y[i] = where(i > N, X[K], X[i])\n  return Y\n}",
+        "fn sc(X: f32[N], K: i64) -> f32[N]",
+        "t.dyn:2:23: warning: cannot prove X[K] is in bounds; it is checked at run time\n"
+        "  2 |   Y[i] = where(i > N, X[K], X[i])\n"
+        "    |                       ^~~~\n");
   /* outside the branch the condition does not hold */
   FAILS("fn pad2(X: f32[H], P: size) -> f32[H + 2*P] {\n"
         "  Y[i] = where(i >= P and i < H + P, 0.0, X[i - P])\n"
@@ -471,11 +483,11 @@ START_TEST(test_element_types) {
         "t.dyn:2:10: error: '+' needs numbers, found bool\n"
         "  2 |   C[i] = (A[i] > 0.0) + 1.0\n"
         "    |          ^~~~~~~~~~~~\n");
-  FAILS("fn s(A: f32[N]) {\n  C[i] = A[i * 0.5]\n  return C\n}",
+  FAILS("fn s(A: f32[N]) {\n  C[i] = A[i] + A[i * 0.5]\n  return C\n}",
         "s: error",
-        "t.dyn:2:12: error: a subscript must be an integer, found a float literal\n"
-        "  2 |   C[i] = A[i * 0.5]\n"
-        "    |            ^~~~~~~\n");
+        "t.dyn:2:19: error: a subscript must be an integer, found a float literal\n"
+        "  2 |   C[i] = A[i] + A[i * 0.5]\n"
+        "    |                   ^~~~~~~\n");
   FAILS("fn r(A: bool[N]) -> bool {\n  c = sum[i] A[i]\n  return c\n}",
         "r: error",
         "t.dyn:2:7: error: cannot sum values of type bool\n"
