@@ -583,6 +583,13 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err);
 void session_free(Session *s);
 /* Interactive sessions print the value of a bare expression; scripts evaluate it silently. */
 void session_set_interactive(Session *s, bool on);
+/* Call a session function on tensors from C (the benchmark, embedders): binds the sizes,
+ * checks shapes and facts, runs on the current target.  outs receives new references (up
+ * to maxouts); false with the diagnostics' text in err. */
+bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err);
+/* Compile a function for the CPU now (if not yet); its compile time in ms, or -1. */
+double session_compile(Session *s, const char *name, Buf *err);
+int session_compiles(Session *s, const char *name);        /* -1: no such function */
 /* Run a whole script file (batch mode): stops at the first error. */
 RunStatus session_run_file(Session *s, const char *path);
 /* Run one input: a script, or one REPL entry (possibly several lines).  origin names it in

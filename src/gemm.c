@@ -48,7 +48,7 @@
 #define MAX_MR 16        /* rows of a register tile: strided A rows need a pointer or index
                             register each, and x86-64 has 16 general registers */
 #define MAX_V 4          /* vectors across a tile */
-#define MAX_FAM 4        /* families kept */
+#define MAX_FAM 1        /* families kept */
 #define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
 #define MAX_CAND 64

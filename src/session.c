@@ -1951,6 +1951,68 @@ RunStatus session_run_file(Session *s, const char *path) {
   return run_source_ex(s, src, false, false);
 }
 
+/* ---- calling from C (the benchmark, embedders) ---- */
+
+bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
+  Func *f = find_fn(s, name);
+  if (!f) {
+    buf_printf(err, "no function named '%s'", name);
+    return false;
+  }
+  Arena *a = arena_new();
+  Arena *saved = s->tmp;
+  s->tmp = a;
+  Expr *call = arena_alloc(a, sizeof *call);
+  call->kind = EX_CALL;
+  call->name = f->name;
+  call->nargs = nargs;
+  call->args = arena_alloc(a, sizeof(Expr *) * (size_t)(nargs + 1));
+  Value *vals = xcalloc((size_t)nargs + 1, sizeof(Value));
+  for (int i = 0; i < nargs; i++) {
+    call->args[i] = arena_alloc(a, sizeof(Expr));
+    call->args[i]->kind = EX_NAME;
+    call->args[i]->name = "argument";
+    vals[i] = val_tensor(args[i]);
+  }
+  Value r = call_fn(s, f, call, vals);
+  bool ok = !failed(s);
+  if (!ok) {
+    for (Diag *d = s->diags.head; d; d = d->next) buf_printf(err, "%s%s", err->len ? "; " : "", d->msg);
+    diag_clear(&s->diags);
+  } else if (r.kind == VAL_TENSOR && maxouts >= 1) {
+    outs[0] = tensor_retain(r.t);
+  } else if (r.kind == VAL_TUPLE) {
+    for (int i = 0; i < r.n && i < maxouts; i++) outs[i] = tensor_retain(r.items[i].t);
+  }
+  val_free(&r);
+  free(vals);                      /* the arguments stay the caller's */
+  s->tmp = saved;
+  arena_free(a);
+  return ok;
+}
+
+double session_compile(Session *s, const char *name, Buf *err) {
+  Func *f = find_fn(s, name);
+  if (!f) {
+    buf_printf(err, "no function named '%s'", name);
+    return -1;
+  }
+  if (!cpu_backend(s)) {
+    buf_puts(err, s->cpu_why);
+    return -1;
+  }
+  if (!ensure_compiled(s, f)) {
+    buf_puts(err, "compilation failed");
+    return -1;
+  }
+  return cpu_program_compile_ms(f->backend);
+}
+
+int session_compiles(Session *s, const char *name) {
+  Func *f = find_fn(s, name);
+  return f ? f->compiles : -1;
+}
+
 /* ---- the session ---- */
 
 Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {

@@ -1,0 +1,424 @@
+/* bench.c -- `make bench`: dyn's compiled functions beside the reference libraries, in one
+ * process, on every line of the shape suites (gemm.txt, bmm.txt, rowwise.txt).
+ *
+ * Every function goes through the same path a user's call takes (session_call: binding the
+ * sizes, checking, choosing the variant, running), compiled once before the first line.
+ * Columns: our time, oneDNN's and OpenBLAS's for contractions (when configure found them),
+ * a plain C loop at -O3 on the same threads for the row-wise ops; speed ratios (their time /
+ * ours, so above 1 means dyn is faster), GFLOP/s or GB/s, and the geometric means of the
+ * ratios.  Times are medians of repeated runs after a warm-up; machines are shared and
+ * noisy, which is why ratios from one run are what to read.  Writes a CSV beside the table.
+ *
+ * usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef HAVE_DNNL
+#include <dnnl.h>
+#endif
+#ifdef HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmpd(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double budget = 0.25;
+static int threads = 2;
+
+/* Median seconds of fn(ctx) after one warm-up run, within the time budget (3..200 runs). */
+static double timeit(void (*fn)(void *), void *ctx) {
+  fn(ctx);
+  double t[200];
+  int n = 0;
+  double start = now();
+  while (n < 200 && (n < 3 || now() - start < budget)) {
+    double t0 = now();
+    fn(ctx);
+    t[n++] = now() - t0;
+  }
+  qsort(t, (size_t)n, sizeof(double), cmpd);
+  return t[n / 2];
+}
+
+static Tensor *randt(int rank, const int64_t *shape, unsigned *seed) {
+  char err[256];
+  Tensor *t = tensor_new(DYN_F32, rank, shape, err, sizeof err);
+  if (!t) {
+    fprintf(stderr, "bench: %s\n", err);
+    exit(1);
+  }
+  float *p = tensor_data(t);
+  int64_t n = tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    *seed = *seed * 1103515245u + 12345u;
+    p[i] = (float)((*seed >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+  }
+  return t;
+}
+
+/* ---- ours ---- */
+
+typedef struct {
+  Session *s;
+  const char *fn;
+  Tensor *args[4];
+  int nargs;
+} DynCall;
+
+static void run_dyn(void *p) {
+  DynCall *c = p;
+  Tensor *out = NULL;
+  Buf err = {0};
+  if (!session_call(c->s, c->fn, c->args, c->nargs, &out, 1, &err)) {
+    fprintf(stderr, "bench: %s: %s\n", c->fn, err.s);
+    exit(1);
+  }
+  tensor_release(out);
+  buf_free(&err);
+}
+
+/* ---- the references ---- */
+
+typedef struct {
+  int64_t b, m, n, k;
+  const float *a, *bm;
+  float *c;
+} Gemm;
+
+#ifdef HAVE_DNNL
+static void run_dnnl(void *p) {
+  Gemm *g = p;
+  for (int64_t i = 0; i < g->b; i++)
+    dnnl_sgemm('N', 'N', g->m, g->n, g->k, 1.0f, g->a + i * g->m * g->k, g->k, g->bm + i * g->k * g->n, g->n, 0.0f,
+               g->c + i * g->m * g->n, g->n);
+}
+#endif
+
+#ifdef HAVE_OPENBLAS
+static void run_openblas(void *p) {
+  Gemm *g = p;
+  for (int64_t i = 0; i < g->b; i++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->m, (int)g->n, (int)g->k, 1.0f,
+                g->a + i * g->m * g->k, (int)g->k, g->bm + i * g->k * g->n, (int)g->n, 0.0f, g->c + i * g->m * g->n,
+                (int)g->n);
+}
+#endif
+
+/* Plain C row-wise loops, split over the same number of threads by rows. */
+typedef struct {
+  int op;                 /* 0 softmax, 1 layernorm */
+  int64_t rows, cols;
+  const float *x, *g, *b;
+  float *y;
+  int64_t r0, r1;
+} Row;
+
+static void rows_c(Row *r) {
+  for (int64_t i = r->r0; i < r->r1; i++) {
+    const float *x = r->x + i * r->cols;
+    float *y = r->y + i * r->cols;
+    if (r->op == 0) {
+      float m = -INFINITY, s = 0;
+      for (int64_t j = 0; j < r->cols; j++) m = x[j] > m ? x[j] : m;
+      for (int64_t j = 0; j < r->cols; j++) s += (y[j] = expf(x[j] - m));
+      float inv = 1.0f / s;
+      for (int64_t j = 0; j < r->cols; j++) y[j] *= inv;
+    } else {
+      float mu = 0, v = 0;
+      for (int64_t j = 0; j < r->cols; j++) mu += x[j];
+      mu /= (float)r->cols;
+      for (int64_t j = 0; j < r->cols; j++) v += (x[j] - mu) * (x[j] - mu);
+      float rs = 1.0f / sqrtf(v / (float)r->cols + 1e-5f);
+      for (int64_t j = 0; j < r->cols; j++) y[j] = (x[j] - mu) * rs * r->g[j] + r->b[j];
+    }
+  }
+}
+
+static void *rows_thread(void *p) {
+  rows_c(p);
+  return NULL;
+}
+
+static void run_rows(void *p) {
+  Row *r = p;
+  pthread_t th[64];
+  Row part[64];
+  int t = threads < 64 ? threads : 64;
+  if (r->rows < t) t = (int)(r->rows > 0 ? r->rows : 1);
+  for (int i = 0; i < t; i++) {
+    part[i] = *r;
+    part[i].r0 = r->rows * i / t;
+    part[i].r1 = r->rows * (i + 1) / t;
+    if (i) pthread_create(&th[i], NULL, rows_thread, &part[i]);
+  }
+  rows_c(&part[0]);
+  for (int i = 1; i < t; i++) pthread_join(th[i], NULL);
+}
+
+/* Streaming bandwidth: a copy over the same threads, for "share of bandwidth". */
+typedef struct { float *dst; const float *src; int64_t n; } Copy;
+static void *copy_thread(void *p) {
+  Copy *c = p;
+  memcpy(c->dst, c->src, (size_t)c->n * sizeof(float));
+  return NULL;
+}
+static void run_copy(void *p) {
+  Copy *c = p;
+  pthread_t th[64];
+  Copy part[64];
+  int t = threads < 64 ? threads : 64;
+  for (int i = 0; i < t; i++) {
+    part[i] = (Copy){c->dst + c->n * i / t, c->src + c->n * i / t, c->n * (i + 1) / t - c->n * i / t};
+    if (i) pthread_create(&th[i], NULL, copy_thread, &part[i]);
+  }
+  copy_thread(&part[0]);
+  for (int i = 1; i < t; i++) pthread_join(th[i], NULL);
+}
+
+/* ---- suites ---- */
+
+typedef struct { double logsum[3]; int n[3]; } Geo;
+static void geo_add(Geo *g, int i, double r) {
+  if (r > 0) {
+    g->logsum[i] += log(r);
+    g->n[i]++;
+  }
+}
+static double geo(const Geo *g, int i) { return g->n[i] ? exp(g->logsum[i] / g->n[i]) : 0; }
+
+static FILE *open_suite(const char *dir, const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "r");
+  if (!f) fprintf(stderr, "bench: cannot read %s; skipping it\n", path);
+  return f;
+}
+
+static bool next_line(FILE *f, char *line, size_t n) {
+  while (fgets(line, (int)n, f)) {
+    char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p && *p != '#' && *p != '\n') return true;
+  }
+  return false;
+}
+
+/* Each library runs all its lines in one phase, with a pause between phases: OpenMP and
+ * thread-pool workers spin for a while after a call, and interleaving libraries line by
+ * line would charge one library's spinning to the next one's time. */
+static void pause_between(void) {
+  struct timespec ts = {0, 300 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+}
+
+typedef struct { long long b, m, n, k; Tensor *A, *B; float *c; double t[3]; } CLine;
+
+static void contraction_suite(Session *s, const char *dir, const char *file, bool batched, FILE *csv) {
+  FILE *f = open_suite(dir, file);
+  if (!f) return;
+  CLine L[256];
+  int nl = 0;
+  char line[256];
+  unsigned seed = 1;
+  while (nl < 256 && next_line(f, line, sizeof line)) {
+    CLine *c = &L[nl];
+    memset(c, 0, sizeof *c);
+    c->b = 1;
+    int got = batched ? sscanf(line, "%lld %lld %lld %lld", &c->b, &c->m, &c->n, &c->k)
+                      : sscanf(line, "%lld %lld %lld", &c->m, &c->n, &c->k);
+    if (got != (batched ? 4 : 3)) continue;
+    int64_t sa[3] = {c->b, c->m, c->k}, sb[3] = {c->b, c->k, c->n};
+    c->A = batched ? randt(3, sa, &seed) : randt(2, sa + 1, &seed);
+    c->B = batched ? randt(3, sb, &seed) : randt(2, sb + 1, &seed);
+    c->c = malloc(sizeof(float) * (size_t)(c->b * c->m * c->n) + 64);
+    nl++;
+  }
+  fclose(f);
+  for (int i = 0; i < nl; i++) {
+    DynCall dc = {s, batched ? "bmm" : "matmul", {L[i].A, L[i].B}, 2};
+    L[i].t[0] = timeit(run_dyn, &dc);
+  }
+#ifdef HAVE_DNNL
+  pause_between();
+  for (int i = 0; i < nl; i++) {
+    Gemm gm = {L[i].b, L[i].m, L[i].n, L[i].k, tensor_data(L[i].A), tensor_data(L[i].B), L[i].c};
+    L[i].t[1] = timeit(run_dnnl, &gm);
+  }
+#endif
+#ifdef HAVE_OPENBLAS
+  pause_between();
+  for (int i = 0; i < nl; i++) {
+    Gemm gm = {L[i].b, L[i].m, L[i].n, L[i].k, tensor_data(L[i].A), tensor_data(L[i].B), L[i].c};
+    L[i].t[2] = timeit(run_openblas, &gm);
+  }
+#endif
+  pause_between();
+  printf("\n%s: f32 %s, %d threads; ratio = their time / ours (above 1: dyn is faster)\n", file,
+         batched ? "C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch)" : "C = A B, row-major", threads);
+  printf("%-22s %10s %9s %10s %9s %10s %9s\n", batched ? "B M N K" : "M N K", "dyn ms", "GFLOP/s", "oneDNN ms", "ratio",
+         "OpenBLAS", "ratio");
+  Geo g = {0};
+  for (int i = 0; i < nl; i++) {
+    CLine *c = &L[i];
+    double td = c->t[0], t1 = c->t[1], t2 = c->t[2];
+    double flops = 2.0 * (double)c->b * (double)c->m * (double)c->n * (double)c->k;
+    char shape[64];
+    if (batched) snprintf(shape, sizeof shape, "%lld %lld %lld %lld", c->b, c->m, c->n, c->k);
+    else snprintf(shape, sizeof shape, "%lld %lld %lld", c->m, c->n, c->k);
+    printf("%-22s %10.4f %9.1f", shape, td * 1e3, flops / td * 1e-9);
+    if (t1 > 0) printf(" %10.4f %9.2f", t1 * 1e3, t1 / td);
+    else printf(" %10s %9s", "-", "-");
+    if (t2 > 0) printf(" %10.4f %9.2f\n", t2 * 1e3, t2 / td);
+    else printf(" %10s %9s\n", "-", "-");
+    geo_add(&g, 0, t1 / td);
+    geo_add(&g, 1, t2 / td);
+    fprintf(csv, "%s,%s,%.6f,%.3f,%.6f,%.6f\n", file, shape, td * 1e3, flops / td * 1e-9, t1 * 1e3, t2 * 1e3);
+    free(c->c);
+    tensor_release(c->A);
+    tensor_release(c->B);
+  }
+  printf("%-22s %10s %9s %10s %9.2f %10s %9.2f   (geometric means)\n", "", "", "", "", geo(&g, 0), "", geo(&g, 1));
+}
+
+static void rowwise_suite(Session *s, const char *dir, FILE *csv, double stream_gbs) {
+  FILE *f = open_suite(dir, "rowwise.txt");
+  if (!f) return;
+  printf("\nrowwise.txt: f32 over the last axis, %d threads; reference: a plain C loop at -O3 on the same threads\n", threads);
+  printf("%-24s %10s %8s %7s %10s %9s\n", "OP ROWS COLS", "dyn ms", "GB/s", "of bw", "C loop ms", "ratio");
+  Geo g = {0};
+  char line[256];
+  unsigned seed = 2;
+  while (next_line(f, line, sizeof line)) {
+    char op[32];
+    long long r, c;
+    if (sscanf(line, "%31s %lld %lld", op, &r, &c) != 3) continue;
+    bool ln = !strcmp(op, "layernorm");
+    int64_t sx[2] = {r, c}, sg[1] = {c};
+    Tensor *X = randt(2, sx, &seed), *G = randt(1, sg, &seed), *B = randt(1, sg, &seed);
+    DynCall dc = {s, ln ? "layernorm" : "softmax", {X, G, B}, ln ? 3 : 1};
+    pause_between();
+    double td = timeit(run_dyn, &dc);
+    float *y = malloc(sizeof(float) * (size_t)(r * c) + 64);
+    Row rw = {ln, r, c, tensor_data(X), tensor_data(G), tensor_data(B), y, 0, 0};
+    pause_between();
+    double tc = timeit(run_rows, &rw);
+    double bytes = 2.0 * (double)r * (double)c * 4;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s %lld %lld", op, r, c);
+    printf("%-24s %10.4f %8.1f %6.0f%% %10.4f %9.2f\n", shape, td * 1e3, bytes / td * 1e-9,
+           100.0 * bytes / td * 1e-9 / stream_gbs, tc * 1e3, tc / td);
+    geo_add(&g, 0, tc / td);
+    fprintf(csv, "rowwise.txt,%s,%.6f,%.3f,%.6f,\n", shape, td * 1e3, bytes / td * 1e-9, tc * 1e3);
+    free(y);
+    tensor_release(X);
+    tensor_release(G);
+    tensor_release(B);
+  }
+  fclose(f);
+  printf("%-24s %10s %8s %7s %10s %9.2f   (geometric mean)\n", "", "", "", "", "", geo(&g, 0));
+}
+
+int main(int argc, char **argv) {
+  const char *dir = NULL, *csvpath = "bench-results.csv";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csvpath = argv[++i];
+    else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
+    else dir = argv[i];
+  }
+  if (!dir || threads < 1) {
+    fprintf(stderr, "usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR\n");
+    return 2;
+  }
+  FILE *csv = fopen(csvpath, "w");
+  if (!csv) {
+    perror(csvpath);
+    return 1;
+  }
+  fprintf(csv, "suite,shape,dyn_ms,dyn_rate,ref1_ms,ref2_ms\n");
+  SessionOptions opt = {.target = "cpu", .threads = threads};
+  Session *s = session_new(&opt, stdout, stderr);
+  if (session_run(s, ":target cpu", "bench") != RUN_OK) {
+    fprintf(stderr, "bench: no CPU back end in this build\n");
+    return 1;
+  }
+
+  printf("dyn %s benchmark: %d threads", PACKAGE_VERSION, threads);
+#ifdef HAVE_OPENBLAS
+  const char *ct = getenv("OPENBLAS_CORETYPE");
+  printf("; OpenBLAS kernel %s (OPENBLAS_CORETYPE)", ct ? ct : "auto-detected");
+#endif
+  printf("\n");
+  /* one-off compile times, each in a fresh session so that nothing is shared */
+  printf("\ncompile once (all variants, ms):");
+  const char *fns[] = {"matmul", "softmax", "layernorm", "gelu"};
+  for (int i = 0; i < 4; i++) {
+    Session *fresh = session_new(&opt, stdout, stderr);
+    Buf err = {0};
+    double t0 = now();
+    double ms = session_compile(fresh, fns[i], &err);
+    double wall = (now() - t0) * 1e3;
+    printf("  %s %.1f (%.1f with the JIT's start)", fns[i], ms, wall);
+    fprintf(csv, "compile,%s,%.3f,,,\n", fns[i], ms);
+    buf_free(&err);
+    session_free(fresh);
+  }
+  printf("\n");
+  /* dispatch: a call on a shape never seen, for a 1x1x1 product: binding, checks and the
+   * choice of a variant, with almost no arithmetic */
+  {
+    unsigned seed = 3;
+    double t[64];
+    for (int i = 0; i < 64; i++) {
+      int64_t sa[2] = {1 + i, 1}, sb[2] = {1, 1 + (i * 7) % 13};
+      Tensor *A = randt(2, sa, &seed), *B = randt(2, sb, &seed);
+      DynCall dc = {s, "matmul", {A, B}, 2};
+      double t0 = now();
+      run_dyn(&dc);
+      t[i] = now() - t0;
+      tensor_release(A);
+      tensor_release(B);
+    }
+    qsort(t, 64, sizeof(double), cmpd);
+    printf("a call on a new shape (tiny matmul, whole path: bind, check, choose, run): median %.1f us\n", t[32] * 1e6);
+    fprintf(csv, "dispatch,new shape,%.6f,,,\n", t[32] * 1e3);
+  }
+  /* streaming bandwidth for the share in the row-wise table */
+  double stream_gbs;
+  {
+    int64_t n = 64 << 20;
+    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+    memset(a, 1, sizeof(float) * (size_t)n);
+    memset(b, 0, sizeof(float) * (size_t)n);
+    Copy c = {b, a, n};
+    double tc = timeit(run_copy, &c);
+    stream_gbs = 2.0 * (double)n * 4 / tc * 1e-9;
+    free(a);
+    free(b);
+    printf("streaming bandwidth (memcpy on %d threads): %.1f GB/s\n", threads, stream_gbs);
+  }
+  contraction_suite(s, dir, "gemm.txt", false, csv);
+  if (session_compiles(s, "bmm") < 0)      /* the stdlib's, else the same written here */
+    session_run(s, "fn bmm(A: f32[B, M, K], X: f32[B, K, N]) -> f32[B, M, N] { C[b, i, j] = sum[k] A[b, i, k] * X[b, k, j]; return C }", "bench");
+  contraction_suite(s, dir, "bmm.txt", true, csv);
+  rowwise_suite(s, dir, csv, stream_gbs);
+  fclose(csv);
+  printf("\nwritten: %s\n", csvpath);
+  session_free(s);
+  return 0;
+}
