@@ -1009,6 +1009,16 @@ out:
   return status;
 }
 
+/* ---- calibration: the micro-kernel's throughput, measured once per machine ---- */
+
+bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {
+  GemmKernels *g = gemm_for(be, DYN_F32, err, errlen);
+  if (!g) return false;
+  *peak1 = gemm_peak_gflops(g, NULL, 0.3);
+  *peak_all = gemm_peak_gflops(g, be->pool, 0.3);
+  return true;
+}
+
 /* ---- the schedule, for :sched and :time ---- */
 
 static void axes_text(const Program *p, const int *ax, int n, Buf *out) {
@@ -1128,5 +1138,9 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
 int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) { return -1; }
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) { return 0; }
+bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {
+  snprintf(err, errlen, "this dyn was built without LLVM");
+  return false;
+}
 
 #endif

@@ -557,6 +557,9 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
  * that shape and the predicted seconds, which are returned. */
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out);
 
+/* Measure the f32 micro-kernel's peak GFLOP/s on one thread and on all (dyn --calibrate). */
+bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen);
+
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 
 void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **flops, const Poly **bytes);
@@ -590,6 +593,10 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
 /* Compile a function for the CPU now (if not yet); its compile time in ms, or -1. */
 double session_compile(Session *s, const char *name, Buf *err);
 int session_compiles(Session *s, const char *name);        /* -1: no such function */
+/* dyn --calibrate: measure the micro-kernels' throughput on this machine once and keep it,
+ * keyed by a fingerprint of the hardware, in $XDG_CACHE_HOME/dyn (else ~/.cache/dyn); later
+ * sessions on the same hardware use it as the peak.  Never per shape.  Exit status. */
+int session_calibrate(Session *s);
 /* Run a whole script file (batch mode): stops at the first error. */
 RunStatus session_run_file(Session *s, const char *path);
 /* Run one input: a script, or one REPL entry (possibly several lines).  origin names it in

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
         "  --target=T        cpu, gpu or ref: the back end that runs the code\n"
         "  --hw=NAME|FILE    the hardware model (see hw/); default: this machine\n"
         "  --threads=N       CPU threads\n"
+        "  --calibrate       measure this machine's micro-kernel throughput once and keep it\n"
         "  --version         print the version and exit\n"
         "  --help            print this help and exit\n", f);
 }
@@ -30,7 +31,7 @@ static void usage(FILE *f) {
 int main(int argc, char **argv) {
   SessionOptions opt = {0};
   const char *code = NULL, *file = NULL;
-  bool then_repl = false, quiet = false;
+  bool then_repl = false, quiet = false, calibrate = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -51,6 +52,8 @@ int main(int argc, char **argv) {
         then_repl = true;
         if (!strcmp(file, "-")) file = NULL;     /* -i -: the REPL, even on a pipe */
       }
+    } else if (!strcmp(a, "--calibrate")) {
+      calibrate = true;
     } else if (!strcmp(a, "-q")) {
       quiet = true;
     } else if (!strncmp(a, "--target=", 9)) {
@@ -86,7 +89,9 @@ int main(int argc, char **argv) {
   }
   Session *s = session_new(&opt, stdout, stderr);
   int status = 0;
-  if (code) {
+  if (calibrate) {
+    status = session_calibrate(s);
+  } else if (code) {
     status = session_run(s, code, "-e") == RUN_ERROR ? 1 : 0;
   } else if (file) {
     RunStatus r = session_run_file(s, file);

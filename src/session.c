@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 typedef enum { VAL_NONE, VAL_TENSOR, VAL_STR, VAL_SHAPE, VAL_TYPE, VAL_TUPLE } ValKind;
@@ -1951,6 +1952,95 @@ RunStatus session_run_file(Session *s, const char *path) {
   return run_source_ex(s, src, false, false);
 }
 
+/* ---- calibration ---- */
+
+static void fingerprint(const HwModel *hw, Buf *out) {
+  buf_printf(out, "%s|%s|%d|%.2f|%d", hw->llvm_cpu, hw->llvm_features, hw->cores, hw->ghz, hw->vector_bits);
+}
+
+static char *calibration_path(void) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  Buf b = {0};
+  if (xdg && *xdg) buf_printf(&b, "%s/dyn", xdg);
+  else if (home && *home) buf_printf(&b, "%s/.cache/dyn", home);
+  else return NULL;
+  return b.s;
+}
+
+/* Use a calibration made on this hardware, if there is one. */
+static void load_calibration(Session *s) {
+  char *dir = calibration_path();
+  if (!dir) return;
+  Buf path = {0}, fp = {0};
+  buf_printf(&path, "%s/calibration.txt", dir);
+  fingerprint(&s->hw, &fp);
+  FILE *f = fopen(path.s, "r");
+  if (f) {
+    char line[1024], key[64], val[900];
+    bool match = false;
+    double peak = 0;
+    while (fgets(line, sizeof line, f)) {
+      if (sscanf(line, "%63s = %899[^\n]", key, val) != 2) continue;
+      if (!strcmp(key, "fingerprint")) match = !strcmp(val, fp.s);
+      else if (!strcmp(key, "peak_gflops_f32")) peak = atof(val);
+    }
+    fclose(f);
+    if (match && peak > 0) s->hw.peak_gflops_f32 = peak;
+  }
+  free(dir);
+  buf_free(&path);
+  buf_free(&fp);
+}
+
+int session_calibrate(Session *s) {
+  if (!cpu_backend(s)) {
+    fprintf(s->err, "dyn: --calibrate: %s\n", s->cpu_why);
+    return 1;
+  }
+  double p1, pall;
+  char msg[512];
+  fprintf(s->out, "measuring the f32 micro-kernel on %s (%d threads)...\n", s->hw.name, s->threads);
+  fflush(s->out);
+  if (!cpu_calibrate(s->cpu, &p1, &pall, msg, sizeof msg)) {
+    fprintf(s->err, "dyn: --calibrate: %s\n", msg);
+    return 1;
+  }
+  fprintf(s->out, "peak: %.1f GFLOP/s on one thread, %.1f GFLOP/s on %d (the hardware model says %.1f)\n", p1, pall,
+          s->threads, s->hw.peak_gflops_f32);
+  char *dir = calibration_path();
+  if (!dir) {
+    fprintf(s->err, "dyn: --calibrate: no $HOME or $XDG_CACHE_HOME to keep the result in\n");
+    return 1;
+  }
+  Buf cmd = {0}, path = {0}, fp = {0};
+  /* mkdir -p, one level at a time */
+  for (char *p = dir + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(dir, 0755);
+      *p = '/';
+    }
+  mkdir(dir, 0755);
+  buf_printf(&path, "%s/calibration.txt", dir);
+  fingerprint(&s->hw, &fp);
+  FILE *f = fopen(path.s, "w");
+  int rc = 0;
+  if (!f) {
+    fprintf(s->err, "dyn: --calibrate: cannot write %s: %s\n", path.s, strerror(errno));
+    rc = 1;
+  } else {
+    fprintf(f, "# dyn --calibrate: measured once on this hardware, never per shape\n");
+    fprintf(f, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
+    fclose(f);
+    fprintf(s->out, "kept in %s\n", path.s);
+  }
+  free(dir);
+  buf_free(&cmd);
+  buf_free(&path);
+  buf_free(&fp);
+  return rc;
+}
+
 /* ---- calling from C (the benchmark, embedders) ---- */
 
 bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
@@ -2033,6 +2123,8 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
     HwModel hw;
     if (hw_load(opt->hw, &hw, msg, sizeof msg)) s->hw = hw;
     else fprintf(err, "dyn: %s; using the detected host\n", msg);
+  } else {
+    load_calibration(s);
   }
   if (opt && opt->target) {
     if (!strcmp(opt->target, "cpu") && !cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
