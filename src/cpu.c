@@ -377,7 +377,11 @@ static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch
         LLVMValueRef adj = LLVMBuildAnd(g->b, LLVMBuildFCmp(g->b, LLVMRealONE, m, z, ""),
                                         LLVMBuildXor(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, m, z, ""),
                                                      LLVMBuildFCmp(g->b, LLVMRealOLT, b, z, ""), ""), "");
-        return LLVMBuildSelect(g->b, adj, LLVMBuildFAdd(g->b, m, b, ""), m, "");
+        m = LLVMBuildSelect(g->b, adj, LLVMBuildFAdd(g->b, m, b, ""), m, "");
+        /* a zero takes the sign of the divisor, as Python */
+        LLVMValueRef cs[2] = {z, b};
+        LLVMValueRef signed_zero = intrinsic(g, "llvm.copysign", t, cs, 2);
+        return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOEQ, m, z, ""), signed_zero, m, "");
       }
       case OP_POW: case OP_POWF: {
         LLVMValueRef args[2] = {a, b};

@@ -309,8 +309,8 @@ typedef struct Token {
 const char *lex_kind_name(TokKind k);
 /* Tokenise a whole source into an arena array ending with TK_EOF.  Newlines inside ( ) and
  * [ ] are dropped; elsewhere a newline or ';' is TK_NEWLINE.  A top-level line whose first
- * non-blank character is ':' becomes one TK_COMMAND.  Errors go to d; *unclosed reports
- * whether the text ended inside brackets (for the REPL's continuation). */
+ * non-blank character is ':' becomes one TK_COMMAND.  A line ending with an operator
+ * continues on the next.  Errors go to d. */
 Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok);
 
 /* ---- parse.c: the AST -------------------------------------------------------------------- */

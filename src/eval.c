@@ -91,6 +91,7 @@ static int64_t floormod(int64_t a, int64_t b) {
 static double fmodfloor(double a, double b) {
   double m = fmod(a, b);
   if (m != 0 && ((m < 0) != (b < 0))) m += b;
+  if (m == 0) m = copysign(0.0, b);       /* the sign of the divisor, as Python */
   return m;
 }
 
@@ -161,7 +162,7 @@ static int64_t bin_i(E *E, const KExpr *e, int64_t a, int64_t b) {
     if (b == 0) {
       Buf t = {0};
       kx_print(E->p, e, &t);
-      buf_printf(E->err, "integer division by zero in %s", t.s);
+      buf_printf(E->err, "integer %s by zero in %s", e->op == OP_DIV ? "division" : "modulo", t.s);
       buf_free(&t);
       fail(E, (Span){0}, "%s", "");
     }

@@ -189,12 +189,21 @@ Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok) {
     bool at_start = L.line_start;
     L.line_start = false;
     if (c == ':' && at_start && L.depth == 0 && L.braces == 0) {
-      size_t p = lo + 1;
+      size_t p = lo + 1, end;
+      bool quoted = false;
+      /* the command runs to the end of the line, or to a comment: a '#' after a blank,
+       * outside quotes (a file name may contain '#') */
+      while (p < L.len && t[p] != '\n') {
+        if (t[p] == '"') quoted = !quoted;
+        if (t[p] == '#' && !quoted && (t[p - 1] == ' ' || t[p - 1] == '\t')) break;
+        p++;
+      }
+      end = p;
       while (p < L.len && t[p] != '\n') p++;
       Token tok = {0};
       tok.kind = TK_COMMAND;
-      tok.span = mk(&L, lo, p);
-      size_t e = p;
+      tok.span = mk(&L, lo, end);
+      size_t e = end;
       while (e > lo + 1 && (t[e - 1] == ' ' || t[e - 1] == '\t' || t[e - 1] == '\r')) e--;
       tok.text = arena_strndup(a, t + lo + 1, e - lo - 1);
       vec_push(L.toks, tok);
@@ -234,7 +243,11 @@ Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok) {
     case '}': k = TK_RBRACE; if (L.braces) L.braces--; break;
     case ',': k = TK_COMMA; break;
     case ':': k = TK_COLON; break;
-    case ';': newline(&L, lo, lo + 1); L.pos++; L.line_start = true; continue;
+    case ';':          /* an explicit end: even after an operator */
+      if (L.depth == 0 && L.toks.n && L.toks.a[L.toks.n - 1].kind != TK_NEWLINE) push(&L, TK_NEWLINE, lo, lo + 1);
+      L.pos++;
+      L.line_start = true;
+      continue;
     case '+': k = TK_PLUS; break;
     case '-': if (c2 == '>') { k = TK_ARROW; w = 2; } else k = TK_MINUS; break;
     case '*': if (c2 == '*') { k = TK_POW; w = 2; } else k = TK_STAR; break;

@@ -408,6 +408,18 @@ static void prove_access(S *s, Expr *e, const Type *t) {
         continue;
     }
     const Poly *p = sub_poly(s, sub), *lo, *hi;
+    /* x % c with a constant c > 0 and x >= 0 lies in [0, c - 1], whatever x is */
+    if (sub->kind == EX_BINARY && sub->op == OP_MOD && sub->args[1]->kind == EX_NUM && sub->args[1]->is_int &&
+        sub->args[1]->ival > 0) {
+      const Poly *xp = sub_poly(s, sub->args[0]), *xl, *xh;
+      if (xp && extremes(s, xp, &xl, &xh) && nonneg(s, xl)) {
+        lo = poly_const(s->pc, 0);
+        hi = poly_const(s->pc, sub->args[1]->ival - 1);
+        p = NULL;
+        const Poly *room = poly_sub(s->pc, poly_sub(s->pc, t->dims[k], poly_const(s->pc, 1)), hi);
+        if (nonneg(s, room)) continue;
+      }
+    }
     if (!p || !extremes(s, p, &lo, &hi)) {
       checked = true;
       continue;

@@ -403,6 +403,20 @@ static Value eval_list(Session *s, Expr *e) {
       }
     }
     if (allbool && any) el = DYN_BOOL;
+    else if (any) {
+      /* true and false only in an all-bool literal */
+      sp = 0;
+      stack[sp++] = e;
+      while (sp) {
+        Expr *x = stack[--sp];
+        if (x->kind == EX_LIST) {
+          for (int i = 0; i < x->nargs && sp < 64; i++) stack[sp++] = x->args[i];
+        } else if (x->kind == EX_BOOL) {
+          error(s, x->span, E_BUILTIN, "a tensor literal holds numbers or booleans, not both");
+          return (Value){0};
+        }
+      }
+    }
   }
   Tensor *t = new_tensor(s, e->span, el, rank, dims);
   if (!t) return (Value){0};
@@ -962,6 +976,15 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
       error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
       goto out;
     }
+    if (a->t->rank == 0 && p->type.rank == 0 && a->t->elem != p->type.elem && call->args[i]->kind == EX_NUM &&
+        (elem_is_float(p->type.elem) || call->args[i]->is_int)) {
+      /* a number written in the call takes the parameter's type, as literals do */
+      Tensor *c = tensor_new(p->type.elem, 0, NULL, NULL, 0);
+      if (elem_is_float(p->type.elem)) tensor_set_f64(c, 0, call->args[i]->is_int ? (double)call->args[i]->ival : call->args[i]->num);
+      else tensor_set_i64(c, 0, call->args[i]->ival);
+      tensor_release(a->t);
+      a->t = c;
+    }
     if (a->t->rank != p->type.rank || a->t->elem != p->type.elem) {
       Buf pb = {0};
       type_str(&p->type, &pb);
@@ -1436,8 +1459,8 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     return RUN_ERROR;
   }
   if (!strcmp(what, "cuda") || !strcmp(what, "ptx")) {
-    error(s, at, E_COMMAND, tmp_printf(s, ":code %s: the CUDA back end is not available in this build", what));
-    return RUN_ERROR;
+    print_line(s, tmp_printf(s, "%s: no %s code -- the CUDA back end is not available in this build", f->name, what));
+    return RUN_OK;
   }
   if (!cpu_backend(s)) {
     error(s, at, E_COMMAND, tmp_printf(s, ":code: %s", s->cpu_why));
@@ -1654,8 +1677,7 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     snprintf(s->target, sizeof s->target, "cpu");
     print_line(s, tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
   } else if (!strcmp(arg, "gpu")) {
-    error(s, at, E_COMMAND, tmp_printf(s, "the GPU back end is not available in this build; the target stays %s", s->target));
-    return RUN_ERROR;
+    print_line(s, tmp_printf(s, "target: %s -- the GPU back end is not available in this build", s->target));
   } else {
     error(s, at, E_COMMAND, tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
     return RUN_ERROR;
@@ -1727,7 +1749,8 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
     const char *nm = arg[0] == ':' ? arg + 1 : arg;
     for (int i = 0; i < NCOMMANDS; i++)
       if (!strcmp(commands[i].name, nm)) {
-        buf_printf(&b, ":%s %s\n  %s\n%s", commands[i].name, commands[i].args, commands[i].summary, commands[i].detail);
+        buf_printf(&b, ":%s%s%s\n  %s\n%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args,
+                   commands[i].summary, commands[i].detail);
         print_line(s, b.s);
         buf_free(&b);
         return RUN_OK;
@@ -1738,7 +1761,7 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
   buf_puts(&b, "commands:\n");
   for (int i = 0; i < NCOMMANDS; i++) {
     char head[64];
-    snprintf(head, sizeof head, ":%s %s", commands[i].name, commands[i].args);
+    snprintf(head, sizeof head, ":%s%s%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args);
     buf_printf(&b, "  %-28s %s\n", head, commands[i].summary);
   }
   buf_puts(&b, "built-in functions:\n");
@@ -1762,9 +1785,17 @@ static RunStatus run_command(Session *s, const char *text, Span at) {
   while (isspace((unsigned char)*arg)) arg++;
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(commands[i].name, name)) return commands[i].fn(s, arg, at);
+  /* suggest the command sharing the longest prefix with what was typed */
   const char *close = NULL;
-  for (int i = 0; i < NCOMMANDS; i++)
-    if (!strncmp(commands[i].name, name, n ? 1 : 0)) close = commands[i].name;
+  size_t best = 0;
+  for (int i = 0; i < NCOMMANDS; i++) {
+    size_t k = 0;
+    while (name[k] && commands[i].name[k] == name[k]) k++;
+    if (k > best) {
+      best = k;
+      close = commands[i].name;
+    }
+  }
   error(s, at, E_COMMAND, close ? tmp_printf(s, "unknown command ':%s' (did you mean :%s? see :help)", name, close)
                                 : tmp_printf(s, "unknown command ':%s' (see :help)", name));
   return RUN_ERROR;
@@ -1835,7 +1866,7 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
   case ST_COMMAND:
     return run_command(s, st->text, st->span);
   case ST_RETURN:
-    error(s, st->span, E_STMT_IN_FN, "return outside a function");
+    error(s, st->span, E_RETURN_TOP);
     break;
   case ST_DEF: {
     Value v = eval_anon_def(s, st);
@@ -1843,6 +1874,15 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
     break;
   }
   case ST_ASSIGN: {
+    for (int i = 0; i < st->nnames; i++) {
+      DynElem el;
+      const char *nm = st->names[i];
+      if (!strcmp(nm, "inf") || !strcmp(nm, "nan") || elem_from_name(nm, strlen(nm), &el)) {
+        error(s, st->name_spans[i], E_BUILTIN, tmp_printf(s, "'%s' names a %s and cannot be bound", nm,
+                                                            nm[0] == 'i' && nm[1] == 'n' ? "constant" : nm[0] == 'n' ? "constant" : "type"));
+        return RUN_ERROR;
+      }
+    }
     Value v = eval_top(s, st->expr);
     if (failed(s)) break;
     if (st->tuple || st->nnames > 1) {

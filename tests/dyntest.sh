@@ -3,9 +3,10 @@
 # with dyn and compare with what is expected, in EXPECTED (default: DIR itself):
 #   NAME.out  the exact standard output (absent: must be empty)
 #   NAME.err  the exact standard error  (absent: must be empty)
-#   NAME.skip optional: an extended regular expression (grep -E); the lines of standard
-#             output that match it vary from run to run (timings, paths) and are left out
-#             before the comparison, so NAME.out holds the output without them
+#   output.filter  optional, one for the suite: an awk program that every program's standard
+#             output passes through before the comparison, to make stable what varies with the
+#             machine or the moment (tests/examples/output.filter: schedules, timings); NAME.out
+#             then holds the filtered output
 #   STATUS    the exit status every program must have (0 for golden programs, 1 for errors)
 # Programs run in a scratch copy of DIR, so they may write files and their diagnostics
 # name them as NAME.dyn.  Prints one line per failure and a closing count.
@@ -24,9 +25,8 @@ for f in *.dyn; do
   name=${f%.dyn}
   "$dyn" "$f" > "$name.actual.out" 2> "$name.actual.err" < /dev/null
   st=$?
-  if [ -f "$name.skip" ]; then
-    grep -v -E -f "$name.skip" "$name.actual.out" > "$name.kept.out"
-    mv "$name.kept.out" "$name.actual.out"
+  if [ -f output.filter ]; then
+    awk -f output.filter "$name.actual.out" > "$name.kept.out" && mv "$name.kept.out" "$name.actual.out"
   fi
   ok=1
   if [ "$st" != "$want" ]; then

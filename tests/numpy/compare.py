@@ -2,14 +2,14 @@
 """compare.py -- numeric comparisons of dyn against NumPy (run by tests/numpy.sh).
 
 Usage: compare.py DYN SCRATCH_DIR [CASE_SUBSTRING ...]
-       (only the cases whose names contain a CASE_SUBSTRING, when given; $DYN_NUMPY_FLAGS are
-       passed to dyn, e.g. --threads=1; $DYN_NUMPY_TARGETS chooses the back ends, e.g. "ref")
+  Only the cases whose names contain a CASE_SUBSTRING run, when any are given.
+  $DYN_NUMPY_FLAGS go to dyn (e.g. --threads=1); $DYN_NUMPY_TARGETS picks back ends ("ref").
 
-Every case runs on each back end: the compiled CPU one where the build has it, and the
-reference evaluator (--target=cpu, --target=ref).  Each case writes random inputs (fixed seed) as .npy files into its own folder under
+Each case writes random inputs (fixed seed) as .npy files into its own folder under
 SCRATCH_DIR, writes a .dyn script that loads them, calls dyn functions (the standard library
-or functions defined in the script) and saves the results, runs DYN on it, and compares every
-result with a float64 NumPy reference.  Needs Python 3 and NumPy only.
+or functions defined in the script) and saves the results; dyn runs it on each back end (the
+compiled CPU one where the build has it, and the reference evaluator), a dozen cases to a
+session, and every result is compared with a float64 NumPy reference.  Python 3 and NumPy only.
 
 Metrics (named in each result line):
   exact       same dtype, same shape, equal values (integers, bool, selections, copies)
@@ -17,10 +17,10 @@ Metrics (named in each result line):
   elem R A    elementwise |got - ref| <= A + R * |ref|, NaNs and infinities in the same places
   range, normal, same, sum    for rand/randn/seed: values in [0, 1), mean 0 and std 1 roughly,
               equal to another output, the f64 sum of another output (norm 1e-5)
-Output: one line per case, then exactly `numpy: N passed, N failed`; exit 1 on any failure.
-A case marked xfail (for all back ends, or a dict by back end) names a known dyn bug: it is expected to fail (reported as XFAIL, not
-counted as a failure); if it starts to pass it is reported as XPASS and counted as failed, so
-the mark gets removed.
+Output: one line per case and back end, then exactly `numpy: N passed, N failed`; exit 1 on
+any failure.  A case marked xfail (for every back end, or a dict by back end) names a known
+dyn bug: it is expected to fail (XFAIL, not counted); if it passes it is an XPASS and counts
+as a failure, so that the mark gets removed.
 """
 import concurrent.futures
 import math
@@ -128,7 +128,9 @@ def gelu_ref(x):
 for B, N in [(1, 1), (7, 13), (16, 64), (63, 65), (RAND[2], RAND[3])]:
     X = randn((B, N), 3)
     case('relu %dx%d' % (B, N), [('X', X)], 'Y = relu(X)', [out('Y', F32, np.maximum(X, 0), EXACT)])
-    case('gelu %dx%d' % (B, N), [('X', X)], 'Y = gelu(X)', [out('Y', F32, gelu_ref(X))])
+    # elementwise: relative 1e-5, and absolute 1e-6 max|X| where 1 + tanh cancels (X < -3)
+    case('gelu %dx%d' % (B, N), [('X', X)], 'Y = gelu(X)',
+         [out('Y', F32, gelu_ref(X), ('elem', 1e-5, 1e-6 * float(np.abs(X).max())))])
 
 # ---- reductions in index notation ----
 REDS = '''
@@ -251,7 +253,8 @@ UNARY = [  # name, dyn expression of x, reference, input maker, metric
     ('sin', 'sin(@)', np.sin, lambda s, d: uniform(s, -10, 10, d), None),
     ('cos', 'cos(@)', np.cos, lambda s, d: uniform(s, -10, 10, d), None),
     ('tanh', 'tanh(@)', np.tanh, lambda s, d: randn(s, 3, dtype=d), None),
-    ('sigmoid', 'sigmoid(@)', lambda x: 1 / (1 + np.exp(-x)), lambda s, d: randn(s, 5, dtype=d), None),
+    ('sigmoid', 'sigmoid(@)', lambda x: 1 / (1 + np.exp(-x)),
+     lambda s, d: randn(s, 5, dtype=d), None),
     ('erf', 'erf(@)', None, lambda s, d: randn(s, 2, dtype=d), None),
     ('floor', 'floor(@)', np.floor, None, EXACT),
     ('ceil', 'ceil(@)', np.ceil, None, EXACT),
@@ -289,7 +292,8 @@ for k, (name, expr, ref, make, metric) in enumerate(UNARY):
              [out('Y', dtype, ref_fn(f64(x)), m)])
 
 BINARY = '''
-fn bin(A: f32[N], B: f32[N], E: f32[N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[N]) {
+fn bin(A: f32[N], B: f32[N], E: f32[N]) -> (f32[N], f32[N], f32[N], f32[N],
+                                              f32[N], f32[N], f32[N]) {
   p[n]  = pow(A[n], E[n])
   q[n]  = A[n] ** E[n]
   r[n]  = A[n] ** 0.5 ** 2.0
@@ -390,9 +394,39 @@ for dtype, ty, big in [(I32, 'i32', 2 ** 30), (I64, 'i64', 2 ** 62)]:
              [out('s', dtype, A.sum(1, dtype=dtype)), out('x', dtype, A.max(1)),
               out('m', dtype, A.min(1)), out('c', dtype, (A % dtype(3)).sum(0, dtype=dtype))])
 
+# ---- integer edges: INT_MIN / -1 wraps as in NumPy, sums that overflow wrap ----
+IEDGE = """
+fn edge(A: T[N], B: T[N]) -> (T[N], T[N]) {
+  q[n] = A[n] / B[n]
+  r[n] = A[n] % B[n]
+  return (q, r)
+}
+fn wsum(X: T[M, N]) -> (T[M], T[M], T[M]) {
+  s[i] = sum[j] X[i, j]
+  x[i] = max[j] X[i, j]
+  m[i] = min[j] X[i, j]
+  return (s, x, m)
+}
+"""
+for dtype, ty in [(I32, 'i32'), (I64, 'i64')]:
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    A = np.array([lo, lo, lo, hi, hi, -1, 0, lo + 1], dtype)
+    B = np.array([-1, 1, lo, -1, lo, lo, lo, -1], dtype)
+    X = rng.integers(hi // 8, hi, (5, 64)).astype(dtype)
+    X = np.where(rng.random((5, 64)) < 0.3, -X, X)
+    X[0, 5], X[1, 7] = lo, hi
+    with np.errstate(all='ignore'):
+        want = [A // B, A % B, X.sum(1, dtype=dtype), X.max(1), X.min(1)]
+    case('%s edges: MIN / -1, MIN %% -1, sums that wrap' % ty, [('A', A), ('B', B), ('X', X)],
+         IEDGE.replace('T[', ty + '[') + '(q, r) = edge(A, B)\n(s, x, m) = wsum(X)',
+         [out('q', dtype, want[0]), out('r', dtype, want[1]), out('s', dtype, want[2]),
+          out('x', dtype, want[3]), out('m', dtype, want[4])])
+
+
 # ---- comparisons and logic give bool ----
 CMP = '''
-fn cmp(A: f32[N], B: f32[N], I: i32[N], M: bool[N]) -> (bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], bool[N], f32[N]) {
+fn cmp(A: f32[N], B: f32[N], I: i32[N], M: bool[N]) -> (bool[N], bool[N], bool[N], bool[N],
+    bool[N], bool[N], bool[N], bool[N], bool[N], f32[N]) {
   lt[n] = A[n] < B[n]
   le[n] = A[n] <= B[n]
   gt[n] = A[n] > B[n]
@@ -421,7 +455,8 @@ for N in [1, 7, 17, 64, 127, RAND[3]]:
 
 # ---- casts (float to int truncates toward zero) ----
 CASTS = '''
-fn casts(X: f32[N], D: f64[N], I: i32[N], L: i64[N]) -> (i32[N], i64[N], i64[N], i32[N], f32[N], f64[N], f32[N], f64[N], f32[N], i32[N]) {
+fn casts(X: f32[N], D: f64[N], I: i32[N], L: i64[N]) -> (i32[N], i64[N], i64[N], i32[N],
+    f32[N], f64[N], f32[N], f64[N], f32[N], i32[N]) {
   a[n] = i32(X[n])
   b[n] = i64(X[n])
   c[n] = i64(D[n])
@@ -460,7 +495,8 @@ for shape in [(1,), (13,), (7, 13), (64, 65), (3, 16, 17), (RAND[0], RAND[1])]:
             'G = Ad - 0.1 * Bd')
     case('top-level elementwise %s' % shape_str(shape),
          [('A', A), ('B', B), ('Ad', Ad), ('Bd', Bd)], body,
-         [out('C', F32, a + 2 * b, ELEM32), out('D', F32, a * b - a / 4 + 1.5, ('elem', 1e-6, 1e-6)),
+         [out('C', F32, a + 2 * b, ELEM32),
+          out('D', F32, a * b - a / 4 + 1.5, ('elem', 1e-6, 1e-6)),
           out('E', F32, -A, EXACT), out('F', F32, 0.5 * (a - b), ELEM32),
           out('G', F64, Ad - 0.1 * Bd, ('elem', 1e-15, 1e-300))])
 
@@ -468,10 +504,14 @@ for M, N in [(1, 1), (7, 13), (16, 17), (64, 65), (127, 31), (RAND[3], RAND[2])]
     A = randn((M, N))
     a = f64(A)
     body = ('R[i] = sum[j] A[i, j]\nT[j, i] = A[i, j]\nX[i] = max[j] A[i, j] * 2.0\n'
-            'P[i]: f32[%d] = where(i >= 1 and i < %d, A[i - 1, 0], 0.0)' % (M + 2, M + 1))
+            'P[i]: f32[%d] = where(i >= 1 and i < %d, A[i - 1, 0], 0.0)\n'
+            'K = %d\nQ[i]: f32[K + 1] = where(i < K, A[min(i, K - 1), 0], -1.0)\n'
+            'Z = zeros(f32[K, 2])'
+            % (M + 2, M + 1, M))
     case('top-level index notation %dx%d' % (M, N), [('A', A)], body,
          [out('R', F32, a.sum(1)), out('T', F32, A.T, EXACT), out('X', F32, (a * 2).max(1), EXACT),
-          out('P', F32, np.pad(A[:, 0], 1), EXACT)])
+          out('P', F32, np.pad(A[:, 0], 1), EXACT),
+          out('Q', F32, np.append(A[:, 0], -1), EXACT), out('Z', F32, np.zeros((M, 2)), EXACT)])
 
 # ---- tensor literals ----
 case('tensor literals', [],
@@ -577,13 +617,18 @@ for B, D, H, E in [(1, 1, 1, 1), (7, 13, 31, 5), (16, 64, 65, 17), (RAND[0], 33,
     N = 2 * D + 1
     V = randn(N)
     hid = gelu_ref(f64(X) @ f64(W1) + f64(b1))
+    # gelu's 1 + tanh cancels for inputs below about -3, so an f32 error is judged against
+    # the size of the terms, not of the (possibly tiny) result
+    mlp_atol = 1e-6 * float(((np.abs(f64(X)) @ np.abs(f64(W1)) + np.abs(f64(b1)))
+                             @ np.abs(f64(W2))).max())
     Xd = randn((B, D), dtype=F64)
     ii, jj = np.meshgrid(np.arange(B), np.arange(D), indexing='ij')
     case('composition: mlp, outer, concat, strided %dx%dx%dx%d' % (B, D, H, E),
          [('X', X), ('W1', W1), ('b1', b1), ('W2', W2), ('Z', Z), ('V', V), ('Xd', Xd)],
          COMPOSE + 'Y = mlp(X, W1, b1, W2)\n(O, R) = outer(b1, V)\nC = concat(X, Z)\n'
          '(Dn, Rv) = strided(V)\n(Ck, Ki) = checker(Xd)',
-         [out('Y', F32, hid @ f64(W2)), out('O', F32, np.outer(f64(b1), f64(V)), ELEM32),
+         [out('Y', F32, hid @ f64(W2), ('elem', 1e-5, mlp_atol)),
+          out('O', F32, np.outer(f64(b1), f64(V)), ELEM32),
           out('R', F32, np.repeat(b1[:, None], N, 1), EXACT),
           out('C', F32, np.concatenate([X, Z], 1), EXACT),
           out('Dn', F32, V[1::2][:N // 2], EXACT), out('Rv', F32, V[::-1], EXACT),
@@ -607,7 +652,8 @@ for M, N in [(3, 513), (2, 1031), (5, 1100), (1, 2053), (600, 7)]:
          [('A', A)],
          LONG + 'S = softmax(A)\n(s, x, c, t) = rowstats(A)\nT[j, i] = A[i, j]\n'
          'E = A * 3 - 1\nG = gelu(A)',
-         [out('S', F32, softmax_ref(A)), out('s', F32, a.sum(1)), out('x', F32, a.max(1) * 0.5, EXACT),
+         [out('S', F32, softmax_ref(A)), out('s', F32, a.sum(1)),
+          out('x', F32, a.max(1) * 0.5, EXACT),
           out('c', F32, (a * a).sum(0)), out('t', F32, a.sum()), out('T', F32, A.T, EXACT),
           out('E', F32, a * 3 - 1, ('elem', 1e-6, 2e-6)),   # A * 3 rounds, then cancels
           out('G', F32, gelu_ref(A))])
@@ -619,9 +665,88 @@ for M, N in [(3, 0), (0, 4)]:
           out('cs', F32, np.zeros(N), EXACT), out('T', F32, A.T, EXACT)])
 
 
+# ---- wide input ranges for the math functions (inline approximations must hold up) ----
+WIDE = """
+fn wide(X: f32[N], P: f32[N], T: f32[N]) -> (f32[N], f32[N], f32[N], f32[N],
+                                               f32[N], f32[N], f32[N], f32[N]) {
+  th[n] = tanh(X[n])
+  sg[n] = sigmoid(X[n])
+  ex[n] = exp(T[n])
+  lg[n] = log(P[n])
+  sq[n] = sqrt(P[n])
+  ef[n] = erf(X[n])
+  sn[n] = sin(X[n] * 500.0)
+  cs[n] = cos(X[n] * 500.0)
+  return (th, sg, ex, lg, sq, ef, sn, cs)
+}
+"""
+for N in [64, 1031]:
+    X = (np.exp(rng.uniform(np.log(1e-8), np.log(30), N)) * rng.choice([-1, 1], N)).astype(F32)
+    P = np.exp(rng.uniform(-80, 80, N)).astype(F32)
+    T = rng.uniform(-100, 88, N).astype(F32)
+    x, p, t = f64(X), f64(P), f64(T)
+    xs = f64(X * np.float32(500))
+    case('math over wide ranges N=%d: tanh sigmoid erf of 1e-8..30, exp of -100..88, '
+         'log sqrt of 1e-35..1e35, sin cos of 500x' % N, [('X', X), ('P', P), ('T', T)],
+         WIDE + '(th, sg, ex, lg, sq, ef, sn, cs) = wide(X, P, T)',
+         [out('th', F32, np.tanh(x), ELEM32), out('sg', F32, 1 / (1 + np.exp(-x)), ELEM32),
+          out('ex', F32, np.exp(t), ELEM32), out('lg', F32, np.log(p), ELEM32),
+          out('sq', F32, np.sqrt(p), ELEM32), out('ef', F32, erf_ref(x), ELEM32),
+          out('sn', F32, np.sin(xs), ('elem', 1e-6, 1e-6)),     # absolute near the zeros
+          out('cs', F32, np.cos(xs), ('elem', 1e-6, 1e-6))])
+
+# ---- where evaluates only the chosen branch: no division by zero in the other ----
+SAFEDIV = """
+fn safediv(A: T[N], B: T[N]) -> (T[N], T[N], T[N]) {
+  q[n] = where(B[n] != 0, A[n] / B[n], 0)
+  r[n] = where(B[n] == 0, -1, A[n] % B[n])
+  g[n] = where(n < N - 1, A[n + 1], A[0])
+  return (q, r, g)
+}
+"""
+for dtype, ty in [(I32, 'i32'), (I64, 'i64')]:
+    for N in [1, 17, 600]:
+        A = rng.integers(-100, 100, N).astype(dtype)
+        B = np.where(rng.random(N) < 0.4, 0, rng.integers(-9, 10, N)).astype(dtype)
+        Bs = np.where(B == 0, 1, B)
+        case('%s where guards a division by zero N=%d' % (ty, N), [('A', A), ('B', B)],
+             SAFEDIV.replace('T[', ty + '[') + '(q, r, g) = safediv(A, B)',
+             [out('q', dtype, np.where(B != 0, A // Bs, 0)),
+              out('r', dtype, np.where(B == 0, -1, A % Bs)),
+              out('g', dtype, np.append(A[1:], A[0]))])
+
+# ---- contractions in other layouts, on Fortran-order inputs, scaled, larger, f64 ----
+GEMMS = """
+fn mm_tt(A: f32[K, M], B: f32[N, K]) -> f32[M, N] {
+  C[i, j] = sum[k] A[k, i] * B[j, k]
+  return C
+}
+fn mm_scaled(A: f32[M, K], B: f32[K, N], s: f32) -> f32[M, N] {
+  C[i, j] = sum[k] 2.0 * A[i, k] * B[k, j] * s
+  return C
+}
+fn mm64(A: f64[M, K], B: f64[K, N]) -> f64[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[k, j]
+  return C
+}
+"""
+for M, K, N in [(1, 1, 1), (5, 300, 3), (129, 65, 257), (64, 64, 64), (31, 257, 17)]:
+    A, B = randn((M, K)), randn((K, N))
+    Ad, Bd = f64(A) * 3, f64(B) - 0.5
+    a, b = f64(A), f64(B)
+    case('gemm layouts %dx%dx%d: A^T B^T, Fortran-order inputs, scaled, f64' % (M, K, N),
+         [('A', A), ('B', B), ('At', np.ascontiguousarray(A.T)), ('Bt', np.ascontiguousarray(B.T)),
+          ('AF', A), ('BF', B), ('Ad', Ad), ('Bd', Bd)],
+         GEMMS + 'C1 = mm_tt(At, Bt)\nC2 = matmul(AF, BF)\nC3 = mm_scaled(A, B, 0.25)\n'
+         'C4 = mm64(Ad, Bd)\nC5 = matmul(A, B)',
+         [out('C1', F32, a @ b), out('C2', F32, a @ b), out('C3', F32, 0.5 * (a @ b)),
+          out('C4', F64, Ad @ Bd), out('C5', F32, a @ b)], fortran=('AF', 'BF'))
+
+
 # ---- special values: NaN, infinities, signed zeros ----
 SPECIAL = '''
-fn special(X: f32[N], Y: f32[M, N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[N], f32[M], f32[M], f32[M], bool[N], bool[N]) {
+fn special(X: f32[N], Y: f32[M, N]) -> (f32[N], f32[N], f32[N], f32[N], f32[N], f32[N],
+                                        f32[N], f32[M], f32[M], f32[M], bool[N], bool[N]) {
   ex[n] = exp(X[n])
   lg[n] = log(X[n])
   sq[n] = sqrt(X[n])
@@ -642,7 +767,8 @@ Y = randn((5, 11))
 Y[1, 3], Y[2, 0], Y[3, 10], Y[4, 5], Y[4, 6] = np.nan, np.inf, -np.inf, np.inf, -np.inf
 with np.errstate(all='ignore'):
     x, y = f64(VALUES), f64(Y)
-    case('special values: NaN, inf, -0 through math, max/min, reductions', [('X', VALUES), ('Y', Y)],
+    case('special values: NaN, inf, -0 through math, max/min, reductions',
+         [('X', VALUES), ('Y', Y)],
          SPECIAL + '(ex, lg, sq, mx, mn, fl, th, rx, rn, rs, lt, ne) = special(X, Y)\nR = relu(Y)',
          [out('ex', F32, np.exp(x), ELEM32), out('lg', F32, np.log(x), ELEM32),
           out('sq', F32, np.sqrt(x), ELEM32), out('mx', F32, np.maximum(x, 1), EXACT),
@@ -662,7 +788,8 @@ fn moments(X: f32[B, N]) -> (f32[B], f32[B]) {
 for B, N in [(1, 1), (7, 13), (64, 65), (RAND[2], RAND[1])]:
     X = randn((B, N), 3, 1)
     case('tuple return: mean and variance %dx%d' % (B, N), [('X', X)],
-         MOMENTS + '(mu, v) = moments(X)', [out('mu', F32, f64(X).mean(1)), out('v', F32, f64(X).var(1))])
+         MOMENTS + '(mu, v) = moments(X)',
+         [out('mu', F32, f64(X).mean(1)), out('v', F32, f64(X).var(1))])
 
 
 # ---- the runner ----

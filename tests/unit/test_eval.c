@@ -236,7 +236,7 @@ START_TEST(test_division_by_zero) {
   arg("i32[2]", "1 2");
   arg("i32[2]", "3 0");
   ck_assert_str_eq(run("fn f(A: i32[N], B: i32[N]) -> i32[N] {\n  Q[i] = A[i] % B[i] + 1\n  return Q\n}"),
-                   "error: integer division by zero in A[i] % B[i]");
+                   "error: integer modulo by zero in A[i] % B[i]");
   /* floats divide by zero to inf and nan, without an error */
   arg("f64[3]", "1 -1 0");
   RUNS("fn f(A: f64[N]) -> f64[N] {\n  Q[i] = A[i] / 0.0\n  return Q\n}", "f64[3]: inf -inf nan");

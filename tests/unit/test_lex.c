@@ -150,11 +150,11 @@ END_TEST
 
 START_TEST(test_longest_match) {
   LEX_IS("a->b**c<=d>=e==f!=g<h>i=j", "id:a -> id:b ** id:c <= id:d >= id:e == id:f != id:g < id:h > id:i = id:j NL EOF");
-  LEX_IS("***", "** * NL EOF");
+  LEX_IS("*** x", "** * id:x NL EOF");
   LEX_IS("a--b", "id:a - - id:b NL EOF");
   LEX_IS("x=-1", "id:x = - int:1 NL EOF");
-  LEX_IS("===", "== = NL EOF");
-  LEX_IS("- >", "- > NL EOF");
+  LEX_IS("=== x", "== = id:x NL EOF");
+  LEX_IS("- > x", "- > id:x NL EOF");
   NO_DIAGS();
   ck_assert_str_eq(spans("ab <= 10"), "0-2 3-5 6-8 8-8 8-8");
 }
@@ -306,6 +306,27 @@ START_TEST(test_newlines) {
 }
 END_TEST
 
+START_TEST(test_continuation) {
+  /* a line that ends with an operator, '=', ',', ':' or '->' goes on at the next line */
+  LEX_IS("y = x *\n  2", "id:y = id:x * int:2 NL EOF");
+  LEX_IS("y =\n  2", "id:y = int:2 NL EOF");
+  LEX_IS("a = 1 +   # more below\n\n  2", "id:a = int:1 + int:2 NL EOF");
+  LEX_IS("c = a and\nnot\nb", "id:c = id:a and not id:b NL EOF");
+  LEX_IS("u = a <=\nb ** \n2 %\n3", "id:u = id:a <= id:b ** int:2 % int:3 NL EOF");
+  LEX_IS("fn f(X: f32[N]) ->\n  f32[N]", "fn id:f ( id:X : id:f32 [ id:N ] ) -> id:f32 [ id:N ] NL EOF");
+  LEX_IS("A, B,\nC", "id:A , id:B , id:C NL EOF");
+  /* a line that starts with an operator does not continue the one before */
+  LEX_IS("x = 1\n- 2", "id:x = int:1 NL - int:2 NL EOF");
+  /* at the end of the text there is no newline after an operator: the parser sees the
+   * end of the input there, which is what makes the REPL ask for another line */
+  LEX_IS("x = 1 +", "id:x = int:1 + EOF");
+  LEX_IS("x = 1 +\n", "id:x = int:1 + EOF");
+  /* names and closing brackets end a line as usual */
+  LEX_IS("x = f(1)\ny = a\nz = b[0]", "id:x = id:f ( int:1 ) NL id:y = id:a NL id:z = id:b [ int:0 ] NL EOF");
+  NO_DIAGS();
+}
+END_TEST
+
 START_TEST(test_semicolon) {
   LEX_IS("a = 1; b = 2", "id:a = int:1 NL id:b = int:2 NL EOF");
   LEX_IS("a;;b;", "id:a NL id:b NL EOF");
@@ -341,10 +362,10 @@ END_TEST
 /* ---- bad characters and bad UTF-8 ---- */
 
 START_TEST(test_bad_characters) {
-  LEX_IS("x = $", "id:x = NL EOF");
-  DIAGS_ARE("t.dyn:1:5: error: unexpected character '$'\n"
-            "  1 | x = $\n"
-            "    |     ^\n");
+  LEX_IS("x = 1 $", "id:x = int:1 NL EOF");
+  DIAGS_ARE("t.dyn:1:7: error: unexpected character '$'\n"
+            "  1 | x = 1 $\n"
+            "    |       ^\n");
   LEX_IS("a ! b", "id:a id:b NL EOF");
   DIAGS_ARE("t.dyn:1:3: error: unexpected character '!'\n"
             "  1 | a ! b\n"
@@ -381,9 +402,9 @@ START_TEST(test_bad_characters) {
 END_TEST
 
 START_TEST(test_bad_utf8) {
-  LEX_IS("x = \xff", "id:x = NL EOF");
+  LEX_IS("x = \xff 1", "id:x = int:1 NL EOF");
   ck_assert_str_eq(msgs.s, "t.dyn:1:5: error: invalid UTF-8 in source\n"
-                           "  1 | x = \xff\n"
+                           "  1 | x = \xff 1\n"
                            "    |     ^\n");
   /* a sequence cut short at the end of the input */
   lexn("ab\xc3", 3);
@@ -443,6 +464,7 @@ static Suite *lex_suite(void) {
   tcase_add_test(tc, test_string_errors);
   tcase_add_test(tc, test_comments);
   tcase_add_test(tc, test_newlines);
+  tcase_add_test(tc, test_continuation);
   tcase_add_test(tc, test_semicolon);
   tcase_add_test(tc, test_commands);
   tcase_add_test(tc, test_bad_characters);
