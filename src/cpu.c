@@ -715,6 +715,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
     for (char *c = prefix; *c; c++)
       if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) *c = '_';
     LLVMContextRef cx = jit_context(be->jit);
+    double t1 = now_ms();
     LLVMModuleRef m = build_module(be, cx, p, cp->k, cp->nk, prefix);
     char *verr = NULL;
     if (LLVMVerifyModule(m, LLVMReturnStatusAction, &verr)) {
@@ -724,19 +725,21 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       goto fail;
     }
     LLVMDisposeMessage(verr);
+    double t2 = now_ms();
     if (!jit_optimize(be->jit, m, NULL, err, errlen)) {
       LLVMDisposeModule(m);
       goto fail;
     }
-    Buf ir = {0};
-    jit_print_ir(m, &ir);
-    cp->ir = ir.s;
+    double t3 = now_ms();
     if (!jit_add_module(be->jit, m, err, errlen)) goto fail;
     for (int i = 0; i < cp->nk; i++) {
       if (cp->k[i].gemm) continue;
       cp->k[i].fn = (KernelFn)jit_lookup(be->jit, cp->k[i].sym, err, errlen);
       if (!cp->k[i].fn) goto fail;
     }
+    double t4 = now_ms();
+    if (getenv("DYN_COMPILE_TIMES"))
+      fprintf(stderr, "dyn: %s: build %.1f ms, optimise %.1f ms, code generation %.1f ms\n", p->name, t2 - t1, t3 - t2, t4 - t3);
   }
   cp->compile_ms = now_ms() - t0;
   return cp;
@@ -766,11 +769,8 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
       any = true;
     }
   }
-  if (!strcmp(what, "llvm")) {
-    if (cp->ir) buf_puts(out, cp->ir);
-    return true;
-  }
-  /* assembly: build the module again, since printing it consumes it */
+  /* the module is built again: compiled code keeps no text, and printing assembly
+   * consumes a module */
   bool loops = false;
   for (int i = 0; i < cp->nk; i++) loops = loops || !cp->k[i].gemm;
   if (!loops) return true;
@@ -778,7 +778,9 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
   CKernel *copy = xcalloc((size_t)cp->nk + 1, sizeof(CKernel));
   memcpy(copy, cp->k, sizeof(CKernel) * (size_t)cp->nk);
   LLVMModuleRef m = build_module(be, cx, cp->p, copy, cp->nk, "asm");
-  bool ok = jit_optimize(be->jit, m, NULL, err, errlen) && jit_print_asm(be->jit, m, out, err, errlen);
+  bool ok = jit_optimize(be->jit, m, NULL, err, errlen);
+  if (ok && !strcmp(what, "llvm")) jit_print_ir(m, out);
+  else if (ok) ok = jit_print_asm(be->jit, m, out, err, errlen);
   LLVMDisposeModule(m);
   LLVMContextDispose(cx);
   free(copy);
