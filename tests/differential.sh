@@ -69,6 +69,28 @@ s=$work/diff.dyn
     echo ":check conv(randn(f32[$((n + 4))]), randn(f32[5]))"
     echo ":check reds(randn(f32[7, $n]))"
   done
+  # every standard library function, on shapes with 1 and primes
+  echo "import reduce"
+  for b in 1 3; do for n in 1 7 33; do
+    echo "X = randn(f32[$b, $n]); g = rand(f32[$n]); v = randn(f32[$n])"
+    for f in relu gelu gelu_erf silu softmax log_softmax sum mean var std amax argmax transpose; do echo ":check $f(X)"; done
+    echo ":check layernorm(X, g, v)"
+    echo ":check rmsnorm(X, g)"
+    echo ":check matvec(randn(f32[$b, $n]), v)"
+    echo ":check outer(randn(f32[$b]), v)"
+    echo ":check dot(v, g)"
+    echo ":check linear(X, randn(f32[5, $n]), randn(f32[5]))"
+    echo ":check mlp(X, randn(f32[6, $n]), randn(f32[6]), randn(f32[4, 6]), randn(f32[4]))"
+    echo ":check bmm(randn(f32[$b, 5, $n]), randn(f32[$b, $n, 3]))"
+    echo ":check attention(randn(f32[$b, 5, $n]), randn(f32[$b, 7, $n]), randn(f32[$b, 7, $n]))"
+    echo ":check causal_attention(randn(f32[$b, 5, $n]), randn(f32[$b, 7, $n]), randn(f32[$b, 7, $n]))"
+  done; done
+  for st in 1 2; do for p in 0 1; do
+    echo ":check conv1d(randn(f32[2, 3, 11]), randn(f32[4, 3, 3]), $st, $p)"
+    echo ":check conv2d(randn(f32[1, 2, 7, 9]), randn(f32[3, 2, 3, 3]), $st, $p)"
+  done; done
+  echo ":check maxpool2d(randn(f32[1, 2, 7, 9]), 2, 2)"
+  echo ":check avgpool2d(randn(f32[1, 2, 7, 9]), 3, 1)"
 } > "$s"
 cd "$work" || exit 99
 "$dyn" "$s" > out.txt 2> err.txt
