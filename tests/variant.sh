@@ -14,9 +14,10 @@ cat > "$work/config.h" <<EOF2
 #define _GNU_SOURCE 1
 EOF2
 sh "$top_srcdir/build-aux/embed.sh" "$work/src/stdlib_embed.c" "$top_srcdir"/stdlib/*.dyn || exit 99
-srcs=
-for f in "$top_srcdir"/src/*.c; do
-  case $(basename "$f") in jit.c|pool.c|gemm.c|stdlib_embed.c) ;; *) srcs="$srcs $f" ;; esac
+# the library's sources as Makefile.am lists them (its LLVM-only part is listed apart), and main
+srcs="$top_srcdir/src/main.c"
+for f in $(sed -n '/^libdyn_a_SOURCES = /,/^[^\t]*$/p' "$top_srcdir/Makefile.am" | tr -d '\\' | tr ' \t' '\n\n' | grep '\.c$'); do
+  srcs="$srcs $top_srcdir/$f"
 done
 if ! $CC -std=gnu11 -O1 -w -I"$work" -I"$top_srcdir/src" -DDYN_SRCDIR="\"$top_srcdir\"" \
      -DDYN_PKGDATADIR="\"/nonexistent\"" -o "$work/dyn" $srcs "$work/src/stdlib_embed.c" -lm -lpthread 2> "$work/cc.log"; then
