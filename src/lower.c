@@ -380,6 +380,36 @@ static void inlined_shape(const KExpr *e, const Node *p, const long *occ, long b
   *height = h;
 }
 
+/* A contraction: sum over one index of a product of two loads whose subscripts are plain
+ * axes.  The CPU back end runs these on its packed micro-kernels, so fusion keeps them in
+ * that shape: no producer is inlined into one, and an epilogue around one is split off. */
+static bool is_contraction(const KExpr *r) {
+  if (r->kind != KX_REDUCE || r->red != RED_SUM || r->nraxes != 1 || !elem_is_float(r->ty)) return false;
+  const KExpr *b = r->a[0];
+  if (b->kind != KX_BIN || b->op != OP_MUL) return false;
+  uint64_t free_axes[2] = {0, 0};
+  for (int i = 0; i < 2; i++) {
+    const KExpr *ld = b->a[i];
+    if (ld->kind != KX_LOAD || ld->checked) return false;
+    for (int k = 0; k < ld->n; k++) {
+      if (ld->a[k]->kind != KX_AXIS) return false;
+      if (ld->a[k]->axis != r->raxes[0]) free_axes[i] |= 1ull << (ld->a[k]->axis % 64);
+    }
+  }
+  /* each operand brings an output axis the other lacks (d[n] * d[n] is not a product of
+   * two matrices) */
+  return (free_axes[0] & ~free_axes[1]) && (free_axes[1] & ~free_axes[0]);
+}
+
+static bool feeds_contraction(const KExpr *e, int slot) {
+  if (is_contraction(e))
+    for (int i = 0; i < 2; i++)
+      if (e->a[0]->a[i]->slot == slot) return true;
+  for (int i = 0; i < e->n; i++)
+    if (feeds_contraction(e->a[i], slot)) return true;
+  return false;
+}
+
 static void fuse_inline(L *l, const int *outs, int nout) {
   for (int i = 0; i < l->nodes.n; i++) {
     Node *p = &l->nodes.a[i];
@@ -393,6 +423,10 @@ static void fuse_inline(L *l, const int *outs, int nout) {
     }
     bool cheap = !transcendental(p->expr);
     if (!cheap && !(uses == 1 && in_red == 0)) continue;
+    bool feeds = false;
+    for (int j = i + 1; j < l->nodes.n && !feeds; j++)
+      if (!l->nodes.a[j].dead) feeds = feeds_contraction(l->nodes.a[j].expr, p->slot);
+    if (feeds) continue;
     long pn = kx_nodes(p->expr);
     if (uses > 1 && pn > INLINE_DUP_NODES) continue;
     long occ[DYN_MAX_RANK] = {0}, base = pn;
@@ -422,6 +456,74 @@ static void fuse_inline(L *l, const int *outs, int nout) {
     if (l->nodes.a[i].dead) l->slots.a[l->nodes.a[i].slot].kind = SLOT_INLINED;
 }
 
+
+/* Hoist a contraction out of the expression around it (alpha * sum[k] A * B + bias): the
+ * contraction becomes its own node over the output axes its operands use, and the rest
+ * reads its result.  One more buffer, but the contraction then runs as one. */
+typedef VEC(Node) NodeVec;
+
+static KExpr *hoist(L *l, KExpr *e, const Node *n, bool root, NodeVec *added) {
+  if (!root && is_contraction(e) && n->naxes >= 2) {
+    int axes[DYN_MAX_RANK], na = 0;
+    for (int a = 0; a < n->naxes; a++) {
+      bool used = false;
+      for (int i = 0; i < 2; i++)
+        for (int k = 0; k < e->a[0]->a[i]->n; k++) used = used || e->a[0]->a[i]->a[k]->axis == n->axes[a];
+      if (used) axes[na++] = n->axes[a];
+    }
+    if (na >= 2) {
+      Type t = {0};
+      t.elem = e->ty;
+      t.rank = na;
+      for (int a = 0; a < na; a++) t.dims[a] = l->axes.a[axes[a]].extent;
+      int slot = new_slot(l, arena_printf(l->a, "%s.c", l->slots.a[n->slot].name), SLOT_TEMP, &t);
+      Node c = {0};
+      c.slot = slot;
+      c.naxes = na;
+      c.axes = arena_alloc(l->a, sizeof(int) * (size_t)na);
+      /* the new node gets its own axes, standing for the same ranges */
+      KExpr *with[DYN_MAX_RANK];
+      for (int a = 0; a < na; a++) {
+        c.axes[a] = new_axis(l, l->axes.a[axes[a]].name, l->axes.a[axes[a]].extent);
+        with[a] = kx_new(l, KX_AXIS, DYN_I64);
+        with[a]->axis = c.axes[a];
+      }
+      c.expr = kx_subst(l, e, axes, with, na);
+      c.has_reduce = true;
+      vec_push(*added, c);
+      KExpr *ld = kx_args(l, kx_new(l, KX_LOAD, e->ty), na);
+      ld->slot = slot;
+      for (int a = 0; a < na; a++) {
+        ld->a[a] = kx_new(l, KX_AXIS, DYN_I64);
+        ld->a[a]->axis = axes[a];
+      }
+      return ld;
+    }
+  }
+  if (e->kind == KX_REDUCE) return e;     /* not inside another reduction's body */
+  for (int i = 0; i < e->n; i++) e->a[i] = hoist(l, e->a[i], n, false, added);
+  return e;
+}
+
+static void split_contractions(L *l) {
+  NodeVec out = {0};
+  for (int i = 0; i < l->nodes.n; i++) {
+    Node n = l->nodes.a[i];
+    if (!n.dead && n.has_reduce) {
+      NodeVec added = {0};
+      n.expr = hoist(l, n.expr, &n, true, &added);
+      for (int j = 0; j < added.n; j++) vec_push(out, added.a[j]);
+      vec_free(added);
+      n.has_reduce = has_reduce(n.expr);
+    }
+    vec_push(out, n);
+  }
+  vec_free(l->nodes);
+  l->nodes.a = out.a;
+  l->nodes.n = out.n;
+  l->nodes.cap = out.cap;
+}
+
 /* Does every load in e of a slot in group[] use the row axis as its first subscript? */
 static bool row_local(const KExpr *e, const int *slots, int ns, int row_axis) {
   if (e->kind == KX_LOAD)
@@ -442,7 +544,7 @@ static bool reads_any(const KExpr *e, const int *slots, int ns) {
   return false;
 }
 
-static bool contraction(const Node *n) { return n->has_reduce && n->naxes >= 2; }
+static bool contraction(const Node *n) { return is_contraction(n->expr); }
 
 static void number(Program *p, KExpr *e, int *next) {
   e->id = (*next)++;
@@ -549,6 +651,8 @@ Program *lower_function(const Func *f, PolyCtx *pc,
   for (int i = 0; i < f->nrets; i++)
     if (l.slots.a[outs[i]].kind == SLOT_TEMP) l.slots.a[outs[i]].kind = SLOT_OUTPUT;
   fuse_inline(&l, outs, f->nrets);
+  split_contractions(&l);
+  fuse_inline(&l, outs, f->nrets);      /* what the split left elementwise */
   build_kernels(&l, outs, f->nrets, f->name);
   int next = 0;
   for (int i = 0; i < l.kernels.n; i++)
