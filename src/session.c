@@ -1527,7 +1527,17 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     int cores = s->hw.cores > 0 ? s->hw.cores : 1, th = s->threads < cores ? s->threads : cores;
     double peak = s->hw.peak_gflops_f32 * th / cores;
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
-    if (peak > 0) buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th, th == 1 ? "" : "s");
+    /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
+    const HwLevel *mem = s->hw.nlevels ? &s->hw.level[s->hw.nlevels - 1] : NULL;
+    double bw = mem ? mem->gbs * th : 0;
+    if (mem && mem->total_gbs > 0 && bw > mem->total_gbs) bw = mem->total_gbs;
+    bool mem_bound = bw > 0 && peak > 0 && (double)fv / peak < (double)bv / bw;
+    if (mem_bound)
+      buf_printf(&b, ", %.0f%% of the %.0f GB/s memory bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
+                 th, th == 1 ? "" : "s");
+    else if (peak > 0)
+      buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
+                 th == 1 ? "" : "s");
     double pred = 0;
     if (!strcmp(s->target, "cpu") && f->backend) {
       Buf junk = {0};
