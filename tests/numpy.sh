@@ -11,7 +11,7 @@ dyn=$top_builddir/dyn
 
 py=
 for p in "${PYTHON_NUMPY:-}" /usr/bin/python3 python3; do
-  if [ -n "$p" ] && "$p" -c 'import numpy' >/dev/null 2>&1; then py=$p; break; fi
+  if [ -n "$p" ] && "$p" -c 'import numpy; numpy.zeros(1)' >/dev/null 2>&1; then py=$p; break; fi
 done
 if [ -z "$py" ]; then
   echo "numpy.sh: no Python with NumPy; skipped"

@@ -1021,7 +1021,8 @@ def main():
                     print('    ' + p.replace('\n', '\n    '))
             else:
                 passed += 1
-                metrics = sorted({' '.join(str(x) for x in m) for _, _, _, m in c.outputs})
+                metrics = sorted({' '.join('%.3g' % x if isinstance(x, float) else str(x)
+                                           for x in m) for _, _, _, m in c.outputs})
                 print('PASS: %s (%s; %.2f s)' % (what, '; '.join(metrics), took))
     print('numpy: %d expected failures (known dyn bugs), %.1f s' % (xfailed, time.time() - start))
     print('numpy: %d passed, %d failed' % (passed, failed))
