@@ -155,9 +155,11 @@ static LLVMValueRef libm(G *g, const char *name, LLVMTypeRef t, LLVMValueRef *ar
 }
 
 static void fast(LLVMValueRef v) {
-  /* reassociation and contraction only: NaN and infinity keep their meaning */
+  /* reassociation, contraction and reciprocals (x / s as x * (1/s) when s is invariant):
+   * NaN and infinity keep their meaning */
   if (LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v))
-    LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract | LLVMFastMathNoSignedZeros);
+    LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract | LLVMFastMathNoSignedZeros |
+                              LLVMFastMathAllowReciprocal);
 }
 
 static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
