@@ -827,20 +827,11 @@ static void run_task(void *arg, int64_t t) {
   if (bufs != bufs_local) free(bufs);
 }
 
-static bool size_lookup(void *env, const char *name, int64_t *v) {
-  const EvalSizes *s = env;
-  for (int i = 0; i < s->n; i++)
-    if (!strcmp(s->names[i], name)) {
-      *v = s->vals[i];
-      return true;
-    }
-  return false;
-}
 
 static void eval_sizes(const KExpr *e, const EvalSizes *sz, int64_t *szv, bool *ok) {
   if (e->kind == KX_SIZE) {
     const char *why;
-    if (!poly_eval(e->size, size_lookup, (void *)sz, &szv[e->id], &why)) *ok = false;
+    if (!poly_eval(e->size, eval_size_lookup, (void *)sz, &szv[e->id], &why)) *ok = false;
   }
   for (int i = 0; i < e->n; i++) eval_sizes(e->a[i], sz, szv, ok);
 }
@@ -904,7 +895,7 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
   int status = 1;
   const char *why = NULL;
   for (int a = 0; a < p->naxes; a++)
-    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sizes, &ext[a], &why)) {
+    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
       snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
       status = -1;
       goto out;
@@ -923,7 +914,7 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
     int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
     int rank = s->type.rank - skip;
     for (int k = 0; k < rank; k++)
-      if (!poly_eval(s->type.dims[k + skip], size_lookup, (void *)sizes, &dims[k], &why)) {
+      if (!poly_eval(s->type.dims[k + skip], eval_size_lookup, (void *)sizes, &dims[k], &why)) {
         snprintf(err, errlen, "cannot evaluate the shape of %s", s->name);
         status = -1;
         goto out;
@@ -1040,7 +1031,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
   bool have = sz != NULL;
   for (int a = 0; have && a < p->naxes; a++) {
     const char *why;
-    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sz, &ext[a], &why)) have = false;
+    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sz, &ext[a], &why)) have = false;
   }
   int64_t *strides = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
   for (int i = 0; have && i < p->nslots; i++) {
@@ -1049,7 +1040,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
     for (int k = sl->type.rank - 1; k >= 0; k--) {
       int64_t d = 0;
       const char *why;
-      poly_eval(sl->type.dims[k], size_lookup, (void *)sz, &d, &why);
+      poly_eval(sl->type.dims[k], eval_size_lookup, (void *)sz, &d, &why);
       strides[i * DYN_MAX_RANK + k] = st;
       st *= d > 0 ? d : 1;
     }
@@ -1117,8 +1108,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       cost_kernel(p, kn, pc, &fp, &bp);
       int64_t fv = 0, bv = 0;
       const char *why;
-      poly_eval(fp, size_lookup, (void *)sz, &fv, &why);
-      poly_eval(bp, size_lookup, (void *)sz, &bv, &why);
+      poly_eval(fp, eval_size_lookup, (void *)sz, &fv, &why);
+      poly_eval(bp, eval_size_lookup, (void *)sz, &bv, &why);
       double t = cost_roofline(&be->hw, threads, (double)fv, (double)bv);
       buf_printf(out, "  model: %lld FLOPs, %lld bytes: predicted %.3f ms (roofline)\n", (long long)fv, (long long)bv, t * 1e3);
       total += t;

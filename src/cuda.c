@@ -7,26 +7,29 @@
  * memory, grid of blocks over the SMs -- and every kernel of a Program is mapped top-down onto
  * it, once, with every extent, size and stride an argument: one module serves every shape.
  *   - Elementwise and general loop nests: a thread per element of the innermost axis (x), the
- *     other axes flattened into rows (y); both grid-stride.  Where the innermost axis is
- *     contiguous a second variant moves four elements per thread with 16-byte loads and stores.
- *     Index math is 64-bit, but only a 64-bit add per element: divisions happen once per row.
+ *     other axes flattened into rows (y), both grid-stride; the host fits the block's shape to
+ *     the extents.  Where the innermost axis is contiguous a variant moves four elements per
+ *     thread with 16-byte loads and stores.  Index math is 64-bit but costs one add per
+ *     element: the divisions that unflatten a row happen once per row.
  *   - Row-wise kernels (softmax, layernorm: Kernel.nouter > 0) and reductions along an axis:
- *     one warp per row (8 rows per block) or one block of 256 or 1024 threads per row.  Per-row
+ *     a warp per row (8 rows per block), or a block of 256 or 1024 threads per row.  Per-row
  *     scalars live in registers; per-row arrays without a reduction are recomputed where they
  *     are read (exp(x - m) costs less than a round trip to memory); a reduction is a strided
  *     loop per thread, butterfly shuffles (__shfl_xor_sync) inside each warp, then one slot per
- *     warp in shared memory, read back in one order by every thread.
- *   - Reductions to a scalar: a grid of blocks writes partial results, the last block to
- *     finish (an atomic ticket) combines them in a fixed order: deterministic, one launch.
- *   - Contractions (sum over k of a product of two plain loads, optionally batched, with any
- *     elementwise epilogue around the sum): block tiles of C with A and B staged through
- *     shared memory in k-steps, two buffers filled by cp.async from sm_80 on (plain loads
- *     before), 8x8 (or 4x4) outputs per thread in registers, bounds-checked edges, exact f32
- *     FMA.  A few tile shapes are compiled; at run time a model picks one, and a split of K
- *     (partial tiles summed in order by a second kernel) for shapes with few tiles.
- * The model (section "the model") reads only the hw file (or the device): FLOPs over the
- * SMs' peak scaled by the tile's FLOPs per shared-memory byte, bytes over L2 and HBM
- * bandwidth, padding of partial tiles, and waves: ceil(blocks / (SMs x blocks per SM)).
+ *     warp in shared memory, read back in one order by every thread (deterministic).
+ *   - Reductions to one value: the blocks write partial results and the last block to finish
+ *     (an atomic ticket) combines them in block order: deterministic, one launch.
+ *   - Contractions (cpu.c's structural test, widened to any epilogue around the sum): a block
+ *     per tile of C and batch, A and B tiles staged through shared memory in k-steps, two
+ *     buffers filled by cp.async from sm_80 on (plain loads before), 8x8 (or 4x4) outputs per
+ *     thread in registers, bounds-checked edges, exact f32 FMA.  The tile code is one template
+ *     in the prelude; five tile shapes are compiled, and a split of K (partial tiles summed in
+ *     order by a second kernel) serves shapes with few tiles.
+ * The model ("the model" below) picks a variant per kernel and shape at run time, from the
+ * hw file or the device only: FLOPs over the SMs' peak scaled by the tile's FLOPs per
+ * shared-memory byte and by the warps resident, bytes over L2 and HBM bandwidth, the padding
+ * of partial tiles, and waves = ceil(blocks / (SMs x blocks per SM)); two fixed costs (a
+ * wave's pipeline fill, the split's extra launch) are assumptions stated where they are.
  *
  * Semantics follow eval.c: f32 arithmetic in f32 (FMA contraction allowed), integers wrap,
  * floor division and modulo like Python, saturating float-to-int casts, NaN-propagating max
@@ -34,10 +37,15 @@
  * checked access out of range or an integer division by zero sets an error word; the caller
  * then re-runs the reference evaluator for the exact message, as with the CPU back end.
  *
- * Limits: f32 contractions only (f64 ones run as loop kernels); no tensor cores (tf32 would
- * be an opt-in); rows of a row-wise kernel are not split across blocks, so a few very long
- * rows use few SMs; transposes are not staged through shared memory; inputs must be
- * contiguous.  Test hooks: $DYN_NVRTC and $DYN_CUDA_DRIVER name the libraries to open.
+ * Every kernel names its blocks per SM in __launch_bounds__ (ptxas otherwise picks a register
+ * target of its own and spills below it), and index division avoids the 64-bit division
+ * routine: ptxas -v reports no spills for any stdlib kernel on sm_80 and sm_90.
+ *
+ * Limits: f32 contractions only (f64 ones run as loop kernels); no tensor cores (a tf32
+ * mma.sync path would be an opt-in); rows of a row-wise kernel are not split across blocks,
+ * so a few very long rows use few SMs; transposes are not staged through shared memory;
+ * inputs must be contiguous.  Test hooks: $DYN_NVRTC and $DYN_CUDA_DRIVER name the libraries
+ * to open (tests/cuda/fakecuda.cc runs the generated code on the CPU through them).
  */
 #include "config.h"
 #include "dyn.h"
@@ -110,7 +118,7 @@ typedef struct Lib {
   bool ok;
   void *handle;
   char path[512];
-  char why[512];
+  char why[1024];
 } Lib;
 
 static Lib drv_lib = {PTHREAD_ONCE_INIT, false, NULL, "", ""};
@@ -230,7 +238,7 @@ static const char *cu_err(CUresult r) {
 
 /* The arguments of a kernel: one 8-byte word each (a pointer or an i64), in this order. */
 enum { F_PTR, F_STRIDE, F_DIM, F_EXT, F_SIZE, F_ERR, F_WS, F_SPLITS, F_AVEC, F_BVEC };
-typedef struct Field { int kind, slot, dim, axis; const Poly *size; char name[80]; } Field;
+typedef struct Field { int kind, slot, dim, axis; const Poly *size; char name[112]; } Field;
 
 /* The compiled variants of a kernel. */
 enum { V_LOOP, V_LOOP4, V_WARP, V_BLOCK256, V_BLOCK1024, V_GRID, V_GEMM, V_SPLITK };
@@ -397,7 +405,7 @@ static void name_axes_in(CudaProgram *cp, const KExpr *e, int *bound, int nb, ch
     for (int r = 0; r < e->nraxes && n2 < 64; r++) {
       int ax = e->raxes[r];
       for (int i = 0; i < n2; i++)
-        if (!strcmp(names[bound[i]], names[ax])) {
+        if (!strcmp(names[b2[i]], names[ax])) {
           char t[128];
           snprintf(t, sizeof t, "%s_%d", names[ax], ax);
           names[ax] = arena_strndup(cp->ar, t, strlen(t));
@@ -534,7 +542,7 @@ static void uses_of(const CudaProgram *cp, const KExpr *e, Uses *u) {
   for (int i = 0; i < e->n; i++) uses_of(cp, e->a[i], u);
 }
 
-static void add_field(CudaProgram *cp, CK *ck, int kind, int slot, int dim, int axis, const Poly *size, const char *name) {
+static void add_field(CK *ck, int kind, int slot, int dim, int axis, const Poly *size, const char *name) {
   ck->f = xrealloc(ck->f, sizeof(Field) * (size_t)(ck->nf + 1));
   Field *f = &ck->f[ck->nf++];
   memset(f, 0, sizeof *f);
@@ -544,16 +552,15 @@ static void add_field(CudaProgram *cp, CK *ck, int kind, int slot, int dim, int 
   f->axis = axis;
   f->size = size;
   /* field names only need to differ from each other */
-  char cand[96];
-  snprintf(cand, sizeof cand, "%s", name);
+  char cand[100];
+  snprintf(cand, sizeof cand, "%.80s", name);
   for (int k = 2;; k++) {
     bool clash = false;
     for (int i = 0; i < ck->nf - 1 && !clash; i++) clash = !strcmp(ck->f[i].name, cand);
     if (!clash) break;
-    snprintf(cand, sizeof cand, "%s_%d", name, k);
+    snprintf(cand, sizeof cand, "%.80s_%d", name, k);
   }
   snprintf(f->name, sizeof f->name, "%s", cand);
-  (void)cp;
 }
 
 static void build_fields(CudaProgram *cp, CK *ck) {
@@ -573,26 +580,30 @@ static void build_fields(CudaProgram *cp, CK *ck) {
     uses_of(cp, st->expr, &u);
   }
   for (int i = 0; i < p->nslots; i++)
-    if (u.rd[i] || u.wr[i]) add_field(cp, ck, F_PTR, i, 0, 0, NULL, cp->sname[i]);
+    if (u.rd[i] || u.wr[i]) add_field(ck, F_PTR, i, 0, 0, NULL, cp->sname[i]);
   for (int i = 0; i < p->nslots; i++)
     if (u.rd[i] || u.wr[i])
       for (int d = 0; d + 1 < p->slots[i].type.rank; d++) {
         char nm[96];
         snprintf(nm, sizeof nm, "%s_s%d", cp->sname[i], d);
-        add_field(cp, ck, F_STRIDE, i, d, 0, NULL, nm);
+        add_field(ck, F_STRIDE, i, d, 0, NULL, nm);
       }
   for (int i = 0; i < p->nslots; i++)
     if (u.chk[i])
       for (int d = 0; d < p->slots[i].type.rank; d++) {
         char nm[96];
         snprintf(nm, sizeof nm, "%s_d%d", cp->sname[i], d);
-        add_field(cp, ck, F_DIM, i, d, 0, NULL, nm);
+        add_field(ck, F_DIM, i, d, 0, NULL, nm);
       }
   for (int a = 0; a < p->naxes; a++)
     if (u.ext[a]) {
+      /* axes of one extent share its field */
+      bool dup = false;
+      for (int i = 0; i < ck->nf && !dup; i++) dup = ck->f[i].kind == F_EXT && ck->f[i].size == p->axes[a].extent;
+      if (dup) continue;
       char nm[96];
       snprintf(nm, sizeof nm, "ext_%s", cp->aname[a]);
-      add_field(cp, ck, F_EXT, 0, 0, a, NULL, nm);
+      add_field(ck, F_EXT, 0, 0, a, p->axes[a].extent, nm);
     }
   for (int i = 0; i < u.nsizes; i++) {
     Buf t = {0};
@@ -600,17 +611,17 @@ static void build_fields(CudaProgram *cp, CK *ck) {
     char nm[96] = "sz_";
     sanitize(t.s, nm + 3, sizeof nm - 3);
     buf_free(&t);
-    add_field(cp, ck, F_SIZE, 0, 0, 0, u.sizes[i], nm);
+    add_field(ck, F_SIZE, 0, 0, 0, u.sizes[i], nm);
   }
   ck->err = false;
   for (int s = 0; s < kn->nstages; s++)
     if (!cp->inl[kn->stages[s].out]) ck->err = ck->err || needs_err(cp, kn->stages[s].expr);
-  if (ck->err) add_field(cp, ck, F_ERR, 0, 0, 0, NULL, "err");
-  if (ck->kind == CK_GEMM || (ck->kind == CK_SCALAR && ck->ncoop == 1)) add_field(cp, ck, F_WS, 0, 0, 0, NULL, "ws");
+  if (ck->err) add_field(ck, F_ERR, 0, 0, 0, NULL, "err");
+  if (ck->kind == CK_GEMM || (ck->kind == CK_SCALAR && ck->ncoop == 1)) add_field(ck, F_WS, 0, 0, 0, NULL, "ws");
   if (ck->kind == CK_GEMM) {
-    add_field(cp, ck, F_SPLITS, 0, 0, 0, NULL, "splits");
-    add_field(cp, ck, F_AVEC, 0, 0, 0, NULL, "a_vec");
-    add_field(cp, ck, F_BVEC, 0, 0, 0, NULL, "b_vec");
+    add_field(ck, F_SPLITS, 0, 0, 0, NULL, "splits");
+    add_field(ck, F_AVEC, 0, 0, 0, NULL, "a_vec");
+    add_field(ck, F_BVEC, 0, 0, 0, NULL, "b_vec");
   }
   free(u.rd);
   free(u.wr);
@@ -715,7 +726,7 @@ static void analyse(CudaProgram *cp) {
         ck->o_contig = count_contig(ck->coop->a[0], oin);
       }
       DynElem oe = p->slots[st0->out].type.elem;
-      ck->vec4 = cp->buf[st0->out] && (oe == DYN_F32 || oe == DYN_I32);
+      ck->vec4 = cp->buf[st0->out] && (oe == DYN_F32 || oe == DYN_I32) && !count_reduce(st0->expr);
       if (ck->vec4) find_vec(cp, st0->expr, st0->axes[st0->naxes - 1], ck);
     }
     switch (ck->kind) {
@@ -776,6 +787,22 @@ static const char PRELUDE[] =
   "__device__ __forceinline__ i64 dyn_neg(i64 x) { return (i64)(0ull - (u64)x); }\n"
   "__device__ __forceinline__ int dyn_abs(int x) { return x < 0 ? dyn_neg(x) : x; }\n"
   "__device__ __forceinline__ i64 dyn_abs(i64 x) { return x < 0 ? dyn_neg(x) : x; }\n"
+  "\n"
+  "/* q / d for q >= 0, d > 0: the index arithmetic of flattened loops, once per row.  32-bit\n"
+  " * division when both fit; else long division (64 steps, no call to the 64-bit division\n"
+  " * routine, whose saved registers ptxas would report as spills). */\n"
+  "__device__ __forceinline__ i64 dyn_udiv(i64 q, i64 d) {\n"
+  "  if ((((u64)q | (u64)d) >> 32) == 0) return (i64)((unsigned)q / (unsigned)d);\n"
+  "  u64 n = (u64)q, r = 0, quo = 0;\n"
+  "  for (int i = 63; i >= 0; i--) {\n"
+  "    r = r << 1 | (n >> i & 1);\n"
+  "    if (r >= (u64)d) {\n"
+  "      r -= (u64)d;\n"
+  "      quo |= 1ull << i;\n"
+  "    }\n"
+  "  }\n"
+  "  return (i64)quo;\n"
+  "}\n"
   "\n"
   "/* Floor division and modulo, like Python; a zero divisor sets the error flag. */\n"
   "template <typename T> __device__ __forceinline__ T dyn_div(T x, T y, int &bad) {\n"
@@ -889,12 +916,12 @@ static const char PRELUDE[] =
   "}\n"
   "\n"
   "/* Stage a ROWS x COLS tile into shared memory (row pitch LD floats): element (r, c) is\n"
-  " * g[(r0 + r) * sr + (c0 + c) * sc] when r0 + r < nr and c0 + c < nc, else 0 (the edges of\n"
-  " * any shape).  With vec (sc == 1, sr and the base 16-byte aligned: the host checks) four\n"
-  " * columns move per 16-byte copy; else one float per copy, consecutive threads along the\n"
-  " * columns, or along the rows when ROW_FAST (the rows are contiguous in memory: a transpose). */\n"
+  " * g[r * sr + c * sc] when r < nr and c < nc, else 0 (the edges of any shape).  With vec\n"
+  " * (sc == 1, sr and g 16-byte aligned: the host checks) four columns move per 16-byte copy;\n"
+  " * else one float per copy, consecutive threads along the columns, or along the rows when\n"
+  " * ROW_FAST (the rows are contiguous in memory: a transpose on the way). */\n"
   "template <int ROWS, int COLS, int LD, int THREADS, bool ROW_FAST>\n"
-  "__device__ __forceinline__ void dyn_tile_load(float *s, const float *g, i64 r0, i64 c0, i64 nr, i64 nc, i64 sr, i64 sc, bool vec) {\n"
+  "__device__ __forceinline__ void dyn_tile_load(float *s, const float *g, int nr, i64 nc, i64 sr, i64 sc, bool vec) {\n"
   "  if (!ROW_FAST && vec) {\n"
   "    constexpr int C4 = COLS / 4, N = ROWS * C4;\n"
   "#pragma unroll 1\n"
@@ -902,9 +929,9 @@ static const char PRELUDE[] =
   "      const int t = threadIdx.x + i * THREADS;\n"
   "      if (N % THREADS != 0 && t >= N) break;\n"
   "      const int r = t / C4, c = t % C4 * 4;\n"
-  "      const i64 gr = r0 + r, gc = c0 + c, left = nc - gc;\n"
-  "      const int bytes = gr < nr && left > 0 ? (left >= 4 ? 16 : (int)left * 4) : 0;\n"
-  "      dyn_cp16(s + r * LD + c, bytes ? g + gr * sr + gc : g, bytes);\n"
+  "      const i64 left = nc - c;\n"
+  "      const int bytes = r < nr && left > 0 ? (left >= 4 ? 16 : (int)left * 4) : 0;\n"
+  "      dyn_cp16(s + r * LD + c, bytes ? g + r * sr + c : g, bytes);\n"
   "    }\n"
   "  } else {\n"
   "    constexpr int N = ROWS * COLS;\n"
@@ -913,9 +940,8 @@ static const char PRELUDE[] =
   "      const int t = threadIdx.x + i * THREADS;\n"
   "      if (N % THREADS != 0 && t >= N) break;\n"
   "      const int r = ROW_FAST ? t % ROWS : t / COLS, c = ROW_FAST ? t / ROWS : t % COLS;\n"
-  "      const i64 gr = r0 + r, gc = c0 + c;\n"
-  "      const bool in = gr < nr && gc < nc;\n"
-  "      dyn_cp4(s + r * LD + c, in ? g + gr * sr + gc * sc : g, in ? 4 : 0);\n"
+  "      const bool in = r < nr && c < nc;\n"
+  "      dyn_cp4(s + r * LD + c, in ? g + r * sr + c * sc : g, in ? 4 : 0);\n"
   "    }\n"
   "  }\n"
   "}\n"
@@ -940,12 +966,13 @@ static const char PRELUDE[] =
   "  static __device__ __forceinline__ int col(int tx, int j) {\n"
   "    return SB_KC ? tx + (BN / TN) * j : (j / 4) * (BN * 4 / TN) + tx * 4 + j % 4;\n"
   "  }\n"
-  "  static __device__ __forceinline__ void load(float *sa, float *sb, const float *A, const float *B, i64 m0, i64 n0, i64 k0,\n"
-  "                                              i64 k1, i64 M, i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {\n"
-  "    if (A_KC) dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, A, m0, k0, M, k1, a_sm, a_sk, avec);\n"
-  "    else dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, A, k0, m0, k1, M, a_sk, a_sm, avec);\n"
-  "    if (SB_KC) dyn_tile_load<BR, BC, BLD, THREADS, false>(sb, B, n0, k0, N, k1, b_sn, b_sk, bvec);\n"
-  "    else dyn_tile_load<BR, BC, BLD, THREADS, B_KC>(sb, B, k0, n0, k1, N, b_sk, b_sn, bvec && !B_KC);\n"
+  "  /* the tiles at ga and gb: ma rows of A and nb columns of B left in the block's tile, kl of k */\n"
+  "  static __device__ __forceinline__ void load(float *sa, float *sb, const float *ga, const float *gb, int ma, int nb, i64 kl,\n"
+  "                                              i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {\n"
+  "    if (A_KC) dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, ga, ma, kl, a_sm, a_sk, avec);\n"
+  "    else dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, ga, kl < BK ? (int)kl : BK, ma, a_sk, a_sm, avec);\n"
+  "    if (SB_KC) dyn_tile_load<BR, BC, BLD, THREADS, false>(sb, gb, nb, kl, b_sn, b_sk, bvec);\n"
+  "    else dyn_tile_load<BR, BC, BLD, THREADS, B_KC>(sb, gb, kl < BK ? (int)kl : BK, nb, b_sk, b_sn, bvec && !B_KC);\n"
   "  }\n"
   "  /* One k-step: the operand that keeps k contiguous is read a quad of k at a time (float4\n"
   "   * along k), the other one k at a time (float4 along m or n). */\n"
@@ -1004,18 +1031,25 @@ static const char PRELUDE[] =
   "      }\n"
   "    }\n"
   "  }\n"
-  "  /* acc += A[m0 .. m0 + BM, k0 .. k1) . B[k0 .. k1, n0 .. n0 + BN) */\n"
+  "  /* acc += A[m0 .. m0 + BM, k0 .. k1) . B[k0 .. k1, n0 .. n0 + BN); the tile's origins move\n"
+  "   * by a k-step each time, so only two pointers and the extents left stay live */\n"
   "  static __device__ __forceinline__ void run(float (&acc)[TM][TN], float *sa, float *sb, const float *A, const float *B, i64 m0,\n"
   "                                             i64 n0, i64 k0, i64 k1, i64 M, i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn,\n"
   "                                             bool avec, bool bvec) {\n"
   "    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);\n"
   "    const int nt = k1 > k0 ? (int)((k1 - k0 + BK - 1) / BK) : 0;\n"
-  "    if (nt > 0) load(sa, sb, A, B, m0, n0, k0, k1, M, N, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
+  "    const int ma = M - m0 < BM ? (int)(M - m0) : BM, nb = N - n0 < BN ? (int)(N - n0) : BN;\n"
+  "    const float *ga = A + m0 * a_sm + k0 * a_sk, *gb = B + k0 * b_sk + n0 * b_sn;\n"
+  "    i64 kl = k1 - k0;\n"
+  "    if (nt > 0) load(sa, sb, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
   "    dyn_cp_commit();\n"
   "    for (int t = 0; t < nt; t++) {\n"
-  "      if (t + 1 < nt)\n"
-  "        load(sa + ((t + 1) & 1) * ATILE, sb + ((t + 1) & 1) * BTILE, A, B, m0, n0, k0 + (i64)(t + 1) * BK, k1, M, N, a_sm,\n"
-  "             a_sk, b_sk, b_sn, avec, bvec);\n"
+  "      if (t + 1 < nt) {\n"
+  "        ga += BK * a_sk;\n"
+  "        gb += BK * b_sk;\n"
+  "        kl -= BK;\n"
+  "        load(sa + ((t + 1) & 1) * ATILE, sb + ((t + 1) & 1) * BTILE, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
+  "      }\n"
   "      dyn_cp_commit();\n"
   "      dyn_cp_wait<1>();\n"
   "      __syncthreads();\n"
@@ -1123,12 +1157,12 @@ static bool simple(const char *s) {
   return *s != 0;
 }
 
-static const char *field_name(const CK *ck, int kind, int slot, int dim, int axis, const Poly *size) {
+static const char *field_name(const CK *ck, int kind, int slot, int dim, const Poly *size) {
   for (int i = 0; i < ck->nf; i++) {
     const Field *f = &ck->f[i];
     if (f->kind != kind) continue;
     if ((kind == F_PTR && f->slot == slot) || (kind == F_STRIDE && f->slot == slot && f->dim == dim) ||
-        (kind == F_DIM && f->slot == slot && f->dim == dim) || (kind == F_EXT && f->axis == axis) ||
+        (kind == F_DIM && f->slot == slot && f->dim == dim) || (kind == F_EXT && f->size == size) ||
         (kind == F_SIZE && f->size == size) || kind >= F_ERR)
       return f->name;
   }
@@ -1136,7 +1170,7 @@ static const char *field_name(const CK *ck, int kind, int slot, int dim, int axi
 }
 
 static const char *ext_of(Rd *r, int axis) {
-  return arena_printf(r->cp->ar, "a.%s", field_name(r->ck, F_EXT, 0, 0, axis, NULL));
+  return arena_printf(r->cp->ar, "a.%s", field_name(r->ck, F_EXT, 0, 0, r->p->axes[axis].extent));
 }
 
 /* The element offset of slot at the given subscripts: the last stride is 1. */
@@ -1149,8 +1183,8 @@ static void offset_text(Rd *r, int slot, const char *const *subs, int n, Buf *o)
     if (k) buf_puts(o, " + ");
     bool last = k == n - 1;
     if (last) buf_puts(o, subs[k]);
-    else if (simple(subs[k])) buf_printf(o, "%s * a.%s", subs[k], field_name(r->ck, F_STRIDE, slot, k, 0, NULL));
-    else buf_printf(o, "(%s) * a.%s", subs[k], field_name(r->ck, F_STRIDE, slot, k, 0, NULL));
+    else if (simple(subs[k])) buf_printf(o, "%s * a.%s", subs[k], field_name(r->ck, F_STRIDE, slot, k, NULL));
+    else buf_printf(o, "(%s) * a.%s", subs[k], field_name(r->ck, F_STRIDE, slot, k, NULL));
   }
 }
 
@@ -1181,7 +1215,32 @@ static const char *ex_as_str(Rd *r, const KExpr *e, DynElem t) {
   return s;
 }
 
-static const char *paren(Rd *r, const char *s) { return simple(s) ? s : arena_printf(r->cp->ar, "(%s)", s); }
+/* A primary or postfix expression (a name, a call, an index, a parenthesised expression, a
+ * cast of one, a lambda called): safe as the operand of any operator. */
+static bool primary(const char *s, size_t n) {
+  if (n == 0) return false;
+  bool id = true;
+  for (size_t i = 0; i < n && id; i++)
+    id = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+         s[i] == '.' || s[i] == ':';
+  if (id) return true;
+  if (n >= 3 && !strncmp(s, "[&]", 3) && s[n - 1] == '}') return true;
+  char last = s[n - 1];
+  if (last != ')' && last != ']') return false;
+  int depth = 0;
+  size_t j = n;
+  while (j > 0) {
+    char c = s[--j];
+    if (c == ')' || c == ']' || c == '}') depth++;
+    else if (c == '(' || c == '[' || c == '{') {
+      if (--depth == 0) break;
+    }
+  }
+  if (depth != 0) return false;
+  return j == 0 || primary(s, j);
+}
+
+static const char *paren(Rd *r, const char *s) { return primary(s, strlen(s)) ? s : arena_printf(r->cp->ar, "(%s)", s); }
 
 /* True when a load's subscripts are the kernel's row axes, in order. */
 static bool row_subscripts(const CK *ck, const KExpr *e) {
@@ -1221,7 +1280,7 @@ static void ex_load(Rd *r, const KExpr *e, Buf *o) {
   const char *subs[2 * DYN_MAX_RANK];
   for (int k = 0; k < e->n && k < 2 * DYN_MAX_RANK; k++) subs[k] = ex_as_str(r, e->a[k], DYN_I64);
   DynElem t = sl->type.elem;
-  const char *ptr = field_name(r->ck, F_PTR, s, 0, 0, NULL);
+  const char *ptr = field_name(r->ck, F_PTR, s, 0, NULL);
   Buf val = {0};
   if (e->checked) {
     /* bounds checked: out of range sets the error flag and reads nothing */
@@ -1233,7 +1292,7 @@ static void ex_load(Rd *r, const KExpr *e, Buf *o) {
     }
     buf_puts(&val, "; if (");
     for (int k = 0; k < e->n; k++)
-      buf_printf(&val, "%s%s < 0 || %s >= a.%s", k ? " || " : "", names[k], names[k], field_name(r->ck, F_DIM, s, k, 0, NULL));
+      buf_printf(&val, "%s%s < 0 || %s >= a.%s", k ? " || " : "", names[k], names[k], field_name(r->ck, F_DIM, s, k, NULL));
     buf_printf(&val, ") { bad_ = 1; return 0; } return %sa.%s[", r->wr[s] ? "" : "__ldg(&", ptr);
     offset_text(r, s, names, e->n, &val);
     buf_printf(&val, "]%s; }()", r->wr[s] ? "" : ")");
@@ -1268,10 +1327,6 @@ static void ex_reduce(Rd *r, const KExpr *e, Buf *o) {
   ex_as(r, e->a[0], at, o);
   buf_printf(o, "); return %s; }()", acc);
   for (int i = 0; i < e->nraxes; i++) r->ax[e->raxes[i]] = NULL;
-  if (at != e->ty) {
-    /* bool results of a max or min over bools */
-    (void)0;
-  }
 }
 
 static const char *fn1(OpKind op, bool f32) {
@@ -1304,7 +1359,7 @@ static void ex(Rd *r, const KExpr *e, Buf *o) {
     buf_puts(o, r->ax[e->axis] ? r->ax[e->axis] : "missing_axis_");
     return;
   case KX_SIZE:
-    cast_text(o, DYN_I64, e->ty, arena_printf(r->cp->ar, "a.%s", field_name(r->ck, F_SIZE, 0, 0, 0, e->size)));
+    cast_text(o, DYN_I64, e->ty, arena_printf(r->cp->ar, "a.%s", field_name(r->ck, F_SIZE, 0, 0, e->size)));
     return;
   case KX_LOAD:
     ex_load(r, e, o);
@@ -1331,15 +1386,18 @@ static void ex(Rd *r, const KExpr *e, Buf *o) {
   case KX_UN: {
     bool fl = elem_is_float(e->ty), f32 = e->ty == DYN_F32;
     const char *x = ex_as_str(r, e->a[0], e->op == OP_NOT ? DYN_BOOL : e->ty);
-    const char *one = f32 ? "1.0f" : "1.0";
     switch (e->op) {
     case OP_NOT: buf_printf(o, "(!%s)", paren(r, x)); return;
     case OP_NEG:
       if (fl) buf_printf(o, "(-%s)", paren(r, x));
       else buf_printf(o, "dyn_neg(%s)", x);
       return;
-    case OP_RSQRT: buf_printf(o, "(%s / %s(%s))", one, f32 ? "sqrtf" : "sqrt", x); return;
-    case OP_SIGMOID: buf_printf(o, "(%s / (%s + %s(-%s)))", one, one, f32 ? "expf" : "exp", paren(r, x)); return;
+    case OP_RSQRT:
+      buf_printf(o, "(%s / %s(%s))", f32 ? "1.0f" : "1.0", f32 ? "sqrtf" : "sqrt", x);
+      return;
+    case OP_SIGMOID:
+      buf_printf(o, "(%s / (%s + %s(-%s)))", f32 ? "1.0f" : "1.0", f32 ? "1.0f" : "1.0", f32 ? "expf" : "exp", paren(r, x));
+      return;
     case OP_ABS:
       if (!fl) {
         buf_printf(o, "dyn_abs(%s)", x);
@@ -1406,7 +1464,7 @@ static void ex(Rd *r, const KExpr *e, Buf *o) {
 /* slot[subs] = val (val of type vt) */
 static void store_text(Rd *r, int slot, const char *const *subs, int n, const char *val, DynElem vt, Buf *o) {
   DynElem t = r->p->slots[slot].type.elem;
-  buf_printf(o, "a.%s[", field_name(r->ck, F_PTR, slot, 0, 0, NULL));
+  buf_printf(o, "a.%s[", field_name(r->ck, F_PTR, slot, 0, NULL));
   offset_text(r, slot, subs, n, o);
   buf_puts(o, "] = ");
   if (t == DYN_BOOL) {
@@ -1418,4 +1476,1623 @@ static void store_text(Rd *r, int slot, const char *const *subs, int n, const ch
     cast_text(o, vt, t, val);
     buf_puts(o, ";");
   }
+}
+
+/* ---- rendering: kernels --------------------------------------------------------------------- */
+
+static void indent(Buf *o, int n) { buf_printf(o, "%*s", n, ""); }
+
+/* The axes as text "b, n" */
+static void axes_list(const CudaProgram *cp, const int *ax, int n, Buf *o) {
+  for (int i = 0; i < n; i++) buf_printf(o, "%s%s", i ? ", " : "", cp->p->axes[ax[i]].name);
+}
+
+/* The product of extents of axes, as a C expression ("1" for none). */
+static const char *ext_product(Rd *r, const int *ax, int n) {
+  if (!n) return "1";
+  Buf b = {0};
+  for (int i = 0; i < n; i++) buf_printf(&b, "%s%s", i ? " * " : "", ext_of(r, ax[i]));
+  const char *s = arena_strndup(r->cp->ar, b.s, b.len);
+  buf_free(&b);
+  return s;
+}
+
+/* Bind axes[0..n) to the flat index `var`, innermost last: divisions once per row. */
+static void decompose(Rd *r, const int *ax, int n, const char *var, int ind) {
+  Buf *o = r->o;
+  if (n == 1) {
+    indent(o, ind);
+    buf_printf(o, "const i64 %s = %s;\n", r->cp->aname[ax[0]], var);
+  } else if (n > 1) {
+    indent(o, ind);
+    buf_printf(o, "i64 q_ = %s, d_;\n", var);
+    for (int i = n - 1; i >= 0; i--) {
+      indent(o, ind);
+      if (i) {
+        const char *e = ext_of(r, ax[i]);
+        buf_printf(o, "d_ = dyn_udiv(q_, %s);\n", e);
+        indent(o, ind);
+        buf_printf(o, "const i64 %s = q_ - d_ * %s;\n", r->cp->aname[ax[i]], e);
+        indent(o, ind);
+        buf_puts(o, "q_ = d_;\n");
+      } else {
+        buf_printf(o, "const i64 %s = q_;\n", r->cp->aname[ax[i]]);
+      }
+    }
+  }
+  for (int i = 0; i < n; i++) r->ax[ax[i]] = r->cp->aname[ax[i]];
+}
+
+static void stage_comment(Rd *r, const Kernel *kn, const Stage *st, int ind, const char *note) {
+  const Program *p = r->p;
+  Buf b = {0};
+  buf_printf(&b, "%s", p->slots[st->out].name);
+  int n = kn->nouter + st->naxes;
+  if (n) {
+    buf_putc(&b, '[');
+    axes_list(r->cp, kn->outer, kn->nouter, &b);
+    if (kn->nouter && st->naxes) buf_puts(&b, ", ");
+    axes_list(r->cp, st->axes, st->naxes, &b);
+    buf_putc(&b, ']');
+  }
+  buf_puts(&b, " = ");
+  kx_print(p, st->expr, &b);
+  /* no comment terminator inside the text */
+  for (char *c = b.s; (c = strstr(c, "*/")); c++) c[1] = '.';
+  indent(r->o, ind);
+  buf_printf(r->o, "/* %s%s%s */\n", b.s, note ? ": " : "", note ? note : "");
+  buf_free(&b);
+}
+
+static void render_args(Rd *r) {
+  CK *ck = r->ck;
+  const Program *p = r->p;
+  Buf *o = r->o;
+  buf_printf(o, "/* The arguments of %s: 8-byte words in this order (the host fills them). */\nstruct %s_args {\n", ck->base, ck->base);
+  for (int i = 0; i < ck->nf; i++) {
+    const Field *f = &ck->f[i];
+    Buf c = {0};
+    const Slot *sl = f->kind <= F_DIM ? &p->slots[f->slot] : NULL;
+    switch (f->kind) {
+    case F_PTR: {
+      static const char *kinds[] = {"input", "size", "temporary", "per-row array", "output", "inlined"};
+      buf_printf(&c, "%s %s ", kinds[sl->kind], sl->name);
+      type_str(&sl->type, &c);
+      buf_printf(o, "  %s%s *%s;", r->wr[f->slot] ? "" : "const ", mty(sl->type.elem), f->name);
+      break;
+    }
+    case F_STRIDE:
+      buf_printf(&c, "stride of %s along dimension %d, in elements (the last is 1)", sl->name, f->dim);
+      buf_printf(o, "  i64 %s;", f->name);
+      break;
+    case F_DIM:
+      buf_printf(&c, "dimension %d of %s, for the checked accesses", f->dim, sl->name);
+      buf_printf(o, "  i64 %s;", f->name);
+      break;
+    case F_EXT:
+      buf_printf(&c, "extent of %s: ", p->axes[f->axis].name);
+      poly_str(p->axes[f->axis].extent, &c);
+      buf_printf(o, "  i64 %s;", f->name);
+      break;
+    case F_SIZE:
+      buf_puts(&c, "the size ");
+      poly_str(f->size, &c);
+      buf_printf(o, "  i64 %s;", f->name);
+      break;
+    case F_ERR:
+      buf_puts(&c, "set to 1 on a run-time error (the reference evaluator then explains it)");
+      buf_printf(o, "  int *%s;", f->name);
+      break;
+    case F_WS:
+      buf_puts(&c, ck->kind == CK_GEMM ? "workspace: the partial tiles of a split K" : "workspace: a ticket, then the blocks' partial results");
+      buf_printf(o, "  void *%s;", f->name);
+      break;
+    case F_SPLITS:
+      buf_puts(&c, "how many parts K is split into (1: none)");
+      buf_printf(o, "  i64 %s;", f->name);
+      break;
+    default:
+      buf_printf(&c, "nonzero: %s may be copied 16 bytes at a time", f->kind == F_AVEC ? "A" : "B");
+      buf_printf(o, "  i64 %s;", f->name);
+      break;
+    }
+    size_t col = o->len - (size_t)(strrchr(o->s, '\n') - o->s) - 1;
+    buf_printf(o, "%*s/* %s */\n", col < 36 ? (int)(36 - col) : 1, "", c.s);
+    buf_free(&c);
+  }
+  buf_puts(o, "};\n\n");
+}
+
+/* __launch_bounds__ always names the blocks per SM: with the threads alone, ptxas aims at a
+ * register count of its own and spills below it. */
+static void kernel_open(Rd *r, const Var *v, int min_blocks) {
+  buf_printf(r->o, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(const %s_args a) {\n", v->threads,
+             min_blocks > 1 ? min_blocks : 1, v->name, r->ck->base);
+  if (r->ck->err) buf_puts(r->o, "  int bad_ = 0;\n");
+}
+
+static void kernel_close(Rd *r) {
+  if (r->ck->err) buf_puts(r->o, "  if (bad_) *a.err = 1;\n");
+  buf_puts(r->o, "}\n\n");
+}
+
+static void reset_axes(Rd *r) {
+  for (int a = 0; a < r->p->naxes; a++) r->ax[a] = NULL;
+}
+
+/* Elementwise and general loop nests: a thread per element of the innermost axis. */
+static void render_loop(Rd *r, const Var *v) {
+  CK *ck = r->ck;
+  CudaProgram *cp = r->cp;
+  const Stage *st = &ck->kn->stages[0];
+  Buf *o = r->o;
+  int na = st->naxes, inner = st->axes[na - 1];
+  bool v4 = v->kind == V_LOOP4;
+  const char *in = cp->aname[inner];
+  DynElem ot = r->p->slots[st->out].type.elem;
+  buf_printf(o, "/* %s, variant %s:\n", ck->base, v4 ? "loop4" : "loop");
+  if (na > 1) {
+    buf_printf(o, " *   grid:   blocks over (rows of ");
+    axes_list(cp, st->axes, na - 1, o);
+    buf_printf(o, ") x (%s), grid-stride in both\n", r->p->axes[inner].name);
+  } else {
+    buf_printf(o, " *   grid:   blocks over %s, grid-stride\n", r->p->axes[inner].name);
+  }
+  buf_printf(o, " *   block:  256 threads, blockDim.x along %s, blockDim.y along the rows (the host fits them to the shape)\n",
+             r->p->axes[inner].name);
+  if (v4)
+    buf_printf(o, " *   thread: four consecutive elements of %s, 16-byte loads and stores where the last axis is\n"
+                  " *           contiguous (the host checks the alignment) */\n", r->p->axes[inner].name);
+  else
+    buf_printf(o, " *   thread: one element of %s; reductions run in the thread */\n", r->p->axes[inner].name);
+  kernel_open(r, v, 1);
+  reset_axes(r);
+  buf_printf(o, "  const i64 nrows_ = %s;\n", ext_product(r, st->axes, na - 1));
+  buf_puts(o, "  for (i64 row_ = (i64)blockIdx.y * blockDim.y + threadIdx.y; row_ < nrows_; row_ += (i64)gridDim.y * blockDim.y) {\n");
+  decompose(r, st->axes, na - 1, "row_", 4);
+  const char *subs[2 * DYN_MAX_RANK];
+  for (int k = 0; k < na; k++) subs[k] = cp->aname[st->axes[k]];
+  if (!v4) {
+    buf_printf(o, "    for (i64 %s = (i64)blockIdx.x * blockDim.x + threadIdx.x; %s < %s; %s += (i64)gridDim.x * blockDim.x) {\n",
+               in, in, ext_of(r, inner), in);
+    r->ax[inner] = in;
+    stage_comment(r, ck->kn, st, 6, NULL);
+    const char *val = ex_str(r, st->expr);
+    indent(o, 6);
+    store_text(r, st->out, subs, na, val, st->expr->ty, o);
+    buf_puts(o, "\n    }\n  }\n");
+  } else {
+    buf_printf(o, "    for (i64 %s4_ = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 4; %s4_ < %s; %s4_ += (i64)gridDim.x * blockDim.x * 4) {\n",
+               in, in, ext_of(r, inner), in);
+    const char *base = arena_printf(cp->ar, "%s4_", in);
+    /* the 16-byte loads, hoisted out of the four lanes */
+    r->ax[inner] = base;
+    const KExpr *stack[1024];
+    int sp = 0, nv = 0;
+    const char *keys[64], *names[64];
+    stack[sp++] = st->expr;
+    while (sp) {
+      const KExpr *e = stack[--sp];
+      if (vec_load(cp, e, inner)) {
+        const char *ss[2 * DYN_MAX_RANK];
+        for (int k = 0; k < e->n; k++) ss[k] = ex_as_str(r, e->a[k], DYN_I64);
+        Buf off = {0};
+        offset_text(r, e->slot, ss, e->n, &off);
+        const char *key = arena_printf(cp->ar, "%d:%s", e->slot, off.s);
+        int found = -1;
+        for (int i = 0; i < nv; i++)
+          if (!strcmp(keys[i], key)) found = i;
+        if (found < 0 && nv < 64) {
+          DynElem t = r->p->slots[e->slot].type.elem;
+          const char *vt = t == DYN_F32 ? "float4" : "int4";
+          keys[nv] = key;
+          names[nv] = arena_printf(cp->ar, "v%d_", nv);
+          indent(o, 6);
+          buf_printf(o, "const %s %s = __ldg((const %s *)&a.%s[%s]);\n", vt, names[nv], vt, field_name(ck, F_PTR, e->slot, 0, NULL), off.s);
+          found = nv++;
+        }
+        buf_free(&off);
+        if (found >= 0) r->sub[e->id] = arena_printf(cp->ar, "dyn_lane(%s, l_)", names[found]);
+        continue;
+      }
+      if (e->kind == KX_REDUCE) continue;
+      int n = e->kind == KX_SELECT ? 1 : e->n;
+      for (int i = n - 1; i >= 0 && sp < 1024; i--) stack[sp++] = e->a[i];
+    }
+    indent(o, 6);
+    buf_printf(o, "%s y_[4];\n", cty(ot));
+    buf_puts(o, "#pragma unroll\n      for (int l_ = 0; l_ < 4; l_++) {\n");
+    buf_printf(o, "        const i64 %s = %s + l_;\n", in, base);
+    r->ax[inner] = in;
+    stage_comment(r, ck->kn, st, 8, NULL);
+    indent(o, 8);
+    buf_puts(o, "y_[l_] = ");
+    cast_text(o, st->expr->ty, ot, ex_str(r, st->expr));
+    buf_puts(o, ";\n      }\n");
+    subs[na - 1] = base;
+    Buf off = {0};
+    offset_text(r, st->out, subs, na, &off);
+    indent(o, 6);
+    buf_printf(o, "*(%s *)&a.%s[%s] = make_%s(y_[0], y_[1], y_[2], y_[3]);\n", ot == DYN_F32 ? "float4" : "int4",
+               field_name(ck, F_PTR, st->out, 0, NULL), off.s, ot == DYN_F32 ? "float4" : "int4");
+    buf_free(&off);
+    buf_puts(o, "    }\n  }\n");
+    for (int i = 0; i < cp->p->nkx; i++) r->sub[i] = NULL;
+  }
+  kernel_close(r);
+}
+
+/* A reduction shared by the `lanes` threads of a row: a strided loop per thread, then
+ * dyn_row_reduce.  The result is in the register r<id>_. */
+static void render_coop(Rd *r, const KExpr *e, int lanes, int rows, const char *lane, const char *stride, int ind) {
+  CudaProgram *cp = r->cp;
+  Buf *o = r->o;
+  DynElem at = acc_ty(e->ty);
+  const char *res = arena_printf(cp->ar, "r%d_", e->id), *acc = arena_printf(cp->ar, "acc%d_", e->id);
+  indent(o, ind);
+  buf_printf(o, "%s %s;\n", cty(at), res);
+  indent(o, ind);
+  buf_puts(o, "{\n");
+  indent(o, ind + 2);
+  buf_printf(o, "%s %s = ", cty(at), acc);
+  red_init_text(o, e->red, at);
+  buf_puts(o, ";\n");
+  if (e->nraxes == 1) {
+    const char *nm = cp->aname[e->raxes[0]];
+    indent(o, ind + 2);
+    buf_printf(o, "for (i64 %s = %s; %s < %s; %s += %s)\n", nm, lane, nm, ext_of(r, e->raxes[0]), nm, stride);
+    r->ax[e->raxes[0]] = nm;
+    indent(o, ind + 4);
+    buf_printf(o, "%s = %s::op(%s, %s);\n", acc, red_op(e->red), acc, ex_as_str(r, e->a[0], at));
+  } else {
+    indent(o, ind + 2);
+    buf_printf(o, "for (i64 t_ = %s; t_ < %s; t_ += %s) {\n", lane, ext_product(r, e->raxes, e->nraxes), stride);
+    decompose(r, e->raxes, e->nraxes, "t_", ind + 4);
+    indent(o, ind + 4);
+    buf_printf(o, "%s = %s::op(%s, %s);\n", acc, red_op(e->red), acc, ex_as_str(r, e->a[0], at));
+    indent(o, ind + 2);
+    buf_puts(o, "}\n");
+  }
+  for (int i = 0; i < e->nraxes; i++) r->ax[e->raxes[i]] = NULL;
+  indent(o, ind + 2);
+  if (lanes > 32) buf_printf(o, "%s = dyn_row_reduce<%s, %d, %d>(%s, red_%s_);\n", res, red_op(e->red), lanes, rows, acc, cty(at));
+  else buf_printf(o, "%s = dyn_row_reduce<%s, %d, %d>(%s, (%s *)0);\n", res, red_op(e->red), lanes, rows, acc, cty(at));
+  indent(o, ind);
+  buf_puts(o, "}\n");
+  r->sub[e->id] = acc_ty(e->ty) == e->ty ? res : arena_printf(cp->ar, "(%s)%s", cty(e->ty), res);
+}
+
+/* Does a stage after `s` read slot `slot` from memory (not from a register)? */
+static bool read_later(Rd *r, const Kernel *kn, int s, int slot) {
+  for (int t = s + 1; t < kn->nstages; t++) {
+    const KExpr *stack[1024];
+    int sp = 0;
+    stack[sp++] = kn->stages[t].expr;
+    while (sp) {
+      const KExpr *e = stack[--sp];
+      if (e->kind == KX_LOAD && e->slot == slot && !(r->reg[slot] && row_subscripts(r->ck, e))) return true;
+      if (e->kind == KX_LOAD && r->cp->inl[e->slot] && sp < 1024) stack[sp++] = r->cp->def[e->slot]->expr;
+      for (int i = 0; i < e->n && sp < 1024; i++) stack[sp++] = e->a[i];
+    }
+  }
+  return false;
+}
+
+static void collect_coop_types(const KExpr *e, bool *types) {
+  const KExpr *co[64];
+  int n = 0;
+  find_coop(e, co, &n, 64);
+  for (int i = 0; i < n && i < 64; i++) types[acc_ty(co[i]->ty)] = true;
+}
+
+/* Row-wise kernels and reductions along an axis: LANES threads per row, ROWS rows per block. */
+static void render_row(Rd *r, const Var *v) {
+  CK *ck = r->ck;
+  CudaProgram *cp = r->cp;
+  const Kernel *kn = ck->kn;
+  Buf *o = r->o;
+  int L = v->lanes, RW = v->rows;
+  const char *bar = L <= 32 ? "__syncwarp();" : "__syncthreads();";
+  buf_printf(o, "/* %s, variant %s:\n *   grid:   blocks over the rows (", ck->base, v->kind == V_WARP ? "warp" : v->kind == V_BLOCK256 ? "block256" : "block1024");
+  if (ck->nouter) axes_list(cp, ck->outer, ck->nouter, o);
+  else buf_puts(o, "one row");
+  buf_puts(o, "), grid-stride\n");
+  if (RW > 1) buf_printf(o, " *   block:  %d rows of %d threads (threadIdx.y: the row, threadIdx.x: the lane)\n", RW, L);
+  else buf_printf(o, " *   block:  one row of %d threads\n", L);
+  buf_printf(o, " *   warp:   reductions by butterfly shuffles%s\n", L > 32 ? ", then one slot per warp in shared memory" : "");
+  buf_puts(o, " *   thread: per-row scalars in registers; elements strided by the row's threads */\n");
+  kernel_open(r, v, 1);
+  reset_axes(r);
+  for (int i = 0; i < r->p->nslots; i++) r->reg[i] = NULL;
+  bool types[DYN_NELEM] = {0};
+  for (int s = 0; s < kn->nstages; s++)
+    if (ck->virt || kn->stages[s].naxes == 0) collect_coop_types(kn->stages[s].expr, types);
+  if (L > 32)
+    for (int t = 0; t < DYN_NELEM; t++)
+      if (types[t]) buf_printf(o, "  __shared__ %s red_%s_[%d];\n", cty((DynElem)t), cty((DynElem)t), RW * (L / 32));
+  buf_printf(o, "  const i64 nrows_ = %s;\n", ext_product(r, ck->outer, ck->nouter));
+  buf_puts(o, "  const int lane_ = threadIdx.x;\n");
+  if (RW > 1) {
+    buf_printf(o, "  for (i64 g_ = blockIdx.x; g_ * %d < nrows_; g_ += gridDim.x) {\n", RW);
+    buf_printf(o, "    const i64 row_ = g_ * %d + threadIdx.y;\n", RW);
+    buf_puts(o, "    const bool live_ = row_ < nrows_;   /* the last group's spare rows redo the last row, store nothing */\n");
+    if (ck->err) buf_puts(o, "    const int bad0_ = bad_;            /* and report no error */\n");
+    if (ck->nouter) decompose(r, ck->outer, ck->nouter, "(live_ ? row_ : nrows_ - 1)", 4);
+  } else {
+    buf_puts(o, "  for (i64 g_ = blockIdx.x; g_ < nrows_; g_ += gridDim.x) {\n");
+    if (ck->nouter) decompose(r, ck->outer, ck->nouter, "g_", 4);
+  }
+  const char *stride = arena_printf(cp->ar, "%d", L);
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    int naxes = ck->virt ? 0 : st->naxes;
+    const char *subs[2 * DYN_MAX_RANK];
+    int ns = 0;
+    for (int i = 0; i < ck->nouter; i++) subs[ns++] = cp->aname[ck->outer[i]];
+    if (!ck->virt)
+      for (int i = 0; i < st->naxes; i++) subs[ns++] = cp->aname[st->axes[i]];
+    if (cp->inl[st->out]) {
+      stage_comment(r, kn, st, 4, "recomputed where it is read");
+      continue;
+    }
+    if (naxes == 0) {
+      bool is_reg = !cp->buf[st->out];
+      stage_comment(r, kn, st, 4, is_reg ? "a register per row" : "one value per row");
+      const KExpr *co[64];
+      int nco = 0;
+      find_coop(st->expr, co, &nco, 64);
+      for (int i = 0; i < nco && i < 64; i++) render_coop(r, co[i], L, RW, "lane_", stride, 4);
+      const char *val = ex_str(r, st->expr);
+      const char *name = arena_printf(cp->ar, "%s_", cp->sname[st->out]);
+      DynElem t = r->p->slots[st->out].type.elem;
+      indent(o, 4);
+      buf_printf(o, "const %s %s = ", cty(t), name);
+      cast_text(o, st->expr->ty, t, val);
+      buf_puts(o, ";\n");
+      r->reg[st->out] = name;
+      if (!is_reg) {
+        indent(o, 4);
+        buf_printf(o, "if (%slane_ == 0) ", RW > 1 ? "live_ && " : "");
+        store_text(r, st->out, subs, ns, name, t, o);
+        buf_putc(o, '\n');
+        if (read_later(r, kn, s, st->out)) {
+          indent(o, 4);
+          buf_printf(o, "%s\n", bar);
+        }
+      }
+      for (int i = 0; i < nco && i < 64; i++) r->sub[co[i]->id] = NULL;
+    } else {
+      stage_comment(r, kn, st, 4, NULL);
+      int ind = 4;
+      for (int i = 0; i < naxes; i++) {
+        const char *nm = cp->aname[st->axes[i]];
+        indent(o, ind);
+        if (i < naxes - 1) buf_printf(o, "for (i64 %s = 0; %s < %s; %s++)\n", nm, nm, ext_of(r, st->axes[i]), nm);
+        else buf_printf(o, "for (i64 %s = lane_; %s < %s; %s += %d) {\n", nm, nm, ext_of(r, st->axes[i]), nm, L);
+        r->ax[st->axes[i]] = nm;
+        ind += 2;
+      }
+      const char *val = ex_str(r, st->expr);
+      indent(o, ind);
+      if (RW > 1) buf_puts(o, "if (live_) ");
+      store_text(r, st->out, subs, ns, val, st->expr->ty, o);
+      buf_putc(o, '\n');
+      indent(o, 4 + 2 * (naxes - 1));
+      buf_puts(o, "}\n");
+      for (int i = 0; i < naxes; i++) r->ax[st->axes[i]] = NULL;
+      if (read_later(r, kn, s, st->out)) {
+        indent(o, 4);
+        buf_printf(o, "%s\n", bar);
+      }
+    }
+  }
+  if (RW > 1 && ck->err) buf_puts(o, "    if (!live_) bad_ = bad0_;\n");
+  buf_puts(o, "  }\n");
+  kernel_close(r);
+}
+
+/* A reduction to one value over the whole grid: partial results per block, the last block
+ * (an atomic ticket) combines them in block order and finishes the expression. */
+static void render_grid(Rd *r, const Var *v) {
+  CK *ck = r->ck;
+  CudaProgram *cp = r->cp;
+  const Stage *st = &ck->kn->stages[0];
+  const KExpr *R = ck->coop;
+  Buf *o = r->o;
+  DynElem at = acc_ty(R->ty);
+  const char *T = cty(at);
+  buf_printf(o, "/* %s, variant grid:\n", ck->base);
+  buf_puts(o, " *   grid:   every block strides over the whole reduction, writes one partial result; the last block\n"
+              " *           to finish (an atomic ticket) combines them in block order: deterministic, one launch\n"
+              " *   block:  256 threads, combined by butterfly shuffles, then shared memory */\n");
+  kernel_open(r, v, 1);
+  reset_axes(r);
+  buf_printf(o, "  __shared__ %s red_%s_[8];\n  __shared__ bool last_;\n", T, T);
+  buf_printf(o, "  %s acc_ = ", T);
+  red_init_text(o, R->red, at);
+  buf_puts(o, ";\n");
+  stage_comment(r, ck->kn, st, 2, NULL);
+  if (R->nraxes == 1) {
+    const char *nm = cp->aname[R->raxes[0]];
+    buf_printf(o, "  for (i64 %s = (i64)blockIdx.x * 256 + threadIdx.x; %s < %s; %s += (i64)gridDim.x * 256)\n", nm, nm,
+               ext_of(r, R->raxes[0]), nm);
+    r->ax[R->raxes[0]] = nm;
+    buf_printf(o, "    acc_ = %s::op(acc_, %s);\n", red_op(R->red), ex_as_str(r, R->a[0], at));
+  } else {
+    buf_printf(o, "  for (i64 t_ = (i64)blockIdx.x * 256 + threadIdx.x; t_ < %s; t_ += (i64)gridDim.x * 256) {\n",
+               ext_product(r, R->raxes, R->nraxes));
+    decompose(r, R->raxes, R->nraxes, "t_", 4);
+    buf_printf(o, "    acc_ = %s::op(acc_, %s);\n  }\n", red_op(R->red), ex_as_str(r, R->a[0], at));
+  }
+  for (int i = 0; i < R->nraxes; i++) r->ax[R->raxes[i]] = NULL;
+  buf_printf(o, "  acc_ = dyn_row_reduce<%s, 256, 1>(acc_, red_%s_);\n", red_op(R->red), T);
+  buf_printf(o, "  unsigned *ticket_ = (unsigned *)a.ws;\n  %s *part_ = (%s *)((char *)a.ws + 16);\n", T, T);
+  buf_puts(o, "  if (threadIdx.x == 0) {\n    part_[blockIdx.x] = acc_;\n    __threadfence();\n"
+              "    last_ = atomicAdd(ticket_, 1u) == gridDim.x - 1;\n  }\n  __syncthreads();\n  if (last_) {\n    __threadfence();\n");
+  buf_printf(o, "    %s v_ = ", T);
+  red_init_text(o, R->red, at);
+  buf_puts(o, ";\n");
+  buf_printf(o, "    for (unsigned i_ = threadIdx.x; i_ < gridDim.x; i_ += 256) v_ = %s::op(v_, ((volatile %s *)part_)[i_]);\n",
+             red_op(R->red), T);
+  buf_printf(o, "    v_ = dyn_row_reduce<%s, 256, 1>(v_, red_%s_);\n", red_op(R->red), T);
+  buf_puts(o, "    if (threadIdx.x == 0) {\n");
+  r->sub[R->id] = at == R->ty ? "v_" : arena_printf(cp->ar, "(%s)v_", cty(R->ty));
+  DynElem t = r->p->slots[st->out].type.elem;
+  buf_printf(o, "      const %s res_ = ", cty(t));
+  cast_text(o, st->expr->ty, t, ex_str(r, st->expr));
+  buf_puts(o, ";\n      ");
+  store_text(r, st->out, NULL, 0, "res_", t, o);
+  buf_puts(o, "\n      *ticket_ = 0;               /* ready for the next launch */\n    }\n  }\n");
+  r->sub[R->id] = NULL;
+  kernel_close(r);
+}
+
+static const char *stride_text(Rd *r, int slot, int pos) {
+  if (pos < 0) return "0";
+  if (pos == r->p->slots[slot].type.rank - 1) return "1";
+  return arena_printf(r->cp->ar, "a.%s", field_name(r->ck, F_STRIDE, slot, pos, NULL));
+}
+
+/* The epilogue of a contraction at (b, i, j) with the sum in `acc`: the rest of the stage. */
+static void gemm_epilogue(Rd *r, const char *acc, int ind) {
+  CK *ck = r->ck;
+  const Stage *st = &ck->kn->stages[0];
+  const char *subs[3];
+  int ns = 0;
+  for (int k = 0; k < st->naxes; k++) subs[ns++] = r->cp->aname[st->axes[k]];
+  r->sub[ck->red->id] = acc;
+  const char *val = ex_str(r, st->expr);
+  r->sub[ck->red->id] = NULL;
+  indent(r->o, ind);
+  store_text(r, st->out, subs, ns, val, st->expr->ty, r->o);
+  buf_putc(r->o, '\n');
+}
+
+static void render_gemm(Rd *r, const Var *v) {
+  CK *ck = r->ck;
+  CudaProgram *cp = r->cp;
+  const Program *p = r->p;
+  const GemmShape *g = &GEMM_SHAPES[v->gemm];
+  Buf *o = r->o;
+  int th = v->threads;
+  bool sb_kc = ck->b_kc && !ck->a_kc;
+  buf_printf(o, "/* %s, variant %dx%d: the contraction over %s of %s (%s) and %s (%s)\n", ck->base, g->bm, g->bn,
+             p->axes[ck->kax].name, p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous", p->slots[ck->gb].name,
+             ck->b_kc ? "k contiguous" : "n contiguous");
+  buf_printf(o, " *   grid:   a block per %dx%d tile of %s and batch (x), numbered in groups of 8 tile-rows (they\n"
+                " *           share B in L2); parts of a split K along z\n", g->bm, g->bn, p->slots[ck->gc].name);
+  buf_printf(o, " *   block:  %d threads; tiles of A (%s) and B (%s) of depth %d in shared memory, two buffers\n", th,
+             ck->a_kc ? "m x k" : "k x m", sb_kc ? "n x k" : "k x n", g->bk);
+  buf_printf(o, " *   thread: %dx%d outputs in registers, exact f32 FMA; edges bounds-checked */\n", g->tm, g->tn);
+  int minb = g->tm * g->tn >= 64 ? 65536 / (128 * th) : 1;
+  kernel_open(r, v, minb);
+  reset_axes(r);
+  buf_printf(o, "  typedef DynGemm<%d, %d, %d, %d, %d, %s, %s> G;\n", g->bm, g->bn, g->bk, g->tm, g->tn, ck->a_kc ? "true" : "false",
+             ck->b_kc ? "true" : "false");
+  buf_puts(o, "  __shared__ __align__(16) float sa_[2 * G::ATILE], sb_[2 * G::BTILE];\n");
+  buf_printf(o, "  const i64 M_ = %s, N_ = %s, K_ = %s, nb_ = %s;\n", ext_of(r, ck->max), ext_of(r, ck->nax), ext_of(r, ck->kax),
+             ck->bax >= 0 ? ext_of(r, ck->bax) : "1");
+  buf_printf(o, "  const unsigned tm_ = (unsigned)((M_ + %d) / %d), tn_ = (unsigned)((N_ + %d) / %d);\n", g->bm - 1, g->bm, g->bn - 1, g->bn);
+  buf_puts(o, "  const unsigned pid_ = blockIdx.x % (tm_ * tn_), first_ = pid_ / (8 * tn_) * 8;\n"
+              "  const unsigned gsz_ = tm_ - first_ < 8 ? tm_ - first_ : 8;\n");
+  buf_printf(o, "  const i64 m0_ = (i64)(first_ + pid_ %% gsz_) * %d, n0_ = (i64)(pid_ %% (8 * tn_) / gsz_) * %d;\n", g->bm, g->bn);
+  buf_printf(o, "  const i64 kc_ = ((K_ + a.splits - 1) / a.splits + %d) / %d * %d;\n", g->bk - 1, g->bk, g->bk);
+  buf_puts(o, "  const i64 k0_ = (i64)blockIdx.z * kc_, k1_ = k0_ + kc_ < K_ ? k0_ + kc_ : K_;\n");
+  buf_printf(o, "  const int tx_ = threadIdx.x %% %d, ty_ = threadIdx.x / %d;\n", g->bn / g->tn, g->bn / g->tn);
+  const char *bv = ck->bax >= 0 ? cp->aname[ck->bax] : "bz_";
+  if (ck->bax >= 0) r->ax[ck->bax] = bv;
+  buf_printf(o, "  {\n    const i64 %s = blockIdx.x / (tm_ * tn_);     /* the batch */\n", bv);
+  buf_printf(o, "    float acc_[%d][%d];\n", g->tm, g->tn);
+  buf_printf(o, "#pragma unroll\n    for (int ii_ = 0; ii_ < %d; ii_++)\n#pragma unroll\n      for (int jj_ = 0; jj_ < %d; jj_++) acc_[ii_][jj_] = 0.0f;\n",
+             g->tm, g->tn);
+  buf_printf(o, "    G::run(acc_, sa_, sb_, a.%s + %s * %s, a.%s + %s * %s, m0_, n0_, k0_, k1_, M_, N_,\n",
+             field_name(ck, F_PTR, ck->ga, 0, NULL), bv, stride_text(r, ck->ga, ck->apos[0]),
+             field_name(ck, F_PTR, ck->gb, 0, NULL), bv, stride_text(r, ck->gb, ck->bpos[0]));
+  buf_printf(o, "           %s, %s, %s, %s, a.a_vec != 0, a.b_vec != 0);\n", stride_text(r, ck->ga, ck->apos[1]),
+             stride_text(r, ck->ga, ck->apos[2]), stride_text(r, ck->gb, ck->bpos[1]), stride_text(r, ck->gb, ck->bpos[2]));
+  const char *mi = cp->aname[ck->max], *nj = cp->aname[ck->nax];
+  r->ax[ck->max] = mi;
+  r->ax[ck->nax] = nj;
+  buf_printf(o, "#pragma unroll\n    for (int ii_ = 0; ii_ < %d; ii_++) {\n", g->tm);
+  buf_printf(o, "      const i64 %s = m0_ + G::row(ty_, ii_);\n      if (%s >= M_) continue;\n", mi, mi);
+  buf_printf(o, "#pragma unroll\n      for (int jj_ = 0; jj_ < %d; jj_++) {\n", g->tn);
+  buf_printf(o, "        const i64 %s = n0_ + G::col(tx_, jj_);\n        if (%s >= N_) continue;\n", nj, nj);
+  buf_printf(o, "        if (a.splits > 1)\n          ((float *)a.ws)[(((i64)blockIdx.z * nb_ + %s) * M_ + %s) * N_ + %s] = acc_[ii_][jj_];\n", bv, mi, nj);
+  buf_puts(o, "        else\n");
+  stage_comment(r, ck->kn, &ck->kn->stages[0], 10, NULL);
+  gemm_epilogue(r, "acc_[ii_][jj_]", 10);
+  buf_puts(o, "      }\n    }\n  }\n");
+  kernel_close(r);
+}
+
+/* The sum of a split K's partial tiles, in order, then the epilogue. */
+static void render_splitk(Rd *r, const Var *v) {
+  CK *ck = r->ck;
+  CudaProgram *cp = r->cp;
+  Buf *o = r->o;
+  buf_printf(o, "/* %s, variant splitk: the partial tiles of a split K summed in order (deterministic), then the\n"
+                " * rest of the expression; a thread per element, as the loop kernels */\n", ck->base);
+  kernel_open(r, v, 1);
+  reset_axes(r);
+  const char *bv = ck->bax >= 0 ? cp->aname[ck->bax] : "bz_";
+  const char *mi = cp->aname[ck->max], *nj = cp->aname[ck->nax];
+  buf_printf(o, "  const i64 M_ = %s, N_ = %s, nb_ = %s;\n", ext_of(r, ck->max), ext_of(r, ck->nax), ck->bax >= 0 ? ext_of(r, ck->bax) : "1");
+  buf_puts(o, "  const float *ws_ = (const float *)a.ws;\n");
+  buf_puts(o, "  for (i64 row_ = (i64)blockIdx.y * blockDim.y + threadIdx.y; row_ < nb_ * M_; row_ += (i64)gridDim.y * blockDim.y) {\n");
+  buf_printf(o, "    const i64 %s = row_ / M_, %s = row_ %% M_;\n", bv, mi);
+  buf_printf(o, "    for (i64 %s = (i64)blockIdx.x * blockDim.x + threadIdx.x; %s < N_; %s += (i64)gridDim.x * blockDim.x) {\n", nj, nj, nj);
+  buf_puts(o, "      float s_ = 0.0f;\n");
+  buf_printf(o, "      for (i64 z_ = 0; z_ < a.splits; z_++) s_ += ws_[((z_ * nb_ + %s) * M_ + %s) * N_ + %s];\n", bv, mi, nj);
+  if (ck->bax >= 0) r->ax[ck->bax] = bv;
+  r->ax[ck->max] = mi;
+  r->ax[ck->nax] = nj;
+  gemm_epilogue(r, "s_", 6);
+  buf_puts(o, "    }\n  }\n");
+  kernel_close(r);
+}
+
+static void render_program(CudaProgram *cp) {
+  const Program *p = cp->p;
+  Buf *o = &cp->src;
+  buf_printf(o, "/* dyn: CUDA C for %s, rendered for %s (%s: compute capability %d.%d, %d SMs).\n"
+                " * Generated by src/cuda.c.  Every size, extent and stride is an argument: one module serves\n"
+                " * every shape; the host picks a variant per kernel and shape with the model in cuda.c. */\n\n",
+             p->name, cp->hw.name, cp->hw.desc, cp->hw.cc_major, cp->hw.cc_minor, cp->hw.sm_count);
+  buf_puts(o, PRELUDE);
+  Rd r = {0};
+  r.cp = cp;
+  r.p = p;
+  r.o = o;
+  r.ax = xcalloc((size_t)p->naxes + 1, sizeof(char *));
+  r.sub = xcalloc((size_t)p->nkx + 1, sizeof(char *));
+  r.reg = xcalloc((size_t)p->nslots + 1, sizeof(char *));
+  r.wr = xcalloc((size_t)p->nslots + 1, 1);
+  static const char *kinds[] = {"a loop nest", "row-wise", "a reduction to one value", "a contraction"};
+  for (int k = 0; k < cp->nk; k++) {
+    CK *ck = &cp->k[k];
+    r.ck = ck;
+    memset(r.wr, 0, (size_t)p->nslots + 1);
+    for (int s = 0; s < ck->kn->nstages; s++)
+      if (cp->buf[ck->kn->stages[s].out]) r.wr[ck->kn->stages[s].out] = true;
+    buf_printf(o, "\n/* ==== kernel %s: %s", ck->kn->name, kinds[ck->kind]);
+    if (ck->kind == CK_ROW) {
+      buf_puts(o, " over ");
+      axes_list(cp, ck->outer, ck->nouter, o);
+      buf_printf(o, ", %d stages fused", ck->kn->nstages);
+    }
+    if (ck->kind == CK_LOOP && ck->virt) buf_puts(o, " with a reduction along an axis");
+    buf_puts(o, " ==== */\n\n");
+    render_args(&r);
+    for (int i = 0; i < ck->nv; i++) {
+      const Var *v = &ck->v[i];
+      switch (v->kind) {
+      case V_LOOP: case V_LOOP4: render_loop(&r, v); break;
+      case V_WARP: case V_BLOCK256: case V_BLOCK1024: render_row(&r, v); break;
+      case V_GRID: render_grid(&r, v); break;
+      case V_GEMM: render_gemm(&r, v); break;
+      default: render_splitk(&r, v); break;
+      }
+    }
+  }
+  free(r.ax);
+  free(r.sub);
+  free(r.reg);
+  free(r.wr);
+}
+
+static void program_free(CudaProgram *cp) {
+  if (!cp) return;
+  for (int k = 0; k < cp->nk; k++) free(cp->k[k].f);
+  free(cp->k);
+  buf_free(&cp->src);
+  free(cp->ptx);
+  arena_free(cp->ar);
+  free(cp);
+}
+
+CudaProgram *cuda_program_new(const Program *p, const HwModel *hw) {
+  CudaProgram *cp = xcalloc(1, sizeof *cp);
+  cp->p = p;
+  cp->hw = *hw;
+  cp->ar = arena_new();
+  analyse(cp);
+  render_program(cp);
+  return cp;
+}
+
+void cuda_program_free(CudaProgram *cp) { program_free(cp); }
+
+const char *cuda_program_source(const CudaProgram *cp) { return cp->src.s ? cp->src.s : ""; }
+
+void cuda_render(const Program *p, const HwModel *hw, Buf *cuda_src) {
+  CudaProgram *cp = cuda_program_new(p, hw);
+  buf_puts(cuda_src, cuda_program_source(cp));
+  program_free(cp);
+}
+
+/* ---- compiling: NVRTC to PTX ---------------------------------------------------------------- */
+
+/* The newest architecture NVRTC supports that is not newer than cc (the PTX then runs there
+ * and on every later GPU); the oldest it supports if cc is older than all of them. */
+static int pick_arch(int cc) {
+  int n = 0;
+  if (R.nvrtcGetNumSupportedArchs(&n) != 0 || n <= 0 || n > 256) return cc;
+  int archs[256];
+  if (R.nvrtcGetSupportedArchs(archs) != 0) return cc;
+  int best = -1, lowest = archs[0];
+  for (int i = 0; i < n; i++) {
+    if (archs[i] <= cc && archs[i] > best) best = archs[i];
+    if (archs[i] < lowest) lowest = archs[i];
+  }
+  return best > 0 ? best : lowest;
+}
+
+bool cuda_compile_ptx(const char *src, int cc_major, int cc_minor, Buf *ptx, char *err, size_t errlen) {
+  if (!have_nvrtc(err, errlen)) return false;
+  int arch = pick_arch(cc_major * 10 + cc_minor);
+  char archopt[64];
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=compute_%d", arch);
+  const char *opts[] = {archopt, "-std=c++17"};
+  nvrtcProgram prog = NULL;
+  nvrtcResult rc = R.nvrtcCreateProgram(&prog, src, "dyn.cu", 0, NULL, NULL);
+  if (rc != 0) {
+    snprintf(err, errlen, "NVRTC: %s", R.nvrtcGetErrorString(rc));
+    return false;
+  }
+  rc = R.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof *opts), opts);
+  if (rc != 0) {
+    size_t n = 0;
+    R.nvrtcGetProgramLogSize(prog, &n);
+    char *log = xcalloc(n + 1, 1);
+    if (n) R.nvrtcGetProgramLog(prog, log);
+    snprintf(err, errlen, "internal error: NVRTC rejected the generated CUDA C (%s): %.1500s", R.nvrtcGetErrorString(rc), log);
+    free(log);
+    R.nvrtcDestroyProgram(&prog);
+    return false;
+  }
+  size_t n = 0;
+  R.nvrtcGetPTXSize(prog, &n);
+  char *text = xcalloc(n + 1, 1);
+  R.nvrtcGetPTX(prog, text);
+  buf_puts(ptx, text);
+  free(text);
+  R.nvrtcDestroyProgram(&prog);
+  return true;
+}
+
+/* ---- the model: choosing a variant and a launch per kernel and shape ----------------------- */
+
+static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
+
+static const HwLevel *gpu_level(const HwModel *hw, const char *name) {
+  for (int i = 0; i < hw->nlevels; i++)
+    if (!strcmp(hw->level[i].name, name)) return &hw->level[i];
+  return NULL;
+}
+
+static double mem_bw(const HwModel *hw) {
+  const HwLevel *m = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  return m && m->gbs > 0 ? m->gbs * 1e9 : 1e12;
+}
+
+static double peak_flops(const HwModel *hw) {
+  double p = hw->peak_gflops_f32 > 0 ? hw->peak_gflops_f32 * 1e9 : hw->fp32_tflops * 1e12;
+  return p > 0 ? p : 1e13;
+}
+
+/* Shared memory of a tile shape (two buffers of A and B, rows padded by 4 floats). */
+static int gemm_smem(const GemmShape *g, bool a_kc, bool b_kc) {
+  bool sb_kc = b_kc && !a_kc;
+  int a = (a_kc ? g->bm : g->bk) * ((a_kc ? g->bk : g->bm) + 4);
+  int b = (sb_kc ? g->bn : g->bk) * ((sb_kc ? g->bk : g->bn) + 4);
+  return 2 * (a + b) * 4;
+}
+
+#define GEMM_BLOCK_CYCLES 2000.0    /* a wave's pipeline fill and epilogue */
+#define GEMM_SPLIT_CYCLES 6000.0    /* the launch of the split-K sum */
+
+/* Registers per thread: the driver's count once loaded, else what the kernels are compiled
+ * to (__launch_bounds__ holds the 8x8 tiles to 128; ptxas gives the 4x4 ones about 80). */
+static int gemm_regs_guess(const GemmShape *g) { return g->tm * g->tn >= 64 ? 128 : 80; }
+
+/* Predicted seconds of one tile shape and split on hw:
+ *   compute: the busiest SM's blocks x FLOPs per block (padded to whole tiles and k-steps) at
+ *            the SM's share of the peak, scaled by the tile's FLOPs per shared-memory byte
+ *            against the peak's ratio to the shared-memory bandwidth, and by the warps
+ *            resident (a main loop of FMAs and shared-memory reads needs about two per
+ *            scheduler, four schedulers per SM, to hide its latencies -- an assumption);
+ *   memory:  compulsory bytes over HBM bandwidth; each tile's A and B panels over L2's.
+ * The time is the largest of the three; waves = ceil(blocks / (SMs x blocks per SM)). */
+static double gemm_time(const HwModel *hw, const GemmShape *g, int regs, int smem, int64_t batch, int64_t m, int64_t n,
+                        int64_t k, int splits, CudaGemmPlan *out) {
+  int sms = hw->sm_count > 0 ? hw->sm_count : 1;
+  int threads = (g->bm / g->tm) * (g->bn / g->tn);
+  int regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
+  int64_t smem_sm = hw->smem_per_sm > 0 ? hw->smem_per_sm : 98304;
+  int r8 = (regs + 7) / 8 * 8;
+  int by_regs = regs_sm / (r8 * threads);
+  int by_smem = (int)(smem_sm / (smem > 0 ? smem : 1));
+  int by_threads = (regs_sm / 32) / threads;      /* warp slots: 2048 threads where registers are 64K */
+  int bps = by_regs < by_smem ? by_regs : by_smem;
+  if (by_threads < bps) bps = by_threads;
+  if (bps < 1) bps = 1;
+  int64_t tiles = cdiv(m, g->bm) * cdiv(n, g->bn) * batch;
+  int64_t blocks = tiles * splits;
+  int64_t kp = cdiv(cdiv(k, splits), g->bk) * g->bk;
+  double flops_block = 2.0 * g->bm * g->bn * (double)kp;
+  double peak = peak_flops(hw);
+  const HwLevel *sm = gpu_level(hw, "smem"), *l2 = gpu_level(hw, "L2");
+  double intensity = 2.0 * g->tm * g->tn / ((g->tm + g->tn) * 4.0);
+  double eff = sm && sm->gbs > 0 ? sm->gbs * 1e9 * intensity / peak : 1.0;
+  if (eff > 1) eff = 1;
+  int64_t per_sm = cdiv(blocks, sms);
+  int64_t resident = per_sm < bps ? per_sm : bps;
+  double occ = (double)resident * threads / 32 / 8.0;
+  if (occ > 1) occ = 1;
+  double t_compute = (double)per_sm * flops_block / (peak / sms * eff * occ);
+  double bytes = 4.0 * (double)batch * ((double)m * k + (double)k * n + (double)m * n);
+  if (splits > 1) bytes += 4.0 * 2 * splits * (double)batch * m * n;
+  double t_mem = bytes / mem_bw(hw);
+  double l2_bytes = 4.0 * (double)batch * ((double)m * k * cdiv(n, g->bn) + (double)k * n * cdiv(m, g->bm));
+  double t_l2 = l2 && l2->gbs > 0 ? l2_bytes / (l2->gbs * 1e9) : 0;
+  double t = t_compute > t_mem ? t_compute : t_mem;
+  if (t_l2 > t) t = t_l2;
+  /* fixed costs, in GPU clock cycles (model assumptions, not hw figures): a block's first
+   * tiles arrive before its pipeline runs and its epilogue follows it, about one memory
+   * round trip per wave of blocks; a split K adds the summing kernel's launch */
+  double ghz = hw->ghz > 0 ? hw->ghz : 1.5;
+  int64_t waves = cdiv(blocks, (int64_t)sms * bps);
+  t += (double)waves * GEMM_BLOCK_CYCLES / (ghz * 1e9);
+  if (splits > 1) t += GEMM_SPLIT_CYCLES / (ghz * 1e9);
+  if (out) {
+    out->bm = g->bm;
+    out->bn = g->bn;
+    out->bk = g->bk;
+    out->threads = threads;
+    out->splits = splits;
+    out->blocks = blocks;
+    out->blocks_per_sm = bps;
+    out->waves = (double)cdiv(blocks, (int64_t)sms * bps);
+    out->predicted_s = t;
+  }
+  return t;
+}
+
+static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+
+/* The best tile shape and split: the least predicted time; a split must win by more than
+ * 10% besides its own costs (it adds a kernel and a pass over the partial tiles). */
+static int gemm_choose(const HwModel *hw, const int *regs, bool a_kc, bool b_kc, int64_t batch, int64_t m, int64_t n, int64_t k,
+                       int force_shape, int force_splits, CudaGemmPlan *best) {
+  double best_t = INFINITY, best_unsplit = INFINITY;
+  int best_g = -1;
+  CudaGemmPlan unsplit = {0};
+  int unsplit_g = -1;
+  for (int g = 0; g < NGEMM; g++) {
+    if (force_shape >= 0 && g != force_shape) continue;
+    const GemmShape *gs = &GEMM_SHAPES[g];
+    int r = regs && regs[g] > 0 ? regs[g] : gemm_regs_guess(gs);
+    int ns = force_splits > 0 ? 1 : (int)(sizeof SPLITS / sizeof *SPLITS);
+    for (int si = 0; si < ns; si++) {
+      int s = force_splits > 0 ? force_splits : SPLITS[si];
+      if (force_splits <= 0 && s > 1 && (cdiv(k, s) < 2 * gs->bk || s > cdiv(k, gs->bk))) continue;
+      CudaGemmPlan pl;
+      double t = gemm_time(hw, gs, r, gemm_smem(gs, a_kc, b_kc), batch, m, n, k, s, &pl);
+      if (s == 1 && t < best_unsplit) {
+        best_unsplit = t;
+        unsplit = pl;
+        unsplit_g = g;
+      }
+      if (t < best_t) {
+        best_t = t;
+        *best = pl;
+        best_g = g;
+      }
+    }
+  }
+  if (force_splits <= 0 && unsplit_g >= 0 && best->splits > 1 && !(best_t < 0.9 * best_unsplit)) {
+    *best = unsplit;
+    best_g = unsplit_g;
+  }
+  return best_g;
+}
+
+bool cuda_gemm_plan(const HwModel *hw, int64_t batch, int64_t m, int64_t n, int64_t k, CudaGemmPlan *out) {
+  if (batch < 1 || m < 1 || n < 1 || k < 0) return false;
+  memset(out, 0, sizeof *out);
+  return gemm_choose(hw, NULL, true, false, batch, m, n, k, -1, 0, out) >= 0;
+}
+
+/* What one kernel runs for one shape. */
+typedef struct Launch {
+  bool skip;                 /* nothing to compute */
+  int var;                   /* index in CK.v */
+  unsigned grid[3], block[3];
+  int var2;                  /* a second kernel (the split-K sum), -1: none */
+  unsigned grid2[3], block2[3];
+  int splits;
+  bool avec, bvec;
+  size_t ws;                 /* workspace bytes */
+  CudaGemmPlan gp;
+  char why[256];
+} Launch;
+
+static int find_var(const CK *ck, int kind, int gemm) {
+  for (int i = 0; i < ck->nv; i++)
+    if (ck->v[i].kind == kind && (kind != V_GEMM || ck->v[i].gemm == gemm)) return i;
+  return -1;
+}
+
+static bool forced(const char *force, const Var *v) {
+  if (!force || !*force) return false;
+  size_t a = strlen(v->name), b = strlen(force);
+  return a > b && v->name[a - b - 1] == '_' && !strcmp(v->name + a - b, force);
+}
+
+static unsigned clamp_grid(int64_t n, int64_t max) { return (unsigned)(n < 1 ? 1 : n > max ? max : n); }
+
+/* A thread per element of `inner`, rows along y: the block is fitted to the shape. */
+static void loop_dims(int64_t inner, int64_t rows, unsigned *grid, unsigned *block) {
+  int bx = 32;
+  while (bx < 256 && bx < inner) bx *= 2;
+  int by = 256 / bx;
+  block[0] = (unsigned)bx;
+  block[1] = (unsigned)by;
+  block[2] = 1;
+  grid[0] = clamp_grid(cdiv(inner, bx), 1 << 30);
+  grid[1] = clamp_grid(cdiv(rows, by), 65535);
+  grid[2] = 1;
+}
+
+static int64_t prod_ext(const int64_t *ext, const int *ax, int n) {
+  int64_t v = 1;
+  for (int i = 0; i < n; i++) v *= ext[ax[i]];
+  return v;
+}
+
+static int64_t slot_stride(const int64_t *strides, int slot, int pos) { return pos < 0 ? 0 : strides[slot * DYN_MAX_RANK + pos]; }
+
+static void plan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, const int64_t *shape, const int64_t *strides,
+                        const char *force, int force_splits, Launch *L) {
+  const HwModel *hw = &cp->hw;
+  int sms = hw->sm_count > 0 ? hw->sm_count : 1;
+  const Kernel *kn = ck->kn;
+  memset(L, 0, sizeof *L);
+  L->var2 = -1;
+  L->splits = 1;
+  int fv = -1;
+  for (int i = 0; i < ck->nv; i++)
+    if (forced(force, &ck->v[i])) fv = i;
+  switch (ck->kind) {
+  case CK_LOOP: {
+    const Stage *st = &kn->stages[0];
+    int64_t inner = ext[st->axes[st->naxes - 1]], rows = prod_ext(ext, st->axes, st->naxes - 1);
+    int64_t outputs = inner * rows;
+    if (outputs <= 0) {
+      L->skip = true;
+      return;
+    }
+    int w = find_var(ck, V_WARP, 0);
+    if (w >= 0) {
+      int64_t red = prod_ext(ext, ck->coop->raxes, ck->coop->nraxes);
+      bool use = fv >= 0 ? fv == w : red >= 32 && (ck->r_contig > ck->o_contig || outputs < (int64_t)sms * 64);
+      if (use) {
+        L->var = w;
+        L->block[0] = 32;
+        L->block[1] = 8;
+        L->block[2] = 1;
+        L->grid[0] = clamp_grid(cdiv(outputs, 8), 0x7fffffff);
+        L->grid[1] = L->grid[2] = 1;
+        snprintf(L->why, sizeof L->why, "a warp per output (%lld outputs, reductions of %lld%s)", (long long)outputs,
+                 (long long)red, ck->r_contig > ck->o_contig ? ", contiguous along the reduction" : "");
+        return;
+      }
+    }
+    int v4 = find_var(ck, V_LOOP4, 0);
+    bool ok4 = v4 >= 0 && inner % 4 == 0 && !(fv >= 0 && fv != v4);
+    for (int i = 0; ok4 && i < ck->nvslots; i++) {
+      const Slot *sl = &cp->p->slots[ck->vslots[i]];
+      ok4 = sl->type.rank <= 1 || shape[ck->vslots[i] * DYN_MAX_RANK + sl->type.rank - 1] % 4 == 0;
+    }
+    L->var = ok4 ? v4 : find_var(ck, V_LOOP, 0);
+    loop_dims(ok4 ? inner / 4 : inner, rows, L->grid, L->block);
+    snprintf(L->why, sizeof L->why, "a thread per %s (%lld x %lld)", ok4 ? "four elements, 16-byte accesses" : "element",
+             (long long)rows, (long long)inner);
+    return;
+  }
+  case CK_ROW: {
+    int64_t rows = prod_ext(ext, ck->outer, ck->nouter);
+    if (rows <= 0) {
+      L->skip = true;
+      return;
+    }
+    int64_t len = 1;
+    for (int s = 0; s < kn->nstages; s++) {
+      int64_t n = prod_ext(ext, kn->stages[s].axes, kn->stages[s].naxes);
+      const KExpr *co[16];
+      int nco = 0;
+      find_coop(kn->stages[s].expr, co, &nco, 16);
+      for (int i = 0; i < nco && i < 16; i++) {
+        int64_t r = prod_ext(ext, co[i]->raxes, co[i]->nraxes);
+        if (r > n) n = r;
+      }
+      if (n > len) len = n;
+    }
+    /* short rows, many of them: a warp each; else a block each, the larger one when there are
+     * fewer rows than SMs (more threads in flight per SM) and the row gives them work */
+    int kind = len <= 1024 && rows >= 2 * (int64_t)sms ? V_WARP : rows >= sms || len < 2048 ? V_BLOCK256 : V_BLOCK1024;
+    L->var = fv >= 0 ? fv : find_var(ck, kind, 0);
+    const Var *v = &ck->v[L->var];
+    L->block[0] = (unsigned)v->lanes;
+    L->block[1] = (unsigned)v->rows;
+    L->block[2] = 1;
+    L->grid[0] = clamp_grid(cdiv(rows, v->rows), 0x7fffffff);
+    L->grid[1] = L->grid[2] = 1;
+    snprintf(L->why, sizeof L->why, "%s (%lld rows of %lld)",
+             v->kind == V_WARP ? "a warp per row, 8 rows per block" : v->kind == V_BLOCK256 ? "a block of 256 threads per row"
+                                                                                          : "a block of 1024 threads per row",
+             (long long)rows, (long long)len);
+    return;
+  }
+  case CK_SCALAR: {
+    int g = find_var(ck, V_GRID, 0);
+    int64_t red = ck->coop ? prod_ext(ext, ck->coop->raxes, ck->coop->nraxes) : 0;
+    bool use = g >= 0 && (fv >= 0 ? fv == g : red >= 65536);
+    if (use) {
+      int64_t blocks = cdiv(red, 1024);
+      if (blocks > 4 * (int64_t)sms) blocks = 4 * (int64_t)sms;
+      if (blocks < 1) blocks = 1;
+      L->var = g;
+      L->block[0] = 256;
+      L->block[1] = L->block[2] = 1;
+      L->grid[0] = (unsigned)blocks;
+      L->grid[1] = L->grid[2] = 1;
+      L->ws = 16 + (size_t)blocks * 8;
+      snprintf(L->why, sizeof L->why, "%lld blocks of 256 threads over %lld elements, combined by the last block", (long long)blocks,
+               (long long)red);
+    } else {
+      L->var = find_var(ck, V_BLOCK1024, 0);
+      L->block[0] = 1024;
+      L->block[1] = L->block[2] = 1;
+      L->grid[0] = L->grid[1] = L->grid[2] = 1;
+      snprintf(L->why, sizeof L->why, "one block of 1024 threads (%lld elements)", (long long)red);
+    }
+    return;
+  }
+  default: {
+    int64_t batch = ck->bax >= 0 ? ext[ck->bax] : 1, m = ext[ck->max], n = ext[ck->nax], k = ext[ck->kax];
+    if (batch <= 0 || m <= 0 || n <= 0) {
+      L->skip = true;
+      return;
+    }
+    int regs[NGEMM];
+    for (int g = 0; g < NGEMM; g++) {
+      int vi = find_var(ck, V_GEMM, g);
+      regs[g] = vi >= 0 ? ck->v[vi].regs : 0;
+    }
+    int fshape = fv >= 0 && ck->v[fv].kind == V_GEMM ? ck->v[fv].gemm : -1;
+    int g = gemm_choose(hw, regs, ck->a_kc, ck->b_kc, batch, m, n, k < 1 ? 1 : k, fshape, force_splits, &L->gp);
+    if (g < 0) g = 0;
+    const GemmShape *gs = &GEMM_SHAPES[g];
+    L->var = find_var(ck, V_GEMM, g);
+    L->splits = L->gp.splits > 0 ? L->gp.splits : 1;
+    L->block[0] = (unsigned)((gs->bm / gs->tm) * (gs->bn / gs->tn));
+    L->block[1] = L->block[2] = 1;
+    int64_t tiles = cdiv(m, gs->bm) * cdiv(n, gs->bn) * batch;
+    if (tiles > 0x7fffffff) {
+      /* 2^31 blocks of at least 32 x 32 outputs: beyond any memory */
+      L->skip = true;
+      snprintf(L->why, sizeof L->why, "too many tiles (%lld)", (long long)tiles);
+      return;
+    }
+    L->grid[0] = (unsigned)tiles;
+    L->grid[1] = 1;
+    L->grid[2] = (unsigned)L->splits;
+    int64_t a_sb = slot_stride(strides, ck->ga, ck->apos[0]), a_sm = slot_stride(strides, ck->ga, ck->apos[1]),
+            a_sk = slot_stride(strides, ck->ga, ck->apos[2]);
+    int64_t b_sb = slot_stride(strides, ck->gb, ck->bpos[0]), b_sk = slot_stride(strides, ck->gb, ck->bpos[1]),
+            b_sn = slot_stride(strides, ck->gb, ck->bpos[2]);
+    if (ck->a_kc) L->avec = a_sk == 1 && a_sm % 4 == 0 && a_sb % 4 == 0;
+    else L->avec = a_sm == 1 && a_sk % 4 == 0 && a_sb % 4 == 0;
+    if (ck->b_kc && !ck->a_kc) L->bvec = b_sk == 1 && b_sn % 4 == 0 && b_sb % 4 == 0;
+    else if (!ck->b_kc) L->bvec = b_sn == 1 && b_sk % 4 == 0 && b_sb % 4 == 0;
+    if (L->splits > 1) {
+      L->ws = (size_t)L->splits * (size_t)batch * (size_t)m * (size_t)n * 4;
+      L->var2 = find_var(ck, V_SPLITK, 0);
+      loop_dims(n, batch * m, L->grid2, L->block2);
+    }
+    snprintf(L->why, sizeof L->why, "tiles %dx%d, %d threads, K in %d part%s: %lld blocks, %d per SM, %.0f wave%s", gs->bm, gs->bn,
+             (int)L->block[0], L->splits, L->splits == 1 ? "" : "s", (long long)L->gp.blocks, L->gp.blocks_per_sm, L->gp.waves,
+             L->gp.waves == 1 ? "" : "s");
+    return;
+  }
+  }
+}
+
+/* ---- the device: context, memory, modules ---------------------------------------------------- */
+
+typedef struct DevBlock { CUdeviceptr p; size_t bytes; } DevBlock;
+typedef struct Module { uint64_t hash; char *src; CUmodule mod; char *ptx; } Module;
+
+struct CudaBackend {
+  HwModel hw;
+  CUdevice dev;
+  CUcontext ctx;
+  char desc[256];
+  VEC(DevBlock) pool;         /* freed device buffers kept for reuse */
+  size_t pooled;
+  VEC(Module) mods;           /* compiled modules, by source text */
+  CUevent ev0, ev1;
+  double last_ms;
+  char force[32];
+  int force_splits;
+};
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* A GPU model for the device: the hw file named like it ("NVIDIA H100 80GB HBM3" -> h100,
+ * "NVIDIA GeForce RTX 4090" -> rtx4090), else what the device reports. */
+static void model_for_device(const char *dname, CUdevice dev, HwModel *hw) {
+  char low[256];
+  size_t n = 0;
+  for (const char *c = dname; *c && n + 1 < sizeof low; c++) low[n++] = (char)((*c >= 'A' && *c <= 'Z') ? *c - 'A' + 'a' : *c);
+  low[n] = 0;
+  char *tok[32];
+  int nt = 0;
+  for (char *t = strtok(low, " -_"); t && nt < 32; t = strtok(NULL, " -_")) tok[nt++] = t;
+  for (int i = 0; i < nt; i++)
+    for (int len = 1; len <= 2 && i + len <= nt; len++) {
+      char cand[96] = "";
+      for (int j = 0; j < len; j++) strncat(cand, tok[i + j], sizeof cand - strlen(cand) - 1);
+      bool word = *cand != 0;
+      for (char *c = cand; *c; c++) word = word && ((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9'));
+      if (!word || !strcmp(cand, "nvidia") || !strcmp(cand, "geforce")) continue;
+      char e[256];
+      HwModel m;
+      if (hw_load(cand, &m, e, sizeof e) && !strcmp(m.kind, "gpu")) {
+        *hw = m;
+        return;
+      }
+    }
+  /* what the device tells; FP32 lanes per SM by architecture (CUDA C++ Programming Guide,
+   * "Arithmetic Instructions"): 64 on compute capability 6.0, 7.x and 8.0, else 128 */
+  memset(hw, 0, sizeof *hw);
+  int v = 0;
+  snprintf(hw->name, sizeof hw->name, "device");
+  snprintf(hw->kind, sizeof hw->kind, "gpu");
+  snprintf(hw->desc, sizeof hw->desc, "%.80s (figures read from the device; approximate)", dname);
+  D.cuDeviceGetAttribute(&hw->sm_count, CU_DEV_SM_COUNT, dev);
+  D.cuDeviceGetAttribute(&hw->cc_major, CU_DEV_CC_MAJOR, dev);
+  D.cuDeviceGetAttribute(&hw->cc_minor, CU_DEV_CC_MINOR, dev);
+  D.cuDeviceGetAttribute(&hw->regs_per_sm, CU_DEV_REGS_PER_SM, dev);
+  hw->warp_size = 32;
+  hw->regs_per_thread_max = 255;
+  hw->max_threads_per_block = 1024;
+  D.cuDeviceGetAttribute(&v, CU_DEV_SMEM_PER_SM, dev);
+  hw->smem_per_sm = v;
+  D.cuDeviceGetAttribute(&v, CU_DEV_SMEM_PER_BLOCK_OPTIN, dev);
+  hw->smem_per_block = v;
+  D.cuDeviceGetAttribute(&v, CU_DEV_CLOCK_RATE, dev);
+  hw->ghz = v / 1e6;
+  int cc = hw->cc_major * 10 + hw->cc_minor;
+  int lanes = cc == 60 || (cc >= 70 && cc < 80) || cc == 80 ? 64 : 128;
+  hw->fp32_tflops = hw->sm_count * lanes * 2 * hw->ghz / 1e3;
+  hw->peak_gflops_f32 = hw->fp32_tflops * 1e3;
+  hw->cores = hw->sm_count;
+  int memclk = 0, bus = 0, l2 = 0;
+  D.cuDeviceGetAttribute(&memclk, CU_DEV_MEM_CLOCK_RATE, dev);
+  D.cuDeviceGetAttribute(&bus, CU_DEV_BUS_WIDTH, dev);
+  D.cuDeviceGetAttribute(&l2, CU_DEV_L2_SIZE, dev);
+  double hbm = memclk * 1e3 * 2 * bus / 8 / 1e9;
+  hw->nlevels = 3;
+  snprintf(hw->level[0].name, sizeof hw->level[0].name, "smem");
+  hw->level[0].bytes = hw->smem_per_sm;
+  hw->level[0].line = 128;
+  hw->level[0].gbs = hw->level[0].total_gbs = 128.0 * hw->ghz * hw->sm_count;
+  snprintf(hw->level[1].name, sizeof hw->level[1].name, "L2");
+  hw->level[1].bytes = l2;
+  hw->level[1].line = 128;
+  hw->level[1].gbs = hw->level[1].total_gbs = 2.5 * hbm;
+  snprintf(hw->level[2].name, sizeof hw->level[2].name, "HBM");
+  hw->level[2].bytes = 0;
+  hw->level[2].line = 128;
+  hw->level[2].gbs = hw->level[2].total_gbs = hbm > 0 ? hbm : 500;
+}
+
+CudaBackend *cuda_backend_new(const HwModel *hw, char *why, size_t whylen) {
+  if (!have_driver(why, whylen)) return NULL;
+  CUresult rc = D.cuInit(0);
+  if (rc == CUDA_ERROR_NO_DEVICE) {
+    snprintf(why, whylen, "no CUDA device");
+    return NULL;
+  }
+  if (rc != 0) {
+    snprintf(why, whylen, "the NVIDIA driver did not start: %s", cu_err(rc));
+    return NULL;
+  }
+  int count = 0;
+  if (D.cuDeviceGetCount(&count) != 0 || count < 1) {
+    snprintf(why, whylen, "no CUDA device");
+    return NULL;
+  }
+  char nwhy[1024];
+  if (!have_nvrtc(nwhy, sizeof nwhy)) {
+    snprintf(why, whylen, "%.500s", nwhy);
+    return NULL;
+  }
+  CudaBackend *be = xcalloc(1, sizeof *be);
+  char dname[128] = "a CUDA device";
+  if ((rc = D.cuDeviceGet(&be->dev, 0)) != 0 || (rc = D.cuDevicePrimaryCtxRetain(&be->ctx, be->dev)) != 0 ||
+      (rc = D.cuCtxSetCurrent(be->ctx)) != 0) {
+    snprintf(why, whylen, "cannot use the CUDA device: %s", cu_err(rc));
+    free(be);
+    return NULL;
+  }
+  D.cuDeviceGetName(dname, sizeof dname, be->dev);
+  if (hw && !strcmp(hw->kind, "gpu")) be->hw = *hw;
+  else model_for_device(dname, be->dev, &be->hw);
+  /* the device's own figures replace the file's where they differ */
+  int v = 0;
+  if (D.cuDeviceGetAttribute(&v, CU_DEV_SM_COUNT, be->dev) == 0 && v > 0) be->hw.sm_count = be->hw.cores = v;
+  if (D.cuDeviceGetAttribute(&v, CU_DEV_CC_MAJOR, be->dev) == 0) be->hw.cc_major = v;
+  if (D.cuDeviceGetAttribute(&v, CU_DEV_CC_MINOR, be->dev) == 0) be->hw.cc_minor = v;
+  if (D.cuDeviceGetAttribute(&v, CU_DEV_REGS_PER_SM, be->dev) == 0 && v > 0) be->hw.regs_per_sm = v;
+  if (D.cuDeviceGetAttribute(&v, CU_DEV_SMEM_PER_SM, be->dev) == 0 && v > 0) be->hw.smem_per_sm = v;
+  int drv = 0, rmaj = 0, rmin = 0;
+  D.cuDriverGetVersion(&drv);
+  R.nvrtcVersion(&rmaj, &rmin);
+  snprintf(be->desc, sizeof be->desc, "%s (compute capability %d.%d, %d SMs; driver %d.%d, NVRTC %d.%d)", dname, be->hw.cc_major,
+           be->hw.cc_minor, be->hw.sm_count, drv / 1000, drv % 1000 / 10, rmaj, rmin);
+  D.cuEventCreate(&be->ev0, 0);
+  D.cuEventCreate(&be->ev1, 0);
+  return be;
+}
+
+void cuda_backend_free(CudaBackend *be) {
+  if (!be) return;
+  D.cuCtxSetCurrent(be->ctx);
+  for (int i = 0; i < be->pool.n; i++) D.cuMemFree(be->pool.a[i].p);
+  vec_free(be->pool);
+  for (int i = 0; i < be->mods.n; i++) {
+    D.cuModuleUnload(be->mods.a[i].mod);
+    free(be->mods.a[i].src);
+    free(be->mods.a[i].ptx);
+  }
+  vec_free(be->mods);
+  if (be->ev0) D.cuEventDestroy(be->ev0);
+  if (be->ev1) D.cuEventDestroy(be->ev1);
+  D.cuDevicePrimaryCtxRelease(be->dev);
+  free(be);
+}
+
+const HwModel *cuda_backend_hw(const CudaBackend *be) { return &be->hw; }
+const char *cuda_backend_device(const CudaBackend *be) { return be->desc; }
+double cuda_last_ms(const CudaBackend *be) { return be->last_ms; }
+
+void cuda_force(CudaBackend *be, const char *variant, int splits) {
+  snprintf(be->force, sizeof be->force, "%s", variant ? variant : "");
+  be->force_splits = splits;
+}
+
+/* Device memory, reused: a freed buffer waits in the pool for a request of about its size. */
+static bool dev_alloc(CudaBackend *be, size_t bytes, CUdeviceptr *p, char *err, size_t errlen) {
+  if (bytes < 256) bytes = 256;
+  int best = -1;
+  for (int i = 0; i < be->pool.n; i++) {
+    size_t b = be->pool.a[i].bytes;
+    if (b >= bytes && b <= 2 * bytes && (best < 0 || b < be->pool.a[best].bytes)) best = i;
+  }
+  if (best >= 0) {
+    *p = be->pool.a[best].p;
+    be->pooled -= be->pool.a[best].bytes;
+    be->pool.a[best] = be->pool.a[--be->pool.n];
+    return true;
+  }
+  CUresult rc = D.cuMemAlloc(p, bytes);
+  if (rc != 0 && be->pool.n) {
+    for (int i = 0; i < be->pool.n; i++) D.cuMemFree(be->pool.a[i].p);
+    be->pool.n = 0;
+    be->pooled = 0;
+    rc = D.cuMemAlloc(p, bytes);
+  }
+  if (rc != 0) {
+    snprintf(err, errlen, "cannot allocate %zu bytes on the GPU: %s", bytes, cu_err(rc));
+    return false;
+  }
+  return true;
+}
+
+static void dev_free(CudaBackend *be, CUdeviceptr p, size_t bytes) {
+  if (!p) return;
+  if (bytes < 256) bytes = 256;
+  DevBlock b = {p, bytes};
+  vec_push(be->pool, b);
+  be->pooled += bytes;
+  while (be->pooled > ((size_t)1 << 31) && be->pool.n) {     /* keep at most 2 GiB idle */
+    D.cuMemFree(be->pool.a[0].p);
+    be->pooled -= be->pool.a[0].bytes;
+    be->pool.a[0] = be->pool.a[--be->pool.n];
+  }
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+CudaProgram *cuda_compile(CudaBackend *be, const Program *p, char *err, size_t errlen) {
+  double t0 = now_ms();
+  D.cuCtxSetCurrent(be->ctx);
+  CudaProgram *cp = cuda_program_new(p, &be->hw);
+  const char *src = cuda_program_source(cp);
+  uint64_t h = fnv1a(src);
+  Module *m = NULL;
+  for (int i = 0; i < be->mods.n && !m; i++)
+    if (be->mods.a[i].hash == h && !strcmp(be->mods.a[i].src, src)) m = &be->mods.a[i];
+  if (!m) {
+    Buf ptx = {0};
+    if (!cuda_compile_ptx(src, be->hw.cc_major, be->hw.cc_minor, &ptx, err, errlen)) {
+      buf_free(&ptx);
+      program_free(cp);
+      return NULL;
+    }
+    char log[4096] = "";
+    int opts[2] = {CU_JIT_ERROR_LOG, CU_JIT_ERROR_LOG_SIZE};
+    void *vals[2] = {log, (void *)(uintptr_t)sizeof log};
+    CUmodule mod = NULL;
+    CUresult rc = D.cuModuleLoadDataEx(&mod, ptx.s, 2, opts, vals);
+    if (rc != 0) {
+      snprintf(err, errlen, "the driver cannot load the PTX of %s: %s %.1000s", p->name, cu_err(rc), log);
+      buf_free(&ptx);
+      program_free(cp);
+      return NULL;
+    }
+    Module nm = {h, xstrdup(src), mod, ptx.s};
+    vec_push(be->mods, nm);
+    m = &be->mods.a[be->mods.n - 1];
+  }
+  for (int k = 0; k < cp->nk; k++)
+    for (int i = 0; i < cp->k[k].nv; i++) {
+      Var *v = &cp->k[k].v[i];
+      CUresult rc = D.cuModuleGetFunction(&v->fn, m->mod, v->name);
+      if (rc != 0) {
+        snprintf(err, errlen, "internal error: no kernel %s in the module: %s", v->name, cu_err(rc));
+        program_free(cp);
+        return NULL;
+      }
+      D.cuFuncGetAttribute(&v->regs, CU_FUNC_NUM_REGS, v->fn);
+    }
+  cp->ptx = xstrdup(m->ptx);
+  cp->be = be;
+  cp->compile_ms = now_ms() - t0;
+  return cp;
+}
+
+double cuda_program_compile_ms(const CudaProgram *cp) { return cp->compile_ms; }
+
+bool cuda_program_code(CudaProgram *cp, const char *what, Buf *out, char *err, size_t errlen) {
+  if (!strcmp(what, "cuda")) {
+    buf_puts(out, cuda_program_source(cp));
+    return true;
+  }
+  if (strcmp(what, "ptx")) {
+    snprintf(err, errlen, "the GPU back end shows cuda or ptx, not %s", what);
+    return false;
+  }
+  if (!cp->ptx) {
+    Buf b = {0};
+    if (!cuda_compile_ptx(cuda_program_source(cp), cp->hw.cc_major, cp->hw.cc_minor, &b, err, errlen)) {
+      buf_free(&b);
+      return false;
+    }
+    cp->ptx = b.s ? b.s : xstrdup("");
+  }
+  buf_puts(out, cp->ptx);
+  return true;
+}
+
+/* ---- running ---------------------------------------------------------------------------------- */
+
+static bool size_lookup(void *env, const char *name, int64_t *v) {
+  const EvalSizes *s = env;
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->names[i], name)) {
+      *v = s->vals[i];
+      return true;
+    }
+  return false;
+}
+
+/* Extents of every axis, and the shape and C-order strides of every slot. */
+static bool bind_shapes(const Program *p, const EvalSizes *sz, int64_t *ext, int64_t *shape, int64_t *strides, char *err,
+                        size_t errlen) {
+  const char *why = NULL;
+  for (int a = 0; a < p->naxes; a++)
+    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sz, &ext[a], &why)) {
+      snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
+      return false;
+    }
+  for (int i = 0; i < p->nslots; i++) {
+    const Slot *s = &p->slots[i];
+    if (s->kind == SLOT_INLINED || s->kind == SLOT_SIZE) continue;
+    int64_t st = 1;
+    for (int k = s->type.rank - 1; k >= 0; k--) {
+      int64_t d = 0;
+      if (!poly_eval(s->type.dims[k], size_lookup, (void *)sz, &d, &why)) {
+        snprintf(err, errlen, "cannot evaluate the shape of %s: %s", s->name, why ? why : "unbound");
+        return false;
+      }
+      shape[i * DYN_MAX_RANK + k] = d;
+      strides[i * DYN_MAX_RANK + k] = st;
+      st *= d > 0 ? d : 1;
+    }
+  }
+  return true;
+}
+
+static size_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
+  const Slot *s = &p->slots[slot];
+  size_t n = (size_t)elem_size(s->type.elem);
+  for (int k = 0; k < s->type.rank; k++) n *= (size_t)(shape[slot * DYN_MAX_RANK + k] > 0 ? shape[slot * DYN_MAX_RANK + k] : 0);
+  return n;
+}
+
+int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs, char *err, size_t errlen) {
+  const Program *p = cp->p;
+  int ns = p->nslots;
+  int status = 1;
+  CUresult rc;
+  D.cuCtxSetCurrent(be->ctx);
+  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
+  int64_t *shape = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
+  int64_t *strides = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
+  CUdeviceptr *dp = xcalloc((size_t)ns + 1, sizeof(CUdeviceptr));
+  size_t *db = xcalloc((size_t)ns + 1, sizeof(size_t));
+  Launch *L = xcalloc((size_t)cp->nk + 1, sizeof(Launch));
+  uint64_t *words = NULL;
+  CUdeviceptr errp = 0, ws = 0;
+  size_t ws_bytes = 0;
+  if (!bind_shapes(p, sizes, ext, shape, strides, err, errlen)) {
+    status = -1;
+    goto out;
+  }
+  for (int i = 0; i < ns && status == 1; i++) {
+    if (!cp->buf[i]) continue;
+    db[i] = slot_bytes(p, i, shape);
+    if (!dev_alloc(be, db[i], &dp[i], err, errlen)) {
+      status = -1;
+      break;
+    }
+    const Slot *s = &p->slots[i];
+    if (s->kind != SLOT_INPUT) continue;
+    Tensor *t = inputs[s->param];
+    if (!tensor_contiguous(t)) {
+      snprintf(err, errlen, "%s is not contiguous", s->name);
+      status = -1;
+      break;
+    }
+    if (db[i] && (rc = D.cuMemcpyHtoD(dp[i], tensor_data(t), db[i])) != 0) {
+      snprintf(err, errlen, "cannot copy %s to the GPU: %s", s->name, cu_err(rc));
+      status = -1;
+    }
+  }
+  if (status != 1) goto out;
+  for (int k = 0; k < cp->nk; k++) {
+    plan_kernel(cp, &cp->k[k], ext, shape, strides, be->force, be->force_splits, &L[k]);
+    if (L[k].ws > ws_bytes) ws_bytes = L[k].ws;
+  }
+  if (!dev_alloc(be, 256, &errp, err, errlen) || (ws_bytes && !dev_alloc(be, ws_bytes, &ws, err, errlen))) {
+    status = -1;
+    goto out;
+  }
+  D.cuMemsetD32(errp, 0, 1);
+  D.cuEventRecord(be->ev0, NULL);
+  for (int k = 0; k < cp->nk && status == 1; k++) {
+    CK *ck = &cp->k[k];
+    if (L[k].skip) continue;
+    words = xrealloc(words, sizeof(uint64_t) * (size_t)(ck->nf + 1));
+    for (int i = 0; i < ck->nf; i++) {
+      const Field *f = &ck->f[i];
+      int64_t v = 0;
+      switch (f->kind) {
+      case F_PTR: v = (int64_t)dp[f->slot]; break;
+      case F_STRIDE: v = strides[f->slot * DYN_MAX_RANK + f->dim]; break;
+      case F_DIM: v = shape[f->slot * DYN_MAX_RANK + f->dim]; break;
+      case F_EXT: v = ext[f->axis]; break;
+      case F_SIZE: {
+        const char *why = NULL;
+        if (!poly_eval(f->size, size_lookup, (void *)sizes, &v, &why)) {
+          snprintf(err, errlen, "cannot evaluate a size of %s: %s", ck->kn->name, why ? why : "unbound");
+          status = -1;
+        }
+        break;
+      }
+      case F_ERR: v = (int64_t)errp; break;
+      case F_WS: v = (int64_t)ws; break;
+      case F_SPLITS: v = L[k].splits; break;
+      case F_AVEC: v = L[k].avec; break;
+      default: v = L[k].bvec; break;
+      }
+      words[i] = (uint64_t)v;
+    }
+    if (status != 1) break;
+    if (ck->kind == CK_SCALAR && ck->v[L[k].var].kind == V_GRID) D.cuMemsetD32(ws, 0, 4);
+    void *params[1] = {words};
+    for (int pass = 0; pass < 2 && status == 1; pass++) {
+      int vi = pass ? L[k].var2 : L[k].var;
+      if (vi < 0) continue;
+      const unsigned *g = pass ? L[k].grid2 : L[k].grid, *b = pass ? L[k].block2 : L[k].block;
+      rc = D.cuLaunchKernel(ck->v[vi].fn, g[0], g[1], g[2], b[0], b[1], b[2], 0, NULL, params, NULL);
+      if (rc != 0) {
+        snprintf(err, errlen, "cannot launch %s (%ux%ux%u blocks of %ux%u): %s", ck->v[vi].name, g[0], g[1], g[2], b[0], b[1], cu_err(rc));
+        status = -1;
+      }
+    }
+  }
+  D.cuEventRecord(be->ev1, NULL);
+  if ((rc = D.cuCtxSynchronize()) != 0 && status == 1) {
+    snprintf(err, errlen, "the GPU failed running %s: %s", p->name, cu_err(rc));
+    status = -1;
+  }
+  float ms = 0;
+  if (status == 1 && D.cuEventElapsedTime(&ms, be->ev0, be->ev1) == 0) be->last_ms = ms;
+  if (status == 1) {
+    int flag = 0;
+    D.cuMemcpyDtoH(&flag, errp, sizeof flag);
+    if (flag) status = 0;
+  }
+  for (int i = 0; i < p->nout && status == 1; i++) {
+    int s = p->outputs[i];
+    const Slot *sl = &p->slots[s];
+    int64_t dims[DYN_MAX_RANK];
+    for (int k = 0; k < sl->type.rank; k++) dims[k] = shape[s * DYN_MAX_RANK + k];
+    outs[i] = tensor_new(sl->type.elem, sl->type.rank, dims, err, errlen);
+    if (!outs[i]) {
+      status = -1;
+      break;
+    }
+    if (db[s] && (rc = D.cuMemcpyDtoH(tensor_data(outs[i]), dp[s], db[s])) != 0) {
+      snprintf(err, errlen, "cannot copy %s from the GPU: %s", sl->name, cu_err(rc));
+      status = -1;
+    }
+  }
+  if (status != 1)
+    for (int i = 0; i < p->nout; i++) {
+      tensor_release(outs[i]);
+      outs[i] = NULL;
+    }
+out:
+  for (int i = 0; i < ns; i++) dev_free(be, dp[i], db[i]);
+  dev_free(be, errp, 256);
+  dev_free(be, ws, ws_bytes);
+  free(words);
+  free(L);
+  free(ext);
+  free(shape);
+  free(strides);
+  free(dp);
+  free(db);
+  return status;
+}
+
+/* ---- the schedule, for :sched ------------------------------------------------------------------ */
+
+static void describe_kernel(const CudaProgram *cp, const CK *ck, Buf *out) {
+  const Program *p = cp->p;
+  const Kernel *kn = ck->kn;
+  buf_printf(out, "kernel %s\n", kn->name);
+  switch (ck->kind) {
+  case CK_GEMM: {
+    buf_printf(out, "  contraction over %s: %s (%s) x %s (%s) -> %s%s, exact f32 on the CUDA cores\n", p->axes[ck->kax].name,
+               p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous", p->slots[ck->gb].name,
+               ck->b_kc ? "k contiguous" : "n contiguous", p->slots[ck->gc].name, ck->bax >= 0 ? ", batched" : "");
+    buf_puts(out, "  grid:    a block per tile of the output and batch (groups of 8 tile-rows share B in L2); split K on z\n");
+    buf_puts(out, "  block:   A and B tiles in shared memory, two buffers (cp.async from sm_80)\n");
+    buf_puts(out, "  thread:  a register tile of outputs\n  variants:");
+    for (int g = 0; g < NGEMM; g++) {
+      const GemmShape *gs = &GEMM_SHAPES[g];
+      int vi = find_var(ck, V_GEMM, g);
+      buf_printf(out, " %dx%d (%d threads, %dx%d each, k-step %d", gs->bm, gs->bn, (gs->bm / gs->tm) * (gs->bn / gs->tn), gs->tm, gs->tn,
+                 gs->bk);
+      if (vi >= 0 && ck->v[vi].regs) buf_printf(out, ", %d registers", ck->v[vi].regs);
+      buf_puts(out, g + 1 < NGEMM ? ")," : ")\n");
+    }
+    break;
+  }
+  case CK_ROW:
+    buf_puts(out, "  row-wise over ");
+    axes_list(cp, ck->outer, ck->nouter, out);
+    buf_printf(out, ": %d stages fused\n", kn->nstages);
+    for (int s = 0; s < kn->nstages; s++) {
+      int o = kn->stages[s].out;
+      buf_printf(out, "    %s: %s\n", p->slots[o].name,
+                 cp->inl[o] ? "recomputed where it is read" : !cp->buf[o] ? "a register per row" : "stored");
+    }
+    buf_puts(out, "  grid:    rows over the blocks\n  block:   a warp per row (8 rows per block), or 256 or 1024 threads per row\n"
+                  "  warp:    reductions by butterfly shuffles, then shared memory across warps\n");
+    break;
+  case CK_SCALAR:
+    buf_printf(out, "  a reduction to one value: %s\n", ck->ncoop == 1 ? "partials per block, the last block combines them (large), "
+                                                                          "or one block of 1024 threads (small)"
+                                                                        : "one block of 1024 threads");
+    break;
+  default:
+    buf_puts(out, "  loop nest over ");
+    axes_list(cp, kn->stages[0].axes, kn->stages[0].naxes, out);
+    buf_puts(out, ": a thread per element of the last axis, rows on the grid's y");
+    if (ck->vec4) buf_puts(out, "; 16-byte accesses when the last axis allows");
+    buf_putc(out, '\n');
+    if (ck->virt) buf_puts(out, "  reductions: in the thread, or a warp per output when they are long and contiguous\n");
+    break;
+  }
+}
+
+double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Buf *out) {
+  const Program *p = cp->p;
+  buf_printf(out, "target %s: %s, %d SMs, compute capability %d.%d\n", cp->hw.name, cp->hw.desc, cp->hw.sm_count, cp->hw.cc_major,
+             cp->hw.cc_minor);
+  double total = 0;
+  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
+  int64_t *shape = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
+  int64_t *strides = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
+  char err[256];
+  bool have = sz && bind_shapes(p, sz, ext, shape, strides, err, sizeof err);
+  for (int k = 0; k < cp->nk; k++) {
+    const CK *ck = &cp->k[k];
+    describe_kernel(cp, ck, out);
+    if (!have) continue;
+    Launch L;
+    const char *force = cp->be ? cp->be->force : NULL;
+    plan_kernel(cp, ck, ext, shape, strides, force, cp->be ? cp->be->force_splits : 0, &L);
+    if (L.skip) {
+      buf_puts(out, "  this shape: nothing to compute\n");
+      continue;
+    }
+    double t;
+    if (ck->kind == CK_GEMM) {
+      t = L.gp.predicted_s;
+    } else {
+      const Poly *fp, *bp;
+      cost_kernel(p, ck->kn, pc, &fp, &bp);
+      int64_t fv = 0, bv = 0;
+      const char *why;
+      poly_eval(fp, size_lookup, (void *)sz, &fv, &why);
+      poly_eval(bp, size_lookup, (void *)sz, &bv, &why);
+      t = cost_roofline(&cp->hw, cp->hw.sm_count, (double)fv, (double)bv);
+    }
+    buf_printf(out, "  this shape: %s -> %s, %u x %u x %u blocks of %u x %u threads; predicted %.4f ms\n", L.why, ck->v[L.var].name,
+               L.grid[0], L.grid[1], L.grid[2], L.block[0], L.block[1], t * 1e3);
+    if (L.var2 >= 0) buf_printf(out, "              then %s sums the %d parts\n", ck->v[L.var2].name, L.splits);
+    total += t;
+  }
+  if (have) buf_printf(out, "predicted total: %.4f ms\n", total * 1e3);
+  free(ext);
+  free(shape);
+  free(strides);
+  return total;
 }

@@ -436,7 +436,8 @@ typedef struct Func {
   Arena *arena;                 /* owns everything above; freed with the function */
   Program *prog;                /* lowered once, on first use (lower.c) */
   int compiles;                 /* how many times it was compiled: 1 after any number of shapes */
-  void *backend;                /* back-end state for the compiled program */
+  void *backend;                /* the CPU back end's compiled program (CpuProgram) */
+  void *gpu_backend;            /* the GPU back end's (CudaProgram) */
   bool anonymous;               /* a top-level statement compiled as a function */
 } Func;
 
@@ -526,6 +527,8 @@ void kx_print(const Program *p, const KExpr *e, Buf *out);
  * outs receives new tensors (owned by the caller).  False with a message naming the access
  * and the values on a run-time error (out-of-bounds access, allocation failure, interrupt). */
 typedef struct EvalSizes { const char **names; int64_t *vals; int n; } EvalSizes;
+/* The lookup poly_eval takes, over an EvalSizes (env). */
+bool eval_size_lookup(void *env, const char *name, int64_t *v);
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 
@@ -566,6 +569,66 @@ void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **f
 void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly **bytes);
 /* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory). */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes);
+
+/* ---- cuda.c: the GPU back end (CUDA C -> NVRTC -> PTX -> the driver API) ----------------- */
+
+/* Rendering CUDA C and compiling it to PTX need only NVRTC; running needs the driver and a
+ * device.  Both are opened at run time (dlopen through the table in cuda.def), so building
+ * needs no CUDA toolkit and dyn runs where there is no GPU. */
+typedef struct CudaBackend CudaBackend;
+typedef struct CudaProgram CudaProgram;
+/* Whether NVRTC can be opened; false with the reason. */
+bool cuda_nvrtc_available(char *why, size_t whylen);
+/* The first GPU, with the driver's primary context.  hw: the GPU model the scheduler uses
+ * (the device's SM count and compute capability replace its own); NULL or a CPU model: the
+ * hw file named like the device, else figures read from the device.  NULL with the reason:
+ * "no NVIDIA driver (libcuda.so.1 not found)", "no CUDA device", NVRTC missing, ... */
+CudaBackend *cuda_backend_new(const HwModel *hw, char *why, size_t whylen);
+void cuda_backend_free(CudaBackend *be);                          /* NULL-safe */
+const HwModel *cuda_backend_hw(const CudaBackend *be);
+/* One line: "NVIDIA H200 (compute capability 9.0, 132 SMs; driver 12.8, NVRTC 13.0)" */
+const char *cuda_backend_device(const CudaBackend *be);
+/* The CUDA C of a program for the GPU that hw describes, appended to cuda_src. */
+void cuda_render(const Program *p, const HwModel *hw, Buf *cuda_src);
+/* CUDA C to PTX for compute capability cc_major.cc_minor (or the newest older one NVRTC
+ * knows).  Needs only NVRTC.  False with a message in err. */
+bool cuda_compile_ptx(const char *src, int cc_major, int cc_minor, Buf *ptx, char *err, size_t errlen);
+/* The analysis and CUDA C of a program, nothing compiled (:code cuda, :sched without a
+ * device).  p must outlive it; free with cuda_program_free. */
+CudaProgram *cuda_program_new(const Program *p, const HwModel *hw);
+/* Render, compile to PTX (a module cache keyed by the source text) and load: once, for every
+ * shape.  NULL with a message. */
+CudaProgram *cuda_compile(CudaBackend *be, const Program *p, char *err, size_t errlen);
+void cuda_program_free(CudaProgram *cp);                          /* NULL-safe */
+const char *cuda_program_source(const CudaProgram *cp);
+double cuda_program_compile_ms(const CudaProgram *cp);
+/* :code NAME cuda|ptx; ptx is compiled with NVRTC when needed (no device needed). */
+bool cuda_program_code(CudaProgram *cp, const char *what, Buf *out, char *err, size_t errlen);
+/* Run on host tensors, copied to the device and back; outs receives new tensors.  1 done; 0
+ * the code detected a run-time error (out-of-bounds access, division by zero): the caller
+ * re-runs the reference evaluator for the message; -1 a failure described in err. */
+int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+             char *err, size_t errlen);
+/* Milliseconds the kernels of the last cuda_run took on the device (CUDA events). */
+double cuda_last_ms(const CudaBackend *be);
+/* The schedule as :sched shows it: per kernel the levels, tiles and variants; with sizes (sz
+ * non-NULL) the variant each kernel runs, its launch, and the predicted seconds (returned).
+ * pc gives the cost formulas of the kernels that are not contractions. */
+double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Buf *out);
+/* The contraction model on hw, for tests and :sched: the tile, split of K and predicted time
+ * it picks for `batch` products of m x k by k x n. */
+typedef struct CudaGemmPlan {
+  int bm, bn, bk, threads, splits;
+  int64_t blocks;               /* blocks launched (tiles x splits x batch) */
+  int blocks_per_sm;            /* resident at once, from registers, shared memory, threads */
+  double waves;                 /* ceil(blocks / (SMs x blocks_per_sm)) */
+  double predicted_s;
+} CudaGemmPlan;
+bool cuda_gemm_plan(const HwModel *hw, int64_t batch, int64_t m, int64_t n, int64_t k, CudaGemmPlan *out);
+/* Tests: cuda_run uses this variant ("loop", "loop4", "warp", "block256", "block1024",
+ * "grid", "gemm64x64", ...) where a kernel has it and its conditions hold, and splits K in
+ * `splits` parts (0: the model's choice).  NULL and 0 restore the model. */
+void cuda_force(CudaBackend *be, const char *variant, int splits);
 
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input */
 
@@ -645,9 +708,10 @@ bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char
                   size_t errlen);
 /* Verify and hand over a module built in jit_context; the JIT owns it even on failure. */
 bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen);
-/* Optimise (pipeline as above) and compile n modules at once, one thread each, and add
- * the code.  Each module must be in its own context (LLVMContextCreate), which the caller
- * disposes afterwards; the modules are disposed here, on success or failure. */
+/* Optimise (pipeline as above) and compile n modules in parallel (up to one thread per
+ * CPU, the caller's included), and add the code.  Each module must be in its own context
+ * (LLVMContextCreate), which the caller disposes afterwards; the modules are disposed
+ * here, on success or failure. */
 bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *pipeline,
                      char *err, size_t errlen);
 /* The address of a symbol (compiles its module on first use); NULL with a message. */
@@ -683,8 +747,9 @@ typedef struct GemmArgs {
   bool accumulate;                        /* C += A.B instead of C = A.B */
 } GemmArgs;
 /* Compile every micro-kernel variant and packing routine for elem (DYN_F32 or DYN_F64) on
- * hw (copied).  NULL with a message when the type is unsupported or LLVM fails.  The object
- * owns the JIT'd code; free with gemm_free. */
+ * hw (copied), then time each kernel once on L1-resident data (about a millisecond; the
+ * model's per-tile rates).  NULL with a message when the type is unsupported or LLVM
+ * fails.  The object owns the JIT'd code; free with gemm_free.  Thread-safe to run. */
 GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen);
 void gemm_free(GemmKernels *g);                       /* NULL-safe */
 double gemm_compile_ms(const GemmKernels *g);         /* wall time gemm_compile took */
@@ -705,9 +770,9 @@ typedef struct GemmPlanInfo {
   double predicted_s;
 } GemmPlanInfo;
 bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out);
-/* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam
- * indexes the kept families (0 = best scored), pack_* are 1 (pack) or 2 (in place, if the
- * layout allows).  NULL restores the model. */
+/* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam is
+ * 1 + an index into the kept families (1 = best scored), pack_* are 1 (pack) or 2 (in
+ * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
 typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; } GemmForce;
 void gemm_force(GemmKernels *g, const GemmForce *f);
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */

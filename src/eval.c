@@ -535,7 +535,7 @@ static void run_stage(E *E, const Kernel *kn, const Stage *st) {
   }
 }
 
-static bool size_lookup(void *env, const char *name, int64_t *v) {
+bool eval_size_lookup(void *env, const char *name, int64_t *v) {
   const EvalSizes *s = env;
   for (int i = 0; i < s->n; i++)
     if (!strcmp(s->names[i], name)) {
@@ -548,7 +548,7 @@ static bool size_lookup(void *env, const char *name, int64_t *v) {
 static void eval_sizes(E *E, const KExpr *e, const EvalSizes *sizes) {
   if (e->kind == KX_SIZE) {
     const char *why = NULL;
-    if (!poly_eval(e->size, size_lookup, (void *)sizes, &E->szv[e->id], &why)) {
+    if (!poly_eval(e->size, eval_size_lookup, (void *)sizes, &E->szv[e->id], &why)) {
       Buf b = {0};
       poly_str(e->size, &b);
       fail(E, (Span){0}, "cannot evaluate the size %s: %s", b.s, why ? why : "unbound");
@@ -584,7 +584,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
   }
   for (int a = 0; a < p->naxes; a++) {
     const char *why = NULL;
-    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sizes, &E->ext[a], &why)) {
+    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &E->ext[a], &why)) {
       Buf b = {0};
       poly_str(p->axes[a].extent, &b);
       fail(E, (Span){0}, "cannot evaluate the extent %s of %s: %s", b.s, p->axes[a].name, why ? why : "unbound");
@@ -605,7 +605,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
     int64_t shape[DYN_MAX_RANK];
     for (int k = skip; k < s->type.rank; k++) {
       const char *why = NULL;
-      if (!poly_eval(s->type.dims[k], size_lookup, (void *)sizes, &shape[k - skip], &why))
+      if (!poly_eval(s->type.dims[k], eval_size_lookup, (void *)sizes, &shape[k - skip], &why))
         fail(E, (Span){0}, "cannot evaluate the shape of %s: %s", s->name, why ? why : "unbound");
     }
     E->t[i] = tensor_new(s->type.elem, s->type.rank - skip, shape, msg, sizeof msg);

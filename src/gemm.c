@@ -3,35 +3,49 @@
  * type and machine, and run on any shape, layout and thread count with no recompile.
  *
  * Design note.  This follows the sample-free scheduler of Vortex ("A Sample-Free Compilation
- * Framework for Efficient Dynamic Tensor Computation", SC '25, arXiv 2409.01075): the
- * kernel is built bottom-up from the hardware (HwModel), never from example shapes.
- *  - Level 0, registers: register tiles h x nr (nr = v vectors) are enumerated under the
+ * Framework for Efficient Dynamic Tensor Computation", SC '25, arXiv 2409.01075): kernels
+ * are built bottom-up from the hardware (HwModel), never tuned on example shapes, and the
+ * choice among the few compiled variants is made per call by an analytical model.
+ *  - Level 0, registers.  Register tiles h x nr (nr = v vectors) are enumerated under the
  *    vector register budget (h*v accumulators + v loads of B + 1 broadcast of A <= vec_regs)
- *    with at least fma_latency * fma_units independent accumulators, and scored by their
- *    arithmetic intensity 2*h*nr / (h + nr) (FLOPs per element loaded).  The best few
- *    (mr, v) "families" are kept.  Each family is emitted as LLVM IR with explicit vectors,
- *    llvm.fma and broadcasts, for the height mr and the powers of two below it, and with
- *    masked loads and stores for the n-tail (llvm.masked.*; on targets without cheap masks
- *    an unmasked twin serves full tiles).  An edge of r < mr rows is a sum of those heights,
- *    split by a tiny compile-time DP, so no row is computed twice or out of bounds; and
- *    since short tiles that cannot hide the FMA latency split the reduction over several
- *    accumulator sets, a 7-row edge as 4 + 2 + 1 costs the FMAs of 7 rows, not of 8 or 14.
- *    Each kernel takes the A row and column strides as arguments, so one kernel reads a
- *    packed panel, a column-major A or a row-major A in place.
- *  - Cache levels: kc, mc, nc are formulas of the cache capacities and the run-time sizes
- *    (a kc x nr micro-panel of B fills half of L1, an mc x kc block of A half of L2, a kc x nc
- *    panel of B half of this core's share of L3), balanced so the last block is not a
- *    sliver, and passed to the kernels as arguments.  Packing A (by row pieces) and B
- *    (nr-wide panels, B's unit-stride case in generated IR) is a choice, not a rule.
- *  - Top level: the (batch, m, n) iteration space is cut into a grid of thread blocks at
- *    run time.  An analytical model -- kernel cycles from the tile shape (FMA throughput
- *    and latency), padding waste of partial tiles, bytes moved from the level where each
- *    operand lives over that level's bandwidth, packing traffic, load imbalance and the
- *    cost of a fork-join -- scores every (family, packing, grid) and the cheapest runs.
- * Limits: the model knows no TLB, no cache associativity, no prefetcher and no frequency
- * change under load; it takes bandwidths from the hw file as given.  The fork-join cost is
- * a software constant below.  Operands are not reordered in memory beyond packing, and C
- * must not overlap A or B.  Only f32 and f64; alpha is 1 and beta 0 or 1.
+ *    with at least fma_latency * fma_units independent accumulators, and scored by FLOPs
+ *    per element loaded, 2*h*nr / (h + nr); tiles with more loads than FMAs per k step are
+ *    dropped (cores have about as many load ports as FMA pipes).  Kept: the best tile of
+ *    each width, then of those the best scored and the widest, then the narrowest, up to
+ *    MAX_FAM "families", because the run-time model needs the spread: wide tiles stream B
+ *    in place in longer row pieces (small M), narrow ones waste less on an n-edge.  Each family is emitted as LLVM IR with
+ *    explicit vectors, llvm.fma and broadcasts, for height mr and the powers of two below
+ *    it, with masked loads and stores (llvm.masked.*) for the n-edge and a row mask for the
+ *    m-edge (on targets without cheap masks an unmasked twin serves full tiles).  Short
+ *    tiles that cannot hide the FMA latency split k over several accumulator sets.  An edge
+ *    of r rows is split by a compile-time DP into pieces, the last possibly padded (a
+ *    taller tile that stores fewer rows), each charged its FMA time or the time to re-read
+ *    its B strip, whichever is larger.  A kernel takes A's row and column strides as
+ *    arguments: one kernel reads a packed panel, a column-major or a row-major A in place.
+ *  - Hybrid scoring.  After compiling, every kernel is timed once on operands that stay in
+ *    L1 (about a millisecond in all): the hardware's real rate per tile height replaces
+ *    the FMA count, which cannot see e.g. that Zen 5 issues about one broadcast load per
+ *    cycle (a 16x16 tile then runs at half speed).  Hardware, never shapes.
+ *  - Cache levels.  kc, mc, nc are formulas of the capacities and the run-time sizes: the
+ *    kc x nr micro-panel of B may fill L1 (it is read in order and L2 resends what L1 drops,
+ *    while a long k loop amortises each C-tile update), an mc x kc block of A takes half of
+ *    L2, a kc x nc panel of B half of this core's share of L3; each balanced so the last
+ *    block is not a sliver, and all passed to the kernels as arguments.  Packing is a
+ *    choice: A into row-piece panels (generated IR transposes W x W blocks in registers),
+ *    B into nr-wide panels (generated IR, read row by row); either may be read in place.
+ *  - Top level.  The (batch, m, n) space is cut into a grid of thread blocks at run time.
+ *    The model scores every (family, packing, grid): kernel time from the measured rates
+ *    and the DP's edge splits, per-call and C-tile costs, operand bytes from the level
+ *    each operand's footprint fits over that level's per-core bandwidth (shared when all
+ *    cores stream), B strips read in place costing a line more each, L1 set conflicts of
+ *    strided operands (power-of-two leading dimensions) as stalls, packing traffic, load
+ *    imbalance (the busiest block) and a fork-join; the cheapest runs, and is remembered
+ *    per shape (PLAN_CACHE), so a repeated shape skips the model.
+ * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
+ * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
+ * costs are software constants below.  Calibration runs on whatever the machine is doing at
+ * compile time (best of several runs).  C must not overlap A or B; f32 and f64 only; alpha
+ * is 1 and beta 0 or 1.
  */
 #include "config.h"
 #include "dyn.h"
@@ -48,26 +62,28 @@
 #define MAX_MR 16        /* rows of a register tile: strided A rows need a pointer or index
                             register each, and x86-64 has 16 general registers */
 #define MAX_V 4          /* vectors across a tile */
-#define MAX_FAM 1        /* families kept */
+#define MAX_FAM 2        /* families kept (each costs about 1/3 of compile time) */
 #define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
-#define MAX_CAND 64
-#define MAX_MODS 4       /* modules compiled in parallel */
+#define MAX_CAND 64      /* enumerated tiles remembered for gemm_describe */
+#define MAX_MODS 8       /* modules, compiled by up to one thread per CPU */
+#define PLAN_CACHE 64    /* remembered shapes */
 
 /* The pass pipeline for the kernels.  They are written the way the back end wants them
  * (explicit vectors, unrolled register tiles, loop-invariant masks), so the only IR pass
  * they need is SROA to turn their allocas into registers; "default<O3>" would spend most
- * of the compile budget and its unroller only grows the code.  GEMM_PIPE overrides it. */
-#define GEMM_PIPELINE (getenv("GEMM_PIPE") ? getenv("GEMM_PIPE") : "function(sroa)")      /* enumerated tiles remembered for gemm_describe */
+ * of the compile budget and its unroller only grows the code. */
+#define GEMM_PIPELINE "function(sroa)"
 
-/* Software overheads the model charges (not hardware figures): a kernel call with its C
- * tile update costs about CALL_CYC cycles beyond its FMAs, and a fork-join on a pool whose
- * workers spin costs about SYNC_S seconds. */
-#define CALL_CYC 24.0
+/* Software overheads the model charges (not hardware figures): a kernel call costs about
+ * CALL_CYC cycles beyond its FMAs and its C tile, and a fork-join on a pool whose workers
+ * spin costs about SYNC_S seconds. */
+#define CALL_CYC 20.0
 #define SYNC_S 2e-6
 
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
-                     int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int32_t beta);
+                     int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
+                     int32_t beta);
 typedef void (*PackBFn)(int64_t kc, int64_t nc, const void *b, int64_t b_rs, void *out,
                         int64_t nr);
 typedef void (*PackAFn)(int64_t kc, const void *a, int64_t lda, void *out, int64_t h);
@@ -77,17 +93,45 @@ typedef struct Tile { int mr, v, regs, ksplit; double score; bool kept; } Tile;
 
 typedef struct Family {
   int mr, v, nr;
-  UkFn uk[MAX_MR + 1];           /* by height, masked: any n_rem in 1..nr */
+  UkFn uk[MAX_MR + 1];           /* by height, masked: any n_rem in 1..nr, m_rem in 1..h */
   UkFn ukf[MAX_MR + 1];          /* by height, full tiles only (== uk with AVX-512) */
   bool has[MAX_MR + 1];          /* heights emitted */
   int ksplit[MAX_MR + 1];
-  double cyc[MAX_MR + 1];        /* model: cycles per k step of a tile of this height */
-  /* The best split of an edge of r rows (r < 2*mr) into emitted heights. */
-  uint8_t dec_n[2 * MAX_MR];
-  uint8_t dec[2 * MAX_MR][MAX_PIECES];
-  double dec_cyc[2 * MAX_MR];
+  double ksec[MAX_MR + 1];       /* seconds per k step of a tile of this height: measured
+                                    by calibrate(), else from the FMA model */
+  bool measured;
+  /* The best split of an edge of r rows (r < 2*mr) into emitted heights, the last piece
+   * possibly taller than the rows it stores: [0] when B is packed (a piece re-reads its
+   * strip from L1), [1] when B is read in place (a piece re-reads it from L2). */
+  uint8_t dec_n[2][2 * MAX_MR];
+  uint8_t dec[2][2 * MAX_MR][MAX_PIECES];
+  double dec_sec[2][2 * MAX_MR];
   double score;
 } Family;
+
+/* A problem after normalisation: C has unit column stride (or ctmp), sizes > 0. */
+typedef struct Prob {
+  int64_t batch, m, n, k;
+  const char *a; int64_t a_sb, a_sm, a_sk;
+  const char *b; int64_t b_sb, b_sk, b_sn;
+  char *c; int64_t c_sb, c_sm, c_sn;
+  bool acc;
+  bool swapped, ctmp;
+} Prob;
+
+typedef struct Plan {
+  int fam;
+  bool pack_a, pack_b;
+  int64_t kc, mc, nc;
+  int tb, tm, tn;                 /* thread grid over batch, m, n */
+  int64_t bb, mb, nbk;            /* per-block extents: batches, rows, columns */
+  bool nc_l2;                     /* nc sized for the packed B panel to stay in L2 */
+  double t_comp, t_mem, t_stall, t_pack, t_sync, t;
+} Plan;
+
+/* A remembered choice: the normalised problem's sizes, strides and flags, and its plan. */
+#define KEY_LEN 14
+struct CacheEntry { bool used; int64_t key[KEY_LEN]; Plan plan; };
 
 struct GemmKernels {
   DynElem elem;
@@ -104,6 +148,9 @@ struct GemmKernels {
   double compile_ms;
   int nfuncs;
   GemmForce force;               /* tests and experiments override the model */
+  /* Chosen plans by shape (direct-mapped): a repeated shape skips the model. */
+  pthread_mutex_t cache_lock;
+  struct CacheEntry *cache;
   /* Packing buffers per thread block, reused across calls; a concurrent second caller
    * allocates its own. */
   pthread_mutex_t ws_lock;
@@ -119,6 +166,7 @@ static double now_s(void) {
 }
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
@@ -171,52 +219,16 @@ static double tile_cyc(const HwModel *h, int mr, int v, int ks) {
   return thr > lat ? thr : lat;
 }
 
-static void enumerate_tiles(GemmKernels *g) {
-  const HwModel *h = &g->hw;
-  int regs = hw_vregs(h), need = hw_fma_lat(h) * hw_fma_units(h);
-  g->ncand = 0;
-  for (int v = 1; v <= MAX_V; v++)
-    for (int mr = 1; mr <= MAX_MR; mr++) {
-      int used = mr * v + v + 1;
-      if (used > regs || mr * v < need || g->ncand == MAX_CAND) continue;
-      double nr = (double)v * g->W;
-      g->cand[g->ncand++] = (Tile){ .mr = mr, .v = v, .regs = used, .ksplit = 1,
-                                    .score = 2.0 * mr * nr / (mr + nr) };
-    }
-  /* Keep the best tile of each width, then the best MAX_FAM widths: different widths
-   * waste different amounts on the n-tail, which the run-time model weighs. */
-  int best[MAX_V + 1];
-  for (int v = 0; v <= MAX_V; v++) best[v] = -1;
-  for (int i = 0; i < g->ncand; i++) {
-    int v = g->cand[i].v;
-    if (best[v] < 0 || g->cand[i].score > g->cand[best[v]].score) best[v] = i;
-  }
-  g->nfam = 0;
-  for (int k = 0; k < MAX_FAM; k++) {
-    int pick = -1;
-    for (int v = 1; v <= MAX_V; v++)
-      if (best[v] >= 0 && !g->cand[best[v]].kept &&
-          (pick < 0 || g->cand[best[v]].score > g->cand[pick].score))
-        pick = best[v];
-    if (pick < 0) break;
-    g->cand[pick].kept = true;
-    Family *f = &g->fam[g->nfam++];
-    memset(f, 0, sizeof *f);
-    f->mr = g->cand[pick].mr;
-    f->v = g->cand[pick].v;
-    f->nr = f->v * g->W;
-    f->score = g->cand[pick].score;
-  }
-  /* Heights per family, their accumulator splits and modelled speeds. */
-  for (int i = 0; i < g->nfam; i++) {
-    Family *f = &g->fam[i];
-    for (int hgt = 1; hgt <= f->mr; hgt++) {
-      if ((hgt & (hgt - 1)) && hgt != f->mr) continue;
-      f->has[hgt] = true;
-      f->ksplit[hgt] = tile_ksplit(h, hgt, f->v);
-      f->cyc[hgt] = tile_cyc(h, hgt, f->v, f->ksplit[hgt]);
-    }
-    /* DP over edges: the cheapest split of r rows into emitted heights. */
+/* DP over edges: the cheapest split of r < 2*mr rows into emitted heights.  A piece of
+ * height h covers min(h, rows left) rows and costs, per k step, the larger of its FMA time
+ * and the time to read its B strip again (it follows another piece over the same strip):
+ * several short pieces can cost more than one padded tall one. */
+static void plan_edges(const GemmKernels *g, Family *f) {
+  const HwModel *hm = &g->hw;
+  double strip = (double)f->nr * g->esize;
+  double reload[2] = { strip / level_bw(hm, 1), strip / level_bw(hm, cache_bytes(hm, 0) + 1) };
+  double call = CALL_CYC / 256.0 / (hw_ghz(hm) * 1e9);
+  for (int t = 0; t < 2; t++) {
     double best_c[2 * MAX_MR];
     int first[2 * MAX_MR], cnt[2 * MAX_MR];
     best_c[0] = 0;
@@ -225,19 +237,91 @@ static void enumerate_tiles(GemmKernels *g) {
       best_c[r] = 1e30;
       first[r] = 0;
       cnt[r] = 0;
-      for (int hgt = 1; hgt <= f->mr && hgt <= r; hgt++) {
-        if (!f->has[hgt] || cnt[r - hgt] + 1 > MAX_PIECES) continue;
-        double c = best_c[r - hgt] + f->cyc[hgt] + CALL_CYC / 256.0;
-        if (c < best_c[r]) {
+      for (int hgt = 1; hgt <= f->mr; hgt++) {
+        int covered = hgt < r ? hgt : r;
+        if (!f->has[hgt] || cnt[r - covered] + 1 > MAX_PIECES) continue;
+        double piece = f->ksec[hgt] > reload[t] ? f->ksec[hgt] : reload[t];
+        double c = best_c[r - covered] + piece + call;
+        if (c < best_c[r] * (1 - 1e-9)) {
           best_c[r] = c;
           first[r] = hgt;
-          cnt[r] = cnt[r - hgt] + 1;
+          cnt[r] = cnt[r - covered] + 1;
         }
       }
-      f->dec_n[r] = (uint8_t)cnt[r];
-      f->dec_cyc[r] = best_c[r];
-      for (int rr = r, j = 0; rr > 0; rr -= first[rr]) f->dec[r][j++] = (uint8_t)first[rr];
+      f->dec_n[t][r] = (uint8_t)cnt[r];
+      f->dec_sec[t][r] = best_c[r];
+      for (int rr = r, j = 0; rr > 0; rr -= first[rr] < rr ? first[rr] : rr)
+        f->dec[t][r][j++] = (uint8_t)first[rr];
     }
+  }
+}
+
+static void enumerate_tiles(GemmKernels *g) {
+  const HwModel *h = &g->hw;
+  int regs = hw_vregs(h), need = hw_fma_lat(h) * hw_fma_units(h);
+  g->ncand = 0;
+  for (int v = 1; v <= MAX_V; v++)
+    for (int mr = 1; mr <= MAX_MR; mr++) {
+      int used = mr * v + v + 1;
+      /* Registers, enough accumulators for the FMA latency, and no more loads (mr
+       * broadcasts, v vectors) than FMAs per k step: cores have about as many load ports
+       * as FMA pipes, so a 16x16 tile (17 loads, 16 FMAs) runs at half speed on Zen 5. */
+      if (used > regs || mr * v < need || mr + v > mr * v || g->ncand == MAX_CAND) continue;
+      double nr = (double)v * g->W;
+      g->cand[g->ncand++] = (Tile){ .mr = mr, .v = v, .regs = used, .ksplit = 1,
+                                    .score = 2.0 * mr * nr / (mr + nr) };
+    }
+  /* Keep the best tile of each width; then, of those, the best scored, the widest and the
+   * narrowest, then the rest by score, up to MAX_FAM.  The run-time model needs the spread
+   * more than a second near-equal tile: a narrow tile wastes less on an n-edge, a wide one
+   * streams B in place (small M) in longer pieces per row. */
+  int best[MAX_V + 1];
+  for (int v = 0; v <= MAX_V; v++) best[v] = -1;
+  for (int i = 0; i < g->ncand; i++) {
+    int v = g->cand[i].v;
+    if (best[v] < 0 || g->cand[i].score > g->cand[best[v]].score) best[v] = i;
+  }
+  int order[MAX_V + 1], no = 0, top = -1, wide = -1, narrow = -1;
+  for (int v = 1; v <= MAX_V; v++)
+    if (best[v] >= 0) {
+      if (top < 0 || g->cand[best[v]].score > g->cand[top].score) top = best[v];
+      if (narrow < 0) narrow = best[v];
+      wide = best[v];
+    }
+  if (top >= 0) order[no++] = top;
+  if (wide >= 0 && wide != top) order[no++] = wide;
+  if (narrow >= 0 && narrow != top && narrow != wide) order[no++] = narrow;
+  for (;;) {                     /* the rest, best first */
+    int pick = -1;
+    for (int v = 1; v <= MAX_V; v++) {
+      int c = best[v];
+      bool taken = false;
+      for (int i = 0; i < no; i++) taken |= order[i] == c;
+      if (c >= 0 && !taken && (pick < 0 || g->cand[c].score > g->cand[pick].score)) pick = c;
+    }
+    if (pick < 0) break;
+    order[no++] = pick;
+  }
+  g->nfam = 0;
+  for (int k = 0; k < no && k < MAX_FAM; k++) {
+    g->cand[order[k]].kept = true;
+    Family *f = &g->fam[g->nfam++];
+    memset(f, 0, sizeof *f);
+    f->mr = g->cand[order[k]].mr;
+    f->v = g->cand[order[k]].v;
+    f->nr = f->v * g->W;
+    f->score = g->cand[order[k]].score;
+  }
+  /* Heights per family, their accumulator splits and modelled speeds. */
+  for (int i = 0; i < g->nfam; i++) {
+    Family *f = &g->fam[i];
+    for (int hgt = 1; hgt <= f->mr; hgt++) {
+      if ((hgt & (hgt - 1)) && hgt != f->mr) continue;
+      f->has[hgt] = true;
+      f->ksplit[hgt] = tile_ksplit(h, hgt, f->v);
+      f->ksec[hgt] = tile_cyc(h, hgt, f->v, f->ksplit[hgt]) / (hw_ghz(h) * 1e9);
+    }
+    plan_edges(g, f);
   }
 }
 
@@ -340,24 +424,23 @@ static LLVMValueRef new_fn(CG *g, const char *name, LLVMTypeRef *params, int np)
 
 /* The micro-kernel: an h x (v*W) tile of C, over kc steps of the reduction.
  *   void uk(i64 kc, ptr a, i64 a_rs, i64 a_cs, ptr b, i64 b_rs, ptr c, i64 c_rs,
- *           i64 n_rem, i32 beta)
- * A[i,k] = a[i*a_rs + k*a_cs], B[k,j] = b[k*b_rs + j], C[i,j] = c[i*c_rs + j]; masked
- * kernels touch only columns j < n_rem of B and C; beta != 0 adds to C.
- * One kernel serves packed A (a_rs = 1, a_cs = h), column-major A and row-major A in place:
- * rows are addressed in groups of four from a base pointer each (base + {0,1,2,3}*a_rs
- * fits x86's base + index*scale forms with a_rs and 3*a_rs in registers), so the bases
- * advance independently instead of through one long chain of pointer additions.
+ *           i64 n_rem, i64 m_rem, i32 beta)
+ * A[i,k] = a[i*a_rs + k*a_cs], B[k,j] = b[k*b_rs + j], C[i,j] = c[i*c_rs + j]; beta != 0
+ * adds to C.  Masked kernels touch only columns j < n_rem of B and C, and rows i < m_rem of
+ * A and C: rows past m_rem compute on a copy of row m_rem - 1 and are never stored, so an
+ * edge of r rows may run as one taller tile instead of several passes over the B strip.
+ * One kernel serves packed A (a_rs = 1, a_cs = h), column-major A and row-major A in place.
  * With ks > 1 accumulator sets, consecutive k steps go to different sets, which hides the
- * FMA latency of short tiles; the sets are summed at the end. */
-#define ROW_GROUP 4
+ * FMA latency of short tiles; the sets are summed at the end.  (Software prefetch of B
+ * rows ahead was tried for B read in place and did not help on Zen 5.) */
 static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) {
-  LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_i64, g->t_ptr,
-                      g->t_i64, g->t_ptr, g->t_i64, g->t_i64, g->t_i32 };
-  LLVMValueRef fn = new_fn(g, name, P, 10);
+  LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_i64, g->t_ptr, g->t_i64,
+                      g->t_ptr, g->t_i64, g->t_i64, g->t_i64, g->t_i32 };
+  LLVMValueRef fn = new_fn(g, name, P, 11);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), a_rs = LLVMGetParam(fn, 2),
                a_cs = LLVMGetParam(fn, 3), b = LLVMGetParam(fn, 4), b_rs = LLVMGetParam(fn, 5),
                c = LLVMGetParam(fn, 6), c_rs = LLVMGetParam(fn, 7), n_rem = LLVMGetParam(fn, 8),
-               beta = LLVMGetParam(fn, 9);
+               m_rem = LLVMGetParam(fn, 9), beta = LLVMGetParam(fn, 10);
   LLVMBuilderRef B = g->b;
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"),
                     mcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "main.cond"),
@@ -366,25 +449,41 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
                     rbody = ks > 1 ? LLVMAppendBasicBlockInContext(g->ctx, fn, "rem.body") : NULL,
                     done = LLVMAppendBasicBlockInContext(g->ctx, fn, "done");
   LLVMPositionBuilderAtEnd(B, entry);
-  int ngrp = (h + ROW_GROUP - 1) / ROW_GROUP, nacc = ks * h * v;
+  int nacc = ks * h * v;
   /* Accumulators and loop state live in allocas; SROA turns them into registers. */
   LLVMValueRef acc[MAX_ACC];
   for (int i = 0; i < nacc; i++) {
     acc[i] = LLVMBuildAlloca(B, g->t_vec, "");
     LLVMBuildStore(B, LLVMConstNull(g->t_vec), acc[i]);
   }
-  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), pbv = LLVMBuildAlloca(B, g->t_ptr, "pb");
-  LLVMValueRef pav[(MAX_MR + ROW_GROUP - 1) / ROW_GROUP], goff[ROW_GROUP];
-  for (int r = 0; r < ROW_GROUP; r++) goff[r] = LLVMBuildMul(B, a_rs, ci64(g, r), "");
-  for (int q = 0; q < ngrp; q++) {
-    pav[q] = LLVMBuildAlloca(B, g->t_ptr, "pa");
-    LLVMBuildStore(B, gep(g, a, LLVMBuildMul(B, a_rs, ci64(g, q * ROW_GROUP), "")), pav[q]);
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), pbv = LLVMBuildAlloca(B, g->t_ptr, "pb"),
+               pav = LLVMBuildAlloca(B, g->t_ptr, "pa");
+  /* Row offsets, rows past m_rem clamped to the last real one (masked kernels only). */
+  LLVMValueRef roff[MAX_MR], last = LLVMBuildSub(B, m_rem, ci64(g, 1), "");
+  for (int i = 0; i < h; i++) {
+    LLVMValueRef r = ci64(g, i);
+    if (masked && i > 0)
+      r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, m_rem, ""), r, last, "");
+    roff[i] = LLVMBuildMul(B, a_rs, r, "");
   }
   LLVMBuildStore(B, ci64(g, 0), kv);
   LLVMBuildStore(B, b, pbv);
+  LLVMBuildStore(B, a, pav);
   LLVMValueRef mask[MAX_V] = { 0 };
   if (masked)
     for (int j = 0; j < v; j++) mask[j] = lane_mask(g, n_rem, j);
+  /* Fetch the C tile for writing now; it is needed after the k loop, by which time a miss
+   * to L2 or L3 has been served (C rows a power of two apart never stay in L1).  Prefetches
+   * never fault, so rows past m_rem need no care. */
+  LLVMValueRef crow[MAX_MR];
+  for (int i = 0; i < h; i++) {
+    crow[i] = gep(g, c, LLVMBuildMul(B, c_rs, ci64(g, i), ""));
+    for (int l = 0; l < v * g->W * g->esize; l += 64) {
+      LLVMValueRef args[] = { gep(g, crow[i], ci64(g, l / g->esize)), ci32(g, 1), ci32(g, 3),
+                              ci32(g, 1) };
+      LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
+    }
+  }
   LLVMBuildBr(B, mcond);
 
   for (int pass = 0; pass < (ks > 1 ? 2 : 1); pass++) {   /* 0: main loop, 1: remainder */
@@ -396,17 +495,15 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
     LLVMValueRef cond = LLVMBuildICmp(B, LLVMIntSLE, LLVMBuildAdd(B, k, ci64(g, steps), ""), kc, "");
     LLVMBuildCondBr(B, cond, bblk, exit);
     LLVMPositionBuilderAtEnd(B, bblk);
-    LLVMValueRef pb = LLVMBuildLoad2(B, g->t_ptr, pbv, ""), pa[(MAX_MR + ROW_GROUP - 1) / ROW_GROUP];
-    for (int q = 0; q < ngrp; q++) pa[q] = LLVMBuildLoad2(B, g->t_ptr, pav[q], "");
+    LLVMValueRef pb = LLVMBuildLoad2(B, g->t_ptr, pbv, ""), pa = LLVMBuildLoad2(B, g->t_ptr, pav, "");
     for (int u = 0; u < steps; u++) {
       LLVMValueRef bu = u ? gep(g, pb, LLVMBuildMul(B, b_rs, ci64(g, u), "")) : pb;
+      LLVMValueRef au = u ? gep(g, pa, LLVMBuildMul(B, a_cs, ci64(g, u), "")) : pa;
       LLVMValueRef bv[MAX_V];
       for (int j = 0; j < v; j++)
         bv[j] = load_vec(g, gep(g, bu, ci64(g, (int64_t)j * g->W)), mask[j]);
       for (int i = 0; i < h; i++) {
-        LLVMValueRef base = pa[i / ROW_GROUP];
-        if (u) base = gep(g, base, LLVMBuildMul(B, a_cs, ci64(g, u), ""));
-        LLVMValueRef s = LLVMBuildLoad2(B, g->t_el, gep(g, base, goff[i % ROW_GROUP]), "");
+        LLVMValueRef s = LLVMBuildLoad2(B, g->t_el, gep(g, au, roff[i]), "");
         LLVMValueRef sv = splat(g, s);
         for (int j = 0; j < v; j++) {
           LLVMValueRef slot = acc[((u % ks) * h + i) * v + j];
@@ -416,26 +513,27 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
       }
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, steps), ""), kv);
-    for (int q = 0; q < ngrp; q++)
-      LLVMBuildStore(B, gep(g, pa[q], LLVMBuildMul(B, a_cs, ci64(g, steps), "")), pav[q]);
+    LLVMBuildStore(B, gep(g, pa, LLVMBuildMul(B, a_cs, ci64(g, steps), "")), pav);
     LLVMBuildStore(B, gep(g, pb, LLVMBuildMul(B, b_rs, ci64(g, steps), "")), pbv);
     LLVMBuildBr(B, cblk);
   }
 
   /* C = acc, or C + acc: C is loaded either way (its lines are about to be written, so
    * they come into the cache regardless) and a select drops it, which keeps one copy of
-   * the update code. */
+   * the update code.  Rows past m_rem have an all-false mask: no access at all. */
   LLVMPositionBuilderAtEnd(B, done);
   LLVMValueRef add = LLVMBuildICmp(B, LLVMIntNE, beta, ci32(g, 0), "");
+  LLVMValueRef none = LLVMConstNull(g->t_mask);
   for (int i = 0; i < h; i++) {
-    LLVMValueRef crow = gep(g, c, LLVMBuildMul(B, c_rs, ci64(g, i), ""));
+    LLVMValueRef live = masked && i > 0 ? LLVMBuildICmp(B, LLVMIntSLT, ci64(g, i), m_rem, "") : NULL;
     for (int j = 0; j < v; j++) {
       LLVMValueRef x = LLVMBuildLoad2(B, g->t_vec, acc[i * v + j], "");
       for (int s = 1; s < ks; s++)
         x = LLVMBuildFAdd(B, x, LLVMBuildLoad2(B, g->t_vec, acc[(s * h + i) * v + j], ""), "");
-      LLVMValueRef p = gep(g, crow, ci64(g, (int64_t)j * g->W));
-      LLVMValueRef old = LLVMBuildSelect(B, add, load_vec(g, p, mask[j]), LLVMConstNull(g->t_vec), "");
-      store_vec(g, LLVMBuildFAdd(B, x, old, ""), p, mask[j]);
+      LLVMValueRef p = gep(g, crow[i], ci64(g, (int64_t)j * g->W));
+      LLVMValueRef m = live ? LLVMBuildSelect(B, live, mask[j], none, "") : mask[j];
+      LLVMValueRef old = LLVMBuildSelect(B, add, load_vec(g, p, m), LLVMConstNull(g->t_vec), "");
+      store_vec(g, LLVMBuildFAdd(B, x, old, ""), p, m);
     }
   }
   LLVMBuildRetVoid(B);
@@ -445,8 +543,8 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
  * that is a multiple of W (one routine serves every family):
  *   out[p*kc*nr + k*nr + j] = b[k*b_rs + p*nr + j], zero past column nc.
  *   void packb(i64 kc, i64 nc, ptr b, i64 b_rs, ptr out, i64 nr)
- * Rows are copied a vector at a time, masked at the edge; memory bound, so the few integer
- * operations per vector for its mask cost nothing. */
+ * B is read a whole row at a time (k outer), which memory streams well, and each vector is
+ * written to its panel; only the last vector of a row is masked. */
 static void emit_packb(CG *g, const char *name) {
   LLVMTypeRef P[] = { g->t_i64, g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64 };
   LLVMValueRef fn = new_fn(g, name, P, 6);
@@ -454,51 +552,69 @@ static void emit_packb(CG *g, const char *name) {
                b_rs = LLVMGetParam(fn, 3), out = LLVMGetParam(fn, 4), nr = LLVMGetParam(fn, 5);
   LLVMBuilderRef B = g->b;
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"),
-                    pcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "p.cond"),
-                    pbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "p.body"),
                     kcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.cond"),
                     kbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.body"),
                     jcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.cond"),
                     jbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.body"),
+                    jtail = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.tail"),
                     knext = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.next"),
-                    pnext = LLVMAppendBasicBlockInContext(g->ctx, fn, "p.next"),
                     ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
   LLVMPositionBuilderAtEnd(B, entry);
-  LLVMValueRef pv = LLVMBuildAlloca(B, g->t_i64, "p0"), kv = LLVMBuildAlloca(B, g->t_i64, "k"),
-               jv = LLVMBuildAlloca(B, g->t_i64, "j");
-  LLVMBuildStore(B, ci64(g, 0), pv);
-  LLVMBuildBr(B, pcond);
-  LLVMPositionBuilderAtEnd(B, pcond);
-  LLVMValueRef p0 = LLVMBuildLoad2(B, g->t_i64, pv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, p0, nc, ""), pbody, ret);
-  LLVMPositionBuilderAtEnd(B, pbody);
-  LLVMValueRef rem = LLVMBuildSub(B, nc, p0, "");
-  LLVMValueRef src = gep(g, b, p0), dst = gep(g, out, LLVMBuildMul(B, p0, kc, ""));
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), jv = LLVMBuildAlloca(B, g->t_i64, "j");
+  /* Column j of row k goes to panel j / nr at offset (j % nr): with nr = v*W that is
+   * out + (j - j%nr)*kc + k*nr + j%nr.  Vectors never straddle panels. */
+  LLVMValueRef panel_step = LLVMBuildMul(B, kc, nr, "");
+  LLVMValueRef full_end = LLVMBuildMul(B, LLVMBuildSDiv(B, nc, ci64(g, g->W), ""),
+                                       ci64(g, g->W), "");
   LLVMBuildStore(B, ci64(g, 0), kv);
   LLVMBuildBr(B, kcond);
   LLVMPositionBuilderAtEnd(B, kcond);
   LLVMValueRef k = LLVMBuildLoad2(B, g->t_i64, kv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k, kc, ""), kbody, pnext);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k, kc, ""), kbody, ret);
   LLVMPositionBuilderAtEnd(B, kbody);
-  LLVMValueRef srow = gep(g, src, LLVMBuildMul(B, k, b_rs, "")),
-               drow = gep(g, dst, LLVMBuildMul(B, k, nr, ""));
+  LLVMValueRef srow = gep(g, b, LLVMBuildMul(B, k, b_rs, "")),
+               drow = gep(g, out, LLVMBuildMul(B, k, nr, ""));
   LLVMBuildStore(B, ci64(g, 0), jv);
   LLVMBuildBr(B, jcond);
   LLVMPositionBuilderAtEnd(B, jcond);
   LLVMValueRef j = LLVMBuildLoad2(B, g->t_i64, jv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nr, ""), jbody, knext);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, full_end, ""), jbody, jtail);
+  /* dst of column jj of this row: out + (jj / nr)*kc*nr + k*nr + jj % nr */
+#define PANEL_AT(jj) gep(g, drow, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildSDiv(B, jj, nr, ""), \
+                                                             panel_step, ""), \
+                                                LLVMBuildSRem(B, jj, nr, ""), ""))
   LLVMPositionBuilderAtEnd(B, jbody);
-  LLVMValueRef x = load_vec(g, gep(g, srow, j), lane_mask(g, LLVMBuildSub(B, rem, j, ""), 0));
-  LLVMValueRef st = LLVMBuildStore(B, x, gep(g, drow, j));
-  LLVMSetAlignment(st, (unsigned)(g->W * g->esize));       /* panels are vector-aligned */
+  LLVMSetAlignment(LLVMBuildStore(B, load_vec(g, gep(g, srow, j), NULL), PANEL_AT(j)),
+                   (unsigned)(g->W * g->esize));               /* panels are vector-aligned */
   LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
   LLVMBuildBr(B, jcond);
+  /* Past the full vectors: a masked one if nc is not a multiple of W, then zeros to the end
+   * of the last panel. */
+  LLVMBasicBlockRef tv = LLVMAppendBasicBlockInContext(g->ctx, fn, "tail.vec"),
+                    zc = LLVMAppendBasicBlockInContext(g->ctx, fn, "zero.cond"),
+                    zb = LLVMAppendBasicBlockInContext(g->ctx, fn, "zero.body");
+  LLVMPositionBuilderAtEnd(B, jtail);
+  LLVMBuildStore(B, full_end, jv);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, full_end, nc, ""), tv, zc);
+  LLVMPositionBuilderAtEnd(B, tv);
+  LLVMValueRef x = load_vec(g, gep(g, srow, full_end),
+                            lane_mask(g, LLVMBuildSub(B, nc, full_end, ""), 0));
+  LLVMSetAlignment(LLVMBuildStore(B, x, PANEL_AT(full_end)), (unsigned)(g->W * g->esize));
+  LLVMBuildStore(B, LLVMBuildAdd(B, full_end, ci64(g, g->W), ""), jv);
+  LLVMBuildBr(B, zc);
+  LLVMPositionBuilderAtEnd(B, zc);
+  LLVMValueRef z = LLVMBuildLoad2(B, g->t_i64, jv, "");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildSRem(B, z, nr, ""), ci64(g, 0), ""),
+                  zb, knext);
+  LLVMPositionBuilderAtEnd(B, zb);
+  LLVMSetAlignment(LLVMBuildStore(B, LLVMConstNull(g->t_vec), PANEL_AT(z)),
+                   (unsigned)(g->W * g->esize));
+  LLVMBuildStore(B, LLVMBuildAdd(B, z, ci64(g, g->W), ""), jv);
+  LLVMBuildBr(B, zc);
+#undef PANEL_AT
   LLVMPositionBuilderAtEnd(B, knext);
   LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, 1), ""), kv);
   LLVMBuildBr(B, kcond);
-  LLVMPositionBuilderAtEnd(B, pnext);
-  LLVMBuildStore(B, LLVMBuildAdd(B, p0, nr, ""), pv);
-  LLVMBuildBr(B, pcond);
   LLVMPositionBuilderAtEnd(B, ret);
   LLVMBuildRetVoid(B);
 }
@@ -593,7 +709,8 @@ static void packb_name(char *out, size_t n, const GemmKernels *g) {
 
 /* Emit every function of the set, spread over nmod modules (each in its own context) so
  * they compile in parallel: each function goes to the module with the least work so far,
- * work counted in FMAs of its loop body.  Returns how many functions. */
+ * work estimated as the instructions it will have (code generation time follows them).
+ * Returns how many functions. */
 static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod) {
   CG cg[MAX_MODS];
   double load[MAX_MODS] = { 0 };
@@ -608,7 +725,9 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
       for (int m = 0; m < (g->cheap_masks ? 1 : 2); m++) {
         bool masked = m == 0;
         uk_name(name, sizeof name, g, f, h, masked);
-        emit_uk(LIGHTEST(h * f->v * f->ksplit[h] + 8.0), name, h, f->v, f->ksplit[h], masked);
+        int ks = f->ksplit[h], step = f->v + 3 * h + h * f->v;
+        double w = step * (ks + (ks > 1)) + h * f->v * (5 + ks) + 6 * h + 20;
+        emit_uk(LIGHTEST(w), name, h, f->v, ks, masked);
         n++;
       }
     }
@@ -616,13 +735,49 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
   int mr_max = 1;
   for (int fi = 0; fi < g->nfam; fi++) mr_max = g->fam[fi].mr > mr_max ? g->fam[fi].mr : mr_max;
   packb_name(name, sizeof name, g);
-  emit_packb(LIGHTEST(4.0), name);
+  emit_packb(LIGHTEST(60.0), name);
   packa_name(name, sizeof name, g);
-  emit_packa(LIGHTEST(8.0), name, mr_max);
+  /* a transpose's shuffles cost the back end several times an FMA's instructions */
+  emit_packa(LIGHTEST(4.0 * g->W * (g->W > 8 ? 4 : 3) * ((mr_max + g->W - 1) / g->W)), name, mr_max);
   n += 2;
 #undef LIGHTEST
   for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
   return n;
+}
+
+/* Calibration, the hybrid part of the model: every kernel timed once on operands that stay
+ * in L1 (one column of A and one row of B, a_cs = b_rs = 0), best of CAL_TRIALS runs of
+ * about CAL_S seconds each.  It measures the hardware -- e.g. Zen 5 issues about one
+ * broadcast load per cycle, which halves a 16x16 tile and no FMA count predicts -- never
+ * a shape, and costs about a millisecond. */
+#define CAL_K 512
+#define CAL_TRIALS 5
+#define CAL_S 20e-6
+static void calibrate(GemmKernels *g) {
+  size_t es = (size_t)g->esize;
+  char *mem = xcalloc(1, (MAX_MR + MAX_V * 16 + MAX_MR * MAX_V * 16) * es * 2 + 256);
+  char *a = align64(mem), *b = align64(a + MAX_MR * es), *c = align64(b + MAX_V * 16 * es * 2);
+  for (int fi = 0; fi < g->nfam; fi++) {
+    Family *f = &g->fam[fi];
+    for (int h = 1; h <= f->mr; h++) {
+      if (!f->has[h]) continue;
+      UkFn uk = f->ukf[h];
+      int64_t reps = (int64_t)(CAL_S / (f->ksec[h] * CAL_K));
+      reps = imax(1, imin(reps, 10000));
+      uk(CAL_K, a, 1, 0, b, 0, c, f->nr, f->nr, h, 1);
+      double best = 1e30;
+      for (int t = 0; t < CAL_TRIALS; t++) {
+        double t0 = now_s();
+        for (int64_t r = 0; r < reps; r++) uk(CAL_K, a, 1, 0, b, 0, c, f->nr, f->nr, h, 1);
+        double dt = (now_s() - t0) / ((double)reps * CAL_K);
+        if (dt < best) best = dt;
+      }
+      if (best > 0 && best < 1) f->ksec[h] = best;
+    }
+    f->measured = true;
+    plan_edges(g, f);
+  }
+  free(mem);
 }
 
 GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen) {
@@ -637,6 +792,8 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   g->esize = elem_size(elem);
   g->W = hw_vbits(hw) / (8 * g->esize);
   pthread_mutex_init(&g->ws_lock, NULL);
+  pthread_mutex_init(&g->cache_lock, NULL);
+  g->cache = xcalloc(PLAN_CACHE, sizeof *g->cache);
   g->jit = jit_new(hw, err, errlen);
   if (!g->jit) {
     gemm_free(g);
@@ -650,9 +807,10 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     gemm_free(g);
     return NULL;
   }
-  /* Compile threads: the cores this process may use, up to MAX_MODS. */
+  /* Two modules per CPU (up to MAX_MODS): jit_add_modules hands them to one thread per CPU
+   * as each finishes, which evens out the estimate's errors. */
   long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int nmod = (int)imax(1, imin(MAX_MODS, online));
+  int nmod = (int)imax(1, imin(MAX_MODS, 2 * online));
   LLVMContextRef ctx[MAX_MODS];
   LLVMModuleRef mod[MAX_MODS];
   for (int i = 0; i < nmod; i++) {
@@ -662,14 +820,12 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     mod[i] = jit_module_new(g->jit, ctx[i], mname);
   }
   g->nfuncs = emit_all(g, ctx, mod, nmod);
-  double t1 = now_s();
   bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
   for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
   if (!ok) {
     gemm_free(g);
     return NULL;
   }
-  double t2 = now_s();
   char name[96];
   for (int fi = 0; fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
@@ -695,8 +851,8 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     gemm_free(g);
     return NULL;
   }
+  calibrate(g);
   g->compile_ms = (now_s() - t0) * 1e3;
-  if (getenv("GEMM_TIMING")) { struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); fprintf(stderr, "build %.1f opt %.1f codegen %.1f ms; thread cpu total %.1f ms\n", (t1-t0)*1e3, (t2-t1)*1e3, (now_s()-t2)*1e3, (ts.tv_sec+ts.tv_nsec*1e-9)*1e3); }
   return g;
 }
 
@@ -707,6 +863,8 @@ void gemm_free(GemmKernels *g) {
   free(g->ws);
   free(g->ws_bytes);
   pthread_mutex_destroy(&g->ws_lock);
+  pthread_mutex_destroy(&g->cache_lock);
+  free(g->cache);
   free(g);
 }
 
@@ -735,24 +893,17 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
 
 /* ---- the run-time model and plan ---- */
 
-/* A problem after normalisation: C has unit column stride (or ctmp), sizes > 0. */
-typedef struct Prob {
-  int64_t batch, m, n, k;
-  const char *a; int64_t a_sb, a_sm, a_sk;
-  const char *b; int64_t b_sb, b_sk, b_sn;
-  char *c; int64_t c_sb, c_sm, c_sn;
-  bool acc;
-  bool swapped, ctmp;
-} Prob;
+static void plan_key(const Prob *p, int nthreads, int64_t *key) {
+  int64_t k[KEY_LEN] = { p->batch, p->m, p->n, p->k, p->a_sb, p->a_sm, p->a_sk, p->b_sb, p->b_sk,
+                         p->b_sn, p->c_sb, p->c_sm, p->c_sn, nthreads * 4 + p->acc * 2 + p->ctmp };
+  memcpy(key, k, sizeof k);
+}
 
-typedef struct Plan {
-  int fam;
-  bool pack_a, pack_b;
-  int64_t kc, mc, nc;
-  int tb, tm, tn;                 /* thread grid over batch, m, n */
-  int64_t bb, mb, nbk;            /* per-block extents: batches, rows, columns */
-  double t_comp, t_mem, t_pack, t_sync, t;
-} Plan;
+static unsigned key_hash(const int64_t *key) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < KEY_LEN; i++) h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+  return (unsigned)(h >> 40) % PLAN_CACHE;
+}
 
 static int64_t balanced(int64_t total, int64_t maxblk, int64_t unit) {
   if (total <= 0) return unit;
@@ -765,12 +916,19 @@ static void block_sizes(const GemmKernels *g, const Family *f, int64_t mt, int64
                         int64_t K, Plan *pl) {
   const HwModel *h = &g->hw;
   int es = g->esize;
-  int64_t kc_max = imax(16, (int64_t)(cache_bytes(h, 0) / 2 / (f->nr * es)) / 8 * 8);
+  /* kc: the kc x nr micro-panel of B may fill L1.  It is read in order, once per row tile,
+   * so what L1 cannot keep L2 resends at a fraction of its bandwidth, while a longer k loop
+   * amortises each C tile update (the classic "half of L1" measured 5-15% slower). */
+  int64_t kc_max = imax(16, (int64_t)(cache_bytes(h, 0) / (f->nr * es)) / 8 * 8);
   pl->kc = imax(1, balanced(K, kc_max, 4));
   if (pl->kc > K) pl->kc = K;
   int64_t mc_max = imax(f->mr, (int64_t)(cache_bytes(h, 1) / 2 / (pl->kc * es)) / f->mr * f->mr);
   pl->mc = balanced(mt, mc_max, f->mr);
-  int64_t nc_max = imax(f->nr, (int64_t)(cache_bytes(h, 2) / 2 / (pl->kc * es)) / f->nr * f->nr);
+  /* nc: the packed kc x nc panel of B in half of this core's share of L3 (BLIS's choice),
+   * or, when A is small enough that repacking it per column block is cheap, in half of L2,
+   * where writing the panel needs no trip to L3 and the kernels read it from L2. */
+  int lvl = pl->nc_l2 ? 1 : 2;
+  int64_t nc_max = imax(f->nr, (int64_t)(cache_bytes(h, lvl) / 2 / (pl->kc * es)) / f->nr * f->nr);
   pl->nc = balanced(nt, nc_max, f->nr);
   const GemmForce *fo = &g->force;
   if (fo->kc > 0) pl->kc = imin(fo->kc, imax(K, 1));
@@ -778,51 +936,118 @@ static void block_sizes(const GemmKernels *g, const Family *f, int64_t mt, int64
   if (fo->nc > 0) pl->nc = fo->nc;
 }
 
-/* Cycles of the row pieces of an m-extent of mt rows, per k step, and their count. */
-static double rows_cyc(const Family *f, int64_t mt, int64_t *ncalls) {
+/* Seconds per k step of the row pieces of an m-extent of mt rows, and their count. */
+static double rows_sec(const Family *f, int64_t mt, int t, int64_t *ncalls) {
   if (mt <= 0) { *ncalls = 0; return 0; }
   int64_t full = mt / f->mr, r = mt % f->mr;
   if (r && full) { full--; r += f->mr; }
-  *ncalls = full + (r ? f->dec_n[r] : 0);
-  return full * f->cyc[f->mr] + (r ? f->dec_cyc[r] : 0);
+  *ncalls = full + (r ? f->dec_n[t][r] : 0);
+  return full * f->ksec[f->mr] + (r ? f->dec_sec[t][r] : 0);
 }
 
-/* Predicted seconds for one thread block of bt x mt x nt (x K), filling pl's parts. */
+/* L1 associativity: x86 L1 data caches are virtually indexed, physically tagged, so one way
+ * spans a 4 KiB page and ways = capacity / 4 KiB (12 for 48 KiB).  The set index repeats
+ * every 4 KiB, which is what makes power-of-two leading dimensions collide. */
+#define SET_SPAN 4096
+static int l1_ways(const HwModel *h) {
+  int w = (int)(cache_bytes(h, 0) / SET_SPAN);
+  return w >= 2 ? w : 8;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) { int64_t t = a % b; a = b; b = t; }
+  return a;
+}
+
+/* Lines one L1 set holds from `count` accesses `stride` bytes apart (each within a line). */
+static int64_t lines_per_set(int64_t stride, int64_t count) {
+  if (count <= 1) return count;
+  int64_t s = (stride < 0 ? -stride : stride) % SET_SPAN;
+  if (s == 0) return count;
+  int64_t pos = SET_SPAN / imax(gcd64(s, SET_SPAN), 64);   /* distinct set positions hit */
+  return cdiv(count, imin(pos, count));
+}
+
+/* Bandwidth per core of the level holding F bytes, when `users` cores stream at once. */
+static double shared_bw(const HwModel *h, double F, int users) {
+  double bw = level_bw(h, F);
+  int nc = hw_ncaches(h);
+  for (int i = 0; i <= nc && i < h->nlevels; i++)
+    if (i == nc || F <= (double)h->level[i].bytes) {
+      double tot = h->level[i].total_gbs * 1e9;
+      if (tot > 0 && users > 0 && tot / users < bw) bw = tot / users;
+      break;
+    }
+  return bw;
+}
+
+/* Predicted seconds for one thread block of bt x mt x nt (x K) of `users` running at once,
+ * filling pl's parts. */
 static void model_block(const GemmKernels *g, const Family *f, const Prob *p, int64_t bt,
-                        int64_t mt, int64_t nt, Plan *pl) {
+                        int64_t mt, int64_t nt, int users, Plan *pl) {
   const HwModel *h = &g->hw;
-  double hz = hw_ghz(h) * 1e9, es = g->esize;
+  double hz = hw_ghz(h) * 1e9, es = g->esize, line = h->nlevels && h->level[0].line > 0
+                                                     ? h->level[0].line : 64;
   int64_t K = p->k, calls;
-  double rc = rows_cyc(f, mt, &calls);
+  double rs = rows_sec(f, mt, !pl->pack_b, &calls);
   int64_t ntiles = cdiv(nt, f->nr), nkb = cdiv(K, pl->kc);
   int64_t njc = cdiv(nt, pl->nc), nic = cdiv(mt, pl->mc);
-  double cyc = (double)bt * ntiles * ((double)K * rc + (double)nkb * calls * CALL_CYC);
-  pl->t_comp = cyc / hz;
-  /* Operand traffic.  A: read once per column block (reused from L2 across n tiles);
-   * B: once per row block unless packed (then once, and reused from the packed panel). */
+  /* a call: its fixed cost and the C tile, loaded and stored once per vector */
+  double call_s = (CALL_CYC + 2.0 * imin(f->mr, mt) * f->v) / hz;
+  pl->t_comp = (double)bt * ntiles * ((double)K * rs + (double)nkb * calls * call_s);
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
-  double bwA = level_bw(h, (double)p->m * K * es * (p->a_sb ? p->batch : 1));
-  double bwB = level_bw(h, (double)K * p->n * es * (p->b_sb ? p->batch : 1));
+  double bwA = shared_bw(h, (double)p->m * K * es * (p->a_sb ? p->batch : 1), users);
+  double bwB = shared_bw(h, (double)K * p->n * es * (p->b_sb ? p->batch : 1), users);
   double bwL2 = level_bw(h, cache_bytes(h, 1) / 2);
+  /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
+   * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
+   * in place whose rows alias cannot stay in L1 between row pieces: each piece after the
+   * first fetches it again from L2, row by row.  Packed panels are contiguous and stream. */
+  int ways = l1_ways(h);
+  int64_t kc = pl->kc, hmax = imin(f->mr, mt);
+  int64_t a_set = p->a_sm == 1 || hmax == 1 ? lines_per_set(p->a_sk * g->esize, kc)
+                  : lines_per_set(p->a_sm * g->esize, hmax) * cdiv(kc * g->esize, SET_SPAN);
+  int64_t b_set = lines_per_set(p->b_sk * g->esize, kc) * cdiv(f->nr * g->esize, (int64_t)line);
+  double stall = 0;
+  /* Operand traffic.  A: once per column block (then reused from L2 across n tiles).
+   * B in place: once per row block, in strips of nr columns, which memory serves less
+   * well than whole lines in a row (a strip of s bytes costs as much as s + one line);
+   * packed B: once, then from the packed panel. */
   double mem = bytesA * njc / bwA;
-  mem += pl->pack_b ? 0 : bytesB * nic / bwB;
-  /* Unpacked B panels are re-read from L2 by every row tile when not L1-resident: charge
-   * the re-reads of strided panels beyond the first at L2 bandwidth. */
-  if (!pl->pack_b && calls > 1) mem += bytesB * (double)(calls - 1) / bwL2 * 0.25;
+  if (!pl->pack_b) {
+    double strip = f->nr * es;
+    mem += bytesB * nic / (bwB * strip / (strip + line));
+    /* rows a multiple of 4 KiB apart alias in L2 as well: the strip comes back from L3 */
+    double bw_re = (p->b_sk * g->esize) % SET_SPAN ? bwL2 : level_bw(h, cache_bytes(h, 1) + 1);
+    if (b_set > ways) stall += bytesB * (double)imax(0, calls - nic) / bw_re;
+  }
+  if (!pl->pack_a && 2 * a_set > ways) stall += (double)bt * ntiles * mt * K * line / bwL2;
+  pl->t_stall = stall;
   pl->t_mem = mem;
+  /* Packing reads the source and writes the panel; strided layouts go through scalar C. */
   double pack = 0;
-  if (pl->pack_a) pack += bytesA * njc * (1 / bwA + 1 / bwL2);
-  if (pl->pack_b) pack += bytesB * (1 / bwB + 1 / bwL2);
+  if (pl->pack_a) {
+    bool fast = p->a_sk == 1 || p->a_sm == 1;
+    pack += bytesA * njc * (1 / bwA + 1 / bwL2) * (fast ? 1 : 4);
+  }
+  if (pl->pack_b) {
+    /* the panel is written where it fits; a panel past L2 is written through L3, each
+     * line first read for ownership */
+    double panel = (double)pl->kc * pl->nc * es;
+    double wr = panel <= cache_bytes(h, 1) ? 1 / bwL2 : 2 / shared_bw(h, panel, users);
+    pack += bytesB * (1 / bwB + wr) * (p->b_sn == 1 ? 1 : 4);
+  }
   pl->t_pack = pack;
 }
 
-static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool pb, int tb,
-                      int tm, int tn, int nthreads, Plan *pl) {
+static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool pb, bool l2,
+                      int tb, int tm, int tn, Plan *pl) {
   const Family *f = &g->fam[fi];
   memset(pl, 0, sizeof *pl);
   pl->fam = fi;
   pl->pack_a = pa;
   pl->pack_b = pb;
+  pl->nc_l2 = l2;
   pl->tb = tb;
   pl->tm = tm;
   pl->tn = tn;
@@ -831,13 +1056,12 @@ static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool
   pl->nbk = cdiv(cdiv(p->n, f->nr), tn) * f->nr;
   int64_t mt = imin(pl->mb, p->m), nt = imin(pl->nbk, p->n), bt = imin(pl->bb, p->batch);
   block_sizes(g, f, mt, nt, p->k, pl);
-  model_block(g, f, p, bt, mt, nt, pl);
+  model_block(g, f, p, bt, mt, nt, tb * tm * tn, pl);
   /* The busiest block bounds the time; blocks share the memory bandwidth of the last level
    * only, which per-core figures already reflect. */
   double comp_mem = pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem;
   pl->t_sync = tb * tm * tn > 1 ? SYNC_S : 0;
-  pl->t = comp_mem + pl->t_pack + pl->t_sync;
-  (void)nthreads;
+  pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync;
 }
 
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
@@ -874,16 +1098,18 @@ static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan 
       if (fo->pack_b > 0 && pb != (fo->pack_b == 1) && p->b_sn == 1) continue;
       for (int pa = 0; pa < 2; pa++) {
         if (fo->pack_a > 0 && pa != (fo->pack_a == 1)) continue;
-        for (int i = 0; i < ng; i++) {
-          int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
-          if (ng > 1 && ((tm > 1 && tm > cdiv(p->m, f->mr)) || (tn > 1 && tn > cdiv(p->n, f->nr))))
-            continue;                                 /* some thread would get nothing */
-          Plan pl;
-          plan_eval(g, p, fi, pa, pb, tb, tm, tn, T, &pl);
-          if (cands && nc < maxc) cands[nc++] = pl;
-          if (first || pl.t < best->t) *best = pl;
-          first = false;
-        }
+        for (int i = 0; i < ng; i++)
+          for (int l2 = 0; l2 <= pb; l2++) {
+            int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
+            if (ng > 1 && ((tm > 1 && tm > cdiv(p->m, f->mr)) ||
+                           (tn > 1 && tn > cdiv(p->n, f->nr))))
+              continue;                               /* some thread would get nothing */
+            Plan pl;
+            plan_eval(g, p, fi, pa, pb, l2, tb, tm, tn, &pl);
+            if (cands && nc < maxc) cands[nc++] = pl;
+            if (first || pl.t < best->t) *best = pl;
+            first = false;
+          }
       }
     }
   }
@@ -926,55 +1152,100 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
 
 /* ---- execution ---- */
 
+
+/* A thread block's workspace: packed A, packed B and a C tile, each 64-byte aligned and
+ * followed by a 64-byte canary.  Builds without NDEBUG check the canaries after every run,
+ * so generated code that writes past its panel stops with an internal error. */
+#define CANARY 64
+typedef struct WsLayout { size_t a, b, c, end[3], total; } WsLayout;
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void ws_layout(const GemmKernels *g, const Family *f, const Plan *pl, WsLayout *L) {
+  size_t es = (size_t)g->esize;
+  size_t a = (size_t)pl->mc * pl->kc * es;
+  size_t b = (size_t)pl->kc * (size_t)cdiv(pl->nc, f->nr) * f->nr * es;
+  size_t c = (size_t)f->mr * f->nr * es;
+  L->a = 0;
+  L->end[0] = a;
+  L->b = round64(a) + CANARY;
+  L->end[1] = L->b + b;
+  L->c = round64(L->end[1]) + CANARY;
+  L->end[2] = L->c + c;
+  L->total = round64(L->end[2]) + CANARY + 64;      /* + slack to align the base */
+}
+
+static void ws_arm(void *ws, const WsLayout *L) {
+#ifndef NDEBUG
+  for (int i = 0; i < 3; i++) memset((char *)align64(ws) + L->end[i], 0xA5, CANARY);
+#else
+  (void)ws, (void)L;
+#endif
+}
+
+static void ws_check(void *ws, const WsLayout *L) {
+#ifndef NDEBUG
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < CANARY; j++)
+      if (((unsigned char *)align64(ws))[L->end[i] + j] != 0xA5) {
+        fprintf(stderr, "dyn: internal error: gemm workspace %d overrun (%s:%d)\n", i,
+                __FILE__, __LINE__);
+        abort();
+      }
+#else
+  (void)ws, (void)L;
+#endif
+}
+
 typedef struct Job {
   const GemmKernels *g;
   const Family *f;
   const Prob *p;
   const Plan *pl;
   void **ws;                     /* per block: packed A, then packed B, then a C tile */
+  WsLayout lay;
 } Job;
-
-static size_t ws_bytes(const GemmKernels *g, const Family *f, const Plan *pl) {
-  size_t a = (size_t)pl->mc * pl->kc, b = (size_t)pl->kc * (size_t)cdiv(pl->nc, f->nr) * f->nr;
-  size_t c = (size_t)f->mr * f->nr;
-  return (a + b + c) * g->esize + 3 * 64;
-}
 
 /* The row pieces of an m-extent of mt rows: full mr-row tiles, then the edge (the last
  * mr + r rows when there is a full tile to borrow from, so 16 = 8 + 8 rather than 14 + 2)
  * split as the compile-time DP said. */
-typedef struct Pieces { const Family *f; int64_t full, t, r0; int rem, d; } Pieces;
+typedef struct Pieces { const Family *f; int64_t full, t, r0, mt; int rem, d, tab; } Pieces;
 
-static void pieces_init(Pieces *it, const Family *f, int64_t mt) {
+static void pieces_init(Pieces *it, const Family *f, int64_t mt, int tab) {
   it->f = f;
+  it->mt = mt;
   it->full = mt / f->mr;
   it->rem = (int)(mt % f->mr);
   if (it->rem && it->full) { it->full--; it->rem += f->mr; }
   it->t = 0;
   it->d = 0;
   it->r0 = 0;
+  it->tab = tab;
 }
 
-static bool pieces_next(Pieces *it, int64_t *r0, int *h) {
+/* The next piece: rows [r0, r0 + hs) computed by a tile of height h >= hs. */
+static bool pieces_next(Pieces *it, int64_t *r0, int *h, int *hs) {
   if (it->t < it->full) *h = it->f->mr, it->t++;
-  else if (it->rem && it->d < it->f->dec_n[it->rem]) *h = it->f->dec[it->rem][it->d++];
+  else if (it->rem && it->d < it->f->dec_n[it->tab][it->rem])
+    *h = it->f->dec[it->tab][it->rem][it->d++];
   else return false;
   *r0 = it->r0;
-  it->r0 += *h;
+  *hs = (int)imin(*h, it->mt - it->r0);
+  it->r0 += *hs;
   return true;
 }
 
 /* General-stride packing of A rows [0, mt) x [0, kc) by pieces: piece (r0, h) becomes a
  * panel out[k*h + i]. */
 static void pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t a_sm,
-                   int64_t a_sk, int64_t mt, int64_t kc, char *out) {
+                   int64_t a_sk, int64_t mt, int64_t kc, int tab, char *out) {
   size_t es = (size_t)g->esize;
   size_t off = 0;
   Pieces it;
-  pieces_init(&it, f, mt);
+  pieces_init(&it, f, mt, tab);
   int64_t r0;
-  int h;
-  while (pieces_next(&it, &r0, &h)) {
+  int ht, h;
+  while (pieces_next(&it, &r0, &ht, &h)) {   /* pack the h rows stored; ht reads them clamped */
     if (a_sk == 1 && kc >= g->W) {
       g->packa(kc, a + (size_t)(r0 * a_sm) * es, a_sm, out + off * es, h);
     } else if (es == 4) {
@@ -1039,7 +1310,6 @@ static void merge_tile(const GemmKernels *g, const char *tmp, int nr, char *c, i
     }
 }
 
-static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
 /* One thread block: batches, rows and columns given by the task's place in the grid. */
 static void run_block(void *ctx, int64_t task) {
@@ -1054,10 +1324,9 @@ static void run_block(void *ctx, int64_t task) {
   int64_t n0 = tn * pl->nbk, n1 = imin(p->n, n0 + pl->nbk);
   if (b0 >= b1 || m0 >= m1 || n0 >= n1) return;
   size_t es = (size_t)g->esize;
-  char *wa = align64(J->ws[task]);
-  char *wb = align64(wa + (size_t)pl->mc * pl->kc * es);
-  char *wc = align64(wb + (size_t)pl->kc * cdiv(pl->nc, f->nr) * f->nr * es);
-  int nr = f->nr;
+  char *base = align64(J->ws[task]);
+  char *wa = base + J->lay.a, *wb = base + J->lay.b, *wc = base + J->lay.c;
+  int nr = f->nr, tab = !pl->pack_b;
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
     char *C = p->c + (size_t)(bi * p->c_sb) * es;
@@ -1083,32 +1352,32 @@ static void run_block(void *ctx, int64_t task) {
         for (int64_t ic = m0; ic < m1; ic += pl->mc) {
           int64_t mcur = imin(pl->mc, m1 - ic);
           const char *asrc = A + (size_t)(ic * p->a_sm + pc * p->a_sk) * es;
-          if (pl->pack_a) pack_a(g, f, asrc, p->a_sm, p->a_sk, mcur, kcur, wa);
+          if (pl->pack_a) pack_a(g, f, asrc, p->a_sm, p->a_sk, mcur, kcur, tab, wa);
           for (int64_t jr = 0; jr < ncur; jr += nr) {
             int64_t w = imin(nr, ncur - jr);
             const char *bp = bpan + (size_t)((jr / nr) * b_pstride) * es;
             char *cb = C + (size_t)(ic * p->c_sm + (jc + jr) * p->c_sn) * es;
             size_t aoff = 0;
             Pieces it;
-            pieces_init(&it, f, mcur);
+            pieces_init(&it, f, mcur, tab);
             int64_t r0;
-            int h;
-            while (pieces_next(&it, &r0, &h)) {
+            int h, hs;
+            while (pieces_next(&it, &r0, &h, &hs)) {
               const char *ap;
               int64_t a_rs, a_cs;
               if (pl->pack_a) {
-                ap = wa + aoff * es; a_rs = 1; a_cs = h;
-                aoff += (size_t)h * kcur;
+                ap = wa + aoff * es; a_rs = 1; a_cs = hs;
+                aoff += (size_t)hs * kcur;
               } else {
                 ap = asrc + (size_t)(r0 * p->a_sm) * es; a_rs = p->a_sm; a_cs = p->a_sk;
               }
-              UkFn uk = w == nr ? f->ukf[h] : f->uk[h];
+              UkFn uk = w == nr && hs == h ? f->ukf[h] : f->uk[h];
               char *cp = cb + (size_t)(r0 * p->c_sm) * es;
               if (!p->ctmp) {
-                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, p->c_sm, w, beta);
+                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, p->c_sm, w, hs, beta);
               } else {
-                uk(kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, w, 0);
-                merge_tile(g, wc, nr, cp, p->c_sm, p->c_sn, h, w, beta);
+                uk(kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, w, hs, 0);
+                merge_tile(g, wc, nr, cp, p->c_sm, p->c_sn, hs, w, beta);
               }
             }
           }
@@ -1140,10 +1409,27 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     return true;
   }
   Plan pl;
-  plan_choose(g, &p, pool_threads(pool), &pl, NULL, NULL, 0);
+  int64_t key[KEY_LEN];
+  plan_key(&p, pool_threads(pool), key);
+  unsigned slot = key_hash(key);
+  pthread_mutex_lock(&g->cache_lock);
+  struct CacheEntry *ce = &g->cache[slot];
+  bool hit = ce->used && !memcmp(ce->key, key, sizeof key);
+  if (hit) pl = ce->plan;
+  pthread_mutex_unlock(&g->cache_lock);
+  if (!hit) {
+    plan_choose(g, &p, pool_threads(pool), &pl, NULL, NULL, 0);
+    pthread_mutex_lock(&g->cache_lock);
+    ce->used = true;
+    memcpy(ce->key, key, sizeof key);
+    ce->plan = pl;
+    pthread_mutex_unlock(&g->cache_lock);
+  }
   const Family *f = &g->fam[pl.fam];
   int nblk = pl.tb * pl.tm * pl.tn;
-  size_t need = ws_bytes(g, f, &pl);
+  WsLayout lay;
+  ws_layout(g, f, &pl, &lay);
+  size_t need = lay.total;
   void *mine[64], **ws;
   bool locked = pthread_mutex_trylock(&g->ws_lock) == 0;
   if (locked) {
@@ -1164,8 +1450,10 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     ws = nblk <= 64 ? mine : xmalloc((size_t)nblk * sizeof *ws);
     for (int i = 0; i < nblk; i++) ws[i] = xmalloc(need);
   }
-  Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = ws };
+  Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = ws, .lay = lay };
+  for (int i = 0; i < nblk; i++) ws_arm(ws[i], &lay);
   dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_block, &J);
+  for (int i = 0; i < nblk; i++) ws_check(ws[i], &lay);
   if (locked) {
     pthread_mutex_unlock(&g->ws_lock);
   } else {
@@ -1178,6 +1466,9 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
 void gemm_force(GemmKernels *g, const GemmForce *f) {
   if (f) g->force = *f;
   else memset(&g->force, 0, sizeof g->force);
+  pthread_mutex_lock(&g->cache_lock);
+  memset(g->cache, 0, PLAN_CACHE * sizeof *g->cache);
+  pthread_mutex_unlock(&g->cache_lock);
 }
 
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max) {
@@ -1225,17 +1516,17 @@ double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
 /* The machine's attainable peak: every thread runs the largest register tile of the first
  * family with a_cs = b_rs = 0 (one column of A and one row of B, in L1) and a long k, so
  * only the FMA pipes are measured. */
-typedef struct PeakJob { const GemmKernels *g; int64_t a_rs, reps; } PeakJob;
+typedef struct PeakJob { const GemmKernels *g; int64_t reps; } PeakJob;
 
 static void peak_task(void *ctx, int64_t t) {
   const PeakJob *pj = ctx;
   const Family *f = &pj->g->fam[0];
   size_t es = (size_t)pj->g->esize;
-  char *mem = xcalloc(1, (size_t)(f->mr * pj->a_rs + f->nr + f->mr * f->nr) * es + 256);
-  char *a = align64(mem), *b = align64(a + (size_t)f->mr * pj->a_rs * es);
+  char *mem = xcalloc(1, (size_t)(f->mr + f->nr + f->mr * f->nr) * es + 256);
+  char *a = align64(mem), *b = align64(a + (size_t)f->mr * es);
   char *c = align64(b + (size_t)f->nr * es);
   for (int64_t r = 0; r < pj->reps; r++)
-    f->ukf[f->mr](4096, a, pj->a_rs, 0, b, 0, c, f->nr, f->nr, 1);
+    f->ukf[f->mr](4096, a, 1, 0, b, 0, c, f->nr, f->nr, f->mr, 1);
   free(mem);
   (void)t;
 }
@@ -1243,8 +1534,7 @@ static void peak_task(void *ctx, int64_t t) {
 double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds) {
   const Family *f = &g->fam[0];
   int T = pool_threads(pool);
-  int64_t a_rs = getenv("GEMM_PEAK_ARS") ? atoll(getenv("GEMM_PEAK_ARS")) : 1;
-  PeakJob pj = { g, a_rs, 16 };
+  PeakJob pj = { g, 16 };
   double t = 0;
   for (;;) {            /* grow the count until one run lasts long enough to time */
     double t0 = now_s();
@@ -1267,7 +1557,8 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
              "FMA %d x latency %d, %.2f GHz\n", elem_name(g->elem), h->name,
              jit_cpu_name(g->jit), hw_vbits(h), g->W, elem_name(g->elem), hw_vregs(h),
              hw_fma_units(h), hw_fma_lat(h), hw_ghz(h));
-  buf_printf(out, "compiled once: %d functions in %.1f ms\n", g->nfuncs, g->compile_ms);
+  buf_printf(out, "compiled once: %d functions in %.1f ms (* splits k over accumulator "
+             "sets)\n", g->nfuncs, g->compile_ms);
   buf_printf(out, "level 0 register tiles (h x nr: regs, FLOPs/element loaded):");
   for (int i = 0; i < g->ncand; i++)
     buf_printf(out, "%s%dx%d: %d, %.1f%s", i % 6 ? "  " : "\n  ", g->cand[i].mr,
@@ -1276,10 +1567,13 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   buf_puts(out, "\n");
   for (int fi = 0; fi < g->nfam; fi++) {
     const Family *f = &g->fam[fi];
-    buf_printf(out, "family %d: %dx%d, heights", fi, f->mr, f->nr);
+    buf_printf(out, "family %d: %dx%d, heights (GFLOP/s per core, %s):", fi, f->mr, f->nr,
+               f->measured ? "measured in L1" : "FMA model");
     for (int hh = 1; hh <= f->mr; hh++)
-      if (f->has[hh]) buf_printf(out, " %d%s", hh, f->ksplit[hh] > 1 ? "*" : "");
-    buf_puts(out, " (* splits k over accumulator sets)\n");
+      if (f->has[hh])
+        buf_printf(out, " %d%s %.0f", hh, f->ksplit[hh] > 1 ? "*" : "",
+                   2.0 * hh * f->nr / f->ksec[hh] * 1e-9);
+    buf_puts(out, "\n");
   }
   Prob p;
   char err[160];
@@ -1306,11 +1600,27 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   buf_printf(out, "  cores: %d x %d x %d blocks (batch x M x N) of %lld x %lld x %lld\n",
              best.tb, best.tm, best.tn, (long long)imin(best.bb, p.batch),
              (long long)imin(best.mb, p.m), (long long)imin(best.nbk, p.n));
-  buf_printf(out, "  L3: nc = %lld   L2: mc = %lld   L1: kc = %lld   registers: %dx%d\n",
-             (long long)best.nc, (long long)best.mc, (long long)best.kc, f->mr, f->nr);
-  buf_printf(out, "  predicted %.2f us (compute %.2f, memory %.2f, packing %.2f, fork-join %.2f)"
-             " = %.1f GFLOP/s\n", best.t * 1e6, best.t_comp * 1e6, best.t_mem * 1e6,
-             best.t_pack * 1e6, best.t_sync * 1e6, flops / best.t * 1e-9);
+  buf_printf(out, "  %s: nc = %lld   L2: mc = %lld   L1: kc = %lld   registers: %dx%d\n",
+             best.nc_l2 ? "L2" : "L3", (long long)best.nc, (long long)best.mc,
+             (long long)best.kc, f->mr, f->nr);
+  /* the row pieces of the first L2 block: full tiles, then the edge */
+  int64_t mt = imin(imin(best.mb, p.m), best.mc), r0;
+  int ht, hs, npc = 0, nfull = 0;
+  Pieces it;
+  pieces_init(&it, f, mt, !best.pack_b);
+  buf_printf(out, "  rows of a block: %lld =", (long long)mt);
+  while (pieces_next(&it, &r0, &ht, &hs)) {
+    if (it.d == 0) { nfull++; continue; }                 /* a full tile */
+    if (nfull) buf_printf(out, "%s %d x %d", npc++ ? " +" : "", nfull, f->mr), nfull = 0;
+    buf_printf(out, "%s %d", npc++ ? " +" : "", hs);
+    if (hs < ht) buf_printf(out, " (on a %d-row tile)", ht);
+  }
+  if (nfull) buf_printf(out, "%s %d x %d", npc ? " +" : "", nfull, f->mr);
+  buf_puts(out, "\n");
+  buf_printf(out, "  predicted %.2f us (max of compute %.2f and memory %.2f, + stalls %.2f, "
+             "packing %.2f, fork-join %.2f) = %.1f GFLOP/s\n", best.t * 1e6, best.t_comp * 1e6,
+             best.t_mem * 1e6, best.t_stall * 1e6, best.t_pack * 1e6, best.t_sync * 1e6,
+             flops / best.t * 1e-9);
   qsort(c, (size_t)nc, sizeof *c, cmp_plan);
   buf_printf(out, "candidates (%d weighed, best first):\n", nc);
   for (int i = 0; i < nc && i < 8; i++)

@@ -8,8 +8,10 @@
 #include "dyn.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
@@ -46,9 +48,8 @@ static bool take_error(LLVMErrorRef e, const char *what, char *err, size_t errle
 }
 
 static LLVMTargetMachineRef make_tm(LLVMTargetRef target, const Jit *j) {
-  const char *lv = getenv("JIT_CGLEVEL");
   return LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features,
-                                 lv ? (LLVMCodeGenOptLevel)atoi(lv) : LLVMCodeGenLevelAggressive, LLVMRelocDefault,
+                                 LLVMCodeGenLevelAggressive, LLVMRelocDefault,
                                  LLVMCodeModelJITDefault);
 }
 
@@ -167,78 +168,91 @@ bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen
   return take_error(e, "adding a module to the JIT", err, errlen);
 }
 
-/* One module's trip through jit_add_modules: optimise, then emit an object file. */
+/* jit_add_modules: worker threads take modules from a shared counter; each optimises and
+ * emits an object file with its own TargetMachine (one is not safe to share). */
 typedef struct CompileJob {
-  Jit *j;
   LLVMModuleRef m;
-  const char *pipeline;
   LLVMMemoryBufferRef obj;
   char err[256];
 } CompileJob;
 
-static void *compile_one(void *arg) {
-  CompileJob *cj = arg;
-  /* A TargetMachine is not safe to share between threads: each job makes its own. */
+typedef struct CompileQueue {
+  Jit *j;
+  const char *pipeline;
+  CompileJob *jobs;
+  int n;
+  _Atomic int next;
+} CompileQueue;
+
+static void compile_job(CompileQueue *q, LLVMTargetMachineRef tm, CompileJob *cj) {
+  char *msg = NULL;
+  if (LLVMVerifyModule(cj->m, LLVMReturnStatusAction, &msg)) {
+    snprintf(cj->err, sizeof cj->err, "internal error: generated module is invalid: %s", msg);
+    LLVMDisposeMessage(msg);
+    return;
+  }
+  LLVMDisposeMessage(msg);
+  msg = NULL;
+  LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(cj->m, q->pipeline ? q->pipeline : "default<O3>", tm, o);
+  LLVMDisposePassBuilderOptions(o);
+  if (!take_error(e, "optimising", cj->err, sizeof cj->err)) return;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, cj->m, LLVMObjectFile, &msg, &cj->obj)) {
+    snprintf(cj->err, sizeof cj->err, "code generation: %s", msg ? msg : "?");
+    LLVMDisposeMessage(msg);
+    cj->obj = NULL;
+  }
+}
+
+static void *compile_worker(void *arg) {
+  CompileQueue *q = arg;
   LLVMTargetRef target;
   char *msg = NULL;
-  if (LLVMGetTargetFromTriple(cj->j->triple, &target, &msg)) {
-    snprintf(cj->err, sizeof cj->err, "no target: %s", msg ? msg : "?");
+  if (LLVMGetTargetFromTriple(q->j->triple, &target, &msg)) {
     LLVMDisposeMessage(msg);
-    return NULL;
+    return NULL;                      /* the jobs it would have taken report no object */
   }
-  LLVMTargetMachineRef tm = make_tm(target, cj->j);
-  char *vmsg = NULL;
-  if (LLVMVerifyModule(cj->m, LLVMReturnStatusAction, &vmsg)) {
-    snprintf(cj->err, sizeof cj->err, "internal error: generated module is invalid: %s", vmsg);
-  } else {
-    LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef e = LLVMRunPasses(cj->m, cj->pipeline ? cj->pipeline : "default<O3>", tm, o);
-    LLVMDisposePassBuilderOptions(o);
-    if (take_error(e, "optimising", cj->err, sizeof cj->err) &&
-        LLVMTargetMachineEmitToMemoryBuffer(tm, cj->m, LLVMObjectFile, &msg, &cj->obj)) {
-      snprintf(cj->err, sizeof cj->err, "code generation: %s", msg ? msg : "?");
-      LLVMDisposeMessage(msg);
-      cj->obj = NULL;
-    }
-  }
-  LLVMDisposeMessage(vmsg);
+  LLVMTargetMachineRef tm = make_tm(target, q->j);
+  for (int i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) compile_job(q, tm, &q->jobs[i]);
   LLVMDisposeTargetMachine(tm);
   return NULL;
 }
 
 bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *pipeline,
                      char *err, size_t errlen) {
-  CompileJob *jobs = xcalloc((size_t)(n > 0 ? n : 1), sizeof *jobs);
-  pthread_t *th = xcalloc((size_t)(n > 0 ? n : 1), sizeof *th);
-  bool *started = xcalloc((size_t)(n > 0 ? n : 1), sizeof *started);
+  if (n <= 0) return true;
+  CompileQueue q = { .j = j, .pipeline = pipeline, .n = n };
+  q.jobs = xcalloc((size_t)n, sizeof *q.jobs);
   for (int i = 0; i < n; i++) {
-    jobs[i] = (CompileJob){ .j = j, .m = mods[i], .pipeline = pipeline };
-    /* the caller's thread takes the last module itself */
-    started[i] = i < n - 1 && !pthread_create(&th[i], NULL, compile_one, &jobs[i]);
+    q.jobs[i].m = mods[i];
+    snprintf(q.jobs[i].err, sizeof q.jobs[i].err, "no code generated");
   }
-  for (int i = 0; i < n; i++)
-    if (!started[i]) compile_one(&jobs[i]);
-  bool ok = true;
-  for (int i = 0; i < n; i++) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int nth = (int)(cpus < 1 ? 1 : cpus < n ? cpus : n);
+  pthread_t *th = xcalloc((size_t)nth, sizeof *th);
+  bool *started = xcalloc((size_t)nth, sizeof *started);
+  for (int i = 1; i < nth; i++) started[i] = !pthread_create(&th[i], NULL, compile_worker, &q);
+  compile_worker(&q);                 /* the caller's thread works too */
+  for (int i = 1; i < nth; i++)
     if (started[i]) pthread_join(th[i], NULL);
-    LLVMDisposeModule(mods[i]);
-  }
+  bool ok = true;
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->lljit);
   for (int i = 0; i < n; i++) {
-    if (ok && !jobs[i].obj) {
-      snprintf(err, errlen, "%s", jobs[i].err);
+    LLVMDisposeModule(mods[i]);
+    if (ok && !q.jobs[i].obj) {
+      snprintf(err, errlen, "%s", q.jobs[i].err);
       ok = false;
     }
-    if (!jobs[i].obj) continue;
+    if (!q.jobs[i].obj) continue;
     if (!ok) {
-      LLVMDisposeMemoryBuffer(jobs[i].obj);
+      LLVMDisposeMemoryBuffer(q.jobs[i].obj);
       continue;
     }
     /* The JIT owns the buffer from here, on success or failure. */
-    ok = take_error(LLVMOrcLLJITAddObjectFile(j->lljit, jd, jobs[i].obj), "adding code", err,
-                    errlen);
+    ok = take_error(LLVMOrcLLJITAddObjectFile(j->lljit, jd, q.jobs[i].obj), "adding code",
+                    err, errlen);
   }
-  free(jobs);
+  free(q.jobs);
   free(th);
   free(started);
   return ok;

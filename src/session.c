@@ -52,6 +52,11 @@ struct Session {
   CpuBackend *cpu;                 /* made on first use of the CPU target */
   bool cpu_failed;
   char cpu_why[256];
+  CudaBackend *gpu;                /* made on first use of the GPU target */
+  bool gpu_failed;
+  char gpu_why[256];
+  HwModel gpu_hw;                  /* the GPU model for :code cuda and :sched (:hw NAME of a GPU) */
+  bool have_gpu_hw;
   Func *last_fn;                   /* the last function called, and its sizes (for :time) */
   unsigned last_fn_calls;
   const char *last_names[64];
@@ -224,7 +229,6 @@ static double rng_unit(Session *s) { return (double)(rng_next(s) >> 11) * 0x1.0p
 
 /* ---- evaluation of top-level expressions ---- */
 
-static bool session_size_lookup(void *env, const char *name, int64_t *v);
 static Value eval_top(Session *s, Expr *e);
 static Value call_fn(Session *s, Func *f, Expr *call, Value *args);
 
@@ -546,15 +550,31 @@ static CpuBackend *cpu_backend(Session *s) {
   return s->cpu;
 }
 
+/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
+static CudaBackend *gpu_backend(Session *s) {
+  if (!s->gpu && !s->gpu_failed) {
+    s->gpu = cuda_backend_new(s->have_gpu_hw ? &s->gpu_hw : NULL, s->gpu_why, sizeof s->gpu_why);
+    s->gpu_failed = !s->gpu;
+    if (s->gpu && !s->have_gpu_hw) {
+      s->gpu_hw = *cuda_backend_hw(s->gpu);
+      s->have_gpu_hw = true;
+    }
+  }
+  return s->gpu;
+}
+
+/* The GPU model code is rendered for: the device's, a GPU loaded with :hw or --hw, else H100. */
+static const HwModel *gpu_model(Session *s) {
+  if (!s->have_gpu_hw) {
+    char msg[256];
+    if (hw_load("h100", &s->gpu_hw, msg, sizeof msg)) s->have_gpu_hw = true;
+  }
+  return s->have_gpu_hw ? &s->gpu_hw : NULL;
+}
+
 /* Work of a program at these sizes, in loop iterations (to decide whether compiling a
  * one-off top-level statement pays). */
 static double program_work(const Program *p, const EvalSizes *sz) {
-  double w = 0;
-  for (int a = 0; a < p->naxes; a++) {
-    int64_t v;
-    const char *why;
-    if (poly_eval(p->axes[a].extent, session_size_lookup, (void *)sz, &v, &why) && v > 0) w += (double)v;
-  }
   double tot = 0;
   for (int k = 0; k < p->nkernels; k++) {
     const Kernel *kn = &p->kernels[k];
@@ -562,19 +582,18 @@ static double program_work(const Program *p, const EvalSizes *sz) {
     for (int o = 0; o < kn->nouter; o++) {
       int64_t v = 0;
       const char *why;
-      poly_eval(p->axes[kn->outer[o]].extent, session_size_lookup, (void *)sz, &v, &why);
+      poly_eval(p->axes[kn->outer[o]].extent, eval_size_lookup, (void *)sz, &v, &why);
       iters *= (double)(v > 0 ? v : 1);
     }
     for (int st = 0; st < kn->nstages; st++)
       for (int a = 0; a < kn->stages[st].naxes; a++) {
         int64_t v = 0;
         const char *why;
-        poly_eval(p->axes[kn->stages[st].axes[a]].extent, session_size_lookup, (void *)sz, &v, &why);
+        poly_eval(p->axes[kn->stages[st].axes[a]].extent, eval_size_lookup, (void *)sz, &v, &why);
         iters *= (double)(v > 0 ? v : 1);
       }
     tot += iters;
   }
-  (void)w;
   return tot;
 }
 
@@ -603,7 +622,23 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   Buf err = {0};
   Span esp = {0};
   s->interrupt = 0;
-  if (use_cpu(s, f, sz) && ensure_compiled(s, f)) {
+  if (!strcmp(s->target, "gpu") && gpu_backend(s)) {
+    char msg[512];
+    if (!f->gpu_backend) {
+      f->gpu_backend = cuda_compile(s->gpu, f->prog, msg, sizeof msg);
+      if (!f->gpu_backend) {
+        error(s, at, E_RUNTIME, tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
+        return false;
+      }
+      f->compiles++;
+    }
+    int r = cuda_run(s->gpu, f->gpu_backend, inputs, sz, outs, msg, sizeof msg);
+    if (r == 1) return true;
+    if (r < 0) {
+      error(s, at, E_RUNTIME, msg);
+      return false;
+    }
+  } else if (use_cpu(s, f, sz) && ensure_compiled(s, f)) {
     char msg[512];
     int r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
     if (r == 1) return true;
@@ -937,15 +972,6 @@ static Value eval_call(Session *s, Expr *e) {
   return r;
 }
 
-static bool session_size_lookup(void *env, const char *name, int64_t *v) {
-  const EvalSizes *s = env;
-  for (int i = 0; i < s->n; i++)
-    if (!strcmp(s->names[i], name)) {
-      *v = s->vals[i];
-      return true;
-    }
-  return false;
-}
 
 /* Bind f's sizes from the arguments, check the shapes and the facts, run it. */
 static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
@@ -1041,7 +1067,7 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
       if (poly_as_var(p->type.dims[k])) continue;
       int64_t want;
       const char *why = NULL;
-      if (!poly_eval(p->type.dims[k], session_size_lookup, &sz, &want, &why)) {
+      if (!poly_eval(p->type.dims[k], eval_size_lookup, &sz, &want, &why)) {
         Buf pb = {0};
         poly_str(p->type.dims[k], &pb);
         error(s, call->span, E_SIZE_MISMATCH, tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
@@ -1065,8 +1091,8 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
     Fact *ft = &f->facts[i];
     int64_t l, rr;
     const char *why = NULL;
-    bool ok = poly_eval(ft->lhs, session_size_lookup, &sz, &l, &why) &&
-              poly_eval(ft->rhs, session_size_lookup, &sz, &rr, &why);
+    bool ok = poly_eval(ft->lhs, eval_size_lookup, &sz, &l, &why) &&
+              poly_eval(ft->rhs, eval_size_lookup, &sz, &rr, &why);
     if (!ok || !fact_holds(ft, l, rr)) {
       Buf fb = {0}, vb = {0};
       poly_str(ft->lhs, &fb);
@@ -1076,7 +1102,7 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
       int nv = poly_vars(ft->lhs, vars, 16);
       for (int j = 0; j < nv; j++) {
         int64_t x = 0;
-        session_size_lookup(&sz, vars[j], &x);
+        eval_size_lookup(&sz, vars[j], &x);
         buf_printf(&vb, "%s%s is %lld", j ? ", " : "", vars[j], (long long)x);
       }
       Diag *d = error(s, call->span, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
@@ -1394,7 +1420,17 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   bool given;
   if (!parse_sizes(s, arg, f, at, &sz, &given)) return RUN_ERROR;
   Buf b = {0};
-  if (strcmp(s->target, "cpu") || !cpu_backend(s)) {
+  if (!strcmp(s->target, "gpu") || (strcmp(s->target, "cpu") && s->have_gpu_hw)) {
+    /* the GPU schedule: on the device, else on the GPU model loaded with :hw */
+    CudaProgram *cp = f->gpu_backend;
+    bool own = !cp;
+    if (own) cp = cuda_program_new(f->prog, gpu_model(s));
+    buf_printf(&b, "%s: GPU schedule on %s (compiled %d time%s)\n", f->name, s->gpu ? cuda_backend_device(s->gpu) : s->gpu_hw.name,
+               f->compiles, f->compiles == 1 ? "" : "s");
+    double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
+    if (given) buf_printf(&b, "predicted %.3f ms", t * 1e3);
+    if (own) cuda_program_free(cp);
+  } else if (strcmp(s->target, "cpu") || !cpu_backend(s)) {
     buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
                ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target, f->compiles,
                f->compiles == 1 ? "" : "s");
@@ -1437,8 +1473,8 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
   if (given) {
     int64_t fv = 0, bv = 0;
     const char *why;
-    poly_eval(fl, session_size_lookup, &sz, &fv, &why);
-    poly_eval(by, session_size_lookup, &sz, &bv, &why);
+    poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+    poly_eval(by, eval_size_lookup, &sz, &bv, &why);
     buf_puts(&b, "\nat");
     for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
     buf_printf(&b, ": %lld FLOPs, %lld bytes, %.3g FLOP/byte", (long long)fv, (long long)bv, bv ? (double)fv / (double)bv : 0.0);
@@ -1459,7 +1495,30 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     return RUN_ERROR;
   }
   if (!strcmp(what, "cuda") || !strcmp(what, "ptx")) {
-    print_line(s, tmp_printf(s, "%s: no %s code -- the CUDA back end is not available in this build", f->name, what));
+    /* rendering and PTX need no GPU: for the device if there is one, else the GPU model */
+    CudaProgram *cp = f->gpu_backend;
+    bool own = false;
+    if (!cp) {
+      const HwModel *g = gpu_model(s);
+      if (!g) {
+        error(s, at, E_COMMAND, ":code: no GPU model (hw/h100.hw is missing)");
+        return RUN_ERROR;
+      }
+      cp = cuda_program_new(f->prog, g);
+      own = true;
+    }
+    Buf b = {0};
+    char msg[512];
+    bool ok = cuda_program_code(cp, what, &b, msg, sizeof msg);
+    if (own) cuda_program_free(cp);
+    if (!ok) {
+      buf_free(&b);
+      error(s, at, E_COMMAND, tmp_printf(s, ":code %s: %s", what, msg));
+      return RUN_ERROR;
+    }
+    while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+    print_line(s, b.s ? b.s : "");
+    buf_free(&b);
     return RUN_OK;
   }
   if (!cpu_backend(s)) {
@@ -1522,8 +1581,8 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     cost_program(f->prog, s->pc, &fl, &by);
     int64_t fv = 0, bv = 0;
     const char *why;
-    poly_eval(fl, session_size_lookup, &sz, &fv, &why);
-    poly_eval(by, session_size_lookup, &sz, &bv, &why);
+    poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+    poly_eval(by, eval_size_lookup, &sz, &bv, &why);
     int cores = s->hw.cores > 0 ? s->hw.cores : 1, th = s->threads < cores ? s->threads : cores;
     double peak = s->hw.peak_gflops_f32 * th / cores;
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
@@ -1647,7 +1706,29 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     ok = compare_values(s, &cpu, &ref, &b);
     buf_puts(&b, ok ? ": ok" : ": MISMATCH");
   }
-  buf_puts(&b, "; gpu not available in this build");
+  if (!gpu_backend(s)) {
+    buf_printf(&b, "; gpu not available (%s)", s->gpu_why);
+  } else {
+    Value gv = {0};
+    snprintf(s->target, sizeof s->target, "gpu");
+    if (fn) {
+      gv = call_fn(s, fn, e, args);
+    } else {
+      Expr *e3 = parse_arg_expr(s, arg, at);
+      gv = e3 ? eval_top(s, e3) : (Value){0};
+    }
+    if (failed(s)) {
+      val_free(&ref);
+      val_free(&cpu);
+      buf_free(&b);
+      goto fail;
+    }
+    buf_puts(&b, "; gpu vs ref: ");
+    bool gok = compare_values(s, &gv, &ref, &b);
+    buf_puts(&b, gok ? ": ok" : ": MISMATCH");
+    ok = ok && gok;
+    val_free(&gv);
+  }
   print_line(s, b.s);
   buf_free(&b);
   val_free(&ref);
@@ -1687,7 +1768,12 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     snprintf(s->target, sizeof s->target, "cpu");
     print_line(s, tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
   } else if (!strcmp(arg, "gpu")) {
-    print_line(s, tmp_printf(s, "target: %s -- the GPU back end is not available in this build", s->target));
+    if (!gpu_backend(s)) {
+      print_line(s, tmp_printf(s, "target: %s -- no GPU: %s", s->target, s->gpu_why));
+    } else {
+      snprintf(s->target, sizeof s->target, "gpu");
+      print_line(s, tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
+    }
   } else {
     error(s, at, E_COMMAND, tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
     return RUN_ERROR;
@@ -1696,6 +1782,7 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
 }
 
 static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
+  const HwModel *show = &s->hw;
   if (*arg) {
     char msg[512];
     HwModel hw;
@@ -1703,10 +1790,17 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
       error(s, at, E_COMMAND, msg);
       return RUN_ERROR;
     }
-    s->hw = hw;
+    if (!strcmp(hw.kind, "gpu")) {
+      /* a GPU model: what :code cuda renders for and :sched plans on; the CPU's stays */
+      s->gpu_hw = hw;
+      s->have_gpu_hw = true;
+      show = &s->gpu_hw;
+    } else {
+      s->hw = hw;
+    }
   }
   Buf b = {0};
-  hw_describe(&s->hw, &b);
+  hw_describe(show, &b);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
   print_line(s, b.s);
   buf_free(&b);
@@ -2171,14 +2265,20 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   if (opt && opt->hw) {
     char msg[512];
     HwModel hw;
-    if (hw_load(opt->hw, &hw, msg, sizeof msg)) s->hw = hw;
-    else fprintf(err, "dyn: %s; using the detected host\n", msg);
+    if (!hw_load(opt->hw, &hw, msg, sizeof msg)) {
+      fprintf(err, "dyn: %s; using the detected host\n", msg);
+    } else if (!strcmp(hw.kind, "gpu")) {
+      s->gpu_hw = hw;
+      s->have_gpu_hw = true;
+    } else {
+      s->hw = hw;
+    }
   } else {
     load_calibration(s);
   }
   if (opt && opt->target) {
     if (!strcmp(opt->target, "cpu") && !cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
-    else if (!strcmp(opt->target, "gpu")) fprintf(err, "dyn: the GPU back end is not available in this build; using %s\n", s->target);
+    else if (!strcmp(opt->target, "gpu") && !gpu_backend(s)) fprintf(err, "dyn: no GPU (%s); using %s\n", s->gpu_why, s->target);
     else snprintf(s->target, sizeof s->target, "%s", opt->target);
   }
   if (!opt || !opt->no_prelude) {
@@ -2228,13 +2328,16 @@ void session_free(Session *s) {
   vec_free(s->vars);
   for (int i = 0; i < s->fns.n; i++) {
     cpu_program_free(s->fns.a[i]->backend);
+    cuda_program_free(s->fns.a[i]->gpu_backend);
     func_free(s->fns.a[i]);
   }
   for (int i = 0; i < s->retired.n; i++) {
     cpu_program_free(s->retired.a[i]->backend);
+    cuda_program_free(s->retired.a[i]->gpu_backend);
     func_free(s->retired.a[i]);
   }
   cpu_backend_free(s->cpu);
+  cuda_backend_free(s->gpu);
   vec_free(s->fns);
   vec_free(s->retired);
   for (int i = 0; i < s->kept.n; i++) arena_free(s->kept.a[i]);

@@ -2,7 +2,7 @@
 # run-gemm.sh -- build and run the contraction benchmark (bench_gemm.c): dyn against oneDNN
 # and OpenBLAS on every line of a shape file, same thread count for all three.
 #
-# usage: tests/bench/run-gemm.sh [SHAPES.txt] [--threads N] [--csv FILE] [--budget SECONDS]
+# usage: tests/bench/run-gemm.sh [SHAPES.txt] [--threads N] [--csv FILE] [--budget S] [--rounds R]
 #   SHAPES.txt defaults to ../shared/bench/gemm.txt relative to the repository root.
 #   The binary is built in $BUILD (default: a temporary directory) from the sources with
 #   $CC and $LLVM_CONFIG; oneDNN and OpenBLAS columns appear when their headers are found.
@@ -14,11 +14,13 @@ shapes=""
 threads=2
 csv=gemm-bench.csv
 budget=0.3
+rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --csv) csv=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) shapes=$1; shift ;;
   esac
@@ -38,7 +40,10 @@ if [ -z "${LLVM_CONFIG:-}" ]; then
 fi
 [ -n "${LLVM_CONFIG:-}" ] || { echo "run-gemm.sh: no llvm-config for LLVM >= 15" >&2; exit 2; }
 
-BUILD=${BUILD:-$(mktemp -d)}
+if [ -z "${BUILD:-}" ]; then
+  BUILD=$(mktemp -d)
+  trap 'rm -rf "$BUILD"' EXIT
+fi
 mkdir -p "$BUILD"
 defs="" libs=""
 inc_has() { echo "#include <$1>" | $CC -E -x c - >/dev/null 2>&1; }
@@ -62,4 +67,4 @@ if grep -q avx512f /proc/cpuinfo 2>/dev/null; then
 fi
 export DYN_HW_DIR=${DYN_HW_DIR:-$root/hw}
 echo "run-gemm.sh: $shapes, $threads threads, CSV to $csv"
-"$BUILD/bench_gemm" --threads "$threads" --csv "$csv" --budget "$budget" "$shapes"
+"$BUILD/bench_gemm" --threads "$threads" --csv "$csv" --budget "$budget" --rounds "$rounds" "$shapes"

@@ -1,0 +1,142 @@
+/* emu.h -- runs dyn's generated CUDA C on the CPU, for tests on machines without a GPU.
+ *
+ * fakecuda.cc compiles a module with g++ and `-include emu.h`: this header maps the CUDA
+ * keywords and intrinsics the generated code uses onto C++ and POSIX threads.  A launch runs
+ * the blocks one after another; the threads of a block are real threads, so __syncthreads,
+ * __syncwarp and __shfl_xor_sync are real barriers and exchanges, and shared memory (static
+ * storage) is reused block after block.  Slow, but it executes exactly the code NVRTC sees
+ * (on the paths of GPUs before sm_80: cp.async becomes plain copies). */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utility>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __restrict__
+
+struct dim3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) int4 { int x, y, z, w; };
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+static thread_local unsigned emu_tid;          /* linear thread index in the block */
+static pthread_barrier_t emu_block_bar;
+static pthread_barrier_t emu_warp_bar[32];
+static uint64_t emu_shfl[1024];
+
+static inline void __syncthreads() { pthread_barrier_wait(&emu_block_bar); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; pthread_barrier_wait(&emu_warp_bar[emu_tid / 32]); }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o) {
+  (void)mask;
+  static_assert(sizeof(T) <= 8, "shuffle of a wide type");
+  uint64_t bits = 0;
+  memcpy(&bits, &v, sizeof v);
+  emu_shfl[emu_tid] = bits;
+  __syncwarp();
+  uint64_t got = emu_shfl[(emu_tid & ~31u) | ((emu_tid & 31u) ^ (unsigned)o)];
+  __syncwarp();
+  T r;
+  memcpy(&r, &got, sizeof r);
+  return r;
+}
+
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+
+static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
+static inline double __longlong_as_double(long long v) { double f; memcpy(&f, &v, 8); return f; }
+
+/* cvt.rzi: toward zero, saturating (NaN is handled by the callers) */
+template <typename I, typename F> static inline I emu_sat(F x, I lo, I hi) {
+  if (x <= (F)lo) return lo;
+  if (x >= (F)hi) return hi;
+  return (I)x;
+}
+static inline int __float2int_rz(float x) { return emu_sat<int, double>(x, INT32_MIN, INT32_MAX); }
+static inline int __double2int_rz(double x) { return emu_sat<int, double>(x, INT32_MIN, INT32_MAX); }
+static inline long long __float2ll_rz(float x) { return emu_sat<long long, double>(x, INT64_MIN, INT64_MAX); }
+static inline long long __double2ll_rz(double x) { return emu_sat<long long, double>(x, INT64_MIN, INT64_MAX); }
+
+/* The launcher: the kernel takes its argument structure by value; every field is 8 bytes,
+ * so a struct of as many words passes the same way (SysV x86-64 and AArch64). */
+template <int N> struct EmuWords { uint64_t w[N]; };
+template <int N> static void emu_call(void *fn, const void *p) {
+  EmuWords<N> x;
+  memcpy(&x, p, sizeof x);
+  ((void (*)(EmuWords<N>))fn)(x);
+}
+typedef void (*EmuCaller)(void *, const void *);
+template <int... I> static const EmuCaller *emu_callers(std::integer_sequence<int, I...>) {
+  static const EmuCaller t[] = {emu_call<I + 1>...};
+  return t;
+}
+
+struct EmuLaunch {
+  void *fn;
+  const void *args;
+  int nwords;
+  unsigned nthreads;
+};
+
+static void *emu_thread(void *arg) {
+  EmuLaunch *L = (EmuLaunch *)((void **)arg)[0];
+  unsigned tid = (unsigned)(uintptr_t)((void **)arg)[1];
+  emu_tid = tid;
+  threadIdx.x = tid % blockDim.x;
+  threadIdx.y = tid / blockDim.x % blockDim.y;
+  threadIdx.z = tid / (blockDim.x * blockDim.y);
+  const EmuCaller *callers = emu_callers(std::make_integer_sequence<int, 256>{});
+  for (unsigned z = 0; z < gridDim.z; z++)
+    for (unsigned y = 0; y < gridDim.y; y++)
+      for (unsigned x = 0; x < gridDim.x; x++) {
+        blockIdx.x = x;
+        blockIdx.y = y;
+        blockIdx.z = z;
+        callers[L->nwords - 1](L->fn, L->args);
+        pthread_barrier_wait(&emu_block_bar);    /* the block is done before the next starts */
+      }
+  return NULL;
+}
+
+extern "C" int dyn_emu_launch(void *fn, const void *args, int nwords, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                              unsigned bz) {
+  if (nwords < 1 || nwords > 256) return 1;
+  gridDim = dim3{gx, gy, gz};
+  blockDim = dim3{bx, by, bz};
+  unsigned n = bx * by * bz;
+  if (n == 0 || n > 1024) return 1;
+  EmuLaunch L = {fn, args, nwords, n};
+  pthread_barrier_init(&emu_block_bar, NULL, n);
+  for (unsigned w = 0; w < (n + 31) / 32; w++) pthread_barrier_init(&emu_warp_bar[w], NULL, n - w * 32 < 32 ? n - w * 32 : 32);
+  pthread_t *th = (pthread_t *)calloc(n, sizeof(pthread_t));
+  void *(*argv)[2] = (void *(*)[2])calloc(n, sizeof *argv);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  int rc = 0;
+  for (unsigned t = 0; t < n; t++) {
+    argv[t][0] = &L;
+    argv[t][1] = (void *)(uintptr_t)t;
+    if (pthread_create(&th[t], &attr, emu_thread, argv[t])) rc = 1;
+  }
+  for (unsigned t = 0; t < n; t++) pthread_join(th[t], NULL);
+  pthread_attr_destroy(&attr);
+  pthread_barrier_destroy(&emu_block_bar);
+  for (unsigned w = 0; w < (n + 31) / 32; w++) pthread_barrier_destroy(&emu_warp_bar[w]);
+  free(th);
+  free(argv);
+  return rc;
+}

@@ -1,0 +1,702 @@
+/* test_cuda.c -- unit tests for cuda.c, the GPU back end, on any machine, GPU or not:
+ *   - the loader: with no driver, a reason and no crash;
+ *   - golden CUDA C: relu (elementwise), softmax (row-wise), matmul (contraction) rendered for
+ *     h100.hw and compared with the files tests/cuda/NAME.cu.  After a deliberate change to the renderer,
+ *     run with DYN_UPDATE_GOLDEN=1 to rewrite them, and review the diff;
+ *   - every stdlib function compiles with NVRTC for sm_80 and sm_90, and `ptxas -v` reports no
+ *     spills for any kernel (skipped when NVRTC or ptxas is absent);
+ *   - the generated code runs against the reference evaluator, every variant forced in turn,
+ *     on the CPU: tests/cuda/fakecuda.cc (built here with the C++ compiler) stands in for the
+ *     driver and NVRTC, and compiles the CUDA C with tests/cuda/emu.h (skipped without c++);
+ *   - the contraction model's choices and :sched's text. */
+#include "config.h"
+#include "dyn.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct { const char *name; const char *text; } StdlibModule;
+extern const StdlibModule dyn_stdlib[];
+
+#define SRCDIR DYN_SRCDIR "/tests/cuda"
+
+/* Functions for the emulated runs, beside the stdlib: layouts and semantics the stdlib does
+ * not exercise (transposed operands, integers, bools, f64, checked accesses, where around a
+ * reduction, casts that saturate). */
+static const char *EXTRA =
+  "fn tmm(A: f32[K, M], B: f32[K, N]) -> f32[M, N] {\n"
+  "  C[i, j] = sum[k] A[k, i] * B[k, j]\n"
+  "  return C\n"
+  "}\n"
+  "fn ttm(A: f32[K, M], B: f32[N, K]) -> f32[M, N] {\n"
+  "  C[i, j] = 2.0 * (sum[k] A[k, i] * B[j, k]) - 1.0\n"
+  "  return C\n"
+  "}\n"
+  "fn bmm1(X: f32[M, K], Y: f32[B, K, N]) -> f32[B, M, N] {\n"
+  "  Z[b, i, j] = sum[k] X[i, k] * Y[b, k, j]\n"
+  "  return Z\n"
+  "}\n"
+  "fn colsum(X: f32[B, N]) -> f32[N] {\n"
+  "  c[n] = sum[b] X[b, n]\n"
+  "  return c\n"
+  "}\n"
+  "fn idiv(X: i32[N], Y: i32[N]) -> i32[N] {\n"
+  "  Z[i] = X[i] / Y[i] + X[i] % Y[i] * 7\n"
+  "  return Z\n"
+  "}\n"
+  "fn iops(X: i32[N], Y: i64[N]) -> i64[N] {\n"
+  "  Z[i] = i64(X[i]) * Y[i] - max(Y[i], 3) + abs(i64(X[i])) + i64(X[i] * 300000000)\n"
+  "  return Z\n"
+  "}\n"
+  "fn isum(X: i64[B, N]) -> i64[B] {\n"
+  "  s[b] = sum[n] X[b, n] * X[b, n]\n"
+  "  return s\n"
+  "}\n"
+  "fn shift(X: f32[N], P: size) -> f32[N] {\n"
+  "  Z[i] = X[i + P]\n"
+  "  return Z\n"
+  "}\n"
+  "fn pos(X: f32[N]) -> bool[N] {\n"
+  "  Z[i] = X[i] > 0.0 and not (X[i] > 0.5)\n"
+  "  return Z\n"
+  "}\n"
+  "fn casts(X: f32[N]) -> i32[N] {\n"
+  "  Z[i] = i32(X[i] * 3e9) + i32(floor(X[i] * 10.0))\n"
+  "  return Z\n"
+  "}\n"
+  "fn wred(X: f32[B, N]) -> f32[B] {\n"
+  "  y[b] = where(X[b, 0] > 0.0, sum[n] X[b, n], max[n] X[b, n] - 1.0)\n"
+  "  return y\n"
+  "}\n"
+  "fn soft64(X: f64[B, N]) -> f64[B, N] {\n"
+  "  m[b]    = max[n] X[b, n]\n"
+  "  e[b, n] = exp(X[b, n] - m[b])\n"
+  "  s[b]    = sum[n] e[b, n]\n"
+  "  Y[b, n] = e[b, n] / s[b]\n"
+  "  return Y\n"
+  "}\n"
+  "fn gsum(X: f32[A, N]) -> f32 {\n"
+  "  s = (sum[a, n] X[a, n] * 0.5) + 1.0\n"
+  "  return s\n"
+  "}\n"
+  "fn imax(X: i32[N]) -> i32 {\n"
+  "  s = max[n] X[n]\n"
+  "  return s\n"
+  "}\n"
+  "fn both(X: f32[B, N]) -> (f32[B, N], f32[B]) {\n"
+  "  m[b] = max[n] X[b, n]\n"
+  "  Y[b, n] = X[b, n] - m[b]\n"
+  "  return (Y, m)\n"
+  "}\n";
+
+static PolyCtx *pc;
+static Func *fns[128];
+static int nfns;
+static Diags diags;
+
+static Func *lookup(void *env, const char *name) {
+  (void)env;
+  for (int i = nfns - 1; i >= 0; i--)
+    if (!strcmp(fns[i]->name, name)) return fns[i];
+  return NULL;
+}
+
+static void check_source(const char *name, const char *text) {
+  Source *src = xcalloc(1, sizeof *src);
+  src->name = xstrdup(name);
+  src->text = xstrdup(text);
+  src->len = strlen(text);
+  Arena *ar = arena_new();
+  int n = 0;
+  bool inc = false;
+  Stmt **st = parse_source(ar, src, &diags, &n, &inc);
+  SemaEnv env = {pc, lookup, NULL};
+  for (int i = 0; i < n; i++) {
+    if (st[i]->kind != ST_FN) continue;
+    Func *f = sema_function(&env, st[i]->fn, ar, &diags);
+    if (f && nfns < 128) fns[nfns++] = f;
+  }
+  if (diags.nerrors) {
+    Buf m = {0};
+    for (Diag *d = diags.head; d; d = d->next) diag_format(d, &m);
+    ck_abort_msg("%s does not check:\n%s", name, m.s);
+  }
+}
+
+/* Every stdlib module, then EXTRA. */
+static void setup(void) {
+  pc = poly_ctx_new();
+  memset(&diags, 0, sizeof diags);
+  nfns = 0;
+  for (const StdlibModule *m = dyn_stdlib; m->name; m++) check_source(m->name, m->text);
+}
+
+static void teardown(void) {
+  diag_clear(&diags);
+  poly_ctx_free(pc);
+}
+
+static Program *program(const char *fname) {
+  Func *f = lookup(NULL, fname);
+  ck_assert_msg(f != NULL, "no function %s", fname);
+  if (!f->prog) f->prog = lower_function(f, pc, lookup, NULL);
+  return f->prog;
+}
+
+static HwModel gpu_model(const char *name) {
+  HwModel hw;
+  char err[512];
+  ck_assert_msg(hw_load(name, &hw, err, sizeof err), "%s", err);
+  return hw;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  Buf b = {0};
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_putn(&b, chunk, n);
+  fclose(f);
+  return b.s ? b.s : xstrdup("");
+}
+
+/* ---- the loader ---- */
+
+START_TEST(test_no_driver) {
+  setenv("DYN_CUDA_DRIVER", "/nonexistent/libcuda.so.1", 1);
+  char why[512] = "";
+  CudaBackend *be = cuda_backend_new(NULL, why, sizeof why);
+  ck_assert_ptr_null(be);
+  ck_assert_msg(!strncmp(why, "no NVIDIA driver (", 18), "reason: %s", why);
+}
+END_TEST
+
+START_TEST(test_no_driver_default) {
+  /* on a machine without a GPU: the reason names the library; with one, a backend */
+  unsetenv("DYN_CUDA_DRIVER");
+  char why[512] = "";
+  CudaBackend *be = cuda_backend_new(NULL, why, sizeof why);
+  if (be) {
+    ck_assert(cuda_backend_device(be)[0] != 0);
+    cuda_backend_free(be);
+  } else {
+    ck_assert_msg(strstr(why, "no NVIDIA driver") || strstr(why, "no CUDA device") || strstr(why, "NVRTC") ||
+                      strstr(why, "driver did not start"),
+                  "reason: %s", why);
+  }
+}
+END_TEST
+
+START_TEST(test_nvrtc_bad_source) {
+  char why[512];
+  if (!cuda_nvrtc_available(why, sizeof why)) return;
+  Buf ptx = {0};
+  char err[2048] = "";
+  ck_assert(!cuda_compile_ptx("this is not CUDA", 8, 0, &ptx, err, sizeof err));
+  ck_assert_msg(strstr(err, "NVRTC") != NULL, "%s", err);
+  buf_free(&ptx);
+}
+END_TEST
+
+/* ---- golden CUDA C ---- */
+
+static void golden(const char *fname, const char *file) {
+  HwModel hw = gpu_model("h100");
+  Buf src = {0};
+  cuda_render(program(fname), &hw, &src);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", SRCDIR, file);
+  const char *upd = getenv("DYN_UPDATE_GOLDEN");
+  if (upd && *upd && strcmp(upd, "0")) {
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    fwrite(src.s, 1, src.len, f);
+    fclose(f);
+  }
+  char *want = read_file(path);
+  ck_assert_msg(want != NULL, "no %s (DYN_UPDATE_GOLDEN=1 creates it)", path);
+  if (strcmp(want, src.s)) {
+    size_t i = 0;
+    while (want[i] && want[i] == src.s[i]) i++;
+    size_t from = i > 200 ? i - 200 : 0;
+    ck_abort_msg("%s differs from %s at byte %zu (DYN_UPDATE_GOLDEN=1 rewrites it):\n--- expected ...%.400s\n--- got ...%.400s", fname,
+                 path, i, want + from, src.s + from);
+  }
+  free(want);
+  buf_free(&src);
+}
+
+START_TEST(test_golden_relu) { golden("relu", "relu.cu"); }
+END_TEST
+START_TEST(test_golden_softmax) { golden("softmax", "softmax.cu"); }
+END_TEST
+START_TEST(test_golden_matmul) { golden("matmul", "matmul.cu"); }
+END_TEST
+
+/* The rendering is a pure function of the program and the hardware: no addresses, no state. */
+START_TEST(test_render_stable) {
+  HwModel hw = gpu_model("a100");
+  Buf a = {0}, b = {0};
+  cuda_render(program("attention"), &hw, &a);
+  cuda_render(program("attention"), &hw, &b);
+  ck_assert_str_eq(a.s, b.s);
+  ck_assert(strstr(a.s, "compute capability 8.0") != NULL);
+  /* the contractions of attention (Q.K^T, e.V) and its row-wise part */
+  ck_assert(strstr(a.s, "_gemm128x128(") != NULL);
+  ck_assert(strstr(a.s, "_gemm32x32(") != NULL);
+  ck_assert(strstr(a.s, "_warp(") != NULL);
+  buf_free(&a);
+  buf_free(&b);
+}
+END_TEST
+
+/* ---- every stdlib function through NVRTC and ptxas ---- */
+
+static const char *find_ptxas(char *buf, size_t n) {
+  const char *roots[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
+  for (int i = 0; i < 3; i++) {
+    if (!roots[i] || !*roots[i]) continue;
+    snprintf(buf, n, "%s/bin/ptxas", roots[i]);
+    if (access(buf, X_OK) == 0) return buf;
+  }
+  FILE *p = popen("command -v ptxas 2>/dev/null", "r");
+  if (!p) return NULL;
+  bool ok = fgets(buf, (int)n, p) != NULL;
+  pclose(p);
+  if (!ok) return NULL;
+  buf[strcspn(buf, "\n")] = 0;
+  return *buf ? buf : NULL;
+}
+
+/* One module with the kernels of every stdlib function (one prelude). */
+static void all_stdlib(const HwModel *hw, Buf *all) {
+  for (int i = 0; i < nfns; i++) {
+    Func *f = fns[i];
+    bool std = false;
+    for (const StdlibModule *m = dyn_stdlib; m->name && !std; m++) std = f->span.src && !strcmp(f->span.src->name, m->name);
+    if (!std) continue;
+    Buf src = {0};
+    cuda_render(program(f->name), hw, &src);
+    const char *from = all->len ? strstr(src.s, "\n/* ==== kernel") : src.s;
+    ck_assert(from != NULL);
+    buf_puts(all, from);
+    buf_free(&src);
+  }
+}
+
+static void ptx_check(int major, int minor) {
+  char why[512];
+  if (!cuda_nvrtc_available(why, sizeof why)) {
+    fprintf(stderr, "test_cuda: skipped the NVRTC test: %s\n", why);
+    return;
+  }
+  HwModel hw = gpu_model(major == 9 ? "h100" : "a100");
+  Buf all = {0}, ptx = {0};
+  all_stdlib(&hw, &all);
+  char err[4096] = "";
+  ck_assert_msg(cuda_compile_ptx(all.s, major, minor, &ptx, err, sizeof err), "%s", err);
+  ck_assert(strstr(ptx.s, ".entry") != NULL);
+  char target[32];
+  snprintf(target, sizeof target, ".target sm_%d%d", major, minor);
+  ck_assert_msg(strstr(ptx.s, target) != NULL, "no %s in the PTX", target);
+  char pbuf[1024];
+  const char *ptxas = find_ptxas(pbuf, sizeof pbuf);
+  if (!ptxas) {
+    fprintf(stderr, "test_cuda: no ptxas; skipped the spill check\n");
+    buf_free(&all);
+    buf_free(&ptx);
+    return;
+  }
+  char dir[] = "/tmp/dyncudaXXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  char path[256], cmd[2048];
+  snprintf(path, sizeof path, "%s/all.ptx", dir);
+  FILE *f = fopen(path, "wb");
+  fwrite(ptx.s, 1, ptx.len, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "'%s' -v --gpu-name sm_%d%d -o /dev/null '%s' 2>&1", ptxas, major, minor, path);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p != NULL);
+  char line[1024], kernel[256] = "?";
+  int kernels = 0, spills = 0;
+  Buf report = {0};
+  while (fgets(line, sizeof line, p)) {
+    char *q = strstr(line, "Compiling entry function '");
+    if (q) {
+      snprintf(kernel, sizeof kernel, "%s", q + 26);
+      kernel[strcspn(kernel, "'")] = 0;
+      kernels++;
+    }
+    q = strstr(line, "bytes spill stores");
+    if (q) {
+      char *s = q;
+      while (s > line && s[-1] == ' ') s--;
+      while (s > line && s[-1] >= '0' && s[-1] <= '9') s--;
+      if (atoi(s) != 0) {
+        spills++;
+        buf_printf(&report, "  %s: %s", kernel, line);
+      }
+    }
+    if (strstr(line, "error")) buf_printf(&report, "  %s", line);
+  }
+  int rc = pclose(p);
+  unlink(path);
+  rmdir(dir);
+  ck_assert_msg(rc == 0, "ptxas failed for sm_%d%d:\n%s", major, minor, report.s ? report.s : "");
+  ck_assert_msg(kernels > 50, "only %d kernels", kernels);
+  ck_assert_msg(spills == 0, "spills on sm_%d%d:\n%s", major, minor, report.s);
+  buf_free(&report);
+  buf_free(&all);
+  buf_free(&ptx);
+}
+
+START_TEST(test_ptx_sm80) { ptx_check(8, 0); }
+END_TEST
+START_TEST(test_ptx_sm90) { ptx_check(9, 0); }
+END_TEST
+
+/* ---- the model ---- */
+
+START_TEST(test_gemm_model) {
+  HwModel hw = gpu_model("h100");
+  CudaGemmPlan pl;
+  /* large and square: the largest tile, a few waves, no split */
+  ck_assert(cuda_gemm_plan(&hw, 1, 4096, 4096, 4096, &pl));
+  ck_assert_int_eq(pl.bm * pl.bn, 128 * 128);
+  ck_assert_int_eq(pl.splits, 1);
+  ck_assert_int_eq(pl.blocks, 32 * 32);
+  ck_assert(pl.waves >= 1 && pl.blocks_per_sm >= 1);
+  /* 2 * 4096^3 FLOPs at 66.9 TFLOP/s: about 2 ms; the model is within reason */
+  ck_assert_msg(pl.predicted_s > 1.5e-3 && pl.predicted_s < 4e-3, "predicted %g s", pl.predicted_s);
+  /* a vector times a matrix: few tiles, so K is split to fill the SMs */
+  ck_assert(cuda_gemm_plan(&hw, 1, 1, 768, 768, &pl));
+  ck_assert_msg(pl.splits > 1 || pl.bm == 32, "1x768x768: %dx%d split %d", pl.bm, pl.bn, pl.splits);
+  /* tiny: the smallest tile */
+  ck_assert(cuda_gemm_plan(&hw, 1, 13, 11, 17, &pl));
+  ck_assert_int_eq(pl.bm, 32);
+  ck_assert_int_eq(pl.blocks, 1);
+  /* batched: the batch multiplies the blocks */
+  ck_assert(cuda_gemm_plan(&hw, 12, 384, 384, 64, &pl));
+  ck_assert(pl.blocks >= 12 * (384 / pl.bm) * (384 / pl.bn));
+  /* empty shapes are refused */
+  ck_assert(!cuda_gemm_plan(&hw, 1, 0, 5, 5, &pl));
+}
+END_TEST
+
+START_TEST(test_describe) {
+  HwModel hw = gpu_model("h100");
+  CudaProgram *cp = cuda_program_new(program("softmax"), &hw);
+  Buf out = {0};
+  const char *names[] = {"B", "N"};
+  int64_t vals[] = {2048, 768};
+  EvalSizes sz = {names, vals, 2};
+  double t = cuda_describe(cp, pc, &sz, &out);
+  ck_assert_msg(strstr(out.s, "softmax_Y_warp") != NULL, "%s", out.s);
+  ck_assert_msg(strstr(out.s, "e: recomputed where it is read") != NULL, "%s", out.s);
+  ck_assert(t > 0 && t < 1e-3);
+  cuda_program_free(cp);
+  buf_free(&out);
+  cp = cuda_program_new(program("matmul"), &hw);
+  const char *mn[] = {"M", "N", "K"};
+  int64_t mv[] = {1024, 1024, 1024};
+  EvalSizes msz = {mn, mv, 3};
+  t = cuda_describe(cp, pc, &msz, &out);
+  ck_assert_msg(strstr(out.s, "contraction over k") != NULL && strstr(out.s, "this shape: tiles") != NULL, "%s", out.s);
+  ck_assert(t > 0);
+  cuda_program_free(cp);
+  buf_free(&out);
+}
+END_TEST
+
+/* ---- running, on the emulator ---- */
+
+static char emu_so[512];
+static CudaBackend *emu_be;
+
+/* Build the stand-in driver and point the loader at it; false (the test skips) without c++. */
+static bool emulator(void) {
+  if (emu_be) return true;
+  const char *cxx = getenv("DYN_EMU_CXX") ? getenv("DYN_EMU_CXX") : "g++";
+  char dir[] = "/tmp/dynemuXXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  snprintf(emu_so, sizeof emu_so, "%s/fakecuda.so", dir);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s -std=c++17 -O1 -fPIC -shared -o '%s' '%s/fakecuda.cc' -ldl 2>&1", cxx, emu_so, SRCDIR);
+  if (system(cmd) != 0) {
+    fprintf(stderr, "test_cuda: no C++ compiler (%s); skipped the emulated runs\n", cxx);
+    return false;
+  }
+  setenv("DYN_CUDA_DRIVER", emu_so, 1);
+  setenv("DYN_NVRTC", emu_so, 1);
+  setenv("DYN_EMU_DIR", SRCDIR, 1);
+  HwModel hw = gpu_model("a100");
+  hw.sm_count = 4;
+  char why[512];
+  emu_be = cuda_backend_new(&hw, why, sizeof why);
+  ck_assert_msg(emu_be != NULL, "%s", why);
+  ck_assert_int_eq(cuda_backend_hw(emu_be)->sm_count, 4);
+  return true;
+}
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+static bool size_lookup(void *env, const char *name, int64_t *v) {
+  const EvalSizes *s = env;
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->names[i], name)) {
+      *v = s->vals[i];
+      return true;
+    }
+  return false;
+}
+
+static bool same(const Tensor *x, const Tensor *y, Buf *why) {
+  if (x->elem != y->elem || x->rank != y->rank || memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank)) {
+    buf_puts(why, "types differ");
+    return false;
+  }
+  int64_t n = tensor_numel(x);
+  double scale = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = fabs(tensor_get_f64(y, i));
+    if (isfinite(v) && v > scale) scale = v;
+  }
+  double rtol = x->elem == DYN_F64 ? 1e-10 : 1e-4, atol = x->elem == DYN_F64 ? 1e-12 : 1e-5;
+  for (int64_t i = 0; i < n; i++) {
+    bool ok;
+    double p = tensor_get_f64(x, i), q = tensor_get_f64(y, i);
+    if (!elem_is_float(x->elem)) ok = tensor_get_i64(x, i) == tensor_get_i64(y, i);
+    else if (isnan(p) || isnan(q)) ok = isnan(p) && isnan(q);
+    else if (isinf(p) || isinf(q)) ok = p == q;
+    else ok = fabs(p - q) <= rtol * fabs(q) + atol * scale;
+    if (!ok) {
+      buf_printf(why, "element %lld: gpu %.9g, ref %.9g", (long long)i, p, q);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Run fname on random inputs of the given sizes ("M=3 N=4") on the emulator with a forced
+ * variant and split, and on the reference evaluator; they must agree (both fail, or both
+ * succeed with the same values). */
+static void run_case(const char *fname, const char *sizes, const char *force, int splits) {
+  Func *f = lookup(NULL, fname);
+  ck_assert_msg(f != NULL, "no %s", fname);
+  Program *p = program(fname);
+  if (!f->gpu_backend) {
+    char err[4096];
+    f->gpu_backend = cuda_compile(emu_be, p, err, sizeof err);
+    ck_assert_msg(f->gpu_backend != NULL, "%s: %s", fname, err);
+  }
+  CudaProgram *cp = f->gpu_backend;
+  const char *names[16];
+  int64_t vals[16];
+  int ns = 0;
+  char copy[256];
+  snprintf(copy, sizeof copy, "%s", sizes);
+  for (char *t = strtok(copy, " "); t && ns < 16; t = strtok(NULL, " ")) {
+    char *eq = strchr(t, '=');
+    *eq = 0;
+    names[ns] = xstrdup(t);
+    vals[ns++] = atoll(eq + 1);
+  }
+  EvalSizes sz = {names, vals, ns};
+  Tensor *in[16] = {0};
+  for (int i = 0; i < f->nparams; i++) {
+    if (f->params[i].is_size) continue;
+    const Type *t = &f->params[i].type;
+    int64_t dims[DYN_MAX_RANK];
+    const char *why;
+    for (int k = 0; k < t->rank; k++) ck_assert(poly_eval(t->dims[k], size_lookup, &sz, &dims[k], &why));
+    char err[256];
+    in[i] = tensor_new(t->elem, t->rank, dims, err, sizeof err);
+    ck_assert_msg(in[i] != NULL, "%s", err);
+    int64_t n = tensor_numel(in[i]);
+    for (int64_t j = 0; j < n; j++) {
+      double u = urand();
+      if (t->elem == DYN_I32 || t->elem == DYN_I64) tensor_set_i64(in[i], j, (int64_t)(u * 21) - 10);
+      else tensor_set_f64(in[i], j, 2 * u - 1);
+    }
+  }
+  Tensor *ref[4] = {0}, *gpu[4] = {0};
+  Buf rerr = {0};
+  bool rok = eval_program(p, in, &sz, ref, NULL, &rerr, NULL);
+  char err[4096] = "";
+  cuda_force(emu_be, force, splits);
+  int st = cuda_run(emu_be, cp, in, &sz, gpu, err, sizeof err);
+  cuda_force(emu_be, NULL, 0);
+  ck_assert_msg(st >= 0, "%s [%s] %s: %s", fname, sizes, force ? force : "model", err);
+  if (!rok) {
+    ck_assert_msg(st == 0, "%s [%s] %s: the reference fails (%s), the GPU does not", fname, sizes, force ? force : "model", rerr.s);
+  } else {
+    ck_assert_msg(st == 1, "%s [%s] %s: the GPU reports an error, the reference does not", fname, sizes, force ? force : "model");
+    for (int i = 0; i < p->nout; i++) {
+      Buf why = {0};
+      bool ok = same(gpu[i], ref[i], &why);
+      ck_assert_msg(ok, "%s [%s] %s, output %d: %s", fname, sizes, force ? force : "model", i, why.s);
+      buf_free(&why);
+    }
+  }
+  for (int i = 0; i < 4; i++) {
+    tensor_release(ref[i]);
+    tensor_release(gpu[i]);
+  }
+  for (int i = 0; i < 16; i++) tensor_release(in[i]);
+  for (int i = 0; i < ns; i++) free((char *)names[i]);
+  buf_free(&rerr);
+}
+
+static void emu_setup(void) {
+  setup();
+  check_source("extra.dyn", EXTRA);
+}
+
+START_TEST(test_run_loops) {
+  if (!emulator()) return;
+  run_case("relu", "B=3 N=37", NULL, 0);
+  run_case("relu", "B=4 N=64", "loop4", 0);
+  run_case("relu", "B=4 N=64", "loop", 0);
+  run_case("gelu", "B=5 N=33", NULL, 0);
+  run_case("gelu", "B=2 N=40", "loop4", 0);
+  run_case("gelu_erf", "B=5 N=33", NULL, 0);
+  run_case("silu", "B=1 N=300", NULL, 0);
+  run_case("outer", "M=7 N=12", "loop4", 0);
+  run_case("outer", "M=7 N=13", NULL, 0);
+  run_case("transpose", "M=9 N=17", NULL, 0);
+  run_case("relu", "B=0 N=5", NULL, 0);
+}
+END_TEST
+
+START_TEST(test_run_reductions) {
+  if (!emulator()) return;
+  run_case("matvec", "M=70 K=300", NULL, 0);
+  run_case("matvec", "M=70 K=300", "loop", 0);
+  run_case("matvec", "M=5 K=3", "warp", 0);
+  run_case("colsum", "B=50 N=33", NULL, 0);
+  run_case("colsum", "B=50 N=33", "warp", 0);
+  run_case("dot", "N=1000", NULL, 0);
+  run_case("dot", "N=70000", NULL, 0);
+  run_case("dot", "N=3000", "grid", 0);
+  run_case("dot", "N=0", NULL, 0);
+  run_case("gsum", "A=30 N=70", "grid", 0);
+  run_case("gsum", "A=30 N=70", "block1024", 0);
+  run_case("imax", "N=5000", "grid", 0);
+  run_case("maxpool2d", "N=1 C=2 H=8 W=9 K=2 S=2", NULL, 0);
+  run_case("maxpool2d", "N=1 C=2 H=8 W=9 K=3 S=1", "warp", 0);
+  run_case("avgpool2d", "N=2 C=1 H=7 W=7 K=3 S=2", NULL, 0);
+  run_case("conv1d", "N=2 C=3 L=20 F=4 K=3 S=2 P=1", NULL, 0);
+  run_case("conv1d", "N=2 C=3 L=20 F=4 K=3 S=1 P=0", "loop", 0);
+  run_case("conv2d", "N=1 C=2 H=9 W=8 F=3 KH=3 KW=2 S=1 P=1", NULL, 0);
+  run_case("conv2d", "N=1 C=2 H=9 W=8 F=3 KH=3 KW=2 S=2 P=0", "loop", 0);
+}
+END_TEST
+
+START_TEST(test_run_rowwise) {
+  if (!emulator()) return;
+  static const char *vars[] = {NULL, "warp", "block256", "block1024"};
+  for (int v = 0; v < 4; v++) {
+    run_case("softmax", "B=5 N=300", vars[v], 0);
+    run_case("softmax", "B=9 N=7", vars[v], 0);
+    run_case("log_softmax", "B=3 N=70", vars[v], 0);
+    run_case("layernorm", "B=9 N=130", vars[v], 0);
+    run_case("rmsnorm", "B=4 N=33", vars[v], 0);
+    run_case("var", "B=6 N=77", vars[v], 0);
+    run_case("std", "B=6 N=77", vars[v], 0);
+    run_case("argmax", "B=10 N=50", vars[v], 0);
+    run_case("both", "B=10 N=40", vars[v], 0);
+  }
+  run_case("softmax", "B=2 N=5000", NULL, 0);
+  run_case("sum", "B=6 N=77", NULL, 0);
+  run_case("mean", "B=17 N=3", NULL, 0);
+  run_case("amax", "B=6 N=77", NULL, 0);
+  run_case("soft64", "B=5 N=40", NULL, 0);
+  run_case("soft64", "B=20 N=40", "warp", 0);
+  run_case("isum", "B=4 N=9", NULL, 0);
+  run_case("softmax", "B=0 N=5", NULL, 0);
+}
+END_TEST
+
+START_TEST(test_run_contractions) {
+  if (!emulator()) return;
+  static const char *shapes[] = {"gemm128x128", "gemm128x64", "gemm64x128", "gemm64x64", "gemm32x32"};
+  for (int g = 0; g < 5; g++) {
+    run_case("matmul", "M=130 N=70 K=50", shapes[g], 0);
+    run_case("matmul", "M=33 N=36 K=40", shapes[g], 1);
+    run_case("linear", "B=33 I=40 O=50", shapes[g], 0);
+    run_case("tmm", "M=37 N=44 K=21", shapes[g], 0);
+    run_case("ttm", "M=36 N=20 K=19", shapes[g], 0);
+  }
+  run_case("matmul", "M=1 N=33 K=17", NULL, 0);
+  run_case("matmul", "M=64 N=64 K=64", NULL, 0);
+  run_case("matmul", "M=20 N=24 K=100", "gemm32x32", 3);
+  run_case("matmul", "M=20 N=24 K=100", "gemm64x64", 7);
+  run_case("matmul", "M=5 N=6 K=0", NULL, 0);
+  run_case("linear", "B=3 I=200 O=5", NULL, 4);
+  run_case("bmm", "B=3 M=20 N=36 K=40", NULL, 0);
+  run_case("bmm", "B=3 M=20 N=36 K=40", "gemm64x128", 2);
+  run_case("bmm1", "B=2 M=9 N=12 K=8", NULL, 0);
+  run_case("attention", "B=2 S=9 T=11 D=8", NULL, 0);
+  run_case("causal_attention", "B=2 S=9 T=9 D=4", NULL, 0);
+  run_case("mlp", "B=5 I=12 H=20 O=7", NULL, 0);
+}
+END_TEST
+
+START_TEST(test_run_semantics) {
+  if (!emulator()) return;
+  run_case("idiv", "N=300", NULL, 0);          /* zero divisors among the inputs: an error */
+  run_case("iops", "N=100", NULL, 0);
+  run_case("iops", "N=100", "loop", 0);
+  run_case("shift", "N=20 P=0", NULL, 0);
+  run_case("shift", "N=20 P=3", NULL, 0);      /* out of bounds: an error, as the reference */
+  run_case("pos", "N=50", NULL, 0);
+  run_case("casts", "N=64", NULL, 0);
+  run_case("casts", "N=64", "loop", 0);
+  run_case("wred", "B=8 N=5", NULL, 0);
+  run_case("wred", "B=8 N=0", NULL, 0);        /* X[b, 0] out of bounds */
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("cuda");
+  TCase *tc = tcase_create("render");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_no_driver);
+  tcase_add_test(tc, test_no_driver_default);
+  tcase_add_test(tc, test_nvrtc_bad_source);
+  tcase_add_test(tc, test_golden_relu);
+  tcase_add_test(tc, test_golden_softmax);
+  tcase_add_test(tc, test_golden_matmul);
+  tcase_add_test(tc, test_render_stable);
+  tcase_add_test(tc, test_gemm_model);
+  tcase_add_test(tc, test_describe);
+  tcase_add_test(tc, test_ptx_sm80);
+  tcase_add_test(tc, test_ptx_sm90);
+  suite_add_tcase(s, tc);
+  TCase *run = tcase_create("emulated");
+  tcase_add_checked_fixture(run, emu_setup, teardown);
+  tcase_set_timeout(run, 900);
+  tcase_add_test(run, test_run_loops);
+  tcase_add_test(run, test_run_reductions);
+  tcase_add_test(run, test_run_rowwise);
+  tcase_add_test(run, test_run_contractions);
+  tcase_add_test(run, test_run_semantics);
+  suite_add_tcase(s, run);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
