@@ -73,6 +73,10 @@ CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned, int *, void
     fprintf(stderr, "fakecuda: %s\n", dlerror());
     return 200;
   }
+  /* loaded: the file and its directory can go */
+  unlink(path.c_str());
+  std::string dir = path.substr(0, path.rfind('/'));
+  rmdir(dir.c_str());
   FakeModule *m = new FakeModule;
   m->so = so;
   m->launch = (int (*)(void *, const void *, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned))dlsym(so, "dyn_emu_launch");
@@ -193,7 +197,12 @@ int nvrtcCompileProgram(void *prog, int, const char *const *) {
     while ((n = fread(buf, 1, sizeof buf, lf)) > 0) p->log.append(buf, n);
     fclose(lf);
   }
-  if (rc != 0) return 6;
+  unlink(src.c_str());
+  unlink(log.c_str());
+  if (rc != 0) {
+    rmdir(tmpl);
+    return 6;
+  }
   p->ptx = "DYNEMU " + so + "\n" + kernel_table(p->src);
   return 0;
 }
