@@ -927,7 +927,8 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
         goto out;
       }
     } else if (s->kind == SLOT_TEMP || s->kind == SLOT_OUTPUT) {
-      t[i] = tensor_new(s->type.elem, rank, dims, err, errlen);
+      /* every element is written by its kernel: no need to zero it first */
+      t[i] = tensor_new_uninit(s->type.elem, rank, dims, err, errlen);
       if (!t[i]) {
         status = -1;
         goto out;

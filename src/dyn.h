@@ -91,6 +91,9 @@ Tensor *tensor_new(DynElem elem, int rank, const int64_t *shape, char *err, size
  * all in elements; the caller keeps them inside the buffer.  Release it like any tensor. */
 Tensor *tensor_view(Tensor *base, int rank, const int64_t *shape, const int64_t *strides,
                     int64_t offset);
+/* The same without zeroing (for outputs a back end writes whole); large buffers may be
+ * reused from a small cache of freed ones. */
+Tensor *tensor_new_uninit(DynElem elem, int rank, const int64_t *shape, char *err, size_t errlen);
 Tensor *tensor_retain(Tensor *t);
 void tensor_release(Tensor *t);            /* NULL-safe */
 int64_t tensor_numel(const Tensor *t);

@@ -9,6 +9,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,8 +53,52 @@ static void human_bytes(double b, char *s, size_t n) {
     snprintf(s, n, "%.1f %s", b, unit[u]);
 }
 
-static void *alloc_zeroed(size_t bytes) {
+/* Freed large buffers are kept for reuse (a few, up to 1 GiB): a program run again on the
+ * same shapes then gets memory whose pages are already mapped, instead of paying a page
+ * fault per 4 KiB again -- on a virtual machine that costs more than the kernel itself for
+ * outputs of a few MiB.  Only exact sizes are reused. */
+#define CACHE_SLOTS 8
+#define CACHE_MAX_BYTES ((size_t)1 << 30)
+static struct { void *p; size_t bytes; } cache[CACHE_SLOTS];
+static size_t cache_bytes;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *cache_take(size_t bytes) {
+  void *p = NULL;
+  pthread_mutex_lock(&cache_lock);
+  for (int i = 0; i < CACHE_SLOTS; i++)
+    if (cache[i].p && cache[i].bytes == bytes) {
+      p = cache[i].p;
+      cache[i].p = NULL;
+      cache_bytes -= bytes;
+      break;
+    }
+  pthread_mutex_unlock(&cache_lock);
+  return p;
+}
+
+static bool cache_give(void *p, size_t bytes) {
+  bool kept = false;
+  pthread_mutex_lock(&cache_lock);
+  if (cache_bytes + bytes <= CACHE_MAX_BYTES)
+    for (int i = 0; i < CACHE_SLOTS && !kept; i++)
+      if (!cache[i].p) {
+        cache[i].p = p;
+        cache[i].bytes = bytes;
+        cache_bytes += bytes;
+        kept = true;
+      }
+  pthread_mutex_unlock(&cache_lock);
+  return kept;
+}
+
+static void *alloc_zeroed(size_t bytes, bool zero) {
   if (bytes >= BIG_BUFFER) {
+    void *reused = cache_take(bytes);
+    if (reused) {
+      if (zero) memset(reused, 0, bytes);
+      return reused;
+    }
     /* Large buffers start on a 2 MiB boundary and ask for huge pages: a fresh 64 MiB
      * tensor then costs 32 page faults instead of 16384, which dominates memory-bound
      * kernels on their first touch.  The slack around the aligned block is given back. */
@@ -80,6 +125,7 @@ static void *alloc_zeroed(size_t bytes) {
 }
 
 static void free_data(void *p, size_t bytes) {
+  if (bytes >= BIG_BUFFER && cache_give(p, bytes)) return;
   if (bytes >= BIG_BUFFER) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     munmap(p, (bytes + page - 1) / page * page);
@@ -88,7 +134,17 @@ static void free_data(void *p, size_t bytes) {
     free(p);
 }
 
+static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, char *err, size_t errlen);
+
 Tensor *tensor_new(DynElem elem, int rank, const int64_t *shape, char *err, size_t errlen) {
+  return make(elem, rank, shape, true, err, errlen);
+}
+
+Tensor *tensor_new_uninit(DynElem elem, int rank, const int64_t *shape, char *err, size_t errlen) {
+  return make(elem, rank, shape, false, err, errlen);
+}
+
+static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, char *err, size_t errlen) {
   if (rank < 0 || rank > DYN_MAX_RANK) {
     put_err(err, errlen, "rank %d is out of range (dyn tensors have rank 0 to %d)", rank,
             DYN_MAX_RANK);
@@ -120,7 +176,7 @@ Tensor *tensor_new(DynElem elem, int rank, const int64_t *shape, char *err, size
             ty.s);
     goto out;
   }
-  void *data = alloc_zeroed((size_t)bytes);
+  void *data = alloc_zeroed((size_t)bytes, zero);
   if (!data) {
     char hb[32];
     human_bytes((double)bytes, hb, sizeof hb);

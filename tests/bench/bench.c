@@ -38,6 +38,7 @@ static int cmpd(const void *a, const void *b) {
 }
 
 static double budget = 0.25;
+static double bench_peak;
 static int threads = 2;
 
 /* Median seconds of fn(ctx) after one warm-up run, within the time budget (3..200 runs). */
@@ -281,6 +282,8 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
     if (batched) snprintf(shape, sizeof shape, "%lld %lld %lld %lld", c->b, c->m, c->n, c->k);
     else snprintf(shape, sizeof shape, "%lld %lld %lld", c->m, c->n, c->k);
     printf("%-22s %10.4f %9.1f", shape, td * 1e3, flops / td * 1e-9);
+    if (bench_peak > 0 && flops >= 1e9) printf(" (%2.0f%% of peak)", 100.0 * flops / td * 1e-9 / bench_peak);
+    else if (bench_peak > 0) printf("              ");
     if (t1 > 0) printf(" %10.4f %9.2f", t1 * 1e3, t1 / td);
     else printf(" %10s %9s", "-", "-");
     if (t2 > 0) printf(" %10.4f %9.2f\n", t2 * 1e3, t2 / td);
@@ -397,6 +400,21 @@ int main(int argc, char **argv) {
     qsort(t, 64, sizeof(double), cmpd);
     printf("a call on a new shape (tiny matmul, whole path: bind, check, choose, run): median %.1f us\n", t[32] * 1e6);
     fprintf(csv, "dispatch,new shape,%.6f,,,\n", t[32] * 1e3);
+  }
+  /* the micro-kernel's peak on these threads, measured (as dyn --calibrate does), for the
+   * share of peak the large shapes reach */
+  double peak = 0;
+  {
+    HwModel hw;
+    hw_detect_host(&hw);
+    char err[256];
+    GemmKernels *g = gemm_compile(DYN_F32, &hw, err, sizeof err);
+    Pool *pool = pool_new(threads);
+    if (g) peak = gemm_peak_gflops(g, pool, 0.5);
+    pool_free(pool);
+    gemm_free(g);
+    printf("measured peak of the f32 micro-kernel on %d threads: %.1f GFLOP/s\n", threads, peak);
+    bench_peak = peak;
   }
   /* streaming bandwidth for the share in the row-wise table */
   double stream_gbs;
