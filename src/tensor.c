@@ -77,19 +77,32 @@ static void *cache_take(size_t bytes) {
   return p;
 }
 
+static void unmap(void *p, size_t bytes);
+
+/* Keep p; the oldest kept buffers make room (slot 0 is the oldest). */
 static bool cache_give(void *p, size_t bytes) {
-  bool kept = false;
+  if (bytes > CACHE_MAX_BYTES) return false;
+  void *evict[CACHE_SLOTS];
+  size_t evict_bytes[CACHE_SLOTS];
+  int ne = 0;
   pthread_mutex_lock(&cache_lock);
-  if (cache_bytes + bytes <= CACHE_MAX_BYTES)
-    for (int i = 0; i < CACHE_SLOTS && !kept; i++)
-      if (!cache[i].p) {
-        cache[i].p = p;
-        cache[i].bytes = bytes;
-        cache_bytes += bytes;
-        kept = true;
-      }
+  int n = 0;
+  for (int i = 0; i < CACHE_SLOTS; i++)     /* compact: the live entries first, oldest first */
+    if (cache[i].p) cache[n++] = cache[i];
+  for (int i = n; i < CACHE_SLOTS; i++) cache[i].p = NULL;
+  while (n > 0 && (n == CACHE_SLOTS || cache_bytes + bytes > CACHE_MAX_BYTES)) {
+    evict[ne] = cache[0].p;
+    evict_bytes[ne++] = cache[0].bytes;
+    cache_bytes -= cache[0].bytes;
+    memmove(cache, cache + 1, sizeof cache[0] * (size_t)(n - 1));
+    cache[--n].p = NULL;
+  }
+  cache[n].p = p;
+  cache[n].bytes = bytes;
+  cache_bytes += bytes;
   pthread_mutex_unlock(&cache_lock);
-  return kept;
+  for (int i = 0; i < ne; i++) unmap(evict[i], evict_bytes[i]);
+  return true;
 }
 
 static void *alloc_zeroed(size_t bytes, bool zero) {
@@ -124,14 +137,17 @@ static void *alloc_zeroed(size_t bytes, bool zero) {
   return p;
 }
 
+static void unmap(void *p, size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  munmap(p, (bytes + page - 1) / page * page);
+}
+
 static void free_data(void *p, size_t bytes) {
-  if (bytes >= BIG_BUFFER && cache_give(p, bytes)) return;
   if (bytes >= BIG_BUFFER) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    munmap(p, (bytes + page - 1) / page * page);
-  }
-  else
+    if (!cache_give(p, bytes)) unmap(p, bytes);
+  } else {
     free(p);
+  }
 }
 
 static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, char *err, size_t errlen);
