@@ -2818,22 +2818,12 @@ bool cuda_program_code(CudaProgram *cp, const char *what, Buf *out, char *err, s
 
 /* ---- running ---------------------------------------------------------------------------------- */
 
-static bool size_lookup(void *env, const char *name, int64_t *v) {
-  const EvalSizes *s = env;
-  for (int i = 0; i < s->n; i++)
-    if (!strcmp(s->names[i], name)) {
-      *v = s->vals[i];
-      return true;
-    }
-  return false;
-}
-
 /* Extents of every axis, and the shape and C-order strides of every slot. */
 static bool bind_shapes(const Program *p, const EvalSizes *sz, int64_t *ext, int64_t *shape, int64_t *strides, char *err,
                         size_t errlen) {
   const char *why = NULL;
   for (int a = 0; a < p->naxes; a++)
-    if (!poly_eval(p->axes[a].extent, size_lookup, (void *)sz, &ext[a], &why)) {
+    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sz, &ext[a], &why)) {
       snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
       return false;
     }
@@ -2843,7 +2833,7 @@ static bool bind_shapes(const Program *p, const EvalSizes *sz, int64_t *ext, int
     int64_t st = 1;
     for (int k = s->type.rank - 1; k >= 0; k--) {
       int64_t d = 0;
-      if (!poly_eval(s->type.dims[k], size_lookup, (void *)sz, &d, &why)) {
+      if (!poly_eval(s->type.dims[k], eval_size_lookup, (void *)sz, &d, &why)) {
         snprintf(err, errlen, "cannot evaluate the shape of %s: %s", s->name, why ? why : "unbound");
         return false;
       }
@@ -2926,7 +2916,7 @@ int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const EvalSizes 
       case F_EXT: v = ext[f->axis]; break;
       case F_SIZE: {
         const char *why = NULL;
-        if (!poly_eval(f->size, size_lookup, (void *)sizes, &v, &why)) {
+        if (!poly_eval(f->size, eval_size_lookup, (void *)sizes, &v, &why)) {
           snprintf(err, errlen, "cannot evaluate a size of %s: %s", ck->kn->name, why ? why : "unbound");
           status = -1;
         }
@@ -3081,8 +3071,8 @@ double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Bu
       cost_kernel(p, ck->kn, pc, &fp, &bp);
       int64_t fv = 0, bv = 0;
       const char *why;
-      poly_eval(fp, size_lookup, (void *)sz, &fv, &why);
-      poly_eval(bp, size_lookup, (void *)sz, &bv, &why);
+      poly_eval(fp, eval_size_lookup, (void *)sz, &fv, &why);
+      poly_eval(bp, eval_size_lookup, (void *)sz, &bv, &why);
       t = cost_roofline(&cp->hw, cp->hw.sm_count, (double)fv, (double)bv);
     }
     buf_printf(out, "  this shape: %s -> %s, %u x %u x %u blocks of %u x %u threads; predicted %.4f ms\n", L.why, ck->v[L.var].name,
