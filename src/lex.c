@@ -87,7 +87,7 @@ static void lex_number(Lexer *L) {
     errno = 0;
     long long v = strtoll(s, NULL, 10);
     if (errno == ERANGE) {
-      diag_report(L->d, tok.span, E_BAD_NUMBER, s);
+      diag_report(L->d, tok.span, E_INT_RANGE, s);
     } else {
       tok.is_int = true;
       tok.ival = v;

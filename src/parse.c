@@ -663,9 +663,13 @@ static bool looks_like_tuple_assign(Parser *P) {
   for (;;) {
     if (P->t[i].kind != TK_IDENT) return false;
     i++;
-    if (P->t[i].kind == TK_COMMA) { i++; continue; }
+    if (P->t[i].kind == TK_COMMA) {
+      i++;
+      if (P->t[i].kind == TK_EOF) return true;    /* `(a, b` typed so far: more to come */
+      continue;
+    }
     if (P->t[i].kind == TK_RPAREN) return P->t[i + 1].kind == TK_ASSIGN;
-    return false;
+    return P->t[i].kind == TK_EOF;                 /* `(a, b` so far */
   }
 }
 

@@ -211,7 +211,7 @@ START_TEST(test_bad_numbers) {
             "    | ^~~~~~\n");
   /* one past the largest i64 */
   LEX_IS("n = 9223372036854775808", "id:n = num:0 NL EOF");
-  DIAGS_ARE("t.dyn:1:5: error: malformed number '9223372036854775808'\n"
+  DIAGS_ARE("t.dyn:1:5: error: the integer 9223372036854775808 does not fit in 64 bits\n"
             "  1 | n = 9223372036854775808\n"
             "    |     ^~~~~~~~~~~~~~~~~~~\n");
   lex("99999999999999999999999999");
