@@ -828,16 +828,8 @@ static void run_task(void *arg, int64_t t) {
 }
 
 
-static void eval_sizes(const KExpr *e, const EvalSizes *sz, int64_t *szv, bool *ok) {
-  if (e->kind == KX_SIZE) {
-    const char *why;
-    if (!poly_eval(e->size, eval_size_lookup, (void *)sz, &szv[e->id], &why)) *ok = false;
-  }
-  for (int i = 0; i < e->n; i++) eval_sizes(e->a[i], sz, szv, ok);
-}
-
-static int stride_of(const KExpr *ld, int axis, const int64_t *strides) {
-  (void)strides;
+/* The position of an axis among a load's subscripts (-1: absent). */
+static int stride_of(const KExpr *ld, int axis) {
   for (int i = 0; i < ld->n; i++)
     if (ld->a[i]->axis == axis) return i;
   return -1;
@@ -856,12 +848,12 @@ static void gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *stri
   x->m = ext[mx];
   x->n = ext[nx];
   x->k = ext[kx];
-  x->a_sm = sa[stride_of(A, mx, NULL)];
-  x->a_sk = sa[stride_of(A, kx, NULL)];
-  x->a_sb = bx >= 0 && (i = stride_of(A, bx, NULL)) >= 0 ? sa[i] : 0;
-  x->b_sk = sb[stride_of(B, kx, NULL)];
-  x->b_sn = sb[stride_of(B, nx, NULL)];
-  x->b_sb = bx >= 0 && (i = stride_of(B, bx, NULL)) >= 0 ? sb[i] : 0;
+  x->a_sm = sa[stride_of(A, mx)];
+  x->a_sk = sa[stride_of(A, kx)];
+  x->a_sb = bx >= 0 && (i = stride_of(A, bx)) >= 0 ? sa[i] : 0;
+  x->b_sk = sb[stride_of(B, kx)];
+  x->b_sn = sb[stride_of(B, nx)];
+  x->b_sb = bx >= 0 && (i = stride_of(B, bx)) >= 0 ? sb[i] : 0;
   int nax = ck->kn->stages[0].naxes;
   x->c_sm = sc[nax - 2];
   x->c_sn = sc[nax - 1];
@@ -900,11 +892,10 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
       status = -1;
       goto out;
     }
-  bool ok = true;
-  for (int k = 0; k < p->nkernels; k++)
-    for (int s = 0; s < p->kernels[k].nstages; s++) eval_sizes(p->kernels[k].stages[s].expr, sizes, szv, &ok);
-  if (!ok) {
-    snprintf(err, errlen, "cannot evaluate a size");
+  Buf reason = {0};
+  if (!eval_size_values(p, sizes, szv, &reason)) {
+    snprintf(err, errlen, "%s", reason.s);
+    buf_free(&reason);
     status = -1;
     goto out;
   }

@@ -319,7 +319,7 @@ Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok);
 /* ---- parse.c: the AST -------------------------------------------------------------------- */
 
 typedef enum {
-#define OP(E, s, arity, kind) OP_##E,
+#define OP(E, s, arity, kind, prec) OP_##E,
 #include "../lang/ops.def"
 #undef OP
   OP__COUNT
@@ -327,6 +327,7 @@ typedef enum {
 typedef enum { OPK_ARITH, OPK_CMP, OPK_LOGIC, OPK_FLOAT, OPK_NUM } OpClass;
 const char *op_name(OpKind op);
 int op_arity(OpKind op);
+int op_prec(OpKind op);                    /* binding strength, for printing (ops.def) */
 OpClass op_class(OpKind op);
 bool op_from_name(const char *s, OpKind *out);        /* math functions by name */
 
@@ -532,6 +533,9 @@ void kx_print(const Program *p, const KExpr *e, Buf *out);
 typedef struct EvalSizes { const char **names; int64_t *vals; int n; } EvalSizes;
 /* The lookup poly_eval takes, over an EvalSizes (env). */
 bool eval_size_lookup(void *env, const char *name, int64_t *v);
+/* The value of every size a program's kernels read, into szv[KExpr id] (every back end
+ * passes these to its code).  False with the reason appended to why. */
+bool eval_size_values(const Program *p, const EvalSizes *sizes, int64_t *szv, Buf *why);
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 

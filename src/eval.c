@@ -545,16 +545,26 @@ bool eval_size_lookup(void *env, const char *name, int64_t *v) {
   return false;
 }
 
-static void eval_sizes(E *E, const KExpr *e, const EvalSizes *sizes) {
+static bool sizes_in(const KExpr *e, const EvalSizes *sizes, int64_t *szv, Buf *why) {
   if (e->kind == KX_SIZE) {
-    const char *why = NULL;
-    if (!poly_eval(e->size, eval_size_lookup, (void *)sizes, &E->szv[e->id], &why)) {
-      Buf b = {0};
-      poly_str(e->size, &b);
-      fail(E, (Span){0}, "cannot evaluate the size %s: %s", b.s, why ? why : "unbound");
+    const char *w = NULL;
+    if (!poly_eval(e->size, eval_size_lookup, (void *)sizes, &szv[e->id], &w)) {
+      buf_puts(why, "cannot evaluate the size ");
+      poly_str(e->size, why);
+      buf_printf(why, ": %s", w ? w : "unbound");
+      return false;
     }
   }
-  for (int i = 0; i < e->n; i++) eval_sizes(E, e->a[i], sizes);
+  for (int i = 0; i < e->n; i++)
+    if (!sizes_in(e->a[i], sizes, szv, why)) return false;
+  return true;
+}
+
+bool eval_size_values(const Program *p, const EvalSizes *sizes, int64_t *szv, Buf *why) {
+  for (int k = 0; k < p->nkernels; k++)
+    for (int s = 0; s < p->kernels[k].nstages; s++)
+      if (!sizes_in(p->kernels[k].stages[s].expr, sizes, szv, why)) return false;
+  return true;
 }
 
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
@@ -590,8 +600,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
       fail(E, (Span){0}, "cannot evaluate the extent %s of %s: %s", b.s, p->axes[a].name, why ? why : "unbound");
     }
   }
-  for (int k = 0; k < p->nkernels; k++)
-    for (int s = 0; s < p->kernels[k].nstages; s++) eval_sizes(E, p->kernels[k].stages[s].expr, sizes);
+  if (!eval_size_values(p, sizes, E->szv, E->err)) fail(E, (Span){0}, "%s", "");
   /* buffers: inputs as given, temporaries and outputs whole, per-row slots per kernel */
   char msg[256];
   for (int i = 0; i < p->nslots; i++) {

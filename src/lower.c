@@ -684,18 +684,8 @@ void lower_free(Program *p) {
 /* ---- printing ---- */
 
 static int kprec(const KExpr *e) {
-  if (e->kind == KX_BIN) {
-    switch (e->op) {
-    case OP_OR: return 1;
-    case OP_AND: return 2;
-    case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return 4;
-    case OP_ADD: case OP_SUB: return 5;
-    case OP_MUL: case OP_DIV: case OP_MOD: return 6;
-    case OP_POW: return 8;
-    default: return 10;
-    }
-  }
-  if (e->kind == KX_UN && (e->op == OP_NEG || e->op == OP_NOT)) return 7;
+  if (e->kind == KX_BIN && e->op != OP_MAX && e->op != OP_MIN && e->op != OP_POWF) return op_prec(e->op);
+  if (e->kind == KX_UN && (e->op == OP_NEG || e->op == OP_NOT)) return op_prec(e->op);
   if (e->kind == KX_REDUCE) return 0;
   if (e->kind == KX_SIZE) {
     int64_t v;
@@ -746,8 +736,8 @@ void kx_print(const Program *p, const KExpr *e, Buf *out) {
     buf_putc(out, ')');
     break;
   case KX_UN:
-    if (e->op == OP_NEG) { buf_putc(out, '-'); kx_sub(p, e->a[0], 7, out); }
-    else if (e->op == OP_NOT) { buf_puts(out, "not "); kx_sub(p, e->a[0], 7, out); }
+    if (e->op == OP_NEG) { buf_putc(out, '-'); kx_sub(p, e->a[0], op_prec(OP_NEG), out); }
+    else if (e->op == OP_NOT) { buf_puts(out, "not "); kx_sub(p, e->a[0], op_prec(OP_NOT), out); }
     else { buf_printf(out, "%s(", op_name(e->op)); kx_print(p, e->a[0], out); buf_putc(out, ')'); }
     break;
   case KX_BIN:

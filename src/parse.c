@@ -25,18 +25,19 @@ typedef struct {
 } Parser;
 
 static const OpKind OPTAB[] = {
-#define OP(E, s, arity, kind) OP_##E,
+#define OP(E, s, arity, kind, prec) OP_##E,
 #include "../lang/ops.def"
 #undef OP
 };
-static const struct { const char *s; int arity; OpClass cls; } opinfo[] = {
-#define OP(E, s, arity, kind) {s, arity, OPK_##kind},
+static const struct { const char *s; int arity; OpClass cls; int prec; } opinfo[] = {
+#define OP(E, s, arity, kind, prec) {s, arity, OPK_##kind, prec},
 #include "../lang/ops.def"
 #undef OP
 };
 
 const char *op_name(OpKind op) { return opinfo[op].s; }
 int op_arity(OpKind op) { return opinfo[op].arity; }
+int op_prec(OpKind op) { return opinfo[op].prec; }
 OpClass op_class(OpKind op) { return opinfo[op].cls; }
 
 bool op_from_name(const char *s, OpKind *out) {
@@ -871,19 +872,8 @@ Expr *parse_expression(Arena *a, const Source *src, Diags *d) {
 /* ---- printing an expression back as source text (for messages and :ir) ---- */
 
 static int prec(const Expr *e) {
-  if (e->kind == EX_BINARY) {
-    switch (e->op) {
-    case OP_OR: return 1;
-    case OP_AND: return 2;
-    case OP_EQ: case OP_NE: case OP_LT: case OP_LE: case OP_GT: case OP_GE: return 4;
-    case OP_ADD: case OP_SUB: return 5;
-    case OP_MUL: case OP_DIV: case OP_MOD: return 6;
-    case OP_POW: return 8;
-    default: return 9;
-    }
-  }
-  if (e->kind == EX_UNARY) return e->op == OP_NOT ? 3 : 7;
-  if (e->kind == EX_NUM && signbit(e->num)) return 7;    /* a folded -2 prints like -x */
+  if (e->kind == EX_BINARY || e->kind == EX_UNARY) return op_prec(e->op);
+  if (e->kind == EX_NUM && signbit(e->num)) return op_prec(OP_NEG);   /* a folded -2 prints like -x */
   if (e->kind == EX_REDUCE) return 0;
   return 10;
 }

@@ -403,7 +403,7 @@ static const struct { const char *name; const char *args; const char *want; } ma
 START_TEST(test_math_functions) {
   /* every function row of lang/ops.def has its expectations above */
   static const struct { const char *s; int arity; } ops[] = {
-#define OP(E, s, arity, kind) {s, arity},
+#define OP(E, s, arity, kind, prec) {s, arity},
 #include "../../lang/ops.def"
 #undef OP
   };
