@@ -1660,6 +1660,14 @@ static bool compare_values(Session *s, const Value *a, const Value *b, Buf *out)
   return bad == 0;
 }
 
+/* One run of a :check expression on the current target: a call of a function reuses the
+ * arguments evaluated once (so random inputs agree), anything else is evaluated afresh. */
+static Value check_run(Session *s, const char *arg, Span at, Expr *e, Func *fn, Value *args) {
+  if (fn) return call_fn(s, fn, e, args);
+  Expr *again = parse_arg_expr(s, arg, at);
+  return again ? eval_top(s, again) : (Value){0};
+}
+
 static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   if (!*arg) {
     error(s, at, E_COMMAND, ":check needs an expression");
@@ -1667,89 +1675,53 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   }
   char saved[8];
   memcpy(saved, s->target, sizeof saved);
-  Value ref = {0}, cpu = {0};
+  Value ref = {0};
   Value *args = NULL;
-  Expr *e = NULL;
+  Buf b = {0};
+  bool ok = true;
   snprintf(s->target, sizeof s->target, "ref");
-  e = parse_arg_expr(s, arg, at);
-  if (!e) goto fail;
-  /* a call of a function: its arguments are evaluated once, so random inputs agree */
+  Expr *e = parse_arg_expr(s, arg, at);
+  if (!e) goto out;
   Func *fn = e->kind == EX_CALL ? find_fn(s, e->name) : NULL;
   if (fn) {
     args = xcalloc((size_t)e->nargs + 1, sizeof(Value));
     for (int i = 0; i < e->nargs && !failed(s); i++) args[i] = eval_top(s, e->args[i]);
-    if (!failed(s)) ref = call_fn(s, fn, e, args);
-  } else {
-    ref = eval_top(s, e);
   }
-  if (failed(s)) goto fail;
-  Buf b = {0};
+  if (!failed(s)) ref = check_run(s, arg, at, e, fn, args);
+  if (failed(s)) goto out;
   val_type_str(&ref, &b);
   buf_puts(&b, ": ref computed");
-  bool ok = true;
-  if (!cpu_backend(s)) {
-    buf_printf(&b, "; cpu not available (%s)", s->cpu_why);
-  } else {
-    snprintf(s->target, sizeof s->target, "cpu");
-    if (fn) {
-      cpu = call_fn(s, fn, e, args);
-    } else {
-      Expr *e2 = parse_arg_expr(s, arg, at);
-      cpu = e2 ? eval_top(s, e2) : (Value){0};
+  /* every other back end, against the reference */
+  static const char *targets[] = {"cpu", "gpu"};
+  for (int t = 0; t < 2; t++) {
+    bool have = t == 0 ? cpu_backend(s) != NULL : gpu_backend(s) != NULL;
+    if (!have) {
+      buf_printf(&b, "; %s not available (%s)", targets[t], t == 0 ? s->cpu_why : s->gpu_why);
+      continue;
     }
+    snprintf(s->target, sizeof s->target, "%s", targets[t]);
+    Value v = check_run(s, arg, at, e, fn, args);
     if (failed(s)) {
-      val_free(&ref);
-      buf_free(&b);
-      goto fail;
+      val_free(&v);
+      goto out;
     }
-    buf_puts(&b, "; cpu vs ref: ");
-    ok = compare_values(s, &cpu, &ref, &b);
-    buf_puts(&b, ok ? ": ok" : ": MISMATCH");
-  }
-  if (!gpu_backend(s)) {
-    buf_printf(&b, "; gpu not available (%s)", s->gpu_why);
-  } else {
-    Value gv = {0};
-    snprintf(s->target, sizeof s->target, "gpu");
-    if (fn) {
-      gv = call_fn(s, fn, e, args);
-    } else {
-      Expr *e3 = parse_arg_expr(s, arg, at);
-      gv = e3 ? eval_top(s, e3) : (Value){0};
-    }
-    if (failed(s)) {
-      val_free(&ref);
-      val_free(&cpu);
-      buf_free(&b);
-      goto fail;
-    }
-    buf_puts(&b, "; gpu vs ref: ");
-    bool gok = compare_values(s, &gv, &ref, &b);
-    buf_puts(&b, gok ? ": ok" : ": MISMATCH");
-    ok = ok && gok;
-    val_free(&gv);
+    buf_printf(&b, "; %s vs ref: ", targets[t]);
+    bool same = compare_values(s, &v, &ref, &b);
+    buf_puts(&b, same ? ": ok" : ": MISMATCH");
+    ok = ok && same;
+    val_free(&v);
   }
   print_line(s, b.s);
+  if (!ok) error(s, at, E_COMMAND, ":check: the back ends disagree");
+out:
   buf_free(&b);
   val_free(&ref);
-  val_free(&cpu);
   if (args) {
     for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
     free(args);
   }
   memcpy(s->target, saved, sizeof saved);
-  if (!ok) {
-    error(s, at, E_COMMAND, ":check: the back ends disagree");
-    return RUN_ERROR;
-  }
-  return RUN_OK;
-fail:
-  if (args) {
-    for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
-    free(args);
-  }
-  memcpy(s->target, saved, sizeof saved);
-  return RUN_ERROR;
+  return failed(s) ? RUN_ERROR : RUN_OK;
 }
 
 static RunStatus cmd_target(Session *s, const char *arg, Span at) {
