@@ -81,6 +81,8 @@ typedef struct G {
   LLVMValueRef *memo;    /* values loaded once in the entry block, by memo_key */
   int nmemo;
   LLVMValueRef err_acc;  /* alloca i1 */
+  const KExpr *fused_red; /* a reduction already accumulated in the loop before it ... */
+  LLVMValueRef fused_val; /* ... and its value */
   int fn_count;
 } G;
 
@@ -173,11 +175,17 @@ static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
   xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
   LLVMValueRef a[1] = {LLVMBuildFMul(g->b, xc, fconst(g, t, 1.44269504088896341), "")};
   LLVMValueRef n = intrinsic(g, "llvm.rint", t, a, 1);
-  LLVMValueRef r = LLVMBuildFSub(g->b, xc, LLVMBuildFMul(g->b, n, fconst(g, t, 0.693359375), ""), "");
-  r = LLVMBuildFSub(g->b, r, LLVMBuildFMul(g->b, n, fconst(g, t, -2.12194440e-4), ""), "");
+  LLVMValueRef ra[3] = {n, fconst(g, t, -0.693359375), xc};
+  LLVMValueRef r = intrinsic(g, "llvm.fmuladd", t, ra, 3);
+  LLVMValueRef rb[3] = {n, fconst(g, t, 2.12194440e-4), r};
+  r = intrinsic(g, "llvm.fmuladd", t, rb, 3);
   static const double c[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0};
   LLVMValueRef p = fconst(g, t, c[0]);
-  for (int i = 1; i < 8; i++) p = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, p, r, ""), fconst(g, t, c[i]), "");
+  for (int i = 1; i < 8; i++) {
+    /* p * r + c, fused where the target has FMA (llvm.fmuladd): shorter and more exact */
+    LLVMValueRef args[3] = {p, r, fconst(g, t, c[i])};
+    p = intrinsic(g, "llvm.fmuladd", t, args, 3);
+  }
   /* 2^n by the exponent bits; n in [-126, 128] after the clamp: split in two factors */
   LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, g->i32, "");
   LLVMValueRef h = LLVMBuildAShr(g->b, ni, LLVMConstInt(g->i32, 1, 0), "");
@@ -466,15 +474,25 @@ static LLVMValueRef red_init(G *g, const KExpr *e, LLVMTypeRef t) {
   }
 }
 
+static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x);
+
 static LLVMValueRef gen_reduce(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch) {
+  if (e == g->fused_red) return g->fused_val;
   LLVMTypeRef t = ty_of(g, e->ty);
-  bool f = elem_is_float(e->ty);
   LLVMValueRef acc = entry_alloca(g, t);
   LLVMBuildStore(g->b, red_init(g, e, t), acc);
   Loop L[DYN_MAX_RANK * 2];
   for (int i = 0; i < e->nraxes; i++)
     g->axv[e->raxes[i]] = loop_begin(g, &L[i], c64(g, 0), load_i64(g, g->ext, e->raxes[i]));
-  LLVMValueRef x = gen(g, e->a[0], guard, in_branch);
+  red_step(g, e, acc, gen(g, e->a[0], guard, in_branch));
+  for (int i = e->nraxes - 1; i >= 0; i--) loop_end(g, &L[i]);
+  return LLVMBuildLoad2(g->b, t, acc, "");
+}
+
+/* acc = acc (op) x, for the reduction e */
+static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x) {
+  LLVMTypeRef t = ty_of(g, e->ty);
+  bool f = elem_is_float(e->ty);
   LLVMValueRef cur = LLVMBuildLoad2(g->b, t, acc, ""), r;
   switch (e->red) {
   case RED_SUM: r = f ? LLVMBuildFAdd(g->b, cur, x, "") : LLVMBuildAdd(g->b, cur, x, ""); break;
@@ -491,8 +509,6 @@ static LLVMValueRef gen_reduce(G *g, const KExpr *e, LLVMValueRef guard, bool in
   }
   fast(r);
   LLVMBuildStore(g->b, r, acc);
-  for (int i = e->nraxes - 1; i >= 0; i--) loop_end(g, &L[i]);
-  return LLVMBuildLoad2(g->b, t, acc, "");
 }
 
 static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v, DynElem ty) {
@@ -503,6 +519,51 @@ static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v,
   LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, slot_ptr(g, slot), &off, 1, "");
   if (ty == DYN_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
   LLVMBuildStore(g->b, v, ptr);
+}
+
+/* ---- a reduction fused into the loop before it ----
+ * In a row-wise chain, `e[b, n] = exp(...)` is often followed by `s[b] = sum[n] e[b, n]`.
+ * The sum can be accumulated in the loop that writes e, saving a pass over the row. */
+
+static int count_reduces(const KExpr *e) {
+  int n = e->kind == KX_REDUCE;
+  for (int i = 0; i < e->n; i++) n += count_reduces(e->a[i]);
+  return n;
+}
+
+/* Does every load of `slot` in e read it at [outer..., raxes...], the element just written? */
+static bool reads_in_step(const KExpr *e, int slot, const Kernel *kn, const KExpr *r) {
+  if (e->kind == KX_LOAD && e->slot == slot) {
+    if (e->n != kn->nouter + r->nraxes) return false;
+    for (int k = 0; k < e->n; k++) {
+      int want = k < kn->nouter ? kn->outer[k] : r->raxes[k - kn->nouter];
+      if (e->a[k]->kind != KX_AXIS || e->a[k]->axis != want) return false;
+    }
+    return true;
+  }
+  for (int i = 0; i < e->n; i++)
+    if (!reads_in_step(e->a[i], slot, kn, r)) return false;
+  return true;
+}
+
+/* The reduction of stage s+1 that can be accumulated in stage s's loop, or NULL: stage s+1 is
+ * one value per row, holds one reduction (not under a where), whose axes have the extents of
+ * stage s's loop and which reads stage s's output only at the element being written. */
+static const KExpr *fusable_reduce(const Program *p, const Kernel *kn, int s, int par_axis) {
+  if (s + 1 >= kn->nstages) return NULL;
+  const Stage *a = &kn->stages[s], *b = &kn->stages[s + 1];
+  if (a->naxes == 0 || b->naxes != 0 || count_reduces(b->expr) != 1) return NULL;
+  const KExpr *e = b->expr;
+  while (e->kind != KX_REDUCE) {
+    if (e->kind == KX_SELECT) return NULL;
+    int k = 0;
+    while (k < e->n && !count_reduces(e->a[k])) k++;
+    e = e->a[k];
+  }
+  if (e->nraxes != a->naxes || count_reduces(e->a[0])) return NULL;
+  for (int i = 0; i < a->naxes; i++)
+    if (a->axes[i] == par_axis || p->axes[a->axes[i]].extent != p->axes[e->raxes[i]].extent) return NULL;
+  return reads_in_step(e->a[0], a->out, kn, e) ? e : NULL;
 }
 
 /* The function of one kernel. */
@@ -537,6 +598,12 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     Loop L[DYN_MAX_RANK];
+    const KExpr *red = fusable_reduce(g->p, kn, s, par_axis);
+    LLVMValueRef acc = NULL;
+    if (red) {   /* its accumulator starts before the loop nest */
+      acc = entry_alloca(g, ty_of(g, red->ty));
+      LLVMBuildStore(g->b, red_init(g, red, ty_of(g, red->ty)), acc);
+    }
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
       g->axv[st->axes[a]] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, st->axes[a]));
@@ -547,8 +614,19 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
     for (int o = 0; o < no; o++) subs[n++] = g->axv[kn->outer[o]];
     for (int a = 0; a < st->naxes; a++) subs[n++] = g->axv[st->axes[a]];
     gen_store(g, st->out, subs, n, v, st->expr->ty);
+    if (red) {
+      for (int a = 0; a < st->naxes; a++) g->axv[red->raxes[a]] = g->axv[st->axes[a]];
+      red_step(g, red, acc, gen(g, red->a[0], NULL, false));
+    }
     for (int a = st->naxes - 1; a >= 0; a--) loop_end(g, &L[a]);
+    if (red) {
+      g->fused_red = red;
+      g->fused_val = LLVMBuildLoad2(g->b, ty_of(g, red->ty), acc, "");
+    } else {
+      g->fused_red = NULL;
+    }
   }
+  g->fused_red = NULL;
   for (int o = no - 1; o >= 0; o--) loop_end(g, &outer[o]);
   /* report a detected error */
   LLVMValueRef bad = LLVMBuildLoad2(g->b, g->i1, g->err_acc, "");

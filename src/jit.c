@@ -49,8 +49,8 @@ static bool take_error(LLVMErrorRef e, const char *what, char *err, size_t errle
 
 static LLVMTargetMachineRef make_tm(LLVMTargetRef target, const Jit *j) {
   return LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features,
-                                 LLVMCodeGenLevelAggressive, LLVMRelocDefault,
-                                 LLVMCodeModelJITDefault);
+                                 LLVMCodeGenLevelAggressive, LLVMRelocPIC,
+                                 LLVMCodeModelSmall);
 }
 
 Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
