@@ -955,12 +955,16 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
             volatile int *interrupt, char *err, size_t errlen) {
   const Program *p = cp->p;
   int ns = p->nslots;
-  Tensor **t = xcalloc((size_t)ns + 1, sizeof(Tensor *));
-  void **bufs = xcalloc((size_t)ns + 1, sizeof(void *));
-  int64_t *strides = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
-  int64_t *shape = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
-  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
-  int64_t *szv = xcalloc((size_t)p->nkx + 1, sizeof(int64_t));
+  /* one block for the run's tables (a small call is dominated by such fixed costs) */
+  size_t n64 = (size_t)ns * DYN_MAX_RANK * 2 + (size_t)p->naxes + (size_t)p->nkx + 4;
+  int64_t local[512];
+  size_t words = n64 + 2 * ((size_t)ns + 1);
+  int64_t *block = words <= 512 ? local : xmalloc(words * sizeof(int64_t));
+  memset(block, 0, words * sizeof(int64_t));
+  int64_t *strides = block, *shape = strides + (size_t)ns * DYN_MAX_RANK + 1;
+  int64_t *ext = shape + (size_t)ns * DYN_MAX_RANK + 1, *szv = ext + p->naxes + 1;
+  Tensor **t = (Tensor **)(block + n64);
+  void **bufs = (void **)(block + n64 + ns + 1);
   int32_t errflag = 0;
   int status = 1;
   const char *why = NULL;
@@ -1069,12 +1073,7 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
     for (int i = 0; i < p->nout; i++) outs[i] = tensor_retain(t[p->outputs[i]]);
 out:
   for (int i = 0; i < ns; i++) tensor_release(t[i]);
-  free(t);
-  free(bufs);
-  free(strides);
-  free(shape);
-  free(ext);
-  free(szv);
+  if (block != local) free(block);
   return status;
 }
 

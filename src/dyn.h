@@ -29,6 +29,7 @@ char *xstrndup(const char *s, size_t n);
 typedef struct Arena Arena;
 Arena *arena_new(void);
 void arena_free(Arena *a);
+void arena_reset(Arena *a);                       /* free all but one chunk, and empty it */
 void *arena_alloc(Arena *a, size_t n);           /* zeroed, 16-byte aligned */
 char *arena_strndup(Arena *a, const char *s, size_t n);
 char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -480,7 +481,7 @@ struct KExpr {
   KExpr **a; int n;             /* operands, subscripts; KX_SELECT: cond, then, else */
   RedOp red; int *raxes; int nraxes;   /* KX_REDUCE: body is a[0] */
   bool checked;                 /* KX_LOAD: not proven in bounds */
-  Span span;                    /* KX_LOAD: the access, for run-time errors */
+  Span span;                    /* KX_LOAD, KX_BIN: the access or operation, for run-time errors */
   int id;                       /* unique in its program: 0 .. Program.nkx - 1 */
   uint64_t axmask;              /* bit (axis % 64) for every axis it depends on */
 };

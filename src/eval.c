@@ -164,7 +164,7 @@ static int64_t bin_i(E *E, const KExpr *e, int64_t a, int64_t b) {
       kx_print(E->p, e, &t);
       buf_printf(E->err, "integer %s by zero in %s", e->op == OP_DIV ? "division" : "modulo", t.s);
       buf_free(&t);
-      fail(E, (Span){0}, "%s", "");
+      fail(E, e->span, "%s", "");
     }
     return wrap(e->ty, (uint64_t)(e->op == OP_DIV ? floordiv(a, b) : floormod(a, b)));
   }

@@ -135,6 +135,7 @@ static KExpr *kx_from(L *l, Inst *in, const Expr *e) {
   case EX_CALL:
     k = kx_args(l, kx_new(l, e->nargs == 1 ? KX_UN : KX_BIN, e->ty), e->nargs);
     k->op = e->op;
+    k->span = e->span;   /* where an integer division by zero is reported */
     k->opty = e->kind == EX_BINARY && op_class(e->op) == OPK_CMP ? e->opty : e->ty;
     for (int i = 0; i < e->nargs; i++) k->a[i] = kx_from(l, in, e->args[i]);
     return k;

@@ -133,7 +133,7 @@ static void *alloc_zeroed(size_t bytes, bool zero) {
   /* Round up so the aligned block is never empty and vector loads of the tail stay inside. */
   size_t n = (bytes + ALIGN - 1) / ALIGN * ALIGN;
   if (posix_memalign(&p, ALIGN, n ? n : ALIGN)) return NULL;
-  memset(p, 0, n ? n : ALIGN);
+  if (zero) memset(p, 0, n ? n : ALIGN);
   return p;
 }
 
@@ -166,13 +166,13 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
             DYN_MAX_RANK);
     return NULL;
   }
-  Buf ty = {0};
-  shape_str(elem, rank, shape, &ty);
+  Buf ty = {0};   /* the type, written only for a message */
   Tensor *t = NULL;
   int64_t n = 1, bytes = 0;
   bool overflow = false;
   for (int i = 0; i < rank; i++) {
     if (shape[i] < 0) {
+      shape_str(elem, rank, shape, &ty);
       put_err(err, errlen, "negative dimension %lld in %s", (long long)shape[i], ty.s);
       goto out;
     }
@@ -181,6 +181,7 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
     if (shape[i] && !size_mul_ok(n, shape[i], &n)) overflow = true;
   }
   if (overflow) {
+    shape_str(elem, rank, shape, &ty);
     put_err(err, errlen, "cannot allocate %s: its number of elements does not fit in 64 bits",
             ty.s);
     goto out;
@@ -188,6 +189,7 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
   for (int i = 0; i < rank; i++)
     if (!shape[i]) n = 0;
   if (!size_mul_ok(n, elem_size(elem), &bytes) || bytes > PTRDIFF_MAX - ALIGN) {
+    shape_str(elem, rank, shape, &ty);
     put_err(err, errlen, "cannot allocate %s: its size in bytes does not fit in 64 bits",
             ty.s);
     goto out;
@@ -196,6 +198,7 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
   if (!data) {
     char hb[32];
     human_bytes((double)bytes, hb, sizeof hb);
+    shape_str(elem, rank, shape, &ty);
     put_err(err, errlen, "cannot allocate %s (%s)", ty.s, hb);
     goto out;
   }

@@ -44,7 +44,7 @@ bool size_mul_ok(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 
-/* ---- arenas: a list of chunks, each at least 64 KiB ---- */
+/* ---- arenas: a list of chunks, growing from 2 KiB to 64 KiB ---- */
 
 typedef struct Chunk {
   struct Chunk *next;
@@ -65,11 +65,26 @@ void arena_free(Arena *a) {
   free(a);
 }
 
+void arena_reset(Arena *a) {
+  /* keep the newest (largest) chunk, empty */
+  Chunk *keep = a->head;
+  if (!keep) return;
+  for (Chunk *c = keep->next, *n; c; c = n) {
+    n = c->next;
+    free(c);
+  }
+  keep->next = NULL;
+  keep->used = 0;
+}
+
 void *arena_alloc(Arena *a, size_t n) {
   n = (n + 15) & ~(size_t)15;
   Chunk *c = a->head;
   if (!c || c->cap - c->used < n) {
-    size_t cap = n > 65536 ? n : 65536;
+    /* chunks grow from 2 KiB to 64 KiB: most arenas (one call, one statement) stay small,
+     * and a 64 KiB malloc per call costs more than the call's work on small shapes */
+    size_t cap = c ? (c->cap < 65536 ? c->cap * 2 : 65536) : 2048;
+    if (cap < n) cap = n;
     c = xmalloc(sizeof(Chunk) + cap);
     c->used = 0;
     c->cap = cap;

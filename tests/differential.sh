@@ -69,6 +69,15 @@ s=$work/diff.dyn
     echo ":check conv(randn(f32[$((n + 4))]), randn(f32[5]))"
     echo ":check reds(randn(f32[7, $n]))"
   done
+  # a per-row reduction accumulated in the loop before it, and ones that must not be: read at
+  # another element, or under a where
+  echo "fn fsum(X: f32[B, N]) -> (f32[B, N], f32[B]) { e[b, n] = exp(X[b, n]); s[b] = max[n] e[b, n] * 2.0; Y[b, n] = e[b, n] / s[b]; return (Y, s) }"
+  echo "fn frev(X: f32[B, N]) -> f32[B] { e[b, n] = exp(X[b, n]); s[b] = sum[n] e[b, n] * e[b, N - 1 - n]; return s }"
+  echo "fn fwhere(X: f32[B, N]) -> f32[B] { e[b, n] = exp(X[b, n]); s[b] = where(X[b, 0] > 0.0, sum[n] e[b, n], -1.0); return s }"
+  for n in 1 2 17 64 129; do
+    echo "X = randn(f32[5, $n])"
+    for f in fsum frev fwhere; do echo ":check $f(X)"; done
+  done
   # every standard library function, on shapes with 1 and primes
   echo "import reduce"
   for b in 1 3; do for n in 1 7 33; do
