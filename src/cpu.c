@@ -939,9 +939,10 @@ static void gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *stri
 }
 
 static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
-                     const int64_t *strides, char *err, size_t errlen) {
+                     const int64_t *strides, volatile int *interrupt, char *err, size_t errlen) {
   GemmArgs x;
   gemm_args(ck, ext, strides, &x);
+  x.stop = interrupt;
   x.a = bufs[ck->g_a];
   x.b = bufs[ck->g_b];
   x.c = bufs[ck->g_c];
@@ -1025,7 +1026,7 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
       break;
     }
     if (ck->gemm) {
-      if (!run_gemm(be, cp, ck, bufs, ext, strides, err, errlen)) status = -1;
+      if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;
     }
     Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt};

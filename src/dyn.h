@@ -753,6 +753,7 @@ typedef struct GemmArgs {
   const void *b; int64_t b_sb, b_sk, b_sn;
   void *c; int64_t c_sb, c_sm, c_sn;      /* must not overlap a or b */
   bool accumulate;                        /* C += A.B instead of C = A.B */
+  volatile int *stop;                     /* when set (Ctrl-C), stop early: C is then undefined */
 } GemmArgs;
 /* Compile every micro-kernel variant and packing routine for elem (DYN_F32 or DYN_F64) on
  * hw (copied), then time each kernel once on L1-resident data (about a millisecond; the
@@ -762,7 +763,8 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
 void gemm_free(GemmKernels *g);                       /* NULL-safe */
 double gemm_compile_ms(const GemmKernels *g);         /* wall time gemm_compile took */
 /* Run on pool (NULL: the calling thread only; the plan may use fewer threads than the pool
- * has).  False with a message on invalid sizes or strides (nothing is written then). */
+ * has).  False with a message on invalid sizes or strides (nothing is written then), or
+ * with "interrupted" when x->stop was set part-way. */
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
 /* What gemm_run would do with nthreads threads, for `:sched`: the levels, the tiles, the
  * candidates the model weighed and their predicted times.  Appended to out. */

@@ -117,6 +117,7 @@ typedef struct Prob {
   char *c; int64_t c_sb, c_sm, c_sn;
   bool acc;
   bool swapped, ctmp;
+  volatile int *stop;
 } Prob;
 
 typedef struct Plan {
@@ -1130,7 +1131,7 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
                .a = x->a, .a_sb = x->a_sb, .a_sm = x->a_sm, .a_sk = x->a_sk,
                .b = x->b, .b_sb = x->b_sb, .b_sk = x->b_sk, .b_sn = x->b_sn,
                .c = x->c, .c_sb = x->c_sb, .c_sm = x->c_sm, .c_sn = x->c_sn,
-               .acc = x->accumulate };
+               .acc = x->accumulate, .stop = x->stop };
   if (!p->batch || !p->m || !p->n) return true;
   if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
   if (p->n == 1) p->c_sn = p->b_sn = 1;
@@ -1333,6 +1334,7 @@ static void run_block(void *ctx, int64_t task) {
     for (int64_t jc = n0; jc < n1; jc += pl->nc) {
       int64_t ncur = imin(pl->nc, n1 - jc);
       for (int64_t pc = 0; pc < p->k; pc += pl->kc) {
+        if (p->stop && *p->stop) return;     /* an interrupt is seen within a panel's time */
         int64_t kcur = imin(pl->kc, p->k - pc);
         int beta = p->acc || pc > 0;
         const char *bsrc = Bm + (size_t)(pc * p->b_sk + jc * p->b_sn) * es;
@@ -1459,6 +1461,10 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   } else {
     for (int i = 0; i < nblk; i++) free(ws[i]);
     if (ws != mine) free(ws);
+  }
+  if (p.stop && *p.stop) {
+    snprintf(err, errlen, "interrupted");
+    return false;
   }
   return true;
 }

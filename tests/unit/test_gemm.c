@@ -331,6 +331,28 @@ START_TEST(test_degenerate) {
 }
 END_TEST
 
+/* Ctrl-C sets the flag a compiled matmul watches: it stops between panels and says so, and
+ * the same call without the flag gives the right answer. */
+START_TEST(test_stop) {
+  char err[256];
+  int64_t m = 64, n = 48, k = 700;
+  float *a = calloc((size_t)(m * k), 4), *b = calloc((size_t)(k * n), 4), *c = calloc((size_t)(m * n), 4);
+  for (int64_t i = 0; i < m * k; i++) a[i] = 1;
+  for (int64_t i = 0; i < k * n; i++) b[i] = 2;
+  volatile int stop = 1;
+  GemmArgs x = { .batch = 1, .m = m, .n = n, .k = k, .a = a, .a_sm = k, .a_sk = 1,
+                 .b = b, .b_sk = n, .b_sn = 1, .c = c, .c_sm = n, .c_sn = 1, .stop = &stop };
+  ck_assert(!gemm_run(g32, &x, NULL, err, sizeof err));
+  ck_assert_str_eq(err, "interrupted");
+  stop = 0;
+  ck_assert_msg(gemm_run(g32, &x, NULL, err, sizeof err), "%s", err);
+  for (int64_t i = 0; i < m * n; i++) ck_assert(c[i] == 2.0f * (float)k);
+  free(a);
+  free(b);
+  free(c);
+}
+END_TEST
+
 START_TEST(test_describe_and_code) {
   GemmArgs x = { .batch = 1, .m = 7, .n = 768, .k = 768, .a_sm = 768, .a_sk = 1,
                  .b_sk = 768, .b_sn = 1, .c_sm = 768, .c_sn = 1 };
@@ -490,6 +512,7 @@ int main(void) {
   tcase_add_test(tc, test_two_threads);
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_degenerate);
+  tcase_add_test(tc, test_stop);
   tcase_add_test(tc, test_describe_and_code);
   suite_add_tcase(s, tc);
   TCase *tp = tcase_create("pool");
