@@ -170,7 +170,9 @@ static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal
  * p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding). */
 static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
   LLVMTypeRef t = g->f32;
-  LLVMValueRef hi = fconst(g, t, 88.72283f), lo = fconst(g, t, -87.33654f);
+  /* Clamped to [-104, 89], the scaling below rounds to 0 or overflows to infinity by itself
+   * beyond the range of f32 results, and produces the subnormals in between. */
+  LLVMValueRef hi = fconst(g, t, 89.0), lo = fconst(g, t, -104.0);
   LLVMValueRef xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), hi, x, "");
   xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
   LLVMValueRef a[1] = {LLVMBuildFMul(g->b, xc, fconst(g, t, 1.44269504088896341), "")};
@@ -186,16 +188,14 @@ static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
     LLVMValueRef args[3] = {p, r, fconst(g, t, c[i])};
     p = intrinsic(g, "llvm.fmuladd", t, args, 3);
   }
-  /* 2^n by the exponent bits; n in [-126, 128] after the clamp: split in two factors */
+  /* 2^n by the exponent bits; n in [-150, 129] after the clamp: split in two factors */
   LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, g->i32, "");
   LLVMValueRef h = LLVMBuildAShr(g->b, ni, LLVMConstInt(g->i32, 1, 0), "");
   LLVMValueRef l = LLVMBuildSub(g->b, ni, h, "");
   LLVMValueRef e1 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, h, LLVMConstInt(g->i32, 127, 0), ""), LLVMConstInt(g->i32, 23, 0), ""), t, "");
   LLVMValueRef e2 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, l, LLVMConstInt(g->i32, 127, 0), ""), LLVMConstInt(g->i32, 23, 0), ""), t, "");
   LLVMValueRef res = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, p, e1, ""), e2, "");
-  /* beyond the clamp: exact limits; NaN stays NaN */
-  res = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), fconst(g, t, INFINITY), res, "");
-  res = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, x, fconst(g, t, -103.97208f), ""), fconst(g, t, 0), res, "");
+  /* NaN stays NaN */
   return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), x, res, "");
 }
 

@@ -695,6 +695,14 @@ for N in [64, 1031]:
           out('sn', F32, np.sin(xs), ('elem', 1e-6, 1e-6)),     # absolute near the zeros
           out('cs', F32, np.cos(xs), ('elem', 1e-6, 1e-6))])
 
+# ---- exp at the edges of f32: subnormal results, the last finite one, overflow ----
+EDGES = np.array([-1000, -104.5, -104, -103.9, -100, -95, -90, -87.5, -87.3, -50, -1, 0, 1e-8,
+                  0.5, 1, 10, 88, 88.7, 88.72, 88.7228, 88.7229, 88.73, 89, 89.5, 1000], F32)
+with np.errstate(all='ignore'):
+    case('exp at the edges of f32: subnormals, the largest finite result, overflow',
+         [('X', EDGES)], 'fn edge(X: f32[N]) -> f32[N] { Y[n] = exp(X[n]); return Y }\nE = edge(X)',
+         [out('E', F32, np.exp(f64(EDGES)), ('elem', 1e-6, 3e-45))])   # within a subnormal step
+
 # ---- where evaluates only the chosen branch: no division by zero in the other ----
 SAFEDIV = """
 fn safediv(A: T[N], B: T[N]) -> (T[N], T[N], T[N]) {
