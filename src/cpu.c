@@ -566,6 +566,56 @@ static const KExpr *fusable_reduce(const Program *p, const Kernel *kn, int s, in
   return reads_in_step(e->a[0], a->out, kn, e) ? e : NULL;
 }
 
+/* Software prefetch in row-wise kernels.  A row's first pass (softmax's max, layernorm's
+ * mean) waits on memory while the later passes, over the row now in cache, keep the core
+ * busy with arithmetic; with the rows processed one after another the two never overlap.
+ * So the second pass is cut into strips of PREFETCH_STRIP elements, and each strip first
+ * asks for the matching part of the next row.  On Zen 5 with 2 threads this took softmax
+ * over 4096 x 4096 from about 33 to 39 GB/s (strips of 64 and 1024 were slower; a burst of
+ * prefetches for the whole next row at the start of a row was slower than none). */
+#define PREFETCH_STRIP 256
+
+/* Which slots does e read row by row: a load whose first subscripts are the outer axes. */
+static void row_reads(const KExpr *e, const Kernel *kn, const Program *p, bool *mark) {
+  if (e->kind == KX_LOAD && p->slots[e->slot].kind != SLOT_LOCAL && e->n > kn->nouter) {
+    bool rows = true;
+    for (int o = 0; o < kn->nouter; o++)
+      rows = rows && e->a[o]->kind == KX_AXIS && e->a[o]->axis == kn->outer[o];
+    if (rows) mark[e->slot] = true;
+  }
+  for (int i = 0; i < e->n; i++) row_reads(e->a[i], kn, p, mark);
+}
+
+static void prefetch(G *g, LLVMValueRef at) {
+  LLVMTypeRef pt[1] = {g->ptr};
+  unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->m, id, pt, 1);
+  LLVMValueRef args[4] = {at, LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
+  LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->cx, id, pt, 1), f, args, 4, "");
+}
+
+/* Prefetch, for each slot in mark, the bytes of the next row that correspond to elements
+ * [c0, c1) of a pass over e elements of this row. */
+static void prefetch_span(G *g, const Kernel *kn, const bool *mark, LLVMValueRef c0, LLVMValueRef c1, LLVMValueRef e) {
+  int no = kn->nouter;
+  for (int slot = 0; slot < g->p->nslots; slot++) {
+    if (!mark[slot]) continue;
+    LLVMValueRef off = c64(g, 0);
+    for (int o = 0; o < no; o++)
+      off = LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, g->axv[kn->outer[o]], load_i64(g, g->strides, (int64_t)slot * DYN_MAX_RANK + o), ""), "");
+    LLVMValueRef row = load_i64(g, g->strides, (int64_t)slot * DYN_MAX_RANK + no - 1);
+    int64_t es = elem_size(g->p->slots[slot].type.elem);
+    LLVMValueRef base = LLVMBuildGEP2(g->b, g->i8, slot_ptr(g, slot), (LLVMValueRef[]){LLVMBuildMul(g->b, LLVMBuildAdd(g->b, off, row, ""), c64(g, es), "")}, 1, "");
+    LLVMValueRef rb = LLVMBuildMul(g->b, row, c64(g, es), "");
+    LLVMValueRef b0 = LLVMBuildSDiv(g->b, LLVMBuildMul(g->b, c0, rb, ""), e, "");
+    LLVMValueRef b1 = LLVMBuildSDiv(g->b, LLVMBuildMul(g->b, c1, rb, ""), e, "");
+    Loop L;
+    LLVMValueRef i = loop_begin(g, &L, LLVMBuildSDiv(g->b, b0, c64(g, 64), ""), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, b1, c64(g, 63), ""), c64(g, 64), ""));
+    prefetch(g, LLVMBuildGEP2(g->b, g->i8, base, (LLVMValueRef[]){LLVMBuildMul(g->b, i, c64(g, 64), "")}, 1, ""));
+    loop_end(g, &L);
+  }
+}
+
 /* The function of one kernel. */
 static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
@@ -595,6 +645,17 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
     bool par = kn->outer[o] == par_axis;
     g->axv[kn->outer[o]] = loop_begin(g, &outer[o], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, kn->outer[o]));
   }
+  bool *pf_mark = NULL, pf_done = false;
+  if (no > 0) {
+    pf_mark = xcalloc((size_t)g->p->nslots + 1, sizeof(bool));
+    bool any = false;
+    for (int s = 0; s < kn->nstages; s++) row_reads(kn->stages[s].expr, kn, g->p, pf_mark);
+    for (int i = 0; i < g->p->nslots; i++) any = any || pf_mark[i];
+    if (!any) {
+      free(pf_mark);
+      pf_mark = NULL;
+    }
+  }
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     Loop L[DYN_MAX_RANK];
@@ -604,8 +665,29 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
       acc = entry_alloca(g, ty_of(g, red->ty));
       LLVMBuildStore(g->b, red_init(g, red, ty_of(g, red->ty)), acc);
     }
+    /* the first pass after the first, over the row: strip-mined, asking for the next row's
+     * inputs a strip at a time so that the first pass of the next row finds them in cache */
+    bool strip = false;
+    Loop chunk;
+    const int CH = PREFETCH_STRIP;
+    if (no > 0 && s > 0 && st->naxes > 0 && pf_mark && !pf_done) {
+      bool par = false;
+      for (int a = 0; a < st->naxes; a++) par = par || st->axes[a] == par_axis;
+      strip = !par;
+      pf_done = strip;
+    }
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
+      if (strip && a == st->naxes - 1) {
+        LLVMValueRef E = load_i64(g, g->ext, st->axes[a]);
+        LLVMValueRef c0 = loop_begin(g, &chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, E, c64(g, CH - 1), ""), c64(g, CH), ""));
+        c0 = LLVMBuildMul(g->b, c0, c64(g, CH), "");
+        LLVMValueRef c1 = LLVMBuildAdd(g->b, c0, c64(g, CH), "");
+        c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, c1, E, ""), E, c1, "");
+        prefetch_span(g, kn, pf_mark, c0, c1, E);
+        g->axv[st->axes[a]] = loop_begin(g, &L[a], c0, c1);
+        continue;
+      }
       g->axv[st->axes[a]] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, st->axes[a]));
     }
     LLVMValueRef v = gen(g, st->expr, NULL, false);
@@ -618,7 +700,10 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
       for (int a = 0; a < st->naxes; a++) g->axv[red->raxes[a]] = g->axv[st->axes[a]];
       red_step(g, red, acc, gen(g, red->a[0], NULL, false));
     }
-    for (int a = st->naxes - 1; a >= 0; a--) loop_end(g, &L[a]);
+    for (int a = st->naxes - 1; a >= 0; a--) {
+      loop_end(g, &L[a]);
+      if (strip && a == st->naxes - 1) loop_end(g, &chunk);
+    }
     if (red) {
       g->fused_red = red;
       g->fused_val = LLVMBuildLoad2(g->b, ty_of(g, red->ty), acc, "");
@@ -627,6 +712,7 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
     }
   }
   g->fused_red = NULL;
+  free(pf_mark);
   for (int o = no - 1; o >= 0; o--) loop_end(g, &outer[o]);
   /* report a detected error */
   LLVMValueRef bad = LLVMBuildLoad2(g->b, g->i1, g->err_acc, "");
