@@ -244,7 +244,11 @@ Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok) {
     case ',': k = TK_COMMA; break;
     case ':': k = TK_COLON; break;
     case ';':          /* an explicit end: even after an operator */
-      if (L.depth == 0 && L.toks.n && L.toks.a[L.toks.n - 1].kind != TK_NEWLINE) push(&L, TK_NEWLINE, lo, lo + 1);
+      if (L.depth > 0) {  /* inside brackets it cannot end anything: the parser names it */
+        k = TK_SEMI;
+        break;
+      }
+      if (L.toks.n && L.toks.a[L.toks.n - 1].kind != TK_NEWLINE) push(&L, TK_NEWLINE, lo, lo + 1);
       L.pos++;
       L.line_start = true;
       continue;
