@@ -125,11 +125,14 @@ static KExpr *kx_from(L *l, Inst *in, const Expr *e) {
     k->span = e->span;
     for (int i = 0; i < e->nargs; i++) k->a[i] = kx_from(l, in, e->args[i]);
     return k;
-  case EX_CAST:
+  case EX_CAST: {
+    KExpr *x = kx_from(l, in, e->args[0]);
+    if (x->ty == e->ty) return x;          /* f32(f32(D)) is f32(D) */
     k = kx_args(l, kx_new(l, KX_CAST, e->ty), 1);
-    k->a[0] = kx_from(l, in, e->args[0]);
-    k->opty = k->a[0]->ty;
+    k->a[0] = x;
+    k->opty = x->ty;
     return k;
+  }
   case EX_UNARY:
   case EX_BINARY:
   case EX_CALL:
