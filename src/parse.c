@@ -550,6 +550,13 @@ static void sync(Parser *P, bool in_fn) {
   if (braces > 0) P->incomplete = true;
 }
 
+/* Skip the newlines before the next token when that token is k. */
+static void newlines_before(Parser *P, TokKind k) {
+  int j = P->i;
+  while (j < P->n && P->t[j].kind == TK_NEWLINE) j++;
+  if (j < P->n && P->t[j].kind == k) P->i = j;
+}
+
 static FnDecl *parse_fn(Parser *P, Span start) {
   FnDecl *f = arena_alloc(P->a, sizeof *f);
   Token *nm = peek(P);
@@ -584,10 +591,13 @@ static FnDecl *parse_fn(Parser *P, Span start) {
   f->nparams = ps.n;
   vec_free(ps);
   if (P->failed) return NULL;
+  /* a header may go on over lines: `-> T`, `where ...` and `{` may each start a line */
+  newlines_before(P, TK_ARROW);
   if (accept(P, TK_ARROW)) {
     f->ret = parse_type(P);
     if (!f->ret) return NULL;
   }
+  newlines_before(P, TK_WHERE);
   if (accept(P, TK_WHERE)) {
     VEC(Expr *) fs = {0};
     do {
