@@ -132,6 +132,25 @@ static Expr **parse_list(Parser *P, TokKind close, int *n) {
 
 static Span prev_span(Parser *P) { return P->t[P->i > 0 ? P->i - 1 : 0].span; }
 
+/* Give an untyped tensor literal the element type el when its numbers can be written in it
+ * directly (any number in a float type; integers only in an integer type).  True if done. */
+static bool literal_leaves_fit(const Expr *e, DynElem el) {
+  if (e->kind == EX_LIST) {
+    for (int i = 0; i < e->nargs; i++)
+      if (!literal_leaves_fit(e->args[i], el)) return false;
+    return true;
+  }
+  if (e->kind == EX_NUM) return elem_is_float(el) || (elem_is_int(el) && e->is_int);
+  return e->kind == EX_BOOL && el == DYN_BOOL;
+}
+
+static bool type_literal(Expr *e, DynElem el) {
+  if (e->kind != EX_LIST || e->has_elem || !e->nargs || !literal_leaves_fit(e, el)) return false;
+  e->elem = el;
+  e->has_elem = true;
+  return true;
+}
+
 static Expr *parse_primary(Parser *P) {
   Token *t = peek(P);
   Expr *e;
@@ -233,6 +252,11 @@ static Expr *parse_primary(Parser *P) {
         if (!P->failed && e->nargs != 1) {
           diag_report(P->d, e->span, E_ARG_COUNT, nm, 1, "", e->nargs);
           P->failed = true;
+        }
+        /* f64([0.1, 0.2]) is a literal made in f64, not one made in f32 and converted */
+        if (!P->failed && type_literal(e->args[0], el)) {
+          e->args[0]->span = e->span;
+          return e->args[0];
         }
         return P->failed ? NULL : e;
       }
@@ -742,6 +766,8 @@ static Stmt *parse_def(Parser *P) {
   if (!expect(P, TK_ASSIGN)) return NULL;
   st->expr = parse_expr(P);
   if (!st->expr) return NULL;
+  /* x: f64[2] = [0.1, 0.2] makes the literal in f64 */
+  if (st->annot && st->annot->kind == TY_TENSOR && st->nidx == 0) type_literal(st->expr, st->annot->elem);
   st->span = span_join(st->span, st->expr->span);
   return st;
 }
