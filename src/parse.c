@@ -212,6 +212,8 @@ static Expr *parse_primary(Parser *P) {
       e->red = nm[0] == 's' ? RED_SUM : nm[0] == 'p' ? RED_PROD : nm[1] == 'a' ? RED_MAX : RED_MIN;
       VEC(const char *) names = {0};
       VEC(Span) spans = {0};
+      VEC(Expr *) bounds = {0};
+      bool any_bound = false;
       do {
         Token *it = peek(P);
         if (it->kind != TK_IDENT) {
@@ -221,8 +223,15 @@ static Expr *parse_primary(Parser *P) {
         next(P);
         vec_push(names, it->text);
         vec_push(spans, it->span);
+        Expr *bound = NULL;
+        if (accept(P, TK_LT)) {               /* sum[k < N/2]: the range given, not inferred */
+          bound = parse_expr(P);
+          if (!bound) break;
+          any_bound = true;
+        }
+        vec_push(bounds, bound);
       } while (accept(P, TK_COMMA));
-      expect(P, TK_RBRACK);
+      if (!P->failed) expect(P, TK_RBRACK);
       e->nridx = names.n;
       e->ridx = arena_alloc(P->a, sizeof(char *) * (size_t)(names.n + 1));
       e->ridx_span = arena_alloc(P->a, sizeof(Span) * (size_t)(names.n + 1));
@@ -230,8 +239,13 @@ static Expr *parse_primary(Parser *P) {
         memcpy(e->ridx, names.a, sizeof(char *) * (size_t)names.n);
         memcpy(e->ridx_span, spans.a, sizeof(Span) * (size_t)names.n);
       }
+      if (any_bound && bounds.n == names.n) {
+        e->rbound = arena_alloc(P->a, sizeof(Expr *) * (size_t)(names.n + 1));
+        memcpy(e->rbound, bounds.a, sizeof(Expr *) * (size_t)names.n);
+      }
       vec_free(names);
       vec_free(spans);
+      vec_free(bounds);
       if (P->failed) return NULL;
       Expr *body = parse_expr(P);
       if (!body) return NULL;
@@ -977,7 +991,13 @@ void parse_print_expr(const Expr *e, Buf *out) {
   }
   case EX_REDUCE:
     buf_printf(out, "%s[", red_name(e->red));
-    for (int i = 0; i < e->nridx; i++) buf_printf(out, "%s%s", i ? ", " : "", e->ridx[i]);
+    for (int i = 0; i < e->nridx; i++) {
+      buf_printf(out, "%s%s", i ? ", " : "", e->ridx[i]);
+      if (e->rbound && e->rbound[i]) {
+        buf_puts(out, " < ");
+        parse_print_expr(e->rbound[i], out);
+      }
+    }
     buf_puts(out, "] ");
     parse_print_expr(e->args[0], out);
     break;

@@ -31,6 +31,7 @@ typedef struct Idx {
   Span ext_span;          /* where it was inferred */
   const char *ext_what;   /* "dimension 1 of X" */
   const Poly *lo, *hi;    /* bounds used by proofs, narrowed inside where(...) branches */
+  bool given;             /* sum[k < N/2]: the range is written, accesses are only checked */
 } Idx;
 
 #define MAX_IDX 64
@@ -532,6 +533,7 @@ static bool push_idx(S *s, const char *name, Span sp) {
 }
 
 static void set_ext(S *s, Idx *ix, const Poly *ext, Span at, const char *what) {
+  if (ix->given) return;
   if (!ix->ext) {
     ix->ext = ext;
     ix->hi = ext;
@@ -551,6 +553,16 @@ static void set_ext(S *s, Idx *ix, const Poly *ext, Span at, const char *what) {
                    where_str(s, ix->ext_span));
     diag_note(dg, ix->ext_span, "'%s' first ranges over %s here", ix->name, pstr(s, ix->ext));
   }
+}
+
+/* The first name in e that is an index in scope, or NULL. */
+static const Expr *index_in(S *s, const Expr *e) {
+  if (e->kind == EX_NAME && find_idx(s, e->name)) return e;
+  for (int i = 0; i < e->nargs; i++) {
+    const Expr *x = index_in(s, e->args[i]);
+    if (x) return x;
+  }
+  return NULL;
 }
 
 static void infer(S *s, Expr *e) {
@@ -583,6 +595,25 @@ static void infer(S *s, Expr *e) {
         s->nidx = base;
         return;
       }
+    for (int i = 0; i < e->nridx && e->rbound; i++) {
+      if (!e->rbound[i]) continue;
+      /* the bound is a size expression: sizes and constants, not indices */
+      Idx *ix = &s->idx[base + i];
+      const Expr *inx = index_in(s, e->rbound[i]);
+      if (inx) {
+        err(s, inx->span, E_BAD_DIM, arena_printf(s->a, "the index '%s'", inx->name));
+        return;
+      }
+      int saved = s->nidx;
+      s->nidx = 0;                   /* no index is visible to the bound */
+      const Poly *b = dim_poly(s, e->rbound[i], false);
+      s->nidx = saved;
+      if (!b) return;
+      ix->ext = ix->hi = b;
+      ix->ext_span = e->rbound[i]->span;
+      ix->ext_what = arena_printf(s->a, "the bound of %s", ix->name);
+      ix->given = true;
+    }
     infer(s, e->args[0]);
     e->rext = arena_alloc(s->a, sizeof(Poly *) * (size_t)e->nridx);
     for (int i = 0; i < e->nridx; i++) {

@@ -494,6 +494,8 @@ static void prepare(Session *s, Expr *e, Anon *an) {
     }
   }
   for (int i = 0; i < e->nargs; i++) prepare(s, e->args[i], an);
+  for (int i = 0; i < e->nridx && e->rbound; i++)
+    if (e->rbound[i]) prepare(s, e->rbound[i], an);   /* sum[k < N] at top level reads N */
 }
 
 /* In the annotation of a top-level definition, a name bound to an integer (N = 128) is

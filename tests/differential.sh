@@ -78,6 +78,13 @@ s=$work/diff.dyn
     echo "X = randn(f32[5, $n])"
     for f in fsum frev fwhere; do echo ":check $f(X)"; done
   done
+  # reductions over a written range
+  echo "fn evens(X: f32[B, N]) -> f32[B] { s[b] = sum[k < N / 2] X[b, 2 * k]; return s }"
+  echo "fn window(X: f32[B, N]) -> f32[B, N - 2] where N >= 3 { Y[b, i] = max[k < 3] X[b, i + k]; return Y }"
+  for n in 3 4 17 64 129; do
+    echo ":check evens(randn(f32[3, $n]))"
+    echo ":check window(randn(f32[2, $n]))"
+  done
   # every standard library function, on shapes with 1 and primes
   echo "import reduce"
   for b in 1 3; do for n in 1 7 33; do

@@ -695,6 +695,21 @@ for N in [64, 1031]:
           out('sn', F32, np.sin(xs), ('elem', 1e-6, 1e-6)),     # absolute near the zeros
           out('cs', F32, np.cos(xs), ('elem', 1e-6, 1e-6))])
 
+# ---- reductions over a written range: sum[k < N / 2], max[k < 3] ----
+RANGED = '''
+fn evens(X: f32[B, N]) -> f32[B] { s[b] = sum[k < N / 2] X[b, 2 * k]; return s }
+fn prefix(X: f32[B, N], K: size) -> f32[B] where K <= N { s[b] = sum[k < K] X[b, k]; return s }
+fn window(X: f32[B, N]) -> f32[B, N - 2] where N >= 3 { Y[b, i] = max[k < 3] X[b, i + k]; return Y }
+'''
+for B, N in [(1, 3), (2, 4), (3, 17), (5, 64), (2, 129)]:
+    X = randn((B, N))
+    x = f64(X)
+    K = N // 3
+    case('reductions over a written range %dx%d: evens, prefix of %d, window of 3' % (B, N, K), [('X', X)],
+         RANGED + 'E = evens(X)\nP = prefix(X, %d)\nW = window(X)' % K,
+         [out('E', F32, x[:, 0:2 * (N // 2):2].sum(1)), out('P', F32, x[:, :K].sum(1)),
+          out('W', F32, np.stack([x[:, i:N - 2 + i] for i in range(3)]).max(0), EXACT)])
+
 # ---- exp at the edges of f32: subnormal results, the last finite one, overflow ----
 EDGES = np.array([-1000, -104.5, -104, -103.9, -100, -95, -90, -87.5, -87.3, -50, -1, 0, 1e-8,
                   0.5, 1, 10, 88, 88.7, 88.72, 88.7228, 88.7229, 88.73, 89, 89.5, 1000], F32)

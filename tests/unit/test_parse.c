@@ -242,6 +242,8 @@ START_TEST(test_reductions) {
   SAME("(sum[k] A[i, k] * B[k, j]) + bias[j]");
   SAME("sum[k] A[i, k] * B[k, j] + bias[j]");     /* the body extends right: bias is inside */
   SAME("sum[k, l] X[k, l]");
+  SAME("sum[k < N / 2, l] X[2 * k, l]");          /* a written range */
+  SAME("max[k < min(N, 3)] X[k]");
   SAME("max[n] X[b, n]");
   SAME("min[n] X[b, n] - 1");
   SAME("prod[i] v[i]");
