@@ -355,6 +355,7 @@ struct Expr {
   OpKind op;                               /* EX_UNARY, EX_BINARY, EX_CALL of a math fn */
   RedOp red; const char **ridx; Span *ridx_span; int nridx;  /* EX_REDUCE: args[0] is body */
   Expr **rbound;                           /* EX_REDUCE: `k < N/2`'s N/2 per index, or NULL */
+  Expr *base;                              /* EX_INDEX: softmax(X)[0, 1]'s call, or NULL */
   DynElem elem; bool has_elem;             /* EX_TYPE, EX_CAST, typed EX_LIST */
   /* semantics (sema) */
   DynElem ty; bool weak;                   /* value type; weak = a literal or size/index */

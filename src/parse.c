@@ -311,12 +311,14 @@ static Expr *parse_primary(Parser *P) {
 static Expr *parse_postfix(Parser *P) {
   Expr *e = parse_primary(P);
   while (e && (at(P, TK_LBRACK) || at(P, TK_LPAREN))) {
-    if (e->kind != EX_NAME) break;
     bool call = at(P, TK_LPAREN);
+    /* name(...), name[...], and a call's result indexed: softmax(X)[0, 1] */
+    if (e->kind != EX_NAME && !(e->kind == EX_CALL && !call)) break;
     next(P);
     Expr *x = new_expr(P, call ? EX_CALL : EX_INDEX, e->span);
     x->name = e->name;
-    x->name_span = e->span;
+    x->name_span = e->kind == EX_CALL ? e->name_span : e->span;
+    if (e->kind == EX_CALL) x->base = e;
     x->args = parse_list(P, call ? TK_RPAREN : TK_RBRACK, &x->nargs);
     x->span = span_join(e->span, prev_span(P));
     if (P->failed) return NULL;
@@ -959,7 +961,8 @@ void parse_print_expr(const Expr *e, Buf *out) {
   case EX_STR: buf_printf(out, "\"%s\"", e->name); break;
   case EX_NAME: buf_puts(out, e->name); break;
   case EX_INDEX:                         /* a scalar is an access with no subscripts */
-    buf_puts(out, e->name);
+    if (e->base) parse_print_expr(e->base, out);
+    else buf_puts(out, e->name);
     if (e->nargs) {
       buf_putc(out, '[');
       print_args(e->args, e->nargs, out);
@@ -1006,12 +1009,16 @@ void parse_print_expr(const Expr *e, Buf *out) {
     print_args(e->args, e->nargs, out);
     buf_putc(out, ')');
     break;
-  case EX_LIST:
-    if (e->has_elem) buf_puts(out, elem_name(e->elem));
+  case EX_LIST: {
+    /* a typed literal of rank 1 is written f64([...]): f64[...] would be a type */
+    bool conv = e->has_elem && !(e->nargs && e->args[0]->kind == EX_LIST);
+    if (e->has_elem) buf_printf(out, "%s%s", elem_name(e->elem), conv ? "(" : "");
     buf_putc(out, '[');
     print_args(e->args, e->nargs, out);
     buf_putc(out, ']');
+    if (conv) buf_putc(out, ')');
     break;
+  }
   case EX_TYPE:
     buf_puts(out, elem_name(e->elem));
     if (e->nargs) {

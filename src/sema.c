@@ -569,6 +569,10 @@ static void infer(S *s, Expr *e) {
   if (!e) return;
   /* An undefined name is reported here, as chk would: otherwise the range it could not give
    * would be reported instead ("cannot infer the range of 'i'" for T[i] = Z[i]). */
+  if (e->kind == EX_INDEX && e->base) {   /* softmax(X)[0, 1]: a top-level convenience */
+    if (!s->err) err(s, e->span, E_STMT_IN_FN, "indexing the result of a call");
+    return;
+  }
   if ((e->kind == EX_INDEX || e->kind == EX_NAME) && !find_sym(s, e->name) &&
       !(e->kind == EX_NAME && find_idx(s, e->name)) &&
       !(e->kind == EX_NAME && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name))) {

@@ -456,6 +456,18 @@ static void collect_idx(Expr *e, Anon *an) {
   for (int i = 0; i < e->nargs; i++) collect_idx(e->args[i], an);
 }
 
+/* The name of a value computed first: its source text, so that messages speak of
+ * `softmax(X)` and `[1, 2, 3]`; `_tN` when that is long or already taken. */
+static const char *temp_name(Session *s, Anon *an, Expr *e) {
+  Buf b = {0};
+  parse_print_expr(e, &b);
+  bool ok = b.s && b.len <= 40;
+  for (int i = 0; ok && i < an->params.n; i++) ok = strcmp(an->params.a[i], b.s) != 0;
+  const char *nm = ok ? tmp_printf(s, "%s", b.s) : tmp_printf(s, "_t%d", an->temps.n);
+  buf_free(&b);
+  return nm;
+}
+
 /* Evaluate the parts that are not element expressions (calls of functions and built-ins,
  * tensor literals) and replace them by names; collect the bindings read. */
 static void prepare(Session *s, Expr *e, Anon *an) {
@@ -468,7 +480,7 @@ static void prepare(Session *s, Expr *e, Anon *an) {
       val_free(&v);
       return;
     }
-    const char *nm = tmp_printf(s, "_t%d", an->temps.n);
+    const char *nm = temp_name(s, an, e);
     vec_push(an->temps, v);
     vec_push(an->temp_names, nm);
     Span sp = e->span;
@@ -478,6 +490,31 @@ static void prepare(Session *s, Expr *e, Anon *an) {
     e->span = e->name_span = sp;
     vec_push(an->params, nm);
     vec_push(an->spans, sp);
+    return;
+  }
+  if (e->kind == EX_INDEX && e->base) {
+    /* softmax(X)[0, 1]: the call is computed first, then indexed like a binding */
+    Value v = eval_top(s, e->base);
+    if (!failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
+      Tensor *t = new_tensor(s, e->base->span, DYN_I64, 1, (int64_t[]){v.rank});
+      for (int i = 0; t && i < v.rank; i++) tensor_set_i64(t, i, v.dims[i]);
+      val_free(&v);
+      v = t ? val_tensor(t) : (Value){0};
+    }
+    if (failed(s)) return;
+    if (v.kind != VAL_TENSOR) {
+      error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
+      val_free(&v);
+      return;
+    }
+    const char *nm = temp_name(s, an, e->base);
+    vec_push(an->temps, v);
+    vec_push(an->temp_names, nm);
+    vec_push(an->params, nm);
+    vec_push(an->spans, e->base->span);
+    e->name = nm;
+    e->base = NULL;
+    for (int i = 0; i < e->nargs; i++) prepare(s, e->args[i], an);
     return;
   }
   if ((e->kind == EX_NAME || e->kind == EX_INDEX) && !is_index_name(an->idx.a, an->idx.n, e->name)) {
