@@ -22,9 +22,16 @@
  *   - Contractions (cpu.c's structural test, widened to any epilogue around the sum): a block
  *     per tile of C and batch, A and B tiles staged through shared memory in k-steps, two
  *     buffers filled by cp.async from sm_80 on (plain loads before), 8x8 (or 4x4) outputs per
- *     thread in registers, bounds-checked edges, exact f32 FMA.  The tile code is one template
- *     in the prelude; five tile shapes are compiled, and a split of K (partial tiles summed in
- *     order by a second kernel) serves shapes with few tiles.
+ *     thread in registers, bounds-checked edges, exact f32 FMA.  The k-loop is one template in
+ *     the prelude (dyn_gemm_run) over a tile type; five tile shapes are compiled, and a split
+ *     of K (partial tiles summed in order by a second kernel) serves shapes with few tiles.
+ *     f64 contractions take the same tiles with 4x4 outputs per thread (an f64 accumulator
+ *     holds two registers), three shapes.
+ *   - Tensor cores, only when asked for (CudaMath: :target gpu tf32 or bf16) and only from
+ *     compute capability 8.0: the same k-loop and staging (f32 in shared memory), but a warp
+ *     computes a tile of C with mma.sync (m16n8k8 on tf32, m16n8k16 on bf16), rounding the
+ *     operands as it reads its fragments and accumulating in f32.  Older GPUs, and every f64
+ *     or integer contraction, stay exact.
  * The model ("the model" below) picks a variant per kernel and shape at run time, from the
  * hw file or the device only: FLOPs over the SMs' peak scaled by the tile's FLOPs per
  * shared-memory byte and by the warps resident, bytes over L2 and HBM bandwidth, the padding
@@ -41,10 +48,11 @@
  * target of its own and spills below it), and index division avoids the 64-bit division
  * routine: ptxas -v reports no spills for any stdlib kernel on sm_80 and sm_90.
  *
- * Limits: f32 contractions only (f64 ones run as loop kernels); no tensor cores (a tf32
- * mma.sync path would be an opt-in); rows of a row-wise kernel are not split across blocks,
- * so a few very long rows use few SMs; transposes are not staged through shared memory;
- * inputs must be contiguous.  Test hooks: $DYN_NVRTC and $DYN_CUDA_DRIVER name the libraries
+ * Limits: the model times f64 tiles at the f32 peak (no hw file has an f64 figure); the
+ * tensor-core tiles read their fragments with 4- and 8-byte shared-memory loads (no ldmatrix,
+ * no wgmma on sm_90) and stage f32, so bf16 moves as many shared-memory bytes as tf32; rows
+ * of a row-wise kernel are not split across blocks, so a few very long rows use few SMs;
+ * transposes are not staged through shared memory; inputs must be contiguous.  Test hooks: $DYN_NVRTC and $DYN_CUDA_DRIVER name the libraries
  * to open (tests/cuda/fakecuda.cc runs the generated code on the CPU through them).
  */
 #include "config.h"
@@ -244,17 +252,49 @@ typedef struct Field { int kind, slot, dim, axis; const Poly *size; char name[11
 enum { V_LOOP, V_LOOP4, V_WARP, V_BLOCK256, V_BLOCK1024, V_GRID, V_GEMM, V_SPLITK };
 
 /* The block tiles of the contraction variants: BM x BN outputs per block, k-steps of BK,
- * TM x TN outputs per thread. */
-typedef struct GemmShape { int bm, bn, bk, tm, tn; } GemmShape;
+ * TM x TN outputs per thread; on the tensor cores, WM x WN warps, each with a (BM / WM) x
+ * (BN / WN) tile of C in mma tiles of 16 x 8, of which a thread holds TM x TN outputs
+ * (TM = 2 BM / WM / 16, TN = 2 BN / WN / 8: two rows and two columns of each mma tile). */
+typedef struct GemmShape { int bm, bn, bk, tm, tn, wm, wn; } GemmShape;
 static const GemmShape GEMM_SHAPES[] = {
-  {128, 128, 16, 8, 8}, {128, 64, 16, 8, 8}, {64, 128, 16, 8, 8}, {64, 64, 16, 8, 8}, {32, 32, 32, 4, 4},
+  {128, 128, 16, 8, 8, 0, 0}, {128, 64, 16, 8, 8, 0, 0}, {64, 128, 16, 8, 8, 0, 0}, {64, 64, 16, 8, 8, 0, 0},
+  {32, 32, 32, 4, 4, 0, 0},
+};
+/* f64: an accumulator takes two registers, so register tiles of 4 x 4 (the 8 x 8 ones of f32
+ * would spill); the same tile code, its quads read as two 16-byte halves. */
+static const GemmShape F64_SHAPES[] = {
+  {64, 64, 16, 4, 4, 0, 0}, {64, 32, 16, 4, 4, 0, 0}, {32, 32, 16, 4, 4, 0, 0},
+};
+/* The tensor-core tiles: warp tiles of 64 x 32 (32 x 64) or smaller, so that a warp reads as
+ * few shared-memory bytes per mma as its registers allow; k-steps of 16 where 32 would pass
+ * the 48 KB of static shared memory (two buffers of f32, rows padded). */
+static const GemmShape MMA_SHAPES[] = {
+  {128, 128, 16, 8, 8, 2, 4}, {128, 64, 16, 8, 8, 2, 2}, {64, 128, 16, 4, 16, 2, 2}, {64, 64, 32, 4, 8, 2, 2},
+  {32, 32, 32, 2, 4, 2, 2},
 };
 #define NGEMM ((int)(sizeof GEMM_SHAPES / sizeof *GEMM_SHAPES))
+#define NMMA ((int)(sizeof MMA_SHAPES / sizeof *MMA_SHAPES))
+#define NF64 ((int)(sizeof F64_SHAPES / sizeof *F64_SHAPES))
+#define NSHAPES_MAX 5
+_Static_assert(NGEMM <= NSHAPES_MAX && NMMA <= NSHAPES_MAX && NF64 <= NSHAPES_MAX, "NSHAPES_MAX bounds every table");
+
+/* The tiles of a contraction of elements et (f32 or f64) computing in m. */
+static const GemmShape *gemm_shapes(CudaMath m, DynElem et, int *n) {
+  *n = et == DYN_F64 ? NF64 : m == CUDA_EXACT ? NGEMM : NMMA;
+  return et == DYN_F64 ? F64_SHAPES : m == CUDA_EXACT ? GEMM_SHAPES : MMA_SHAPES;
+}
+
+static int gemm_threads(const GemmShape *g) { return g->wm ? g->wm * g->wn * 32 : (g->bm / g->tm) * (g->bn / g->tn); }
+
+const char *cuda_math_name(CudaMath m) { return m == CUDA_TF32 ? "tf32" : m == CUDA_BF16 ? "bf16" : "exact"; }
+
+/* mma.sync on tf32 and bf16 operands arrived with compute capability 8.0 (Ampere). */
+CudaMath cuda_math_on(const HwModel *hw, CudaMath m) { return hw->cc_major >= 8 ? m : CUDA_EXACT; }
 
 typedef struct Var {
   int kind;
   int lanes, rows, threads;   /* threads per row and rows per block (row variants), per block */
-  int gemm;                   /* V_GEMM: index in GEMM_SHAPES */
+  int gemm;                   /* V_GEMM: index in the shapes of gemm_shapes() */
   char name[160];
   CUfunction fn;
   int regs;                   /* registers per thread, from the driver once loaded (0: unknown) */
@@ -280,12 +320,15 @@ typedef struct CK {
   int ga, gb, gc, bax, max, nax, kax;         /* slots A, B, C; axes (bax -1: no batch) */
   int apos[3], bpos[3];       /* positions in A of batch, m, k; in B of batch, k, n (-1: none) */
   bool a_kc, b_kc;            /* A (B) keeps k contiguous in memory */
+  DynElem et;                 /* the contraction's elements: f32 or f64 */
+  CudaMath math;              /* what the contraction's tiles compute in (f64: exact) */
   Var v[12]; int nv;
 } CK;
 
 struct CudaProgram {
   const Program *p;
   HwModel hw;
+  CudaMath math;              /* asked for; each contraction's CK.math is what it gets */
   CK *k; int nk;
   char **sname;               /* per slot: its C name */
   char **aname;               /* per axis: its C name */
@@ -428,8 +471,8 @@ static int pos_in(const KExpr *ld, int axis) {
   return at;
 }
 
-static bool plain_load(const CudaProgram *cp, const KExpr *ld) {
-  if (ld->kind != KX_LOAD || ld->checked || !cp->buf[ld->slot] || cp->p->slots[ld->slot].type.elem != DYN_F32) return false;
+static bool plain_load(const CudaProgram *cp, const KExpr *ld, DynElem et) {
+  if (ld->kind != KX_LOAD || ld->checked || !cp->buf[ld->slot] || cp->p->slots[ld->slot].type.elem != et) return false;
   for (int i = 0; i < ld->n; i++)
     if (ld->a[i]->kind != KX_AXIS) return false;
   return true;
@@ -437,18 +480,20 @@ static bool plain_load(const CudaProgram *cp, const KExpr *ld) {
 
 /* The structural test of cpu.c's match_gemm, widened to an epilogue: the stage is
  * C[b?, m, n] = f(sum[k] A[..] * B[..], ...) with exactly one reduction, A holding m and k
- * (and perhaps the batch), B holding k and n (and perhaps the batch), each a plain layout. */
+ * (and perhaps the batch), B holding k and n (and perhaps the batch), each a plain layout,
+ * all of f32 or all of f64. */
 static bool match_contraction(CudaProgram *cp, CK *ck) {
   const Kernel *kn = ck->kn;
   if (kn->nstages != 1 || kn->nouter) return false;
   const Stage *st = &kn->stages[0];
   if (st->naxes < 2 || st->naxes > 3 || count_reduce(st->expr) != 1) return false;
   const KExpr *R = first_reduce(st->expr);
-  if (R->red != RED_SUM || R->nraxes != 1 || R->ty != DYN_F32) return false;
+  DynElem et = R->ty;
+  if (R->red != RED_SUM || R->nraxes != 1 || (et != DYN_F32 && et != DYN_F64)) return false;
   const KExpr *body = R->a[0];
-  if (body->kind != KX_BIN || body->op != OP_MUL || body->ty != DYN_F32) return false;
+  if (body->kind != KX_BIN || body->op != OP_MUL || body->ty != et) return false;
   const KExpr *A = body->a[0], *B = body->a[1];
-  if (!plain_load(cp, A) || !plain_load(cp, B)) return false;
+  if (!plain_load(cp, A, et) || !plain_load(cp, B, et)) return false;
   int k = R->raxes[0], batch = st->naxes == 3 ? st->axes[0] : -1;
   int m = st->axes[st->naxes - 2], n = st->axes[st->naxes - 1];
   if (pos_in(A, k) < 0 || pos_in(B, k) < 0) return false;
@@ -462,6 +507,7 @@ static bool match_contraction(CudaProgram *cp, CK *ck) {
   if (pa == -2 || pb == -2) return false;
   if (A->n != 2 + (pa >= 0) || B->n != 2 + (pb >= 0)) return false;
   ck->red = R;
+  ck->et = et;
   ck->ga = A->slot;
   ck->gb = B->slot;
   ck->gc = st->out;
@@ -638,8 +684,11 @@ static void add_var(CK *ck, int kind, int lanes, int rows, int threads, int gemm
   v->threads = threads;
   v->gemm = gemm;
   static const char *suffix[] = {"loop", "loop4", "warp", "block256", "block1024", "grid", "gemm", "splitk"};
+  int ns;
+  const GemmShape *gs = gemm_shapes(ck->math, ck->et, &ns);
   if (kind == V_GEMM)
-    snprintf(v->name, sizeof v->name, "%s_gemm%dx%d", ck->base, GEMM_SHAPES[gemm].bm, GEMM_SHAPES[gemm].bn);
+    snprintf(v->name, sizeof v->name, "%s_%s%dx%d", ck->base, ck->math == CUDA_EXACT ? "gemm" : ck->math == CUDA_TF32 ? "tf32_" : "bf16_",
+             gs[gemm].bm, gs[gemm].bn);
   else
     snprintf(v->name, sizeof v->name, "%s_%s", ck->base, suffix[kind]);
 }
@@ -744,13 +793,14 @@ static void analyse(CudaProgram *cp) {
       add_var(ck, V_BLOCK1024, 1024, 1, 1024, 0);
       if (ck->ncoop == 1) add_var(ck, V_GRID, 256, 1, 256, 0);
       break;
-    case CK_GEMM:
-      for (int g = 0; g < NGEMM; g++) {
-        const GemmShape *gs = &GEMM_SHAPES[g];
-        add_var(ck, V_GEMM, 0, 0, (gs->bm / gs->tm) * (gs->bn / gs->tn), g);
-      }
+    case CK_GEMM: {
+      ck->math = ck->et == DYN_F32 ? cuda_math_on(&cp->hw, cp->math) : CUDA_EXACT;
+      int ns;
+      const GemmShape *gs = gemm_shapes(ck->math, ck->et, &ns);
+      for (int g = 0; g < ns; g++) add_var(ck, V_GEMM, 0, 0, gemm_threads(&gs[g]), g);
       add_var(ck, V_SPLITK, 0, 0, 256, 0);
       break;
+    }
     }
     build_fields(cp, ck);
   }
@@ -882,17 +932,19 @@ static const char PRELUDE[] =
   "}\n"
   "\n"
   "/* Copies from global to shared memory: asynchronous (cp.async, zero-filling past `bytes`)\n"
-  " * from sm_80 on, plain loads and stores before. */\n"
-  "__device__ __forceinline__ void dyn_cp16(float *s, const float *g, int bytes) {\n"
+  " * from sm_80 on, plain loads and stores before.  16 bytes: four f32 or two f64 (the bits\n"
+  " * move as f32); one element: 4 or 8 bytes. */\n"
+  "__device__ __forceinline__ void dyn_cp16(void *s, const void *g, int bytes) {\n"
   "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
   "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g), \"r\"(bytes));\n"
   "#else\n"
+  "  const float *f = (const float *)g;\n"
   "  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);\n"
   "  if (bytes >= 16) v = *(const float4 *)g;\n"
   "  else {\n"
-  "    if (bytes >= 4) v.x = g[0];\n"
-  "    if (bytes >= 8) v.y = g[1];\n"
-  "    if (bytes >= 12) v.z = g[2];\n"
+  "    if (bytes >= 4) v.x = f[0];\n"
+  "    if (bytes >= 8) v.y = f[1];\n"
+  "    if (bytes >= 12) v.z = f[2];\n"
   "  }\n"
   "  *(float4 *)s = v;\n"
   "#endif\n"
@@ -902,6 +954,13 @@ static const char PRELUDE[] =
   "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g), \"r\"(bytes));\n"
   "#else\n"
   "  *s = bytes ? *g : 0.f;\n"
+  "#endif\n"
+  "}\n"
+  "__device__ __forceinline__ void dyn_cp4(double *s, const double *g, int bytes) {\n"
+  "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n"
+  "  asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\\n\" ::\"r\"((unsigned)__cvta_generic_to_shared(s)), \"l\"(g), \"r\"(bytes));\n"
+  "#else\n"
+  "  *s = bytes ? *g : 0.0;\n"
   "#endif\n"
   "}\n"
   "__device__ __forceinline__ void dyn_cp_commit() {\n"
@@ -915,22 +974,23 @@ static const char PRELUDE[] =
   "#endif\n"
   "}\n"
   "\n"
-  "/* Stage a ROWS x COLS tile into shared memory (row pitch LD floats): element (r, c) is\n"
-  " * g[r * sr + c * sc] when r < nr and c < nc, else 0 (the edges of any shape).  With vec\n"
-  " * (sc == 1, sr and g 16-byte aligned: the host checks) four columns move per 16-byte copy;\n"
-  " * else one float per copy, consecutive threads along the columns, or along the rows when\n"
-  " * ROW_FAST (the rows are contiguous in memory: a transpose on the way). */\n"
-  "template <int ROWS, int COLS, int LD, int THREADS, bool ROW_FAST>\n"
-  "__device__ __forceinline__ void dyn_tile_load(float *s, const float *g, int nr, i64 nc, i64 sr, i64 sc, bool vec) {\n"
+  "/* Stage a ROWS x COLS tile of T (f32 or f64) into shared memory (row pitch LD elements):\n"
+  " * element (r, c) is g[r * sr + c * sc] when r < nr and c < nc, else 0 (the edges of any\n"
+  " * shape).  With vec (sc == 1, sr and g 16-byte aligned: the host checks) V = 4 (f32) or 2\n"
+  " * (f64) columns move per 16-byte copy; else one element per copy, consecutive threads along\n"
+  " * the columns, or along the rows when ROW_FAST (the rows are contiguous in memory: a\n"
+  " * transpose on the way). */\n"
+  "template <int ROWS, int COLS, int LD, int THREADS, bool ROW_FAST, typename T>\n"
+  "__device__ __forceinline__ void dyn_tile_load(T *s, const T *g, int nr, i64 nc, i64 sr, i64 sc, bool vec) {\n"
   "  if (!ROW_FAST && vec) {\n"
-  "    constexpr int C4 = COLS / 4, N = ROWS * C4;\n"
+  "    constexpr int V = 16 / (int)sizeof(T), C4 = COLS / V, N = ROWS * C4;\n"
   "#pragma unroll 1\n"
   "    for (int i = 0; i < (N + THREADS - 1) / THREADS; i++) {\n"
   "      const int t = threadIdx.x + i * THREADS;\n"
   "      if (N % THREADS != 0 && t >= N) break;\n"
-  "      const int r = t / C4, c = t % C4 * 4;\n"
+  "      const int r = t / C4, c = t % C4 * V;\n"
   "      const i64 left = nc - c;\n"
-  "      const int bytes = r < nr && left > 0 ? (left >= 4 ? 16 : (int)left * 4) : 0;\n"
+  "      const int bytes = r < nr && left > 0 ? (left >= V ? 16 : (int)left * (int)sizeof(T)) : 0;\n"
   "      dyn_cp16(s + r * LD + c, bytes ? g + r * sr + c : g, bytes);\n"
   "    }\n"
   "  } else {\n"
@@ -941,120 +1001,298 @@ static const char PRELUDE[] =
   "      if (N % THREADS != 0 && t >= N) break;\n"
   "      const int r = ROW_FAST ? t % ROWS : t / COLS, c = ROW_FAST ? t / ROWS : t % COLS;\n"
   "      const bool in = r < nr && c < nc;\n"
-  "      dyn_cp4(s + r * LD + c, in ? g + r * sr + c * sc : g, in ? 4 : 0);\n"
+  "      dyn_cp4(s + r * LD + c, in ? g + r * sr + c * sc : g, in ? (int)sizeof(T) : 0);\n"
   "    }\n"
   "  }\n"
   "}\n"
   "\n"
-  "/* The levels below the grid of a contraction C += A.B for one BM x BN block tile.\n"
-  " *   block:  THREADS threads; A and B tiles of k-depth BK in shared memory, two buffers: the\n"
-  " *           copy of step t + 1 runs while step t is computed.  An operand keeps the layout it\n"
-  " *           has in memory ([BM][BK] when k is contiguous, else [BK][BM]), so copies move 16\n"
-  " *           bytes; only when both keep k contiguous is B transposed on the way ([BK][BN]).\n"
-  " *           Rows are padded by 4 floats: 16-byte aligned, and successive rows change banks.\n"
+  "/* Level block of every contraction, whatever its tile type G (DynGemm below: the CUDA cores;\n"
+  " * DynMma: the tensor cores): acc += A[m0 .. m0 + BM, k0 .. k1) . B[k0 .. k1, n0 .. n0 + BN)\n"
+  " * over k-steps of G::BK.  The A and B tiles of a step sit in shared memory, two buffers: the\n"
+  " * copy of step t + 1 runs while step t is computed.  An operand keeps the layout it has in\n"
+  " * memory ([BM][BK] when k is contiguous, else [BK][BM]; B likewise, as G::SB_KC says), so\n"
+  " * copies move 16 bytes; past the edges of A and B the tiles hold zeros. */\n"
+  "template <class G>\n"
+  "__device__ __forceinline__ void dyn_gemm_load(typename G::T *sa, typename G::T *sb, const typename G::T *ga, const typename G::T *gb,\n"
+  "                                              int ma, int nb, i64 kl, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {\n"
+  "  constexpr int BK = G::BK;\n"
+  "  if (G::A_KC) dyn_tile_load<G::AR, G::AC, G::ALD, G::THREADS, false>(sa, ga, ma, kl, a_sm, a_sk, avec);\n"
+  "  else dyn_tile_load<G::AR, G::AC, G::ALD, G::THREADS, false>(sa, ga, kl < BK ? (int)kl : BK, ma, a_sk, a_sm, avec);\n"
+  "  if (G::SB_KC) dyn_tile_load<G::BR, G::BC, G::BLD, G::THREADS, false>(sb, gb, nb, kl, b_sn, b_sk, bvec);\n"
+  "  else dyn_tile_load<G::BR, G::BC, G::BLD, G::THREADS, G::B_KC>(sb, gb, kl < BK ? (int)kl : BK, nb, b_sk, b_sn, bvec && !G::B_KC);\n"
+  "}\n"
+  "/* the tile's origins move by a k-step each time, so only two pointers and the extents left\n"
+  " * stay live */\n"
+  "template <class G>\n"
+  "__device__ __forceinline__ void dyn_gemm_run(typename G::T (&acc)[G::TM][G::TN], typename G::T *sa, typename G::T *sb,\n"
+  "                                             const typename G::T *A, const typename G::T *B, i64 m0, i64 n0, i64 k0, i64 k1, i64 M,\n"
+  "                                             i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {\n"
+  "  constexpr int BM = G::BM, BN = G::BN, BK = G::BK;\n"
+  "  const int tx = G::tx(), ty = G::ty();\n"
+  "  const int nt = k1 > k0 ? (int)((k1 - k0 + BK - 1) / BK) : 0;\n"
+  "  const int ma = M - m0 < BM ? (int)(M - m0) : BM, nb = N - n0 < BN ? (int)(N - n0) : BN;\n"
+  "  const typename G::T *ga = A + m0 * a_sm + k0 * a_sk, *gb = B + k0 * b_sk + n0 * b_sn;\n"
+  "  i64 kl = k1 - k0;\n"
+  "  if (nt > 0) dyn_gemm_load<G>(sa, sb, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
+  "  dyn_cp_commit();\n"
+  "  for (int t = 0; t < nt; t++) {\n"
+  "    if (t + 1 < nt) {\n"
+  "      ga += BK * a_sk;\n"
+  "      gb += BK * b_sk;\n"
+  "      kl -= BK;\n"
+  "      dyn_gemm_load<G>(sa + ((t + 1) & 1) * G::ATILE, sb + ((t + 1) & 1) * G::BTILE, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
+  "    }\n"
+  "    dyn_cp_commit();\n"
+  "    dyn_cp_wait<1>();\n"
+  "    __syncthreads();\n"
+  "    G::compute(acc, sa + (t & 1) * G::ATILE, sb + (t & 1) * G::BTILE, tx, ty);\n"
+  "    __syncthreads();\n"
+  "  }\n"
+  "}\n"
+  "\n"
+  "/* Four consecutive elements from shared memory: one 16-byte read of f32, two of f64. */\n"
+  "__device__ __forceinline__ void dyn_ld4(const float *p, float (&q)[4]) {\n"
+  "  const float4 v = *(const float4 *)p;\n"
+  "  q[0] = v.x; q[1] = v.y; q[2] = v.z; q[3] = v.w;\n"
+  "}\n"
+  "__device__ __forceinline__ void dyn_ld4(const double *p, double (&q)[4]) {\n"
+  "  const double2 v = *(const double2 *)p, w = *(const double2 *)(p + 2);\n"
+  "  q[0] = v.x; q[1] = v.y; q[2] = w.x; q[3] = w.y;\n"
+  "}\n"
+  "__device__ __forceinline__ float dyn_fma(float a, float b, float c) { return fmaf(a, b, c); }\n"
+  "__device__ __forceinline__ double dyn_fma(double a, double b, double c) { return fma(a, b, c); }\n"
+  "\n"
+  "/* The levels below the block of a contraction on the CUDA cores (exact FMA, in T: f32 or\n"
+  " * f64):\n"
+  " *   block:  THREADS threads; only when both operands keep k contiguous is B transposed on the\n"
+  " *           way ([BK][BN]).  Rows are padded by 4 elements: 16-byte aligned, and successive\n"
+  " *           rows change banks.\n"
   " *   thread: TM x TN outputs in registers, rows row(ty, i), columns col(tx, j): in runs of four\n"
-  " *           where a float4 read covers them, interleaved where each is read on its own. */\n"
-  "template <int BM, int BN, int BK, int TM, int TN, bool A_KC, bool B_KC>\n"
+  " *           where a dyn_ld4 read covers them, interleaved where each is read on its own. */\n"
+  "template <int BM_, int BN_, int BK_, int TM_, int TN_, bool A_KC_, bool B_KC_, typename T_ = float>\n"
   "struct DynGemm {\n"
+  "  typedef T_ T;\n"
+  "  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;\n"
+  "  static constexpr bool A_KC = A_KC_, B_KC = B_KC_;\n"
   "  static constexpr int THREADS = (BM / TM) * (BN / TN);\n"
   "  static constexpr bool SB_KC = B_KC && !A_KC;\n"
   "  static constexpr int AR = A_KC ? BM : BK, AC = A_KC ? BK : BM, ALD = AC + 4, ATILE = AR * ALD;\n"
   "  static constexpr int BR = SB_KC ? BN : BK, BC = SB_KC ? BK : BN, BLD = BC + 4, BTILE = BR * BLD;\n"
+  "  static __device__ __forceinline__ int tx() { return threadIdx.x % (BN / TN); }\n"
+  "  static __device__ __forceinline__ int ty() { return threadIdx.x / (BN / TN); }\n"
   "  static __device__ __forceinline__ int row(int ty, int i) {\n"
   "    return A_KC ? ty + (BM / TM) * i : (i / 4) * (BM * 4 / TM) + ty * 4 + i % 4;\n"
   "  }\n"
   "  static __device__ __forceinline__ int col(int tx, int j) {\n"
   "    return SB_KC ? tx + (BN / TN) * j : (j / 4) * (BN * 4 / TN) + tx * 4 + j % 4;\n"
   "  }\n"
-  "  /* the tiles at ga and gb: ma rows of A and nb columns of B left in the block's tile, kl of k */\n"
-  "  static __device__ __forceinline__ void load(float *sa, float *sb, const float *ga, const float *gb, int ma, int nb, i64 kl,\n"
-  "                                              i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {\n"
-  "    if (A_KC) dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, ga, ma, kl, a_sm, a_sk, avec);\n"
-  "    else dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, ga, kl < BK ? (int)kl : BK, ma, a_sk, a_sm, avec);\n"
-  "    if (SB_KC) dyn_tile_load<BR, BC, BLD, THREADS, false>(sb, gb, nb, kl, b_sn, b_sk, bvec);\n"
-  "    else dyn_tile_load<BR, BC, BLD, THREADS, B_KC>(sb, gb, kl < BK ? (int)kl : BK, nb, b_sk, b_sn, bvec && !B_KC);\n"
-  "  }\n"
-  "  /* One k-step: the operand that keeps k contiguous is read a quad of k at a time (float4\n"
-  "   * along k), the other one k at a time (float4 along m or n). */\n"
-  "  static __device__ __forceinline__ void compute(float (&acc)[TM][TN], const float *sa, const float *sb, int tx, int ty) {\n"
+  "  /* One k-step: the operand that keeps k contiguous is read a quad of k at a time (dyn_ld4\n"
+  "   * along k), the other one k at a time (dyn_ld4 along m or n). */\n"
+  "  static __device__ __forceinline__ void compute(T (&acc)[TM][TN], const T *sa, const T *sb, int tx, int ty) {\n"
   "#pragma unroll\n"
   "    for (int kq = 0; kq < BK; kq += 4) {\n"
-  "      float a[TM][4];\n"
+  "      T a[TM][4];\n"
   "      if constexpr (A_KC) {\n"
   "#pragma unroll\n"
-  "        for (int i = 0; i < TM; i++) {\n"
-  "          const float4 v = *(const float4 *)(sa + row(ty, i) * ALD + kq);\n"
-  "          a[i][0] = v.x; a[i][1] = v.y; a[i][2] = v.z; a[i][3] = v.w;\n"
-  "        }\n"
+  "        for (int i = 0; i < TM; i++) dyn_ld4(sa + row(ty, i) * ALD + kq, a[i]);\n"
   "      }\n"
   "      if constexpr (SB_KC) {\n"
   "#pragma unroll\n"
   "        for (int j = 0; j < TN; j++) {\n"
-  "          const float4 v = *(const float4 *)(sb + col(tx, j) * BLD + kq);\n"
-  "          const float b[4] = {v.x, v.y, v.z, v.w};\n"
+  "          T b[4];\n"
+  "          dyn_ld4(sb + col(tx, j) * BLD + kq, b);\n"
   "#pragma unroll\n"
   "          for (int u = 0; u < 4; u++) {\n"
   "            if constexpr (!A_KC) {\n"
   "              if (j == 0) {\n"
   "#pragma unroll\n"
   "                for (int i = 0; i < TM; i += 4) {\n"
-  "                  const float4 w = *(const float4 *)(sa + (kq + u) * ALD + row(ty, i));\n"
-  "                  a[i][u] = w.x; a[i + 1][u] = w.y; a[i + 2][u] = w.z; a[i + 3][u] = w.w;\n"
+  "                  T w[4];\n"
+  "                  dyn_ld4(sa + (kq + u) * ALD + row(ty, i), w);\n"
+  "                  a[i][u] = w[0]; a[i + 1][u] = w[1]; a[i + 2][u] = w[2]; a[i + 3][u] = w[3];\n"
   "                }\n"
   "              }\n"
   "            }\n"
   "#pragma unroll\n"
-  "            for (int i = 0; i < TM; i++) acc[i][j] = fmaf(a[i][u], b[u], acc[i][j]);\n"
+  "            for (int i = 0; i < TM; i++) acc[i][j] = dyn_fma(a[i][u], b[u], acc[i][j]);\n"
   "          }\n"
   "        }\n"
   "      } else {\n"
   "#pragma unroll\n"
   "        for (int u = 0; u < 4; u++) {\n"
-  "          float b[TN];\n"
+  "          T b[TN];\n"
   "#pragma unroll\n"
   "          for (int j = 0; j < TN; j += 4) {\n"
-  "            const float4 v = *(const float4 *)(sb + (kq + u) * BLD + col(tx, j));\n"
-  "            b[j] = v.x; b[j + 1] = v.y; b[j + 2] = v.z; b[j + 3] = v.w;\n"
+  "            T v[4];\n"
+  "            dyn_ld4(sb + (kq + u) * BLD + col(tx, j), v);\n"
+  "            b[j] = v[0]; b[j + 1] = v[1]; b[j + 2] = v[2]; b[j + 3] = v[3];\n"
   "          }\n"
   "          if constexpr (!A_KC) {\n"
   "#pragma unroll\n"
   "            for (int i = 0; i < TM; i += 4) {\n"
-  "              const float4 w = *(const float4 *)(sa + (kq + u) * ALD + row(ty, i));\n"
-  "              a[i][u] = w.x; a[i + 1][u] = w.y; a[i + 2][u] = w.z; a[i + 3][u] = w.w;\n"
+  "              T w[4];\n"
+  "              dyn_ld4(sa + (kq + u) * ALD + row(ty, i), w);\n"
+  "              a[i][u] = w[0]; a[i + 1][u] = w[1]; a[i + 2][u] = w[2]; a[i + 3][u] = w[3];\n"
   "            }\n"
   "          }\n"
   "#pragma unroll\n"
   "          for (int i = 0; i < TM; i++)\n"
   "#pragma unroll\n"
-  "            for (int j = 0; j < TN; j++) acc[i][j] = fmaf(a[i][u], b[j], acc[i][j]);\n"
+  "            for (int j = 0; j < TN; j++) acc[i][j] = dyn_fma(a[i][u], b[j], acc[i][j]);\n"
   "        }\n"
   "      }\n"
   "    }\n"
   "  }\n"
-  "  /* acc += A[m0 .. m0 + BM, k0 .. k1) . B[k0 .. k1, n0 .. n0 + BN); the tile's origins move\n"
-  "   * by a k-step each time, so only two pointers and the extents left stay live */\n"
-  "  static __device__ __forceinline__ void run(float (&acc)[TM][TN], float *sa, float *sb, const float *A, const float *B, i64 m0,\n"
-  "                                             i64 n0, i64 k0, i64 k1, i64 M, i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn,\n"
-  "                                             bool avec, bool bvec) {\n"
-  "    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);\n"
-  "    const int nt = k1 > k0 ? (int)((k1 - k0 + BK - 1) / BK) : 0;\n"
-  "    const int ma = M - m0 < BM ? (int)(M - m0) : BM, nb = N - n0 < BN ? (int)(N - n0) : BN;\n"
-  "    const float *ga = A + m0 * a_sm + k0 * a_sk, *gb = B + k0 * b_sk + n0 * b_sn;\n"
-  "    i64 kl = k1 - k0;\n"
-  "    if (nt > 0) load(sa, sb, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
-  "    dyn_cp_commit();\n"
-  "    for (int t = 0; t < nt; t++) {\n"
-  "      if (t + 1 < nt) {\n"
-  "        ga += BK * a_sk;\n"
-  "        gb += BK * b_sk;\n"
-  "        kl -= BK;\n"
-  "        load(sa + ((t + 1) & 1) * ATILE, sb + ((t + 1) & 1) * BTILE, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);\n"
+  "};\n";
+
+/* The tensor cores' helpers and tile, appended to the prelude of a module whose contractions
+ * use them: they exist only from sm_80 on. */
+static const char PRELUDE_MMA[] =
+  "\n"
+  "/* ---- the tensor cores: the f32 contractions of this module run on them, in the precision\n"
+  " * its first lines name ---- */\n"
+  "\n"
+  "/* f32 to the tensor cores' operand formats.  tf32: round to nearest, ties away from zero, to\n"
+  " * 10 bits of mantissa (cvt.rna: an f32 bit pattern with the low 13 bits zero).  bf16x2: two\n"
+  " * f32 rounded to nearest, ties to even, to 7 bits of mantissa; lo in the low half, the first\n"
+  " * of a fragment's pair.  Compiled off the GPU (the tests' CPU emulator, tests/cuda/emu.h),\n"
+  " * the dyn_emu_ functions compute the same. */\n"
+  "__device__ __forceinline__ unsigned dyn_tf32(float x) {\n"
+  "#ifdef __CUDA_ARCH__\n"
+  "  unsigned r;\n"
+  "  asm(\"cvt.rna.tf32.f32 %0, %1;\\n\" : \"=r\"(r) : \"f\"(x));\n"
+  "  return r;\n"
+  "#else\n"
+  "  return dyn_emu_tf32(x);\n"
+  "#endif\n"
+  "}\n"
+  "__device__ __forceinline__ unsigned dyn_bf16x2(float lo, float hi) {\n"
+  "#ifdef __CUDA_ARCH__\n"
+  "  unsigned r;\n"
+  "  asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\\n\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+  "  return r;\n"
+  "#else\n"
+  "  return dyn_emu_bf16x2(lo, hi);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "/* One warp, one 16 x 8 tile of C: d += a . b over 8 (tf32) or 16 (bf16) of k, the products\n"
+  " * summed in f32.  Each lane holds its fragments in the layouts of the PTX ISA (\"Matrix\n"
+  " * Fragments for mma.m16n8k8\", \"... for mma.m16n8k16\"): with g = lane / 4 and t = lane % 4,\n"
+  " *   tf32  a: A[g][t], A[g + 8][t], A[g][t + 4], A[g + 8][t + 4];  b: B[t][g], B[t + 4][g]\n"
+  " *   bf16  a: A[g][2t, 2t + 1], A[g + 8][2t, 2t + 1], A[g][2t + 8, 2t + 9], A[g + 8][2t + 8, 2t + 9];\n"
+  " *         b: B[2t, 2t + 1][g], B[2t + 8, 2t + 9][g]  (pairs packed by dyn_bf16x2)\n"
+  " *   d:    C[g][2t], C[g][2t + 1], C[g + 8][2t], C[g + 8][2t + 1] */\n"
+  "__device__ __forceinline__ void dyn_mma_tf32(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {\n"
+  "#ifdef __CUDA_ARCH__\n"
+  "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n\"\n"
+  "               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+  "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+  "#else\n"
+  "  dyn_emu_mma_tf32(d0, d1, d2, d3, a, b);\n"
+  "#endif\n"
+  "}\n"
+  "__device__ __forceinline__ void dyn_mma_bf16(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {\n"
+  "#ifdef __CUDA_ARCH__\n"
+  "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n\"\n"
+  "               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+  "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+  "#else\n"
+  "  dyn_emu_mma_bf16(d0, d1, d2, d3, a, b);\n"
+  "#endif\n"
+  "}\n"
+  "\n"
+  "/* The levels below the block of a contraction on the tensor cores (dyn_gemm_run stages the\n"
+  " * tiles, in f32):\n"
+  " *   block:  WM x WN warps.  Rows are padded so that a warp's fragment reads hit 32 different\n"
+  " *           banks: lanes step by g = 0..7 across C's rows (columns) and by t = 0..3 along k, so\n"
+  " *           tf32 wants rows of 4 mod 32 floats where k is contiguous (4g + t) and 8 mod 32\n"
+  " *           where it is not (8t + g); bf16 reads pairs of k, which swaps the two.\n"
+  " *   warp:   a WTM x WTN tile of C, MI x NI mma tiles of 16 x 8; per KS of k it reads its A\n"
+  " *           and B fragments from shared memory, rounding them to tf32 (bf16) on the way, and\n"
+  " *           runs MI x NI mma.sync.\n"
+  " *   thread: the four outputs of each mma tile it holds: acc[i][j] is C[row(ty, i)][col(tx, j)],\n"
+  " *           ty = the warp's first row + g, tx = its first column + 2t. */\n"
+  "template <int BM_, int BN_, int BK_, int WM, int WN, bool A_KC_, bool B_KC_, bool BF16>\n"
+  "struct DynMma {\n"
+  "  typedef float T;\n"
+  "  static constexpr int BM = BM_, BN = BN_, BK = BK_;\n"
+  "  static constexpr bool A_KC = A_KC_, B_KC = B_KC_, SB_KC = B_KC_;\n"
+  "  static constexpr int THREADS = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MI = WTM / 16, NI = WTN / 8;\n"
+  "  static constexpr int TM = 2 * MI, TN = 2 * NI, KS = BF16 ? 16 : 8;\n"
+  "  static constexpr int APAD = A_KC ? (BF16 ? 8 : 4) : (BF16 ? 4 : 8), BPAD = SB_KC ? (BF16 ? 8 : 4) : (BF16 ? 4 : 8);\n"
+  "  static constexpr int AR = A_KC ? BM : BK, AC = A_KC ? BK : BM, ALD = AC + APAD, ATILE = AR * ALD;\n"
+  "  static constexpr int BR = SB_KC ? BN : BK, BC = SB_KC ? BK : BN, BLD = BC + BPAD, BTILE = BR * BLD;\n"
+  "  static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % KS == 0, \"a warp tile of whole mma tiles\");\n"
+  "  static __device__ __forceinline__ int ty() { return threadIdx.x / 32 / WN * WTM + threadIdx.x % 32 / 4; }\n"
+  "  static __device__ __forceinline__ int tx() { return threadIdx.x / 32 % WN * WTN + threadIdx.x % 4 * 2; }\n"
+  "  static __device__ __forceinline__ int row(int ty, int i) { return ty + i / 2 * 16 + i % 2 * 8; }\n"
+  "  static __device__ __forceinline__ int col(int tx, int j) { return tx + j / 2 * 8 + j % 2; }\n"
+  "  /* fragments: A at row r, B at column c, element k (tf32) or the pair k, k + 1 (bf16: one\n"
+  "   * 8-byte read where k is contiguous) */\n"
+  "  static __device__ __forceinline__ unsigned a_tf32(const float *sa, int r, int k) {\n"
+  "    return dyn_tf32(A_KC ? sa[r * ALD + k] : sa[k * ALD + r]);\n"
+  "  }\n"
+  "  static __device__ __forceinline__ unsigned b_tf32(const float *sb, int k, int c) {\n"
+  "    return dyn_tf32(SB_KC ? sb[c * BLD + k] : sb[k * BLD + c]);\n"
+  "  }\n"
+  "  static __device__ __forceinline__ unsigned a_bf16(const float *sa, int r, int k) {\n"
+  "    if constexpr (A_KC) {\n"
+  "      const float2 v = *(const float2 *)(sa + r * ALD + k);\n"
+  "      return dyn_bf16x2(v.x, v.y);\n"
+  "    } else {\n"
+  "      return dyn_bf16x2(sa[k * ALD + r], sa[(k + 1) * ALD + r]);\n"
+  "    }\n"
+  "  }\n"
+  "  static __device__ __forceinline__ unsigned b_bf16(const float *sb, int k, int c) {\n"
+  "    if constexpr (SB_KC) {\n"
+  "      const float2 v = *(const float2 *)(sb + c * BLD + k);\n"
+  "      return dyn_bf16x2(v.x, v.y);\n"
+  "    } else {\n"
+  "      return dyn_bf16x2(sb[k * BLD + c], sb[(k + 1) * BLD + c]);\n"
+  "    }\n"
+  "  }\n"
+  "  /* One k-step of the block: BK / KS rounds of fragments and mma.sync. */\n"
+  "  static __device__ __forceinline__ void compute(float (&acc)[TM][TN], const float *sa, const float *sb, int tx, int ty) {\n"
+  "    const int t = threadIdx.x % 4;\n"
+  "    const int c0 = tx - 2 * t + threadIdx.x % 32 / 4;      /* column g of the warp's first B tile */\n"
+  "#pragma unroll\n"
+  "    for (int kk = 0; kk < BK; kk += KS) {\n"
+  "      unsigned a[MI][4], b[NI][2];\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MI; i++) {\n"
+  "        const int r = ty + 16 * i;\n"
+  "        if constexpr (BF16) {\n"
+  "          a[i][0] = a_bf16(sa, r, kk + 2 * t);\n"
+  "          a[i][1] = a_bf16(sa, r + 8, kk + 2 * t);\n"
+  "          a[i][2] = a_bf16(sa, r, kk + 2 * t + 8);\n"
+  "          a[i][3] = a_bf16(sa, r + 8, kk + 2 * t + 8);\n"
+  "        } else {\n"
+  "          a[i][0] = a_tf32(sa, r, kk + t);\n"
+  "          a[i][1] = a_tf32(sa, r + 8, kk + t);\n"
+  "          a[i][2] = a_tf32(sa, r, kk + t + 4);\n"
+  "          a[i][3] = a_tf32(sa, r + 8, kk + t + 4);\n"
+  "        }\n"
   "      }\n"
-  "      dyn_cp_commit();\n"
-  "      dyn_cp_wait<1>();\n"
-  "      __syncthreads();\n"
-  "      compute(acc, sa + (t & 1) * ATILE, sb + (t & 1) * BTILE, tx, ty);\n"
-  "      __syncthreads();\n"
+  "#pragma unroll\n"
+  "      for (int j = 0; j < NI; j++) {\n"
+  "        const int c = c0 + 8 * j;\n"
+  "        if constexpr (BF16) {\n"
+  "          b[j][0] = b_bf16(sb, kk + 2 * t, c);\n"
+  "          b[j][1] = b_bf16(sb, kk + 2 * t + 8, c);\n"
+  "        } else {\n"
+  "          b[j][0] = b_tf32(sb, kk + t, c);\n"
+  "          b[j][1] = b_tf32(sb, kk + t + 4, c);\n"
+  "        }\n"
+  "      }\n"
+  "#pragma unroll\n"
+  "      for (int i = 0; i < MI; i++)\n"
+  "#pragma unroll\n"
+  "        for (int j = 0; j < NI; j++) {\n"
+  "          float &d0 = acc[2 * i][2 * j], &d1 = acc[2 * i][2 * j + 1], &d2 = acc[2 * i + 1][2 * j], &d3 = acc[2 * i + 1][2 * j + 1];\n"
+  "          if constexpr (BF16) dyn_mma_bf16(d0, d1, d2, d3, a[i], b[j]);\n"
+  "          else dyn_mma_tf32(d0, d1, d2, d3, a[i], b[j]);\n"
+  "        }\n"
   "    }\n"
   "  }\n"
   "};\n";
@@ -1972,24 +2210,42 @@ static void render_gemm(Rd *r, const Var *v) {
   CK *ck = r->ck;
   CudaProgram *cp = r->cp;
   const Program *p = r->p;
-  const GemmShape *g = &GEMM_SHAPES[v->gemm];
+  int ns;
+  const GemmShape *g = &gemm_shapes(ck->math, ck->et, &ns)[v->gemm];
   Buf *o = r->o;
   int th = v->threads;
-  bool sb_kc = ck->b_kc && !ck->a_kc;
-  buf_printf(o, "/* %s, variant %dx%d: the contraction over %s of %s (%s) and %s (%s)\n", ck->base, g->bm, g->bn,
-             p->axes[ck->kax].name, p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous", p->slots[ck->gb].name,
-             ck->b_kc ? "k contiguous" : "n contiguous");
+  bool tc = ck->math != CUDA_EXACT, bf = ck->math == CUDA_BF16, f64 = ck->et == DYN_F64;
+  const char *T = cty(ck->et);
+  bool sb_kc = tc ? ck->b_kc : ck->b_kc && !ck->a_kc;
+  buf_printf(o, "/* %s, variant %s%dx%d: the contraction over %s of %s (%s) and %s (%s)\n", ck->base, tc ? (bf ? "bf16_" : "tf32_") : "",
+             g->bm, g->bn, p->axes[ck->kax].name, p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous",
+             p->slots[ck->gb].name, ck->b_kc ? "k contiguous" : "n contiguous");
   buf_printf(o, " *   grid:   a block per %dx%d tile of %s and batch (x), numbered in groups of 8 tile-rows (they\n"
                 " *           share B in L2); parts of a split K along z\n", g->bm, g->bn, p->slots[ck->gc].name);
-  buf_printf(o, " *   block:  %d threads; tiles of A (%s) and B (%s) of depth %d in shared memory, two buffers\n", th,
-             ck->a_kc ? "m x k" : "k x m", sb_kc ? "n x k" : "k x n", g->bk);
-  buf_printf(o, " *   thread: %dx%d outputs in registers, exact f32 FMA; edges bounds-checked */\n", g->tm, g->tn);
+  if (tc) {
+    int wtm = g->bm / g->wm, wtn = g->bn / g->wn;
+    buf_printf(o, " *   block:  %d threads, %dx%d warps; f32 tiles of A (%s) and B (%s) of depth %d in shared memory,\n"
+                  " *           two buffers\n", th, g->wm, g->wn, ck->a_kc ? "m x k" : "k x m", sb_kc ? "n x k" : "k x n", g->bk);
+    buf_printf(o, " *   warp:   a %dx%d tile of %s: %dx%d mma.sync.m16n8k%d tiles, operands rounded from f32 to %s\n"
+                  " *           (%s) as they are read, f32 accumulators\n", wtm, wtn, p->slots[ck->gc].name, wtm / 16, wtn / 8,
+               bf ? 16 : 8, bf ? "bf16" : "tf32", bf ? "nearest even, 7 bits of mantissa" : "nearest, 10 bits of mantissa");
+    buf_printf(o, " *   thread: %dx%d outputs in registers, rows g and g + 8, columns 2t and 2t + 1 of each mma tile\n"
+                  " *           (g = lane / 4, t = lane %% 4); edges bounds-checked */\n", g->tm, g->tn);
+  } else {
+    buf_printf(o, " *   block:  %d threads; tiles of A (%s) and B (%s) of depth %d in shared memory, two buffers\n", th,
+               ck->a_kc ? "m x k" : "k x m", sb_kc ? "n x k" : "k x n", g->bk);
+    buf_printf(o, " *   thread: %dx%d outputs in registers, exact %s FMA; edges bounds-checked */\n", g->tm, g->tn, f64 ? "f64" : "f32");
+  }
   int minb = g->tm * g->tn >= 64 ? 65536 / (128 * th) : 1;
   kernel_open(r, v, minb);
   reset_axes(r);
-  buf_printf(o, "  typedef DynGemm<%d, %d, %d, %d, %d, %s, %s> G;\n", g->bm, g->bn, g->bk, g->tm, g->tn, ck->a_kc ? "true" : "false",
-             ck->b_kc ? "true" : "false");
-  buf_puts(o, "  __shared__ __align__(16) float sa_[2 * G::ATILE], sb_[2 * G::BTILE];\n");
+  if (tc)
+    buf_printf(o, "  typedef DynMma<%d, %d, %d, %d, %d, %s, %s, %s> G;\n", g->bm, g->bn, g->bk, g->wm, g->wn, ck->a_kc ? "true" : "false",
+               ck->b_kc ? "true" : "false", bf ? "true" : "false");
+  else
+    buf_printf(o, "  typedef DynGemm<%d, %d, %d, %d, %d, %s, %s%s> G;\n", g->bm, g->bn, g->bk, g->tm, g->tn, ck->a_kc ? "true" : "false",
+               ck->b_kc ? "true" : "false", f64 ? ", double" : "");
+  buf_printf(o, "  __shared__ __align__(16) %s sa_[2 * G::ATILE], sb_[2 * G::BTILE];\n", T);
   buf_printf(o, "  const i64 M_ = %s, N_ = %s, K_ = %s, nb_ = %s;\n", ext_of(r, ck->max), ext_of(r, ck->nax), ext_of(r, ck->kax),
              ck->bax >= 0 ? ext_of(r, ck->bax) : "1");
   buf_printf(o, "  const unsigned tm_ = (unsigned)((M_ + %d) / %d), tn_ = (unsigned)((N_ + %d) / %d);\n", g->bm - 1, g->bm, g->bn - 1, g->bn);
@@ -1998,17 +2254,17 @@ static void render_gemm(Rd *r, const Var *v) {
   buf_printf(o, "  const i64 m0_ = (i64)(first_ + pid_ %% gsz_) * %d, n0_ = (i64)(pid_ %% (8 * tn_) / gsz_) * %d;\n", g->bm, g->bn);
   buf_printf(o, "  const i64 kc_ = ((K_ + a.splits - 1) / a.splits + %d) / %d * %d;\n", g->bk - 1, g->bk, g->bk);
   buf_puts(o, "  const i64 k0_ = (i64)blockIdx.z * kc_, k1_ = k0_ + kc_ < K_ ? k0_ + kc_ : K_;\n");
-  buf_printf(o, "  const int tx_ = threadIdx.x %% %d, ty_ = threadIdx.x / %d;\n", g->bn / g->tn, g->bn / g->tn);
+  buf_puts(o, "  const int tx_ = G::tx(), ty_ = G::ty();\n");
   const char *bv = ck->bax >= 0 ? cp->aname[ck->bax] : "bz_";
   if (ck->bax >= 0) r->ax[ck->bax] = bv;
   buf_printf(o, "  {\n    const i64 %s = blockIdx.x / (tm_ * tn_);     /* the batch */\n", bv);
-  buf_printf(o, "    float acc_[%d][%d];\n", g->tm, g->tn);
-  buf_printf(o, "#pragma unroll\n    for (int ii_ = 0; ii_ < %d; ii_++)\n#pragma unroll\n      for (int jj_ = 0; jj_ < %d; jj_++) acc_[ii_][jj_] = 0.0f;\n",
-             g->tm, g->tn);
-  buf_printf(o, "    G::run(acc_, sa_, sb_, a.%s + %s * %s, a.%s + %s * %s, m0_, n0_, k0_, k1_, M_, N_,\n",
+  buf_printf(o, "    %s acc_[%d][%d];\n", T, g->tm, g->tn);
+  buf_printf(o, "#pragma unroll\n    for (int ii_ = 0; ii_ < %d; ii_++)\n#pragma unroll\n      for (int jj_ = 0; jj_ < %d; jj_++) acc_[ii_][jj_] = %s;\n",
+             g->tm, g->tn, f64 ? "0.0" : "0.0f");
+  buf_printf(o, "    dyn_gemm_run<G>(acc_, sa_, sb_, a.%s + %s * %s, a.%s + %s * %s, m0_, n0_, k0_, k1_, M_, N_,\n",
              field_name(ck, F_PTR, ck->ga, 0, NULL), bv, stride_text(r, ck->ga, ck->apos[0]),
              field_name(ck, F_PTR, ck->gb, 0, NULL), bv, stride_text(r, ck->gb, ck->bpos[0]));
-  buf_printf(o, "           %s, %s, %s, %s, a.a_vec != 0, a.b_vec != 0);\n", stride_text(r, ck->ga, ck->apos[1]),
+  buf_printf(o, "                    %s, %s, %s, %s, a.a_vec != 0, a.b_vec != 0);\n", stride_text(r, ck->ga, ck->apos[1]),
              stride_text(r, ck->ga, ck->apos[2]), stride_text(r, ck->gb, ck->bpos[1]), stride_text(r, ck->gb, ck->bpos[2]));
   const char *mi = cp->aname[ck->max], *nj = cp->aname[ck->nax];
   r->ax[ck->max] = mi;
@@ -2017,7 +2273,7 @@ static void render_gemm(Rd *r, const Var *v) {
   buf_printf(o, "      const i64 %s = m0_ + G::row(ty_, ii_);\n      if (%s >= M_) continue;\n", mi, mi);
   buf_printf(o, "#pragma unroll\n      for (int jj_ = 0; jj_ < %d; jj_++) {\n", g->tn);
   buf_printf(o, "        const i64 %s = n0_ + G::col(tx_, jj_);\n        if (%s >= N_) continue;\n", nj, nj);
-  buf_printf(o, "        if (a.splits > 1)\n          ((float *)a.ws)[(((i64)blockIdx.z * nb_ + %s) * M_ + %s) * N_ + %s] = acc_[ii_][jj_];\n", bv, mi, nj);
+  buf_printf(o, "        if (a.splits > 1)\n          ((%s *)a.ws)[(((i64)blockIdx.z * nb_ + %s) * M_ + %s) * N_ + %s] = acc_[ii_][jj_];\n", T, bv, mi, nj);
   buf_puts(o, "        else\n");
   stage_comment(r, ck->kn, &ck->kn->stages[0], 10, NULL);
   gemm_epilogue(r, "acc_[ii_][jj_]", 10);
@@ -2037,11 +2293,12 @@ static void render_splitk(Rd *r, const Var *v) {
   const char *bv = ck->bax >= 0 ? cp->aname[ck->bax] : "bz_";
   const char *mi = cp->aname[ck->max], *nj = cp->aname[ck->nax];
   buf_printf(o, "  const i64 M_ = %s, N_ = %s, nb_ = %s;\n", ext_of(r, ck->max), ext_of(r, ck->nax), ck->bax >= 0 ? ext_of(r, ck->bax) : "1");
-  buf_puts(o, "  const float *ws_ = (const float *)a.ws;\n");
+  const char *T = cty(ck->et);
+  buf_printf(o, "  const %s *ws_ = (const %s *)a.ws;\n", T, T);
   buf_puts(o, "  for (i64 row_ = (i64)blockIdx.y * blockDim.y + threadIdx.y; row_ < nb_ * M_; row_ += (i64)gridDim.y * blockDim.y) {\n");
   buf_printf(o, "    const i64 %s = row_ / M_, %s = row_ %% M_;\n", bv, mi);
   buf_printf(o, "    for (i64 %s = (i64)blockIdx.x * blockDim.x + threadIdx.x; %s < N_; %s += (i64)gridDim.x * blockDim.x) {\n", nj, nj, nj);
-  buf_puts(o, "      float s_ = 0.0f;\n");
+  buf_printf(o, "      %s s_ = %s;\n", T, ck->et == DYN_F64 ? "0.0" : "0.0f");
   buf_printf(o, "      for (i64 z_ = 0; z_ < a.splits; z_++) s_ += ws_[((z_ * nb_ + %s) * M_ + %s) * N_ + %s];\n", bv, mi, nj);
   if (ck->bax >= 0) r->ax[ck->bax] = bv;
   r->ax[ck->max] = mi;
@@ -2056,9 +2313,20 @@ static void render_program(CudaProgram *cp) {
   Buf *o = &cp->src;
   buf_printf(o, "/* dyn: CUDA C for %s, rendered for %s (%s: compute capability %d.%d, %d SMs).\n"
                 " * Generated by src/cuda.c.  Every size, extent and stride is an argument: one module serves\n"
-                " * every shape; the host picks a variant per kernel and shape with the model in cuda.c. */\n\n",
+                " * every shape; the host picks a variant per kernel and shape with the model in cuda.c.",
              p->name, cp->hw.name, cp->hw.desc, cp->hw.cc_major, cp->hw.cc_minor, cp->hw.sm_count);
+  CudaMath on = cuda_math_on(&cp->hw, cp->math);
+  bool gemm = false;
+  for (int k = 0; k < cp->nk; k++) gemm = gemm || cp->k[k].kind == CK_GEMM;
+  /* the arithmetic asked for changes only a module with a contraction */
+  if (gemm && on != CUDA_EXACT)
+    buf_printf(o, "\n * f32 contractions in %s on the tensor cores (mma.sync); everything else exact.", cuda_math_name(on));
+  else if (gemm && cp->math != CUDA_EXACT)
+    buf_printf(o, "\n * f32 contractions exact: %s was asked for, but the tensor cores take it from compute capability 8.0.",
+               cuda_math_name(cp->math));
+  buf_puts(o, " */\n\n");
   buf_puts(o, PRELUDE);
+  if (gemm && on != CUDA_EXACT) buf_puts(o, PRELUDE_MMA);
   Rd r = {0};
   r.cp = cp;
   r.p = p;
@@ -2110,10 +2378,11 @@ static void program_free(CudaProgram *cp) {
   free(cp);
 }
 
-CudaProgram *cuda_program_new(const Program *p, const HwModel *hw) {
+CudaProgram *cuda_program_new(const Program *p, const HwModel *hw, CudaMath math) {
   CudaProgram *cp = xcalloc(1, sizeof *cp);
   cp->p = p;
   cp->hw = *hw;
+  cp->math = math;
   cp->ar = arena_new();
   analyse(cp);
   render_program(cp);
@@ -2124,8 +2393,8 @@ void cuda_program_free(CudaProgram *cp) { program_free(cp); }
 
 const char *cuda_program_source(const CudaProgram *cp) { return cp->src.s ? cp->src.s : ""; }
 
-void cuda_render(const Program *p, const HwModel *hw, Buf *cuda_src) {
-  CudaProgram *cp = cuda_program_new(p, hw);
+void cuda_render(const Program *p, const HwModel *hw, CudaMath math, Buf *cuda_src) {
+  CudaProgram *cp = cuda_program_new(p, hw, math);
   buf_puts(cuda_src, cuda_program_source(cp));
   program_free(cp);
 }
@@ -2200,33 +2469,52 @@ static double peak_flops(const HwModel *hw) {
   return p > 0 ? p : 1e13;
 }
 
-/* Shared memory of a tile shape (two buffers of A and B, rows padded by 4 floats). */
-static int gemm_smem(const GemmShape *g, bool a_kc, bool b_kc) {
-  bool sb_kc = b_kc && !a_kc;
-  int a = (a_kc ? g->bm : g->bk) * ((a_kc ? g->bk : g->bm) + 4);
-  int b = (sb_kc ? g->bn : g->bk) * ((sb_kc ? g->bk : g->bn) + 4);
-  return 2 * (a + b) * 4;
+/* The peak of the units a contraction's tiles run on: the CUDA cores, or the tensor cores'
+ * dense tf32 or bf16 rate (hw/README.md: tf32_tflops, bf16_tflops). */
+static double math_peak(const HwModel *hw, CudaMath m) {
+  double t = m == CUDA_TF32 ? hw->tf32_tflops : m == CUDA_BF16 ? hw->bf16_tflops : 0;
+  return t > 0 ? t * 1e12 : peak_flops(hw);
+}
+
+/* The padding of a tile's rows, as the prelude's DynGemm and DynMma have it: 4 floats, or on
+ * the tensor cores 8 where tf32 reads across rows or bf16 along them (against bank conflicts). */
+static int gemm_pad(CudaMath m, bool kc) {
+  if (m == CUDA_EXACT) return 4;
+  return (m == CUDA_BF16) == kc ? 8 : 4;
+}
+
+/* Shared memory of a tile shape (two buffers of A and B of es-byte elements, rows padded). */
+static int gemm_smem(const GemmShape *g, CudaMath m, int es, bool a_kc, bool b_kc) {
+  bool sb_kc = m == CUDA_EXACT ? b_kc && !a_kc : b_kc;
+  int a = (a_kc ? g->bm : g->bk) * ((a_kc ? g->bk : g->bm) + gemm_pad(m, a_kc));
+  int b = (sb_kc ? g->bn : g->bk) * ((sb_kc ? g->bk : g->bn) + gemm_pad(m, sb_kc));
+  return 2 * (a + b) * es;
 }
 
 #define GEMM_BLOCK_CYCLES 2000.0    /* a wave's pipeline fill and epilogue */
 #define GEMM_SPLIT_CYCLES 6000.0    /* the launch of the split-K sum */
 
 /* Registers per thread: the driver's count once loaded, else what the kernels are compiled
- * to (__launch_bounds__ holds the 8x8 tiles to 128; ptxas gives the 4x4 ones about 80). */
+ * to (__launch_bounds__ holds tiles of 64 accumulators to 128; ptxas gives the smaller ones
+ * about 80). */
 static int gemm_regs_guess(const GemmShape *g) { return g->tm * g->tn >= 64 ? 128 : 80; }
 
-/* Predicted seconds of one tile shape and split on hw:
+/* Predicted seconds of one tile shape and split on hw, its tiles computing in math on es-byte
+ * elements (f64 at the f32 peak: the hw files carry no f64 figure, which makes the times of
+ * f64 tiles comparable with each other, not with other kernels'):
  *   compute: the busiest SM's blocks x FLOPs per block (padded to whole tiles and k-steps) at
- *            the SM's share of the peak, scaled by the tile's FLOPs per shared-memory byte
- *            against the peak's ratio to the shared-memory bandwidth, and by the warps
- *            resident (a main loop of FMAs and shared-memory reads needs about two per
- *            scheduler, four schedulers per SM, to hide its latencies -- an assumption);
+ *            the SM's share of the peak of the CUDA cores or the tensor cores, scaled by the
+ *            FLOPs per shared-memory byte (a thread's TM x TN tile on the CUDA cores, a warp's
+ *            tile on the tensor cores: its fragments are read from shared memory once per
+ *            warp) against the peak's ratio to the shared-memory bandwidth, and by the warps
+ *            resident (a main loop of FMAs or mma.sync and shared-memory reads needs about two
+ *            per scheduler, four schedulers per SM, to hide its latencies -- an assumption);
  *   memory:  compulsory bytes over HBM bandwidth; each tile's A and B panels over L2's.
  * The time is the largest of the three; waves = ceil(blocks / (SMs x blocks per SM)). */
-static double gemm_time(const HwModel *hw, const GemmShape *g, int regs, int smem, int64_t batch, int64_t m, int64_t n,
-                        int64_t k, int splits, CudaGemmPlan *out) {
+static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, int es, int regs, int smem, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, int splits, CudaGemmPlan *out) {
   int sms = hw->sm_count > 0 ? hw->sm_count : 1;
-  int threads = (g->bm / g->tm) * (g->bn / g->tn);
+  int threads = gemm_threads(g);
   int regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
   int64_t smem_sm = hw->smem_per_sm > 0 ? hw->smem_per_sm : 98304;
   int r8 = (regs + 7) / 8 * 8;
@@ -2240,9 +2528,10 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, int regs, int sme
   int64_t blocks = tiles * splits;
   int64_t kp = cdiv(cdiv(k, splits), g->bk) * g->bk;
   double flops_block = 2.0 * g->bm * g->bn * (double)kp;
-  double peak = peak_flops(hw);
+  double peak = math_peak(hw, math);
   const HwLevel *sm = gpu_level(hw, "smem"), *l2 = gpu_level(hw, "L2");
-  double intensity = 2.0 * g->tm * g->tn / ((g->tm + g->tn) * 4.0);
+  double rows = g->wm ? g->bm / g->wm : g->tm, cols = g->wn ? g->bn / g->wn : g->tn;
+  double intensity = 2.0 * rows * cols / ((rows + cols) * es);
   double eff = sm && sm->gbs > 0 ? sm->gbs * 1e9 * intensity / peak : 1.0;
   if (eff > 1) eff = 1;
   int64_t per_sm = cdiv(blocks, sms);
@@ -2250,10 +2539,10 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, int regs, int sme
   double occ = (double)resident * threads / 32 / 8.0;
   if (occ > 1) occ = 1;
   double t_compute = (double)per_sm * flops_block / (peak / sms * eff * occ);
-  double bytes = 4.0 * (double)batch * ((double)m * k + (double)k * n + (double)m * n);
-  if (splits > 1) bytes += 4.0 * 2 * splits * (double)batch * m * n;
+  double bytes = (double)es * batch * ((double)m * k + (double)k * n + (double)m * n);
+  if (splits > 1) bytes += (double)es * 2 * splits * batch * m * n;
   double t_mem = bytes / mem_bw(hw);
-  double l2_bytes = 4.0 * (double)batch * ((double)m * k * cdiv(n, g->bn) + (double)k * n * cdiv(m, g->bm));
+  double l2_bytes = (double)es * batch * ((double)m * k * cdiv(n, g->bn) + (double)k * n * cdiv(m, g->bm));
   double t_l2 = l2 && l2->gbs > 0 ? l2_bytes / (l2->gbs * 1e9) : 0;
   double t = t_compute > t_mem ? t_compute : t_mem;
   if (t_l2 > t) t = t_l2;
@@ -2265,6 +2554,7 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, int regs, int sme
   t += (double)waves * GEMM_BLOCK_CYCLES / (ghz * 1e9);
   if (splits > 1) t += GEMM_SPLIT_CYCLES / (ghz * 1e9);
   if (out) {
+    out->math = math;
     out->bm = g->bm;
     out->bn = g->bn;
     out->bk = g->bk;
@@ -2280,24 +2570,26 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, int regs, int sme
 
 static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
 
-/* The best tile shape and split: the least predicted time; a split must win by more than
- * 10% besides its own costs (it adds a kernel and a pass over the partial tiles). */
-static int gemm_choose(const HwModel *hw, const int *regs, bool a_kc, bool b_kc, int64_t batch, int64_t m, int64_t n, int64_t k,
-                       int force_shape, int force_splits, CudaGemmPlan *best) {
+/* The best tile shape (of those for math and et) and split: the least predicted time; a split
+ * must win by more than 10% besides its own costs (it adds a kernel and a pass over the
+ * partial tiles). */
+static int gemm_choose(const HwModel *hw, CudaMath math, DynElem et, const int *regs, bool a_kc, bool b_kc, int64_t batch, int64_t m,
+                       int64_t n, int64_t k, int force_shape, int force_splits, CudaGemmPlan *best) {
   double best_t = INFINITY, best_unsplit = INFINITY;
-  int best_g = -1;
+  int best_g = -1, es = elem_size(et);
   CudaGemmPlan unsplit = {0};
-  int unsplit_g = -1;
-  for (int g = 0; g < NGEMM; g++) {
+  int unsplit_g = -1, nshapes;
+  const GemmShape *shapes = gemm_shapes(math, et, &nshapes);
+  for (int g = 0; g < nshapes; g++) {
     if (force_shape >= 0 && g != force_shape) continue;
-    const GemmShape *gs = &GEMM_SHAPES[g];
+    const GemmShape *gs = &shapes[g];
     int r = regs && regs[g] > 0 ? regs[g] : gemm_regs_guess(gs);
     int ns = force_splits > 0 ? 1 : (int)(sizeof SPLITS / sizeof *SPLITS);
     for (int si = 0; si < ns; si++) {
       int s = force_splits > 0 ? force_splits : SPLITS[si];
       if (force_splits <= 0 && s > 1 && (cdiv(k, s) < 2 * gs->bk || s > cdiv(k, gs->bk))) continue;
       CudaGemmPlan pl;
-      double t = gemm_time(hw, gs, r, gemm_smem(gs, a_kc, b_kc), batch, m, n, k, s, &pl);
+      double t = gemm_time(hw, gs, math, es, r, gemm_smem(gs, math, es, a_kc, b_kc), batch, m, n, k, s, &pl);
       if (s == 1 && t < best_unsplit) {
         best_unsplit = t;
         unsplit = pl;
@@ -2317,10 +2609,10 @@ static int gemm_choose(const HwModel *hw, const int *regs, bool a_kc, bool b_kc,
   return best_g;
 }
 
-bool cuda_gemm_plan(const HwModel *hw, int64_t batch, int64_t m, int64_t n, int64_t k, CudaGemmPlan *out) {
+bool cuda_gemm_plan(const HwModel *hw, CudaMath math, int64_t batch, int64_t m, int64_t n, int64_t k, CudaGemmPlan *out) {
   if (batch < 1 || m < 1 || n < 1 || k < 0) return false;
   memset(out, 0, sizeof *out);
-  return gemm_choose(hw, NULL, true, false, batch, m, n, k, -1, 0, out) >= 0;
+  return gemm_choose(hw, cuda_math_on(hw, math), DYN_F32, NULL, true, false, batch, m, n, k, -1, 0, out) >= 0;
 }
 
 /* What one kernel runs for one shape. */
@@ -2485,18 +2777,20 @@ static void plan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext,
       L->skip = true;
       return;
     }
-    int regs[NGEMM];
-    for (int g = 0; g < NGEMM; g++) {
+    int nshapes;
+    const GemmShape *shapes = gemm_shapes(ck->math, ck->et, &nshapes);
+    int regs[NSHAPES_MAX];
+    for (int g = 0; g < nshapes; g++) {
       int vi = find_var(ck, V_GEMM, g);
       regs[g] = vi >= 0 ? ck->v[vi].regs : 0;
     }
     int fshape = fv >= 0 && ck->v[fv].kind == V_GEMM ? ck->v[fv].gemm : -1;
-    int g = gemm_choose(hw, regs, ck->a_kc, ck->b_kc, batch, m, n, k < 1 ? 1 : k, fshape, force_splits, &L->gp);
+    int g = gemm_choose(hw, ck->math, ck->et, regs, ck->a_kc, ck->b_kc, batch, m, n, k < 1 ? 1 : k, fshape, force_splits, &L->gp);
     if (g < 0) g = 0;
-    const GemmShape *gs = &GEMM_SHAPES[g];
+    const GemmShape *gs = &shapes[g];
     L->var = find_var(ck, V_GEMM, g);
     L->splits = L->gp.splits > 0 ? L->gp.splits : 1;
-    L->block[0] = (unsigned)((gs->bm / gs->tm) * (gs->bn / gs->tn));
+    L->block[0] = (unsigned)gemm_threads(gs);
     L->block[1] = L->block[2] = 1;
     int64_t tiles = cdiv(m, gs->bm) * cdiv(n, gs->bn) * batch;
     if (tiles > 0x7fffffff) {
@@ -2512,18 +2806,22 @@ static void plan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext,
             a_sk = slot_stride(strides, ck->ga, ck->apos[2]);
     int64_t b_sb = slot_stride(strides, ck->gb, ck->bpos[0]), b_sk = slot_stride(strides, ck->gb, ck->bpos[1]),
             b_sn = slot_stride(strides, ck->gb, ck->bpos[2]);
-    if (ck->a_kc) L->avec = a_sk == 1 && a_sm % 4 == 0 && a_sb % 4 == 0;
-    else L->avec = a_sm == 1 && a_sk % 4 == 0 && a_sb % 4 == 0;
-    if (ck->b_kc && !ck->a_kc) L->bvec = b_sk == 1 && b_sn % 4 == 0 && b_sb % 4 == 0;
-    else if (!ck->b_kc) L->bvec = b_sn == 1 && b_sk % 4 == 0 && b_sb % 4 == 0;
+    int V = 16 / elem_size(ck->et);             /* elements per 16-byte copy */
+    if (ck->a_kc) L->avec = a_sk == 1 && a_sm % V == 0 && a_sb % V == 0;
+    else L->avec = a_sm == 1 && a_sk % V == 0 && a_sb % V == 0;
+    /* B in shared memory keeps k contiguous when it does in memory, except for the CUDA
+     * cores' tiles when A does too (they transpose B on the way, 4 bytes at a time) */
+    bool sb_kc = ck->b_kc && (ck->math != CUDA_EXACT || !ck->a_kc);
+    if (sb_kc) L->bvec = b_sk == 1 && b_sn % V == 0 && b_sb % V == 0;
+    else if (!ck->b_kc) L->bvec = b_sn == 1 && b_sk % V == 0 && b_sb % V == 0;
     if (L->splits > 1) {
-      L->ws = (size_t)L->splits * (size_t)batch * (size_t)m * (size_t)n * 4;
+      L->ws = (size_t)L->splits * (size_t)batch * (size_t)m * (size_t)n * (size_t)elem_size(ck->et);
       L->var2 = find_var(ck, V_SPLITK, 0);
       loop_dims(n, batch * m, L->grid2, L->block2);
     }
-    snprintf(L->why, sizeof L->why, "tiles %dx%d, %d threads, K in %d part%s: %lld blocks, %d per SM, %.0f wave%s", gs->bm, gs->bn,
-             (int)L->block[0], L->splits, L->splits == 1 ? "" : "s", (long long)L->gp.blocks, L->gp.blocks_per_sm, L->gp.waves,
-             L->gp.waves == 1 ? "" : "s");
+    snprintf(L->why, sizeof L->why, "%stiles %dx%d, %d threads, K in %d part%s: %lld blocks, %d per SM, %.0f wave%s",
+             ck->math == CUDA_EXACT ? "" : ck->math == CUDA_TF32 ? "tf32 " : "bf16 ", gs->bm, gs->bn, (int)L->block[0], L->splits,
+             L->splits == 1 ? "" : "s", (long long)L->gp.blocks, L->gp.blocks_per_sm, L->gp.waves, L->gp.waves == 1 ? "" : "s");
     return;
   }
   }
@@ -2602,6 +2900,11 @@ static void model_for_device(const char *dname, CUdevice dev, HwModel *hw) {
   int lanes = cc == 60 || (cc >= 70 && cc < 80) || cc == 80 ? 64 : 128;
   hw->fp32_tflops = hw->sm_count * lanes * 2 * hw->ghz / 1e3;
   hw->peak_gflops_f32 = hw->fp32_tflops * 1e3;
+  /* dense tf32 FLOPs per clock per SM on the tensor cores, bf16 twice that (whitepapers:
+   * A100 1024, H100 2048, L4 512; GeForce parts halve them with f32 sums) -- approximate */
+  int tc = cc < 80 ? 0 : cc == 80 ? 1024 : cc < 90 ? 512 : 2048;
+  hw->tf32_tflops = hw->sm_count * tc * hw->ghz / 1e3;
+  hw->bf16_tflops = 2 * hw->tf32_tflops;
   hw->cores = hw->sm_count;
   int memclk = 0, bus = 0, l2 = 0;
   D.cuDeviceGetAttribute(&memclk, CU_DEV_MEM_CLOCK_RATE, dev);
@@ -2745,10 +3048,10 @@ static double now_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-CudaProgram *cuda_compile(CudaBackend *be, const Program *p, char *err, size_t errlen) {
+CudaProgram *cuda_compile(CudaBackend *be, const Program *p, CudaMath math, char *err, size_t errlen) {
   double t0 = now_ms();
   D.cuCtxSetCurrent(be->ctx);
-  CudaProgram *cp = cuda_program_new(p, &be->hw);
+  CudaProgram *cp = cuda_program_new(p, &be->hw, math);
   const char *src = cuda_program_source(cp);
   uint64_t h = fnv1a(src);
   Module *m = NULL;
@@ -2998,19 +3301,35 @@ static void describe_kernel(const CudaProgram *cp, const CK *ck, Buf *out) {
   buf_printf(out, "kernel %s\n", kn->name);
   switch (ck->kind) {
   case CK_GEMM: {
-    buf_printf(out, "  contraction over %s: %s (%s) x %s (%s) -> %s%s, exact f32 on the CUDA cores\n", p->axes[ck->kax].name,
-               p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous", p->slots[ck->gb].name,
-               ck->b_kc ? "k contiguous" : "n contiguous", p->slots[ck->gc].name, ck->bax >= 0 ? ", batched" : "");
+    bool tc = ck->math != CUDA_EXACT;
+    buf_printf(out, "  contraction over %s: %s (%s) x %s (%s) -> %s%s, ", p->axes[ck->kax].name, p->slots[ck->ga].name,
+               ck->a_kc ? "k contiguous" : "m contiguous", p->slots[ck->gb].name, ck->b_kc ? "k contiguous" : "n contiguous",
+               p->slots[ck->gc].name, ck->bax >= 0 ? ", batched" : "");
+    if (tc) buf_printf(out, "%s on the tensor cores, f32 sums\n", cuda_math_name(ck->math));
+    else if (ck->et == DYN_F64) buf_puts(out, "exact f64 on the CUDA cores\n");
+    else if (cp->math != CUDA_EXACT)
+      buf_printf(out, "exact f32 on the CUDA cores\n  (%s asked for: the tensor cores take it from compute capability 8.0; this GPU is %d.%d)\n",
+                 cuda_math_name(cp->math), cp->hw.cc_major, cp->hw.cc_minor);
+    else buf_puts(out, "exact f32 on the CUDA cores\n");
     buf_puts(out, "  grid:    a block per tile of the output and batch (groups of 8 tile-rows share B in L2); split K on z\n");
     buf_puts(out, "  block:   A and B tiles in shared memory, two buffers (cp.async from sm_80)\n");
-    buf_puts(out, "  thread:  a register tile of outputs\n  variants:");
-    for (int g = 0; g < NGEMM; g++) {
-      const GemmShape *gs = &GEMM_SHAPES[g];
+    if (tc)
+      buf_printf(out, "  warp:    a tile of the output in mma.sync.m16n8k%d tiles, operands rounded to %s from shared memory\n"
+                      "  thread:  its fragments: four outputs of each mma tile\n  variants:", ck->math == CUDA_BF16 ? 16 : 8,
+                 cuda_math_name(ck->math));
+    else buf_puts(out, "  thread:  a register tile of outputs\n  variants:");
+    int nshapes;
+    const GemmShape *shapes = gemm_shapes(ck->math, ck->et, &nshapes);
+    for (int g = 0; g < nshapes; g++) {
+      const GemmShape *gs = &shapes[g];
       int vi = find_var(ck, V_GEMM, g);
-      buf_printf(out, " %dx%d (%d threads, %dx%d each, k-step %d", gs->bm, gs->bn, (gs->bm / gs->tm) * (gs->bn / gs->tn), gs->tm, gs->tn,
-                 gs->bk);
+      if (tc)
+        buf_printf(out, " %dx%d (%d warps of %dx%d, k-step %d", gs->bm, gs->bn, gs->wm * gs->wn, gs->bm / gs->wm, gs->bn / gs->wn,
+                   gs->bk);
+      else
+        buf_printf(out, " %dx%d (%d threads, %dx%d each, k-step %d", gs->bm, gs->bn, gemm_threads(gs), gs->tm, gs->tn, gs->bk);
       if (vi >= 0 && ck->v[vi].regs) buf_printf(out, ", %d registers", ck->v[vi].regs);
-      buf_puts(out, g + 1 < NGEMM ? ")," : ")\n");
+      buf_puts(out, g + 1 < nshapes ? ")," : ")\n");
     }
     break;
   }

@@ -587,6 +587,16 @@ double cost_roofline(const HwModel *hw, int threads, double flops, double bytes)
  * needs no CUDA toolkit and dyn runs where there is no GPU. */
 typedef struct CudaBackend CudaBackend;
 typedef struct CudaProgram CudaProgram;
+/* The arithmetic of f32 contractions (:target gpu [exact|tf32|bf16]): exact f32 on the CUDA
+ * cores, the default; or the tensor cores (mma.sync) with the operands rounded to tf32 or bf16
+ * and the sums kept in f32, on compute capability 8.0 and later (older GPUs stay exact).
+ * Every other kernel, and every f64 or integer contraction, is exact whatever is chosen. */
+typedef enum { CUDA_EXACT, CUDA_TF32, CUDA_BF16 } CudaMath;
+/* "exact", "tf32", "bf16" */
+const char *cuda_math_name(CudaMath m);
+/* What f32 contractions compute in on hw when m is asked for: m, or CUDA_EXACT where the GPU
+ * has no tensor cores for it (compute capability below 8.0). */
+CudaMath cuda_math_on(const HwModel *hw, CudaMath m);
 /* Whether NVRTC can be opened; false with the reason. */
 bool cuda_nvrtc_available(char *why, size_t whylen);
 /* The first GPU, with the driver's primary context.  hw: the GPU model the scheduler uses
@@ -598,17 +608,18 @@ void cuda_backend_free(CudaBackend *be);                          /* NULL-safe *
 const HwModel *cuda_backend_hw(const CudaBackend *be);
 /* One line: "NVIDIA H200 (compute capability 9.0, 132 SMs; driver 12.8, NVRTC 13.0)" */
 const char *cuda_backend_device(const CudaBackend *be);
-/* The CUDA C of a program for the GPU that hw describes, appended to cuda_src. */
-void cuda_render(const Program *p, const HwModel *hw, Buf *cuda_src);
+/* The CUDA C of a program for the GPU that hw describes, with f32 contractions in math,
+ * appended to cuda_src. */
+void cuda_render(const Program *p, const HwModel *hw, CudaMath math, Buf *cuda_src);
 /* CUDA C to PTX for compute capability cc_major.cc_minor (or the newest older one NVRTC
  * knows).  Needs only NVRTC.  False with a message in err. */
 bool cuda_compile_ptx(const char *src, int cc_major, int cc_minor, Buf *ptx, char *err, size_t errlen);
 /* The analysis and CUDA C of a program, nothing compiled (:code cuda, :sched without a
  * device).  p must outlive it; free with cuda_program_free. */
-CudaProgram *cuda_program_new(const Program *p, const HwModel *hw);
+CudaProgram *cuda_program_new(const Program *p, const HwModel *hw, CudaMath math);
 /* Render, compile to PTX (a module cache keyed by the source text) and load: once, for every
  * shape.  NULL with a message. */
-CudaProgram *cuda_compile(CudaBackend *be, const Program *p, char *err, size_t errlen);
+CudaProgram *cuda_compile(CudaBackend *be, const Program *p, CudaMath math, char *err, size_t errlen);
 void cuda_program_free(CudaProgram *cp);                          /* NULL-safe */
 const char *cuda_program_source(const CudaProgram *cp);
 double cuda_program_compile_ms(const CudaProgram *cp);
@@ -626,18 +637,20 @@ double cuda_last_ms(const CudaBackend *be);
  * pc gives the cost formulas of the kernels that are not contractions. */
 double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Buf *out);
 /* The contraction model on hw, for tests and :sched: the tile, split of K and predicted time
- * it picks for `batch` products of m x k by k x n. */
+ * it picks for `batch` products of m x k by k x n with math asked for. */
 typedef struct CudaGemmPlan {
+  CudaMath math;                /* what the tiles compute in: cuda_math_on(hw, math asked for) */
   int bm, bn, bk, threads, splits;
   int64_t blocks;               /* blocks launched (tiles x splits x batch) */
   int blocks_per_sm;            /* resident at once, from registers, shared memory, threads */
   double waves;                 /* ceil(blocks / (SMs x blocks_per_sm)) */
   double predicted_s;
 } CudaGemmPlan;
-bool cuda_gemm_plan(const HwModel *hw, int64_t batch, int64_t m, int64_t n, int64_t k, CudaGemmPlan *out);
+bool cuda_gemm_plan(const HwModel *hw, CudaMath math, int64_t batch, int64_t m, int64_t n, int64_t k, CudaGemmPlan *out);
 /* Tests: cuda_run uses this variant ("loop", "loop4", "warp", "block256", "block1024",
- * "grid", "gemm64x64", ...) where a kernel has it and its conditions hold, and splits K in
- * `splits` parts (0: the model's choice).  NULL and 0 restore the model. */
+ * "grid", "gemm64x64", "tf32_128x128", "bf16_32x32", ...) where a kernel has it and its
+ * conditions hold, and splits K in `splits` parts (0: the model's choice).  NULL and 0
+ * restore the model. */
 void cuda_force(CudaBackend *be, const char *variant, int splits);
 
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input */

@@ -57,6 +57,7 @@ struct Session {
   char gpu_why[256];
   HwModel gpu_hw;                  /* the GPU model for :code cuda and :sched (:hw NAME of a GPU) */
   bool have_gpu_hw;
+  CudaMath gpu_math;               /* f32 contractions on the GPU: exact, or tf32/bf16 (:target gpu tf32) */
   Func *last_fn;                   /* the last function called, and its sizes (for :time) */
   unsigned last_fn_calls;
   const char *last_names[64];
@@ -665,7 +666,7 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   if (!strcmp(s->target, "gpu") && gpu_backend(s)) {
     char msg[512];
     if (!f->gpu_backend) {
-      f->gpu_backend = cuda_compile(s->gpu, f->prog, msg, sizeof msg);
+      f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
       if (!f->gpu_backend) {
         error(s, at, E_RUNTIME, tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
         return false;
@@ -1464,7 +1465,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
     /* the GPU schedule: on the device, else on the GPU model loaded with :hw */
     CudaProgram *cp = f->gpu_backend;
     bool own = !cp;
-    if (own) cp = cuda_program_new(f->prog, gpu_model(s));
+    if (own) cp = cuda_program_new(f->prog, gpu_model(s), s->gpu_math);
     buf_printf(&b, "%s: GPU schedule on %s (compiled %d time%s)\n", f->name, s->gpu ? cuda_backend_device(s->gpu) : s->gpu_hw.name,
                f->compiles, f->compiles == 1 ? "" : "s");
     double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
@@ -1544,7 +1545,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
         error(s, at, E_COMMAND, ":code: no GPU model (hw/h100.hw is missing)");
         return RUN_ERROR;
       }
-      cp = cuda_program_new(f->prog, g);
+      cp = cuda_program_new(f->prog, g, s->gpu_math);
       own = true;
     }
     Buf b = {0};
@@ -1771,9 +1772,68 @@ out:
   return failed(s) ? RUN_ERROR : RUN_OK;
 }
 
+/* :target gpu [exact|tf32|bf16]: the arithmetic of f32 contractions in GPU code, whether or
+ * not a GPU is here (:code cuda and :sched render for the GPU model).  Code compiled with the
+ * other arithmetic is dropped, to be compiled again on its next use. */
+static void set_gpu_math(Session *s, CudaMath m) {
+  if (m == s->gpu_math) return;
+  s->gpu_math = m;
+  for (int i = 0; i < s->fns.n; i++) {
+    cuda_program_free(s->fns.a[i]->gpu_backend);
+    s->fns.a[i]->gpu_backend = NULL;
+  }
+  for (int i = 0; i < s->retired.n; i++) {
+    cuda_program_free(s->retired.a[i]->gpu_backend);
+    s->retired.a[i]->gpu_backend = NULL;
+  }
+}
+
+/* What f32 contractions compute in on hw: "f32 contractions in tf32 on the tensor cores". */
+static const char *gpu_math_text(Session *s, const HwModel *hw) {
+  if (s->gpu_math == CUDA_EXACT) return "f32 contractions exact";
+  if (hw && cuda_math_on(hw, s->gpu_math) == CUDA_EXACT)
+    return tmp_printf(s, "f32 contractions exact: %s needs the tensor cores of compute capability 8.0 (%s has %d.%d)",
+                      cuda_math_name(s->gpu_math), hw->name, hw->cc_major, hw->cc_minor);
+  return tmp_printf(s, "f32 contractions in %s on the tensor cores", cuda_math_name(s->gpu_math));
+}
+
 static RunStatus cmd_target(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    print_line(s, tmp_printf(s, "target: %s", s->target));
+    if (s->gpu_math == CUDA_EXACT) print_line(s, tmp_printf(s, "target: %s", s->target));
+    else if (!strcmp(s->target, "gpu")) print_line(s, tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
+    else print_line(s, tmp_printf(s, "target: %s (GPU code: %s)", s->target, gpu_math_text(s, NULL)));
+    return RUN_OK;
+  }
+  /* the first word, and for gpu the arithmetic after it */
+  size_t n = strcspn(arg, " \t");
+  const char *rest = arg + n;
+  while (isspace((unsigned char)*rest)) rest++;
+  size_t rn = strlen(rest);
+  while (rn && isspace((unsigned char)rest[rn - 1])) rn--;
+  if (n == 3 && !strncmp(arg, "gpu", 3)) {
+    CudaMath m;
+    if (!rn || (rn == 5 && !strncmp(rest, "exact", 5))) m = CUDA_EXACT;
+    else if (rn == 4 && !strncmp(rest, "tf32", 4)) m = CUDA_TF32;
+    else if (rn == 4 && !strncmp(rest, "bf16", 4)) m = CUDA_BF16;
+    else {
+      error(s, at, E_COMMAND, tmp_printf(s, "unknown arithmetic '%.*s' for :target gpu: use exact, tf32 or bf16", (int)rn, rest));
+      return RUN_ERROR;
+    }
+    bool changed = m != s->gpu_math;
+    set_gpu_math(s, m);
+    if (!gpu_backend(s)) {
+      print_line(s, tmp_printf(s, "target: %s -- no GPU: %s", s->target, s->gpu_why));
+      if (m != CUDA_EXACT || changed) {
+        const HwModel *g = gpu_model(s);
+        print_line(s, tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
+      }
+    } else {
+      snprintf(s->target, sizeof s->target, "gpu");
+      if (m != CUDA_EXACT || changed)
+        print_line(s, tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
+      else
+        print_line(s, tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
+    }
     return RUN_OK;
   }
   if (!strcmp(arg, "ref")) {
@@ -1786,13 +1846,6 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     }
     snprintf(s->target, sizeof s->target, "cpu");
     print_line(s, tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
-  } else if (!strcmp(arg, "gpu")) {
-    if (!gpu_backend(s)) {
-      print_line(s, tmp_printf(s, "target: %s -- no GPU: %s", s->target, s->gpu_why));
-    } else {
-      snprintf(s->target, sizeof s->target, "gpu");
-      print_line(s, tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
-    }
   } else {
     error(s, at, E_COMMAND, tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
     return RUN_ERROR;
@@ -1860,7 +1913,13 @@ static const struct Command {
   {"time", "STMT", "run a statement repeatedly and time it",
    "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
   {"check", "EXPR", "run on every back end and compare", "Evaluates the expression on every available back end and compares the results.", cmd_check},
-  {"target", "cpu|gpu|ref", "which back end runs the next statements", "Chooses the back end; without an argument shows it.", cmd_target},
+  {"target", "cpu|gpu [MATH]|ref", "which back end runs the next statements",
+   "Chooses the back end; without an argument shows it.  MATH, after gpu, is the arithmetic of\n"
+   "f32 contractions (matmul, bmm, linear, attention's products): exact (f32, the default), or\n"
+   "tf32 or bf16: the tensor cores of compute capability 8.0 and later, with the operands\n"
+   "rounded to 10 (tf32) or 7 (bf16) bits of mantissa and the sums kept in f32.  It holds for\n"
+   ":code NAME cuda|ptx and :sched too, which need no GPU.",
+   cmd_target},
   {"hw", "[NAME|FILE]", "the hardware model, or load another", "Shows the hardware model in use; with a name (see hw/) or a file, loads it.", cmd_hw},
   {"threads", "N", "CPU threads", "Sets the number of CPU threads compiled code may use.", cmd_threads},
 };

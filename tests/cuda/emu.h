@@ -5,7 +5,11 @@
  * the blocks one after another; the threads of a block are real threads, so __syncthreads,
  * __syncwarp and __shfl_xor_sync are real barriers and exchanges, and shared memory (static
  * storage) is reused block after block.  Slow, but it executes exactly the code NVRTC sees
- * (on the paths of GPUs before sm_80: cp.async becomes plain copies). */
+ * (on the paths of GPUs before sm_80: cp.async becomes plain copies).  The tensor cores'
+ * instructions, which have no such path, are emulated below (dyn_emu_*): the roundings of
+ * cvt.rna.tf32.f32 and cvt.rn.bf16x2.f32, and mma.sync as the warp-wide operation it is,
+ * with the PTX ISA's fragment layouts, so that a fragment in the wrong place gives a wrong
+ * product. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -23,6 +27,8 @@
 #define __restrict__
 
 struct dim3 { unsigned x, y, z; };
+struct alignas(8) float2 { float x, y; };
+struct alignas(16) double2 { double x, y; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) int4 { int x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
@@ -69,6 +75,87 @@ static inline int __float2int_rz(float x) { return emu_sat<int, double>(x, INT32
 static inline int __double2int_rz(double x) { return emu_sat<int, double>(x, INT32_MIN, INT32_MAX); }
 static inline long long __float2ll_rz(float x) { return emu_sat<long long, double>(x, INT64_MIN, INT64_MAX); }
 static inline long long __double2ll_rz(double x) { return emu_sat<long long, double>(x, INT64_MIN, INT64_MAX); }
+
+/* ---- the tensor cores ---- */
+
+static inline uint32_t emu_bits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+static inline float emu_float(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+/* cvt.rna.tf32.f32: to nearest, ties away from zero, 10 bits of mantissa kept (the low 13 of
+ * the f32 are zero); NaN becomes the canonical NaN, infinities stay, and values that round
+ * past the largest finite one become infinite. */
+static inline unsigned dyn_emu_tf32(float x) {
+  uint32_t u = emu_bits(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x007fffffu) ? 0x7fffffffu : u;
+  return (u + 0x1000u) & 0xffffe000u;
+}
+
+/* cvt.rn.bf16x2.f32 d, hi, lo: each to nearest, ties to even, 7 bits of mantissa kept; lo in
+ * the low half. */
+static inline uint32_t emu_bf16(float x) {
+  uint32_t u = emu_bits(x);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return 0x7fffu;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+static inline unsigned dyn_emu_bf16x2(float lo, float hi) { return emu_bf16(lo) | emu_bf16(hi) << 16; }
+
+static uint32_t emu_frag[1024][6];   /* each thread's A and B fragments, for its warp's mma */
+
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (BF16 false) and m16n8k16 ... .bf16
+ * (true): every lane of the warp publishes its fragments; each then rebuilds the warp's A
+ * (16 x K) and B (K x 8) from all 32 with the layouts of the PTX ISA ("Matrix Fragments for
+ * mma.m16n8k8", "... for mma.m16n8k16 with floating point type"), g = lane / 4, t = lane % 4:
+ *   tf32  a[r]: A[g + 8 (r & 1)][t + 4 (r >> 1)]                 b[r]: B[t + 4r][g]
+ *   bf16  a[r]: A[g + 8 (r & 1)][2t + 8 (r >> 1) + {0 low half, 1 high}]
+ *         b[r]: B[2t + 8r + {0 low, 1 high}][g]
+ * and computes its own outputs d[i] = C[g + 8 (i >> 1)][2t + (i & 1)] + the sum over k, the
+ * products exact (tf32 x tf32 and bf16 x bf16 fit in f32) and summed in f32 in k order.  As the
+ * tensor cores do, a tf32 operand's low 13 bits are ignored. */
+template <bool BF16>
+static void emu_mma(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
+  constexpr int K = BF16 ? 16 : 8;
+  const unsigned warp0 = emu_tid & ~31u, lane = emu_tid & 31u;
+  memcpy(emu_frag[emu_tid], a, sizeof a);
+  memcpy(emu_frag[emu_tid] + 4, b, sizeof b);
+  __syncwarp();
+  float A[16][K], B[K][8];
+  for (unsigned l = 0; l < 32; l++) {
+    const uint32_t *f = emu_frag[warp0 + l];
+    const unsigned g = l / 4, t = l % 4;
+    for (unsigned r = 0; r < 4; r++) {
+      const unsigned row = g + 8 * (r & 1);
+      if (BF16) {
+        A[row][2 * t + 8 * (r >> 1)] = emu_float(f[r] << 16);
+        A[row][2 * t + 8 * (r >> 1) + 1] = emu_float(f[r] & 0xffff0000u);
+      } else {
+        A[row][t + 4 * (r >> 1)] = emu_float(f[r] & 0xffffe000u);
+      }
+    }
+    for (unsigned r = 0; r < 2; r++) {
+      if (BF16) {
+        B[2 * t + 8 * r][g] = emu_float(f[4 + r] << 16);
+        B[2 * t + 8 * r + 1][g] = emu_float(f[4 + r] & 0xffff0000u);
+      } else {
+        B[t + 4 * r][g] = emu_float(f[4 + r] & 0xffffe000u);
+      }
+    }
+  }
+  __syncwarp();    /* all have read the fragments before any lane publishes its next ones */
+  float *d[4] = {&d0, &d1, &d2, &d3};
+  const unsigned g = lane / 4, t = lane % 4;
+  for (unsigned i = 0; i < 4; i++) {
+    const unsigned row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float s = *d[i];
+    for (int k = 0; k < K; k++) s = fmaf(A[row][k], B[k][col], s);
+    *d[i] = s;
+  }
+}
+static inline void dyn_emu_mma_tf32(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
+  emu_mma<false>(d0, d1, d2, d3, a, b);
+}
+static inline void dyn_emu_mma_bf16(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
+  emu_mma<true>(d0, d1, d2, d3, a, b);
+}
 
 /* The launcher: the kernel takes its argument structure by value; every field is 8 bytes,
  * so a struct of as many words passes the same way (SysV x86-64 and AArch64). */

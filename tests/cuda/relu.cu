@@ -124,17 +124,19 @@ __device__ __forceinline__ T dyn_row_reduce(T v, T *buf) {
 }
 
 /* Copies from global to shared memory: asynchronous (cp.async, zero-filling past `bytes`)
- * from sm_80 on, plain loads and stores before. */
-__device__ __forceinline__ void dyn_cp16(float *s, const float *g, int bytes) {
+ * from sm_80 on, plain loads and stores before.  16 bytes: four f32 or two f64 (the bits
+ * move as f32); one element: 4 or 8 bytes. */
+__device__ __forceinline__ void dyn_cp16(void *s, const void *g, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((unsigned)__cvta_generic_to_shared(s)), "l"(g), "r"(bytes));
 #else
+  const float *f = (const float *)g;
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
   if (bytes >= 16) v = *(const float4 *)g;
   else {
-    if (bytes >= 4) v.x = g[0];
-    if (bytes >= 8) v.y = g[1];
-    if (bytes >= 12) v.z = g[2];
+    if (bytes >= 4) v.x = f[0];
+    if (bytes >= 8) v.y = f[1];
+    if (bytes >= 12) v.z = f[2];
   }
   *(float4 *)s = v;
 #endif
@@ -144,6 +146,13 @@ __device__ __forceinline__ void dyn_cp4(float *s, const float *g, int bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"((unsigned)__cvta_generic_to_shared(s)), "l"(g), "r"(bytes));
 #else
   *s = bytes ? *g : 0.f;
+#endif
+}
+__device__ __forceinline__ void dyn_cp4(double *s, const double *g, int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"((unsigned)__cvta_generic_to_shared(s)), "l"(g), "r"(bytes));
+#else
+  *s = bytes ? *g : 0.0;
 #endif
 }
 __device__ __forceinline__ void dyn_cp_commit() {
@@ -157,22 +166,23 @@ template <int N> __device__ __forceinline__ void dyn_cp_wait() {
 #endif
 }
 
-/* Stage a ROWS x COLS tile into shared memory (row pitch LD floats): element (r, c) is
- * g[r * sr + c * sc] when r < nr and c < nc, else 0 (the edges of any shape).  With vec
- * (sc == 1, sr and g 16-byte aligned: the host checks) four columns move per 16-byte copy;
- * else one float per copy, consecutive threads along the columns, or along the rows when
- * ROW_FAST (the rows are contiguous in memory: a transpose on the way). */
-template <int ROWS, int COLS, int LD, int THREADS, bool ROW_FAST>
-__device__ __forceinline__ void dyn_tile_load(float *s, const float *g, int nr, i64 nc, i64 sr, i64 sc, bool vec) {
+/* Stage a ROWS x COLS tile of T (f32 or f64) into shared memory (row pitch LD elements):
+ * element (r, c) is g[r * sr + c * sc] when r < nr and c < nc, else 0 (the edges of any
+ * shape).  With vec (sc == 1, sr and g 16-byte aligned: the host checks) V = 4 (f32) or 2
+ * (f64) columns move per 16-byte copy; else one element per copy, consecutive threads along
+ * the columns, or along the rows when ROW_FAST (the rows are contiguous in memory: a
+ * transpose on the way). */
+template <int ROWS, int COLS, int LD, int THREADS, bool ROW_FAST, typename T>
+__device__ __forceinline__ void dyn_tile_load(T *s, const T *g, int nr, i64 nc, i64 sr, i64 sc, bool vec) {
   if (!ROW_FAST && vec) {
-    constexpr int C4 = COLS / 4, N = ROWS * C4;
+    constexpr int V = 16 / (int)sizeof(T), C4 = COLS / V, N = ROWS * C4;
 #pragma unroll 1
     for (int i = 0; i < (N + THREADS - 1) / THREADS; i++) {
       const int t = threadIdx.x + i * THREADS;
       if (N % THREADS != 0 && t >= N) break;
-      const int r = t / C4, c = t % C4 * 4;
+      const int r = t / C4, c = t % C4 * V;
       const i64 left = nc - c;
-      const int bytes = r < nr && left > 0 ? (left >= 4 ? 16 : (int)left * 4) : 0;
+      const int bytes = r < nr && left > 0 ? (left >= V ? 16 : (int)left * (int)sizeof(T)) : 0;
       dyn_cp16(s + r * LD + c, bytes ? g + r * sr + c : g, bytes);
     }
   } else {
@@ -183,120 +193,146 @@ __device__ __forceinline__ void dyn_tile_load(float *s, const float *g, int nr, 
       if (N % THREADS != 0 && t >= N) break;
       const int r = ROW_FAST ? t % ROWS : t / COLS, c = ROW_FAST ? t / ROWS : t % COLS;
       const bool in = r < nr && c < nc;
-      dyn_cp4(s + r * LD + c, in ? g + r * sr + c * sc : g, in ? 4 : 0);
+      dyn_cp4(s + r * LD + c, in ? g + r * sr + c * sc : g, in ? (int)sizeof(T) : 0);
     }
   }
 }
 
-/* The levels below the grid of a contraction C += A.B for one BM x BN block tile.
- *   block:  THREADS threads; A and B tiles of k-depth BK in shared memory, two buffers: the
- *           copy of step t + 1 runs while step t is computed.  An operand keeps the layout it
- *           has in memory ([BM][BK] when k is contiguous, else [BK][BM]), so copies move 16
- *           bytes; only when both keep k contiguous is B transposed on the way ([BK][BN]).
- *           Rows are padded by 4 floats: 16-byte aligned, and successive rows change banks.
+/* Level block of every contraction, whatever its tile type G (DynGemm below: the CUDA cores;
+ * DynMma: the tensor cores): acc += A[m0 .. m0 + BM, k0 .. k1) . B[k0 .. k1, n0 .. n0 + BN)
+ * over k-steps of G::BK.  The A and B tiles of a step sit in shared memory, two buffers: the
+ * copy of step t + 1 runs while step t is computed.  An operand keeps the layout it has in
+ * memory ([BM][BK] when k is contiguous, else [BK][BM]; B likewise, as G::SB_KC says), so
+ * copies move 16 bytes; past the edges of A and B the tiles hold zeros. */
+template <class G>
+__device__ __forceinline__ void dyn_gemm_load(typename G::T *sa, typename G::T *sb, const typename G::T *ga, const typename G::T *gb,
+                                              int ma, int nb, i64 kl, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {
+  constexpr int BK = G::BK;
+  if (G::A_KC) dyn_tile_load<G::AR, G::AC, G::ALD, G::THREADS, false>(sa, ga, ma, kl, a_sm, a_sk, avec);
+  else dyn_tile_load<G::AR, G::AC, G::ALD, G::THREADS, false>(sa, ga, kl < BK ? (int)kl : BK, ma, a_sk, a_sm, avec);
+  if (G::SB_KC) dyn_tile_load<G::BR, G::BC, G::BLD, G::THREADS, false>(sb, gb, nb, kl, b_sn, b_sk, bvec);
+  else dyn_tile_load<G::BR, G::BC, G::BLD, G::THREADS, G::B_KC>(sb, gb, kl < BK ? (int)kl : BK, nb, b_sk, b_sn, bvec && !G::B_KC);
+}
+/* the tile's origins move by a k-step each time, so only two pointers and the extents left
+ * stay live */
+template <class G>
+__device__ __forceinline__ void dyn_gemm_run(typename G::T (&acc)[G::TM][G::TN], typename G::T *sa, typename G::T *sb,
+                                             const typename G::T *A, const typename G::T *B, i64 m0, i64 n0, i64 k0, i64 k1, i64 M,
+                                             i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {
+  constexpr int BM = G::BM, BN = G::BN, BK = G::BK;
+  const int tx = G::tx(), ty = G::ty();
+  const int nt = k1 > k0 ? (int)((k1 - k0 + BK - 1) / BK) : 0;
+  const int ma = M - m0 < BM ? (int)(M - m0) : BM, nb = N - n0 < BN ? (int)(N - n0) : BN;
+  const typename G::T *ga = A + m0 * a_sm + k0 * a_sk, *gb = B + k0 * b_sk + n0 * b_sn;
+  i64 kl = k1 - k0;
+  if (nt > 0) dyn_gemm_load<G>(sa, sb, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);
+  dyn_cp_commit();
+  for (int t = 0; t < nt; t++) {
+    if (t + 1 < nt) {
+      ga += BK * a_sk;
+      gb += BK * b_sk;
+      kl -= BK;
+      dyn_gemm_load<G>(sa + ((t + 1) & 1) * G::ATILE, sb + ((t + 1) & 1) * G::BTILE, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);
+    }
+    dyn_cp_commit();
+    dyn_cp_wait<1>();
+    __syncthreads();
+    G::compute(acc, sa + (t & 1) * G::ATILE, sb + (t & 1) * G::BTILE, tx, ty);
+    __syncthreads();
+  }
+}
+
+/* Four consecutive elements from shared memory: one 16-byte read of f32, two of f64. */
+__device__ __forceinline__ void dyn_ld4(const float *p, float (&q)[4]) {
+  const float4 v = *(const float4 *)p;
+  q[0] = v.x; q[1] = v.y; q[2] = v.z; q[3] = v.w;
+}
+__device__ __forceinline__ void dyn_ld4(const double *p, double (&q)[4]) {
+  const double2 v = *(const double2 *)p, w = *(const double2 *)(p + 2);
+  q[0] = v.x; q[1] = v.y; q[2] = w.x; q[3] = w.y;
+}
+__device__ __forceinline__ float dyn_fma(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double dyn_fma(double a, double b, double c) { return fma(a, b, c); }
+
+/* The levels below the block of a contraction on the CUDA cores (exact FMA, in T: f32 or
+ * f64):
+ *   block:  THREADS threads; only when both operands keep k contiguous is B transposed on the
+ *           way ([BK][BN]).  Rows are padded by 4 elements: 16-byte aligned, and successive
+ *           rows change banks.
  *   thread: TM x TN outputs in registers, rows row(ty, i), columns col(tx, j): in runs of four
- *           where a float4 read covers them, interleaved where each is read on its own. */
-template <int BM, int BN, int BK, int TM, int TN, bool A_KC, bool B_KC>
+ *           where a dyn_ld4 read covers them, interleaved where each is read on its own. */
+template <int BM_, int BN_, int BK_, int TM_, int TN_, bool A_KC_, bool B_KC_, typename T_ = float>
 struct DynGemm {
+  typedef T_ T;
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TM = TM_, TN = TN_;
+  static constexpr bool A_KC = A_KC_, B_KC = B_KC_;
   static constexpr int THREADS = (BM / TM) * (BN / TN);
   static constexpr bool SB_KC = B_KC && !A_KC;
   static constexpr int AR = A_KC ? BM : BK, AC = A_KC ? BK : BM, ALD = AC + 4, ATILE = AR * ALD;
   static constexpr int BR = SB_KC ? BN : BK, BC = SB_KC ? BK : BN, BLD = BC + 4, BTILE = BR * BLD;
+  static __device__ __forceinline__ int tx() { return threadIdx.x % (BN / TN); }
+  static __device__ __forceinline__ int ty() { return threadIdx.x / (BN / TN); }
   static __device__ __forceinline__ int row(int ty, int i) {
     return A_KC ? ty + (BM / TM) * i : (i / 4) * (BM * 4 / TM) + ty * 4 + i % 4;
   }
   static __device__ __forceinline__ int col(int tx, int j) {
     return SB_KC ? tx + (BN / TN) * j : (j / 4) * (BN * 4 / TN) + tx * 4 + j % 4;
   }
-  /* the tiles at ga and gb: ma rows of A and nb columns of B left in the block's tile, kl of k */
-  static __device__ __forceinline__ void load(float *sa, float *sb, const float *ga, const float *gb, int ma, int nb, i64 kl,
-                                              i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {
-    if (A_KC) dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, ga, ma, kl, a_sm, a_sk, avec);
-    else dyn_tile_load<AR, AC, ALD, THREADS, false>(sa, ga, kl < BK ? (int)kl : BK, ma, a_sk, a_sm, avec);
-    if (SB_KC) dyn_tile_load<BR, BC, BLD, THREADS, false>(sb, gb, nb, kl, b_sn, b_sk, bvec);
-    else dyn_tile_load<BR, BC, BLD, THREADS, B_KC>(sb, gb, kl < BK ? (int)kl : BK, nb, b_sk, b_sn, bvec && !B_KC);
-  }
-  /* One k-step: the operand that keeps k contiguous is read a quad of k at a time (float4
-   * along k), the other one k at a time (float4 along m or n). */
-  static __device__ __forceinline__ void compute(float (&acc)[TM][TN], const float *sa, const float *sb, int tx, int ty) {
+  /* One k-step: the operand that keeps k contiguous is read a quad of k at a time (dyn_ld4
+   * along k), the other one k at a time (dyn_ld4 along m or n). */
+  static __device__ __forceinline__ void compute(T (&acc)[TM][TN], const T *sa, const T *sb, int tx, int ty) {
 #pragma unroll
     for (int kq = 0; kq < BK; kq += 4) {
-      float a[TM][4];
+      T a[TM][4];
       if constexpr (A_KC) {
 #pragma unroll
-        for (int i = 0; i < TM; i++) {
-          const float4 v = *(const float4 *)(sa + row(ty, i) * ALD + kq);
-          a[i][0] = v.x; a[i][1] = v.y; a[i][2] = v.z; a[i][3] = v.w;
-        }
+        for (int i = 0; i < TM; i++) dyn_ld4(sa + row(ty, i) * ALD + kq, a[i]);
       }
       if constexpr (SB_KC) {
 #pragma unroll
         for (int j = 0; j < TN; j++) {
-          const float4 v = *(const float4 *)(sb + col(tx, j) * BLD + kq);
-          const float b[4] = {v.x, v.y, v.z, v.w};
+          T b[4];
+          dyn_ld4(sb + col(tx, j) * BLD + kq, b);
 #pragma unroll
           for (int u = 0; u < 4; u++) {
             if constexpr (!A_KC) {
               if (j == 0) {
 #pragma unroll
                 for (int i = 0; i < TM; i += 4) {
-                  const float4 w = *(const float4 *)(sa + (kq + u) * ALD + row(ty, i));
-                  a[i][u] = w.x; a[i + 1][u] = w.y; a[i + 2][u] = w.z; a[i + 3][u] = w.w;
+                  T w[4];
+                  dyn_ld4(sa + (kq + u) * ALD + row(ty, i), w);
+                  a[i][u] = w[0]; a[i + 1][u] = w[1]; a[i + 2][u] = w[2]; a[i + 3][u] = w[3];
                 }
               }
             }
 #pragma unroll
-            for (int i = 0; i < TM; i++) acc[i][j] = fmaf(a[i][u], b[u], acc[i][j]);
+            for (int i = 0; i < TM; i++) acc[i][j] = dyn_fma(a[i][u], b[u], acc[i][j]);
           }
         }
       } else {
 #pragma unroll
         for (int u = 0; u < 4; u++) {
-          float b[TN];
+          T b[TN];
 #pragma unroll
           for (int j = 0; j < TN; j += 4) {
-            const float4 v = *(const float4 *)(sb + (kq + u) * BLD + col(tx, j));
-            b[j] = v.x; b[j + 1] = v.y; b[j + 2] = v.z; b[j + 3] = v.w;
+            T v[4];
+            dyn_ld4(sb + (kq + u) * BLD + col(tx, j), v);
+            b[j] = v[0]; b[j + 1] = v[1]; b[j + 2] = v[2]; b[j + 3] = v[3];
           }
           if constexpr (!A_KC) {
 #pragma unroll
             for (int i = 0; i < TM; i += 4) {
-              const float4 w = *(const float4 *)(sa + (kq + u) * ALD + row(ty, i));
-              a[i][u] = w.x; a[i + 1][u] = w.y; a[i + 2][u] = w.z; a[i + 3][u] = w.w;
+              T w[4];
+              dyn_ld4(sa + (kq + u) * ALD + row(ty, i), w);
+              a[i][u] = w[0]; a[i + 1][u] = w[1]; a[i + 2][u] = w[2]; a[i + 3][u] = w[3];
             }
           }
 #pragma unroll
           for (int i = 0; i < TM; i++)
 #pragma unroll
-            for (int j = 0; j < TN; j++) acc[i][j] = fmaf(a[i][u], b[j], acc[i][j]);
+            for (int j = 0; j < TN; j++) acc[i][j] = dyn_fma(a[i][u], b[j], acc[i][j]);
         }
       }
-    }
-  }
-  /* acc += A[m0 .. m0 + BM, k0 .. k1) . B[k0 .. k1, n0 .. n0 + BN); the tile's origins move
-   * by a k-step each time, so only two pointers and the extents left stay live */
-  static __device__ __forceinline__ void run(float (&acc)[TM][TN], float *sa, float *sb, const float *A, const float *B, i64 m0,
-                                             i64 n0, i64 k0, i64 k1, i64 M, i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn,
-                                             bool avec, bool bvec) {
-    const int tx = threadIdx.x % (BN / TN), ty = threadIdx.x / (BN / TN);
-    const int nt = k1 > k0 ? (int)((k1 - k0 + BK - 1) / BK) : 0;
-    const int ma = M - m0 < BM ? (int)(M - m0) : BM, nb = N - n0 < BN ? (int)(N - n0) : BN;
-    const float *ga = A + m0 * a_sm + k0 * a_sk, *gb = B + k0 * b_sk + n0 * b_sn;
-    i64 kl = k1 - k0;
-    if (nt > 0) load(sa, sb, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);
-    dyn_cp_commit();
-    for (int t = 0; t < nt; t++) {
-      if (t + 1 < nt) {
-        ga += BK * a_sk;
-        gb += BK * b_sk;
-        kl -= BK;
-        load(sa + ((t + 1) & 1) * ATILE, sb + ((t + 1) & 1) * BTILE, ga, gb, ma, nb, kl, a_sm, a_sk, b_sk, b_sn, avec, bvec);
-      }
-      dyn_cp_commit();
-      dyn_cp_wait<1>();
-      __syncthreads();
-      compute(acc, sa + (t & 1) * ATILE, sb + (t & 1) * BTILE, tx, ty);
-      __syncthreads();
     }
   }
 };

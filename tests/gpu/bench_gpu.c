@@ -4,9 +4,14 @@
  *
  *   bench_gpu --check [NAME]          every stdlib function (or NAME) on awkward shapes, every
  *                                     variant forced in turn: "gpu vs ref: NAME [sizes] variant: ok"
+ *   bench_gpu --check-tf32 [NAME]     the same for the functions with a contraction, compiled with
+ *                                     f32 contractions in tf32 on the tensor cores (:target gpu
+ *                                     tf32), within 1e-3 (rtol, and atol of the largest value)
  *   bench_gpu --bench DIR             gemm.txt and bmm.txt against cublasSgemm and
- *                                     cublasSgemmStridedBatched (exact f32, no TF32), and
- *                                     rowwise.txt against the bandwidth of the hw model
+ *                                     cublasSgemmStridedBatched, exact f32 (CUBLAS_DEFAULT_MATH) and
+ *                                     tf32 (dyn's tensor-core tiles against
+ *                                     CUBLAS_TF32_TENSOR_OP_MATH), and rowwise.txt against the
+ *                                     bandwidth of the hw model
  * Times are kernel times from CUDA events (copies excluded), the median of the runs. */
 #include "config.h"
 #include "dyn.h"
@@ -58,19 +63,27 @@ static void load_stdlib(void) {
 }
 
 static CudaBackend *be;
+static CudaProgram *tf32_progs[128];     /* per function (fns), compiled with CUDA_TF32 */
 
-static CudaProgram *compiled(Func *f) {
+/* f compiled for the GPU with f32 contractions in math (exact: kept in Func.gpu_backend). */
+static CudaProgram *compiled_math(Func *f, CudaMath math) {
   if (!f->prog) f->prog = lower_function(f, pc, lookup, NULL);
-  if (!f->gpu_backend) {
+  int fi = 0;
+  while (fns[fi] != f) fi++;
+  CudaProgram *cp = math == CUDA_EXACT ? f->gpu_backend : tf32_progs[fi];
+  if (!cp) {
     char err[4096];
-    f->gpu_backend = cuda_compile(be, f->prog, err, sizeof err);
-    if (!f->gpu_backend) {
-      fprintf(stderr, "bench_gpu: %s: %s\n", f->name, err);
+    cp = cuda_compile(be, f->prog, math, err, sizeof err);
+    if (!cp) {
+      fprintf(stderr, "bench_gpu: %s (%s): %s\n", f->name, cuda_math_name(math), err);
       exit(1);
     }
+    if (math == CUDA_EXACT) f->gpu_backend = cp;
+    else tf32_progs[fi] = cp;
   }
-  return f->gpu_backend;
+  return cp;
 }
+
 
 /* ---- inputs ---- */
 
@@ -130,8 +143,9 @@ static void make_inputs(Func *f, const EvalSizes *sz, Tensor **in) {
   }
 }
 
-/* :check's comparison: rtol of the element plus atol of the largest value. */
-static bool same(const Tensor *x, const Tensor *y, double *worst) {
+/* :check's comparison: rtol of the element plus atol of the largest value (tol > 0: both tol,
+ * the error tf32's rounding allows). */
+static bool same(const Tensor *x, const Tensor *y, double tol, double *worst) {
   int64_t n = tensor_numel(x);
   double scale = 0;
   *worst = 0;
@@ -146,7 +160,7 @@ static bool same(const Tensor *x, const Tensor *y, double *worst) {
     bool s;
     if (!elem_is_float(x->elem)) s = tensor_get_i64(x, i) == tensor_get_i64(y, i);
     else if (isnan(p) || isnan(q)) s = isnan(p) && isnan(q);
-    else s = fabs(p - q) <= 1e-4 * fabs(q) + 1e-5 * scale;
+    else s = tol > 0 ? fabs(p - q) <= tol * fabs(q) + tol * scale : fabs(p - q) <= 1e-4 * fabs(q) + 1e-5 * scale;
     if (isfinite(p) && isfinite(q) && fabs(p - q) > *worst) *worst = fabs(p - q);
     ok = ok && s;
   }
@@ -176,43 +190,61 @@ static const Case CASES[] = {
 static const char *VARIANTS[] = {NULL, "loop", "loop4", "warp", "block256", "block1024", "grid", "gemm128x128", "gemm128x64",
                                  "gemm64x128", "gemm64x64", "gemm32x32"};
 
-static int check_all(const char *only) {
+/* tf32: the functions with a contraction, on shapes of 1, primes and tiles +-1 whose
+ * reference runs in seconds, every tensor-core tile forced in turn */
+static const Case TF32_CASES[] = {
+  {"matmul", "M=1 N=768 K=768"}, {"matmul", "M=129 N=129 K=129"}, {"matmul", "M=13 N=11 K=17"}, {"matmul", "M=127 N=65 K=1000"},
+  {"matmul", "M=256 N=256 K=3000"}, {"bmm", "B=12 M=100 N=100 K=64"}, {"bmm", "B=3 M=511 N=33 K=128"},
+  {"linear", "B=33 I=768 O=1000"}, {"linear", "B=1 I=17 O=5"}, {"attention", "B=4 S=100 T=77 D=64"},
+  {"causal_attention", "B=2 S=128 T=128 D=32"}, {"mlp", "B=50 I=128 H=512 O=10"},
+};
+
+static const char *TF32_VARIANTS[] = {NULL, "tf32_128x128", "tf32_128x64", "tf32_64x128", "tf32_64x64", "tf32_32x32"};
+
+static int check_all(const char *only, CudaMath math) {
   int bad = 0, done = 0;
-  for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
-    if (only && strcmp(only, CASES[c].fn)) continue;
-    Func *f = lookup(NULL, CASES[c].fn);
+  bool tc = math != CUDA_EXACT;
+  const Case *cases = tc ? TF32_CASES : CASES;
+  size_t ncases = tc ? sizeof TF32_CASES / sizeof *TF32_CASES : sizeof CASES / sizeof *CASES;
+  const char **variants = tc ? TF32_VARIANTS : VARIANTS;
+  size_t nvariants = tc ? sizeof TF32_VARIANTS / sizeof *TF32_VARIANTS : sizeof VARIANTS / sizeof *VARIANTS;
+  const char *tag = tc ? " (tf32)" : "";
+  for (size_t c = 0; c < ncases; c++) {
+    if (only && strcmp(only, cases[c].fn)) continue;
+    Func *f = lookup(NULL, cases[c].fn);
     if (!f) {
-      printf("gpu vs ref: %s: not in the stdlib (skipped)\n", CASES[c].fn);
+      printf("gpu vs ref%s: %s: not in the stdlib (skipped)\n", tag, cases[c].fn);
       continue;
     }
-    CudaProgram *cp = compiled(f);
+    CudaProgram *cp = compiled_math(f, math);
     Sizes s;
-    parse_sizes(CASES[c].sizes, &s);
+    parse_sizes(cases[c].sizes, &s);
     EvalSizes sz = {s.names, s.vals, s.n};
     Tensor *in[16];
     make_inputs(f, &sz, in);
     Tensor *ref[4] = {0};
     Buf err = {0};
     if (!eval_program(f->prog, in, &sz, ref, NULL, &err, NULL)) {
-      printf("gpu vs ref: %s [%s]: the reference fails: %s\n", f->name, CASES[c].sizes, err.s);
+      printf("gpu vs ref%s: %s [%s]: the reference fails: %s\n", tag, f->name, cases[c].sizes, err.s);
       bad++;
       continue;
     }
-    for (size_t v = 0; v < sizeof VARIANTS / sizeof *VARIANTS; v++) {
+    for (size_t v = 0; v < nvariants; v++) {
       /* a forced variant only where some kernel of the program has it */
       char def[64];
-      snprintf(def, sizeof def, "_%s(const ", VARIANTS[v] ? VARIANTS[v] : "");
-      if (VARIANTS[v] && !strstr(cuda_program_source(cp), def)) continue;
-      for (int splits = 0; splits <= (VARIANTS[v] && !strncmp(VARIANTS[v], "gemm", 4) ? 3 : 0); splits += 3) {
+      snprintf(def, sizeof def, "_%s(const ", variants[v] ? variants[v] : "");
+      if (variants[v] && !strstr(cuda_program_source(cp), def)) continue;
+      bool tile = variants[v] && (!strncmp(variants[v], "gemm", 4) || !strncmp(variants[v], "tf32_", 5));
+      for (int splits = 0; splits <= (tile ? 3 : 0); splits += 3) {
         Tensor *out[4] = {0};
         char e[2048];
-        cuda_force(be, VARIANTS[v], splits);
+        cuda_force(be, variants[v], splits);
         int st = cuda_run(be, cp, in, &sz, out, e, sizeof e);
         cuda_force(be, NULL, 0);
         bool ok = st == 1;
         double worst = 0;
-        for (int i = 0; ok && i < f->prog->nout; i++) ok = same(out[i], ref[i], &worst);
-        printf("gpu vs ref: %s [%s] %s%s: %s", f->name, CASES[c].sizes, VARIANTS[v] ? VARIANTS[v] : "model",
+        for (int i = 0; ok && i < f->prog->nout; i++) ok = same(out[i], ref[i], tc ? 1e-3 : 0, &worst);
+        printf("gpu vs ref%s: %s [%s] %s%s: %s", tag, f->name, cases[c].sizes, variants[v] ? variants[v] : "model",
                splits ? ", K split in 3" : "", ok ? "ok" : "MISMATCH");
         if (st != 1) printf(" (%s)", st == 0 ? "an error detected on the GPU" : e);
         else printf(" (max |difference| %.3g)", worst);
@@ -226,7 +258,7 @@ static int check_all(const char *only) {
     for (int i = 0; i < 16 && i < f->nparams; i++) tensor_release(in[i]);
     buf_free(&err);
   }
-  printf("check: %d runs, %d mismatches\n", done, bad);
+  printf("check%s: %d runs, %d mismatches\n", tag, done, bad);
   return bad ? 1 : 0;
 }
 
@@ -288,7 +320,7 @@ static bool open_libs(void) {
       fprintf(stderr, "bench_gpu: cublasCreate failed\n");
       cublas = NULL;
     } else {
-      cublasSetMathMode(cublas, 0);         /* CUBLAS_DEFAULT_MATH: exact f32, no TF32 */
+      cublasSetMathMode(cublas, 0);         /* CUBLAS_DEFAULT_MATH: exact f32, no TF32 (time_cublas sets it per call) */
     }
   }
   return true;
@@ -302,8 +334,8 @@ static int cmp_d(const void *a, const void *b) {
 #define RUNS 9
 
 /* dyn: the median kernel time of RUNS runs after one warm-up (copies excluded). */
-static double time_dyn(Func *f, const char *sizes) {
-  CudaProgram *cp = compiled(f);
+static double time_dyn(Func *f, CudaMath math, const char *sizes) {
+  CudaProgram *cp = compiled_math(f, math);
   Sizes s;
   parse_sizes(sizes, &s);
   EvalSizes sz = {s.names, s.vals, s.n};
@@ -325,9 +357,11 @@ static double time_dyn(Func *f, const char *sizes) {
   return t[RUNS / 2];
 }
 
-/* cuBLAS, row-major C[b] = A[b] . B[b] as column-major C^T = B^T . A^T. */
-static double time_cublas(int64_t batch, int64_t m, int64_t n, int64_t k) {
+/* cuBLAS, row-major C[b] = A[b] . B[b] as column-major C^T = B^T . A^T; exact f32
+ * (CUBLAS_DEFAULT_MATH, 0) or with TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH, 3). */
+static double time_cublas(CudaMath math, int64_t batch, int64_t m, int64_t n, int64_t k) {
   if (!cublas) return NAN;
+  cublasSetMathMode(cublas, math == CUDA_TF32 ? 3 : 0);
   unsigned long long A, B, C;
   size_t sa = (size_t)(batch * m * k) * 4, sb = (size_t)(batch * k * n) * 4, sc = (size_t)(batch * m * n) * 4;
   if (cuMemAlloc(&A, sa ? sa : 4) || cuMemAlloc(&B, sb ? sb : 4) || cuMemAlloc(&C, sc ? sc : 4)) return NAN;
@@ -373,32 +407,41 @@ static FILE *open_shapes(const char *dir, const char *name) {
   return f;
 }
 
-static double geo_sum;
-static int geo_n;
+static double geo_sum[2];
+static int geo_n[2];
 
+/* One shape: exact f32 against cuBLAS's, then tf32 (dyn's tensor-core tiles) against cuBLAS's. */
 static void gemm_row(const char *what, int64_t b, int64_t m, int64_t n, int64_t k) {
   char sizes[128];
   Func *f = lookup(NULL, b > 1 || !strcmp(what, "bmm") ? "bmm" : "matmul");
   if (!strcmp(f->name, "bmm")) snprintf(sizes, sizeof sizes, "B=%lld M=%lld N=%lld K=%lld", (long long)b, (long long)m, (long long)n, (long long)k);
   else snprintf(sizes, sizeof sizes, "M=%lld N=%lld K=%lld", (long long)m, (long long)n, (long long)k);
-  double td = time_dyn(f, sizes), tc = time_cublas(b, m, n, k);
   double flops = 2.0 * b * m * n * k;
-  CudaGemmPlan pl;
-  char plan[48] = "";
-  if (cuda_gemm_plan(cuda_backend_hw(be), b, m, n, k, &pl)) snprintf(plan, sizeof plan, "%dx%d/%d", pl.bm, pl.bn, pl.splits);
-  printf("%-6s %-22s %10.4f %10.4f %9.1f %9.1f %7.2f  %s\n", what, sizes, td, tc, flops / td / 1e6, flops / tc / 1e6, tc / td, plan);
-  if (isfinite(tc) && td > 0) {
-    geo_sum += log(tc / td);
-    geo_n++;
+  printf("%-6s %-22s", what, sizes);
+  for (int t = 0; t < 2; t++) {
+    CudaMath math = t ? CUDA_TF32 : CUDA_EXACT;
+    double td = time_dyn(f, math, sizes), tc = time_cublas(math, b, m, n, k);
+    CudaGemmPlan pl;
+    char plan[48] = "";
+    if (cuda_gemm_plan(cuda_backend_hw(be), math, b, m, n, k, &pl)) snprintf(plan, sizeof plan, "%dx%d/%d", pl.bm, pl.bn, pl.splits);
+    printf(" %9.4f %9.4f %8.1f %8.1f %6.2f %-11s", td, tc, flops / td / 1e6, flops / tc / 1e6, tc / td, plan);
+    if (isfinite(tc) && td > 0) {
+      geo_sum[t] += log(tc / td);
+      geo_n[t]++;
+    }
   }
+  putchar('\n');
 }
 
 static int bench(const char *dir) {
   if (!open_libs()) return 1;
   const HwModel *hw = cuda_backend_hw(be);
-  printf("device: %s\nmodel: %s (%.1f TFLOP/s f32, %.0f GB/s)\n\n", cuda_backend_device(be), hw->name, hw->fp32_tflops,
-         hw->level[hw->nlevels - 1].gbs);
-  printf("%-6s %-22s %10s %10s %9s %9s %7s  %s\n", "op", "shape", "dyn ms", "cuBLAS ms", "dyn GF/s", "cuBLAS", "ratio", "tile/split");
+  printf("device: %s\nmodel: %s (%.1f TFLOP/s f32, %.1f tf32 on the tensor cores, %.0f GB/s)\n\n", cuda_backend_device(be), hw->name,
+         hw->fp32_tflops, hw->tf32_tflops, hw->level[hw->nlevels - 1].gbs);
+  printf("%-29s %-56s %s\n", "", "exact f32 (cuBLAS: CUBLAS_DEFAULT_MATH)", "tf32 (cuBLAS: CUBLAS_TF32_TENSOR_OP_MATH)");
+  printf("%-6s %-22s", "op", "shape");
+  for (int t = 0; t < 2; t++) printf(" %9s %9s %8s %8s %6s %-11s", "dyn ms", "cuBLAS ms", "dyn GF/s", "cuBLAS", "ratio", "tile/split");
+  putchar('\n');
   char line[256];
   FILE *f = open_shapes(dir, "gemm.txt");
   while (f && fgets(line, sizeof line, f)) {
@@ -414,7 +457,10 @@ static int bench(const char *dir) {
     gemm_row("bmm", b, m, n, k);
   }
   if (f) fclose(f);
-  if (geo_n) printf("geometric mean of cuBLAS time / dyn time over %d shapes: %.2f (above 1: dyn is faster)\n", geo_n, exp(geo_sum / geo_n));
+  for (int t = 0; t < 2; t++)
+    if (geo_n[t])
+      printf("geometric mean of cuBLAS time / dyn time, %s, over %d shapes: %.2f (above 1: dyn is faster)\n", t ? "tf32" : "exact f32",
+             geo_n[t], exp(geo_sum[t] / geo_n[t]));
   double bw = hw->level[hw->nlevels - 1].gbs;
   printf("\n%-10s %-18s %10s %9s %9s  (ratio: the bandwidth bound's time / dyn's)\n", "op", "rows x cols", "dyn ms", "GB/s", "ratio");
   f = open_shapes(dir, "rowwise.txt");
@@ -428,7 +474,7 @@ static int bench(const char *dir) {
     if (!fn) continue;
     char sizes[96];
     snprintf(sizes, sizeof sizes, "B=%lld N=%lld", rows, cols);
-    double t = time_dyn(fn, sizes);
+    double t = time_dyn(fn, CUDA_EXACT, sizes);
     double bytes = 2.0 * rows * cols * 4 + (strcmp(op, "layernorm") ? 0 : 2.0 * cols * 4);
     double gbs = bytes / t / 1e6, ratio = bytes / (bw * 1e9) * 1e3 / t;
     printf("%-10s %-18s %10.4f %9.0f %9.2f\n", op, sizes, t, gbs, ratio);
@@ -441,8 +487,8 @@ static int bench(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || (strcmp(argv[1], "--check") && strcmp(argv[1], "--bench"))) {
-    fprintf(stderr, "usage: bench_gpu --check | --bench DIR\n");
+  if (argc < 2 || (strcmp(argv[1], "--check") && strcmp(argv[1], "--check-tf32") && strcmp(argv[1], "--bench"))) {
+    fprintf(stderr, "usage: bench_gpu --check [NAME] | --check-tf32 [NAME] | --bench DIR\n");
     return 2;
   }
   load_stdlib();
@@ -452,6 +498,9 @@ int main(int argc, char **argv) {
     printf("bench_gpu: no GPU: %s\n", why);
     return 77;
   }
-  int rc = !strcmp(argv[1], "--check") ? check_all(argc > 2 ? argv[2] : NULL) : bench(argc > 2 ? argv[2] : "../shared/bench");
+  const char *arg = argc > 2 ? argv[2] : NULL;
+  int rc = !strcmp(argv[1], "--check")        ? check_all(arg, CUDA_EXACT)
+           : !strcmp(argv[1], "--check-tf32") ? check_all(arg, CUDA_TF32)
+                                              : bench(arg ? arg : "../shared/bench");
   return rc;
 }

@@ -1,9 +1,11 @@
 #!/bin/sh
 # device-check.sh -- the GPU back end on a machine with an NVIDIA GPU, in under 5 minutes:
-# build from the tree, run every stdlib function on the GPU against the reference evaluator
-# (through `dyn` with :target gpu and :check, and through bench_gpu --check, which forces
-# every variant), then time contractions against cuBLAS and row-wise kernels against the
-# memory bandwidth, and print a table with the ratios.
+# build from the tree, run every stdlib function (and an f64 contraction) on the GPU against
+# the reference evaluator (through `dyn` with :target gpu and :check, and through bench_gpu
+# --check, which forces every variant), the contractions again on the tensor cores in tf32
+# (bench_gpu --check-tf32, within 1e-3), then time contractions against cuBLAS (exact f32,
+# and tf32 against cuBLAS's TF32 tensor-op math) and row-wise kernels against the memory
+# bandwidth, and print a table with the ratios.
 #
 # usage: tests/gpu/device-check.sh [BENCH_DIR]
 #   BENCH_DIR holds gemm.txt, bmm.txt and rowwise.txt (default: ../shared/bench from the
@@ -142,6 +144,13 @@ Wc2 = randn(f32[8, 4, 3, 3])
 :check std(S)
 :check amax(R)
 :check argmax(R)
+fn mm64(A: f64[M, K], B: f64[K, N]) -> f64[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[k, j]
+  return C
+}
+A64 = randn(f64[129, 77])
+B64 = randn(f64[77, 130])
+:check mm64(A64, B64)
 EOF
 # -i -: REPL semantics on a pipe, so one mismatch does not stop the other checks
 limit 120 "$DYN" --target=gpu -i - <build-gpu/check.dyn >build-gpu/check.txt 2>&1
@@ -150,7 +159,7 @@ if grep -q "gpu vs ref" build-gpu/check.txt; then
   n_ok=$(grep -c "gpu vs ref:[^;]*: ok" build-gpu/check.txt)
   n_bad=$(grep -c "MISMATCH" build-gpu/check.txt)
   echo "dyn :check: $n_ok ok, $n_bad mismatches"
-  [ "$n_bad" -eq 0 ] && [ "$n_ok" -ge 29 ] || fail "dyn :check found mismatches or missing results"
+  [ "$n_bad" -eq 0 ] && [ "$n_ok" -ge 30 ] || fail "dyn :check found mismatches or missing results"
 else
   echo "device-check: dyn's :check did not report the GPU (is the GPU back end integrated in session.c?);"
   echo "              bench_gpu --check below covers the same functions"
@@ -163,17 +172,26 @@ rc=$?
 grep -E "MISMATCH|fails|^check:|bench_gpu:" build-gpu/variants.txt
 [ $rc -eq 0 ] || fail "bench_gpu --check failed (build-gpu/variants.txt)"
 
+# ---- 5a. the contractions on the tensor cores (:target gpu tf32), every tile forced ----------
+log "bench_gpu --check-tf32: the contractions in tf32 on the tensor cores, every tile"
+limit 60 ./build-gpu/bench_gpu --check-tf32 >build-gpu/tf32.txt 2>&1
+rc=$?
+grep -E "MISMATCH|fails|^check|bench_gpu:" build-gpu/tf32.txt
+[ $rc -eq 0 ] || fail "bench_gpu --check-tf32 failed (build-gpu/tf32.txt)"
+
 # ---- 5b. memory errors and shared-memory races, where compute-sanitizer runs ---------------
 if command -v compute-sanitizer >/dev/null 2>&1; then
   log "compute-sanitizer: memcheck on the contractions, racecheck on the row-wise kernels"
   limit 60 compute-sanitizer --tool memcheck --error-exitcode 3 ./build-gpu/bench_gpu --check bmm >build-gpu/memcheck.txt 2>&1
   rc=$?; tail -3 build-gpu/memcheck.txt; [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "memcheck reported errors (build-gpu/memcheck.txt)"
+  limit 45 compute-sanitizer --tool memcheck --error-exitcode 3 ./build-gpu/bench_gpu --check-tf32 bmm >build-gpu/memcheck-tf32.txt 2>&1
+  rc=$?; tail -3 build-gpu/memcheck-tf32.txt; [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "memcheck reported errors in tf32 (build-gpu/memcheck-tf32.txt)"
   limit 60 compute-sanitizer --tool racecheck --error-exitcode 3 ./build-gpu/bench_gpu --check layernorm >build-gpu/racecheck.txt 2>&1
   rc=$?; tail -3 build-gpu/racecheck.txt; [ $rc -eq 0 ] || [ $rc -eq 124 ] || fail "racecheck reported hazards (build-gpu/racecheck.txt)"
 fi
 
 # ---- 6. timings -------------------------------------------------------------------------
-log "benchmark: dyn against cuBLAS and the memory bandwidth"
+log "benchmark: dyn against cuBLAS (exact f32 and tf32) and the memory bandwidth"
 limit 120 ./build-gpu/bench_gpu --bench "$bench_dir" || fail "the benchmark failed"
 
 log "done: $( [ $status -eq 0 ] && echo "all checks pass" || echo "FAILURES above" )"

@@ -1,13 +1,18 @@
 /* test_cuda.c -- unit tests for cuda.c, the GPU back end, on any machine, GPU or not:
  *   - the loader: with no driver, a reason and no crash;
- *   - golden CUDA C: relu (elementwise), softmax (row-wise), matmul (contraction) rendered for
- *     h100.hw and compared with the files tests/cuda/NAME.cu.  After a deliberate change to the renderer,
- *     run with DYN_UPDATE_GOLDEN=1 to rewrite them, and review the diff;
+ *   - golden CUDA C: relu (elementwise), softmax (row-wise), matmul (contraction; exact, and
+ *     on the tensor cores in tf32) rendered for h100.hw and compared with the files
+ *     tests/cuda/NAME.cu.  After a deliberate change to the renderer, run with
+ *     DYN_UPDATE_GOLDEN=1 to rewrite them, and review the diff;
  *   - every stdlib function compiles with NVRTC for sm_80 and sm_90, and `ptxas -v` reports no
- *     spills for any kernel (skipped when NVRTC or ptxas is absent);
+ *     spills for any kernel; so do the tf32 and bf16 variants of every stdlib function with a
+ *     contraction (skipped when NVRTC or ptxas is absent);
  *   - the generated code runs against the reference evaluator, every variant forced in turn,
  *     on the CPU: tests/cuda/fakecuda.cc (built here with the C++ compiler) stands in for the
- *     driver and NVRTC, and compiles the CUDA C with tests/cuda/emu.h (skipped without c++);
+ *     driver and NVRTC, and compiles the CUDA C with tests/cuda/emu.h (skipped without c++).
+ *     The tensor-core variants run there too (emu.h emulates mma.sync warp by warp), within
+ *     the error their rounding allows, on shapes of 1, primes and the tiles' sizes +-1; exact
+ *     stays exact; the roundings are checked bit for bit on chosen values;
  *   - the contraction model's choices and :sched's text. */
 #include "config.h"
 #include "dyn.h"
@@ -93,6 +98,29 @@ static const char *EXTRA =
   "  return (Y, m)\n"
   "}\n";
 
+/* f64 contractions (the stdlib has none): the four layouts of A and B, and a batch. */
+static const char *F64 =
+  "fn mm64(A: f64[M, K], B: f64[K, N]) -> f64[M, N] {\n"
+  "  C[i, j] = sum[k] A[i, k] * B[k, j]\n"
+  "  return C\n"
+  "}\n"
+  "fn lin64(X: f64[B, I], W: f64[O, I], b: f64[O]) -> f64[B, O] {\n"
+  "  Y[n, o] = (sum[i] X[n, i] * W[o, i]) + b[o]\n"
+  "  return Y\n"
+  "}\n"
+  "fn tmm64(A: f64[K, M], B: f64[K, N]) -> f64[M, N] {\n"
+  "  C[i, j] = sum[k] A[k, i] * B[k, j]\n"
+  "  return C\n"
+  "}\n"
+  "fn ttm64(A: f64[K, M], B: f64[N, K]) -> f64[M, N] {\n"
+  "  C[i, j] = sum[k] A[k, i] * B[j, k]\n"
+  "  return C\n"
+  "}\n"
+  "fn bmm64(X: f64[B, M, K], Y: f64[B, K, N]) -> f64[B, M, N] {\n"
+  "  Z[b, i, j] = sum[k] X[b, i, k] * Y[b, k, j]\n"
+  "  return Z\n"
+  "}\n";
+
 static PolyCtx *pc;
 static Func *fns[128];
 static int nfns;
@@ -127,12 +155,13 @@ static void check_source(const char *name, const char *text) {
   }
 }
 
-/* Every stdlib module, then EXTRA. */
+/* Every stdlib module and F64 (then EXTRA, for the emulated runs). */
 static void setup(void) {
   pc = poly_ctx_new();
   memset(&diags, 0, sizeof diags);
   nfns = 0;
   for (const StdlibModule *m = dyn_stdlib; m->name; m++) check_source(m->name, m->text);
+  check_source("f64.dyn", F64);
 }
 
 static void teardown(void) {
@@ -205,10 +234,10 @@ END_TEST
 
 /* ---- golden CUDA C ---- */
 
-static void golden(const char *fname, const char *file) {
+static void golden(const char *fname, CudaMath math, const char *file) {
   HwModel hw = gpu_model("h100");
   Buf src = {0};
-  cuda_render(program(fname), &hw, &src);
+  cuda_render(program(fname), &hw, math, &src);
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", SRCDIR, file);
   const char *upd = getenv("DYN_UPDATE_GOLDEN");
@@ -231,25 +260,57 @@ static void golden(const char *fname, const char *file) {
   buf_free(&src);
 }
 
-START_TEST(test_golden_relu) { golden("relu", "relu.cu"); }
+START_TEST(test_golden_relu) { golden("relu", CUDA_EXACT, "relu.cu"); }
 END_TEST
-START_TEST(test_golden_softmax) { golden("softmax", "softmax.cu"); }
+START_TEST(test_golden_softmax) { golden("softmax", CUDA_EXACT, "softmax.cu"); }
 END_TEST
-START_TEST(test_golden_matmul) { golden("matmul", "matmul.cu"); }
+START_TEST(test_golden_matmul) { golden("matmul", CUDA_EXACT, "matmul.cu"); }
+END_TEST
+START_TEST(test_golden_matmul_tf32) { golden("matmul", CUDA_TF32, "matmul_tf32.cu"); }
 END_TEST
 
 /* The rendering is a pure function of the program and the hardware: no addresses, no state. */
 START_TEST(test_render_stable) {
   HwModel hw = gpu_model("a100");
   Buf a = {0}, b = {0};
-  cuda_render(program("attention"), &hw, &a);
-  cuda_render(program("attention"), &hw, &b);
+  cuda_render(program("attention"), &hw, CUDA_EXACT, &a);
+  cuda_render(program("attention"), &hw, CUDA_EXACT, &b);
   ck_assert_str_eq(a.s, b.s);
   ck_assert(strstr(a.s, "compute capability 8.0") != NULL);
   /* the contractions of attention (Q.K^T, e.V) and its row-wise part */
   ck_assert(strstr(a.s, "_gemm128x128(") != NULL);
   ck_assert(strstr(a.s, "_gemm32x32(") != NULL);
   ck_assert(strstr(a.s, "_warp(") != NULL);
+  ck_assert(strstr(a.s, "mma.sync") == NULL);
+  buf_free(&a);
+  buf_free(&b);
+  /* tf32: the contractions' tiles are the tensor cores', the row-wise part is unchanged */
+  cuda_render(program("attention"), &hw, CUDA_TF32, &a);
+  ck_assert(strstr(a.s, "_tf32_128x128(") != NULL && strstr(a.s, "_gemm128x128(") == NULL);
+  ck_assert(strstr(a.s, "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != NULL);
+  ck_assert(strstr(a.s, "_warp(") != NULL);
+  buf_free(&a);
+  cuda_render(program("attention"), &hw, CUDA_BF16, &a);
+  ck_assert(strstr(a.s, "_bf16_32x32(") != NULL);
+  ck_assert(strstr(a.s, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL);
+  buf_free(&a);
+  /* no tensor cores for tf32 before compute capability 8.0: exact, and the header says why */
+  hw.cc_major = 7;
+  hw.cc_minor = 5;
+  cuda_render(program("matmul"), &hw, CUDA_TF32, &a);
+  ck_assert(strstr(a.s, "_gemm128x128(") != NULL && strstr(a.s, "mma.sync") == NULL);
+  ck_assert(strstr(a.s, "f32 contractions exact: tf32 was asked for") != NULL);
+  buf_free(&a);
+  /* f64: the tiles of the contractions, with 4x4 outputs per thread; exact whatever is asked */
+  cuda_render(program("mm64"), &hw, CUDA_TF32, &a);
+  ck_assert(strstr(a.s, "typedef DynGemm<64, 64, 16, 4, 4, true, false, double> G;") != NULL);
+  ck_assert(strstr(a.s, "mma.sync") == NULL && strstr(a.s, "_loop(") == NULL);
+  buf_free(&a);
+  /* a program without a contraction is the same whatever the arithmetic */
+  hw = gpu_model("a100");
+  cuda_render(program("softmax"), &hw, CUDA_EXACT, &a);
+  cuda_render(program("softmax"), &hw, CUDA_BF16, &b);
+  ck_assert_str_eq(a.s, b.s);
   buf_free(&a);
   buf_free(&b);
 }
@@ -273,23 +334,32 @@ static const char *find_ptxas(char *buf, size_t n) {
   return *buf ? buf : NULL;
 }
 
-/* One module with the kernels of every stdlib function (one prelude). */
-static void all_stdlib(const HwModel *hw, Buf *all) {
+/* One module with the kernels of every stdlib function and of F64's (one prelude); with the
+ * tensor cores, of the stdlib's with a contraction (the others do not change).  Returns how
+ * many functions. */
+static int all_stdlib(const HwModel *hw, CudaMath math, Buf *all) {
+  int n = 0;
   for (int i = 0; i < nfns; i++) {
     Func *f = fns[i];
     bool std = false;
     for (const StdlibModule *m = dyn_stdlib; m->name && !std; m++) std = f->span.src && !strcmp(f->span.src->name, m->name);
-    if (!std) continue;
+    if (!std && !(math == CUDA_EXACT && f->span.src && !strcmp(f->span.src->name, "f64.dyn"))) continue;
     Buf src = {0};
-    cuda_render(program(f->name), hw, &src);
+    cuda_render(program(f->name), hw, math, &src);
+    if (math != CUDA_EXACT && !strstr(src.s, "typedef DynMma<")) {
+      buf_free(&src);
+      continue;
+    }
     const char *from = all->len ? strstr(src.s, "\n/* ==== kernel") : src.s;
     ck_assert(from != NULL);
     buf_puts(all, from);
     buf_free(&src);
+    n++;
   }
+  return n;
 }
 
-static void ptx_check(int major, int minor) {
+static void ptx_check(int major, int minor, CudaMath math) {
   char why[512];
   if (!cuda_nvrtc_available(why, sizeof why)) {
     fprintf(stderr, "test_cuda: skipped the NVRTC test: %s\n", why);
@@ -297,7 +367,9 @@ static void ptx_check(int major, int minor) {
   }
   HwModel hw = gpu_model(major == 9 ? "h100" : "a100");
   Buf all = {0}, ptx = {0};
-  all_stdlib(&hw, &all);
+  int nf = all_stdlib(&hw, math, &all);
+  /* matmul, bmm, linear, attention, causal_attention, mlp */
+  if (math != CUDA_EXACT) ck_assert_msg(nf >= 6, "only %d stdlib functions with a tensor-core contraction", nf);
   char err[4096] = "";
   ck_assert_msg(cuda_compile_ptx(all.s, major, minor, &ptx, err, sizeof err), "%s", err);
   ck_assert(strstr(ptx.s, ".entry") != NULL);
@@ -348,16 +420,23 @@ static void ptx_check(int major, int minor) {
   unlink(path);
   rmdir(dir);
   ck_assert_msg(rc == 0, "ptxas failed for sm_%d%d:\n%s", major, minor, report.s ? report.s : "");
-  ck_assert_msg(kernels > 50, "only %d kernels", kernels);
-  ck_assert_msg(spills == 0, "spills on sm_%d%d:\n%s", major, minor, report.s);
+  ck_assert_msg(kernels > (math == CUDA_EXACT ? 50 : 5 * nf), "only %d kernels", kernels);
+  ck_assert_msg(spills == 0, "spills on sm_%d%d (%s):\n%s", major, minor, cuda_math_name(math), report.s);
   buf_free(&report);
   buf_free(&all);
   buf_free(&ptx);
 }
 
-START_TEST(test_ptx_sm80) { ptx_check(8, 0); }
+START_TEST(test_ptx_sm80) { ptx_check(8, 0, CUDA_EXACT); }
 END_TEST
-START_TEST(test_ptx_sm90) { ptx_check(9, 0); }
+START_TEST(test_ptx_sm90) { ptx_check(9, 0, CUDA_EXACT); }
+END_TEST
+START_TEST(test_ptx_tensor_cores) {
+  ptx_check(8, 0, CUDA_TF32);
+  ptx_check(9, 0, CUDA_TF32);
+  ptx_check(8, 0, CUDA_BF16);
+  ptx_check(9, 0, CUDA_BF16);
+}
 END_TEST
 
 /* ---- the model ---- */
@@ -366,7 +445,7 @@ START_TEST(test_gemm_model) {
   HwModel hw = gpu_model("h100");
   CudaGemmPlan pl;
   /* large and square: the largest tile, a few waves, no split */
-  ck_assert(cuda_gemm_plan(&hw, 1, 4096, 4096, 4096, &pl));
+  ck_assert(cuda_gemm_plan(&hw, CUDA_EXACT, 1, 4096, 4096, 4096, &pl));
   ck_assert_int_eq(pl.bm * pl.bn, 128 * 128);
   ck_assert_int_eq(pl.splits, 1);
   ck_assert_int_eq(pl.blocks, 32 * 32);
@@ -374,23 +453,54 @@ START_TEST(test_gemm_model) {
   /* 2 * 4096^3 FLOPs at 66.9 TFLOP/s: about 2 ms; the model is within reason */
   ck_assert_msg(pl.predicted_s > 1.5e-3 && pl.predicted_s < 4e-3, "predicted %g s", pl.predicted_s);
   /* a vector times a matrix: few tiles, so K is split to fill the SMs */
-  ck_assert(cuda_gemm_plan(&hw, 1, 1, 768, 768, &pl));
+  ck_assert(cuda_gemm_plan(&hw, CUDA_EXACT, 1, 1, 768, 768, &pl));
   ck_assert_msg(pl.splits > 1 || pl.bm == 32, "1x768x768: %dx%d split %d", pl.bm, pl.bn, pl.splits);
   /* tiny: the smallest tile */
-  ck_assert(cuda_gemm_plan(&hw, 1, 13, 11, 17, &pl));
+  ck_assert(cuda_gemm_plan(&hw, CUDA_EXACT, 1, 13, 11, 17, &pl));
   ck_assert_int_eq(pl.bm, 32);
   ck_assert_int_eq(pl.blocks, 1);
   /* batched: the batch multiplies the blocks */
-  ck_assert(cuda_gemm_plan(&hw, 12, 384, 384, 64, &pl));
+  ck_assert(cuda_gemm_plan(&hw, CUDA_EXACT, 12, 384, 384, 64, &pl));
   ck_assert(pl.blocks >= 12 * (384 / pl.bm) * (384 / pl.bn));
   /* empty shapes are refused */
-  ck_assert(!cuda_gemm_plan(&hw, 1, 0, 5, 5, &pl));
+  ck_assert(!cuda_gemm_plan(&hw, CUDA_EXACT, 1, 0, 5, 5, &pl));
+  ck_assert_int_eq(pl.math, CUDA_EXACT);
+}
+END_TEST
+
+/* The tensor cores: their peak in the model, their tiles, and no tensor cores before 8.0. */
+START_TEST(test_gemm_model_tensor_cores) {
+  HwModel hw = gpu_model("h100");
+  CudaGemmPlan ex, tf, bf;
+  ck_assert(cuda_gemm_plan(&hw, CUDA_EXACT, 1, 4096, 4096, 4096, &ex));
+  ck_assert(cuda_gemm_plan(&hw, CUDA_TF32, 1, 4096, 4096, 4096, &tf));
+  ck_assert(cuda_gemm_plan(&hw, CUDA_BF16, 1, 4096, 4096, 4096, &bf));
+  ck_assert_int_eq(tf.math, CUDA_TF32);
+  ck_assert_int_eq(bf.math, CUDA_BF16);
+  ck_assert_int_eq(tf.bm * tf.bn, 128 * 128);
+  ck_assert_int_eq(tf.threads, 256);
+  /* 2 * 4096^3 FLOPs: under the 494.7 TFLOP/s of tf32 the tiles' shared-memory reads bound
+   * it, but well ahead of the CUDA cores' 66.9; bf16 no slower */
+  ck_assert_msg(tf.predicted_s > 2 * 4096.0 * 4096 * 4096 / 494.7e12 && tf.predicted_s < ex.predicted_s / 3, "tf32 %g s, exact %g s",
+                tf.predicted_s, ex.predicted_s);
+  ck_assert(bf.predicted_s <= tf.predicted_s);
+  /* tiny: the smallest tile */
+  ck_assert(cuda_gemm_plan(&hw, CUDA_TF32, 1, 13, 11, 17, &tf));
+  ck_assert_int_eq(tf.bm, 32);
+  ck_assert_int_eq(tf.threads, 128);
+  /* a GPU of compute capability 7.5: exact whatever is asked */
+  hw.cc_major = 7;
+  hw.cc_minor = 5;
+  ck_assert_int_eq(cuda_math_on(&hw, CUDA_TF32), CUDA_EXACT);
+  ck_assert(cuda_gemm_plan(&hw, CUDA_TF32, 1, 4096, 4096, 4096, &tf));
+  ck_assert_int_eq(tf.math, CUDA_EXACT);
+  ck_assert(fabs(tf.predicted_s - ex.predicted_s) < 1e-12);
 }
 END_TEST
 
 START_TEST(test_describe) {
   HwModel hw = gpu_model("h100");
-  CudaProgram *cp = cuda_program_new(program("softmax"), &hw);
+  CudaProgram *cp = cuda_program_new(program("softmax"), &hw, CUDA_EXACT);
   Buf out = {0};
   const char *names[] = {"B", "N"};
   int64_t vals[] = {2048, 768};
@@ -401,13 +511,33 @@ START_TEST(test_describe) {
   ck_assert(t > 0 && t < 1e-3);
   cuda_program_free(cp);
   buf_free(&out);
-  cp = cuda_program_new(program("matmul"), &hw);
+  cp = cuda_program_new(program("matmul"), &hw, CUDA_EXACT);
   const char *mn[] = {"M", "N", "K"};
   int64_t mv[] = {1024, 1024, 1024};
   EvalSizes msz = {mn, mv, 3};
   t = cuda_describe(cp, pc, &msz, &out);
   ck_assert_msg(strstr(out.s, "contraction over k") != NULL && strstr(out.s, "this shape: tiles") != NULL, "%s", out.s);
+  ck_assert_msg(strstr(out.s, "exact f32 on the CUDA cores\n") != NULL, "%s", out.s);
   ck_assert(t > 0);
+  cuda_program_free(cp);
+  buf_free(&out);
+  /* tf32: the tensor cores' tiles, chosen with their peak */
+  cp = cuda_program_new(program("matmul"), &hw, CUDA_TF32);
+  double t32 = cuda_describe(cp, pc, &msz, &out);
+  ck_assert_msg(strstr(out.s, "tf32 on the tensor cores, f32 sums") != NULL, "%s", out.s);
+  ck_assert_msg(strstr(out.s, "mma.sync.m16n8k8") != NULL && strstr(out.s, "this shape: tf32 tiles") != NULL, "%s", out.s);
+  ck_assert_msg(strstr(out.s, "-> matmul_C_tf32_") != NULL, "%s", out.s);
+  ck_assert(t32 > 0 && t32 < t);
+  cuda_program_free(cp);
+  buf_free(&out);
+  /* compute capability 7.5: exact, and :sched says why */
+  hw.cc_major = 7;
+  hw.cc_minor = 5;
+  cp = cuda_program_new(program("matmul"), &hw, CUDA_BF16);
+  cuda_describe(cp, pc, &msz, &out);
+  ck_assert_msg(strstr(out.s, "(bf16 asked for: the tensor cores take it from compute capability 8.0; this GPU is 7.5)") != NULL, "%s",
+                out.s);
+  ck_assert_msg(strstr(out.s, "-> matmul_C_gemm") != NULL, "%s", out.s);
   cuda_program_free(cp);
   buf_free(&out);
 }
@@ -463,7 +593,11 @@ static bool size_lookup(void *env, const char *name, int64_t *v) {
   return false;
 }
 
-static bool same(const Tensor *x, const Tensor *y, Buf *why) {
+/* x (the GPU's) against y (the reference): floats within rtol of the element plus atol of
+ * the largest |y| (tol > 0 sets both: the error the tensor cores' rounding allows); *worst
+ * gets the largest |x - y| over that largest |y|. */
+static bool same(const Tensor *x, const Tensor *y, double tol, double *worst, Buf *why) {
+  *worst = 0;
   if (x->elem != y->elem || x->rank != y->rank || memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->rank)) {
     buf_puts(why, "types differ");
     return false;
@@ -475,6 +609,8 @@ static bool same(const Tensor *x, const Tensor *y, Buf *why) {
     if (isfinite(v) && v > scale) scale = v;
   }
   double rtol = x->elem == DYN_F64 ? 1e-10 : 1e-4, atol = x->elem == DYN_F64 ? 1e-12 : 1e-5;
+  if (tol > 0) rtol = atol = tol;
+  bool all = true;
   for (int64_t i = 0; i < n; i++) {
     bool ok;
     double p = tensor_get_f64(x, i), q = tensor_get_f64(y, i);
@@ -482,27 +618,35 @@ static bool same(const Tensor *x, const Tensor *y, Buf *why) {
     else if (isnan(p) || isnan(q)) ok = isnan(p) && isnan(q);
     else if (isinf(p) || isinf(q)) ok = p == q;
     else ok = fabs(p - q) <= rtol * fabs(q) + atol * scale;
-    if (!ok) {
-      buf_printf(why, "element %lld: gpu %.9g, ref %.9g", (long long)i, p, q);
-      return false;
-    }
+    if (isfinite(p) && isfinite(q) && scale > 0 && fabs(p - q) / scale > *worst) *worst = fabs(p - q) / scale;
+    if (!ok && all) buf_printf(why, "element %lld: gpu %.9g, ref %.9g", (long long)i, p, q);
+    all = all && ok;
   }
-  return true;
+  return all;
 }
 
-/* Run fname on random inputs of the given sizes ("M=3 N=4") on the emulator with a forced
- * variant and split, and on the reference evaluator; they must agree (both fail, or both
- * succeed with the same values). */
-static void run_case(const char *fname, const char *sizes, const char *force, int splits) {
+/* Programs compiled for the emulator with the tensor cores, per arithmetic and function
+ * (exact ones live in Func.gpu_backend). */
+static CudaProgram *tc_progs[3][128];
+
+/* Run fname on random inputs of the given sizes ("M=3 N=4") on the emulator with f32
+ * contractions in math, a forced variant and split, and on the reference evaluator; they must
+ * agree within tol (0: exact f32's tolerance): both fail, or both succeed with the same
+ * values.  Returns the largest difference over the largest value (see same). */
+static double run_math(const char *fname, const char *sizes, const char *force, int splits, CudaMath math, double tol) {
   Func *f = lookup(NULL, fname);
   ck_assert_msg(f != NULL, "no %s", fname);
   Program *p = program(fname);
-  if (!f->gpu_backend) {
+  int fi = 0;
+  while (fns[fi] != f) fi++;
+  CudaProgram *cp = math == CUDA_EXACT ? f->gpu_backend : tc_progs[math][fi];
+  if (!cp) {
     char err[4096];
-    f->gpu_backend = cuda_compile(emu_be, p, err, sizeof err);
-    ck_assert_msg(f->gpu_backend != NULL, "%s: %s", fname, err);
+    cp = cuda_compile(emu_be, p, math, err, sizeof err);
+    ck_assert_msg(cp != NULL, "%s: %s", fname, err);
+    if (math == CUDA_EXACT) f->gpu_backend = cp;
+    else tc_progs[math][fi] = cp;
   }
-  CudaProgram *cp = f->gpu_backend;
   const char *names[16];
   int64_t vals[16];
   int ns = 0;
@@ -536,18 +680,22 @@ static void run_case(const char *fname, const char *sizes, const char *force, in
   Buf rerr = {0};
   bool rok = eval_program(p, in, &sz, ref, NULL, &rerr, NULL);
   char err[4096] = "";
+  const char *what = force ? force : "model";
   cuda_force(emu_be, force, splits);
   int st = cuda_run(emu_be, cp, in, &sz, gpu, err, sizeof err);
   cuda_force(emu_be, NULL, 0);
-  ck_assert_msg(st >= 0, "%s [%s] %s: %s", fname, sizes, force ? force : "model", err);
+  ck_assert_msg(st >= 0, "%s [%s] %s %s: %s", fname, sizes, cuda_math_name(math), what, err);
+  double worst = 0;
   if (!rok) {
-    ck_assert_msg(st == 0, "%s [%s] %s: the reference fails (%s), the GPU does not", fname, sizes, force ? force : "model", rerr.s);
+    ck_assert_msg(st == 0, "%s [%s] %s %s: the reference fails (%s), the GPU does not", fname, sizes, cuda_math_name(math), what, rerr.s);
   } else {
-    ck_assert_msg(st == 1, "%s [%s] %s: the GPU reports an error, the reference does not", fname, sizes, force ? force : "model");
+    ck_assert_msg(st == 1, "%s [%s] %s %s: the GPU reports an error, the reference does not", fname, sizes, cuda_math_name(math), what);
     for (int i = 0; i < p->nout; i++) {
       Buf why = {0};
-      bool ok = same(gpu[i], ref[i], &why);
-      ck_assert_msg(ok, "%s [%s] %s, output %d: %s", fname, sizes, force ? force : "model", i, why.s);
+      double w;
+      bool ok = same(gpu[i], ref[i], tol, &w, &why);
+      ck_assert_msg(ok, "%s [%s] %s %s, output %d: %s", fname, sizes, cuda_math_name(math), what, i, why.s);
+      if (w > worst) worst = w;
       buf_free(&why);
     }
   }
@@ -558,6 +706,11 @@ static void run_case(const char *fname, const char *sizes, const char *force, in
   for (int i = 0; i < 16; i++) tensor_release(in[i]);
   for (int i = 0; i < ns; i++) free((char *)names[i]);
   buf_free(&rerr);
+  return worst;
+}
+
+static void run_case(const char *fname, const char *sizes, const char *force, int splits) {
+  run_math(fname, sizes, force, splits, CUDA_EXACT, 0);
 }
 
 static void emu_setup(void) {
@@ -655,6 +808,146 @@ START_TEST(test_run_contractions) {
 }
 END_TEST
 
+/* The tensor-core tiles on the emulator, within what their rounding allows: an operand's
+ * relative error is at most 2^-11 in tf32 and 2^-8 in bf16, and over K products of random
+ * sign the error of a sum grows like sqrt(K), as its value does: 1e-3 (1e-2) of the largest
+ * output covers it.  Every tile shape on the four layouts of A and B (the fragments are read
+ * differently from each), then shapes of 1, primes and the tiles' sizes -1, 0, +1. */
+static void tensor_core_cases(CudaMath m) {
+  double tol = m == CUDA_TF32 ? 1e-3 : 1e-2;
+  const char *pre = m == CUDA_TF32 ? "tf32_" : "bf16_";
+  static const char *shapes[] = {"128x128", "128x64", "64x128", "64x64", "32x32"};
+  char force[32];
+  for (int g = 0; g < 5; g++) {
+    snprintf(force, sizeof force, "%s%s", pre, shapes[g]);
+    run_math("matmul", "M=129 N=65 K=33", force, 0, m, tol);    /* A k contiguous, B n contiguous */
+    run_math("linear", "B=31 I=37 O=17", force, 0, m, tol);      /* both k contiguous */
+    run_math("tmm", "M=37 N=44 K=21", force, 0, m, tol);         /* A m contiguous */
+    run_math("ttm", "M=36 N=20 K=19", force, 0, m, tol);         /* A m, B k contiguous */
+  }
+  snprintf(force, sizeof force, "%s128x64", pre);
+  run_math("matmul", "M=127 N=63 K=31", force, 0, m, tol);
+  run_math("matmul", "M=128 N=64 K=32", force, 0, m, tol);
+  run_math("matmul", "M=1 N=1 K=1", NULL, 0, m, tol);
+  run_math("matmul", "M=13 N=7 K=5", NULL, 0, m, tol);
+  run_math("matmul", "M=1 N=33 K=17", NULL, 0, m, tol);
+  run_math("matmul", "M=5 N=6 K=0", NULL, 0, m, tol);
+  snprintf(force, sizeof force, "%s32x32", pre);
+  run_math("matmul", "M=31 N=33 K=17", force, 0, m, tol);
+  run_math("matmul", "M=20 N=24 K=100", force, 3, m, tol);      /* K split in 3 */
+  run_math("bmm", "B=3 M=17 N=31 K=19", NULL, 0, m, tol);
+  snprintf(force, sizeof force, "%s64x64", pre);
+  run_math("bmm", "B=2 M=65 N=33 K=64", force, 2, m, tol);
+  run_math("bmm1", "B=2 M=9 N=12 K=8", NULL, 0, m, tol);
+  run_math("attention", "B=2 S=9 T=11 D=8", NULL, 0, m, tol);
+  run_math("mlp", "B=5 I=12 H=20 O=7", NULL, 0, m, tol);
+}
+
+START_TEST(test_run_tf32) {
+  if (!emulator()) return;
+  tensor_core_cases(CUDA_TF32);
+}
+END_TEST
+
+START_TEST(test_run_bf16) {
+  if (!emulator()) return;
+  tensor_core_cases(CUDA_BF16);
+}
+END_TEST
+
+/* Exact stays exact: the default's error is f32's, far under what tf32 makes of the same
+ * contraction (which shows the tolerance tells them apart). */
+START_TEST(test_run_exact_stays_exact) {
+  if (!emulator()) return;
+  double e = run_math("matmul", "M=70 N=40 K=200", NULL, 0, CUDA_EXACT, 1e-5);
+  double e2 = run_math("linear", "B=33 I=150 O=50", NULL, 0, CUDA_EXACT, 1e-5);
+  double t = run_math("matmul", "M=70 N=40 K=200", NULL, 0, CUDA_TF32, 1e-3);
+  ck_assert_msg(e < 1e-6 && e2 < 1e-6, "exact: %g, %g of the largest value", e, e2);
+  ck_assert_msg(t > 1e-5, "tf32 as close as exact (%g): are the operands rounded?", t);
+  ck_assert(strstr(cuda_program_source(lookup(NULL, "matmul")->gpu_backend), "mma.sync") == NULL);
+}
+END_TEST
+
+/* The roundings, written differently from emu.h's bit tricks: keep 11 (tf32) or 8 (bf16)
+ * significant bits; round() breaks ties away from zero, rint() to even. */
+static float round_tf32(float x) {
+  int e;
+  double m = frexp(x, &e);
+  return (float)ldexp(round(ldexp(m, 11)), e - 11);
+}
+static float round_bf16(float x) {
+  int e;
+  double m = frexp(x, &e);
+  return (float)ldexp(rint(ldexp(m, 8)), e - 8);
+}
+
+/* Bit for bit: with K = 2 each output is two products of rounded operands, each exact in
+ * f32, summed once: C is known exactly.  The values include ties of both roundings. */
+START_TEST(test_run_tensor_rounding) {
+  if (!emulator()) return;
+  ck_assert(round_tf32(1.0f + 0x1p-11f) == 1.0f + 0x1p-10f);
+  ck_assert(round_tf32(-(1.0f + 0x1p-11f)) == -(1.0f + 0x1p-10f));
+  ck_assert(round_bf16(1.0f + 0x1p-8f) == 1.0f);
+  ck_assert(round_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
+  static const float vals[] = {1.0f + 0x1p-11f, -(1.0f + 0x1p-11f), 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,
+                               -(1.0f + 0x1p-8f), 0.1f, -0.3f, 3.14159265f, 1e-3f, 65504.0f, 1.0f + 0x1p-12f, -7.77e-2f};
+  enum { NV = sizeof vals / sizeof *vals, M = 13, N = 11, K = 2 };
+  const char *names[] = {"M", "N", "K"};
+  int64_t sv[] = {M, N, K};
+  EvalSizes sz = {names, sv, 3};
+  char err[4096];
+  int64_t da[] = {M, K}, db[] = {K, N};
+  Tensor *in[2] = {tensor_new(DYN_F32, 2, da, err, sizeof err), tensor_new(DYN_F32, 2, db, err, sizeof err)};
+  float *A = tensor_data(in[0]), *B = tensor_data(in[1]);
+  for (int i = 0; i < M; i++)
+    for (int k = 0; k < K; k++) A[i * K + k] = vals[(i + 5 * k) % NV];
+  for (int k = 0; k < K; k++)
+    for (int j = 0; j < N; j++) B[k * N + j] = vals[(j + 7 * k + 3) % NV];
+  Func *f = lookup(NULL, "matmul");
+  int fi = 0;
+  while (fns[fi] != f) fi++;
+  for (CudaMath m = CUDA_TF32; m <= CUDA_BF16; m++) {
+    float (*rnd)(float) = m == CUDA_TF32 ? round_tf32 : round_bf16;
+    if (!tc_progs[m][fi]) tc_progs[m][fi] = cuda_compile(emu_be, program("matmul"), m, err, sizeof err);
+    ck_assert_msg(tc_progs[m][fi] != NULL, "%s", err);
+    Tensor *out[1] = {0};
+    ck_assert_int_eq(cuda_run(emu_be, tc_progs[m][fi], in, &sz, out, err, sizeof err), 1);
+    const float *C = tensor_data(out[0]);
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double p0 = (double)rnd(A[i * K]) * rnd(B[j]), p1 = (double)rnd(A[i * K + 1]) * rnd(B[N + j]);
+        float want = (float)(p0 + p1);
+        ck_assert_msg(C[i * N + j] == want, "%s: C[%d][%d] = %a, want %a (A %a %a, B %a %a)", cuda_math_name(m), i, j, C[i * N + j], want,
+                      A[i * K], A[i * K + 1], B[j], B[N + j]);
+      }
+    tensor_release(out[0]);
+  }
+  tensor_release(in[0]);
+  tensor_release(in[1]);
+}
+END_TEST
+
+/* f64 contractions on the tiles: every shape on the four layouts, edges, a split K, a batch,
+ * within f64's tolerance. */
+START_TEST(test_run_f64_contractions) {
+  if (!emulator()) return;
+  static const char *shapes[] = {"gemm64x64", "gemm64x32", "gemm32x32"};
+  for (int g = 0; g < 3; g++) {
+    run_case("mm64", "M=65 N=33 K=17", shapes[g], 0);
+    run_case("lin64", "B=31 I=37 O=17", shapes[g], 0);
+    run_case("tmm64", "M=37 N=44 K=21", shapes[g], 0);
+    run_case("ttm64", "M=36 N=20 K=19", shapes[g], 3);
+  }
+  run_case("mm64", "M=1 N=1 K=1", NULL, 0);
+  run_case("mm64", "M=63 N=31 K=15", NULL, 0);
+  run_case("mm64", "M=64 N=32 K=16", NULL, 0);
+  run_case("mm64", "M=20 N=24 K=100", "gemm32x32", 4);
+  run_case("mm64", "M=5 N=6 K=0", NULL, 0);
+  run_case("bmm64", "B=3 M=17 N=31 K=19", NULL, 0);
+  ck_assert(strstr(cuda_program_source(lookup(NULL, "mm64")->gpu_backend), "DynGemm<64, 64, 16, 4, 4, true, false, double>") != NULL);
+}
+END_TEST
+
 START_TEST(test_run_semantics) {
   if (!emulator()) return;
   run_case("idiv", "N=300", NULL, 0);          /* zero divisors among the inputs: an error */
@@ -681,11 +974,14 @@ int main(void) {
   tcase_add_test(tc, test_golden_relu);
   tcase_add_test(tc, test_golden_softmax);
   tcase_add_test(tc, test_golden_matmul);
+  tcase_add_test(tc, test_golden_matmul_tf32);
   tcase_add_test(tc, test_render_stable);
   tcase_add_test(tc, test_gemm_model);
+  tcase_add_test(tc, test_gemm_model_tensor_cores);
   tcase_add_test(tc, test_describe);
   tcase_add_test(tc, test_ptx_sm80);
   tcase_add_test(tc, test_ptx_sm90);
+  tcase_add_test(tc, test_ptx_tensor_cores);
   suite_add_tcase(s, tc);
   TCase *run = tcase_create("emulated");
   tcase_add_checked_fixture(run, emu_setup, teardown);
@@ -695,6 +991,11 @@ int main(void) {
   tcase_add_test(run, test_run_rowwise);
   tcase_add_test(run, test_run_contractions);
   tcase_add_test(run, test_run_semantics);
+  tcase_add_test(run, test_run_tf32);
+  tcase_add_test(run, test_run_bf16);
+  tcase_add_test(run, test_run_exact_stays_exact);
+  tcase_add_test(run, test_run_tensor_rounding);
+  tcase_add_test(run, test_run_f64_contractions);
   suite_add_tcase(s, run);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
