@@ -159,8 +159,13 @@ static void load_driver(void) {
   const char *name = env && *env ? env : "libcuda.so.1";
   void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    if (env && *env) snprintf(drv_lib.why, sizeof drv_lib.why, "no NVIDIA driver (%s: %s)", env, dlerror());
-    else snprintf(drv_lib.why, sizeof drv_lib.why, "no NVIDIA driver (libcuda.so.1 not found)");
+    if (env && *env) {
+      /* dlerror() starts with the path already: say it once */
+      const char *msg = dlerror();
+      size_t n = strlen(env);
+      if (msg && !strncmp(msg, env, n) && msg[n] == ':' && msg[n + 1] == ' ') msg += n + 2;
+      snprintf(drv_lib.why, sizeof drv_lib.why, "no NVIDIA driver (DYN_CUDA_DRIVER=%s: %s)", env, msg ? msg : "cannot be opened");
+    } else snprintf(drv_lib.why, sizeof drv_lib.why, "no NVIDIA driver (libcuda.so.1 not found)");
     return;
   }
   if (!bind_table(h, DRV_ENTRIES, sizeof DRV_ENTRIES / sizeof *DRV_ENTRIES, &D, name, drv_lib.why, sizeof drv_lib.why)) {

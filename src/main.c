@@ -20,7 +20,8 @@ static void usage(FILE *f) {
         "  -i FILE           run FILE, then start the REPL (-i -: the REPL even when\n"
         "                    standard input is not a terminal, echoing each input)\n"
         "  -q                no banner in the REPL\n"
-        "  --target=T        cpu, gpu or ref: the back end that runs the code\n"
+        "  --target=T        cpu, gpu or ref: the back end that runs the code; gpu:tf32 or\n"
+        "                    gpu:bf16 puts f32 contractions on the tensor cores (:target)\n"
         "  --hw=NAME|FILE    the hardware model (see hw/); default: this machine\n"
         "  --threads=N       CPU threads\n"
         "  --calibrate       measure this machine's micro-kernel throughput once and keep it\n"
@@ -58,8 +59,11 @@ int main(int argc, char **argv) {
       quiet = true;
     } else if (!strncmp(a, "--target=", 9)) {
       opt.target = a + 9;
-      if (strcmp(opt.target, "cpu") && strcmp(opt.target, "gpu") && strcmp(opt.target, "ref")) {
-        fprintf(stderr, "dyn: unknown target '%s': use cpu, gpu or ref\n", opt.target);
+      static const char *ok[] = {"cpu", "gpu", "ref", "gpu:exact", "gpu:tf32", "gpu:bf16"};
+      bool known = false;
+      for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) known = known || !strcmp(opt.target, ok[k]);
+      if (!known) {
+        fprintf(stderr, "dyn: unknown target '%s': use cpu, gpu (gpu:tf32, gpu:bf16) or ref\n", opt.target);
         return 2;
       }
     } else if (!strncmp(a, "--hw=", 5)) {

@@ -1654,8 +1654,9 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
 }
 
 /* Compare two results element by element: ints and bools exactly, floats with a tolerance
- * for the element type (the back ends may reassociate sums). */
-static bool compare_values(Session *s, const Value *a, const Value *b, Buf *out) {
+ * for the element type (the back ends may reassociate sums), or tol for both the relative
+ * and the absolute part when tol > 0 (what the tensor cores' rounding allows). */
+static bool compare_values(Session *s, const Value *a, const Value *b, double tol, Buf *out) {
   if (a->kind != b->kind) {
     buf_puts(out, "different kinds of value");
     return false;
@@ -1668,7 +1669,7 @@ static bool compare_values(Session *s, const Value *a, const Value *b, Buf *out)
     bool ok = true;
     for (int i = 0; i < a->n; i++) {
       buf_printf(out, "%s#%d: ", i ? "; " : "", i + 1);
-      ok = compare_values(s, &a->items[i], &b->items[i], out) && ok;
+      ok = compare_values(s, &a->items[i], &b->items[i], tol, out) && ok;
     }
     return ok;
   }
@@ -1688,6 +1689,7 @@ static bool compare_values(Session *s, const Value *a, const Value *b, Buf *out)
   /* an element may differ by rtol of itself plus atol of the largest value: sums reassociated
    * by a back end lose precision relative to their terms, not to their result */
   double rtol = x->elem == DYN_F64 ? 1e-10 : 1e-4, atol = x->elem == DYN_F64 ? 1e-12 : 1e-5;
+  if (tol > 0 && x->elem == DYN_F32) rtol = atol = tol;
   for (int64_t i = 0; i < n; i++) {
     double p = tensor_get_f64(x, i), q = tensor_get_f64(y, i);
     bool same;
@@ -1753,8 +1755,17 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
       val_free(&v);
       goto out;
     }
-    buf_printf(&b, "; %s vs ref: ", targets[t]);
-    bool same = compare_values(s, &v, &ref, &b);
+    /* f32 contractions on the tensor cores round their operands to 10 (tf32) or 7 (bf16)
+     * bits: a relative error of a few units of 2^-11 or 2^-8 of the largest value */
+    double tol = 0;
+    CudaMath m = t == 1 ? cuda_math_on(cuda_backend_hw(s->gpu), s->gpu_math) : CUDA_EXACT;
+    if (m != CUDA_EXACT) {
+      tol = m == CUDA_TF32 ? 5e-3 : 4e-2;
+      buf_printf(&b, "; %s (%s, tolerance %g) vs ref: ", targets[t], cuda_math_name(m), tol);
+    } else {
+      buf_printf(&b, "; %s vs ref: ", targets[t]);
+    }
+    bool same = compare_values(s, &v, &ref, tol, &b);
     buf_puts(&b, same ? ": ok" : ": MISMATCH");
     ok = ok && same;
     val_free(&v);
@@ -2358,9 +2369,14 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
     load_calibration(s);
   }
   if (opt && opt->target) {
-    if (!strcmp(opt->target, "cpu") && !cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
-    else if (!strcmp(opt->target, "gpu") && !gpu_backend(s)) fprintf(err, "dyn: no GPU (%s); using %s\n", s->gpu_why, s->target);
-    else snprintf(s->target, sizeof s->target, "%s", opt->target);
+    const char *t = opt->target;
+    if (!strncmp(t, "gpu:", 4)) {       /* --target=gpu:tf32: the GPU, and its arithmetic */
+      s->gpu_math = !strcmp(t + 4, "tf32") ? CUDA_TF32 : !strcmp(t + 4, "bf16") ? CUDA_BF16 : CUDA_EXACT;
+      t = "gpu";
+    }
+    if (!strcmp(t, "cpu") && !cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
+    else if (!strcmp(t, "gpu") && !gpu_backend(s)) fprintf(err, "dyn: no GPU (%s); using %s\n", s->gpu_why, s->target);
+    else snprintf(s->target, sizeof s->target, "%s", t);
   }
   if (!opt || !opt->no_prelude) {
     import_module(s, "linalg", (Span){0}, false);

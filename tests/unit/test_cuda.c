@@ -201,7 +201,8 @@ START_TEST(test_no_driver) {
   char why[512] = "";
   CudaBackend *be = cuda_backend_new(NULL, why, sizeof why);
   ck_assert_ptr_null(be);
-  ck_assert_msg(!strncmp(why, "no NVIDIA driver (", 18), "reason: %s", why);
+  ck_assert_msg(!strncmp(why, "no NVIDIA driver (DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1: ", 61), "reason: %s", why);
+  ck_assert_msg(strstr(strstr(why, "/nonexistent/") + 1, "/nonexistent/") == NULL, "the path twice: %s", why);
 }
 END_TEST
 
@@ -948,6 +949,32 @@ START_TEST(test_run_f64_contractions) {
 }
 END_TEST
 
+/* :check in a session on the emulated GPU: with tf32 it says so and allows for the rounding;
+ * exact f32 is held to the usual tolerance. */
+START_TEST(test_session_check_math) {
+  if (!emulator()) return;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  SessionOptions opt = {.target = "ref"};
+  Session *se = session_new(&opt, out, out);
+  ck_assert_int_eq(session_run(se, "seed(3)\nA = randn(f32[33, 70])\nB = randn(f32[70, 17])", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":target gpu tf32", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":check matmul(A, B)", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":target gpu bf16", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":check matmul(A, B)", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":target gpu", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":check matmul(A, B)", "t"), RUN_OK);
+  session_free(se);
+  fclose(out);
+  ck_assert_msg(strstr(text, "gpu (tf32, tolerance 0.005) vs ref: max |difference|") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "gpu (bf16, tolerance 0.04) vs ref: max |difference|") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "; gpu vs ref: max |difference|") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "MISMATCH") == NULL, "%s", text);
+  free(text);
+}
+END_TEST
+
 START_TEST(test_run_semantics) {
   if (!emulator()) return;
   run_case("idiv", "N=300", NULL, 0);          /* zero divisors among the inputs: an error */
@@ -996,6 +1023,7 @@ int main(void) {
   tcase_add_test(run, test_run_exact_stays_exact);
   tcase_add_test(run, test_run_tensor_rounding);
   tcase_add_test(run, test_run_f64_contractions);
+  tcase_add_test(run, test_session_check_math);
   suite_add_tcase(s, run);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

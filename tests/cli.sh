@@ -1,0 +1,51 @@
+#!/bin/sh
+# The command line: options, exit statuses (0 success, 1 an error in the program, 2 a usage
+# error) and what each prints, as lang/reference.md section 13 states them.
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir}
+dyn=$top_builddir/dyn
+work=$(mktemp -d "${TMPDIR:-/tmp}/dyncli.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 99
+export HOME="$work" DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1
+pass=0; fail=0
+
+# check NAME WANT_STATUS PATTERN -- dyn ARGS...: the status, and PATTERN (a fixed string)
+# somewhere in standard output and error together
+check() {
+  name=$1 want=$2 pat=$3
+  shift 4
+  "$dyn" "$@" > out.txt 2>&1 < /dev/null
+  st=$?
+  if [ "$st" != "$want" ]; then
+    fail=$((fail + 1)); echo "FAIL $name: exit status $st, expected $want"; sed -n '1,5p' out.txt
+  elif ! grep -qF -- "$pat" out.txt; then
+    fail=$((fail + 1)); echo "FAIL $name: no '$pat' in:"; sed -n '1,5p' out.txt
+  else
+    pass=$((pass + 1))
+  fi
+}
+
+check version 0 "dyn " -- --version
+check help 0 "usage: dyn [options] [FILE.dyn]" -- --help
+check unknown-option 2 "dyn: unknown option '--bogus'" -- --bogus
+check bad-target 2 "dyn: unknown target 'tpu': use cpu, gpu (gpu:tf32, gpu:bf16) or ref" -- --target=tpu
+check bad-math 2 "dyn: unknown target 'gpu:fp8'" -- --target=gpu:fp8
+check bad-threads 2 "threads" -- --threads=0
+check missing-e 2 "usage" -- -e
+check two-files 2 "dyn: only one script at a time ('a.dyn' and 'b.dyn')" -- a.dyn b.dyn
+check no-file 1 "dyn: cannot open nosuch.dyn: " -- nosuch.dyn
+check run-e 0 "f32 6" -- -e 'x = [1, 2, 3]; print(sum[i] x[i])'
+check error-e 1 "-e:1:7: error: undefined name 'y'" -- -e 'print(y)'
+check target-ref 0 "target: ref" -- --target=ref -e ':target'
+# a GPU that is not there is reported and the default kept; the arithmetic asked for stays
+check target-gpu-missing 0 "dyn: no GPU (no NVIDIA driver" -- --target=gpu -e '1'
+check target-gpu-tf32 0 "(GPU code: f32 contractions in tf32 on the tensor cores)" -- --target=gpu:tf32 -e ':target'
+check hw-unknown 0 "nosuchmachine" -- --hw=nosuchmachine -e '1'
+printf 'x = 2\nprint(x * 3)\n' > ok.dyn
+check script 0 "i64 6" -- ok.dyn
+printf 'x = 2\nprint(x +)\nprint(99)\n' > bad.dyn
+check script-error 1 "bad.dyn:2:" -- bad.dyn
+
+echo "cli: $pass passed, $fail failed"
+[ $fail = 0 ]
