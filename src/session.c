@@ -660,11 +660,12 @@ static bool ensure_compiled(Session *s, Func *f) {
 
 /* Run the prepared checked function on values; report run-time errors. */
 static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
-  Buf err = {0};
-  Span esp = {0};
   s->interrupt = 0;
+  /* a compiled back end's answer: 1 done, 0 it found an error (the evaluator then says
+   * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
+  int r = 0;
+  char msg[512];
   if (!strcmp(s->target, "gpu") && gpu_backend(s)) {
-    char msg[512];
     if (!f->gpu_backend) {
       f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
       if (!f->gpu_backend) {
@@ -673,22 +674,17 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
       }
       f->compiles++;
     }
-    int r = cuda_run(s->gpu, f->gpu_backend, inputs, sz, outs, msg, sizeof msg);
-    if (r == 1) return true;
-    if (r < 0) {
-      error(s, at, E_RUNTIME, msg);
-      return false;
-    }
+    r = cuda_run(s->gpu, f->gpu_backend, inputs, sz, outs, msg, sizeof msg);
   } else if (use_cpu(s, f, sz) && ensure_compiled(s, f)) {
-    char msg[512];
-    int r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
-    if (r == 1) return true;
-    if (r < 0) {
-      error(s, at, E_RUNTIME, msg);
-      return false;
-    }
-    /* r == 0: the compiled code found an error; the evaluator says exactly what and where */
+    r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
   }
+  if (r == 1) return true;
+  if (r < 0) {
+    error(s, at, E_RUNTIME, msg);
+    return false;
+  }
+  Buf err = {0};
+  Span esp = {0};
   bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
   if (!ok) {
     Diag *d = error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
