@@ -7,7 +7,8 @@
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -I. -DDYN_SRCDIR='"."' \
  *     -DDYN_PKGDATADIR='"."' src/util.c src/tensor.c src/npy.c src/poly.c src/hw.c \
  *     src/diag.c src/lex.c src/parse.c src/sema.c src/lower.c src/eval.c src/session.c \
- *     src/cost.c src/cpu.c src/stdlib_embed.c tests/fuzz/fuzz_dyn.c -lm -lpthread -o fuzz_dyn
+ *     src/cost.c src/cpu.c src/cuda.c src/stdlib_embed.c tests/fuzz/fuzz_dyn.c -lm -lpthread -ldl \
+ *     -o fuzz_dyn      (make src/stdlib_embed.c first)
  *   ASAN_OPTIONS=allocator_may_return_null=1 ./fuzz_dyn -max_total_time=60 -max_len=512 \
  *     CORPUS_DIR tests/golden tests/errors */
 #include "config.h"
