@@ -474,6 +474,8 @@ static const char *temp_name(Session *s, Anon *an, Expr *e) {
 static void prepare(Session *s, Expr *e, Anon *an) {
   if (failed(s)) return;
   if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST) {
+    /* named before it runs: running may rewrite the expression's arguments in place */
+    const char *nm = temp_name(s, an, e);
     Value v = eval_top(s, e);
     if (failed(s)) return;
     if (v.kind != VAL_TENSOR) {
@@ -481,7 +483,6 @@ static void prepare(Session *s, Expr *e, Anon *an) {
       val_free(&v);
       return;
     }
-    const char *nm = temp_name(s, an, e);
     vec_push(an->temps, v);
     vec_push(an->temp_names, nm);
     Span sp = e->span;
@@ -495,6 +496,7 @@ static void prepare(Session *s, Expr *e, Anon *an) {
   }
   if (e->kind == EX_INDEX && e->base) {
     /* softmax(X)[0, 1]: the call is computed first, then indexed like a binding */
+    const char *nm = temp_name(s, an, e->base);
     Value v = eval_top(s, e->base);
     if (!failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
       Tensor *t = new_tensor(s, e->base->span, DYN_I64, 1, (int64_t[]){v.rank});
@@ -508,7 +510,6 @@ static void prepare(Session *s, Expr *e, Anon *an) {
       val_free(&v);
       return;
     }
-    const char *nm = temp_name(s, an, e->base);
     vec_push(an->temps, v);
     vec_push(an->temp_names, nm);
     vec_push(an->params, nm);

@@ -15,13 +15,16 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 typedef int CUresult;
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 
+struct FakeFunction;
 struct FakeModule {
   void *so;
+  std::vector<FakeFunction *> fns;      /* handed out by cuModuleGetFunction; the module owns them */
   std::map<std::string, int> nwords;    /* kernel -> words of its argument structure */
   int (*launch)(void *, const void *, int, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned);
 };
@@ -91,6 +94,7 @@ CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned, int *, void
 CUresult cuModuleUnload(void *mod) {
   FakeModule *m = (FakeModule *)mod;
   dlclose(m->so);
+  for (FakeFunction *f : m->fns) delete f;
   delete m;
   return 0;
 }
@@ -98,7 +102,9 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
   FakeModule *m = (FakeModule *)mod;
   void *f = dlsym(m->so, name);
   if (!f || !m->nwords.count(name)) return 500;
-  *fn = new FakeFunction{m, f, m->nwords[name]};
+  FakeFunction *ff = new FakeFunction{m, f, m->nwords[name]};
+  m->fns.push_back(ff);
+  *fn = ff;
   return 0;
 }
 CUresult cuFuncGetAttribute(int *v, int attr, void *) { *v = attr == 4 ? 128 : 0; return 0; }
