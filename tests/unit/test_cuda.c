@@ -2,7 +2,8 @@
  *   - the loader: with no driver, a reason and no crash;
  *   - golden CUDA C: relu (elementwise), softmax (row-wise), matmul (contraction; exact, and
  *     on the tensor cores in tf32) rendered for h100.hw and compared with the files
- *     tests/cuda/NAME.cu.  After a deliberate change to the renderer, run with
+ *     tests/cuda/NAME.cu (the prelude every module shares is kept once, in
+ *     tests/cuda/prelude.cu).  After a deliberate change to the renderer, run with
  *     DYN_UPDATE_GOLDEN=1 to rewrite them, and review the diff;
  *   - every stdlib function compiles with NVRTC for sm_80 and sm_90, and `ptxas -v` reports no
  *     spills for any kernel; so do the tf32 and bf16 variants of every stdlib function with a
@@ -235,29 +236,49 @@ END_TEST
 
 /* ---- golden CUDA C ---- */
 
-static void golden(const char *fname, CudaMath math, const char *file) {
-  HwModel hw = gpu_model("h100");
-  Buf src = {0};
-  cuda_render(program(fname), &hw, math, &src);
+/* text against the golden file SRCDIR/file (DYN_UPDATE_GOLDEN=1 rewrites the file). */
+static void compare_golden(const char *what, const char *text, const char *file) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", SRCDIR, file);
   const char *upd = getenv("DYN_UPDATE_GOLDEN");
   if (upd && *upd && strcmp(upd, "0")) {
     FILE *f = fopen(path, "wb");
     ck_assert_msg(f != NULL, "cannot write %s", path);
-    fwrite(src.s, 1, src.len, f);
+    fputs(text, f);
     fclose(f);
   }
   char *want = read_file(path);
   ck_assert_msg(want != NULL, "no %s (DYN_UPDATE_GOLDEN=1 creates it)", path);
-  if (strcmp(want, src.s)) {
+  if (strcmp(want, text)) {
     size_t i = 0;
-    while (want[i] && want[i] == src.s[i]) i++;
+    while (want[i] && want[i] == text[i]) i++;
     size_t from = i > 200 ? i - 200 : 0;
-    ck_abort_msg("%s differs from %s at byte %zu (DYN_UPDATE_GOLDEN=1 rewrites it):\n--- expected ...%.400s\n--- got ...%.400s", fname,
-                 path, i, want + from, src.s + from);
+    ck_abort_msg("%s differs from %s at byte %zu (DYN_UPDATE_GOLDEN=1 rewrites it):\n--- expected ...%.400s\n--- got ...%.400s", what,
+                 path, i, want + from, text + from);
   }
   free(want);
+}
+
+/* A module's CUDA C against its golden file.  Every module starts with the same prelude, kept
+ * once in prelude.cu: each rendering's prelude must equal it, and the module's own file holds
+ * the rest, with a line in the prelude's place. */
+static void golden(const char *fname, CudaMath math, const char *file) {
+  HwModel hw = gpu_model("h100");
+  Buf src = {0};
+  cuda_render(program(fname), &hw, math, &src);
+  const char *p0 = strstr(src.s, "/* ---- prelude:");
+  ck_assert_msg(p0 != NULL, "%s: no prelude", fname);
+  const char *k = strstr(p0, "\n/* ==== kernel "), *t = strstr(p0, "\n/* ---- the tensor cores");
+  const char *p1 = t && (!k || t < k) ? t : k;
+  ck_assert_msg(p1 != NULL, "%s: nothing after the prelude", fname);
+  p1++;
+  char *prelude = xstrndup(p0, (size_t)(p1 - p0));
+  compare_golden(fname, prelude, "prelude.cu");
+  Buf own = {0};
+  buf_printf(&own, "%.*s/* ---- prelude: tests/cuda/prelude.cu ---- */\n\n%s", (int)(p0 - src.s), src.s, p1);
+  compare_golden(fname, own.s, file);
+  free(prelude);
+  buf_free(&own);
   buf_free(&src);
 }
 
