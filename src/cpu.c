@@ -586,12 +586,10 @@ static void row_reads(const KExpr *e, const Kernel *kn, const Program *p, bool *
   for (int i = 0; i < e->n; i++) row_reads(e->a[i], kn, p, mark);
 }
 
+/* A read prefetch into every cache level (locality 3) of the line at `at`. */
 static void prefetch(G *g, LLVMValueRef at) {
-  LLVMTypeRef pt[1] = {g->ptr};
-  unsigned id = LLVMLookupIntrinsicID("llvm.prefetch", 13);
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->m, id, pt, 1);
   LLVMValueRef args[4] = {at, LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
-  LLVMBuildCall2(g->b, LLVMIntrinsicGetType(g->cx, id, pt, 1), f, args, 4, "");
+  intrinsic(g, "llvm.prefetch", g->ptr, args, 4);
 }
 
 /* Prefetch, for each slot in mark, the bytes of the next row that correspond to elements

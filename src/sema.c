@@ -541,10 +541,9 @@ static void set_ext(S *s, Idx *ix, const Poly *ext, Span at, const char *what) {
     ix->ext_what = what;
   } else if (ix->ext != ext && ix->name[0] == '_' && ix->name[1] && strspn(ix->name + 1, "0123456789") == strlen(ix->name + 1)) {
     /* an index the REPL made up for a whole-tensor statement (z: f32[3] = x * 2): speak of
-     * dimensions and of the value, not of '_0' and '_t0' */
-    const char *w = strstr(what, " of _t") ? arena_printf(s->a, "%.*s of the value", (int)(strstr(what, " of _t") - what), what) : what;
+     * dimensions, not of '_0' */
     Diag *dg = err(s, at, E_SIZE_MISMATCH,
-                   arena_printf(s->a, "the shapes disagree: %s is %s but %s says %s", w, pstr(s, ext), ix->ext_what, pstr(s, ix->ext)));
+                   arena_printf(s->a, "the shapes disagree: %s is %s but %s says %s", what, pstr(s, ext), ix->ext_what, pstr(s, ix->ext)));
     diag_note(dg, ix->ext_span, "%s", ix->ext_what);
   } else if (ix->ext != ext) {
     Diag *dg = err(s, at, E_RANGE_CONFLICT, ix->name,
