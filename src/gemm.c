@@ -1018,9 +1018,12 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   if (!pl->pack_b) {
     double strip = f->nr * es;
     mem += bytesB * nic / (bwB * strip / (strip + line));
-    /* rows a multiple of 4 KiB apart alias in L2 as well: the strip comes back from L3 */
-    double bw_re = (p->b_sk * g->esize) % SET_SPAN ? bwL2 : level_bw(h, cache_bytes(h, 1) + 1);
-    if (b_set > ways) stall += bytesB * (double)imax(0, calls - nic) / bw_re;
+    /* A strip that cannot stay in L1 comes back from L2 for each later piece, which the
+     * edge DP's in-place table already charges (a piece costs at least its strip's reload
+     * from L2), and which a tall piece's FMAs hide.  Rows a multiple of 4 KiB apart alias
+     * in L2 as well: then the strip comes back from L3, a stall beyond the DP's figure. */
+    if (b_set > ways && (p->b_sk * g->esize) % SET_SPAN == 0)
+      stall += bytesB * (double)imax(0, calls - nic) / level_bw(h, cache_bytes(h, 1) + 1);
   }
   if (!pl->pack_a && 2 * a_set > ways) stall += (double)bt * ntiles * mt * K * line / bwL2;
   pl->t_stall = stall;
