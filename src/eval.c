@@ -537,6 +537,11 @@ static void run_stage(E *E, const Kernel *kn, const Stage *st) {
 
 bool eval_size_lookup(void *env, const char *name, int64_t *v) {
   const EvalSizes *s = env;
+  for (int i = 0; i < s->n; i++)      /* a function's names are its polynomials' own strings */
+    if (s->names[i] == name) {
+      *v = s->vals[i];
+      return true;
+    }
   for (int i = 0; i < s->n; i++)
     if (!strcmp(s->names[i], name)) {
       *v = s->vals[i];

@@ -1189,13 +1189,13 @@ static void ws_arm(void *ws, const WsLayout *L) {
 
 static void ws_check(void *ws, const WsLayout *L) {
 #ifndef NDEBUG
+  static const unsigned char armed[CANARY] = { [0 ... CANARY - 1] = 0xA5 };
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < CANARY; j++)
-      if (((unsigned char *)align64(ws))[L->end[i] + j] != 0xA5) {
-        fprintf(stderr, "dyn: internal error: gemm workspace %d overrun (%s:%d)\n", i,
-                __FILE__, __LINE__);
-        abort();
-      }
+    if (memcmp((char *)align64(ws) + L->end[i], armed, CANARY)) {
+      fprintf(stderr, "dyn: internal error: gemm workspace %d overrun (%s:%d)\n", i, __FILE__,
+              __LINE__);
+      abort();
+    }
 #else
   (void)ws, (void)L;
 #endif

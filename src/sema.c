@@ -1353,6 +1353,8 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
   fn->sizes = arena_alloc(arena, sizeof(SizeVar) * (size_t)(s.sizes.n + 1));
   if (s.sizes.n) memcpy(fn->sizes, s.sizes.a, sizeof(SizeVar) * (size_t)s.sizes.n);
   fn->nsizes = s.sizes.n;
+  /* the polynomials' own copy of each name: binding a call then matches by pointer */
+  for (int v = 0; v < fn->nsizes; v++) fn->sizes[v].name = poly_as_var(poly_var(s.pc, fn->sizes[v].name));
   fn->arena = arena;
   vec_free(s.syms);
   vec_free(s.sizes);

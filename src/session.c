@@ -161,8 +161,8 @@ static void bind(Session *s, const char *name, Value v) {
 }
 
 static Func *find_fn(Session *s, const char *name) {
-  for (int i = s->fns.n - 1; i >= 0; i--)
-    if (!strcmp(s->fns.a[i]->name, name)) return s->fns.a[i];
+  for (int i = s->fns.n - 1; i >= 0; i--)     /* first letters first: the prelude is long */
+    if (s->fns.a[i]->name[0] == name[0] && !strcmp(s->fns.a[i]->name, name)) return s->fns.a[i];
   return NULL;
 }
 
@@ -1022,9 +1022,15 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
     return (Value){0};
   }
   int nsz = f->nsizes;
-  const char **names = xcalloc((size_t)nsz + 1, sizeof(char *));
-  int64_t *vals = xcalloc((size_t)nsz + 1, sizeof(int64_t));
-  Tensor **inputs = xcalloc((size_t)f->nparams + 1, sizeof(Tensor *));
+  /* the tables of a call live on the stack when small: a small call is all fixed cost */
+  enum { SMALL = 16 };
+  const char *names_s[SMALL];
+  int64_t vals_s[SMALL];
+  Tensor *inputs_s[SMALL], *outs_s[SMALL];
+  const char **names = nsz < SMALL ? names_s : xcalloc((size_t)nsz + 1, sizeof(char *));
+  int64_t *vals = nsz < SMALL ? vals_s : xcalloc((size_t)nsz + 1, sizeof(int64_t));
+  Tensor **inputs = f->nparams < SMALL ? inputs_s : xcalloc((size_t)f->nparams + 1, sizeof(Tensor *));
+  if (inputs == inputs_s) memset(inputs_s, 0, sizeof inputs_s);
   Value r = {0};
   for (int i = 0; i < f->nparams; i++) {
     FnParam *p = &f->params[i];
@@ -1085,7 +1091,9 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
       const char *var = poly_as_var(p->type.dims[k]);
       if (var) {
         int v = 0;
-        while (v < nsz && strcmp(names[v], var)) v++;
+        while (v < nsz && names[v] != var) v++;
+        if (v == nsz)
+          for (v = 0; v < nsz && strcmp(names[v], var); v++) {}
         if (vals[v] == got) continue;
         SizeVar *sv = &f->sizes[v];
         Diag *d = error(s, call->span, E_SIZE_MISMATCH,
@@ -1151,7 +1159,8 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
     }
   }
   {
-    Tensor **outs = xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
+    Tensor **outs = f->nrets < SMALL ? outs_s : xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
+    if (outs == outs_s) memset(outs_s, 0, sizeof outs_s);
     if (run_program(s, f, inputs, &sz, outs, call->span)) {
       if (f->nrets == 1) {
         r = val_tensor(outs[0]);
@@ -1162,12 +1171,12 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
         for (int i = 0; i < f->nrets; i++) r.items[i] = val_tensor(outs[i]);
       }
     }
-    free(outs);
+    if (outs != outs_s) free(outs);
   }
 out:
-  free(names);
-  free(vals);
-  free(inputs);
+  if (names != names_s) free(names);
+  if (vals != vals_s) free(vals);
+  if (inputs != inputs_s) free(inputs);
   return r;
 }
 
@@ -2291,7 +2300,7 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
   call->name = f->name;
   call->nargs = nargs;
   call->args = arena_alloc(a, sizeof(Expr *) * (size_t)(nargs + 1));
-  Value *vals = xcalloc((size_t)nargs + 1, sizeof(Value));
+  Value *vals = arena_alloc(a, sizeof(Value) * (size_t)(nargs + 1));
   for (int i = 0; i < nargs; i++) {
     call->args[i] = arena_alloc(a, sizeof(Expr));
     call->args[i]->kind = EX_NAME;
@@ -2308,8 +2317,7 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
   } else if (r.kind == VAL_TUPLE) {
     for (int i = 0; i < r.n && i < maxouts; i++) outs[i] = tensor_retain(r.items[i].t);
   }
-  val_free(&r);
-  free(vals);                      /* the arguments stay the caller's */
+  val_free(&r);                    /* vals are the arena's; the arguments stay the caller's */
   s->tmp = saved;
   return ok;
 }

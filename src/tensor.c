@@ -105,36 +105,51 @@ static bool cache_give(void *p, size_t bytes) {
   return true;
 }
 
-static void *alloc_zeroed(size_t bytes, bool zero) {
-  if (bytes >= BIG_BUFFER) {
-    void *reused = cache_take(bytes);
-    if (reused) {
-      if (zero) memset(reused, 0, bytes);
-      return reused;
-    }
-    /* Large buffers start on a 2 MiB boundary and ask for huge pages: a fresh 64 MiB
-     * tensor then costs 32 page faults instead of 16384, which dominates memory-bound
-     * kernels on their first touch.  The slack around the aligned block is given back. */
-    const size_t huge = (size_t)2 << 20;
-    size_t len = bytes + huge;
-    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    char *a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t used = (bytes + page - 1) / page * page;
-    if (a > p) munmap(p, (size_t)(a - p));
-    if (p + len > a + used) munmap(a + used, (size_t)(p + len - (a + used)));
-#ifdef MADV_HUGEPAGE
-    madvise(a, used, MADV_HUGEPAGE);
-#endif
-    return a;
+static void *alloc_big(size_t bytes, bool zero) {
+  void *reused = cache_take(bytes);
+  if (reused) {
+    if (zero) memset(reused, 0, bytes);
+    return reused;
   }
-  void *p = NULL;
-  /* Round up so the aligned block is never empty and vector loads of the tail stay inside. */
-  size_t n = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-  if (posix_memalign(&p, ALIGN, n ? n : ALIGN)) return NULL;
-  if (zero) memset(p, 0, n ? n : ALIGN);
-  return p;
+  /* Large buffers start on a 2 MiB boundary and ask for huge pages: a fresh 64 MiB
+   * tensor then costs 32 page faults instead of 16384, which dominates memory-bound
+   * kernels on their first touch.  The slack around the aligned block is given back. */
+  const size_t huge = (size_t)2 << 20;
+  size_t len = bytes + huge;
+  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  char *a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t used = (bytes + page - 1) / page * page;
+  if (a > p) munmap(p, (size_t)(a - p));
+  if (p + len > a + used) munmap(a + used, (size_t)(p + len - (a + used)));
+#ifdef MADV_HUGEPAGE
+  madvise(a, used, MADV_HUGEPAGE);
+#endif
+  return a;
+}
+
+/* A buffer and its header.  A small one shares one block with its header: a small call's
+ * result then costs one malloc, where a header and posix_memalign's aligned block cost
+ * two and the work of splitting off the alignment.  The data is rounded up so the block is
+ * never empty and vector loads of the tail stay inside. */
+static Buffer *buffer_new(size_t bytes, bool zero) {
+  Buffer *b;
+  if (bytes >= BIG_BUFFER) {
+    void *data = alloc_big(bytes, zero);
+    if (!data) return NULL;
+    b = xmalloc(sizeof *b);
+    b->data = data;
+  } else {
+    size_t n = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
+    b = malloc(sizeof *b + ALIGN + n);
+    if (!b) return NULL;
+    b->data = (void *)(((uintptr_t)(b + 1) + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
+    if (zero) memset(b->data, 0, n);
+  }
+  b->refs = 1;
+  b->bytes = bytes;
+  return b;
 }
 
 static void unmap(void *p, size_t bytes) {
@@ -142,12 +157,9 @@ static void unmap(void *p, size_t bytes) {
   munmap(p, (bytes + page - 1) / page * page);
 }
 
-static void free_data(void *p, size_t bytes) {
-  if (bytes >= BIG_BUFFER) {
-    if (!cache_give(p, bytes)) unmap(p, bytes);
-  } else {
-    free(p);
-  }
+static void buffer_free(Buffer *b) {
+  if (b->bytes >= BIG_BUFFER && !cache_give(b->data, b->bytes)) unmap(b->data, b->bytes);
+  free(b);
 }
 
 static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, char *err, size_t errlen);
@@ -194,18 +206,14 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
             ty.s);
     goto out;
   }
-  void *data = alloc_zeroed((size_t)bytes, zero);
-  if (!data) {
+  Buffer *b = buffer_new((size_t)bytes, zero);
+  if (!b) {
     char hb[32];
     human_bytes((double)bytes, hb, sizeof hb);
     shape_str(elem, rank, shape, &ty);
     put_err(err, errlen, "cannot allocate %s (%s)", ty.s, hb);
     goto out;
   }
-  Buffer *b = xmalloc(sizeof *b);
-  b->refs = 1;
-  b->bytes = (size_t)bytes;
-  b->data = data;
   t = xcalloc(1, sizeof *t);
   t->refs = 1;
   t->elem = elem;
@@ -244,10 +252,7 @@ Tensor *tensor_retain(Tensor *t) {
 void tensor_release(Tensor *t) {
   if (!t || --t->refs > 0) return;
   Buffer *b = t->buf;
-  if (b && --b->refs == 0) {
-    free_data(b->data, b->bytes);
-    free(b);
-  }
+  if (b && --b->refs == 0) buffer_free(b);
   free(t);
 }
 
