@@ -56,6 +56,11 @@ struct CpuProgram {
   int nk;
   char *ir;              /* optimised IR, for :code llvm */
   double compile_ms;
+  /* The last call's size values and the tables cpu_run evaluated from them (strides,
+   * shapes, extents, size values): a loop over one shape evaluates them once. */
+  int64_t *memo;
+  int memo_nsizes;
+  size_t memo_words;
 };
 
 struct CpuBackend {
@@ -916,6 +921,7 @@ void cpu_program_free(CpuProgram *cp) {
   if (!cp) return;
   free(cp->k);
   free(cp->ir);
+  free(cp->memo);
   free(cp);
 }
 
@@ -1036,7 +1042,7 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
 
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
  * the reference evaluator for the message), -1 on a failure described in err. */
-int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) {
   const Program *p = cp->p;
   int ns = p->nslots;
@@ -1053,25 +1059,31 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
   int32_t errflag = 0;
   int status = 1;
   const char *why = NULL;
-  for (int a = 0; a < p->naxes; a++)
-    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
-      snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
+  bool memo_hit = cp->memo && cp->memo_nsizes == sizes->n && cp->memo_words == n64 &&
+                  !memcmp(cp->memo, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
+  if (memo_hit) {
+    memcpy(block, cp->memo + sizes->n, n64 * sizeof(int64_t));
+  } else {
+    for (int a = 0; a < p->naxes; a++)
+      if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
+        snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
+        status = -1;
+        goto out;
+      }
+    Buf reason = {0};
+    if (!eval_size_values(p, sizes, szv, &reason)) {
+      snprintf(err, errlen, "%s", reason.s);
+      buf_free(&reason);
       status = -1;
       goto out;
     }
-  Buf reason = {0};
-  if (!eval_size_values(p, sizes, szv, &reason)) {
-    snprintf(err, errlen, "%s", reason.s);
-    buf_free(&reason);
-    status = -1;
-    goto out;
   }
   for (int i = 0; i < ns; i++) {
     const Slot *s = &p->slots[i];
-    int64_t dims[DYN_MAX_RANK];
+    int64_t *dims = &shape[i * DYN_MAX_RANK];
     int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
     int rank = s->type.rank - skip;
-    for (int k = 0; k < rank; k++)
+    for (int k = 0; k < rank && !memo_hit; k++)
       if (!poly_eval(s->type.dims[k + skip], eval_size_lookup, (void *)sizes, &dims[k], &why)) {
         snprintf(err, errlen, "cannot evaluate the shape of %s", s->name);
         status = -1;
@@ -1093,12 +1105,22 @@ int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSiz
       }
     }
     int64_t st = 1;
-    for (int k = rank - 1; k >= 0; k--) {
-      shape[i * DYN_MAX_RANK + k] = dims[k];
+    for (int k = rank - 1; k >= 0 && !memo_hit; k--) {
       strides[i * DYN_MAX_RANK + k] = st;
       st *= dims[k] > 0 ? dims[k] : 1;
     }
     if (t[i]) bufs[i] = (char *)t[i]->buf->data + t[i]->offset * elem_size(s->type.elem);
+  }
+  if (!memo_hit) {
+    size_t words = (size_t)sizes->n + n64;
+    if (!cp->memo || (size_t)cp->memo_nsizes + cp->memo_words < words) {
+      free(cp->memo);
+      cp->memo = xmalloc(words * sizeof(int64_t));
+    }
+    memcpy(cp->memo, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
+    memcpy(cp->memo + sizes->n, block, n64 * sizeof(int64_t));
+    cp->memo_nsizes = sizes->n;
+    cp->memo_words = n64;
   }
   KCtx base = {bufs, strides, ext, szv, shape, &errflag};
   int nthreads = pool_threads(be->pool);
@@ -1288,7 +1310,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
 void cpu_program_free(CpuProgram *cp) {}
 double cpu_program_compile_ms(const CpuProgram *cp) { return 0; }
 bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen) { return false; }
-int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) { return -1; }
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) { return 0; }
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {

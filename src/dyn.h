@@ -563,7 +563,7 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
 /* Run: 1 done; 0 the code detected a run-time error (out-of-bounds access, division by
  * zero) -- the caller re-runs the reference evaluator for the exact message; -1 a failure
  * described in err (allocation, interrupt). */
-int cpu_run(CpuBackend *be, const CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen);
 
 /* The schedule of each kernel as :sched shows it; with sizes (sz non-NULL) the choices for
