@@ -43,6 +43,8 @@ typedef void (*KernelFn)(KCtx *c, int64_t lo, int64_t hi);
 typedef struct CKernel {
   const Kernel *kn;
   KernelFn fn;
+  KernelFn fn_nt;        /* the same with streaming stores to nt_slot, or NULL */
+  int nt_slot;
   char sym[64];
   int par_axis;          /* -1: one task */
   bool gemm;
@@ -812,6 +814,77 @@ static int par_axis_of(const Kernel *kn) {
   return -1;
 }
 
+/* ---- streaming stores ----
+ * A kernel that writes a result much larger than the last cache writes each line twice
+ * over the memory bus: the store first reads the line for ownership.  A streaming store
+ * (non-temporal: vmovntps) writes it once, which is what lets a row-wise kernel over a
+ * 64 MiB tensor approach the bandwidth of memcpy (which streams too): without it the
+ * ceiling is two thirds of that.  Such kernels get a twin, chosen at run time only when
+ * the result is larger than the last cache and its rows are whole cache lines from an
+ * aligned start -- a streaming vector store must be aligned to its size.
+ * The loop vectorizer refuses a loop whose scalar store is marked non-temporal, so the
+ * twin is marked after optimisation: its vector stores whose address comes from the
+ * result's buffer.  Each starts a row or follows whole vectors from a row's start (the
+ * vectorizer does not peel for alignment), so with aligned rows it is aligned. */
+
+/* The kernel's result slot if it may get a streaming twin, else -1: only the last stage
+ * writes it, an output in floating point, along its rows (the last subscript is the
+ * innermost loop), and that loop starts at a row's start -- not at a task's first element,
+ * as it does when the innermost axis is the one split across threads. */
+static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
+  const Stage *st = &kn->stages[kn->nstages - 1];
+  const Slot *sl = &p->slots[st->out];
+  if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) ||
+      st->axes[st->naxes - 1] == par_axis)
+    return -1;
+  for (int s = 0; s + 1 < kn->nstages; s++)
+    if (kn->stages[s].out == st->out) return -1;
+  return st->out;
+}
+
+/* Does ptr come from bufs[slot]: a GEP chain over `load (gep bufs, slot)` with bufs loaded
+ * from field 0 of the kernel's context? */
+static bool ptr_of_slot(LLVMValueRef fn, LLVMValueRef ptr, int slot) {
+  while (LLVMIsAGetElementPtrInst(ptr)) ptr = LLVMGetOperand(ptr, 0);
+  if (!LLVMIsALoadInst(ptr)) return false;
+  LLVMValueRef at = LLVMGetOperand(ptr, 0), ctx = LLVMGetParam(fn, 0);
+  long long off = 0;                      /* bytes: optimisation rewrites GEPs over i8 */
+  if (LLVMIsAGetElementPtrInst(at)) {
+    LLVMTypeRef et = LLVMGetGEPSourceElementType(at);
+    int size = LLVMGetTypeKind(et) == LLVMPointerTypeKind ? (int)sizeof(void *)
+               : LLVMGetTypeKind(et) == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(et) == 8 ? 1 : 0;
+    if (!size || LLVMGetNumOperands(at) != 2 || !LLVMIsAConstantInt(LLVMGetOperand(at, 1))) return false;
+    off = LLVMConstIntGetSExtValue(LLVMGetOperand(at, 1)) * size;
+    at = LLVMGetOperand(at, 0);
+  }
+  return off == (long long)slot * (long long)sizeof(void *) && LLVMIsALoadInst(at) && LLVMGetOperand(at, 0) == ctx;
+}
+
+/* Mark the twins' vector stores to their result as streaming (after optimisation). */
+static void mark_streaming(LLVMModuleRef m, const CKernel *ck, int nk) {
+  LLVMContextRef cx = LLVMGetModuleContext(m);
+  unsigned kind = LLVMGetMDKindIDInContext(cx, "nontemporal", 11);
+  LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(cx), 1, 0));
+  LLVMValueRef md = LLVMMetadataAsValue(cx, LLVMMDNodeInContext2(cx, &one, 1));
+  for (int i = 0; i < nk; i++) {
+    if (ck[i].gemm || ck[i].nt_slot < 0) continue;
+    char name[80];
+    snprintf(name, sizeof name, "%s_nt", ck[i].sym);
+    LLVMValueRef fn = LLVMGetNamedFunction(m, name);
+    if (!fn) continue;
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+      for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
+        if (!LLVMIsAStoreInst(in)) continue;
+        LLVMTypeRef t = LLVMTypeOf(LLVMGetOperand(in, 0));
+        if (LLVMGetTypeKind(t) != LLVMVectorTypeKind || !ptr_of_slot(fn, LLVMGetOperand(in, 1), ck[i].nt_slot)) continue;
+        unsigned bytes = LLVMGetVectorSize(t) * (LLVMGetTypeKind(LLVMGetElementType(t)) == LLVMDoubleTypeKind ? 8 : 4);
+        if (bytes < 16 || bytes > 64 || (bytes & (bytes - 1))) continue;
+        LLVMSetAlignment(in, bytes);
+        LLVMSetMetadata(in, kind, md);
+      }
+  }
+}
+
 /* Build the module of a program's loop kernels; names them with prefix. */
 static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Program *p, CKernel *ck, int nk, const char *prefix) {
   LLVMModuleRef m = jit_module_new(be->jit, cx, prefix);
@@ -821,6 +894,12 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
     if (ck[i].gemm) continue;
     snprintf(ck[i].sym, sizeof ck[i].sym, "%s_k%d", prefix, i);
     gen_kernel(&g, ck[i].kn, ck[i].sym, ck[i].par_axis);
+    ck[i].nt_slot = nt_slot_of(p, ck[i].kn, ck[i].par_axis);
+    if (ck[i].nt_slot >= 0) {
+      char name[80];
+      snprintf(name, sizeof name, "%s_nt", ck[i].sym);
+      gen_kernel(&g, ck[i].kn, name, ck[i].par_axis);
+    }
   }
   LLVMDisposeBuilder(g.b);
   free(g.axv);
@@ -899,12 +978,18 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       LLVMDisposeModule(m);
       goto fail;
     }
+    mark_streaming(m, cp->k, cp->nk);
     double t3 = now_ms();
     if (!jit_add_module(be->jit, m, err, errlen)) goto fail;
     for (int i = 0; i < cp->nk; i++) {
       if (cp->k[i].gemm) continue;
       cp->k[i].fn = (KernelFn)jit_lookup(be->jit, cp->k[i].sym, err, errlen);
       if (!cp->k[i].fn) goto fail;
+      if (cp->k[i].nt_slot >= 0) {
+        char name[80];
+        snprintf(name, sizeof name, "%s_nt", cp->k[i].sym);
+        if (!(cp->k[i].fn_nt = (KernelFn)jit_lookup(be->jit, name, err, errlen))) goto fail;
+      }
     }
     double t4 = now_ms();
     if (getenv("DYN_COMPILE_TIMES"))
@@ -949,6 +1034,7 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
   memcpy(copy, cp->k, sizeof(CKernel) * (size_t)cp->nk);
   LLVMModuleRef m = build_module(be, cx, cp->p, copy, cp->nk, "asm");
   bool ok = jit_optimize(be->jit, m, NULL, err, errlen);
+  if (ok) mark_streaming(m, copy, cp->nk);
   if (ok && !strcmp(what, "llvm")) jit_print_ir(m, out);
   else if (ok) ok = jit_print_asm(be->jit, m, out, err, errlen);
   LLVMDisposeModule(m);
@@ -968,6 +1054,7 @@ typedef struct Task {
   int *local_slots;
   int64_t *local_bytes;
   volatile int *interrupt;
+  bool nt;                 /* run the streaming twin */
 } Task;
 
 static void run_task(void *arg, int64_t t) {
@@ -989,7 +1076,7 @@ static void run_task(void *arg, int64_t t) {
     }
   }
   c.bufs = bufs;
-  if (ok) T->ck->fn(&c, lo, hi);
+  if (ok) (T->nt ? T->ck->fn_nt : T->ck->fn)(&c, lo, hi);
   else *c.err = 2;
   for (int i = 0; i < T->nlocal; i++) free(bufs[T->local_slots[i]]);
   if (bufs != bufs_local) free(bufs);
@@ -1038,6 +1125,19 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
   x.c = bufs[ck->g_c];
   GemmKernels *gk = gemm_for(be, cp->p->slots[ck->g_c].type.elem, err, errlen);
   return gk && gemm_run(gk, &x, be->pool, err, errlen);
+}
+
+/* Stream the result (see mark_streaming) when it is larger than the last cache and its
+ * rows are whole, aligned cache lines. */
+static bool streaming(CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *shape, void **bufs) {
+  int slot = ck->nt_slot, nl = be->hw.nlevels;
+  if (slot < 0 || !ck->fn_nt || nl < 2 || be->hw.level[nl - 2].bytes <= 0) return false;
+  const Slot *sl = &p->slots[slot];
+  int rank = sl->type.rank;
+  int64_t es = elem_size(sl->type.elem), bytes = es;
+  for (int k = 0; k < rank; k++) bytes *= shape[slot * DYN_MAX_RANK + k];
+  return rank > 0 && bytes > (int64_t)be->hw.level[nl - 2].bytes &&
+         (shape[slot * DYN_MAX_RANK + rank - 1] * es) % 64 == 0 && (uintptr_t)bufs[slot] % 64 == 0;
 }
 
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
@@ -1135,7 +1235,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;
     }
-    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt};
+    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt, streaming(be, p, ck, shape, bufs)};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
     if (n <= 0) continue;
     /* locals of this kernel: allocated per task */
