@@ -520,14 +520,19 @@ static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x) {
   LLVMBuildStore(g->b, r, acc);
 }
 
-static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v, DynElem ty) {
+static LLVMValueRef elem_ptr(G *g, int slot, LLVMValueRef *subs, int n) {
   const Slot *s = &g->p->slots[slot];
   int first = s->kind == SLOT_LOCAL ? g->kn->nouter : 0;
   LLVMValueRef off = offset(g, slot, subs, first, n);
-  LLVMTypeRef mt = mem_ty(g, s->type.elem);
-  LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, slot_ptr(g, slot), &off, 1, "");
+  return LLVMBuildGEP2(g->b, mem_ty(g, s->type.elem), slot_ptr(g, slot), &off, 1, "");
+}
+
+/* A volatile store is never vectorised: the streaming twin's prologue (gen_kernel). */
+static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v, DynElem ty, bool vol) {
+  LLVMValueRef ptr = elem_ptr(g, slot, subs, n);
   if (ty == DYN_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
-  LLVMBuildStore(g->b, v, ptr);
+  LLVMValueRef st = LLVMBuildStore(g->b, v, ptr);
+  if (vol) LLVMSetVolatile(st, 1);
 }
 
 /* ---- a reduction fused into the loop before it ----
@@ -623,8 +628,40 @@ static void prefetch_span(G *g, const Kernel *kn, const bool *mark, LLVMValueRef
   }
 }
 
-/* The function of one kernel. */
-static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
+/* The body of stage st at the current loop indices: its value, stored; a fused reduction
+ * (see fusable_reduce) takes a step. */
+static void gen_body(G *g, const Kernel *kn, const Stage *st, const KExpr *red, LLVMValueRef acc, bool vol) {
+  LLVMValueRef v = gen(g, st->expr, NULL, false);
+  LLVMValueRef subs[DYN_MAX_RANK * 2];
+  int n = 0;
+  for (int o = 0; o < kn->nouter; o++) subs[n++] = g->axv[kn->outer[o]];
+  for (int a = 0; a < st->naxes; a++) subs[n++] = g->axv[st->axes[a]];
+  gen_store(g, st->out, subs, n, v, st->expr->ty, vol);
+  if (red) {
+    for (int a = 0; a < st->naxes; a++) g->axv[red->raxes[a]] = g->axv[st->axes[a]];
+    red_step(g, red, acc, gen(g, red->a[0], NULL, false));
+  }
+}
+
+/* The elements before the first 64-byte boundary of the row of stage st's output that the
+ * current indices are in (at most E): the streaming twin writes those with plain scalar
+ * stores, so that its vector stores start on a line. */
+static LLVMValueRef to_line(G *g, const Kernel *kn, const Stage *st, LLVMValueRef E) {
+  LLVMValueRef subs[DYN_MAX_RANK * 2];
+  int n = 0;
+  for (int o = 0; o < kn->nouter; o++) subs[n++] = g->axv[kn->outer[o]];
+  for (int a = 0; a + 1 < st->naxes; a++) subs[n++] = g->axv[st->axes[a]];
+  subs[n++] = c64(g, 0);
+  int64_t es = elem_size(g->p->slots[st->out].type.elem);
+  LLVMValueRef addr = LLVMBuildPtrToInt(g->b, elem_ptr(g, st->out, subs, n), g->i64, "");
+  LLVMValueRef gap = LLVMBuildAnd(g->b, LLVMBuildSub(g->b, c64(g, 0), addr, ""), c64(g, 63), "");
+  LLVMValueRef k = LLVMBuildSDiv(g->b, gap, c64(g, es), "");
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, k, E, ""), k, E, "");
+}
+
+/* The function of one kernel; twin: the streaming twin (see mark_streaming), whose last
+ * stage starts each row's vector loop on a 64-byte boundary. */
+static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bool twin) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMTypeRef ft = LLVMFunctionType(g->void_, ps, 3, 0);
   g->fn = LLVMAddFunction(g->m, sym, ft);
@@ -683,30 +720,33 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis) {
       strip = !par;
       pf_done = strip;
     }
+    /* the twin's last stage: the elements of each row before its first line boundary
+     * first, by scalar stores, then the rest from there */
+    bool peel = twin && s == kn->nstages - 1 && st->naxes > 0 && st->axes[st->naxes - 1] != par_axis;
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
+      LLVMValueRef start = par ? lo : c64(g, 0);
+      if (peel && a == st->naxes - 1) {
+        LLVMValueRef E = load_i64(g, g->ext, st->axes[a]);
+        start = to_line(g, kn, st, E);
+        Loop P;
+        g->axv[st->axes[a]] = loop_begin(g, &P, c64(g, 0), start);
+        gen_body(g, kn, st, red, acc, true);
+        loop_end(g, &P);
+      }
       if (strip && a == st->naxes - 1) {
         LLVMValueRef E = load_i64(g, g->ext, st->axes[a]);
-        LLVMValueRef c0 = loop_begin(g, &chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, E, c64(g, CH - 1), ""), c64(g, CH), ""));
-        c0 = LLVMBuildMul(g->b, c0, c64(g, CH), "");
+        LLVMValueRef c0 = loop_begin(g, &chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
+        c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, c0, c64(g, CH), ""), "");
         LLVMValueRef c1 = LLVMBuildAdd(g->b, c0, c64(g, CH), "");
         c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, c1, E, ""), E, c1, "");
         prefetch_span(g, kn, pf_mark, c0, c1, E);
         g->axv[st->axes[a]] = loop_begin(g, &L[a], c0, c1);
         continue;
       }
-      g->axv[st->axes[a]] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, st->axes[a]));
+      g->axv[st->axes[a]] = loop_begin(g, &L[a], start, par ? hi : load_i64(g, g->ext, st->axes[a]));
     }
-    LLVMValueRef v = gen(g, st->expr, NULL, false);
-    LLVMValueRef subs[DYN_MAX_RANK * 2];
-    int n = 0;
-    for (int o = 0; o < no; o++) subs[n++] = g->axv[kn->outer[o]];
-    for (int a = 0; a < st->naxes; a++) subs[n++] = g->axv[st->axes[a]];
-    gen_store(g, st->out, subs, n, v, st->expr->ty);
-    if (red) {
-      for (int a = 0; a < st->naxes; a++) g->axv[red->raxes[a]] = g->axv[st->axes[a]];
-      red_step(g, red, acc, gen(g, red->a[0], NULL, false));
-    }
+    gen_body(g, kn, st, red, acc, false);
     for (int a = st->naxes - 1; a >= 0; a--) {
       loop_end(g, &L[a]);
       if (strip && a == st->naxes - 1) loop_end(g, &chunk);
@@ -821,13 +861,14 @@ static int par_axis_of(const Kernel *kn) {
  * over the memory bus: the store first reads the line for ownership.  A streaming store
  * (non-temporal: vmovntps) writes it once, which is what lets a row-wise kernel over a
  * 64 MiB tensor approach the bandwidth of memcpy (which streams too): without it the
- * ceiling is two thirds of that.  Such kernels get a twin, chosen at run time only when
- * the result is larger than the last cache and its rows are whole cache lines from an
- * aligned start -- a streaming vector store must be aligned to its size.
+ * ceiling is two thirds of that.  Such kernels get a twin, run when the result is larger
+ * than the last cache.  A streaming vector store must be aligned to its size, so the twin's
+ * last stage first writes the elements of each row before its first 64-byte boundary with
+ * scalar stores (volatile: never vectorised); its vector loop then starts on the boundary,
+ * and each vector store follows whole vectors from there (the vectorizer does not peel).
  * The loop vectorizer refuses a loop whose scalar store is marked non-temporal, so the
  * twin is marked after optimisation: its vector stores whose address comes from the
- * result's buffer.  Each starts a row or follows whole vectors from a row's start (the
- * vectorizer does not peel for alignment), so with aligned rows it is aligned. */
+ * result's buffer. */
 
 static bool transcendental(const KExpr *e) {
   if ((e->kind == KX_UN || e->kind == KX_BIN) &&
@@ -910,13 +951,13 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
     if (ck[i].gemm) continue;
     if (kernels) {
       snprintf(ck[i].sym, sizeof ck[i].sym, "%s_k%d", prefix, i);
-      gen_kernel(&g, ck[i].kn, ck[i].sym, ck[i].par_axis);
+      gen_kernel(&g, ck[i].kn, ck[i].sym, ck[i].par_axis, false);
       ck[i].nt_slot = nt_slot_of(p, ck[i].kn, ck[i].par_axis);
     }
     if (twins && ck[i].nt_slot >= 0) {
       char name[80];
       snprintf(name, sizeof name, "%s_nt", ck[i].sym);
-      gen_kernel(&g, ck[i].kn, name, ck[i].par_axis);
+      gen_kernel(&g, ck[i].kn, name, ck[i].par_axis, true);
     }
   }
   LLVMDisposeBuilder(g.b);
@@ -1168,9 +1209,8 @@ static bool compile_twins(CpuBackend *be, CpuProgram *cp) {
   return cp->twins_ok = true;
 }
 
-/* Stream the result (see mark_streaming) when it is larger than the last cache and its
- * rows are whole, aligned cache lines. */
-static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape, void **bufs) {
+/* Stream the result (see mark_streaming) when it is larger than the last cache. */
+static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape) {
   const Program *p = cp->p;
   int slot = ck->nt_slot, nl = be->hw.nlevels;
   if (slot < 0 || nl < 2 || be->hw.level[nl - 2].bytes <= 0) return false;
@@ -1178,9 +1218,7 @@ static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const i
   int rank = sl->type.rank;
   int64_t es = elem_size(sl->type.elem), bytes = es;
   for (int k = 0; k < rank; k++) bytes *= shape[slot * DYN_MAX_RANK + k];
-  return rank > 0 && bytes > (int64_t)be->hw.level[nl - 2].bytes &&
-         (shape[slot * DYN_MAX_RANK + rank - 1] * es) % 64 == 0 && (uintptr_t)bufs[slot] % 64 == 0 &&
-         compile_twins(be, cp) && ck->fn_nt;
+  return rank > 0 && bytes > (int64_t)be->hw.level[nl - 2].bytes && compile_twins(be, cp) && ck->fn_nt;
 }
 
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
@@ -1278,7 +1316,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;
     }
-    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt, streaming(be, cp, ck, shape, bufs)};
+    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt, streaming(be, cp, ck, shape)};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
     if (n <= 0) continue;
     /* locals of this kernel: allocated per task */
@@ -1425,7 +1463,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
     if (ck->nt_slot >= 0) {
       int nl = be->hw.nlevels;
       double llc = nl >= 2 ? (double)be->hw.level[nl - 2].bytes : 0;
-      buf_printf(out, "  streaming stores to %s when it is over %.0f MiB (the last cache) in rows of whole lines: ",
+      buf_printf(out, "  streaming stores to %s when it is over %.0f MiB (the last cache): ",
                  p->slots[ck->nt_slot].name, llc / (1 << 20));
       if (cp->twins_ok) buf_printf(out, "twin compiled on first use (%.1f ms)\n", cp->twins_ms);
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
