@@ -6,8 +6,9 @@
  * Columns: our time, oneDNN's and OpenBLAS's for contractions (when configure found them),
  * a plain C loop at -O3 on the same threads for the row-wise ops; speed ratios (their time /
  * ours, so above 1 means dyn is faster), GFLOP/s or GB/s, and the geometric means of the
- * ratios.  Times are medians of repeated runs after a warm-up; machines are shared and
- * noisy, which is why ratios from one run are what to read.  Writes a CSV beside the table.
+ * ratios.  Times are medians of repeated runs after a warm-up (calls under 20 us timed in
+ * batches, the same for every column); machines are shared and noisy, which is why ratios
+ * from one run are what to read.  Writes a CSV beside the table.
  *
  * usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR
  */
@@ -41,16 +42,30 @@ static double budget = 0.25;
 static double bench_peak;
 static int threads = 2;
 
-/* Median seconds of fn(ctx) after one warm-up run, within the time budget (3..200 runs). */
+/* Median seconds of fn(ctx) after warm-up runs, within the time budget (3..200 samples).
+ * A call under SAMPLE_S is timed in batches of calls that together take about that long
+ * (each sample is a batch's time over its count): a clock read costs tens of nanoseconds
+ * and a single sub-microsecond call is mostly the state the call before left behind. */
+#define SAMPLE_S 20e-6
 static double timeit(void (*fn)(void *), void *ctx) {
+  double t0 = now();
   fn(ctx);
+  double first = now() - t0;
+  int reps = 1;
+  if (first < SAMPLE_S) {                /* measure a warm call to size the batches */
+    t0 = now();
+    for (int i = 0; i < 10; i++) fn(ctx);
+    double one = (now() - t0) / 10;
+    reps = one > 0 ? (int)(SAMPLE_S / one) : 1000;
+    reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
+  }
   double t[200];
   int n = 0;
   double start = now();
   while (n < 200 && (n < 3 || now() - start < budget)) {
-    double t0 = now();
-    fn(ctx);
-    t[n++] = now() - t0;
+    t0 = now();
+    for (int i = 0; i < reps; i++) fn(ctx);
+    t[n++] = (now() - t0) / reps;
   }
   qsort(t, (size_t)n, sizeof(double), cmpd);
   return t[n / 2];
@@ -219,9 +234,10 @@ static bool next_line(FILE *f, char *line, size_t n) {
   return false;
 }
 
-/* Each library runs all its lines in one phase, with a pause between phases: OpenMP and
- * thread-pool workers spin for a while after a call, and interleaving libraries line by
- * line would charge one library's spinning to the next one's time. */
+/* Each line runs every library in turn, with a pause after each: OpenMP and thread-pool
+ * workers spin for a while after a call, which would otherwise be charged to the next
+ * library's time.  Line by line, the times a ratio compares are taken within a second of
+ * each other, which is what keeps ratios steady on a machine others share. */
 static void pause_between(void) {
   struct timespec ts = {0, 300 * 1000 * 1000};
   nanosleep(&ts, NULL);
@@ -252,23 +268,19 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
   fclose(f);
   for (int i = 0; i < nl; i++) {
     DynCall dc = {s, batched ? "bmm" : "matmul", {L[i].A, L[i].B}, 2};
-    L[i].t[0] = timeit(run_dyn, &dc);
-  }
-#ifdef HAVE_DNNL
-  pause_between();
-  for (int i = 0; i < nl; i++) {
     Gemm gm = {L[i].b, L[i].m, L[i].n, L[i].k, tensor_data(L[i].A), tensor_data(L[i].B), L[i].c};
+    (void)gm;
+    L[i].t[0] = timeit(run_dyn, &dc);
+    pause_between();
+#ifdef HAVE_DNNL
     L[i].t[1] = timeit(run_dnnl, &gm);
-  }
+    pause_between();
 #endif
 #ifdef HAVE_OPENBLAS
-  pause_between();
-  for (int i = 0; i < nl; i++) {
-    Gemm gm = {L[i].b, L[i].m, L[i].n, L[i].k, tensor_data(L[i].A), tensor_data(L[i].B), L[i].c};
     L[i].t[2] = timeit(run_openblas, &gm);
-  }
+    pause_between();
 #endif
-  pause_between();
+  }
   printf("\n%s: f32 %s, %d threads; ratio = their time / ours (above 1: dyn is faster)\n", file,
          batched ? "C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch)" : "C = A B, row-major", threads);
   printf("%-22s %10s %9s %10s %9s %10s %9s\n", batched ? "B M N K" : "M N K", "dyn ms", "GFLOP/s", "oneDNN ms", "ratio",
