@@ -443,6 +443,8 @@ typedef struct Func {
   Arena *arena;                 /* owns everything above; freed with the function */
   Program *prog;                /* lowered once, on first use (lower.c) */
   int compiles;                 /* how many times it was compiled: 1 after any number of shapes */
+  int64_t checked[16];          /* the shapes and size values of the last call whose */
+  int nchecked;                 /* checks passed, nchecked of them (0: none yet) */
   void *backend;                /* the CPU back end's compiled program (CpuProgram) */
   void *gpu_backend;            /* the GPU back end's (CudaProgram) */
   bool anonymous;               /* a top-level statement compiled as a function */

@@ -1082,6 +1082,21 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
     s->last_names[v] = names[v];
     s->last_vals[v] = vals[v];
   }
+  /* The checks below read only the arguments' shapes and size values: a call with the same
+   * ones as the last call that passed them skips them (a loop over one shape). */
+  enum { KEY = (int)(sizeof f->checked / sizeof f->checked[0]) };
+  int64_t key[KEY];
+  int nkey = 0;
+  for (int i = 0; i < f->nparams && nkey >= 0; i++) {
+    int n = f->params[i].is_size ? 1 : args[i].t->rank;
+    if (nkey + n > KEY) {
+      nkey = -1;
+      break;
+    }
+    if (f->params[i].is_size) key[nkey++] = tensor_get_i64(args[i].t, 0);
+    else for (int k = 0; k < n; k++) key[nkey++] = args[i].t->shape[k];
+  }
+  if (nkey > 0 && f->nchecked == nkey && !memcmp(f->checked, key, sizeof(int64_t) * (size_t)nkey)) goto run;
   /* every dimension: a lone variable must agree with its binding, a compound one evaluate */
   for (int i = 0; i < f->nparams; i++) {
     FnParam *p = &f->params[i];
@@ -1158,7 +1173,11 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
       goto out;
     }
   }
-  {
+  if (nkey > 0) {
+    memcpy(f->checked, key, sizeof(int64_t) * (size_t)nkey);
+    f->nchecked = nkey;
+  }
+run: {
     Tensor **outs = f->nrets < SMALL ? outs_s : xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
     if (outs == outs_s) memset(outs_s, 0, sizeof outs_s);
     if (run_program(s, f, inputs, &sz, outs, call->span)) {
