@@ -6,7 +6,7 @@
  * Columns: our time, oneDNN's and OpenBLAS's for contractions (when configure found them),
  * a plain C loop at -O3 on the same threads for the row-wise ops; speed ratios (their time /
  * ours, so above 1 means dyn is faster), GFLOP/s or GB/s, and the geometric means of the
- * ratios.  Times are medians of repeated runs after a warm-up (calls under 20 us timed in
+ * ratios.  Times are medians of repeated runs after a warm-up (calls under 1 ms timed in
  * batches, the same for every column); machines are shared and noisy, which is why ratios
  * from one run are what to read.  Writes a CSV beside the table.
  *
@@ -44,9 +44,10 @@ static int threads = 2;
 
 /* Median seconds of fn(ctx) after warm-up runs, within the time budget (3..200 samples).
  * A call under SAMPLE_S is timed in batches of calls that together take about that long
- * (each sample is a batch's time over its count): a clock read costs tens of nanoseconds
- * and a single sub-microsecond call is mostly the state the call before left behind. */
-#define SAMPLE_S 20e-6
+ * (each sample is a batch's time over its count), so that the samples of every line span
+ * most of the budget: 200 single samples of a 50 us call span 10 ms, which one pause of a
+ * virtual CPU by its host covers entirely (a two-thread call then takes twice as long). */
+#define SAMPLE_S 1e-3
 static double timeit(void (*fn)(void *), void *ctx) {
   double t0 = now();
   fn(ctx);
@@ -56,8 +57,8 @@ static double timeit(void (*fn)(void *), void *ctx) {
     t0 = now();
     for (int i = 0; i < 10; i++) fn(ctx);
     double one = (now() - t0) / 10;
-    reps = one > 0 ? (int)(SAMPLE_S / one) : 1000;
-    reps = reps < 1 ? 1 : reps > 1000 ? 1000 : reps;
+    reps = one > 0 ? (int)(SAMPLE_S / one) : 10000;
+    reps = reps < 1 ? 1 : reps > 10000 ? 10000 : reps;
   }
   double t[200];
   int n = 0;
