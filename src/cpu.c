@@ -176,16 +176,25 @@ static void fast(LLVMValueRef v) {
 static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
 
 /* exp for f32 without a call, so loops vectorise: 2^n * p(r), r = x - n ln2, |r| <= ln2/2,
- * p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding). */
+ * p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding).
+ * n = rint(x log2 e) comes from adding 1.5 * 2^23: the sum's low mantissa bits are n, so
+ * one FMA gives n both as a float (the sum less the constant) and as an integer (its bits
+ * less the constant's), where rint and a conversion would cost two more instructions.  The
+ * integer is an ordinary value even for a NaN x (a conversion of NaN would be poison), and
+ * NaN flows through the clamps and the polynomial into the result, so it needs no test. */
 static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
   LLVMTypeRef t = g->f32;
   /* Clamped to [-104, 89], the scaling below rounds to 0 or overflows to infinity by itself
-   * beyond the range of f32 results, and produces the subnormals in between. */
+   * beyond the range of f32 results, and produces the subnormals in between.  (A NaN x
+   * compares false both times and stays.) */
   LLVMValueRef hi = fconst(g, t, 89.0), lo = fconst(g, t, -104.0);
   LLVMValueRef xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), hi, x, "");
   xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
-  LLVMValueRef a[1] = {LLVMBuildFMul(g->b, xc, fconst(g, t, 1.44269504088896341), "")};
-  LLVMValueRef n = intrinsic(g, "llvm.rint", t, a, 1);
+  const double magic = 12582912.0;                      /* 1.5 * 2^23 = 0x4b400000 */
+  LLVMValueRef ma[3] = {xc, fconst(g, t, 1.44269504088896341), fconst(g, t, magic)};
+  LLVMValueRef sum = intrinsic(g, "llvm.fma", t, ma, 3);
+  LLVMValueRef n = LLVMBuildFSub(g->b, sum, fconst(g, t, magic), "");
+  LLVMValueRef ni = LLVMBuildSub(g->b, LLVMBuildBitCast(g->b, sum, g->i32, ""), LLVMConstInt(g->i32, 0x4b400000, 0), "");
   LLVMValueRef ra[3] = {n, fconst(g, t, -0.693359375), xc};
   LLVMValueRef r = intrinsic(g, "llvm.fmuladd", t, ra, 3);
   LLVMValueRef rb[3] = {n, fconst(g, t, 2.12194440e-4), r};
@@ -198,14 +207,11 @@ static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
     p = intrinsic(g, "llvm.fmuladd", t, args, 3);
   }
   /* 2^n by the exponent bits; n in [-150, 129] after the clamp: split in two factors */
-  LLVMValueRef ni = LLVMBuildFPToSI(g->b, n, g->i32, "");
   LLVMValueRef h = LLVMBuildAShr(g->b, ni, LLVMConstInt(g->i32, 1, 0), "");
   LLVMValueRef l = LLVMBuildSub(g->b, ni, h, "");
   LLVMValueRef e1 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, h, LLVMConstInt(g->i32, 127, 0), ""), LLVMConstInt(g->i32, 23, 0), ""), t, "");
   LLVMValueRef e2 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, l, LLVMConstInt(g->i32, 127, 0), ""), LLVMConstInt(g->i32, 23, 0), ""), t, "");
-  LLVMValueRef res = LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, p, e1, ""), e2, "");
-  /* NaN stays NaN */
-  return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealUNO, x, x, ""), x, res, "");
+  return LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, p, e1, ""), e2, "");
 }
 
 static LLVMValueRef gen_exp(G *g, LLVMTypeRef t, LLVMValueRef x) {
