@@ -178,7 +178,7 @@ static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal
 /* exp for f32 without a call, so loops vectorise: 2^n * p(r), r = x - n ln2, |r| <= ln2/2,
  * p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding).
  * n = rint(x log2 e) comes from adding 1.5 * 2^23: the sum's low mantissa bits are n, so
- * one FMA gives n both as a float (the sum less the constant) and as an integer (its bits
+ * one multiply-add gives n both as a float (the sum less the constant) and as an integer (its bits
  * less the constant's), where rint and a conversion would cost two more instructions.  The
  * integer is an ordinary value even for a NaN x (a conversion of NaN would be poison), and
  * NaN flows through the clamps and the polynomial into the result, so it needs no test. */
@@ -192,7 +192,7 @@ static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
   xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
   const double magic = 12582912.0;                      /* 1.5 * 2^23 = 0x4b400000 */
   LLVMValueRef ma[3] = {xc, fconst(g, t, 1.44269504088896341), fconst(g, t, magic)};
-  LLVMValueRef sum = intrinsic(g, "llvm.fma", t, ma, 3);
+  LLVMValueRef sum = intrinsic(g, "llvm.fmuladd", t, ma, 3);  /* unfused, n is still an integer */
   LLVMValueRef n = LLVMBuildFSub(g->b, sum, fconst(g, t, magic), "");
   LLVMValueRef ni = LLVMBuildSub(g->b, LLVMBuildBitCast(g->b, sum, g->i32, ""), LLVMConstInt(g->i32, 0x4b400000, 0), "");
   LLVMValueRef ra[3] = {n, fconst(g, t, -0.693359375), xc};
