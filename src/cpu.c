@@ -60,9 +60,9 @@ struct CpuProgram {
   double compile_ms;
   /* The last call's size values and the tables cpu_run evaluated from them (strides,
    * shapes, extents, size values): a loop over one shape evaluates them once. */
-  int64_t *memo;
-  int memo_nsizes;
-  size_t memo_words;
+  int64_t *tables;
+  int tables_nsizes;
+  size_t tables_words;
   bool twins_tried, twins_ok;   /* streaming twins (compile_twins) */
   double twins_ms;
 };
@@ -1065,7 +1065,7 @@ void cpu_program_free(CpuProgram *cp) {
   if (!cp) return;
   free(cp->k);
   free(cp->ir);
-  free(cp->memo);
+  free(cp->tables);
   free(cp);
 }
 
@@ -1246,10 +1246,10 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
   int32_t errflag = 0;
   int status = 1;
   const char *why = NULL;
-  bool memo_hit = cp->memo && cp->memo_nsizes == sizes->n && cp->memo_words == n64 &&
-                  !memcmp(cp->memo, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
-  if (memo_hit) {
-    memcpy(block, cp->memo + sizes->n, n64 * sizeof(int64_t));
+  bool tables_hit = cp->tables && cp->tables_nsizes == sizes->n && cp->tables_words == n64 &&
+                  !memcmp(cp->tables, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
+  if (tables_hit) {
+    memcpy(block, cp->tables + sizes->n, n64 * sizeof(int64_t));
   } else {
     for (int a = 0; a < p->naxes; a++)
       if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
@@ -1270,7 +1270,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
     int64_t *dims = &shape[i * DYN_MAX_RANK];
     int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
     int rank = s->type.rank - skip;
-    for (int k = 0; k < rank && !memo_hit; k++)
+    for (int k = 0; k < rank && !tables_hit; k++)
       if (!poly_eval(s->type.dims[k + skip], eval_size_lookup, (void *)sizes, &dims[k], &why)) {
         snprintf(err, errlen, "cannot evaluate the shape of %s", s->name);
         status = -1;
@@ -1292,22 +1292,22 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       }
     }
     int64_t st = 1;
-    for (int k = rank - 1; k >= 0 && !memo_hit; k--) {
+    for (int k = rank - 1; k >= 0 && !tables_hit; k--) {
       strides[i * DYN_MAX_RANK + k] = st;
       st *= dims[k] > 0 ? dims[k] : 1;
     }
     if (t[i]) bufs[i] = (char *)t[i]->buf->data + t[i]->offset * elem_size(s->type.elem);
   }
-  if (!memo_hit) {
+  if (!tables_hit) {
     size_t words = (size_t)sizes->n + n64;
-    if (!cp->memo || (size_t)cp->memo_nsizes + cp->memo_words < words) {
-      free(cp->memo);
-      cp->memo = xmalloc(words * sizeof(int64_t));
+    if (!cp->tables || (size_t)cp->tables_nsizes + cp->tables_words < words) {
+      free(cp->tables);
+      cp->tables = xmalloc(words * sizeof(int64_t));
     }
-    memcpy(cp->memo, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
-    memcpy(cp->memo + sizes->n, block, n64 * sizeof(int64_t));
-    cp->memo_nsizes = sizes->n;
-    cp->memo_words = n64;
+    memcpy(cp->tables, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
+    memcpy(cp->tables + sizes->n, block, n64 * sizeof(int64_t));
+    cp->tables_nsizes = sizes->n;
+    cp->tables_words = n64;
   }
   KCtx base = {bufs, strides, ext, szv, shape, &errflag};
   int nthreads = pool_threads(be->pool);
