@@ -876,16 +876,6 @@ static int par_axis_of(const Kernel *kn) {
  * twin is marked after optimisation: its vector stores whose address comes from the
  * result's buffer. */
 
-static bool transcendental(const KExpr *e) {
-  if ((e->kind == KX_UN || e->kind == KX_BIN) &&
-      (e->op == OP_EXP || e->op == OP_LOG || e->op == OP_SIN || e->op == OP_COS || e->op == OP_TANH ||
-       e->op == OP_SIGMOID || e->op == OP_ERF || e->op == OP_POW || e->op == OP_POWF))
-    return true;
-  for (int i = 0; i < e->n; i++)
-    if (transcendental(e->a[i])) return true;
-  return false;
-}
-
 /* The kernel's result slot if it may get a streaming twin, else -1: only the last stage
  * writes it, an output in floating point, along its rows (the last subscript is the
  * innermost loop), and that loop starts at a row's start -- not at a task's first element,
@@ -897,7 +887,7 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) ||
-      st->axes[st->naxes - 1] == par_axis || transcendental(st->expr))
+      st->axes[st->naxes - 1] == par_axis || kexpr_transcendental(st->expr))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
     if (kn->stages[s].out == st->out) return -1;

@@ -526,6 +526,8 @@ struct Program {
 Program *lower_function(const Func *f, PolyCtx *pc,
                         Func *(*lookup_fn)(void *env, const char *name), void *env);
 void lower_free(Program *p);
+/* Does e evaluate a transcendental function (exp log sqrt rsqrt sin cos tanh sigmoid erf pow)? */
+bool kexpr_transcendental(const KExpr *e);
 /* The loop-level IR as :ir prints it. */
 void lower_print(const Program *p, Buf *out);
 void kx_print(const Program *p, const KExpr *e, Buf *out);

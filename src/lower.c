@@ -271,7 +271,7 @@ static void lower_body(L *l, const Func *f, Inst *in, int *outs) {
 
 /* ---- fusion ---- */
 
-static bool transcendental(const KExpr *e) {
+bool kexpr_transcendental(const KExpr *e) {
   if (e->kind == KX_UN || e->kind == KX_BIN) {
     switch (e->op) {
     case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_SIN: case OP_COS:
@@ -282,7 +282,7 @@ static bool transcendental(const KExpr *e) {
     }
   }
   for (int i = 0; i < e->n; i++)
-    if (transcendental(e->a[i])) return true;
+    if (kexpr_transcendental(e->a[i])) return true;
   return false;
 }
 
@@ -425,7 +425,7 @@ static void fuse_inline(L *l, const int *outs, int nout) {
       p->dead = true;              /* unused: nothing reads it */
       continue;
     }
-    bool cheap = !transcendental(p->expr);
+    bool cheap = !kexpr_transcendental(p->expr);
     if (!cheap && !(uses == 1 && in_red == 0)) continue;
     bool feeds = false;
     for (int j = i + 1; j < l->nodes.n && !feeds; j++)
