@@ -876,18 +876,38 @@ static int par_axis_of(const Kernel *kn) {
  * twin is marked after optimisation: its vector stores whose address comes from the
  * result's buffer. */
 
+static bool uses_axis(const KExpr *e, int axis) {
+  if (e->kind == KX_AXIS && e->axis == axis) return true;
+  for (int i = 0; i < e->n; i++)
+    if (uses_axis(e->a[i], axis)) return true;
+  return false;
+}
+
+/* Does e evaluate a transcendental function (kexpr_transcendental) on a value that varies
+ * with axis -- once per element, not once per row as layernorm's rsqrt of the variance? */
+static bool transcendental_along(const KExpr *e, int axis) {
+  if (!uses_axis(e, axis) || !kexpr_transcendental(e)) return false;
+  bool below = false;
+  for (int i = 0; i < e->n; i++) below = below || kexpr_transcendental(e->a[i]);
+  if (!below) return true;                  /* e itself is the transcendental */
+  for (int i = 0; i < e->n; i++)
+    if (transcendental_along(e->a[i], axis)) return true;
+  return false;
+}
+
 /* The kernel's result slot if it may get a streaming twin, else -1: only the last stage
  * writes it, an output in floating point, along its rows (the last subscript is the
  * innermost loop), and that loop starts at a row's start -- not at a task's first element,
  * as it does when the innermost axis is the one split across threads.
- * A stage that evaluates a transcendental function per element is bound by its arithmetic,
- * not by memory, and streaming its stores measured slower there (gelu over 4096 x 4096 on
- * 2 threads: 24 against 30 GB/s), so it gets no twin. */
+ * A stage that evaluates a transcendental function per element (along its innermost axis)
+ * is bound by its arithmetic, not by memory, and streaming its stores measured slower there
+ * (gelu over 4096 x 4096 on 2 threads: 24 against 30 GB/s), so it gets no twin; one per row
+ * (layernorm's rsqrt of the variance) does not count. */
 static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) ||
-      st->axes[st->naxes - 1] == par_axis || kexpr_transcendental(st->expr))
+      st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
     if (kn->stages[s].out == st->out) return -1;

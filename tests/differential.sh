@@ -159,4 +159,10 @@ if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
   if [ $st != 0 ] || [ -s serr.txt ]; then cat serr.txt; grep -B1 MISMATCH sout.txt | head -20; fi
   echo "streaming: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
   [ $st = 0 ] && [ "$ok" = "$(grep -c '^:check' stream.dyn)" ] && [ ! -s serr.txt ] || exit 1
+  # which kernels have a twin: not gelu (a tanh per element); layernorm (an rsqrt per row) does
+  printf ':sched layernorm\n:sched softmax\n:sched relu\n:sched gelu\n' | "$dyn" --hw=small.hw > sched.txt 2>&1
+  tw=$(grep -c '^  streaming stores to Y' sched.txt)
+  gelu_tw=$(sed -n '/^kernel gelu/,$p' sched.txt | grep -c streaming)
+  echo "streaming twins: $tw of layernorm, softmax, relu, gelu (want 3, none for gelu: $gelu_tw)"
+  [ "$tw" = 3 ] && [ "$gelu_tw" = 0 ] || { cat sched.txt; exit 1; }
 fi
