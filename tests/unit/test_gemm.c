@@ -365,6 +365,21 @@ START_TEST(test_describe_and_code) {
   ck_assert(strstr(d.s, "candidates"));
   buf_free(&d);
   ck_assert(gemm_predict(g32, &x, 2) > 0);
+  /* Splitting 100 columns across two cores would have both write the line that holds
+   * columns 64..79 of most rows (rows are 400 bytes), so the batch is split instead. */
+  GemmArgs bx = { .batch = 12, .m = 100, .n = 100, .k = 64, .a_sb = 6400, .a_sm = 64,
+                  .a_sk = 1, .b_sb = 6400, .b_sk = 100, .b_sn = 1, .c_sb = 10000,
+                  .c_sm = 100, .c_sn = 1 };
+  gemm_describe(g32, &bx, 2, &d);
+  ck_assert_msg(strstr(d.s, "cores: 2 x 1 x 1 blocks"), "%s", d.s);
+  buf_free(&d);
+  /* With three rows there is nothing else to split: the model charges the shared lines. */
+  GemmArgs nx = { .batch = 1, .m = 3, .n = 1000, .k = 1000, .a_sm = 1000, .a_sk = 1,
+                  .b_sk = 1000, .b_sn = 1, .c_sm = 1000, .c_sn = 1 };
+  gemm_describe(g32, &nx, 2, &d);
+  ck_assert_msg(strstr(d.s, "cores: 1 x 1 x 2 blocks"), "%s", d.s);
+  ck_assert_msg(strstr(d.s, "C lines shared by cores"), "%s", d.s);
+  buf_free(&d);
   char err[256];
   Buf ir = { 0 }, as = { 0 };
   ck_assert_msg(gemm_code(g32, "llvm", &ir, err, sizeof err), "%s", err);
