@@ -86,6 +86,13 @@
  * around 30-100 ns a line (12 x 100 x 100 x 64 split along N: 1.6-3x the batch split). */
 #define SHARE_S 60e-9
 
+/* How much slower kernels reading B in place run than the measured rates say, when the
+ * strip's vectors straddle lines (packed B: 7-10% faster at 16 x 511 x 511 x 128, in place
+ * 4% faster at 12 x 100 x 100 x 64, where packing costs relatively more) and when the
+ * strip fills most of L1 (packed B 3-5% faster at 1000 x 768 x 768). */
+#define SPLIT_LOADS 0.05
+#define CROWDED_L1 0.07
+
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
                      int32_t beta);
@@ -549,9 +556,10 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
  * that is a multiple of W (one routine serves every family):
  *   out[p*kc*nr + k*nr + j] = b[k*b_rs + p*nr + j], zero past column nc.
  *   void packb(i64 kc, i64 nc, ptr b, i64 b_rs, ptr out, i64 nr)
- * B is read a whole row at a time (k outer), which memory streams well, and each vector is
- * written to its panel; only the last vector of a row is masked.  Each vector load is
- * preceded by a prefetch of the same columns PACKB_AHEAD rows further down. */
+ * B is read a whole row at a time (k outer), which memory streams well: the row's full
+ * panels vector by vector, then the last panel through masks (zeros past nc).  Each vector
+ * load of a full panel is preceded by a prefetch of the same columns PACKB_AHEAD rows
+ * further down. */
 #define PACKB_AHEAD 4        /* rows (77 x 4096 x 4096 runs 1.3x faster than without) */
 static void emit_packb(CG *g, const char *name) {
   LLVMTypeRef P[] = { g->t_i64, g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64 };
@@ -559,74 +567,70 @@ static void emit_packb(CG *g, const char *name) {
   LLVMValueRef kc = LLVMGetParam(fn, 0), nc = LLVMGetParam(fn, 1), b = LLVMGetParam(fn, 2),
                b_rs = LLVMGetParam(fn, 3), out = LLVMGetParam(fn, 4), nr = LLVMGetParam(fn, 5);
   LLVMBuilderRef B = g->b;
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"),
-                    kcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.cond"),
-                    kbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.body"),
-                    jcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.cond"),
-                    jbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.body"),
-                    jtail = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.tail"),
-                    knext = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.next"),
-                    ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
+#define BLOCK(s) LLVMAppendBasicBlockInContext(g->ctx, fn, s)
+  LLVMBasicBlockRef entry = BLOCK("entry"), kcond = BLOCK("k.cond"), kbody = BLOCK("k.body"),
+                    pcond = BLOCK("p.cond"), pbody = BLOCK("p.body"), jcond = BLOCK("j.cond"),
+                    jbody = BLOCK("j.body"), pnext = BLOCK("p.next"), tail = BLOCK("tail"),
+                    tcond = BLOCK("t.cond"), tbody = BLOCK("t.body"), knext = BLOCK("k.next"),
+                    ret = BLOCK("ret");
+#undef BLOCK
   LLVMPositionBuilderAtEnd(B, entry);
-  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), jv = LLVMBuildAlloca(B, g->t_i64, "j");
-  /* Column j of row k goes to panel j / nr at offset (j % nr): with nr = v*W that is
-   * out + (j - j%nr)*kc + k*nr + j%nr.  Vectors never straddle panels. */
-  LLVMValueRef panel_step = LLVMBuildMul(B, kc, nr, "");
-  LLVMValueRef full_end = LLVMBuildMul(B, LLVMBuildSDiv(B, nc, ci64(g, g->W), ""),
-                                       ci64(g, g->W), "");
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), pv = LLVMBuildAlloca(B, g->t_i64, "p"),
+               jv = LLVMBuildAlloca(B, g->t_i64, "j");
+  /* columns in full panels; panel p0 (a multiple of nr) starts at out + p0*kc */
+  LLVMValueRef full_end = LLVMBuildMul(B, LLVMBuildSDiv(B, nc, nr, ""), nr, "");
+  LLVMValueRef ahead = LLVMBuildMul(B, b_rs, ci64(g, PACKB_AHEAD), "");
+  unsigned align = (unsigned)(g->W * g->esize);                 /* panels are vector-aligned */
   LLVMBuildStore(B, ci64(g, 0), kv);
   LLVMBuildBr(B, kcond);
+
   LLVMPositionBuilderAtEnd(B, kcond);
   LLVMValueRef k = LLVMBuildLoad2(B, g->t_i64, kv, "");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k, kc, ""), kbody, ret);
   LLVMPositionBuilderAtEnd(B, kbody);
   LLVMValueRef srow = gep(g, b, LLVMBuildMul(B, k, b_rs, "")),
                drow = gep(g, out, LLVMBuildMul(B, k, nr, ""));
+  LLVMBuildStore(B, ci64(g, 0), pv);
+  LLVMBuildBr(B, pcond);
+
+  LLVMPositionBuilderAtEnd(B, pcond);
+  LLVMValueRef p0 = LLVMBuildLoad2(B, g->t_i64, pv, "");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, p0, full_end, ""), pbody, tail);
+  LLVMPositionBuilderAtEnd(B, pbody);
+  LLVMValueRef span = gep(g, srow, p0), dpan = gep(g, drow, LLVMBuildMul(B, p0, kc, ""));
   LLVMBuildStore(B, ci64(g, 0), jv);
   LLVMBuildBr(B, jcond);
   LLVMPositionBuilderAtEnd(B, jcond);
   LLVMValueRef j = LLVMBuildLoad2(B, g->t_i64, jv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, full_end, ""), jbody, jtail);
-  /* dst of column jj of this row: out + (jj / nr)*kc*nr + k*nr + jj % nr */
-#define PANEL_AT(jj) gep(g, drow, LLVMBuildAdd(B, LLVMBuildMul(B, LLVMBuildSDiv(B, jj, nr, ""), \
-                                                             panel_step, ""), \
-                                                LLVMBuildSRem(B, jj, nr, ""), ""))
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nr, ""), jbody, pnext);
   LLVMPositionBuilderAtEnd(B, jbody);
-  {
-    /* Rows of B far apart start a new page each, where the hardware prefetchers stop and
-     * must learn the stream again: ask for row k + PACKB_AHEAD's line now. */
-    LLVMValueRef ahead = gep(g, srow, LLVMBuildMul(B, b_rs, ci64(g, PACKB_AHEAD), ""));
-    LLVMValueRef args[] = { gep(g, ahead, j), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
-    LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
-  }
-  LLVMSetAlignment(LLVMBuildStore(B, load_vec(g, gep(g, srow, j), NULL), PANEL_AT(j)),
-                   (unsigned)(g->W * g->esize));               /* panels are vector-aligned */
+  /* Rows of B far apart start a new page each, where the hardware prefetchers stop and
+   * must learn the stream again: ask for row k + PACKB_AHEAD's line now. */
+  LLVMValueRef pf[] = { gep(g, gep(g, span, ahead), j), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
+  LLVMBuildCall2(B, g->prefetch_t, g->prefetch, pf, 4, "");
+  LLVMSetAlignment(LLVMBuildStore(B, load_vec(g, gep(g, span, j), NULL), gep(g, dpan, j)), align);
   LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
   LLVMBuildBr(B, jcond);
-  /* Past the full vectors: a masked one if nc is not a multiple of W, then zeros to the end
-   * of the last panel. */
-  LLVMBasicBlockRef tv = LLVMAppendBasicBlockInContext(g->ctx, fn, "tail.vec"),
-                    zc = LLVMAppendBasicBlockInContext(g->ctx, fn, "zero.cond"),
-                    zb = LLVMAppendBasicBlockInContext(g->ctx, fn, "zero.body");
-  LLVMPositionBuilderAtEnd(B, jtail);
-  LLVMBuildStore(B, full_end, jv);
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, full_end, nc, ""), tv, zc);
-  LLVMPositionBuilderAtEnd(B, tv);
-  LLVMValueRef x = load_vec(g, gep(g, srow, full_end),
-                            lane_mask(g, LLVMBuildSub(B, nc, full_end, ""), 0));
-  LLVMSetAlignment(LLVMBuildStore(B, x, PANEL_AT(full_end)), (unsigned)(g->W * g->esize));
-  LLVMBuildStore(B, LLVMBuildAdd(B, full_end, ci64(g, g->W), ""), jv);
-  LLVMBuildBr(B, zc);
-  LLVMPositionBuilderAtEnd(B, zc);
-  LLVMValueRef z = LLVMBuildLoad2(B, g->t_i64, jv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildSRem(B, z, nr, ""), ci64(g, 0), ""),
-                  zb, knext);
-  LLVMPositionBuilderAtEnd(B, zb);
-  LLVMSetAlignment(LLVMBuildStore(B, LLVMConstNull(g->t_vec), PANEL_AT(z)),
-                   (unsigned)(g->W * g->esize));
-  LLVMBuildStore(B, LLVMBuildAdd(B, z, ci64(g, g->W), ""), jv);
-  LLVMBuildBr(B, zc);
-#undef PANEL_AT
+  LLVMPositionBuilderAtEnd(B, pnext);
+  LLVMBuildStore(B, LLVMBuildAdd(B, p0, nr, ""), pv);
+  LLVMBuildBr(B, pcond);
+
+  /* The last panel, if nc is not a multiple of nr: masked loads, zeros past nc. */
+  LLVMPositionBuilderAtEnd(B, tail);
+  LLVMValueRef tspan = gep(g, srow, full_end),
+               tpan = gep(g, drow, LLVMBuildMul(B, full_end, kc, "")),
+               left = LLVMBuildSub(B, nc, full_end, "");
+  LLVMBuildStore(B, ci64(g, 0), jv);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGT, left, ci64(g, 0), ""), tcond, knext);
+  LLVMPositionBuilderAtEnd(B, tcond);
+  LLVMValueRef tj = LLVMBuildLoad2(B, g->t_i64, jv, "");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, tj, nr, ""), tbody, knext);
+  LLVMPositionBuilderAtEnd(B, tbody);
+  LLVMValueRef x = load_vec(g, gep(g, tspan, tj), lane_mask(g, LLVMBuildSub(B, left, tj, ""), 0));
+  LLVMSetAlignment(LLVMBuildStore(B, x, gep(g, tpan, tj)), align);
+  LLVMBuildStore(B, LLVMBuildAdd(B, tj, ci64(g, g->W), ""), jv);
+  LLVMBuildBr(B, tcond);
+
   LLVMPositionBuilderAtEnd(B, knext);
   LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, 1), ""), kv);
   LLVMBuildBr(B, kcond);
@@ -1010,6 +1014,17 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   /* a call: its fixed cost and the C tile, loaded and stored once per vector */
   double call_s = (CALL_CYC + 2.0 * imin(f->mr, mt) * f->v) / hz;
   pl->t_comp = (double)bt * ntiles * ((double)K * rs + (double)nkb * calls * call_s);
+  /* B read in place costs more than the kernel rates say (they were measured on aligned
+   * strips that fit): rows not a whole number of lines apart make most of its vectors
+   * straddle two lines, and a strip past 3/4 of L1 (its rows' whole lines, one more a row
+   * when misaligned) shares the cache badly with A and C. */
+  if (!pl->pack_b && K > 1) {
+    bool split = (p->b_sk * g->esize) % (int64_t)line != 0;
+    int64_t lines = cdiv(f->nr * g->esize, (int64_t)line) + split;
+    double extra = split ? SPLIT_LOADS : 0;
+    if ((double)imin(pl->kc, K) * lines * line > 0.75 * cache_bytes(h, 0)) extra += CROWDED_L1;
+    pl->t_comp *= 1 + extra;
+  }
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
   double bwA = shared_bw(h, (double)p->m * K * es * (p->a_sb ? p->batch : 1), users);
   double bwB = shared_bw(h, (double)K * p->n * es * (p->b_sb ? p->batch : 1), users);
@@ -1356,8 +1371,11 @@ static void run_block(void *ctx, int64_t task) {
   int64_t n0 = tn * pl->nbk, n1 = imin(p->n, n0 + pl->nbk);
   if (b0 >= b1 || m0 >= m1 || n0 >= n1) return;
   size_t es = (size_t)g->esize;
-  char *base = align64(J->ws[task]);
-  char *wa = base + J->lay.a, *wb = base + J->lay.b, *wc = base + J->lay.c;
+  char *wa = NULL, *wb = NULL, *wc = NULL;             /* no workspace when nothing is packed */
+  if (J->ws) {
+    char *base = align64(J->ws[task]);
+    wa = base + J->lay.a, wb = base + J->lay.b, wc = base + J->lay.c;
+  }
   int nr = f->nr, tab = !pl->pack_b;
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
@@ -1429,6 +1447,12 @@ static void zero_c(const GemmKernels *g, const Prob *p) {
         memset(p->c + (size_t)(bi * p->c_sb + i * p->c_sm + j * p->c_sn) * es, 0, es);
 }
 
+static bool stopped(const Prob *p, char *err, size_t errlen) {
+  if (!(p->stop && *p->stop)) return true;
+  snprintf(err, errlen, "interrupted");
+  return false;
+}
+
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
   Prob p;
   if (!normalise(g, x, &p, err, errlen)) return false;
@@ -1460,6 +1484,11 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   }
   const Family *f = &g->fam[pl.fam];
   int nblk = pl.tb * pl.tm * pl.tn;
+  if (!pl.pack_a && !pl.pack_b && !p.ctmp) {      /* kernels on the operands: no workspace */
+    Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = NULL };
+    dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_block, &J);
+    return stopped(&p, err, errlen);
+  }
   WsLayout lay;
   ws_layout(g, f, &pl, &lay);
   size_t need = lay.total;
@@ -1493,11 +1522,7 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     for (int i = 0; i < nblk; i++) free(ws[i]);
     if (ws != mine) free(ws);
   }
-  if (p.stop && *p.stop) {
-    snprintf(err, errlen, "interrupted");
-    return false;
-  }
-  return true;
+  return stopped(&p, err, errlen);
 }
 
 void gemm_force(GemmKernels *g, const GemmForce *f) {
