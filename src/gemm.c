@@ -37,9 +37,11 @@
  *    The model scores every (family, packing, grid): kernel time from the measured rates
  *    and the DP's edge splits, per-call and C-tile costs, operand bytes from the level
  *    each operand's footprint fits over that level's per-core bandwidth (shared when all
- *    cores stream), B strips read in place costing a line more each, L1 set conflicts of
- *    strided operands (power-of-two leading dimensions) as stalls, packing traffic, load
- *    imbalance (the busiest block) and a fork-join; the cheapest runs, and is remembered
+ *    cores stream), B strips read in place costing a line more each (and a few per cent
+ *    of kernel time when their vectors straddle lines or the strip crowds L1), L1 set
+ *    conflicts of strided operands (power-of-two leading dimensions) as stalls, packing
+ *    traffic, load imbalance (the busiest block), C lines two cores both write (an N split
+ *    whose edge falls inside a line) and a fork-join; the cheapest runs, and is remembered
  *    per shape (PLAN_CACHE), so a repeated shape skips the model.
  * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
  * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
