@@ -867,8 +867,8 @@ static int par_axis_of(const Kernel *kn) {
  * over the memory bus: the store first reads the line for ownership.  A streaming store
  * (non-temporal: vmovntps) writes it once, which is what lets a row-wise kernel over a
  * 64 MiB tensor approach the bandwidth of memcpy (which streams too): without it the
- * ceiling is two thirds of that.  Such kernels get a twin, run when the result is larger
- * than the last cache.  A streaming vector store must be aligned to its size, so the twin's
+ * ceiling is two thirds of that.  Such kernels get a twin, run when the result and the
+ * kernel's inputs outgrow the last cache (see streaming).  A streaming vector store must be aligned to its size, so the twin's
  * last stage first writes the elements of each row before its first 64-byte boundary with
  * scalar stores (volatile: never vectorised); its vector loop then starts on the boundary,
  * and each vector store follows whole vectors from there (the vectorizer does not peel).
@@ -1225,16 +1225,37 @@ static bool compile_twins(CpuBackend *be, CpuProgram *cp) {
   return cp->twins_ok = true;
 }
 
-/* Stream the result (see mark_streaming) when it is larger than the last cache. */
+/* Mark the slots e loads from. */
+static void loads_of(const KExpr *e, bool *mark) {
+  if (e->kind == KX_LOAD) mark[e->slot] = true;
+  for (int i = 0; i < e->n; i++) loads_of(e->a[i], mark);
+}
+
+static int64_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
+  const Slot *sl = &p->slots[slot];
+  int64_t bytes = elem_size(sl->type.elem);
+  for (int k = 0; k < sl->type.rank; k++) bytes *= shape[slot * DYN_MAX_RANK + k];
+  return bytes;
+}
+
+/* Stream the result (see mark_streaming) when it and the tensors the kernel reads outgrow
+ * the last cache: the first lines written are then gone from it before the kernel ends, so
+ * keeping them there only costs the read for ownership (softmax over 128 x 50257 writes
+ * 26 MB, under a 32 MB cache, but reads as much again). */
 static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape) {
   const Program *p = cp->p;
   int slot = ck->nt_slot, nl = be->hw.nlevels;
-  if (slot < 0 || nl < 2 || be->hw.level[nl - 2].bytes <= 0) return false;
-  const Slot *sl = &p->slots[slot];
-  int rank = sl->type.rank;
-  int64_t es = elem_size(sl->type.elem), bytes = es;
-  for (int k = 0; k < rank; k++) bytes *= shape[slot * DYN_MAX_RANK + k];
-  return rank > 0 && bytes > (int64_t)be->hw.level[nl - 2].bytes && compile_twins(be, cp) && ck->fn_nt;
+  if (slot < 0 || nl < 2 || be->hw.level[nl - 2].bytes <= 0 || p->slots[slot].type.rank == 0)
+    return false;
+  bool small[64], *mark = p->nslots <= 64 ? small : xcalloc((size_t)p->nslots, sizeof(bool));
+  memset(mark, 0, sizeof(bool) * (size_t)(p->nslots < 64 ? 64 : p->nslots));
+  for (int s = 0; s < ck->kn->nstages; s++) loads_of(ck->kn->stages[s].expr, mark);
+  mark[slot] = true;
+  int64_t bytes = 0;
+  for (int i = 0; i < p->nslots; i++)
+    if (mark[i] && p->slots[i].kind != SLOT_LOCAL) bytes += slot_bytes(p, i, shape);
+  if (mark != small) free(mark);
+  return bytes > (int64_t)be->hw.level[nl - 2].bytes && compile_twins(be, cp) && ck->fn_nt;
 }
 
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
@@ -1479,8 +1500,9 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
     if (ck->nt_slot >= 0) {
       int nl = be->hw.nlevels;
       double llc = nl >= 2 ? (double)be->hw.level[nl - 2].bytes : 0;
-      buf_printf(out, "  streaming stores to %s when it is over %.0f MiB (the last cache): ",
-                 p->slots[ck->nt_slot].name, llc / (1 << 20));
+      bool mib = llc >= (1 << 20);
+      buf_printf(out, "  streaming stores to %s when it and the kernel's inputs are over %.0f %s (the last cache): ",
+                 p->slots[ck->nt_slot].name, llc / (mib ? 1 << 20 : 1 << 10), mib ? "MiB" : "KiB");
       if (cp->twins_ok) buf_printf(out, "twin compiled on first use (%.1f ms)\n", cp->twins_ms);
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }

@@ -122,7 +122,7 @@ if [ $st != 0 ]; then cat err.txt; grep -B1 MISMATCH out.txt | head -20; fi
 echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
 [ $st = 0 ] || exit 1
 
-# Streaming stores: a result larger than the last cache is written by a twin kernel with
+# Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
 # hardware file with a 64 KiB last cache (this machine's own figures otherwise) makes small
 # results take that path: rows of whole lines, rows that start mid-line (1000, 1025), rows
@@ -165,4 +165,13 @@ if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
   gelu_tw=$(sed -n '/^kernel gelu/,$p' sched.txt | grep -c streaming)
   echo "streaming twins: $tw of layernorm, softmax, relu, gelu (want 3, none for gelu: $gelu_tw)"
   [ "$tw" = 3 ] && [ "$gelu_tw" = 0 ] || { cat sched.txt; exit 1; }
+  # when the twin runs: 4 x 1000 (16 KB out, 16 KB in) fits the 64 KiB cache; 10 x 1000
+  # (40 KB out, under it) does not with its 40 KB input, so the twin is compiled then
+  printf 'Y = softmax(rand(f32[4, 1000]))\n:sched softmax\nY = softmax(rand(f32[10, 1000]))\n:sched softmax\n' |
+    "$dyn" --hw=small.hw > when.txt 2>&1
+  grep 'streaming stores to Y' when.txt | sed 's/([0-9.]* ms)/(T ms)/' > when.got
+  printf '%s\n' \
+    "  streaming stores to Y when it and the kernel's inputs are over 64 KiB (the last cache): twin compiled on first use (not yet)" \
+    "  streaming stores to Y when it and the kernel's inputs are over 64 KiB (the last cache): twin compiled on first use (T ms)" > when.want
+  diff when.want when.got || { cat when.txt; exit 1; }
 fi
