@@ -802,7 +802,8 @@ bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInf
 /* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam is
  * 1 + an index into the kept families (1 = best scored), pack_* are 1 (pack) or 2 (in
  * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
-typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; } GemmForce;
+/* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it */
+typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows; } GemmForce;
 void gemm_force(GemmKernels *g, const GemmForce *f);
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */
 /* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its

@@ -43,6 +43,11 @@
  *    traffic, load imbalance (the busiest block), C lines two cores both write (an N split
  *    whose edge falls inside a line) and a fork-join; the cheapest runs, and is remembered
  *    per shape (PLAN_CACHE), so a repeated shape skips the model.
+ *  - Row streaming.  For a C of at most ROWS_MAX rows (a matrix-vector product) and a B
+ *    larger than the last cache, tiles would read B in strips of nr columns down its rows,
+ *    a walk across pages that the hardware prefetchers follow badly: B then arrives at half
+ *    the bandwidth.  A kernel that reads B row by row and keeps C's rows in L1 (emit_rows)
+ *    is one more candidate, scored by its measured rate and B's bandwidth.
  * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
  * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
  * costs are software constants below.  Calibration runs on whatever the machine is doing at
@@ -101,6 +106,11 @@ typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, cons
 typedef void (*PackBFn)(int64_t kc, int64_t nc, const void *b, int64_t b_rs, void *out,
                         int64_t nr);
 typedef void (*PackAFn)(int64_t kc, const void *a, int64_t lda, void *out, int64_t h);
+/* The row-streaming kernel (emit_rows) for C of up to ROWS_MAX rows, ROWS_U rows of B a step. */
+#define ROWS_MAX 4
+#define ROWS_U 4
+typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_t a_sk,
+                       const void *b, int64_t b_sk, void *c, int64_t c_sm, int32_t beta);
 
 
 typedef struct Tile { int mr, v, regs, ksplit; double score; bool kept; } Tile;
@@ -141,6 +151,7 @@ typedef struct Plan {
   int tb, tm, tn;                 /* thread grid over batch, m, n */
   int64_t bb, mb, nbk;            /* per-block extents: batches, rows, columns */
   bool nc_l2;                     /* nc sized for the packed B panel to stay in L2 */
+  bool rows;                      /* the row-streaming kernel (m <= ROWS_MAX); nc: its chunk */
   double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t;
 } Plan;
 
@@ -156,6 +167,8 @@ struct GemmKernels {
   Jit *jit;
   PackAFn packa;                 /* row-major A -> panels, any height up to the largest mr */
   PackBFn packb;                 /* unit-stride B -> panels of any nr */
+  RowsFn rows[ROWS_MAX + 1];     /* by rows of C: the row-streaming kernels */
+  double rows_sec[ROWS_MAX + 1]; /* their seconds per step of one row of B, one vector wide */
   int nfam;
   Family fam[MAX_FAM];
   int ncand;
@@ -640,6 +653,132 @@ static void emit_packb(CG *g, const char *name) {
   LLVMBuildRetVoid(B);
 }
 
+/* The row-streaming kernel for a C of at most ROWS_MAX rows (a matrix-vector product and
+ * its neighbours), where a register tile would read B in strips of nr columns down the
+ * rows -- a walk across memory pages that the hardware prefetchers follow badly, so a B
+ * streamed from memory arrives at a fraction of its bandwidth.  Here B is read a row at a
+ * time, ROWS_U rows together, from start to end, and the h rows of C (a chunk of columns
+ * that stays in L1) are loaded, updated and stored for each:
+ *   void rows(i64 k, i64 n, ptr a, i64 a_sm, i64 a_sk, ptr b, i64 b_sk, ptr c, i64 c_sm,
+ *             i32 beta)
+ * computes C[0:h, 0:n] (+)= A[0:h, 0:k] B[0:k, 0:n] with unit column strides for B and C. */
+
+/* The loop over the columns of one step of U rows of B: full vectors, then a masked one. */
+static void rows_step(CG *g, LLVMValueRef fn, int h, int U, LLVMValueRef *brow, LLVMValueRef *av,
+                      LLVMValueRef *crow, LLVMValueRef nfull, LLVMValueRef n, LLVMValueRef jv) {
+  LLVMBuilderRef B = g->b;
+  LLVMBasicBlockRef cond = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.cond"),
+                    body = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.body"),
+                    tail = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.tail"),
+                    last = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.last"),
+                    out = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.out");
+  LLVMBuildStore(B, ci64(g, 0), jv);
+  LLVMBuildBr(B, cond);
+  for (int pass = 0; pass < 2; pass++) {       /* 0: full vectors, 1: the masked last one */
+    LLVMPositionBuilderAtEnd(B, pass ? last : cond);
+    LLVMValueRef j = pass ? nfull : LLVMBuildLoad2(B, g->t_i64, jv, "");
+    LLVMValueRef mask = pass ? lane_mask(g, LLVMBuildSub(B, n, nfull, ""), 0) : NULL;
+    if (!pass) {
+      LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nfull, ""), body, tail);
+      LLVMPositionBuilderAtEnd(B, body);
+    }
+    LLVMValueRef bv[ROWS_U];
+    for (int u = 0; u < U; u++) bv[u] = load_vec(g, gep(g, brow[u], j), mask);
+    for (int i = 0; i < h; i++) {
+      LLVMValueRef p = gep(g, crow[i], j), x = load_vec(g, p, mask);
+      for (int u = 0; u < U; u++) {
+        LLVMValueRef args[] = { av[i * ROWS_U + u], bv[u], x };
+        x = LLVMBuildCall2(B, g->fma_t, g->fma, args, 3, "");
+      }
+      store_vec(g, x, p, mask);
+    }
+    if (!pass) {
+      LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
+      LLVMBuildBr(B, cond);
+      LLVMPositionBuilderAtEnd(B, tail);
+      LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, nfull, n, ""), last, out);
+    } else {
+      LLVMBuildBr(B, out);
+    }
+  }
+  LLVMPositionBuilderAtEnd(B, out);
+}
+
+static void emit_rows(CG *g, const char *name, int h) {
+  LLVMTypeRef P[] = { g->t_i64, g->t_i64, g->t_ptr, g->t_i64, g->t_i64, g->t_ptr, g->t_i64,
+                      g->t_ptr, g->t_i64, g->t_i32 };
+  LLVMValueRef fn = new_fn(g, name, P, 10);
+  LLVMValueRef k = LLVMGetParam(fn, 0), n = LLVMGetParam(fn, 1), a = LLVMGetParam(fn, 2),
+               a_sm = LLVMGetParam(fn, 3), a_sk = LLVMGetParam(fn, 4), b = LLVMGetParam(fn, 5),
+               b_sk = LLVMGetParam(fn, 6), c = LLVMGetParam(fn, 7), c_sm = LLVMGetParam(fn, 8),
+               beta = LLVMGetParam(fn, 9);
+  LLVMBuilderRef B = g->b;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"),
+                    zero = LLVMAppendBasicBlockInContext(g->ctx, fn, "zero"),
+                    start = LLVMAppendBasicBlockInContext(g->ctx, fn, "start");
+  LLVMPositionBuilderAtEnd(B, entry);
+  /* loop state in allocas of the entry block, which SROA turns into registers */
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), jv = LLVMBuildAlloca(B, g->t_i64, "j");
+  LLVMValueRef nfull = LLVMBuildMul(B, LLVMBuildSDiv(B, n, ci64(g, g->W), ""), ci64(g, g->W), "");
+  LLVMValueRef crow[ROWS_MAX], arow[ROWS_MAX];
+  for (int i = 0; i < h; i++) {
+    crow[i] = gep(g, c, LLVMBuildMul(B, c_sm, ci64(g, i), ""));
+    arow[i] = gep(g, a, LLVMBuildMul(B, a_sm, ci64(g, i), ""));
+  }
+  LLVMBuildStore(B, ci64(g, 0), kv);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntEQ, beta, ci32(g, 0), ""), zero, start);
+  /* C = 0 first, when not accumulating: rows of C stay in L1 while B streams past */
+  LLVMPositionBuilderAtEnd(B, zero);
+  {
+    LLVMBasicBlockRef zc = LLVMAppendBasicBlockInContext(g->ctx, fn, "z.cond"),
+                      zb = LLVMAppendBasicBlockInContext(g->ctx, fn, "z.body"),
+                      zt = LLVMAppendBasicBlockInContext(g->ctx, fn, "z.tail");
+    LLVMBuildStore(B, ci64(g, 0), jv);
+    LLVMBuildBr(B, zc);
+    LLVMPositionBuilderAtEnd(B, zc);
+    LLVMValueRef j = LLVMBuildLoad2(B, g->t_i64, jv, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nfull, ""), zb, zt);
+    LLVMPositionBuilderAtEnd(B, zb);
+    for (int i = 0; i < h; i++) store_vec(g, LLVMConstNull(g->t_vec), gep(g, crow[i], j), NULL);
+    LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
+    LLVMBuildBr(B, zc);
+    LLVMPositionBuilderAtEnd(B, zt);
+    LLVMValueRef m = lane_mask(g, LLVMBuildSub(B, n, nfull, ""), 0);  /* empty when n = nfull */
+    for (int i = 0; i < h; i++) store_vec(g, LLVMConstNull(g->t_vec), gep(g, crow[i], nfull), m);
+    LLVMBuildBr(B, start);
+  }
+  /* ROWS_U rows of B at a time, then the rest one by one */
+  LLVMPositionBuilderAtEnd(B, start);
+  LLVMBasicBlockRef prev = start;
+  for (int pass = 0; pass < 2; pass++) {
+    int U = pass ? 1 : ROWS_U;
+    LLVMBasicBlockRef cond = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.cond"),
+                      body = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.body"),
+                      done = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.done");
+    LLVMPositionBuilderAtEnd(B, prev);
+    LLVMBuildBr(B, cond);
+    LLVMPositionBuilderAtEnd(B, cond);
+    LLVMValueRef k0 = LLVMBuildLoad2(B, g->t_i64, kv, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLE, LLVMBuildAdd(B, k0, ci64(g, U), ""), k, ""),
+                    body, done);
+    LLVMPositionBuilderAtEnd(B, body);
+    LLVMValueRef brow[ROWS_U], av[ROWS_MAX * ROWS_U];
+    for (int u = 0; u < U; u++) {
+      LLVMValueRef ku = LLVMBuildAdd(B, k0, ci64(g, u), "");
+      brow[u] = gep(g, b, LLVMBuildMul(B, ku, b_sk, ""));
+      for (int i = 0; i < h; i++)
+        av[i * ROWS_U + u] = splat(g, LLVMBuildLoad2(B, g->t_el,
+                                                     gep(g, arow[i], LLVMBuildMul(B, ku, a_sk, "")), ""));
+    }
+    rows_step(g, fn, h, U, brow, av, crow, nfull, n, jv);
+    LLVMBuildStore(B, LLVMBuildAdd(B, k0, ci64(g, U), ""), kv);
+    LLVMBuildBr(B, cond);
+    prev = done;
+  }
+  LLVMPositionBuilderAtEnd(B, prev);
+  LLVMBuildRetVoid(B);
+}
+
 /* Transpose W vectors of W lanes in registers: log2(W) butterfly stages, each swapping the
  * off-diagonal halves of 2d x 2d blocks (one two-source shuffle per output vector). */
 static void transpose(CG *g, LLVMValueRef *rows) {
@@ -714,6 +853,10 @@ static void emit_packa(CG *g, const char *name, int mr) {
   LLVMBuildRetVoid(B);
 }
 
+static void rows_name(char *out, size_t n, const GemmKernels *g, int h) {
+  snprintf(out, n, "gemm_%s_rows%d", elem_name(g->elem), h);
+}
+
 static void packa_name(char *out, size_t n, const GemmKernels *g) {
   snprintf(out, n, "gemm_%s_packa", elem_name(g->elem));
 }
@@ -761,6 +904,10 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
   /* a transpose's shuffles cost the back end several times an FMA's instructions */
   emit_packa(LIGHTEST(4.0 * g->W * (g->W > 8 ? 4 : 3) * ((mr_max + g->W - 1) / g->W)), name, mr_max);
   n += 2;
+  for (int h = 1; h <= ROWS_MAX; h++, n++) {
+    rows_name(name, sizeof name, g, h);
+    emit_rows(LIGHTEST(10.0 * h * ROWS_U + 40), name, h);
+  }
 #undef LIGHTEST
   for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
   return n;
@@ -797,6 +944,21 @@ static void calibrate(GemmKernels *g) {
     }
     f->measured = true;
     plan_edges(g, f);
+  }
+  free(mem);
+  /* the row-streaming kernels: one row of B over and over (b_sk = 0), C rows in L1 */
+  enum { RN = 256, RK = 64 };
+  mem = xcalloc(1, (ROWS_MAX + RN + ROWS_MAX * RN) * es + 256);
+  a = align64(mem), b = align64(a + ROWS_MAX * es), c = align64(b + RN * es);
+  for (int h = 1; h <= ROWS_MAX; h++) {
+    double best = 1e30;
+    for (int t = 0; t < CAL_TRIALS; t++) {
+      double t0 = now_s();
+      for (int r = 0; r < 8; r++) g->rows[h](RK, RN, a, 1, 0, b, 0, c, RN, 1);
+      double dt = (now_s() - t0) / (8.0 * RK * (RN / g->W));
+      if (dt < best) best = dt;
+    }
+    g->rows_sec[h] = best > 0 && best < 1 ? best : h / (hw_ghz(&g->hw) * 1e9);
   }
   free(mem);
 }
@@ -863,6 +1025,13 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
         gemm_free(g);
         return NULL;
       }
+    }
+  }
+  for (int h = 1; h <= ROWS_MAX; h++) {
+    rows_name(name, sizeof name, g, h);
+    if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, errlen))) {
+      gemm_free(g);
+      return NULL;
     }
   }
   packa_name(name, sizeof name, g);
@@ -1113,6 +1282,33 @@ static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool
   pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync + pl->t_share;
 }
 
+/* The row-streaming plan (emit_rows) over a tb x 1 x tn grid: B read once, row by row, at
+ * the bandwidth of the level that holds it, beside the kernel's measured time per row of B
+ * and vector of columns; the C rows of a chunk of nc columns stay in half of L1. */
+static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, Plan *pl) {
+  const HwModel *h = &g->hw;
+  double es = g->esize, hz = hw_ghz(h) * 1e9;
+  int users = tb * tn;
+  memset(pl, 0, sizeof *pl);
+  pl->rows = true;
+  pl->tb = tb, pl->tm = 1, pl->tn = tn;
+  pl->bb = cdiv(p->batch, tb);
+  pl->mb = pl->mc = p->m;
+  pl->nbk = cdiv(cdiv(p->n, g->W), tn) * g->W;
+  pl->kc = p->k;
+  pl->nc = imax(g->W, (int64_t)(cache_bytes(h, 0) / 2 / ((double)p->m * es)) / g->W * g->W);
+  int64_t bt = imin(pl->bb, p->batch), nt = imin(pl->nbk, p->n), nch = cdiv(nt, pl->nc);
+  pl->t_comp = (double)bt * ((double)p->k * cdiv(nt, g->W) * g->rows_sec[p->m] + nch * CALL_CYC / hz);
+  double bwB = shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
+  double bwA = shared_bw(h, (double)p->m * p->k * es * (p->a_sb ? p->batch : 1), users);
+  double bwC = shared_bw(h, (double)p->m * p->n * es * p->batch, users);
+  pl->t_mem = (double)bt * ((double)p->k * nt * es / bwB + (double)nch * p->m * p->k * es / bwA +
+                            (double)p->m * nt * es * (p->acc ? 2 : 1) / bwC);
+  pl->t_sync = users > 1 ? SYNC_S : 0;
+  pl->t_share = (double)share_lines(g, p, pl, bt, p->m) * SHARE_S;
+  pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_sync + pl->t_share;
+}
+
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
  * tried use one thread or all of them, in every factorisation into batch x M x N. */
 static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan *best,
@@ -1139,7 +1335,26 @@ static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan 
   }
   bool first = true;
   int nc = 0;
+  /* the row-streaming kernel, for C of a few rows and a B that streams from memory (from a
+   * cache the tiles' strips are as fast, and faster with C in registers: 1 x 768 x 768 took
+   * 1.4x as long by rows); forcing a family or a packing leaves it out unless forced too */
+  const HwModel *hm = &g->hw;
+  double llc = hm->nlevels >= 2 ? (double)hm->level[hm->nlevels - 2].bytes : 0;
+  bool rows_fit = p->m <= ROWS_MAX && p->b_sn == 1 && !p->ctmp &&
+                  (fo->rows == 1 || (double)p->k * p->n * g->esize * (p->b_sb ? p->batch : 1) > llc);
+  bool rows = rows_fit && fo->rows != 2 &&
+              (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0));
+  for (int i = 0; rows && i < ng; i++) {
+    int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
+    if (tm > 1 || (ng > 1 && tn > 1 && tn > cdiv(p->n, g->W))) continue;
+    Plan pl;
+    plan_eval_rows(g, p, tb, tn, &pl);
+    if (cands && nc < maxc) cands[nc++] = pl;
+    if (first || pl.t < best->t) *best = pl;
+    first = false;
+  }
   for (int fi = 0; fi < g->nfam; fi++) {
+    if (fo->rows == 1 && !first) break;         /* forced, and it fits */
     if (fo->fam > 0 && fi != fo->fam - 1 && fo->fam <= g->nfam) continue;
     const Family *f = &g->fam[fi];
     for (int pb = 0; pb < 2; pb++) {
@@ -1360,6 +1575,28 @@ static void merge_tile(const GemmKernels *g, const char *tmp, int nr, char *c, i
 }
 
 
+/* One thread block of a row-streaming plan: batches and columns by the task's place. */
+static void run_rows(void *ctx, int64_t task) {
+  const Job *J = ctx;
+  const GemmKernels *g = J->g;
+  const Prob *p = J->p;
+  const Plan *pl = J->pl;
+  int64_t tn = task % pl->tn, tb = task / pl->tn;
+  int64_t b0 = tb * pl->bb, b1 = imin(p->batch, b0 + pl->bb);
+  int64_t n0 = tn * pl->nbk, n1 = imin(p->n, n0 + pl->nbk);
+  size_t es = (size_t)g->esize;
+  RowsFn fn = g->rows[p->m];
+  for (int64_t bi = b0; bi < b1; bi++) {
+    const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
+    char *C = p->c + (size_t)(bi * p->c_sb) * es;
+    for (int64_t j = n0; j < n1; j += pl->nc) {
+      if (p->stop && *p->stop) return;
+      fn(p->k, imin(pl->nc, n1 - j), A, p->a_sm, p->a_sk, Bm + (size_t)j * es, p->b_sk,
+         C + (size_t)j * es, p->c_sm, p->acc);
+    }
+  }
+}
+
 /* One thread block: batches, rows and columns given by the task's place in the grid. */
 static void run_block(void *ctx, int64_t task) {
   const Job *J = ctx;
@@ -1486,6 +1723,11 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   }
   const Family *f = &g->fam[pl.fam];
   int nblk = pl.tb * pl.tm * pl.tn;
+  if (pl.rows) {
+    Job J = { .g = g, .p = &p, .pl = &pl };
+    dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_rows, &J);
+    return stopped(&p, err, errlen);
+  }
   if (!pl.pack_a && !pl.pack_b && !p.ctmp) {      /* kernels on the operands: no workspace */
     Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = NULL };
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_block, &J);
@@ -1658,29 +1900,38 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   plan_choose(g, &p, nthreads, &best, c, &nc, 512);
   const Family *f = &g->fam[best.fam];
   double flops = 2.0 * p.batch * p.m * p.n * p.k;
-  buf_printf(out, "chosen: tile %dx%d, A %s, B %s\n", f->mr, f->nr,
-             best.pack_a ? "packed" : p.a_sm == 1 || p.m == 1 ? "in place (unit rows)" : "in place (strided rows)",
-             best.pack_b ? "packed" : "in place");
-  buf_printf(out, "  cores: %d x %d x %d blocks (batch x M x N) of %lld x %lld x %lld\n",
-             best.tb, best.tm, best.tn, (long long)imin(best.bb, p.batch),
-             (long long)imin(best.mb, p.m), (long long)imin(best.nbk, p.n));
-  buf_printf(out, "  %s: nc = %lld   L2: mc = %lld   L1: kc = %lld   registers: %dx%d\n",
-             best.nc_l2 ? "L2" : "L3", (long long)best.nc, (long long)best.mc,
-             (long long)best.kc, f->mr, f->nr);
-  /* the row pieces of the first L2 block: full tiles, then the edge */
-  int64_t mt = imin(imin(best.mb, p.m), best.mc), r0;
-  int ht, hs, npc = 0, nfull = 0;
-  Pieces it;
-  pieces_init(&it, f, mt, !best.pack_b);
-  buf_printf(out, "  rows of a block: %lld =", (long long)mt);
-  while (pieces_next(&it, &r0, &ht, &hs)) {
-    if (it.d == 0) { nfull++; continue; }                 /* a full tile */
-    if (nfull) buf_printf(out, "%s %d x %d", npc++ ? " +" : "", nfull, f->mr), nfull = 0;
-    buf_printf(out, "%s %d", npc++ ? " +" : "", hs);
-    if (hs < ht) buf_printf(out, " (on a %d-row tile)", ht);
+  if (best.rows) {
+    buf_printf(out, "chosen: row streaming: the %lld row%s of C in L1, B read row by row, %d rows "
+               "a step\n", (long long)p.m, p.m == 1 ? "" : "s", ROWS_U);
+    buf_printf(out, "  cores: %d x 1 x %d blocks (batch x M x N) of %lld x %lld x %lld\n", best.tb,
+               best.tn, (long long)imin(best.bb, p.batch), (long long)p.m,
+               (long long)imin(best.nbk, p.n));
+    buf_printf(out, "  L1: chunks of %lld columns\n", (long long)best.nc);
+  } else {
+    buf_printf(out, "chosen: tile %dx%d, A %s, B %s\n", f->mr, f->nr,
+               best.pack_a ? "packed" : p.a_sm == 1 || p.m == 1 ? "in place (unit rows)" : "in place (strided rows)",
+               best.pack_b ? "packed" : "in place");
+    buf_printf(out, "  cores: %d x %d x %d blocks (batch x M x N) of %lld x %lld x %lld\n",
+               best.tb, best.tm, best.tn, (long long)imin(best.bb, p.batch),
+               (long long)imin(best.mb, p.m), (long long)imin(best.nbk, p.n));
+    buf_printf(out, "  %s: nc = %lld   L2: mc = %lld   L1: kc = %lld   registers: %dx%d\n",
+               best.nc_l2 ? "L2" : "L3", (long long)best.nc, (long long)best.mc,
+               (long long)best.kc, f->mr, f->nr);
+    /* the row pieces of the first L2 block: full tiles, then the edge */
+    int64_t mt = imin(imin(best.mb, p.m), best.mc), r0;
+    int ht, hs, npc = 0, nfull = 0;
+    Pieces it;
+    pieces_init(&it, f, mt, !best.pack_b);
+    buf_printf(out, "  rows of a block: %lld =", (long long)mt);
+    while (pieces_next(&it, &r0, &ht, &hs)) {
+      if (it.d == 0) { nfull++; continue; }                 /* a full tile */
+      if (nfull) buf_printf(out, "%s %d x %d", npc++ ? " +" : "", nfull, f->mr), nfull = 0;
+      buf_printf(out, "%s %d", npc++ ? " +" : "", hs);
+      if (hs < ht) buf_printf(out, " (on a %d-row tile)", ht);
+    }
+    if (nfull) buf_printf(out, "%s %d x %d", npc ? " +" : "", nfull, f->mr);
+    buf_puts(out, "\n");
   }
-  if (nfull) buf_printf(out, "%s %d x %d", npc ? " +" : "", nfull, f->mr);
-  buf_puts(out, "\n");
   buf_printf(out, "  predicted %.2f us (max of compute %.2f and memory %.2f, + stalls %.2f, "
              "packing %.2f, fork-join %.2f", best.t * 1e6, best.t_comp * 1e6,
              best.t_mem * 1e6, best.t_stall * 1e6, best.t_pack * 1e6, best.t_sync * 1e6);
@@ -1688,9 +1939,14 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   buf_printf(out, ") = %.1f GFLOP/s\n", flops / best.t * 1e-9);
   qsort(c, (size_t)nc, sizeof *c, cmp_plan);
   buf_printf(out, "candidates (%d weighed, best first):\n", nc);
-  for (int i = 0; i < nc && i < 8; i++)
-    buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %dx%dx%d  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
-               g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",
-               c[i].pack_b ? "packed" : "direct", c[i].tb, c[i].tm, c[i].tn,
-               (long long)c[i].kc, (long long)c[i].mc, (long long)c[i].nc, c[i].t * 1e6);
+  for (int i = 0; i < nc && i < 8; i++) {
+    if (c[i].rows)
+      buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld        %9.2f us\n",
+                 c[i].tb, c[i].tm, c[i].tn, (long long)c[i].nc, c[i].t * 1e6);
+    else
+      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %dx%dx%d  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
+                 g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",
+                 c[i].pack_b ? "packed" : "direct", c[i].tb, c[i].tm, c[i].tn,
+                 (long long)c[i].kc, (long long)c[i].mc, (long long)c[i].nc, c[i].t * 1e6);
+  }
 }

@@ -307,6 +307,46 @@ START_TEST(test_forced_plans) {
 }
 END_TEST
 
+/* The row-streaming kernel (C of 1 to 4 rows), forced: widths around a vector (W = 16 f32
+ * lanes on AVX-512, 8 on AVX2; 8 and 4 for f64), reductions around its 4-row step, A in
+ * both layouts, C = and C +=, split over columns and over the batch. */
+START_TEST(test_rows) {
+  static const int64_t ns[] = { 1, 7, 8, 9, 15, 16, 17, 35 }, ks[] = { 1, 3, 4, 5, 9 };
+  static const int grids[][4] = { { 1, 1, 1, 1 }, { 1, 1, 2, 2 }, { 3, 2, 1, 2 } };  /* batch, tb, tn, threads */
+  int bad = 0;
+  for (int gi = 0; gi < 2; gi++) {
+    GemmKernels *g = gi ? g64 : g32;
+    for (int q = 0; q < 3; q++) {
+      GemmForce fo = { .rows = 1, .tb = grids[q][1], .tm = 1, .tn = grids[q][2] };
+      gemm_force(g, &fo);
+      for (int64_t m = 1; m <= 4; m++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+          for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+            for (int v = 0; v < 4; v++) {
+              Case cs = { .batch = grids[q][0], .m = m, .n = ns[ni], .k = ks[ki],
+                          .la = v & 1 ? 'c' : 'r', .lb = 'r', .lc = 'r', .acc = v >> 1,
+                          .threads = grids[q][3], .at_end = (ni + ki) & 1 };
+              bad += run_case(g, &cs);
+            }
+    }
+    gemm_force(g, NULL);
+  }
+  ck_assert_int_eq(bad, 0);
+  /* the model takes it for a few rows of C and a B from memory, not for a B in cache */
+  Buf d = { 0 };
+  GemmArgs big = { .batch = 1, .m = 1, .n = 65536, .k = 4096, .a_sm = 4096, .a_sk = 1,
+                   .b_sk = 65536, .b_sn = 1, .c_sm = 65536, .c_sn = 1 };
+  gemm_describe(g32, &big, 2, &d);
+  ck_assert_msg(strstr(d.s, "chosen: row streaming: the 1 row of C in L1"), "%s", d.s);
+  buf_free(&d);
+  GemmArgs small = { .batch = 1, .m = 3, .n = 256, .k = 256, .a_sm = 256, .a_sk = 1,
+                     .b_sk = 256, .b_sn = 1, .c_sm = 256, .c_sn = 1 };
+  gemm_describe(g32, &small, 2, &d);
+  ck_assert_msg(strstr(d.s, "chosen: tile"), "%s", d.s);
+  buf_free(&d);
+}
+END_TEST
+
 START_TEST(test_degenerate) {
   char err[256];
   float a[4] = { 1, 2, 3, 4 }, b[4] = { 1, 1, 1, 1 }, c[4] = { 9, 9, 9, 9 };
@@ -526,6 +566,7 @@ int main(void) {
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
   tcase_add_test(tc, test_forced_plans);
+  tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_degenerate);
   tcase_add_test(tc, test_stop);
   tcase_add_test(tc, test_describe_and_code);
