@@ -311,10 +311,17 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
   printf("%-22s %10s %9s %10s %9.2f %10s %9.2f   (geometric means)\n", "", "", "", "", geo(&g, 0), "", geo(&g, 1));
 }
 
-static void rowwise_suite(Session *s, const char *dir, FILE *csv, double stream_gbs) {
+/* Streaming bandwidth: a 2 x 256 MB copy on the benchmark's threads, in GB/s (bytes read
+ * and written). */
+static double copy_gbs(const Copy *c) {
+  return 2.0 * (double)c->n * 4 / timeit(run_copy, (void *)c) * 1e-9;
+}
+
+static void rowwise_suite(Session *s, const char *dir, FILE *csv, const Copy *cp) {
   FILE *f = open_suite(dir, "rowwise.txt");
   if (!f) return;
-  printf("\nrowwise.txt: f32 over the last axis, %d threads; reference: a plain C loop at -O3 on the same threads\n", threads);
+  printf("\nrowwise.txt: f32 over the last axis, %d threads; reference: a plain C loop at -O3 on the same threads;\n"
+         "of bw: GB/s (bytes read and written once) over the streaming bandwidth measured just before\n", threads);
   printf("%-24s %10s %8s %7s %10s %9s\n", "OP ROWS COLS", "dyn ms", "GB/s", "of bw", "C loop ms", "ratio");
   Geo g = {0};
   char line[256];
@@ -327,6 +334,8 @@ static void rowwise_suite(Session *s, const char *dir, FILE *csv, double stream_
     int64_t sx[2] = {r, c}, sg[1] = {c};
     Tensor *X = randt(2, sx, &seed), *G = randt(1, sg, &seed), *B = randt(1, sg, &seed);
     DynCall dc = {s, ln ? "layernorm" : "softmax", {X, G, B}, ln ? 3 : 1};
+    pause_between();
+    double stream_gbs = copy_gbs(cp);      /* beside each line: the machine's load drifts */
     pause_between();
     double td = timeit(run_dyn, &dc);
     float *y = malloc(sizeof(float) * (size_t)(r * c) + 64);
@@ -429,25 +438,21 @@ int main(int argc, char **argv) {
     printf("measured peak of the f32 micro-kernel on %d threads: %.1f GFLOP/s\n", threads, peak);
     bench_peak = peak;
   }
-  /* streaming bandwidth for the share in the row-wise table */
-  double stream_gbs;
-  {
-    int64_t n = 64 << 20;
-    float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
-    memset(a, 1, sizeof(float) * (size_t)n);
-    memset(b, 0, sizeof(float) * (size_t)n);
-    Copy c = {b, a, n};
-    double tc = timeit(run_copy, &c);
-    stream_gbs = 2.0 * (double)n * 4 / tc * 1e-9;
-    free(a);
-    free(b);
-    printf("streaming bandwidth (memcpy on %d threads): %.1f GB/s\n", threads, stream_gbs);
-  }
+  /* streaming bandwidth for the share in the row-wise table (measured again beside each
+   * of its lines) */
+  int64_t ncopy = 64 << 20;
+  float *ca = malloc(sizeof(float) * (size_t)ncopy), *cb = malloc(sizeof(float) * (size_t)ncopy);
+  memset(ca, 1, sizeof(float) * (size_t)ncopy);
+  memset(cb, 0, sizeof(float) * (size_t)ncopy);
+  Copy copy = {cb, ca, ncopy};
+  printf("streaming bandwidth (memcpy on %d threads): %.1f GB/s\n", threads, copy_gbs(&copy));
   contraction_suite(s, dir, "gemm.txt", false, csv);
   if (session_compiles(s, "bmm") < 0)      /* the stdlib's, else the same written here */
     session_run(s, "fn bmm(A: f32[B, M, K], X: f32[B, K, N]) -> f32[B, M, N] { C[b, i, j] = sum[k] A[b, i, k] * X[b, k, j]; return C }", "bench");
   contraction_suite(s, dir, "bmm.txt", true, csv);
-  rowwise_suite(s, dir, csv, stream_gbs);
+  rowwise_suite(s, dir, csv, &copy);
+  free(ca);
+  free(cb);
   fclose(csv);
   printf("\nwritten: %s\n", csvpath);
   session_free(s);
