@@ -1269,7 +1269,6 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
   int64_t local[512];
   size_t words = n64 + 2 * ((size_t)ns + 1);
   int64_t *block = words <= 512 ? local : xmalloc(words * sizeof(int64_t));
-  memset(block, 0, words * sizeof(int64_t));
   int64_t *strides = block, *shape = strides + (size_t)ns * DYN_MAX_RANK + 1;
   int64_t *ext = shape + (size_t)ns * DYN_MAX_RANK + 1, *szv = ext + p->naxes + 1;
   Tensor **t = (Tensor **)(block + n64);
@@ -1279,9 +1278,11 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
   const char *why = NULL;
   bool tables_hit = cp->tables && cp->tables_nsizes == sizes->n && cp->tables_words == n64 &&
                   !memcmp(cp->tables, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
-  if (tables_hit) {
+  if (tables_hit) {       /* the tables as last time; the tensors and buffers start empty */
     memcpy(block, cp->tables + sizes->n, n64 * sizeof(int64_t));
+    memset(block + n64, 0, (words - n64) * sizeof(int64_t));
   } else {
+    memset(block, 0, words * sizeof(int64_t));
     for (int a = 0; a < p->naxes; a++)
       if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
         snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");

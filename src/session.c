@@ -66,6 +66,7 @@ struct Session {
   Diags diags;
   Arena *tmp;                      /* the arena of the input being run */
   Arena *call_tmp;                 /* session_call's, emptied at the start of each call */
+  int call_fi;                     /* where session_call last found its function */
   int depth;                       /* nested :load / import */
 };
 
@@ -2302,7 +2303,14 @@ int session_calibrate(Session *s) {
 /* ---- calling from C (the benchmark, embedders) ---- */
 
 bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
-  Func *f = find_fn(s, name);
+  /* a loop calls one function: look where it was found last time before searching */
+  int fi = s->call_fi;
+  Func *f = fi < s->fns.n && !strcmp(s->fns.a[fi]->name, name) ? s->fns.a[fi] : NULL;
+  for (fi = s->fns.n - 1; !f && fi >= 0; fi--)
+    if (s->fns.a[fi]->name[0] == name[0] && !strcmp(s->fns.a[fi]->name, name)) {
+      f = s->fns.a[fi];
+      s->call_fi = fi;
+    }
   if (!f) {
     buf_printf(err, "no function named '%s'", name);
     return false;

@@ -563,6 +563,47 @@ START_TEST(test_calls_and_tall_expressions) {
 }
 END_TEST
 
+/* session_call, the embedders' entry: the function by name, found again after another was
+ * called and after it was redefined; an unknown name and a wrong shape are errors. */
+static double call1(Session *s, const char *name, Tensor *x, Buf *err) {
+  Tensor *out = NULL;
+  buf_free(err);
+  if (!session_call(s, name, &x, 1, &out, 1, err)) return NAN;
+  double v = tensor_get_f64(out, 0);
+  tensor_release(out);
+  return v;
+}
+
+START_TEST(test_session_call) {
+  SessionOptions opt = { .target = "ref", .threads = 1, .no_prelude = true };
+  FILE *sink = fopen("/dev/null", "w");
+  Session *s = session_new(&opt, sink, sink);
+  ck_assert_int_eq(session_run(s, "fn twice(X: f32[N]) -> f32[N] { Y[i] = X[i] * 2.0; return Y }", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(s, "fn plus(X: f32[N]) -> f32[N] { Y[i] = X[i] + 1.0; return Y }", "t"), RUN_OK);
+  char e[128];
+  int64_t n = 3;
+  Tensor *x = tensor_new(DYN_F32, 1, &n, e, sizeof e), *m = tensor_new(DYN_F32, 0, NULL, e, sizeof e);
+  tensor_set_f64(x, 0, 5);
+  Buf err = { 0 };
+  ck_assert(call1(s, "twice", x, &err) == 10);
+  ck_assert(call1(s, "twice", x, &err) == 10);
+  ck_assert(call1(s, "plus", x, &err) == 6);
+  ck_assert_int_eq(session_run(s, "fn twice(X: f32[N]) -> f32[N] { Y[i] = X[i] * 3.0; return Y }", "t"), RUN_OK);
+  ck_assert(call1(s, "twice", x, &err) == 15);      /* the new definition */
+  ck_assert(isnan(call1(s, "thrice", x, &err)));
+  ck_assert_str_eq(err.s, "no function named 'thrice'");
+  ck_assert(isnan(call1(s, "twic", x, &err)));
+  ck_assert(isnan(call1(s, "twice", m, &err)));      /* a scalar for f32[N] */
+  ck_assert_msg(strstr(err.s, "parameter X is f32[N]"), "%s", err.s);
+  ck_assert(call1(s, "plus", x, &err) == 6);
+  buf_free(&err);
+  tensor_release(x);
+  tensor_release(m);
+  session_free(s);
+  fclose(sink);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *tc = tcase_create("core");
@@ -582,6 +623,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(tc, test_interrupt);
   tcase_add_test(tc, test_shapes);
   tcase_add_test(tc, test_calls_and_tall_expressions);
+  tcase_add_test(tc, test_session_call);
   suite_add_tcase(s, tc);
   return s;
 }
