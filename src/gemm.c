@@ -450,6 +450,51 @@ static LLVMValueRef new_fn(CG *g, const char *name, LLVMTypeRef *params, int np)
   return f;
 }
 
+/* A counted loop, for (i = lo; i < hi; i += step), its counter in `var` (an alloca of the
+ * entry block, which SROA makes a register).  loop_begin leaves the builder in the body and
+ * returns i; loop_end closes the loop and leaves the builder after it, where L->i holds the
+ * value that ended it. */
+typedef struct CgLoop { LLVMValueRef var, i, step; LLVMBasicBlockRef cond, exit; } CgLoop;
+
+static LLVMValueRef loop_begin(CG *g, CgLoop *L, LLVMValueRef var, LLVMValueRef lo,
+                               LLVMValueRef hi, LLVMValueRef step) {
+  LLVMBuilderRef B = g->b;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(B));
+  L->cond = LLVMAppendBasicBlockInContext(g->ctx, fn, "loop");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, fn, "body");
+  L->exit = LLVMAppendBasicBlockInContext(g->ctx, fn, "after");
+  L->var = var;
+  L->step = step;
+  LLVMBuildStore(B, lo, var);
+  LLVMBuildBr(B, L->cond);
+  LLVMPositionBuilderAtEnd(B, L->cond);
+  L->i = LLVMBuildLoad2(B, g->t_i64, var, "");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, L->i, hi, ""), body, L->exit);
+  LLVMPositionBuilderAtEnd(B, body);
+  return L->i;
+}
+
+static void loop_end(CG *g, CgLoop *L) {
+  LLVMBuildStore(g->b, LLVMBuildAdd(g->b, L->i, L->step, ""), L->var);
+  LLVMBuildBr(g->b, L->cond);
+  LLVMPositionBuilderAtEnd(g->b, L->exit);
+}
+
+/* if (cond) { ...: if_begin leaves the builder in the branch taken; if_end joins. */
+static LLVMBasicBlockRef if_begin(CG *g, LLVMValueRef cond) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
+  LLVMBasicBlockRef then = LLVMAppendBasicBlockInContext(g->ctx, fn, "then"),
+                    join = LLVMAppendBasicBlockInContext(g->ctx, fn, "join");
+  LLVMBuildCondBr(g->b, cond, then, join);
+  LLVMPositionBuilderAtEnd(g->b, then);
+  return join;
+}
+
+static void if_end(CG *g, LLVMBasicBlockRef join) {
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+}
+
 /* The micro-kernel: an h x (v*W) tile of C, over kc steps of the reduction.
  *   void uk(i64 kc, ptr a, i64 a_rs, i64 a_cs, ptr b, i64 b_rs, ptr c, i64 c_rs,
  *           i64 n_rem, i64 m_rem, i32 beta)
@@ -582,74 +627,37 @@ static void emit_packb(CG *g, const char *name) {
   LLVMValueRef kc = LLVMGetParam(fn, 0), nc = LLVMGetParam(fn, 1), b = LLVMGetParam(fn, 2),
                b_rs = LLVMGetParam(fn, 3), out = LLVMGetParam(fn, 4), nr = LLVMGetParam(fn, 5);
   LLVMBuilderRef B = g->b;
-#define BLOCK(s) LLVMAppendBasicBlockInContext(g->ctx, fn, s)
-  LLVMBasicBlockRef entry = BLOCK("entry"), kcond = BLOCK("k.cond"), kbody = BLOCK("k.body"),
-                    pcond = BLOCK("p.cond"), pbody = BLOCK("p.body"), jcond = BLOCK("j.cond"),
-                    jbody = BLOCK("j.body"), pnext = BLOCK("p.next"), tail = BLOCK("tail"),
-                    tcond = BLOCK("t.cond"), tbody = BLOCK("t.body"), knext = BLOCK("k.next"),
-                    ret = BLOCK("ret");
-#undef BLOCK
-  LLVMPositionBuilderAtEnd(B, entry);
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
   LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), pv = LLVMBuildAlloca(B, g->t_i64, "p"),
                jv = LLVMBuildAlloca(B, g->t_i64, "j");
   /* columns in full panels; panel p0 (a multiple of nr) starts at out + p0*kc */
   LLVMValueRef full_end = LLVMBuildMul(B, LLVMBuildSDiv(B, nc, nr, ""), nr, "");
+  LLVMValueRef left = LLVMBuildSub(B, nc, full_end, "");
   LLVMValueRef ahead = LLVMBuildMul(B, b_rs, ci64(g, PACKB_AHEAD), "");
   unsigned align = (unsigned)(g->W * g->esize);                 /* panels are vector-aligned */
-  LLVMBuildStore(B, ci64(g, 0), kv);
-  LLVMBuildBr(B, kcond);
-
-  LLVMPositionBuilderAtEnd(B, kcond);
-  LLVMValueRef k = LLVMBuildLoad2(B, g->t_i64, kv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, k, kc, ""), kbody, ret);
-  LLVMPositionBuilderAtEnd(B, kbody);
+  CgLoop Lk, Lp, Lj;
+  LLVMValueRef k = loop_begin(g, &Lk, kv, ci64(g, 0), kc, ci64(g, 1));
   LLVMValueRef srow = gep(g, b, LLVMBuildMul(B, k, b_rs, "")),
                drow = gep(g, out, LLVMBuildMul(B, k, nr, ""));
-  LLVMBuildStore(B, ci64(g, 0), pv);
-  LLVMBuildBr(B, pcond);
-
-  LLVMPositionBuilderAtEnd(B, pcond);
-  LLVMValueRef p0 = LLVMBuildLoad2(B, g->t_i64, pv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, p0, full_end, ""), pbody, tail);
-  LLVMPositionBuilderAtEnd(B, pbody);
+  LLVMValueRef p0 = loop_begin(g, &Lp, pv, ci64(g, 0), full_end, nr);
   LLVMValueRef span = gep(g, srow, p0), dpan = gep(g, drow, LLVMBuildMul(B, p0, kc, ""));
-  LLVMBuildStore(B, ci64(g, 0), jv);
-  LLVMBuildBr(B, jcond);
-  LLVMPositionBuilderAtEnd(B, jcond);
-  LLVMValueRef j = LLVMBuildLoad2(B, g->t_i64, jv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nr, ""), jbody, pnext);
-  LLVMPositionBuilderAtEnd(B, jbody);
+  LLVMValueRef j = loop_begin(g, &Lj, jv, ci64(g, 0), nr, ci64(g, g->W));
   /* Rows of B far apart start a new page each, where the hardware prefetchers stop and
    * must learn the stream again: ask for row k + PACKB_AHEAD's line now. */
   LLVMValueRef pf[] = { gep(g, gep(g, span, ahead), j), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
   LLVMBuildCall2(B, g->prefetch_t, g->prefetch, pf, 4, "");
   LLVMSetAlignment(LLVMBuildStore(B, load_vec(g, gep(g, span, j), NULL), gep(g, dpan, j)), align);
-  LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
-  LLVMBuildBr(B, jcond);
-  LLVMPositionBuilderAtEnd(B, pnext);
-  LLVMBuildStore(B, LLVMBuildAdd(B, p0, nr, ""), pv);
-  LLVMBuildBr(B, pcond);
-
+  loop_end(g, &Lj);
+  loop_end(g, &Lp);
   /* The last panel, if nc is not a multiple of nr: masked loads, zeros past nc. */
-  LLVMPositionBuilderAtEnd(B, tail);
-  LLVMValueRef tspan = gep(g, srow, full_end),
-               tpan = gep(g, drow, LLVMBuildMul(B, full_end, kc, "")),
-               left = LLVMBuildSub(B, nc, full_end, "");
-  LLVMBuildStore(B, ci64(g, 0), jv);
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSGT, left, ci64(g, 0), ""), tcond, knext);
-  LLVMPositionBuilderAtEnd(B, tcond);
-  LLVMValueRef tj = LLVMBuildLoad2(B, g->t_i64, jv, "");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, tj, nr, ""), tbody, knext);
-  LLVMPositionBuilderAtEnd(B, tbody);
+  LLVMBasicBlockRef join = if_begin(g, LLVMBuildICmp(B, LLVMIntSGT, left, ci64(g, 0), ""));
+  LLVMValueRef tspan = gep(g, srow, full_end), tpan = gep(g, drow, LLVMBuildMul(B, full_end, kc, ""));
+  LLVMValueRef tj = loop_begin(g, &Lj, jv, ci64(g, 0), nr, ci64(g, g->W));
   LLVMValueRef x = load_vec(g, gep(g, tspan, tj), lane_mask(g, LLVMBuildSub(B, left, tj, ""), 0));
   LLVMSetAlignment(LLVMBuildStore(B, x, gep(g, tpan, tj)), align);
-  LLVMBuildStore(B, LLVMBuildAdd(B, tj, ci64(g, g->W), ""), jv);
-  LLVMBuildBr(B, tcond);
-
-  LLVMPositionBuilderAtEnd(B, knext);
-  LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, 1), ""), kv);
-  LLVMBuildBr(B, kcond);
-  LLVMPositionBuilderAtEnd(B, ret);
+  loop_end(g, &Lj);
+  if_end(g, join);
+  loop_end(g, &Lk);
   LLVMBuildRetVoid(B);
 }
 
@@ -665,48 +673,18 @@ static void emit_packb(CG *g, const char *name) {
 
 /* The loop over the columns of one step of U rows of B: full vectors, then a masked one.
  * (One loop of masked vectors, half the code, ran 1.4x slower on Zen 5.) */
-static void rows_step(CG *g, LLVMValueRef fn, int h, int U, LLVMValueRef *brow, LLVMValueRef *av,
-                      LLVMValueRef *crow, LLVMValueRef nfull, LLVMValueRef n, LLVMValueRef jv) {
-  LLVMBuilderRef B = g->b;
-  LLVMBasicBlockRef cond = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.cond"),
-                    body = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.body"),
-                    tail = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.tail"),
-                    last = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.last"),
-                    out = LLVMAppendBasicBlockInContext(g->ctx, fn, "j.out");
-  LLVMBuildStore(B, ci64(g, 0), jv);
-  LLVMBuildBr(B, cond);
-  for (int pass = 0; pass < 2; pass++) {       /* 0: full vectors, 1: the masked last one */
-    LLVMValueRef j, mask = NULL;
-    if (!pass) {
-      LLVMPositionBuilderAtEnd(B, cond);
-      j = LLVMBuildLoad2(B, g->t_i64, jv, "");
-      LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, j, nfull, ""), body, tail);
-      LLVMPositionBuilderAtEnd(B, body);
-    } else {
-      LLVMPositionBuilderAtEnd(B, tail);
-      LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, nfull, n, ""), last, out);
-      LLVMPositionBuilderAtEnd(B, last);
-      j = nfull;
-      mask = lane_mask(g, LLVMBuildSub(B, n, nfull, ""), 0);
+static void rows_cols(CG *g, int h, int U, LLVMValueRef *brow, LLVMValueRef *av, LLVMValueRef *crow,
+                      LLVMValueRef j, LLVMValueRef mask) {
+  LLVMValueRef bv[ROWS_U];
+  for (int u = 0; u < U; u++) bv[u] = load_vec(g, gep(g, brow[u], j), mask);
+  for (int i = 0; i < h; i++) {
+    LLVMValueRef p = gep(g, crow[i], j), x = load_vec(g, p, mask);
+    for (int u = 0; u < U; u++) {
+      LLVMValueRef args[] = { av[i * ROWS_U + u], bv[u], x };
+      x = LLVMBuildCall2(g->b, g->fma_t, g->fma, args, 3, "");
     }
-    LLVMValueRef bv[ROWS_U];
-    for (int u = 0; u < U; u++) bv[u] = load_vec(g, gep(g, brow[u], j), mask);
-    for (int i = 0; i < h; i++) {
-      LLVMValueRef p = gep(g, crow[i], j), x = load_vec(g, p, mask);
-      for (int u = 0; u < U; u++) {
-        LLVMValueRef args[] = { av[i * ROWS_U + u], bv[u], x };
-        x = LLVMBuildCall2(B, g->fma_t, g->fma, args, 3, "");
-      }
-      store_vec(g, x, p, mask);
-    }
-    if (!pass) {
-      LLVMBuildStore(B, LLVMBuildAdd(B, j, ci64(g, g->W), ""), jv);
-      LLVMBuildBr(B, cond);
-    } else {
-      LLVMBuildBr(B, out);
-    }
+    store_vec(g, x, p, mask);
   }
-  LLVMPositionBuilderAtEnd(B, out);
 }
 
 static void emit_rows(CG *g, const char *name, int h) {
@@ -717,45 +695,40 @@ static void emit_rows(CG *g, const char *name, int h) {
                a_sm = LLVMGetParam(fn, 3), a_sk = LLVMGetParam(fn, 4), b = LLVMGetParam(fn, 5),
                b_sk = LLVMGetParam(fn, 6), c = LLVMGetParam(fn, 7), c_sm = LLVMGetParam(fn, 8);
   LLVMBuilderRef B = g->b;
-  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
-  LLVMPositionBuilderAtEnd(B, start);
-  /* loop state in allocas of the entry block, which SROA turns into registers */
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
   LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k"), jv = LLVMBuildAlloca(B, g->t_i64, "j");
   LLVMValueRef nfull = LLVMBuildMul(B, LLVMBuildSDiv(B, n, ci64(g, g->W), ""), ci64(g, g->W), "");
+  LLVMValueRef tail = LLVMBuildICmp(B, LLVMIntSLT, nfull, n, "");
+  LLVMValueRef mask = lane_mask(g, LLVMBuildSub(B, n, nfull, ""), 0);
   LLVMValueRef crow[ROWS_MAX], arow[ROWS_MAX];
   for (int i = 0; i < h; i++) {
     crow[i] = gep(g, c, LLVMBuildMul(B, c_sm, ci64(g, i), ""));
     arow[i] = gep(g, a, LLVMBuildMul(B, a_sm, ci64(g, i), ""));
   }
-  LLVMBuildStore(B, ci64(g, 0), kv);
-  /* ROWS_U rows of B at a time, then the rest one by one */
-  LLVMBasicBlockRef prev = start;
+  /* ROWS_U rows of B a step while that many are left, then the rest one by one */
+  LLVMValueRef k0 = ci64(g, 0);
   for (int pass = 0; pass < 2; pass++) {
     int U = pass ? 1 : ROWS_U;
-    LLVMBasicBlockRef cond = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.cond"),
-                      body = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.body"),
-                      done = LLVMAppendBasicBlockInContext(g->ctx, fn, "k.done");
-    LLVMPositionBuilderAtEnd(B, prev);
-    LLVMBuildBr(B, cond);
-    LLVMPositionBuilderAtEnd(B, cond);
-    LLVMValueRef k0 = LLVMBuildLoad2(B, g->t_i64, kv, "");
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLE, LLVMBuildAdd(B, k0, ci64(g, U), ""), k, ""),
-                    body, done);
-    LLVMPositionBuilderAtEnd(B, body);
+    CgLoop Lk, Lj;
+    LLVMValueRef ks = loop_begin(g, &Lk, kv, k0, LLVMBuildSub(B, k, ci64(g, U - 1), ""),
+                                 ci64(g, U));
     LLVMValueRef brow[ROWS_U], av[ROWS_MAX * ROWS_U];
     for (int u = 0; u < U; u++) {
-      LLVMValueRef ku = LLVMBuildAdd(B, k0, ci64(g, u), "");
+      LLVMValueRef ku = LLVMBuildAdd(B, ks, ci64(g, u), "");
       brow[u] = gep(g, b, LLVMBuildMul(B, ku, b_sk, ""));
       for (int i = 0; i < h; i++)
         av[i * ROWS_U + u] = splat(g, LLVMBuildLoad2(B, g->t_el,
                                                      gep(g, arow[i], LLVMBuildMul(B, ku, a_sk, "")), ""));
     }
-    rows_step(g, fn, h, U, brow, av, crow, nfull, n, jv);
-    LLVMBuildStore(B, LLVMBuildAdd(B, k0, ci64(g, U), ""), kv);
-    LLVMBuildBr(B, cond);
-    prev = done;
+    LLVMValueRef j = loop_begin(g, &Lj, jv, ci64(g, 0), nfull, ci64(g, g->W));
+    rows_cols(g, h, U, brow, av, crow, j, NULL);
+    loop_end(g, &Lj);
+    LLVMBasicBlockRef join = if_begin(g, tail);
+    rows_cols(g, h, U, brow, av, crow, nfull, mask);
+    if_end(g, join);
+    loop_end(g, &Lk);
+    k0 = Lk.i;                                  /* where the steps of ROWS_U stopped */
   }
-  LLVMPositionBuilderAtEnd(B, prev);
   LLVMBuildRetVoid(B);
 }
 
