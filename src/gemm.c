@@ -1316,13 +1316,15 @@ static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan 
       for (int pa = 0; pa < 2; pa++) {
         if (fo->pack_a > 0 && pa != (fo->pack_a == 1)) continue;
         for (int i = 0; i < ng; i++)
-          for (int l2 = 0; l2 <= pb; l2++) {
+          for (int l2 = 0, l3_nc = 0; l2 <= pb; l2++) {
             int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
             if (ng > 1 && ((tm > 1 && tm > cdiv(p->m, f->mr)) ||
                            (tn > 1 && tn > cdiv(p->n, f->nr))))
               continue;                               /* some thread would get nothing */
             Plan pl;
             plan_eval(g, p, fi, pa, pb, l2, tb, tm, tn, &pl);
+            if (l2 && pl.nc == l3_nc) continue;      /* B's panel the same for L2 as for L3 */
+            l3_nc = (int)pl.nc;
             if (cands && nc < maxc) cands[nc++] = pl;
             if (first || pl.t < best->t) *best = pl;
             first = false;
