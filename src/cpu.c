@@ -45,6 +45,7 @@ typedef struct CKernel {
   KernelFn fn;
   KernelFn fn_nt;        /* the same with streaming stores to nt_slot, or NULL */
   int nt_slot;
+  int *foot, nfoot;      /* nt_slot and the tensors the kernel reads (see streaming) */
   char sym[64];
   int par_axis;          /* -1: one task */
   bool gemm;
@@ -868,13 +869,13 @@ static int par_axis_of(const Kernel *kn) {
  * (non-temporal: vmovntps) writes it once, which is what lets a row-wise kernel over a
  * 64 MiB tensor approach the bandwidth of memcpy (which streams too): without it the
  * ceiling is two thirds of that.  Such kernels get a twin, run when the result and the
- * kernel's inputs outgrow the last cache (see streaming).  A streaming vector store must be aligned to its size, so the twin's
- * last stage first writes the elements of each row before its first 64-byte boundary with
- * scalar stores (volatile: never vectorised); its vector loop then starts on the boundary,
- * and each vector store follows whole vectors from there (the vectorizer does not peel).
- * The loop vectorizer refuses a loop whose scalar store is marked non-temporal, so the
- * twin is marked after optimisation: its vector stores whose address comes from the
- * result's buffer. */
+ * kernel's inputs outgrow the last cache (see streaming).  A streaming vector store must be
+ * aligned to its size, so the twin's last stage first writes the elements of each row
+ * before its first 64-byte boundary with scalar stores (volatile: never vectorised); its
+ * vector loop then starts on the boundary, and each vector store follows whole vectors
+ * from there (the vectorizer does not peel).  The loop vectorizer refuses a loop whose
+ * scalar store is marked non-temporal, so the twin is marked after optimisation: its
+ * vector stores whose address comes from the result's buffer. */
 
 static bool uses_axis(const KExpr *e, int axis) {
   if (e->kind == KX_AXIS && e->axis == axis) return true;
@@ -912,6 +913,25 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   for (int s = 0; s + 1 < kn->nstages; s++)
     if (kn->stages[s].out == st->out) return -1;
   return st->out;
+}
+
+/* Mark the slots e loads from. */
+static void loads_of(const KExpr *e, bool *mark) {
+  if (e->kind == KX_LOAD) mark[e->slot] = true;
+  for (int i = 0; i < e->n; i++) loads_of(e->a[i], mark);
+}
+
+/* The slots whose bytes decide whether a kernel with a twin streams: its result and the
+ * tensors it reads (not its per-row locals).  Found once, at compile time. */
+static void stream_footprint(const Program *p, CKernel *ck) {
+  if (ck->nt_slot < 0) return;
+  bool *mark = xcalloc((size_t)p->nslots + 1, sizeof(bool));
+  for (int s = 0; s < ck->kn->nstages; s++) loads_of(ck->kn->stages[s].expr, mark);
+  mark[ck->nt_slot] = true;
+  ck->foot = xmalloc(sizeof(int) * ((size_t)p->nslots + 1));
+  for (int i = 0; i < p->nslots; i++)
+    if (mark[i] && p->slots[i].kind != SLOT_LOCAL) ck->foot[ck->nfoot++] = i;
+  free(mark);
 }
 
 /* Does ptr come from bufs[slot]: a GEP chain over `load (gep bufs, slot)` with bufs loaded
@@ -1059,6 +1079,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       if (cp->k[i].gemm) continue;
       cp->k[i].fn = (KernelFn)jit_lookup(be->jit, cp->k[i].sym, err, errlen);
       if (!cp->k[i].fn) goto fail;
+      stream_footprint(p, &cp->k[i]);
     }
     double t4 = now_ms();
     if (getenv("DYN_COMPILE_TIMES"))
@@ -1073,6 +1094,7 @@ fail:
 
 void cpu_program_free(CpuProgram *cp) {
   if (!cp) return;
+  for (int i = 0; i < cp->nk; i++) free(cp->k[i].foot);
   free(cp->k);
   free(cp->ir);
   free(cp->tables);
@@ -1225,12 +1247,6 @@ static bool compile_twins(CpuBackend *be, CpuProgram *cp) {
   return cp->twins_ok = true;
 }
 
-/* Mark the slots e loads from. */
-static void loads_of(const KExpr *e, bool *mark) {
-  if (e->kind == KX_LOAD) mark[e->slot] = true;
-  for (int i = 0; i < e->n; i++) loads_of(e->a[i], mark);
-}
-
 static int64_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
   const Slot *sl = &p->slots[slot];
   int64_t bytes = elem_size(sl->type.elem);
@@ -1243,18 +1259,12 @@ static int64_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
  * keeping them there only costs the read for ownership (softmax over 128 x 50257 writes
  * 26 MB, under a 32 MB cache, but reads as much again). */
 static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape) {
-  const Program *p = cp->p;
-  int slot = ck->nt_slot, nl = be->hw.nlevels;
-  if (slot < 0 || nl < 2 || be->hw.level[nl - 2].bytes <= 0 || p->slots[slot].type.rank == 0)
+  int nl = be->hw.nlevels;
+  if (ck->nt_slot < 0 || nl < 2 || be->hw.level[nl - 2].bytes <= 0 ||
+      cp->p->slots[ck->nt_slot].type.rank == 0)
     return false;
-  bool small[64], *mark = p->nslots <= 64 ? small : xcalloc((size_t)p->nslots, sizeof(bool));
-  memset(mark, 0, sizeof(bool) * (size_t)(p->nslots < 64 ? 64 : p->nslots));
-  for (int s = 0; s < ck->kn->nstages; s++) loads_of(ck->kn->stages[s].expr, mark);
-  mark[slot] = true;
   int64_t bytes = 0;
-  for (int i = 0; i < p->nslots; i++)
-    if (mark[i] && p->slots[i].kind != SLOT_LOCAL) bytes += slot_bytes(p, i, shape);
-  if (mark != small) free(mark);
+  for (int i = 0; i < ck->nfoot; i++) bytes += slot_bytes(cp->p, ck->foot[i], shape);
   return bytes > (int64_t)be->hw.level[nl - 2].bytes && compile_twins(be, cp) && ck->fn_nt;
 }
 
