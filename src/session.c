@@ -66,7 +66,7 @@ struct Session {
   Diags diags;
   Arena *tmp;                      /* the arena of the input being run */
   Arena *call_tmp;                 /* session_call's, emptied at the start of each call */
-  int call_fi;                     /* where session_call last found its function */
+  int found;                       /* where find_fn last found a function */
   int depth;                       /* nested :load / import */
 };
 
@@ -161,9 +161,16 @@ static void bind(Session *s, const char *name, Value v) {
   vec_push(s->vars, nb);
 }
 
+/* Where the function was found last time is tried first (a loop calls one function), then
+ * the whole list, first letters first: the prelude is long.  Names are unique (a new
+ * definition replaces the old in place). */
 static Func *find_fn(Session *s, const char *name) {
-  for (int i = s->fns.n - 1; i >= 0; i--)     /* first letters first: the prelude is long */
-    if (s->fns.a[i]->name[0] == name[0] && !strcmp(s->fns.a[i]->name, name)) return s->fns.a[i];
+  if (s->found < s->fns.n && !strcmp(s->fns.a[s->found]->name, name)) return s->fns.a[s->found];
+  for (int i = s->fns.n - 1; i >= 0; i--)
+    if (s->fns.a[i]->name[0] == name[0] && !strcmp(s->fns.a[i]->name, name)) {
+      s->found = i;
+      return s->fns.a[i];
+    }
   return NULL;
 }
 
@@ -2303,14 +2310,7 @@ int session_calibrate(Session *s) {
 /* ---- calling from C (the benchmark, embedders) ---- */
 
 bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
-  /* a loop calls one function: look where it was found last time before searching */
-  int fi = s->call_fi;
-  Func *f = fi < s->fns.n && !strcmp(s->fns.a[fi]->name, name) ? s->fns.a[fi] : NULL;
-  for (fi = s->fns.n - 1; !f && fi >= 0; fi--)
-    if (s->fns.a[fi]->name[0] == name[0] && !strcmp(s->fns.a[fi]->name, name)) {
-      f = s->fns.a[fi];
-      s->call_fi = fi;
-    }
+  Func *f = find_fn(s, name);
   if (!f) {
     buf_printf(err, "no function named '%s'", name);
     return false;
