@@ -69,13 +69,15 @@ bool elem_from_name(const char *s, size_t n, DynElem *out);
 
 /* ---- tensor.c: tensors with refcounted buffers, printing -------------------------------- */
 
+typedef struct Tensor Tensor;
 typedef struct Buffer {
   int refs;
   size_t bytes;
   void *data;                 /* 64-byte aligned */
+  Tensor *home;               /* the tensor whose block holds this buffer, or NULL */
 } Buffer;
 
-typedef struct Tensor {
+struct Tensor {
   int refs;
   DynElem elem;
   int rank;
@@ -83,7 +85,7 @@ typedef struct Tensor {
   int64_t strides[DYN_MAX_RANK];   /* in elements; C order when made by tensor_new */
   Buffer *buf;
   int64_t offset;                  /* in elements */
-} Tensor;
+};
 
 /* A new zero-filled C-order tensor.  NULL with a message in err when the shape is negative,
  * the size overflows, or memory cannot be had (never aborts on a huge request). */

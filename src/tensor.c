@@ -129,12 +129,15 @@ static void *alloc_big(size_t bytes, bool zero) {
   return a;
 }
 
-/* A buffer and its header.  A small one shares one block with its header: a small call's
- * result then costs one malloc, where a header and posix_memalign's aligned block cost
- * two and the work of splitting off the alignment.  The data is rounded up so the block is
- * never empty and vector loads of the tail stay inside. */
-static Buffer *buffer_new(size_t bytes, bool zero) {
+/* A buffer and its header, after `before` bytes for the caller (a tensor's header: see
+ * make).  A small buffer shares one block with its header and those bytes: a small call's
+ * result then costs one malloc, where separate blocks and posix_memalign's aligned one cost
+ * three and the work of splitting off the alignment.  The data is rounded up so the block is
+ * never empty and vector loads of the tail stay inside.  A large buffer is mapped on its own
+ * (NULL block: the caller allocates its header). */
+static Buffer *buffer_new(size_t bytes, bool zero, size_t before, void **block) {
   Buffer *b;
+  *block = NULL;
   if (bytes >= BIG_BUFFER) {
     void *data = alloc_big(bytes, zero);
     if (!data) return NULL;
@@ -142,13 +145,16 @@ static Buffer *buffer_new(size_t bytes, bool zero) {
     b->data = data;
   } else {
     size_t n = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
-    b = malloc(sizeof *b + ALIGN + n);
-    if (!b) return NULL;
+    char *blk = malloc(before + sizeof *b + ALIGN + n);
+    if (!blk) return NULL;
+    *block = blk;
+    b = (Buffer *)(blk + before);
     b->data = (void *)(((uintptr_t)(b + 1) + ALIGN - 1) & ~(uintptr_t)(ALIGN - 1));
     if (zero) memset(b->data, 0, n);
   }
   b->refs = 1;
   b->bytes = bytes;
+  b->home = NULL;
   return b;
 }
 
@@ -159,7 +165,8 @@ static void unmap(void *p, size_t bytes) {
 
 static void buffer_free(Buffer *b) {
   if (b->bytes >= BIG_BUFFER && !cache_give(b->data, b->bytes)) unmap(b->data, b->bytes);
-  free(b);
+  if (b->home) free(b->home);            /* the block starts with that tensor */
+  else free(b);
 }
 
 static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, char *err, size_t errlen);
@@ -206,7 +213,9 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
             ty.s);
     goto out;
   }
-  Buffer *b = buffer_new((size_t)bytes, zero);
+  /* the header goes first in the buffer's block when it has one (a small buffer) */
+  void *block;
+  Buffer *b = buffer_new((size_t)bytes, zero, sizeof *t, &block);
   if (!b) {
     char hb[32];
     human_bytes((double)bytes, hb, sizeof hb);
@@ -214,7 +223,13 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
     put_err(err, errlen, "cannot allocate %s (%s)", ty.s, hb);
     goto out;
   }
-  t = xcalloc(1, sizeof *t);
+  if (block) {
+    t = block;
+    memset(t, 0, sizeof *t);
+    b->home = t;
+  } else {
+    t = xcalloc(1, sizeof *t);
+  }
   t->refs = 1;
   t->elem = elem;
   t->rank = rank;
@@ -249,11 +264,14 @@ Tensor *tensor_retain(Tensor *t) {
   return t;
 }
 
+/* A tensor made with its buffer shares the buffer's block: its header then lives until the
+ * buffer goes (views may hold the buffer longer), and buffer_free frees the block. */
 void tensor_release(Tensor *t) {
   if (!t || --t->refs > 0) return;
   Buffer *b = t->buf;
+  bool home = b && b->home == t;
   if (b && --b->refs == 0) buffer_free(b);
-  free(t);
+  if (!home) free(t);
 }
 
 /* ---- access ---- */
