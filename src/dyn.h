@@ -801,6 +801,9 @@ typedef struct GemmPlanInfo {
   double predicted_s;
 } GemmPlanInfo;
 bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out);
+/* The plan the calling thread's last gemm_run on g followed (its sizes, its forcing);
+ * false when there is none since g was made or last forced.  swapped and c_buffered: 0. */
+bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out);
 /* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam is
  * 1 + an index into the kept families (1 = best scored), pack_* are 1 (pack) or 2 (in
  * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */

@@ -298,11 +298,20 @@ START_TEST(test_forced_plans) {
           Case cs = { .batch = 2, .m = 23, .n = 41, .k = 30, .la = 'r', .lb = 'r', .lc = 'r',
                       .threads = 2, .at_end = gi & 1 };
           bad += run_case(g32, &cs);
+          /* the plan that ran is the one forced, not the one before it on this shape */
+          GemmPlanInfo pi;
+          ck_assert(gemm_last_plan(g32, &pi));
+          ck_assert_msg(pi.mr == mr[f - 1] && pi.nr == nr[f - 1] && pi.pack_a == (pa == 1) &&
+                        pi.pack_b == (pb == 1) && pi.tb == grids[gi][0] && pi.tm == grids[gi][1] &&
+                        pi.tn == grids[gi][2], "forced %d %d %d grid %d: ran %dx%d %d %d %d %d %d",
+                        f, pa, pb, gi, pi.mr, pi.nr, pi.pack_a, pi.pack_b, pi.tb, pi.tm, pi.tn);
           cs.la = 'c';
           cs.lb = 'g';
           bad += run_case(g32, &cs);
         }
   gemm_force(g32, NULL);
+  GemmPlanInfo none;
+  ck_assert(!gemm_last_plan(g32, &none));            /* a new forcing forgets the last plan */
   ck_assert_int_eq(bad, 0);
 }
 END_TEST
