@@ -51,6 +51,7 @@ typedef struct CKernel {
   bool gemm;
   int g_a, g_b, g_c;     /* slots */
   int g_ax[4];           /* batch (-1: none), m, n, k axes */
+  int g_pos[6];          /* their subscript places: A's m, k, batch; B's k, n, batch (-1) */
 } CKernel;
 
 struct CpuProgram {
@@ -834,7 +835,9 @@ static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
   ck->g_ax[1] = m;
   ck->g_ax[2] = n;
   ck->g_ax[3] = k;
-  /* remember where each axis sits in each operand: recomputed at run time from the loads */
+  int pos[6] = { pos_of(A, m), pos_of(A, k), batch >= 0 ? pos_of(A, batch) : -1,
+                 pos_of(B, k), pos_of(B, n), batch >= 0 ? pos_of(B, batch) : -1 };
+  memcpy(ck->g_pos, pos, sizeof pos);
   return true;
 }
 
@@ -1174,32 +1177,23 @@ static void run_task(void *arg, int64_t t) {
 }
 
 
-/* The position of an axis among a load's subscripts (-1: absent). */
-static int stride_of(const KExpr *ld, int axis) {
-  for (int i = 0; i < ld->n; i++)
-    if (ld->a[i]->axis == axis) return i;
-  return -1;
-}
-
 /* The contraction's sizes and element strides; strides[slot * DYN_MAX_RANK + d]. */
 static void gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
-  const KExpr *body = ck->kn->stages[0].expr->a[0];
-  const KExpr *A = body->a[0]->slot == ck->g_a ? body->a[0] : body->a[1];
-  const KExpr *B = A == body->a[0] ? body->a[1] : body->a[0];
   const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
   const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
-  int bx = ck->g_ax[0], mx = ck->g_ax[1], nx = ck->g_ax[2], kx = ck->g_ax[3], i;
+  const int *pos = ck->g_pos;
+  int bx = ck->g_ax[0];
   memset(x, 0, sizeof *x);
   x->batch = bx >= 0 ? ext[bx] : 1;
-  x->m = ext[mx];
-  x->n = ext[nx];
-  x->k = ext[kx];
-  x->a_sm = sa[stride_of(A, mx)];
-  x->a_sk = sa[stride_of(A, kx)];
-  x->a_sb = bx >= 0 && (i = stride_of(A, bx)) >= 0 ? sa[i] : 0;
-  x->b_sk = sb[stride_of(B, kx)];
-  x->b_sn = sb[stride_of(B, nx)];
-  x->b_sb = bx >= 0 && (i = stride_of(B, bx)) >= 0 ? sb[i] : 0;
+  x->m = ext[ck->g_ax[1]];
+  x->n = ext[ck->g_ax[2]];
+  x->k = ext[ck->g_ax[3]];
+  x->a_sm = sa[pos[0]];
+  x->a_sk = sa[pos[1]];
+  x->a_sb = pos[2] >= 0 ? sa[pos[2]] : 0;
+  x->b_sk = sb[pos[3]];
+  x->b_sn = sb[pos[4]];
+  x->b_sb = pos[5] >= 0 ? sb[pos[5]] : 0;
   int nax = ck->kn->stages[0].naxes;
   x->c_sm = sc[nax - 2];
   x->c_sn = sc[nax - 1];

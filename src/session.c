@@ -2322,19 +2322,20 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
   arena_reset(a);
   Arena *saved = s->tmp;
   s->tmp = a;
-  Expr *call = arena_alloc(a, sizeof *call);
-  call->kind = EX_CALL;
-  call->name = f->name;
-  call->nargs = nargs;
-  call->args = arena_alloc(a, sizeof(Expr *) * (size_t)(nargs + 1));
-  Value *vals = arena_alloc(a, sizeof(Value) * (size_t)(nargs + 1));
+  /* The call as an expression, for call_fn and its messages: every argument is the same
+   * placeholder name, so one node serves them all and nothing is built per call. */
+  enum { SMALL = 8 };
+  static const Expr argument = {.kind = EX_NAME, .name = "argument"};
+  Expr *argv_s[SMALL];
+  Value vals_s[SMALL];
+  Expr **argv = nargs <= SMALL ? argv_s : arena_alloc(a, sizeof(Expr *) * (size_t)nargs);
+  Value *vals = nargs <= SMALL ? vals_s : arena_alloc(a, sizeof(Value) * (size_t)nargs);
+  Expr call = {.kind = EX_CALL, .name = f->name, .nargs = nargs, .args = argv};
   for (int i = 0; i < nargs; i++) {
-    call->args[i] = arena_alloc(a, sizeof(Expr));
-    call->args[i]->kind = EX_NAME;
-    call->args[i]->name = "argument";
+    argv[i] = (Expr *)&argument;
     vals[i] = val_tensor(args[i]);
   }
-  Value r = call_fn(s, f, call, vals);
+  Value r = call_fn(s, f, &call, vals);
   bool ok = !failed(s);
   if (!ok) {
     for (Diag *d = s->diags.head; d; d = d->next) buf_printf(err, "%s%s", err->len ? "; " : "", d->msg);
