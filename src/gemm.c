@@ -47,7 +47,8 @@
  *    larger than the last cache, tiles would read B in strips of nr columns down its rows,
  *    a walk across pages that the hardware prefetchers follow badly: B then arrives at half
  *    the bandwidth.  A kernel that reads B row by row and keeps C's rows in L1 (emit_rows)
- *    is one more candidate, scored by its measured rate and B's bandwidth.
+ *    is one more candidate, scored by its measured rate and B's bandwidth.  Its four
+ *    functions are compiled (and timed) the first time a shape makes it a candidate.
  * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
  * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
  * costs are software constants below.  Calibration runs on whatever the machine is doing at
@@ -183,6 +184,12 @@ struct GemmKernels {
   Tile cand[MAX_CAND];
   double compile_ms;
   int nfuncs;
+  /* The row-streaming kernels are compiled the first time a plan would weigh them (B larger
+   * than the last cache): most programs never need them, and they are a tenth of the
+   * compile.  rows_state: 0 not yet, 1 ready, -1 failed (plans then leave them out). */
+  pthread_mutex_t rows_lock;
+  _Atomic int rows_state;
+  double rows_ms;
   GemmForce force;               /* tests and experiments override the model */
   /* Chosen plans by shape (direct-mapped): a repeated shape skips the model. */
   pthread_mutex_t cache_lock;
@@ -837,14 +844,15 @@ static void packb_name(char *out, size_t n, const GemmKernels *g) {
  * they compile in parallel: each function goes to the module with the least work so far,
  * work estimated as the instructions it will have (code generation time follows them).
  * Returns how many functions. */
-static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod) {
+enum { EMIT_TILES = 1, EMIT_ROWS = 2 };
+static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod, int what) {
   CG cg[MAX_MODS];
   double load[MAX_MODS] = { 0 };
   for (int i = 0; i < nmod; i++) cg_init(&cg[i], ctx[i], mod[i], g->elem, g->W);
   char name[96];
   int n = 0;
 #define LIGHTEST(w) ({ int k_ = 0; for (int i_ = 1; i_ < nmod; i_++) if (load[i_] < load[k_]) k_ = i_; load[k_] += (w); &cg[k_]; })
-  for (int fi = 0; fi < g->nfam; fi++) {
+  for (int fi = 0; fi < g->nfam && (what & EMIT_TILES); fi++) {
     Family *f = &g->fam[fi];
     for (int h = f->mr; h >= 1; h--) {        /* biggest first balances best */
       if (!f->has[h]) continue;
@@ -860,13 +868,15 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
   }
   int mr_max = 1;
   for (int fi = 0; fi < g->nfam; fi++) mr_max = g->fam[fi].mr > mr_max ? g->fam[fi].mr : mr_max;
-  packb_name(name, sizeof name, g);
-  emit_packb(LIGHTEST(60.0), name);
-  packa_name(name, sizeof name, g);
-  /* a transpose's shuffles cost the back end several times an FMA's instructions */
-  emit_packa(LIGHTEST(4.0 * g->W * (g->W > 8 ? 4 : 3) * ((mr_max + g->W - 1) / g->W)), name, mr_max);
-  n += 2;
-  for (int h = 1; h <= ROWS_MAX; h++, n++) {
+  if (what & EMIT_TILES) {
+    packb_name(name, sizeof name, g);
+    emit_packb(LIGHTEST(60.0), name);
+    packa_name(name, sizeof name, g);
+    /* a transpose's shuffles cost the back end several times an FMA's instructions */
+    emit_packa(LIGHTEST(4.0 * g->W * (g->W > 8 ? 4 : 3) * ((mr_max + g->W - 1) / g->W)), name, mr_max);
+    n += 2;
+  }
+  for (int h = 1; h <= ROWS_MAX && (what & EMIT_ROWS); h++, n++) {
     rows_name(name, sizeof name, g, h);
     emit_rows(LIGHTEST(10.0 * h * ROWS_U + 40), name, h);
   }
@@ -908,10 +918,14 @@ static void calibrate(GemmKernels *g) {
     plan_edges(g, f);
   }
   free(mem);
-  /* the row-streaming kernels: one row of B over and over (b_sk = 0), C rows in L1 */
+}
+
+/* The row-streaming kernels: one row of B over and over (b_sk = 0), C rows in L1. */
+static void calibrate_rows(GemmKernels *g) {
+  size_t es = (size_t)g->esize;
   enum { RN = 256, RK = 64 };
-  mem = xcalloc(1, (ROWS_MAX + RN + ROWS_MAX * RN) * es + 256);
-  a = align64(mem), b = align64(a + ROWS_MAX * es), c = align64(b + RN * es);
+  char *mem = xcalloc(1, (ROWS_MAX + RN + ROWS_MAX * RN) * es + 256);
+  char *a = align64(mem), *b = align64(a + ROWS_MAX * es), *c = align64(b + RN * es);
   for (int h = 1; h <= ROWS_MAX; h++) {
     double best = 1e30;
     for (int t = 0; t < CAL_TRIALS; t++) {
@@ -938,6 +952,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   g->W = hw_vbits(hw) / (8 * g->esize);
   pthread_mutex_init(&g->ws_lock, NULL);
   pthread_mutex_init(&g->cache_lock, NULL);
+  pthread_mutex_init(&g->rows_lock, NULL);
   g->cache = xcalloc(PLAN_CACHE, sizeof *g->cache);
   atomic_store(&g->epoch, new_epoch());
   g->jit = jit_new(hw, err, errlen);
@@ -965,7 +980,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     ctx[i] = LLVMContextCreate();
     mod[i] = jit_module_new(g->jit, ctx[i], mname);
   }
-  g->nfuncs = emit_all(g, ctx, mod, nmod);
+  g->nfuncs = emit_all(g, ctx, mod, nmod, EMIT_TILES);
   bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
   for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
   if (!ok) {
@@ -990,13 +1005,6 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
       }
     }
   }
-  for (int h = 1; h <= ROWS_MAX; h++) {
-    rows_name(name, sizeof name, g, h);
-    if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, errlen))) {
-      gemm_free(g);
-      return NULL;
-    }
-  }
   packa_name(name, sizeof name, g);
   g->packa = (PackAFn)jit_lookup(g->jit, name, err, errlen);
   packb_name(name, sizeof name, g);
@@ -1017,11 +1025,40 @@ void gemm_free(GemmKernels *g) {
   free(g->ws_bytes);
   pthread_mutex_destroy(&g->ws_lock);
   pthread_mutex_destroy(&g->cache_lock);
+  pthread_mutex_destroy(&g->rows_lock);
   free(g->cache);
   free(g);
 }
 
 double gemm_compile_ms(const GemmKernels *g) { return g->compile_ms; }
+
+/* Compile and calibrate the row-streaming kernels if that has not been done; false if they
+ * cannot be had (then no plan uses them). */
+static bool rows_ensure(GemmKernels *g) {
+  int st = atomic_load_explicit(&g->rows_state, memory_order_acquire);
+  if (st) return st > 0;
+  pthread_mutex_lock(&g->rows_lock);
+  if (!(st = atomic_load(&g->rows_state))) {
+    double t0 = now_s();
+    char err[256], name[96];
+    LLVMContextRef ctx = LLVMContextCreate();
+    char mname[32];
+    snprintf(mname, sizeof mname, "gemm_rows_%s", elem_name(g->elem));
+    LLVMModuleRef mod = jit_module_new(g->jit, ctx, mname);
+    emit_all(g, &ctx, &mod, 1, EMIT_ROWS);
+    st = jit_add_modules(g->jit, &mod, 1, GEMM_PIPELINE, err, sizeof err) ? 1 : -1;
+    LLVMContextDispose(ctx);
+    for (int h = 1; h <= ROWS_MAX && st > 0; h++) {
+      rows_name(name, sizeof name, g, h);
+      if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) st = -1;
+    }
+    if (st > 0) calibrate_rows(g);
+    g->rows_ms = (now_s() - t0) * 1e3;
+    atomic_store_explicit(&g->rows_state, st, memory_order_release);
+  }
+  pthread_mutex_unlock(&g->rows_lock);
+  return st > 0;
+}
 
 bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen) {
   bool asm_ = !strcmp(what, "asm");
@@ -1033,7 +1070,7 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
    * generation is deterministic, so this is the same code. */
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = jit_module_new(g->jit, ctx, "gemm");
-  emit_all(g, &ctx, &mod, 1);
+  emit_all(g, &ctx, &mod, 1, EMIT_TILES | EMIT_ROWS);
   bool ok = jit_optimize(g->jit, mod, GEMM_PIPELINE, err, errlen);
   if (ok) {
     if (asm_) ok = jit_print_asm(g->jit, mod, out, err, errlen);
@@ -1277,7 +1314,7 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
 
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
  * tried use one thread or all of them, in every factorisation into batch x M x N. */
-static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan *best,
+static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                         Plan *cands, int *ncands, int maxc) {
   const GemmForce *fo = &g->force;
   int T = nthreads > 0 ? nthreads : 1;
@@ -1309,7 +1346,7 @@ static void plan_choose(const GemmKernels *g, const Prob *p, int nthreads, Plan 
   bool rows_fit = p->m <= ROWS_MAX && p->b_sn == 1 && !p->ctmp &&
                   (fo->rows == 1 || (double)p->k * p->n * g->esize * (p->b_sb ? p->batch : 1) > llc);
   bool rows = rows_fit && fo->rows != 2 &&
-              (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0));
+              (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) && rows_ensure(g);
   for (int i = 0; rows && i < ng; i++) {
     int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
     if (tm > 1 || (ng > 1 && tn > 1 && tn > cdiv(p->n, g->W))) continue;
@@ -1854,7 +1891,10 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
              jit_cpu_name(g->jit), hw_vbits(h), g->W, elem_name(g->elem), hw_vregs(h),
              hw_fma_units(h), hw_fma_lat(h), hw_ghz(h));
   buf_printf(out, "compiled once: %d functions in %.1f ms (* splits k over accumulator "
-             "sets)\n", g->nfuncs, g->compile_ms);
+             "sets)", g->nfuncs, g->compile_ms);
+  int rs = atomic_load(&g->rows_state);
+  if (rs > 0) buf_printf(out, "; row streaming: %d more, compiled when first weighed, in %.1f ms\n", ROWS_MAX, g->rows_ms);
+  else buf_printf(out, "; row streaming: %d more, compiled when first weighed%s\n", ROWS_MAX, rs < 0 ? " (failed)" : "");
   buf_printf(out, "level 0 register tiles (h x nr: regs, FLOPs/element loaded):");
   for (int i = 0; i < g->ncand; i++)
     buf_printf(out, "%s%dx%d: %d, %.1f%s", i % 6 ? "  " : "\n  ", g->cand[i].mr,

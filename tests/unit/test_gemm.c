@@ -416,8 +416,17 @@ START_TEST(test_describe_and_code) {
   ck_assert(strstr(d.s, "kc ="));
   ck_assert(strstr(d.s, "predicted"));
   ck_assert(strstr(d.s, "candidates"));
+  ck_assert(strstr(d.s, "row streaming: 4 more, compiled when first weighed"));
   buf_free(&d);
   ck_assert(gemm_predict(g32, &x, 2) > 0);
+  /* the row-streaming kernels are compiled when a plan first weighs them, and said so */
+  GemmForce rows = { .rows = 1 };
+  gemm_force(g32, &rows);
+  GemmArgs rx = { .batch = 1, .m = 2, .n = 64, .k = 64, .a_sm = 64, .a_sk = 1,
+                  .b_sk = 64, .b_sn = 1, .c_sm = 64, .c_sn = 1 };
+  expect_plan(&rx, "chosen: row streaming", NULL);
+  gemm_force(g32, NULL);
+  expect_plan(&x, "row streaming: 4 more, compiled when first weighed, in ", NULL);
   /* Splitting 100 columns across two cores would have both write the line that holds
    * columns 64..79 of most rows (rows are 400 bytes), so the batch is split instead. */
   GemmArgs bx = { .batch = 12, .m = 100, .n = 100, .k = 64, .a_sb = 6400, .a_sm = 64,
