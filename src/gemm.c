@@ -607,24 +607,43 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
     LLVMBuildBr(B, cblk);
   }
 
-  /* C = acc, or C + acc: C is loaded either way (its lines are about to be written, so
-   * they come into the cache regardless) and a select drops it, which keeps one copy of
-   * the update code.  Rows past m_rem have an all-false mask: no access at all. */
+  /* C = acc, or C + acc: one straight run of stores for each, the choice made once.  In a
+   * masked kernel the rows stop at m_rem: a test before each row after the first leaves
+   * the run (rows past m_rem are never touched), and only the column masks, fixed for the
+   * call, go on the stores.  (A select of the old C on beta per vector, and a row mask
+   * folded into each vector's mask, became a branch and a spilled mask per vector: three
+   * times the code, which the back end compiled at length.) */
   LLVMPositionBuilderAtEnd(B, done);
-  LLVMValueRef add = LLVMBuildICmp(B, LLVMIntNE, beta, ci32(g, 0), "");
-  LLVMValueRef none = LLVMConstNull(g->t_mask);
-  for (int i = 0; i < h; i++) {
-    LLVMValueRef live = masked && i > 0 ? LLVMBuildICmp(B, LLVMIntSLT, ci64(g, i), m_rem, "") : NULL;
+  LLVMValueRef sum[MAX_MR * MAX_V];
+  for (int i = 0; i < h; i++)
     for (int j = 0; j < v; j++) {
       LLVMValueRef x = LLVMBuildLoad2(B, g->t_vec, acc[i * v + j], "");
       for (int s = 1; s < ks; s++)
         x = LLVMBuildFAdd(B, x, LLVMBuildLoad2(B, g->t_vec, acc[(s * h + i) * v + j], ""), "");
-      LLVMValueRef p = gep(g, crow[i], ci64(g, (int64_t)j * g->W));
-      LLVMValueRef m = live ? LLVMBuildSelect(B, live, mask[j], none, "") : mask[j];
-      LLVMValueRef old = LLVMBuildSelect(B, add, load_vec(g, p, m), LLVMConstNull(g->t_vec), "");
-      store_vec(g, LLVMBuildFAdd(B, x, old, ""), p, m);
+      sum[i * v + j] = x;
     }
+  LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
+  LLVMBasicBlockRef path[2] = { LLVMAppendBasicBlockInContext(g->ctx, fn, "set"),
+                                LLVMAppendBasicBlockInContext(g->ctx, fn, "add") };
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, beta, ci32(g, 0), ""), path[1], path[0]);
+  for (int add = 0; add < 2; add++) {
+    LLVMPositionBuilderAtEnd(B, path[add]);
+    for (int i = 0; i < h; i++) {
+      if (masked && i > 0) {
+        LLVMBasicBlockRef row = LLVMAppendBasicBlockInContext(g->ctx, fn, "row");
+        LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, ci64(g, i), m_rem, ""), row, ret);
+        LLVMPositionBuilderAtEnd(B, row);
+      }
+      for (int j = 0; j < v; j++) {
+        LLVMValueRef p = gep(g, crow[i], ci64(g, (int64_t)j * g->W));
+        LLVMValueRef x = sum[i * v + j];
+        if (add) x = LLVMBuildFAdd(B, x, load_vec(g, p, mask[j]), "");
+        store_vec(g, x, p, mask[j]);
+      }
+    }
+    LLVMBuildBr(B, ret);
   }
+  LLVMPositionBuilderAtEnd(B, ret);
   LLVMBuildRetVoid(B);
 }
 
