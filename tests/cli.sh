@@ -47,5 +47,19 @@ check script 0 "i64 6" -- ok.dyn
 printf 'x = 2\nprint(x +)\nprint(99)\n' > bad.dyn
 check script-error 1 "bad.dyn:2:" -- bad.dyn
 
+# exp in compiled loops is inlined after vectorisation: no call is left, and with AVX-512
+# the vector form scales by vscalefps
+printf 'X = rand(f32[4, 40])\nY = softmax(X)\n:code softmax asm\n' > code.dyn
+"$dyn" code.dyn > code.txt 2>&1
+if grep -q "ret" code.txt; then           # assembly: LLVM is there
+  if grep -q "call.*expf" code.txt || ! grep -q "vfmadd\|fmla\|vmulps" code.txt; then
+    fail=$((fail + 1)); echo "FAIL code-exp: exp left as a call, or no vector code:"; grep -m3 "call" code.txt
+  elif grep -q "avx512f" /proc/cpuinfo 2>/dev/null && ! grep -q "vscalefps" code.txt; then
+    fail=$((fail + 1)); echo "FAIL code-exp: no vscalefps on an AVX-512 host"
+  else
+    pass=$((pass + 1))
+  fi
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
