@@ -51,7 +51,7 @@ check script-error 1 "bad.dyn:2:" -- bad.dyn
 # the vector form scales by vscalefps
 printf 'X = rand(f32[4, 40])\nY = softmax(X)\n:code softmax asm\n' > code.dyn
 "$dyn" code.dyn > code.txt 2>&1
-if grep -q "ret" code.txt; then           # assembly: LLVM is there
+if grep -q "^[[:space:]]ret" code.txt; then   # assembly: LLVM is there
   if grep -q "call.*expf" code.txt || ! grep -q "vfmadd\|fmla\|vmulps" code.txt; then
     fail=$((fail + 1)); echo "FAIL code-exp: exp left as a call, or no vector code:"; grep -m3 "call" code.txt
   elif grep -q "avx512f" /proc/cpuinfo 2>/dev/null && ! grep -q "vscalefps" code.txt; then
