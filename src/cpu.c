@@ -98,6 +98,7 @@ typedef struct G {
   const char *prefix;    /* of the module's symbols */
   bool scalef;           /* AVX-512: exp's vector form scales by vscalefps (see exp_call) */
   LLVMValueRef exp_fn;   /* the scalar exp function the kernels call, once made */
+  char exp_variant[256]; /* its call sites' vector variant */
 } G;
 
 static LLVMTypeRef ty_of(G *g, DynElem e) {
@@ -180,13 +181,6 @@ static void fast(LLVMValueRef v) {
 
 static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
 
-/* exp for f32 without a call, so loops vectorise: 2^n * p(r), r = x - n ln2, |r| <= ln2/2,
- * p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding).
- * n = rint(x log2 e) comes from adding 1.5 * 2^23: the sum's low mantissa bits are n, so
- * one multiply-add gives n both as a float (the sum less the constant) and as an integer (its bits
- * less the constant's), where rint and a conversion would cost two more instructions.  The
- * integer is an ordinary value even for a NaN x (a conversion of NaN would be poison), and
- * NaN flows through the clamps and the polynomial into the result, so it needs no test. */
 /* A constant of type t, splat when t is a vector. */
 static LLVMValueRef splat_c(LLVMTypeRef t, LLVMValueRef c) {
   if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return c;
@@ -258,14 +252,19 @@ static LLVMValueRef exp_f32_of(G *g, LLVMValueRef x, bool scalef) {
  * 16-lane form, which scales by vscalefps in place of seven integer operations and two
  * multiplies -- about a quarter of exp's work, and exp bounds softmax (a softmax with exp
  * replaced by a 9-term polynomial ran 20% faster at 4096 x 4096).  Both functions are
- * kept out of line until vectorisation is done, then inlined (finish_module). */
+ * kept out of line until vectorisation is done, then inlined (optimize). */
 #define EXP_ATTR "vector-function-abi-variant"
+static void exp_names(const char *prefix, char *sname, char *vname) {
+  snprintf(sname, 96, "%s_expf", prefix);
+  snprintf(vname, 112, "%s_expf_v16", prefix);
+}
+
 static LLVMValueRef exp_call(G *g, LLVMValueRef x) {
   if (!g->exp_fn) {
     LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
     char sname[96], vname[112];
-    snprintf(sname, sizeof sname, "%s_expf", g->prefix);
-    snprintf(vname, sizeof vname, "%s_expf_v16", g->prefix);
+    exp_names(g->prefix, sname, vname);
+    snprintf(g->exp_variant, sizeof g->exp_variant, "_ZGV_LLVM_N16v_%s(%s)", sname, vname);
     LLVMTypeRef vt = LLVMVectorType(g->f32, 16);
     LLVMTypeRef st_ft = LLVMFunctionType(g->f32, &g->f32, 1, 0), vt_ft = LLVMFunctionType(vt, &vt, 1, 0);
     LLVMValueRef sf = LLVMAddFunction(g->m, sname, st_ft), vf = LLVMAddFunction(g->m, vname, vt_ft);
@@ -285,13 +284,10 @@ static LLVMValueRef exp_call(G *g, LLVMValueRef x) {
     LLVMPositionBuilderAtEnd(g->b, at);
     g->exp_fn = sf;
   }
-  char sname[96], vname[112], variant[256];
-  snprintf(sname, sizeof sname, "%s_expf", g->prefix);
-  snprintf(vname, sizeof vname, "%s_expf_v16", g->prefix);
-  snprintf(variant, sizeof variant, "_ZGV_LLVM_N16v_%s(%s)", sname, vname);
   LLVMValueRef call = LLVMBuildCall2(g->b, LLVMGlobalGetValueType(g->exp_fn), g->exp_fn, &x, 1, "");
   LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                           LLVMCreateStringAttribute(g->cx, EXP_ATTR, (unsigned)strlen(EXP_ATTR), variant, (unsigned)strlen(variant)));
+                           LLVMCreateStringAttribute(g->cx, EXP_ATTR, (unsigned)strlen(EXP_ATTR), g->exp_variant,
+                                                     (unsigned)strlen(g->exp_variant)));
   return call;
 }
 
@@ -1063,19 +1059,19 @@ static void mark_streaming(LLVMModuleRef m, const CKernel *ck, int nk) {
   }
 }
 
-/* Build the module of a program's loop kernels; names them with prefix. */
-/* Optimise a module of kernels, then inline the exp functions (exp_call) the vectoriser
- * has seen as calls, and drop them. */
-static bool optimize(CpuBackend *be, LLVMModuleRef m, char *err, size_t errlen) {
+/* Optimise a module of kernels built with prefix, then inline the exp functions
+ * (exp_call) that the vectoriser has seen as calls, and drop them. */
+static bool optimize(CpuBackend *be, LLVMModuleRef m, const char *prefix, char *err, size_t errlen) {
   if (!jit_optimize(be->jit, m, NULL, err, errlen)) return false;
   bool any = false;
   unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
   unsigned always = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
   LLVMContextRef cx = LLVMGetModuleContext(m);
-  for (LLVMValueRef f = LLVMGetFirstFunction(m); f; f = LLVMGetNextFunction(f)) {
-    size_t len;
-    const char *name = LLVMGetValueName2(f, &len);
-    if (len < 5 || (!strstr(name, "_expf") || LLVMCountBasicBlocks(f) == 0)) continue;
+  char names[2][112];
+  exp_names(prefix, names[0], names[1]);
+  for (int i = 0; i < 2; i++) {
+    LLVMValueRef f = LLVMGetNamedFunction(m, names[i]);
+    if (!f) continue;
     LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinline);
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cx, always, 0));
     LLVMSetLinkage(f, LLVMInternalLinkage);
@@ -1084,6 +1080,7 @@ static bool optimize(CpuBackend *be, LLVMModuleRef m, char *err, size_t errlen) 
   return !any || jit_optimize(be->jit, m, "always-inline,globaldce,function(instcombine,simplifycfg)", err, errlen);
 }
 
+/* Build the module of a program's loop kernels; names them with prefix. */
 static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Program *p, CKernel *ck, int nk,
                                   const char *prefix, bool kernels, bool twins) {
   LLVMModuleRef m = jit_module_new(be->jit, cx, prefix);
@@ -1177,7 +1174,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
     }
     LLVMDisposeMessage(verr);
     double t2 = now_ms();
-    if (!optimize(be, m, err, errlen)) {
+    if (!optimize(be, m, prefix, err, errlen)) {
       LLVMDisposeModule(m);
       goto fail;
     }
@@ -1232,7 +1229,7 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
   CKernel *copy = xcalloc((size_t)cp->nk + 1, sizeof(CKernel));
   memcpy(copy, cp->k, sizeof(CKernel) * (size_t)cp->nk);
   LLVMModuleRef m = build_module(be, cx, cp->p, copy, cp->nk, "asm", true, true);
-  bool ok = optimize(be, m, err, errlen);
+  bool ok = optimize(be, m, "asm", err, errlen);
   if (ok) mark_streaming(m, copy, cp->nk);
   if (ok && !strcmp(what, "llvm")) jit_print_ir(m, out);
   else if (ok) ok = jit_print_asm(be->jit, m, out, err, errlen);
@@ -1327,7 +1324,7 @@ static bool compile_twins(CpuBackend *be, CpuProgram *cp) {
   snprintf(prefix, sizeof prefix, "twins_%s", cp->k[0].kn->name);
   double t0 = now_ms();
   LLVMModuleRef m = build_module(be, jit_context(be->jit), cp->p, cp->k, cp->nk, prefix, false, true);
-  if (!optimize(be, m, err, sizeof err)) {
+  if (!optimize(be, m, prefix, err, sizeof err)) {
     LLVMDisposeModule(m);
     return false;
   }
