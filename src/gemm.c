@@ -1912,8 +1912,9 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   buf_printf(out, "compiled once: %d functions in %.1f ms (* splits k over accumulator "
              "sets)", g->nfuncs, g->compile_ms);
   int rs = atomic_load(&g->rows_state);
-  if (rs > 0) buf_printf(out, "; row streaming: %d more, compiled when first weighed, in %.1f ms\n", ROWS_MAX, g->rows_ms);
-  else buf_printf(out, "; row streaming: %d more, compiled when first weighed%s\n", ROWS_MAX, rs < 0 ? " (failed)" : "");
+  buf_printf(out, "; row streaming: %d more, compiled when first weighed", ROWS_MAX);
+  if (rs > 0) buf_printf(out, ", in %.1f ms", g->rows_ms);
+  buf_puts(out, rs < 0 ? " (failed)\n" : "\n");
   buf_printf(out, "level 0 register tiles (h x nr: regs, FLOPs/element loaded):");
   for (int i = 0; i < g->ncand; i++)
     buf_printf(out, "%s%dx%d: %d, %.1f%s", i % 6 ? "  " : "\n  ", g->cand[i].mr,
