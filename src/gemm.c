@@ -1060,13 +1060,18 @@ static bool rows_ensure(GemmKernels *g) {
   if (!(st = atomic_load(&g->rows_state))) {
     double t0 = now_s();
     char err[256], name[96];
-    LLVMContextRef ctx = LLVMContextCreate();
-    char mname[32];
-    snprintf(mname, sizeof mname, "gemm_rows_%s", elem_name(g->elem));
-    LLVMModuleRef mod = jit_module_new(g->jit, ctx, mname);
-    emit_all(g, &ctx, &mod, 1, EMIT_ROWS);
-    st = jit_add_modules(g->jit, &mod, 1, GEMM_PIPELINE, err, sizeof err) ? 1 : -1;
-    LLVMContextDispose(ctx);
+    int nmod = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;     /* compiled in parallel */
+    LLVMContextRef ctx[2];
+    LLVMModuleRef mod[2];
+    for (int i = 0; i < nmod; i++) {
+      char mname[32];
+      snprintf(mname, sizeof mname, "gemm_rows_%s_%d", elem_name(g->elem), i);
+      ctx[i] = LLVMContextCreate();
+      mod[i] = jit_module_new(g->jit, ctx[i], mname);
+    }
+    emit_all(g, ctx, mod, nmod, EMIT_ROWS);
+    st = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, sizeof err) ? 1 : -1;
+    for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
     for (int h = 1; h <= ROWS_MAX && st > 0; h++) {
       rows_name(name, sizeof name, g, h);
       if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) st = -1;
@@ -1905,6 +1910,14 @@ static int cmp_plan(const void *x, const void *y) {
 
 void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   const HwModel *h = &g->hw;
+  /* the plan first: weighing row streaming compiles its kernels, which the header reports */
+  Prob p;
+  char err[160];
+  bool valid = normalise(g, x, &p, err, sizeof err);
+  bool work = valid && p.batch && p.m && p.n && p.k;
+  Plan c[512], best;
+  int nc = 0;
+  if (work) plan_choose(g, &p, nthreads, &best, c, &nc, 512);
   buf_printf(out, "gemm %s on %s (%s): %d-bit vectors (%d x %s), %d registers, "
              "FMA %d x latency %d, %.2f GHz\n", elem_name(g->elem), h->name,
              jit_cpu_name(g->jit), hw_vbits(h), g->W, elem_name(g->elem), hw_vregs(h),
@@ -1931,9 +1944,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
                    2.0 * hh * f->nr / f->ksec[hh] * 1e-9);
     buf_puts(out, "\n");
   }
-  Prob p;
-  char err[160];
-  if (!normalise(g, x, &p, err, sizeof err)) {
+  if (!valid) {
     buf_printf(out, "%s\n", err);
     return;
   }
@@ -1941,13 +1952,10 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
              (long long)x->batch, (long long)x->m, (long long)x->n, (long long)x->k,
              x->accumulate ? ", C +=" : "", p.swapped ? ", run as C^T = B^T A^T" : "",
              p.ctmp ? ", C through a tile buffer" : "", nthreads, nthreads == 1 ? "" : "s");
-  if (!p.batch || !p.m || !p.n || !p.k) {
+  if (!work) {
     buf_puts(out, "nothing to compute\n");
     return;
   }
-  Plan c[512], best;
-  int nc = 0;
-  plan_choose(g, &p, nthreads, &best, c, &nc, 512);
   const Family *f = &g->fam[best.fam];
   double flops = 2.0 * p.batch * p.m * p.n * p.k;
   if (best.rows) {
