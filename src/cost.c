@@ -55,14 +55,7 @@ void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **f
   bool *read = xcalloc((size_t)p->nslots + 1, 1), *written = xcalloc((size_t)p->nslots + 1, 1);
   for (int s = 0; s < kn->nstages; s++) {
     written[kn->stages[s].out] = true;
-    const KExpr *stack[512];
-    int sp = 0;
-    stack[sp++] = kn->stages[s].expr;
-    while (sp) {
-      const KExpr *e = stack[--sp];
-      if (e->kind == KX_LOAD) read[e->slot] = true;
-      for (int i = 0; i < e->n && sp < 512; i++) stack[sp++] = e->a[i];
-    }
+    kexpr_mark_loads(kn->stages[s].expr, read);
   }
   for (int i = 0; i < p->nslots; i++) {
     const Slot *sl = &p->slots[i];

@@ -997,18 +997,12 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   return st->out;
 }
 
-/* Mark the slots e loads from. */
-static void loads_of(const KExpr *e, bool *mark) {
-  if (e->kind == KX_LOAD) mark[e->slot] = true;
-  for (int i = 0; i < e->n; i++) loads_of(e->a[i], mark);
-}
-
 /* The slots whose bytes decide whether a kernel with a twin streams: its result and the
  * tensors it reads (not its per-row locals).  Found once, at compile time. */
 static void stream_footprint(const Program *p, CKernel *ck) {
   if (ck->nt_slot < 0) return;
   bool *mark = xcalloc((size_t)p->nslots + 1, sizeof(bool));
-  for (int s = 0; s < ck->kn->nstages; s++) loads_of(ck->kn->stages[s].expr, mark);
+  for (int s = 0; s < ck->kn->nstages; s++) kexpr_mark_loads(ck->kn->stages[s].expr, mark);
   mark[ck->nt_slot] = true;
   ck->foot = xmalloc(sizeof(int) * ((size_t)p->nslots + 1));
   for (int i = 0; i < p->nslots; i++)

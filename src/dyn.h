@@ -530,6 +530,8 @@ Program *lower_function(const Func *f, PolyCtx *pc,
 void lower_free(Program *p);
 /* Does e evaluate a transcendental function (exp log sqrt rsqrt sin cos tanh sigmoid erf pow)? */
 bool kexpr_transcendental(const KExpr *e);
+/* Set mark[slot] for every slot e loads from. */
+void kexpr_mark_loads(const KExpr *e, bool *mark);
 /* The loop-level IR as :ir prints it. */
 void lower_print(const Program *p, Buf *out);
 void kx_print(const Program *p, const KExpr *e, Buf *out);

@@ -271,6 +271,11 @@ static void lower_body(L *l, const Func *f, Inst *in, int *outs) {
 
 /* ---- fusion ---- */
 
+void kexpr_mark_loads(const KExpr *e, bool *mark) {
+  if (e->kind == KX_LOAD) mark[e->slot] = true;
+  for (int i = 0; i < e->n; i++) kexpr_mark_loads(e->a[i], mark);
+}
+
 bool kexpr_transcendental(const KExpr *e) {
   if (e->kind == KX_UN || e->kind == KX_BIN) {
     switch (e->op) {
