@@ -796,6 +796,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
 bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
 /* The plan gemm_run would follow, as numbers (tests, :sched).  False if x is invalid. */
 typedef struct GemmPlanInfo {
+  bool rows;                    /* the row-streaming kernel (then mr, nr are 0) */
   int mr, nr;                   /* the register tile family */
   bool pack_a, pack_b, swapped, c_buffered;
   int64_t kc, mc, nc;           /* cache blocks */

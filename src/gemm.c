@@ -958,6 +958,27 @@ static void calibrate_rows(GemmKernels *g) {
   free(mem);
 }
 
+/* Emit the functions `what` names into modules that compile in parallel and add them to
+ * the JIT: two modules per CPU (up to MAX_MODS), which jit_add_modules hands to one thread
+ * per CPU as each finishes, evening out the estimate's errors.  Returns how many functions,
+ * 0 on failure. */
+static int compile_part(GemmKernels *g, int what, const char *prefix, char *err, size_t errlen) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int nmod = (int)imax(1, imin(MAX_MODS, 2 * online));
+  LLVMContextRef ctx[MAX_MODS];
+  LLVMModuleRef mod[MAX_MODS];
+  for (int i = 0; i < nmod; i++) {
+    char mname[48];
+    snprintf(mname, sizeof mname, "%s_%s_%d", prefix, elem_name(g->elem), i);
+    ctx[i] = LLVMContextCreate();
+    mod[i] = jit_module_new(g->jit, ctx[i], mname);
+  }
+  int n = emit_all(g, ctx, mod, nmod, what);
+  bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
+  for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
+  return ok ? n : 0;
+}
+
 GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen) {
   if (elem != DYN_F32 && elem != DYN_F64) {
     snprintf(err, errlen, "gemm: element type %s is not supported (f32, f64)", elem_name(elem));
@@ -987,22 +1008,8 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     gemm_free(g);
     return NULL;
   }
-  /* Two modules per CPU (up to MAX_MODS): jit_add_modules hands them to one thread per CPU
-   * as each finishes, which evens out the estimate's errors. */
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int nmod = (int)imax(1, imin(MAX_MODS, 2 * online));
-  LLVMContextRef ctx[MAX_MODS];
-  LLVMModuleRef mod[MAX_MODS];
-  for (int i = 0; i < nmod; i++) {
-    char mname[32];
-    snprintf(mname, sizeof mname, "gemm_%s_%d", elem_name(elem), i);
-    ctx[i] = LLVMContextCreate();
-    mod[i] = jit_module_new(g->jit, ctx[i], mname);
-  }
-  g->nfuncs = emit_all(g, ctx, mod, nmod, EMIT_TILES);
-  bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
-  for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
-  if (!ok) {
+  g->nfuncs = compile_part(g, EMIT_TILES, "gemm", err, errlen);
+  if (!g->nfuncs) {
     gemm_free(g);
     return NULL;
   }
@@ -1060,18 +1067,7 @@ static bool rows_ensure(GemmKernels *g) {
   if (!(st = atomic_load(&g->rows_state))) {
     double t0 = now_s();
     char err[256], name[96];
-    int nmod = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1;     /* compiled in parallel */
-    LLVMContextRef ctx[2];
-    LLVMModuleRef mod[2];
-    for (int i = 0; i < nmod; i++) {
-      char mname[32];
-      snprintf(mname, sizeof mname, "gemm_rows_%s_%d", elem_name(g->elem), i);
-      ctx[i] = LLVMContextCreate();
-      mod[i] = jit_module_new(g->jit, ctx[i], mname);
-    }
-    emit_all(g, ctx, mod, nmod, EMIT_ROWS);
-    st = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, sizeof err) ? 1 : -1;
-    for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
+    st = compile_part(g, EMIT_ROWS, "gemm_rows", err, sizeof err) ? 1 : -1;
     for (int h = 1; h <= ROWS_MAX && st > 0; h++) {
       rows_name(name, sizeof name, g, h);
       if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) st = -1;
@@ -1827,8 +1823,9 @@ int gemm_families(const GemmKernels *g, int *mr, int *nr, int max) {
 
 static void plan_info(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out) {
   const Family *f = &g->fam[pl->fam];
-  out->mr = f->mr;
-  out->nr = f->nr;
+  out->rows = pl->rows;
+  out->mr = pl->rows ? 0 : f->mr;
+  out->nr = pl->rows ? 0 : f->nr;
   out->pack_a = pl->pack_a;
   out->pack_b = pl->pack_b;
   out->kc = pl->kc;

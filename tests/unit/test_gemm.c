@@ -345,6 +345,11 @@ START_TEST(test_rows) {
                           .la = v & 1 ? 'c' : 'r', .lb = 'r', .lc = 'r', .acc = v >> 1,
                           .threads = grids[q][3], .at_end = (ni + ki) & 1 };
               bad += run_case(g, &cs);
+              GemmPlanInfo pi;                /* and the row-streaming kernel is what ran */
+              ck_assert(gemm_last_plan(g, &pi));
+              ck_assert_msg(pi.rows && pi.mr == 0 && pi.tn == grids[q][2],
+                            "m %lld n %lld k %lld layout %d: not row streaming", (long long)m,
+                            (long long)ns[ni], (long long)ks[ki], v);
             }
     }
     gemm_force(g, NULL);
