@@ -797,6 +797,7 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
 /* The plan gemm_run would follow, as numbers (tests, :sched).  False if x is invalid. */
 typedef struct GemmPlanInfo {
   bool rows;                    /* the row-streaming kernel (then mr, nr are 0) */
+  bool dot;                     /* the inner-product kernels (mr: tallest tile, nr: widest) */
   int mr, nr;                   /* the register tile family */
   bool pack_a, pack_b, swapped, c_buffered;
   int64_t kc, mc, nc;           /* cache blocks */
@@ -810,8 +811,9 @@ bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out);
 /* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam is
  * 1 + an index into the kept families (1 = best scored), pack_* are 1 (pack) or 2 (in
  * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
-/* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it */
-typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows; } GemmForce;
+/* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it; dot: the
+ * same for the inner-product kernels (C of at most 8 columns, A with unit k stride) */
+typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot; } GemmForce;
 void gemm_force(GemmKernels *g, const GemmForce *f);
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */
 /* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its

@@ -115,6 +115,23 @@ typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_
                        const void *b, int64_t b_sk, void *c, int64_t c_sm);
 
 
+/* The inner-product kernels (emit_dot), for a C of at most DOT_MAXN columns: a tile of h
+ * rows and w <= DOT_WMAX columns, vectors along k. */
+#define DOT_WMAX 4
+#define DOT_MAXN (2 * DOT_WMAX)
+#define DOT_HMAX 8
+typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, int64_t b_rs,
+                      void *c, int64_t c_rs, int64_t c_cs, int64_t m_rem, int64_t n_rem,
+                      int32_t beta);
+typedef struct DotSet {
+  int hmax[DOT_WMAX + 1];                     /* the tallest height of each width */
+  bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted: hmax, 2, 1 */
+  int ks[DOT_WMAX + 1][DOT_HMAX + 1];         /* accumulator sets */
+  DotFn fn[DOT_WMAX + 1][DOT_HMAX + 1];
+  double vsec[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per vector of k (measured) */
+  double call[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per call besides: lane sums, C */
+} DotSet;
+
 typedef struct Tile { int mr, v, regs, ksplit; double score; bool kept; } Tile;
 
 typedef struct Family {
@@ -154,6 +171,8 @@ typedef struct Plan {
   int64_t bb, mb, nbk;            /* per-block extents: batches, rows, columns */
   bool nc_l2;                     /* nc sized for the packed B panel to stay in L2 */
   bool rows;                      /* the row-streaming kernel (m <= ROWS_MAX); nc: its chunk */
+  bool dot;                       /* inner products (n <= DOT_MAXN); pack_b: B^T packed */
+  int dw[2];                      /* ... their strips' widths (dw[1] 0: one strip) */
   double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t;
 } Plan;
 
@@ -187,9 +206,15 @@ struct GemmKernels {
   /* The row-streaming kernels are compiled the first time a plan would weigh them (B larger
    * than the last cache): most programs never need them, and they are a tenth of the
    * compile.  rows_state: 0 not yet, 1 ready, -1 failed (plans then leave them out). */
-  pthread_mutex_t rows_lock;
+  pthread_mutex_t part_lock;       /* compiling a part on first need */
   _Atomic int rows_state;
   double rows_ms;
+  /* The inner-product kernels, compiled the same way, the first time a C of at most
+   * DOT_MAXN columns is weighed. */
+  DotSet dot;
+  _Atomic int dot_state;
+  double dot_ms;
+  int dot_nfuncs;
   GemmForce force;               /* tests and experiments override the model */
   /* Chosen plans by shape (direct-mapped): a repeated shape skips the model. */
   pthread_mutex_t cache_lock;
@@ -366,6 +391,34 @@ static void enumerate_tiles(GemmKernels *g) {
       f->ksec[hgt] = tile_cyc(h, hgt, f->v, f->ksplit[hgt]) / (hw_ghz(h) * 1e9);
     }
     plan_edges(g, f);
+  }
+}
+
+/* The inner-product tiles: for each width w, the tallest h whose h*w accumulators, w
+ * vectors of B^T and one of A fit the registers, and the heights 2 and 1 (an edge of r
+ * rows runs as the tallest that fit, in turn: each height is a function to compile, and
+ * an edge costs little beside the tall tiles); accumulator sets to hide the FMA latency
+ * where h*w chains are too few. */
+static void dot_setup(GemmKernels *g) {
+  const HwModel *hm = &g->hw;
+  int regs = hw_vregs(hm), need = hw_fma_lat(hm) * hw_fma_units(hm);
+  DotSet *d = &g->dot;
+  memset(d, 0, sizeof *d);
+  for (int w = 1; w <= DOT_WMAX; w++) {
+    int H = DOT_HMAX;
+    while (H > 1 && H * w + w + 1 > regs) H--;
+    d->hmax[w] = H;
+    for (int h = 1; h <= H; h++) {
+      if (h != H && h > 2) continue;
+      int ks = (need + h * w - 1) / (h * w);
+      while (ks > 1 && (h * w + w) * ks + 1 > regs) ks--;
+      d->has[w][h] = true;
+      d->ks[w][h] = ks;
+      /* until calibrated: FMA throughput or latency, loads at two a cycle */
+      double cyc = fmax(fmax((double)h * w / hw_fma_units(hm), (double)hw_fma_lat(hm) / ks), (h + w) / 2.0);
+      d->vsec[w][h] = cyc / (hw_ghz(hm) * 1e9);
+      d->call[w][h] = (CALL_CYC + 8.0 * h * w) / (hw_ghz(hm) * 1e9);
+    }
   }
 }
 
@@ -841,6 +894,148 @@ static void emit_packa(CG *g, const char *name, int mr) {
   LLVMBuildRetVoid(B);
 }
 
+/* The inner-product kernel, for a C of few columns (a matrix-vector product), where a
+ * register tile of nr columns would leave most lanes idle: an h x w tile of C whose
+ * accumulators are vectors along k, summed across lanes at the end.  A is read in rows
+ * (unit k stride) exactly once per strip of w columns, and the w columns of B, as rows of
+ * B^T (in place when B's columns are contiguous, else packed), stay in L1.
+ *   void dot(i64 kc, ptr a, i64 a_rs, ptr b, i64 b_rs, ptr c, i64 c_rs, i64 c_cs,
+ *            i64 m_rem, i64 n_rem, i32 beta)
+ * A[i,k] = a[i*a_rs + k], B^T[j,k] = b[j*b_rs + k], C[i,j] = c[i*c_rs + j*c_cs]; beta != 0
+ * adds to C.  Rows past m_rem and columns past n_rem compute on copies of the last real
+ * ones and store to them (the same values again).  k runs in whole vectors, ks of them a
+ * step into separate accumulator sets (short tiles hide the FMA latency so), then one
+ * masked vector. */
+/* The lane sums of n vectors, all at once: each level pairs vectors and adds the halves of
+ * every group of lanes, so that one vector holds twice the groups at half the width; after
+ * log2(W) levels each lane is one vector's whole sum (3 operations a vector in all, where
+ * a tree per vector takes 2 log2(W)).  out[i] is the sum of x[i]. */
+static void lane_sums(CG *g, LLVMValueRef *x, int n, LLVMValueRef *out) {
+  int W = g->W, nv = n;
+  LLVMValueRef v[256];
+  int id[256][64];                     /* which input each group of lanes belongs to (-1: none) */
+  for (int i = 0; i < n; i++) {
+    v[i] = x[i];
+    id[i][0] = i;
+  }
+  for (int G = W; G > 1; G /= 2) {     /* G lanes a group now, W / G groups a vector */
+    int ng = W / G, half = G / 2, nn = 0;
+    LLVMValueRef lo[64], hi[64];
+    for (int o = 0; o < 2 * ng; o++)
+      for (int t = 0; t < half; t++) {
+        int src = (o % 2) * W + (o / 2) * G + t;    /* lane of the pair (u, then v) */
+        lo[o * half + t] = ci32(g, src);
+        hi[o * half + t] = ci32(g, src + half);
+      }
+    LLVMValueRef Ml = LLVMConstVector(lo, (unsigned)W), Mh = LLVMConstVector(hi, (unsigned)W);
+    for (int p = 0; p < nv; p += 2) {
+      LLVMValueRef u = v[p], w = p + 1 < nv ? v[p + 1] : LLVMConstNull(g->t_vec);
+      LLVMValueRef s = LLVMBuildFAdd(g->b, LLVMBuildShuffleVector(g->b, u, w, Ml, ""),
+                                     LLVMBuildShuffleVector(g->b, u, w, Mh, ""), "");
+      int nid[64];
+      for (int o = 0; o < 2 * ng; o++) nid[o] = o % 2 == 0 ? id[p][o / 2] : p + 1 < nv ? id[p + 1][o / 2] : -1;
+      v[nn] = s;
+      memcpy(id[nn], nid, sizeof(int) * (size_t)(2 * ng));
+      nn++;
+    }
+    nv = nn;
+  }
+  for (int q = 0; q < nv; q++)
+    for (int l = 0; l < W; l++)
+      if (id[q][l] >= 0) out[id[q][l]] = LLVMBuildExtractElement(g->b, v[q], ci32(g, l), "");
+}
+
+static void dot_step(CG *g, int h, int w, LLVMValueRef *arow, LLVMValueRef *bcol,
+                     LLVMValueRef off, LLVMValueRef mask, LLVMValueRef *acc) {
+  LLVMBuilderRef B = g->b;
+  LLVMValueRef bv[DOT_WMAX];
+  for (int j = 0; j < w; j++) bv[j] = load_vec(g, gep(g, bcol[j], off), mask);
+  for (int i = 0; i < h; i++) {
+    LLVMValueRef av = load_vec(g, gep(g, arow[i], off), mask);
+    for (int j = 0; j < w; j++) {
+      LLVMValueRef args[] = { av, bv[j], LLVMBuildLoad2(B, g->t_vec, acc[i * w + j], "") };
+      LLVMBuildStore(B, LLVMBuildCall2(B, g->fma_t, g->fma, args, 3, ""), acc[i * w + j]);
+    }
+  }
+}
+
+static void emit_dot(CG *g, const char *name, int h, int w, int ks) {
+  LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64,
+                      g->t_i64, g->t_i64, g->t_i64, g->t_i32 };
+  LLVMValueRef fn = new_fn(g, name, P, 11);
+  LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), a_rs = LLVMGetParam(fn, 2),
+               b = LLVMGetParam(fn, 3), b_rs = LLVMGetParam(fn, 4), c = LLVMGetParam(fn, 5),
+               c_rs = LLVMGetParam(fn, 6), c_cs = LLVMGetParam(fn, 7), m_rem = LLVMGetParam(fn, 8),
+               n_rem = LLVMGetParam(fn, 9), beta = LLVMGetParam(fn, 10);
+  LLVMBuilderRef B = g->b;
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+  int nacc = ks * h * w;
+  LLVMValueRef acc[DOT_WMAX * DOT_HMAX * 8];
+  for (int i = 0; i < nacc; i++) {
+    acc[i] = LLVMBuildAlloca(B, g->t_vec, "");
+    LLVMBuildStore(B, LLVMConstNull(g->t_vec), acc[i]);
+  }
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "v"), rv = LLVMBuildAlloca(B, g->t_i64, "r");
+  LLVMValueRef arow[DOT_HMAX], bcol[DOT_WMAX];
+  LLVMValueRef mlast = LLVMBuildSub(B, m_rem, ci64(g, 1), ""), nlast = LLVMBuildSub(B, n_rem, ci64(g, 1), "");
+  for (int i = 0; i < h; i++) {
+    LLVMValueRef r = ci64(g, i);
+    if (i) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, m_rem, ""), r, mlast, "");
+    arow[i] = gep(g, a, LLVMBuildMul(B, a_rs, r, ""));
+  }
+  for (int j = 0; j < w; j++) {
+    LLVMValueRef r = ci64(g, j);
+    if (j) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, n_rem, ""), r, nlast, "");
+    bcol[j] = gep(g, b, LLVMBuildMul(B, b_rs, r, ""));
+  }
+  LLVMValueRef nv = LLVMBuildSDiv(B, kc, ci64(g, g->W), "");    /* whole vectors */
+  /* ks vectors a step, each into its own set; then single vectors into set 0 */
+  CgLoop L;
+  LLVMValueRef v = loop_begin(g, &L, kv, ci64(g, 0), LLVMBuildSub(B, nv, ci64(g, ks - 1), ""), ci64(g, ks));
+  for (int u = 0; u < ks; u++) {
+    LLVMValueRef off = LLVMBuildMul(B, LLVMBuildAdd(B, v, ci64(g, u), ""), ci64(g, g->W), "");
+    dot_step(g, h, w, arow, bcol, off, NULL, acc + u * h * w);
+  }
+  loop_end(g, &L);
+  if (ks > 1) {
+    CgLoop R;
+    LLVMValueRef v1 = loop_begin(g, &R, rv, L.i, nv, ci64(g, 1));
+    dot_step(g, h, w, arow, bcol, LLVMBuildMul(B, v1, ci64(g, g->W), ""), NULL, acc);
+    loop_end(g, &R);
+  }
+  LLVMValueRef done = LLVMBuildMul(B, nv, ci64(g, g->W), "");
+  LLVMBasicBlockRef join = if_begin(g, LLVMBuildICmp(B, LLVMIntSLT, done, kc, ""));
+  dot_step(g, h, w, arow, bcol, done, lane_mask(g, LLVMBuildSub(B, kc, done, ""), 0), acc);
+  if_end(g, join);
+
+  LLVMValueRef tot[DOT_HMAX * DOT_WMAX], sum[DOT_HMAX * DOT_WMAX];
+  for (int i = 0; i < h * w; i++) {
+    tot[i] = LLVMBuildLoad2(B, g->t_vec, acc[i], "");
+    for (int s = 1; s < ks; s++) tot[i] = LLVMBuildFAdd(B, tot[i], LLVMBuildLoad2(B, g->t_vec, acc[s * h * w + i], ""), "");
+  }
+  lane_sums(g, tot, h * w, sum);
+  /* C = sums, or C + sums, through the clamped rows and columns: every old value is read
+   * before any is written, so a clamped duplicate writes the same value to the same place
+   * again (no branch per row or column, and one path for both). */
+  LLVMValueRef add = LLVMBuildICmp(B, LLVMIntNE, beta, ci32(g, 0), ""), cp[DOT_HMAX * DOT_WMAX],
+               x[DOT_HMAX * DOT_WMAX];
+  for (int i = 0; i < h; i++) {
+    LLVMValueRef r = ci64(g, i);
+    if (i) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, m_rem, ""), r, mlast, "");
+    LLVMValueRef crow = gep(g, c, LLVMBuildMul(B, c_rs, r, ""));
+    for (int j = 0; j < w; j++) {
+      LLVMValueRef q = ci64(g, j);
+      if (j) q = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, q, n_rem, ""), q, nlast, "");
+      cp[i * w + j] = gep(g, crow, LLVMBuildMul(B, c_cs, q, ""));
+      LLVMValueRef old = LLVMBuildLoad2(B, g->t_el, cp[i * w + j], "");
+      x[i * w + j] = LLVMBuildSelect(B, add, LLVMBuildFAdd(B, sum[i * w + j], old, ""), sum[i * w + j], "");
+    }
+  }
+  for (int i = 0; i < h * w; i++) LLVMBuildStore(B, x[i], cp[i]);
+  LLVMBuildRetVoid(B);
+}
+
+
 static void rows_name(char *out, size_t n, const GemmKernels *g, int h) {
   snprintf(out, n, "gemm_%s_rows%d", elem_name(g->elem), h);
 }
@@ -855,6 +1050,10 @@ static void uk_name(char *out, size_t n, const GemmKernels *g, const Family *f, 
            masked ? "_m" : "");
 }
 
+static void dot_name(char *out, size_t n, const GemmKernels *g, int h, int w) {
+  snprintf(out, n, "gemm_%s_dot%dx%d", elem_name(g->elem), h, w);
+}
+
 static void packb_name(char *out, size_t n, const GemmKernels *g) {
   snprintf(out, n, "gemm_%s_packb", elem_name(g->elem));
 }
@@ -863,7 +1062,7 @@ static void packb_name(char *out, size_t n, const GemmKernels *g) {
  * they compile in parallel: each function goes to the module with the least work so far,
  * work estimated as the instructions it will have (code generation time follows them).
  * Returns how many functions. */
-enum { EMIT_TILES = 1, EMIT_ROWS = 2 };
+enum { EMIT_TILES = 1, EMIT_ROWS = 2, EMIT_DOTS = 4 };
 static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod, int what) {
   CG cg[MAX_MODS];
   double load[MAX_MODS] = { 0 };
@@ -899,6 +1098,14 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
     rows_name(name, sizeof name, g, h);
     emit_rows(LIGHTEST(10.0 * h * ROWS_U + 40), name, h);
   }
+  for (int w = DOT_WMAX; w >= 1 && (what & EMIT_DOTS); w--)
+    for (int h = DOT_HMAX; h >= 1; h--) {
+      if (!g->dot.has[w][h]) continue;
+      dot_name(name, sizeof name, g, h, w);
+      int ks = g->dot.ks[w][h];
+      emit_dot(LIGHTEST((double)ks * (h * w + h + w) + 3.0 * h * w * 6 + 20), name, h, w, ks);
+      n++;
+    }
 #undef LIGHTEST
   for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
   return n;
@@ -958,6 +1165,37 @@ static void calibrate_rows(GemmKernels *g) {
   free(mem);
 }
 
+/* The inner-product kernels: the rows of A and of B^T one vector long each (a_rs = b_rs =
+ * 0), long and short reductions, so that the per-vector rate and the cost of a call (its
+ * lane sums and C) come apart. */
+static void calibrate_dots(GemmKernels *g) {
+  size_t es = (size_t)g->esize;
+  enum { NV = 64 };
+  char *mem = xcalloc(1, (size_t)(2 * NV * g->W + DOT_HMAX * DOT_WMAX) * es + 256);
+  char *a = align64(mem), *b = align64(a + (size_t)NV * g->W * es), *c = align64(b + (size_t)NV * g->W * es);
+  DotSet *d = &g->dot;
+  for (int w = 1; w <= DOT_WMAX; w++)
+    for (int h = 1; h <= DOT_HMAX; h++) {
+      if (!d->has[w][h]) continue;
+      double t[2];
+      for (int s = 0; s < 2; s++) {
+        int64_t kc = s ? g->W : (int64_t)NV * g->W;
+        int reps = s ? 64 : 8;
+        t[s] = 1e30;
+        for (int tr = 0; tr < CAL_TRIALS; tr++) {
+          double t0 = now_s();
+          for (int r = 0; r < reps; r++) d->fn[w][h](kc, a, 0, b, 0, c, w, 1, h, w, 1);
+          double dt = (now_s() - t0) / reps;
+          if (dt < t[s]) t[s] = dt;
+        }
+      }
+      double per = (t[0] - t[1]) / (NV - 1);
+      if (per > 0 && per < 1) d->vsec[w][h] = per;
+      if (t[1] - d->vsec[w][h] > 0 && t[1] < 1) d->call[w][h] = t[1] - d->vsec[w][h];
+    }
+  free(mem);
+}
+
 /* Emit the functions `what` names into modules that compile in parallel and add them to
  * the JIT: two modules per CPU (up to MAX_MODS), which jit_add_modules hands to one thread
  * per CPU as each finishes, evening out the estimate's errors.  Returns how many functions,
@@ -992,7 +1230,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   g->W = hw_vbits(hw) / (8 * g->esize);
   pthread_mutex_init(&g->ws_lock, NULL);
   pthread_mutex_init(&g->cache_lock, NULL);
-  pthread_mutex_init(&g->rows_lock, NULL);
+  pthread_mutex_init(&g->part_lock, NULL);
   g->cache = xcalloc(PLAN_CACHE, sizeof *g->cache);
   atomic_store(&g->epoch, new_epoch());
   g->jit = jit_new(hw, err, errlen);
@@ -1003,6 +1241,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   /* Masked vector memory operations are as fast as plain ones only with AVX-512 masks. */
   g->cheap_masks = hw_vbits(hw) >= 512 && strstr(jit_cpu_features(g->jit), "+avx512f");
   enumerate_tiles(g);
+  dot_setup(g);
   if (!g->nfam) {
     snprintf(err, errlen, "gemm: no register tile fits %d vector registers", hw_vregs(hw));
     gemm_free(g);
@@ -1051,32 +1290,55 @@ void gemm_free(GemmKernels *g) {
   free(g->ws_bytes);
   pthread_mutex_destroy(&g->ws_lock);
   pthread_mutex_destroy(&g->cache_lock);
-  pthread_mutex_destroy(&g->rows_lock);
+  pthread_mutex_destroy(&g->part_lock);
   free(g->cache);
   free(g);
 }
 
 double gemm_compile_ms(const GemmKernels *g) { return g->compile_ms; }
 
-/* Compile and calibrate the row-streaming kernels if that has not been done; false if they
- * cannot be had (then no plan uses them). */
-static bool rows_ensure(GemmKernels *g) {
-  int st = atomic_load_explicit(&g->rows_state, memory_order_acquire);
-  if (st) return st > 0;
-  pthread_mutex_lock(&g->rows_lock);
-  if (!(st = atomic_load(&g->rows_state))) {
-    double t0 = now_s();
-    char err[256], name[96];
-    st = compile_part(g, EMIT_ROWS, "gemm_rows", err, sizeof err) ? 1 : -1;
-    for (int h = 1; h <= ROWS_MAX && st > 0; h++) {
-      rows_name(name, sizeof name, g, h);
-      if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) st = -1;
-    }
-    if (st > 0) calibrate_rows(g);
-    g->rows_ms = (now_s() - t0) * 1e3;
-    atomic_store_explicit(&g->rows_state, st, memory_order_release);
+/* The functions of a part compiled on first need, found in the JIT. */
+static bool bind_rows(GemmKernels *g) {
+  char err[256], name[96];
+  for (int h = 1; h <= ROWS_MAX; h++) {
+    rows_name(name, sizeof name, g, h);
+    if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
   }
-  pthread_mutex_unlock(&g->rows_lock);
+  calibrate_rows(g);
+  return true;
+}
+
+static bool bind_dots(GemmKernels *g) {
+  char err[256], name[96];
+  for (int w = 1; w <= DOT_WMAX; w++)
+    for (int h = 1; h <= DOT_HMAX; h++) {
+      if (!g->dot.has[w][h]) continue;
+      dot_name(name, sizeof name, g, h, w);
+      if (!(g->dot.fn[w][h] = (DotFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
+    }
+  calibrate_dots(g);
+  return true;
+}
+
+/* Compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS) if that has
+ * not been done; false if it cannot be had (then no plan uses it). */
+static bool part_ensure(GemmKernels *g, int what) {
+  bool rows = what == EMIT_ROWS;
+  _Atomic int *state = rows ? &g->rows_state : &g->dot_state;
+  int st = atomic_load_explicit(state, memory_order_acquire);
+  if (st) return st > 0;
+  pthread_mutex_lock(&g->part_lock);
+  if (!(st = atomic_load(state))) {
+    double t0 = now_s();
+    char err[256];
+    int n = compile_part(g, what, rows ? "gemm_rows" : "gemm_dot", err, sizeof err);
+    st = n && (rows ? bind_rows(g) : bind_dots(g)) ? 1 : -1;
+    double ms = (now_s() - t0) * 1e3;
+    if (rows) g->rows_ms = ms;
+    else g->dot_ms = ms, g->dot_nfuncs = n;
+    atomic_store_explicit(state, st, memory_order_release);
+  }
+  pthread_mutex_unlock(&g->part_lock);
   return st > 0;
 }
 
@@ -1090,7 +1352,7 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
    * generation is deterministic, so this is the same code. */
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = jit_module_new(g->jit, ctx, "gemm");
-  emit_all(g, &ctx, &mod, 1, EMIT_TILES | EMIT_ROWS);
+  emit_all(g, &ctx, &mod, 1, EMIT_TILES | EMIT_ROWS | EMIT_DOTS);
   bool ok = jit_optimize(g->jit, mod, GEMM_PIPELINE, err, errlen);
   if (ok) {
     if (asm_) ok = jit_print_asm(g->jit, mod, out, err, errlen);
@@ -1332,6 +1594,79 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_sync + pl->t_share;
 }
 
+/* ---- inner products: the model ---- */
+
+/* The height of the next row piece of a strip of width w with `left` rows to go: the
+ * tallest tile while it fits, then the tallest emitted height that fits the rest. */
+static int dot_piece(const DotSet *d, int w, int64_t left) {
+  int h = d->hmax[w];
+  while (h > 1 && (h > left || !d->has[w][h])) h--;
+  return h;
+}
+
+/* Seconds per vector of k for mt rows of a strip of width w, and per pass over them (the
+ * calls' fixed costs). */
+static double dot_rows_sec(const DotSet *d, int w, int64_t mt, double *pass_s) {
+  int H = d->hmax[w];
+  int64_t full = mt / H;
+  double vs = (double)full * d->vsec[w][H], cs = (double)full * d->call[w][H];
+  for (int64_t left = mt - full * H; left > 0;) {
+    int h = dot_piece(d, w, left);
+    vs += d->vsec[w][h];
+    cs += d->call[w][h];
+    left -= h;
+  }
+  *pass_s = cs;
+  return vs;
+}
+
+/* The inner-product plan over a tb x tm grid: C's columns in one strip, or two of nearly
+ * equal width; kc keeps B^T's rows of a k block in half of L1, and with two strips mc keeps
+ * A's block in half of L2 for the second.  Compute from the measured rates; A read once
+ * from where it lives (the second strip from L2); B^T packed by scalar code when B's
+ * columns are not contiguous, once per thread block. */
+static void plan_eval_dot(const GemmKernels *g, const Prob *p, int tb, int tm, Plan *pl) {
+  const HwModel *h = &g->hw;
+  const DotSet *d = &g->dot;
+  double es = g->esize, hz = hw_ghz(h) * 1e9;
+  int users = tb * tm;
+  memset(pl, 0, sizeof *pl);
+  pl->dot = true;
+  pl->tb = tb, pl->tm = tm, pl->tn = 1;
+  int ns = (int)cdiv(p->n, DOT_WMAX);
+  pl->dw[0] = (int)cdiv(p->n, ns);
+  pl->dw[1] = (int)p->n - pl->dw[0];
+  int64_t unit = d->hmax[pl->dw[0]];
+  if (pl->dw[1]) unit = unit / gcd64(unit, d->hmax[pl->dw[1]]) * d->hmax[pl->dw[1]];
+  pl->bb = cdiv(p->batch, tb);
+  pl->mb = cdiv(cdiv(p->m, unit), tm) * unit;
+  pl->nbk = p->n;
+  pl->pack_b = p->b_sk != 1 && p->k > 1;
+  int64_t kc_max = imax(g->W, (int64_t)(cache_bytes(h, 0) / 2 / ((double)p->n * es)) / g->W * g->W);
+  pl->kc = imin(p->k, balanced(p->k, kc_max, g->W));
+  if (g->force.kc > 0) pl->kc = imin(g->force.kc, p->k);
+  int64_t mt = imin(pl->mb, p->m), bt = imin(pl->bb, p->batch);
+  int64_t mc_max = imax(unit, (int64_t)(cache_bytes(h, 1) / 2 / ((double)pl->kc * es)) / unit * unit);
+  pl->mc = pl->dw[1] ? balanced(mt, mc_max, unit) : mt;
+  if (g->force.mc > 0) pl->mc = g->force.mc;
+  int64_t nkb = cdiv(p->k, pl->kc), nvec = nkb * cdiv(pl->kc, g->W);
+  double comp = 0;
+  for (int s = 0; s < 2 && pl->dw[s]; s++) {
+    double pass;
+    double vs = dot_rows_sec(d, pl->dw[s], mt, &pass);
+    comp += (double)nvec * vs + (double)nkb * (pass + cdiv(mt, pl->mc) * CALL_CYC / hz);
+  }
+  pl->t_comp = (double)bt * comp;
+  double bytesA = (double)bt * mt * p->k * es, bytesB = (double)bt * p->n * p->k * es;
+  double bwA = shared_bw(h, (double)p->m * p->k * es * (p->a_sb ? p->batch : 1), users);
+  double bwB = shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
+  pl->t_mem = bytesA / bwA + bytesB / bwB;
+  if (pl->dw[1]) pl->t_mem += bytesA / level_bw(h, cache_bytes(h, 1) / 2);
+  pl->t_pack = pl->pack_b ? bytesB / es * 2 / hz : 0;
+  pl->t_sync = users > 1 ? SYNC_S : 0;
+  pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_pack + pl->t_sync;
+}
+
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
  * tried use one thread or all of them, in every factorisation into batch x M x N. */
 static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
@@ -1365,8 +1700,8 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
   double llc = hm->nlevels >= 2 ? (double)hm->level[hm->nlevels - 2].bytes : 0;
   bool rows_fit = p->m <= ROWS_MAX && p->b_sn == 1 && !p->ctmp &&
                   (fo->rows == 1 || (double)p->k * p->n * g->esize * (p->b_sb ? p->batch : 1) > llc);
-  bool rows = rows_fit && fo->rows != 2 &&
-              (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) && rows_ensure(g);
+  bool rows = rows_fit && fo->rows != 2 && fo->dot != 1 &&
+              (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) && part_ensure(g, EMIT_ROWS);
   for (int i = 0; rows && i < ng; i++) {
     int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
     if (tm > 1 || (ng > 1 && tn > 1 && tn > cdiv(p->n, g->W))) continue;
@@ -1376,8 +1711,22 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
     if (first || pl.t < best->t) *best = pl;
     first = false;
   }
+  /* the inner-product kernels, for a C of a few columns and rows of A in unit stride */
+  bool dot_fit = p->n <= DOT_MAXN && (p->a_sk == 1 || p->k == 1);
+  bool dot = dot_fit && fo->dot != 2 && fo->rows != 1 &&
+             (fo->dot == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) &&
+             part_ensure(g, EMIT_DOTS);
+  for (int i = 0; dot && i < ng; i++) {
+    int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
+    if (tn > 1 || (ng > 1 && tm > 1 && tm > cdiv(p->m, g->dot.hmax[DOT_WMAX]))) continue;
+    Plan pl;
+    plan_eval_dot(g, p, tb, tm, &pl);
+    if (cands && nc < maxc) cands[nc++] = pl;
+    if (first || pl.t < best->t) *best = pl;
+    first = false;
+  }
   for (int fi = 0; fi < g->nfam; fi++) {
-    if (fo->rows == 1 && !first) break;         /* forced, and it fits */
+    if ((fo->rows == 1 || fo->dot == 1) && !first) break;         /* forced, and it fits */
     if (fo->fam > 0 && fi != fo->fam - 1 && fo->fam <= g->nfam) continue;
     const Family *f = &g->fam[fi];
     for (int pb = 0; pb < 2; pb++) {
@@ -1455,6 +1804,7 @@ static void ws_layout(const GemmKernels *g, const Family *f, const Plan *pl, WsL
   size_t a = (size_t)pl->mc * pl->kc * es;
   size_t b = (size_t)pl->kc * (size_t)cdiv(pl->nc, f->nr) * f->nr * es;
   size_t c = (size_t)f->mr * f->nr * es;
+  if (pl->dot) a = c = 0, b = (size_t)pl->kc * (size_t)(pl->dw[0] + pl->dw[1]) * es;  /* B^T */
   L->a = 0;
   L->end[0] = a;
   L->b = round64(a) + CANARY;
@@ -1704,6 +2054,70 @@ static void run_block(void *ctx, int64_t task) {
   }
 }
 
+/* B^T's rows for k in [0, kc): out[j*kc + k] = b[k*b_sk + j*b_sn], for the n <= DOT_MAXN
+ * columns of an inner-product plan (a few scalar copies per element of A's work). */
+static void pack_bt(const GemmKernels *g, const char *b, int64_t b_sk, int64_t b_sn, int64_t kc,
+                    int64_t n, char *out) {
+  for (int64_t j = 0; j < n; j++)
+    if (g->esize == 4) {
+      const float *s = (const float *)b + j * b_sn;
+      float *o = (float *)out + j * kc;
+      for (int64_t k = 0; k < kc; k++) o[k] = s[k * b_sk];
+    } else {
+      const double *s = (const double *)b + j * b_sn;
+      double *o = (double *)out + j * kc;
+      for (int64_t k = 0; k < kc; k++) o[k] = s[k * b_sk];
+    }
+}
+
+/* One thread block of an inner-product plan: batches and rows by the task's place; per k
+ * block, B^T's rows (packed or in place), then per mc rows each strip of columns in row
+ * pieces.  C is written in place through both of its strides. */
+static void run_dot(void *ctx, int64_t task) {
+  const Job *J = ctx;
+  const GemmKernels *g = J->g;
+  const DotSet *d = &g->dot;
+  const Prob *p = J->p;
+  const Plan *pl = J->pl;
+  int64_t tm = task % pl->tm, tb = task / pl->tm;
+  int64_t b0 = tb * pl->bb, b1 = imin(p->batch, b0 + pl->bb);
+  int64_t m0 = tm * pl->mb, m1 = imin(p->m, m0 + pl->mb);
+  if (b0 >= b1 || m0 >= m1) return;
+  size_t es = (size_t)g->esize;
+  char *wb = J->ws ? (char *)align64(J->ws[task]) + J->lay.b : NULL;
+  for (int64_t bi = b0; bi < b1; bi++) {
+    const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
+    char *C = p->c + (size_t)(bi * p->c_sb) * es;
+    for (int64_t pc = 0; pc < p->k; pc += pl->kc) {
+      if (p->stop && *p->stop) return;
+      int64_t kcur = imin(pl->kc, p->k - pc);
+      int beta = p->acc || pc > 0;
+      const char *bt = Bm + (size_t)(pc * p->b_sk) * es;
+      int64_t bt_rs = p->b_sn;
+      if (pl->pack_b) {
+        pack_bt(g, bt, p->b_sk, p->b_sn, kcur, p->n, wb);
+        bt = wb;
+        bt_rs = kcur;
+      }
+      const char *ak = A + (size_t)(pc * p->a_sk) * es;
+      for (int64_t ic = m0; ic < m1; ic += pl->mc) {
+        int64_t mcur = imin(pl->mc, m1 - ic);
+        for (int s = 0, j0 = 0; s < 2 && pl->dw[s]; j0 += pl->dw[s++]) {
+          int w = pl->dw[s];
+          for (int64_t r = 0; r < mcur;) {
+            int h = dot_piece(d, w, mcur - r);
+            int64_t i = ic + r;
+            d->fn[w][h](kcur, ak + (size_t)(i * p->a_sm) * es, p->a_sm, bt + (size_t)(j0 * bt_rs) * es,
+                        bt_rs, C + (size_t)(i * p->c_sm + j0 * p->c_sn) * es, p->c_sm, p->c_sn, h, w,
+                        beta);
+            r += h;
+          }
+        }
+      }
+    }
+  }
+}
+
 /* C = 0 for K = 0 (a no-op when accumulating). */
 static void zero_c(const GemmKernels *g, const Prob *p) {
   size_t es = (size_t)g->esize;
@@ -1763,9 +2177,10 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_rows, &J);
     return stopped(&p, err, errlen);
   }
-  if (!pl.pack_a && !pl.pack_b && !p.ctmp) {      /* kernels on the operands: no workspace */
+  void (*run)(void *, int64_t) = pl.dot ? run_dot : run_block;
+  if (!pl.pack_a && !pl.pack_b && (pl.dot || !p.ctmp)) {   /* on the operands: no workspace */
     Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = NULL };
-    dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_block, &J);
+    dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run, &J);
     return stopped(&p, err, errlen);
   }
   WsLayout lay;
@@ -1793,7 +2208,7 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   }
   Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = ws, .lay = lay };
   for (int i = 0; i < nblk; i++) ws_arm(ws[i], &lay);
-  dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_block, &J);
+  dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run, &J);
   for (int i = 0; i < nblk; i++) ws_check(ws[i], &lay);
   if (locked) {
     pthread_mutex_unlock(&g->ws_lock);
@@ -1824,8 +2239,9 @@ int gemm_families(const GemmKernels *g, int *mr, int *nr, int max) {
 static void plan_info(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out) {
   const Family *f = &g->fam[pl->fam];
   out->rows = pl->rows;
-  out->mr = pl->rows ? 0 : f->mr;
-  out->nr = pl->rows ? 0 : f->nr;
+  out->dot = pl->dot;
+  out->mr = pl->rows ? 0 : pl->dot ? g->dot.hmax[pl->dw[0]] : f->mr;
+  out->nr = pl->rows ? 0 : pl->dot ? pl->dw[0] : f->nr;
   out->pack_a = pl->pack_a;
   out->pack_b = pl->pack_b;
   out->kc = pl->kc;
@@ -1924,7 +2340,11 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   int rs = atomic_load(&g->rows_state);
   buf_printf(out, "; row streaming: %d more, compiled when first weighed", ROWS_MAX);
   if (rs > 0) buf_printf(out, ", in %.1f ms", g->rows_ms);
-  buf_puts(out, rs < 0 ? " (failed)\n" : "\n");
+  if (rs < 0) buf_puts(out, " (failed)");
+  int ds = atomic_load(&g->dot_state);
+  buf_printf(out, "; inner products: ");
+  if (ds > 0) buf_printf(out, "%d more, compiled when first weighed, in %.1f ms\n", g->dot_nfuncs, g->dot_ms);
+  else buf_printf(out, "compiled when first weighed%s\n", ds < 0 ? " (failed)" : "");
   buf_printf(out, "level 0 register tiles (h x nr: regs, FLOPs/element loaded):");
   for (int i = 0; i < g->ncand; i++)
     buf_printf(out, "%s%dx%d: %d, %.1f%s", i % 6 ? "  " : "\n  ", g->cand[i].mr,
@@ -1939,6 +2359,16 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
       if (f->has[hh])
         buf_printf(out, " %d%s %.0f", hh, f->ksplit[hh] > 1 ? "*" : "",
                    2.0 * hh * f->nr / f->ksec[hh] * 1e-9);
+    buf_puts(out, "\n");
+  }
+  if (ds > 0) {
+    buf_printf(out, "inner products h x w (GFLOP/s per core, measured in L1; + ns a call):");
+    for (int w = 1; w <= DOT_WMAX; w++)
+      for (int hh = DOT_HMAX; hh >= 1; hh--)
+        if (g->dot.has[w][hh])
+          buf_printf(out, "%s%dx%d%s %.0f +%.0f", hh == g->dot.hmax[w] ? "\n  " : "  ", hh, w,
+                     g->dot.ks[w][hh] > 1 ? "*" : "", 2.0 * hh * w * g->W / g->dot.vsec[w][hh] * 1e-9,
+                     g->dot.call[w][hh] * 1e9);
     buf_puts(out, "\n");
   }
   if (!valid) {
@@ -1962,6 +2392,14 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
                best.tn, (long long)imin(best.bb, p.batch), (long long)p.m,
                (long long)imin(best.nbk, p.n));
     buf_printf(out, "  L1: chunks of %lld columns\n", (long long)best.nc);
+  } else if (best.dot) {
+    buf_printf(out, "chosen: inner products, vectors along k: %d column%s", best.dw[0], best.dw[0] == 1 ? "" : "s");
+    if (best.dw[1]) buf_printf(out, " + %d", best.dw[1]);
+    buf_printf(out, " a strip, tiles of %d rows; B^T %s\n", g->dot.hmax[best.dw[0]],
+               best.pack_b ? "packed" : "in place (B's columns contiguous)");
+    buf_printf(out, "  cores: %d x %d x 1 blocks (batch x M x N) of %lld x %lld x %lld\n", best.tb,
+               best.tm, (long long)imin(best.bb, p.batch), (long long)imin(best.mb, p.m), (long long)p.n);
+    buf_printf(out, "  L2: mc = %lld   L1: kc = %lld\n", (long long)best.mc, (long long)best.kc);
   } else {
     buf_printf(out, "chosen: tile %dx%d, A %s, B %s\n", f->mr, f->nr,
                best.pack_a ? "packed" : p.a_sm == 1 || p.m == 1 ? "in place (unit rows)" : "in place (strided rows)",
@@ -1998,6 +2436,10 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     if (c[i].rows)
       buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld        %9.2f us\n",
                  c[i].tb, c[i].tm, c[i].tn, (long long)c[i].nc, c[i].t * 1e6);
+    else if (c[i].dot)
+      buf_printf(out, "  dot    B^T %-6s          grid %dx%dx%d  kc %-4lld mc %-5lld         %9.2f us\n",
+                 c[i].pack_b ? "packed" : "direct", c[i].tb, c[i].tm, c[i].tn, (long long)c[i].kc,
+                 (long long)c[i].mc, c[i].t * 1e6);
     else
       buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %dx%dx%d  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
                  g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",

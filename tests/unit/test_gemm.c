@@ -365,6 +365,50 @@ START_TEST(test_rows) {
 }
 END_TEST
 
+/* The inner-product kernels (C of 1 to 8 columns), forced: heights around each tile's
+ * (8 and 6 rows on AVX-512) and one or two strips of columns, reductions around a vector
+ * and around a forced k block (several blocks, a masked tail in each), B packed (row-major,
+ * general) and in place (column-major: B^T's rows contiguous), C row-major and with no unit
+ * stride (written in place through both; a column-major C is computed transposed), C = and
+ * C +=, the rows over two threads and the batch over three. */
+START_TEST(test_dot) {
+  static const int64_t ms[] = { 1, 2, 5, 7, 8, 9, 13, 17 }, ks[] = { 1, 15, 16, 17, 100 };
+  static const char lay[] = "rcg";
+  int bad = 0;
+  for (int gi = 0; gi < 2; gi++) {
+    GemmKernels *g = gi ? g64 : g32;
+    for (int q = 0; q < 3; q++) {
+      GemmForce fo = { .dot = 1, .tm = q == 1 ? 2 : 1, .tb = q == 2 ? 3 : 1, .kc = q == 0 ? 0 : 32 };
+      gemm_force(g, &fo);
+      for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
+        for (int64_t n = 1; n <= 8; n++)
+          for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+            int v = (int)(mi + n + ki + q);
+            Case cs = { .batch = q == 2 ? 3 : 1, .m = ms[mi], .n = n, .k = ks[ki], .la = 'r',
+                        .lb = lay[v % 3], .lc = lay[(v / 3) % 2 * 2], .acc = (v / 6) & 1,
+                        .threads = q == 0 ? 1 : 2, .at_end = v & 1 };
+            bad += run_case(g, &cs);
+            GemmPlanInfo pi;                   /* and the inner products are what ran */
+            ck_assert(gemm_last_plan(g, &pi));
+            ck_assert_msg(pi.dot && pi.nr == (n + (n > 4)) / (1 + (n > 4)),
+                          "m %lld n %lld k %lld: not inner products (strip %d)", (long long)ms[mi],
+                          (long long)n, (long long)ks[ki], pi.nr);
+          }
+    }
+    gemm_force(g, NULL);
+  }
+  ck_assert_int_eq(bad, 0);
+  /* the model takes them for a matrix-vector product, not for a C of many columns */
+  GemmArgs mv = { .batch = 1, .m = 4096, .n = 1, .k = 4096, .a_sm = 4096, .a_sk = 1,
+                  .b_sk = 1, .b_sn = 1, .c_sm = 1, .c_sn = 1 };
+  GemmPlanInfo pi;
+  ck_assert(gemm_plan_info(g32, &mv, 2, &pi) && pi.dot && pi.tm == 2);
+  GemmArgs sq = { .batch = 1, .m = 512, .n = 512, .k = 512, .a_sm = 512, .a_sk = 1,
+                  .b_sk = 512, .b_sn = 1, .c_sm = 512, .c_sn = 1 };
+  ck_assert(gemm_plan_info(g32, &sq, 2, &pi) && !pi.dot);
+}
+END_TEST
+
 START_TEST(test_degenerate) {
   char err[256];
   float a[4] = { 1, 2, 3, 4 }, b[4] = { 1, 1, 1, 1 }, c[4] = { 9, 9, 9, 9 };
@@ -589,6 +633,7 @@ int main(void) {
   tcase_add_test(tc, test_two_threads);
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
+  tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_degenerate);
   tcase_add_test(tc, test_stop);
   tcase_add_test(tc, test_describe_and_code);
