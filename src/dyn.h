@@ -801,7 +801,7 @@ typedef struct GemmPlanInfo {
   int mr, nr;                   /* the register tile family */
   bool pack_a, pack_b, swapped, c_buffered;
   int64_t kc, mc, nc;           /* cache blocks */
-  int tb, tm, tn;               /* thread grid over batch, M, N */
+  int tb, tm, tn, tk;           /* thread grid over batch, M, N, K */
   double predicted_s;
 } GemmPlanInfo;
 bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out);
@@ -813,7 +813,8 @@ bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out);
  * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
 /* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it; dot: the
  * same for the inner-product kernels (C of at most 8 columns, A with unit k stride) */
-typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot; } GemmForce;
+/* tk: thread blocks over k (each after the first sums into its own copy of C) */
+typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot, tk; } GemmForce;
 void gemm_force(GemmKernels *g, const GemmForce *f);
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */
 /* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its

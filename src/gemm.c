@@ -100,6 +100,10 @@
  * 4% faster at 12 x 100 x 100 x 64, where packing costs relatively more) and when the
  * strip fills most of L1 (packed B 3-5% faster at 1000 x 768 x 768). */
 #define SPLIT_LOADS 0.05
+/* Splitting k over the threads: each block after the first sums its share into its own copy
+ * of C, added to C at the end; weighed when C is at most this large and k is long. */
+#define KSPLIT_MAX_C (256 << 10)
+#define KSPLIT_MIN_K 256
 #define CROWDED_L1 0.07
 
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
@@ -155,6 +159,7 @@ typedef struct Family {
 /* A problem after normalisation: C has unit column stride (or ctmp), sizes > 0. */
 typedef struct Prob {
   int64_t batch, m, n, k;
+  int64_t k_all;                  /* k of the whole problem (k: a thread block's share) */
   const char *a; int64_t a_sb, a_sm, a_sk;
   const char *b; int64_t b_sb, b_sk, b_sn;
   char *c; int64_t c_sb, c_sm, c_sn;
@@ -167,13 +172,13 @@ typedef struct Plan {
   int fam;
   bool pack_a, pack_b;
   int64_t kc, mc, nc;
-  int tb, tm, tn;                 /* thread grid over batch, m, n */
-  int64_t bb, mb, nbk;            /* per-block extents: batches, rows, columns */
+  int tb, tm, tn, tk;             /* thread grid over batch, m, n and k */
+  int64_t bb, mb, nbk, kb;        /* per-block extents: batches, rows, columns, k */
   bool nc_l2;                     /* nc sized for the packed B panel to stay in L2 */
   bool rows;                      /* the row-streaming kernel (m <= ROWS_MAX); nc: its chunk */
   bool dot;                       /* inner products (n <= DOT_MAXN); pack_b: B^T packed */
   int dw[2];                      /* ... their strips' widths (dw[1] 0: one strip) */
-  double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t;
+  double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t_red, t;
 } Plan;
 
 /* A remembered choice: the normalised problem's sizes, strides and flags, and its plan. */
@@ -1482,8 +1487,8 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
     pl->t_comp *= 1 + extra;
   }
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
-  double bwA = shared_bw(h, (double)p->m * K * es * (p->a_sb ? p->batch : 1), users);
-  double bwB = shared_bw(h, (double)K * p->n * es * (p->b_sb ? p->batch : 1), users);
+  double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
+  double bwB = shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
   double bwL2 = level_bw(h, cache_bytes(h, 1) / 2);
   /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
@@ -1542,10 +1547,26 @@ static int64_t share_lines(const GemmKernels *g, const Prob *p, const Plan *pl, 
   return bt * edges * (rows * (mt / period) + (mt % period ? rows * (mt % period) / period : 0));
 }
 
-static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool pb, bool l2,
-                      int tb, int tm, int tn, Plan *pl) {
+/* The k split of a plan: k blocks of kb, each thread block's problem q (its share of k),
+ * and the cost of adding the copies of C into C (read each, read and write C). */
+static void ksplit_set(const GemmKernels *g, const Prob *p, int tk, Plan *pl, Prob *q) {
+  *q = *p;
+  pl->tk = tk;
+  pl->kb = cdiv(p->k, tk);
+  q->k = pl->kb;
+  if (tk > 1) {
+    double bytes = (double)p->batch * p->m * p->n * g->esize;
+    pl->t_red = (tk - 1) * 3 * bytes / level_bw(&g->hw, bytes * tk);
+  }
+}
+
+static void plan_eval(const GemmKernels *g, const Prob *p0, int fi, bool pa, bool pb, bool l2,
+                      int tb, int tm, int tn, int tk, Plan *pl) {
   const Family *f = &g->fam[fi];
   memset(pl, 0, sizeof *pl);
+  Prob q;
+  ksplit_set(g, p0, tk, pl, &q);
+  const Prob *p = &q;
   pl->fam = fi;
   pl->pack_a = pa;
   pl->pack_b = pb;
@@ -1558,13 +1579,13 @@ static void plan_eval(const GemmKernels *g, const Prob *p, int fi, bool pa, bool
   pl->nbk = cdiv(cdiv(p->n, f->nr), tn) * f->nr;
   int64_t mt = imin(pl->mb, p->m), nt = imin(pl->nbk, p->n), bt = imin(pl->bb, p->batch);
   block_sizes(g, f, mt, nt, p->k, pl);
-  model_block(g, f, p, bt, mt, nt, tb * tm * tn, pl);
+  model_block(g, f, p, bt, mt, nt, tb * tm * tn * tk, pl);
   /* The busiest block bounds the time; blocks share the memory bandwidth of the last level
    * only, which per-core figures already reflect. */
   double comp_mem = pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem;
-  pl->t_sync = tb * tm * tn > 1 ? SYNC_S : 0;
+  pl->t_sync = tb * tm * tn * tk > 1 ? SYNC_S : 0;
   pl->t_share = (double)share_lines(g, p, pl, bt, mt) * cdiv(p->k, pl->kc) * SHARE_S;
-  pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync + pl->t_share;
+  pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync + pl->t_share + pl->t_red;
 }
 
 /* The row-streaming plan (emit_rows) over a tb x 1 x tn grid: B read once, row by row, at
@@ -1576,7 +1597,8 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   int users = tb * tn;
   memset(pl, 0, sizeof *pl);
   pl->rows = true;
-  pl->tb = tb, pl->tm = 1, pl->tn = tn;
+  pl->tb = tb, pl->tm = 1, pl->tn = tn, pl->tk = 1;
+  pl->kb = p->k;
   pl->bb = cdiv(p->batch, tb);
   pl->mb = pl->mc = p->m;
   pl->nbk = cdiv(cdiv(p->n, g->W), tn) * g->W;
@@ -1625,12 +1647,15 @@ static double dot_rows_sec(const DotSet *d, int w, int64_t mt, double *pass_s) {
  * A's block in half of L2 for the second.  Compute from the measured rates; A read once
  * from where it lives (the second strip from L2); B^T packed by scalar code when B's
  * columns are not contiguous, once per thread block. */
-static void plan_eval_dot(const GemmKernels *g, const Prob *p, int tb, int tm, Plan *pl) {
+static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, int tk, Plan *pl) {
   const HwModel *h = &g->hw;
   const DotSet *d = &g->dot;
   double es = g->esize, hz = hw_ghz(h) * 1e9;
-  int users = tb * tm;
+  int users = tb * tm * tk;
   memset(pl, 0, sizeof *pl);
+  Prob q;
+  ksplit_set(g, p0, tk, pl, &q);
+  const Prob *p = &q;
   pl->dot = true;
   pl->tb = tb, pl->tm = tm, pl->tn = 1;
   int ns = (int)cdiv(p->n, DOT_WMAX);
@@ -1658,13 +1683,13 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p, int tb, int tm, P
   }
   pl->t_comp = (double)bt * comp;
   double bytesA = (double)bt * mt * p->k * es, bytesB = (double)bt * p->n * p->k * es;
-  double bwA = shared_bw(h, (double)p->m * p->k * es * (p->a_sb ? p->batch : 1), users);
-  double bwB = shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
+  double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
+  double bwB = shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
   pl->t_mem = bytesA / bwA + bytesB / bwB;
   if (pl->dw[1]) pl->t_mem += bytesA / level_bw(h, cache_bytes(h, 1) / 2);
   pl->t_pack = pl->pack_b ? bytesB / es * 2 / hz : 0;
   pl->t_sync = users > 1 ? SYNC_S : 0;
-  pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_pack + pl->t_sync;
+  pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
 }
 
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
@@ -1673,11 +1698,12 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                         Plan *cands, int *ncands, int maxc) {
   const GemmForce *fo = &g->force;
   int T = nthreads > 0 ? nthreads : 1;
-  int grid[64][3], ng = 0;
-  if (fo->tb > 0 || fo->tm > 0 || fo->tn > 0) {
+  int grid[65][4], ng = 0;
+  if (fo->tb > 0 || fo->tm > 0 || fo->tn > 0 || fo->tk > 0) {
     grid[0][0] = fo->tb > 0 ? fo->tb : 1;
     grid[0][1] = fo->tm > 0 ? fo->tm : 1;
     grid[0][2] = fo->tn > 0 ? fo->tn : 1;
+    grid[0][3] = fo->tk > 0 ? (int)imin(fo->tk, p->k) : 1;
     ng = 1;
   } else {
     for (int used = 1; used <= T; used = used == T ? T + 1 : T)
@@ -1688,8 +1714,15 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
           grid[ng][0] = tb;
           grid[ng][1] = tm;
           grid[ng][2] = tn;
+          grid[ng][3] = 1;
           ng++;
         }
+    /* all threads on k, for a small C and a long k */
+    if (T > 1 && p->k >= KSPLIT_MIN_K && (double)p->batch * p->m * p->n * g->esize <= KSPLIT_MAX_C) {
+      grid[ng][0] = grid[ng][1] = grid[ng][2] = 1;
+      grid[ng][3] = T;
+      ng++;
+    }
   }
   bool first = true;
   int nc = 0;
@@ -1704,7 +1737,7 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
               (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) && part_ensure(g, EMIT_ROWS);
   for (int i = 0; rows && i < ng; i++) {
     int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
-    if (tm > 1 || (ng > 1 && tn > 1 && tn > cdiv(p->n, g->W))) continue;
+    if (tm > 1 || grid[i][3] > 1 || (ng > 1 && tn > 1 && tn > cdiv(p->n, g->W))) continue;
     Plan pl;
     plan_eval_rows(g, p, tb, tn, &pl);
     if (cands && nc < maxc) cands[nc++] = pl;
@@ -1717,10 +1750,10 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
              (fo->dot == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) &&
              part_ensure(g, EMIT_DOTS);
   for (int i = 0; dot && i < ng; i++) {
-    int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
+    int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2], tk = grid[i][3];
     if (tn > 1 || (ng > 1 && tm > 1 && tm > cdiv(p->m, g->dot.hmax[DOT_WMAX]))) continue;
     Plan pl;
-    plan_eval_dot(g, p, tb, tm, &pl);
+    plan_eval_dot(g, p, tb, tm, tk, &pl);
     if (cands && nc < maxc) cands[nc++] = pl;
     if (first || pl.t < best->t) *best = pl;
     first = false;
@@ -1736,12 +1769,12 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
         if (fo->pack_a > 0 && pa != (fo->pack_a == 1)) continue;
         for (int i = 0; i < ng; i++)
           for (int l2 = 0, l3_nc = 0; l2 <= pb; l2++) {
-            int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
+            int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2], tk = grid[i][3];
             if (ng > 1 && ((tm > 1 && tm > cdiv(p->m, f->mr)) ||
                            (tn > 1 && tn > cdiv(p->n, f->nr))))
               continue;                               /* some thread would get nothing */
             Plan pl;
-            plan_eval(g, p, fi, pa, pb, l2, tb, tm, tn, &pl);
+            plan_eval(g, p, fi, pa, pb, l2, tb, tm, tn, tk, &pl);
             if (l2 && pl.nc == l3_nc) continue;      /* B's panel the same for L2 as for L3 */
             l3_nc = (int)pl.nc;
             if (cands && nc < maxc) cands[nc++] = pl;
@@ -1764,7 +1797,7 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
     return false;
   }
   int es = g->esize;
-  *p = (Prob){ .batch = x->batch, .m = x->m, .n = x->n, .k = x->k,
+  *p = (Prob){ .batch = x->batch, .m = x->m, .n = x->n, .k = x->k, .k_all = x->k,
                .a = x->a, .a_sb = x->a_sb, .a_sm = x->a_sm, .a_sk = x->a_sk,
                .b = x->b, .b_sb = x->b_sb, .b_sk = x->b_sk, .b_sn = x->b_sn,
                .c = x->c, .c_sb = x->c_sb, .c_sm = x->c_sm, .c_sn = x->c_sn,
@@ -1795,11 +1828,11 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
  * followed by a 64-byte canary.  Builds without NDEBUG check the canaries after every run,
  * so generated code that writes past its panel stops with an internal error. */
 #define CANARY 64
-typedef struct WsLayout { size_t a, b, c, end[3], total; } WsLayout;
+typedef struct WsLayout { size_t a, b, c, d, end[4], total; } WsLayout;
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-static void ws_layout(const GemmKernels *g, const Family *f, const Plan *pl, WsLayout *L) {
+static void ws_layout(const GemmKernels *g, const Family *f, const Prob *p, const Plan *pl, WsLayout *L) {
   size_t es = (size_t)g->esize;
   size_t a = (size_t)pl->mc * pl->kc * es;
   size_t b = (size_t)pl->kc * (size_t)cdiv(pl->nc, f->nr) * f->nr * es;
@@ -1811,12 +1844,16 @@ static void ws_layout(const GemmKernels *g, const Family *f, const Plan *pl, WsL
   L->end[1] = L->b + b;
   L->c = round64(L->end[1]) + CANARY;
   L->end[2] = L->c + c;
-  L->total = round64(L->end[2]) + CANARY + 64;      /* + slack to align the base */
+  /* a block's own copy of C when k is split (the whole C: blocks write where C would be) */
+  size_t d = pl->tk > 1 ? (size_t)(p->batch * p->m * p->n) * es : 0;
+  L->d = round64(L->end[2]) + CANARY;
+  L->end[3] = L->d + d;
+  L->total = round64(L->end[3]) + CANARY + 64;      /* + slack to align the base */
 }
 
 static void ws_arm(void *ws, const WsLayout *L) {
 #ifndef NDEBUG
-  for (int i = 0; i < 3; i++) memset((char *)align64(ws) + L->end[i], 0xA5, CANARY);
+  for (int i = 0; i < 4; i++) memset((char *)align64(ws) + L->end[i], 0xA5, CANARY);
 #else
   (void)ws, (void)L;
 #endif
@@ -1825,7 +1862,7 @@ static void ws_arm(void *ws, const WsLayout *L) {
 static void ws_check(void *ws, const WsLayout *L) {
 #ifndef NDEBUG
   static const unsigned char armed[CANARY] = { [0 ... CANARY - 1] = 0xA5 };
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (memcmp((char *)align64(ws) + L->end[i], armed, CANARY)) {
       fprintf(stderr, "dyn: internal error: gemm workspace %d overrun (%s:%d)\n", i, __FILE__,
               __LINE__);
@@ -1950,6 +1987,38 @@ static void merge_tile(const GemmKernels *g, const char *tmp, int nr, char *c, i
 }
 
 
+/* A thread block's place in the grid (k outermost) and where it writes: C itself, or for a
+ * block past the first in k its own copy of C (unit strides, C =), added in at the end.
+ * False when the block has nothing to do. */
+typedef struct Block {
+  int64_t b0, b1, m0, m1, n0, n1, k0, k1;
+  char *c;
+  int64_t c_sb, c_sm, c_sn;
+  bool acc, ctmp;
+} Block;
+
+static bool block_of(const Job *J, int64_t task, Block *k) {
+  const Prob *p = J->p;
+  const Plan *pl = J->pl;
+  int64_t per = (int64_t)pl->tb * pl->tm * pl->tn, tk = task / per, whole = task;
+  task %= per;
+  int64_t tn = task % pl->tn, tm = task / pl->tn % pl->tm, tb = task / pl->tn / pl->tm;
+  k->b0 = tb * pl->bb, k->b1 = imin(p->batch, k->b0 + pl->bb);
+  k->m0 = tm * pl->mb, k->m1 = imin(p->m, k->m0 + pl->mb);
+  k->n0 = tn * pl->nbk, k->n1 = imin(p->n, k->n0 + pl->nbk);
+  k->k0 = tk * pl->kb, k->k1 = imin(p->k, k->k0 + pl->kb);
+  if (k->b0 >= k->b1 || k->m0 >= k->m1 || k->n0 >= k->n1 || k->k0 >= k->k1) return false;
+  if (tk == 0) {
+    k->c = p->c, k->c_sb = p->c_sb, k->c_sm = p->c_sm, k->c_sn = p->c_sn;
+    k->acc = p->acc, k->ctmp = p->ctmp;
+  } else {
+    k->c = (char *)align64(J->ws[whole]) + J->lay.d;
+    k->c_sb = p->m * p->n, k->c_sm = p->n, k->c_sn = 1;
+    k->acc = false, k->ctmp = false;
+  }
+  return true;
+}
+
 /* One thread block of a row-streaming plan: batches and columns by the task's place. */
 static void run_rows(void *ctx, int64_t task) {
   const Job *J = ctx;
@@ -1981,11 +2050,9 @@ static void run_block(void *ctx, int64_t task) {
   const Family *f = J->f;
   const Prob *p = J->p;
   const Plan *pl = J->pl;
-  int64_t tn = task % pl->tn, tm = task / pl->tn % pl->tm, tb = task / pl->tn / pl->tm;
-  int64_t b0 = tb * pl->bb, b1 = imin(p->batch, b0 + pl->bb);
-  int64_t m0 = tm * pl->mb, m1 = imin(p->m, m0 + pl->mb);
-  int64_t n0 = tn * pl->nbk, n1 = imin(p->n, n0 + pl->nbk);
-  if (b0 >= b1 || m0 >= m1 || n0 >= n1) return;
+  Block bk;
+  if (!block_of(J, task, &bk)) return;
+  int64_t b0 = bk.b0, b1 = bk.b1, m0 = bk.m0, m1 = bk.m1, n0 = bk.n0, n1 = bk.n1;
   size_t es = (size_t)g->esize;
   char *wa = NULL, *wb = NULL, *wc = NULL;             /* no workspace when nothing is packed */
   if (J->ws) {
@@ -1995,13 +2062,13 @@ static void run_block(void *ctx, int64_t task) {
   int nr = f->nr, tab = !pl->pack_b;
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
-    char *C = p->c + (size_t)(bi * p->c_sb) * es;
+    char *C = bk.c + (size_t)(bi * bk.c_sb) * es;
     for (int64_t jc = n0; jc < n1; jc += pl->nc) {
       int64_t ncur = imin(pl->nc, n1 - jc);
-      for (int64_t pc = 0; pc < p->k; pc += pl->kc) {
+      for (int64_t pc = bk.k0; pc < bk.k1; pc += pl->kc) {
         if (p->stop && *p->stop) return;     /* an interrupt is seen within a panel's time */
-        int64_t kcur = imin(pl->kc, p->k - pc);
-        int beta = p->acc || pc > 0;
+        int64_t kcur = imin(pl->kc, bk.k1 - pc);
+        int beta = bk.acc || pc > bk.k0;
         const char *bsrc = Bm + (size_t)(pc * p->b_sk + jc * p->b_sn) * es;
         const char *bpan;
         int64_t b_rs, b_pstride;                  /* elements */
@@ -2023,7 +2090,7 @@ static void run_block(void *ctx, int64_t task) {
           for (int64_t jr = 0; jr < ncur; jr += nr) {
             int64_t w = imin(nr, ncur - jr);
             const char *bp = bpan + (size_t)((jr / nr) * b_pstride) * es;
-            char *cb = C + (size_t)(ic * p->c_sm + (jc + jr) * p->c_sn) * es;
+            char *cb = C + (size_t)(ic * bk.c_sm + (jc + jr) * bk.c_sn) * es;
             size_t aoff = 0;
             Pieces it;
             pieces_init(&it, f, mcur, tab);
@@ -2039,12 +2106,12 @@ static void run_block(void *ctx, int64_t task) {
                 ap = asrc + (size_t)(r0 * p->a_sm) * es; a_rs = p->a_sm; a_cs = p->a_sk;
               }
               UkFn uk = w == nr && hs == h ? f->ukf[h] : f->uk[h];
-              char *cp = cb + (size_t)(r0 * p->c_sm) * es;
-              if (!p->ctmp) {
-                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, p->c_sm, w, hs, beta);
+              char *cp = cb + (size_t)(r0 * bk.c_sm) * es;
+              if (!bk.ctmp) {
+                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, w, hs, beta);
               } else {
                 uk(kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, w, hs, 0);
-                merge_tile(g, wc, nr, cp, p->c_sm, p->c_sn, hs, w, beta);
+                merge_tile(g, wc, nr, cp, bk.c_sm, bk.c_sn, hs, w, beta);
               }
             }
           }
@@ -2079,19 +2146,18 @@ static void run_dot(void *ctx, int64_t task) {
   const DotSet *d = &g->dot;
   const Prob *p = J->p;
   const Plan *pl = J->pl;
-  int64_t tm = task % pl->tm, tb = task / pl->tm;
-  int64_t b0 = tb * pl->bb, b1 = imin(p->batch, b0 + pl->bb);
-  int64_t m0 = tm * pl->mb, m1 = imin(p->m, m0 + pl->mb);
-  if (b0 >= b1 || m0 >= m1) return;
+  Block bk;
+  if (!block_of(J, task, &bk)) return;
+  int64_t b0 = bk.b0, b1 = bk.b1, m0 = bk.m0, m1 = bk.m1;
   size_t es = (size_t)g->esize;
   char *wb = J->ws ? (char *)align64(J->ws[task]) + J->lay.b : NULL;
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
-    char *C = p->c + (size_t)(bi * p->c_sb) * es;
-    for (int64_t pc = 0; pc < p->k; pc += pl->kc) {
+    char *C = bk.c + (size_t)(bi * bk.c_sb) * es;
+    for (int64_t pc = bk.k0; pc < bk.k1; pc += pl->kc) {
       if (p->stop && *p->stop) return;
-      int64_t kcur = imin(pl->kc, p->k - pc);
-      int beta = p->acc || pc > 0;
+      int64_t kcur = imin(pl->kc, bk.k1 - pc);
+      int beta = bk.acc || pc > bk.k0;
       const char *bt = Bm + (size_t)(pc * p->b_sk) * es;
       int64_t bt_rs = p->b_sn;
       if (pl->pack_b) {
@@ -2108,13 +2174,31 @@ static void run_dot(void *ctx, int64_t task) {
             int h = dot_piece(d, w, mcur - r);
             int64_t i = ic + r;
             d->fn[w][h](kcur, ak + (size_t)(i * p->a_sm) * es, p->a_sm, bt + (size_t)(j0 * bt_rs) * es,
-                        bt_rs, C + (size_t)(i * p->c_sm + j0 * p->c_sn) * es, p->c_sm, p->c_sn, h, w,
+                        bt_rs, C + (size_t)(i * bk.c_sm + j0 * bk.c_sn) * es, bk.c_sm, bk.c_sn, h, w,
                         beta);
             r += h;
           }
         }
       }
     }
+  }
+}
+
+/* C += each k block's copy, over the part of C its thread block covers (after the blocks
+ * have run; C is small when k is split). */
+static void add_parts(const Job *J, int nblk) {
+  const Prob *p = J->p;
+  int64_t per = (int64_t)J->pl->tb * J->pl->tm * J->pl->tn;
+  for (int64_t t = per; t < nblk; t++) {
+    Block bk;
+    if (!block_of(J, t, &bk)) continue;
+    for (int64_t b = bk.b0; b < bk.b1; b++)
+      for (int64_t i = bk.m0; i < bk.m1; i++)
+        for (int64_t j = bk.n0; j < bk.n1; j++) {
+          int64_t src = b * bk.c_sb + i * bk.c_sm + j, dst = b * p->c_sb + i * p->c_sm + j * p->c_sn;
+          if (J->g->esize == 4) ((float *)p->c)[dst] += ((const float *)bk.c)[src];
+          else ((double *)p->c)[dst] += ((const double *)bk.c)[src];
+        }
   }
 }
 
@@ -2171,20 +2255,20 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     last_plan.plan = pl;
   }
   const Family *f = &g->fam[pl.fam];
-  int nblk = pl.tb * pl.tm * pl.tn;
+  int nblk = pl.tb * pl.tm * pl.tn * pl.tk;
   if (pl.rows) {
     Job J = { .g = g, .p = &p, .pl = &pl };
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_rows, &J);
     return stopped(&p, err, errlen);
   }
   void (*run)(void *, int64_t) = pl.dot ? run_dot : run_block;
-  if (!pl.pack_a && !pl.pack_b && (pl.dot || !p.ctmp)) {   /* on the operands: no workspace */
+  if (!pl.pack_a && !pl.pack_b && (pl.dot || !p.ctmp) && pl.tk == 1) {   /* no workspace */
     Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = NULL };
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run, &J);
     return stopped(&p, err, errlen);
   }
   WsLayout lay;
-  ws_layout(g, f, &pl, &lay);
+  ws_layout(g, f, &p, &pl, &lay);
   size_t need = lay.total;
   void *mine[64], **ws;
   bool locked = pthread_mutex_trylock(&g->ws_lock) == 0;
@@ -2209,6 +2293,7 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = ws, .lay = lay };
   for (int i = 0; i < nblk; i++) ws_arm(ws[i], &lay);
   dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run, &J);
+  if (pl.tk > 1 && !(p.stop && *p.stop)) add_parts(&J, nblk);
   for (int i = 0; i < nblk; i++) ws_check(ws[i], &lay);
   if (locked) {
     pthread_mutex_unlock(&g->ws_lock);
@@ -2250,6 +2335,7 @@ static void plan_info(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out) {
   out->tb = pl->tb;
   out->tm = pl->tm;
   out->tn = pl->tn;
+  out->tk = pl->tk;
   out->predicted_s = pl->t;
 }
 
@@ -2319,6 +2405,19 @@ double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds) {
 static int cmp_plan(const void *x, const void *y) {
   double a = ((const Plan *)x)->t, b = ((const Plan *)y)->t;
   return a < b ? -1 : a > b;
+}
+
+/* "1x2x1", or "1x1x1/k2" for a k split */
+static const char *grid_str(const Plan *pl, char *s) {
+  if (pl->tk > 1) sprintf(s, "%dx%dx%d/k%d", pl->tb, pl->tm, pl->tn, pl->tk);
+  else sprintf(s, "%dx%dx%d   ", pl->tb, pl->tm, pl->tn);
+  return s;
+}
+
+static void ksplit_line(Buf *out, const Plan *pl, const Prob *p) {
+  if (pl->tk > 1)
+    buf_printf(out, "    k split %d ways: each block sums k blocks of %lld into its own copy of C, "
+               "added to C at the end\n", pl->tk, (long long)imin(pl->kb, p->k));
 }
 
 void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
@@ -2399,6 +2498,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
                best.pack_b ? "packed" : "in place (B's columns contiguous)");
     buf_printf(out, "  cores: %d x %d x 1 blocks (batch x M x N) of %lld x %lld x %lld\n", best.tb,
                best.tm, (long long)imin(best.bb, p.batch), (long long)imin(best.mb, p.m), (long long)p.n);
+    ksplit_line(out, &best, &p);
     buf_printf(out, "  L2: mc = %lld   L1: kc = %lld\n", (long long)best.mc, (long long)best.kc);
   } else {
     buf_printf(out, "chosen: tile %dx%d, A %s, B %s\n", f->mr, f->nr,
@@ -2407,6 +2507,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     buf_printf(out, "  cores: %d x %d x %d blocks (batch x M x N) of %lld x %lld x %lld\n",
                best.tb, best.tm, best.tn, (long long)imin(best.bb, p.batch),
                (long long)imin(best.mb, p.m), (long long)imin(best.nbk, p.n));
+    ksplit_line(out, &best, &p);
     buf_printf(out, "  %s: nc = %lld   L2: mc = %lld   L1: kc = %lld   registers: %dx%d\n",
                best.nc_l2 ? "L2" : "L3", (long long)best.nc, (long long)best.mc,
                (long long)best.kc, f->mr, f->nr);
@@ -2429,21 +2530,23 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
              "packing %.2f, fork-join %.2f", best.t * 1e6, best.t_comp * 1e6,
              best.t_mem * 1e6, best.t_stall * 1e6, best.t_pack * 1e6, best.t_sync * 1e6);
   if (best.t_share > 0) buf_printf(out, ", C lines shared by cores %.2f", best.t_share * 1e6);
+  if (best.t_red > 0) buf_printf(out, ", adding the copies of C %.2f", best.t_red * 1e6);
   buf_printf(out, ") = %.1f GFLOP/s\n", flops / best.t * 1e-9);
   qsort(c, (size_t)nc, sizeof *c, cmp_plan);
   buf_printf(out, "candidates (%d weighed, best first):\n", nc);
+  char gs[64];
   for (int i = 0; i < nc && i < 8; i++) {
     if (c[i].rows)
       buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld        %9.2f us\n",
                  c[i].tb, c[i].tm, c[i].tn, (long long)c[i].nc, c[i].t * 1e6);
     else if (c[i].dot)
-      buf_printf(out, "  dot    B^T %-6s          grid %dx%dx%d  kc %-4lld mc %-5lld         %9.2f us\n",
-                 c[i].pack_b ? "packed" : "direct", c[i].tb, c[i].tm, c[i].tn, (long long)c[i].kc,
+      buf_printf(out, "  dot    B^T %-6s          grid %s  kc %-4lld mc %-5lld         %9.2f us\n",
+                 c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs), (long long)c[i].kc,
                  (long long)c[i].mc, c[i].t * 1e6);
     else
-      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %dx%dx%d  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
+      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %s  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
                  g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",
-                 c[i].pack_b ? "packed" : "direct", c[i].tb, c[i].tm, c[i].tn,
+                 c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs),
                  (long long)c[i].kc, (long long)c[i].mc, (long long)c[i].nc, c[i].t * 1e6);
   }
 }

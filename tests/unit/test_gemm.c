@@ -402,10 +402,48 @@ START_TEST(test_dot) {
   GemmArgs mv = { .batch = 1, .m = 4096, .n = 1, .k = 4096, .a_sm = 4096, .a_sk = 1,
                   .b_sk = 1, .b_sn = 1, .c_sm = 1, .c_sn = 1 };
   GemmPlanInfo pi;
-  ck_assert(gemm_plan_info(g32, &mv, 2, &pi) && pi.dot && pi.tm == 2);
+  ck_assert(gemm_plan_info(g32, &mv, 2, &pi) && pi.dot && pi.tm * pi.tk == 2);
   GemmArgs sq = { .batch = 1, .m = 512, .n = 512, .k = 512, .a_sm = 512, .a_sk = 1,
                   .b_sk = 512, .b_sn = 1, .c_sm = 512, .c_sn = 1 };
   ck_assert(gemm_plan_info(g32, &sq, 2, &pi) && !pi.dot);
+}
+END_TEST
+
+/* k split over thread blocks, forced: tiles and inner products, with 2 and 3 blocks in k
+ * (more blocks than threads), alone and beside a split of N or M, k not a multiple of the
+ * blocks (the last one shorter, or empty: 5 over 4 blocks of 2), C = and C +=, a C with no
+ * unit stride, batches.  And the model takes it for a small C over a long k. */
+START_TEST(test_ksplit) {
+  static const int64_t shapes[][3] = { { 16, 16, 1000 }, { 1, 1, 517 }, { 13, 33, 301 },
+                                       { 7, 3, 5 }, { 29, 70, 64 }, { 2, 5, 1000 } };
+  static const int grids[][3] = { { 2, 1, 1 }, { 3, 1, 1 }, { 4, 1, 1 }, { 2, 2, 1 }, { 2, 1, 2 } };  /* tk, tm, tn */
+  int bad = 0;
+  for (int gi = 0; gi < 2; gi++) {
+    GemmKernels *g = gi ? g64 : g32;
+    for (int q = 0; q < 5; q++)
+      for (int dot = 1; dot <= 2; dot++) {
+        GemmForce fo = { .tk = grids[q][0], .tm = grids[q][1], .tn = dot == 1 ? 1 : grids[q][2],
+                         .dot = dot };
+        gemm_force(g, &fo);
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+          int v = (int)si + q;
+          Case cs = { .batch = 1 + (v % 3 == 2), .m = shapes[si][0], .n = shapes[si][1],
+                      .k = shapes[si][2], .la = 'r', .lb = v & 1 ? 'c' : 'r',
+                      .lc = v % 4 == 3 ? 'g' : 'r', .acc = (v / 2) & 1, .threads = 2,
+                      .at_end = v & 1 };
+          bad += run_case(g, &cs);
+          GemmPlanInfo pi;
+          ck_assert(gemm_last_plan(g, &pi));
+          ck_assert_msg(pi.tk == (int)(shapes[si][2] < grids[q][0] ? shapes[si][2] : grids[q][0]),
+                        "shape %zu grid %d: k split %d", si, q, pi.tk);
+        }
+      }
+    gemm_force(g, NULL);
+  }
+  ck_assert_int_eq(bad, 0);
+  GemmArgs lk = { .batch = 1, .m = 16, .n = 16, .k = 100000, .a_sm = 100000, .a_sk = 1,
+                  .b_sk = 16, .b_sn = 1, .c_sm = 16, .c_sn = 1 };
+  expect_plan(&lk, "k split 2 ways", "adding the copies of C");
 }
 END_TEST
 
@@ -482,8 +520,9 @@ START_TEST(test_describe_and_code) {
                   .a_sk = 1, .b_sb = 6400, .b_sk = 100, .b_sn = 1, .c_sb = 10000,
                   .c_sm = 100, .c_sn = 1 };
   expect_plan(&bx, "cores: 2 x 1 x 1 blocks", NULL);
-  /* With three rows there is nothing else to split: the model charges the shared lines. */
-  GemmArgs nx = { .batch = 1, .m = 3, .n = 1000, .k = 1000, .a_sm = 1000, .a_sk = 1,
+  /* With three rows and a short k there is nothing else to split: the model charges the
+   * shared lines. */
+  GemmArgs nx = { .batch = 1, .m = 3, .n = 1000, .k = 250, .a_sm = 250, .a_sk = 1,
                   .b_sk = 1000, .b_sn = 1, .c_sm = 1000, .c_sn = 1 };
   expect_plan(&nx, "cores: 1 x 1 x 2 blocks", "C lines shared by cores");
   char err[256];
@@ -634,6 +673,7 @@ int main(void) {
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
+  tcase_add_test(tc, test_ksplit);
   tcase_add_test(tc, test_degenerate);
   tcase_add_test(tc, test_stop);
   tcase_add_test(tc, test_describe_and_code);
