@@ -33,7 +33,8 @@
  *    block is not a sliver, and all passed to the kernels as arguments.  Packing is a
  *    choice: A into row-piece panels (generated IR transposes W x W blocks in registers),
  *    B into nr-wide panels (generated IR, read row by row); either may be read in place.
- *  - Top level.  The (batch, m, n) space is cut into a grid of thread blocks at run time.
+ *  - Top level.  The (batch, m, n) space is cut into a grid of thread blocks at run time
+ *    (and k, below).
  *    The model scores every (family, packing, grid): kernel time from the measured rates
  *    and the DP's edge splits, per-call and C-tile costs, operand bytes from the level
  *    each operand's footprint fits over that level's per-core bandwidth (shared when all
@@ -49,6 +50,15 @@
  *    the bandwidth.  A kernel that reads B row by row and keeps C's rows in L1 (emit_rows)
  *    is one more candidate, scored by its measured rate and B's bandwidth.  Its four
  *    functions are compiled (and timed) the first time a shape makes it a candidate.
+ *  - Inner products.  For a C of at most DOT_MAXN columns (a matrix times a vector, or a few
+ *    vectors) a tile of nr columns leaves most lanes idle.  Kernels of h x w (w <= 4) keep
+ *    one vector accumulator per element of C, along k, and sum the lanes at the end: A is
+ *    read once per strip of columns, in rows, and B's columns, as rows of B^T (in place
+ *    when contiguous, else packed), stay in L1.  Twelve functions, compiled and timed like
+ *    the row-streaming ones, on first need; the model weighs them beside the tiles.
+ *  - k split.  A small C over a long k gives the grid too few blocks to share: the threads
+ *    then split k, each block after the first summing into its own copy of C, which are
+ *    added into C at the end (a grid dimension like the others, weighed by the model).
  * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
  * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
  * costs are software constants below.  Calibration runs on whatever the machine is doing at

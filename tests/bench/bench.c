@@ -10,7 +10,9 @@
  * batches, the same for every column); machines are shared and noisy, which is why ratios
  * from one run are what to read.  Writes a CSV beside the table.
  *
- * usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR
+ * usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR [MORE_DIR ...]
+ * Each further directory's suites (any of the three files it has) follow, labelled by its
+ * name: `make bench` adds tests/bench/shapes, shapes the shared suites do not list.
  */
 #include "config.h"
 #include "dyn.h"
@@ -223,11 +225,15 @@ static void geo_add(Geo *g, int i, double r) {
 }
 static double geo(const Geo *g, int i) { return g->n[i] ? exp(g->logsum[i] / g->n[i]) : 0; }
 
+/* A suite file of dir; a missing one is skipped, and said so for the first directory (the
+ * shared suites), where every file is expected. */
+static const char *label_prefix = "";
+static bool quiet_missing;
 static FILE *open_suite(const char *dir, const char *name) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", dir, name);
   FILE *f = fopen(path, "r");
-  if (!f) fprintf(stderr, "bench: cannot read %s; skipping it\n", path);
+  if (!f && !quiet_missing) fprintf(stderr, "bench: cannot read %s; skipping it\n", path);
   return f;
 }
 
@@ -291,7 +297,7 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
     pause_between();
 #endif
   }
-  printf("\n%s: f32 %s, %d threads; ratio = their time / ours (above 1: dyn is faster)\n", file,
+  printf("\n%s%s: f32 %s, %d threads; ratio = their time / ours (above 1: dyn is faster)\n", label_prefix, file,
          batched ? "C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch)" : "C = A B, row-major", threads);
   printf("%-22s %10s %9s %10s %9s %10s %9s\n", batched ? "B M N K" : "M N K", "dyn ms", "GFLOP/s", "oneDNN ms", "ratio",
          "OpenBLAS", "ratio");
@@ -312,7 +318,7 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
     else printf(" %10s %9s\n", "-", "-");
     geo_add(&g, 0, t1 / td);
     geo_add(&g, 1, t2 / td);
-    fprintf(csv, "%s,%s,%.6f,%.3f,%.6f,%.6f\n", file, shape, td * 1e3, flops / td * 1e-9, t1 * 1e3, t2 * 1e3);
+    fprintf(csv, "%s%s,%s,%.6f,%.3f,%.6f,%.6f\n", label_prefix, file, shape, td * 1e3, flops / td * 1e-9, t1 * 1e3, t2 * 1e3);
     free(c->c);
     tensor_release(c->A);
     tensor_release(c->B);
@@ -329,8 +335,8 @@ static double copy_gbs(const Copy *c) {
 static void rowwise_suite(Session *s, const char *dir, FILE *csv, const Copy *cp) {
   FILE *f = open_suite(dir, "rowwise.txt");
   if (!f) return;
-  printf("\nrowwise.txt: f32 over the last axis, %d threads; reference: a plain C loop at -O3 on the same threads;\n"
-         "of bw: GB/s (bytes read and written once) over the streaming bandwidth measured just before\n", threads);
+  printf("\n%srowwise.txt: f32 over the last axis, %d threads; reference: a plain C loop at -O3 on the same threads;\n"
+         "of bw: GB/s (bytes read and written once) over the streaming bandwidth measured just before\n", label_prefix, threads);
   printf("%-24s %10s %8s %7s %10s %9s\n", "OP ROWS COLS", "dyn ms", "GB/s", "of bw", "C loop ms", "ratio");
   Geo g = {0};
   char line[256];
@@ -357,7 +363,7 @@ static void rowwise_suite(Session *s, const char *dir, FILE *csv, const Copy *cp
     printf("%-24s %10.4f %8.1f %6.0f%% %10.4f %9.2f\n", shape, td * 1e3, bytes / td * 1e-9,
            100.0 * bytes / td * 1e-9 / stream_gbs, tc * 1e3, tc / td);
     geo_add(&g, 0, tc / td);
-    fprintf(csv, "rowwise.txt,%s,%.6f,%.3f,%.6f,\n", shape, td * 1e3, bytes / td * 1e-9, tc * 1e3);
+    fprintf(csv, "%srowwise.txt,%s,%.6f,%.3f,%.6f,\n", label_prefix, shape, td * 1e3, bytes / td * 1e-9, tc * 1e3);
     free(y);
     tensor_release(X);
     tensor_release(G);
@@ -368,15 +374,16 @@ static void rowwise_suite(Session *s, const char *dir, FILE *csv, const Copy *cp
 }
 
 int main(int argc, char **argv) {
-  const char *dir = NULL, *csvpath = "bench-results.csv";
+  const char *dirs[16], *csvpath = "bench-results.csv";
+  int ndirs = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csvpath = argv[++i];
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
-    else dir = argv[i];
+    else if (ndirs < 16) dirs[ndirs++] = argv[i];
   }
-  if (!dir || threads < 1) {
-    fprintf(stderr, "usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR\n");
+  if (!ndirs || threads < 1) {
+    fprintf(stderr, "usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR [MORE_DIR ...]\n");
     return 2;
   }
   FILE *csv = fopen(csvpath, "w");
@@ -451,11 +458,18 @@ int main(int argc, char **argv) {
   memset(cb, 0, sizeof(float) * (size_t)ncopy);
   Copy copy = {cb, ca, ncopy};
   printf("streaming bandwidth (memcpy on %d threads): %.1f GB/s\n", threads, copy_gbs(&copy));
-  contraction_suite(s, dir, "gemm.txt", false, csv);
   if (session_compiles(s, "bmm") < 0)      /* the stdlib's, else the same written here */
     session_run(s, "fn bmm(A: f32[B, M, K], X: f32[B, K, N]) -> f32[B, M, N] { C[b, i, j] = sum[k] A[b, i, k] * X[b, k, j]; return C }", "bench");
-  contraction_suite(s, dir, "bmm.txt", true, csv);
-  rowwise_suite(s, dir, csv, &copy);
+  char prefix[256];
+  for (int d = 0; d < ndirs; d++) {
+    const char *dir = dirs[d], *base = strrchr(dir, '/');
+    snprintf(prefix, sizeof prefix, "%s/", base && base[1] ? base + 1 : dir);
+    label_prefix = d ? prefix : "";
+    quiet_missing = d > 0;
+    contraction_suite(s, dir, "gemm.txt", false, csv);
+    contraction_suite(s, dir, "bmm.txt", true, csv);
+    rowwise_suite(s, dir, csv, &copy);
+  }
   free(ca);
   free(cb);
   pool_free(peak_pool);
