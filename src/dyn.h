@@ -812,7 +812,7 @@ bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out);
  * 1 + an index into the kept families (1 = best scored), pack_* are 1 (pack) or 2 (in
  * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
 /* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it; dot: the
- * same for the inner-product kernels (C of at most 8 columns, A with unit k stride) */
+ * same for the inner-product kernels (C of at most 16 columns, A with unit k stride) */
 /* tk: thread blocks over k (each after the first sums into its own copy of C) */
 typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot, tk; } GemmForce;
 void gemm_force(GemmKernels *g, const GemmForce *f);

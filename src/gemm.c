@@ -132,7 +132,8 @@ typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_
 /* The inner-product kernels (emit_dot), for a C of at most DOT_MAXN columns: a tile of h
  * rows and w <= DOT_WMAX columns, vectors along k. */
 #define DOT_WMAX 4
-#define DOT_MAXN (2 * DOT_WMAX)
+#define DOT_STRIPS 4
+#define DOT_MAXN (DOT_STRIPS * DOT_WMAX)
 #define DOT_HMAX 8
 typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, int64_t b_rs,
                       void *c, int64_t c_rs, int64_t c_cs, int64_t m_rem, int64_t n_rem,
@@ -187,7 +188,7 @@ typedef struct Plan {
   bool nc_l2;                     /* nc sized for the packed B panel to stay in L2 */
   bool rows;                      /* the row-streaming kernel (m <= ROWS_MAX); nc: its chunk */
   bool dot;                       /* inner products (n <= DOT_MAXN); pack_b: B^T packed */
-  int dw[2];                      /* ... their strips' widths (dw[1] 0: one strip) */
+  int dw[DOT_STRIPS];             /* ... their strips' widths (0 past the last) */
   double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t_red, t;
 } Plan;
 
@@ -410,21 +411,22 @@ static void enumerate_tiles(GemmKernels *g) {
 }
 
 /* The inner-product tiles: for each width w, the tallest h whose h*w accumulators, w
- * vectors of B^T and one of A fit the registers, and the heights 2 and 1 (an edge of r
- * rows runs as the tallest that fit, in turn: each height is a function to compile, and
- * an edge costs little beside the tall tiles); accumulator sets to hide the FMA latency
- * where h*w chains are too few. */
+ * vectors of B^T and one of A fit the registers, the tallest of the widest (several strips
+ * of columns take their row pieces together, one height for all, so that A's rows stay in
+ * L1 from strip to strip), and the heights 2 and 1 (an edge of r rows runs as the tallest
+ * that fit, in turn: each height is a function to compile, and an edge costs little beside
+ * the tall tiles); accumulator sets to hide the FMA latency where h*w chains are too few. */
 static void dot_setup(GemmKernels *g) {
   const HwModel *hm = &g->hw;
   int regs = hw_vregs(hm), need = hw_fma_lat(hm) * hw_fma_units(hm);
   DotSet *d = &g->dot;
   memset(d, 0, sizeof *d);
-  for (int w = 1; w <= DOT_WMAX; w++) {
+  for (int w = DOT_WMAX; w >= 1; w--) {
     int H = DOT_HMAX;
     while (H > 1 && H * w + w + 1 > regs) H--;
     d->hmax[w] = H;
     for (int h = 1; h <= H; h++) {
-      if (h != H && h > 2) continue;
+      if (h != H && h != d->hmax[DOT_WMAX] && h > 2) continue;
       int ks = (need + h * w - 1) / (h * w);
       while (ks > 1 && (h * w + w) * ks + 1 > regs) ks--;
       d->has[w][h] = true;
@@ -1628,34 +1630,37 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
 
 /* ---- inner products: the model ---- */
 
-/* The height of the next row piece of a strip of width w with `left` rows to go: the
- * tallest tile while it fits, then the tallest emitted height that fits the rest. */
+/* The height of the next row piece with `left` rows to go: the tallest tile while it fits,
+ * then the tallest emitted height that fits the rest.  One strip of width w takes w's
+ * heights; several take the widest's (emitted for every width). */
 static int dot_piece(const DotSet *d, int w, int64_t left) {
   int h = d->hmax[w];
   while (h > 1 && (h > left || !d->has[w][h])) h--;
   return h;
 }
 
-/* Seconds per vector of k for mt rows of a strip of width w, and per pass over them (the
+static int dot_hw(const Plan *pl) { return pl->dw[1] ? DOT_WMAX : pl->dw[0]; }
+
+/* Seconds per vector of k for mt rows of the plan's strips, and per pass over them (the
  * calls' fixed costs). */
-static double dot_rows_sec(const DotSet *d, int w, int64_t mt, double *pass_s) {
-  int H = d->hmax[w];
-  int64_t full = mt / H;
-  double vs = (double)full * d->vsec[w][H], cs = (double)full * d->call[w][H];
-  for (int64_t left = mt - full * H; left > 0;) {
-    int h = dot_piece(d, w, left);
-    vs += d->vsec[w][h];
-    cs += d->call[w][h];
+static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *pass_s) {
+  double vs = 0, cs = 0;
+  for (int64_t left = mt; left > 0;) {
+    int h = dot_piece(d, dot_hw(pl), left);
+    for (int s = 0; s < DOT_STRIPS && pl->dw[s]; s++) {
+      vs += d->vsec[pl->dw[s]][h];
+      cs += d->call[pl->dw[s]][h];
+    }
     left -= h;
   }
   *pass_s = cs;
   return vs;
 }
 
-/* The inner-product plan over a tb x tm grid: C's columns in one strip, or two of nearly
- * equal width; kc keeps B^T's rows of a k block in half of L1, and with two strips mc keeps
- * A's block in half of L2 for the second.  Compute from the measured rates; A read once
- * from where it lives (the second strip from L2); B^T packed by scalar code when B's
+/* The inner-product plan over a tb x tm (x tk) grid: C's columns in strips of at most
+ * DOT_WMAX, of nearly equal widths, the strips of a row piece one after the other (its rows
+ * of A stay in L1); kc keeps B^T's rows of a k block in half of L1.  Compute from the
+ * measured rates; A read once, from where it lives; B^T packed by scalar code when B's
  * columns are not contiguous, once per thread block. */
 static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, int tk, Plan *pl) {
   const HwModel *h = &g->hw;
@@ -1669,10 +1674,8 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   pl->dot = true;
   pl->tb = tb, pl->tm = tm, pl->tn = 1;
   int ns = (int)cdiv(p->n, DOT_WMAX);
-  pl->dw[0] = (int)cdiv(p->n, ns);
-  pl->dw[1] = (int)p->n - pl->dw[0];
-  int64_t unit = d->hmax[pl->dw[0]];
-  if (pl->dw[1]) unit = unit / gcd64(unit, d->hmax[pl->dw[1]]) * d->hmax[pl->dw[1]];
+  for (int s = 0; s < ns; s++) pl->dw[s] = (int)(p->n / ns + (s < p->n % ns));
+  int64_t unit = d->hmax[dot_hw(pl)];
   pl->bb = cdiv(p->batch, tb);
   pl->mb = cdiv(cdiv(p->m, unit), tm) * unit;
   pl->nbk = p->n;
@@ -1681,22 +1684,14 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   pl->kc = imin(p->k, balanced(p->k, kc_max, g->W));
   if (g->force.kc > 0) pl->kc = imin(g->force.kc, p->k);
   int64_t mt = imin(pl->mb, p->m), bt = imin(pl->bb, p->batch);
-  int64_t mc_max = imax(unit, (int64_t)(cache_bytes(h, 1) / 2 / ((double)pl->kc * es)) / unit * unit);
-  pl->mc = pl->dw[1] ? balanced(mt, mc_max, unit) : mt;
-  if (g->force.mc > 0) pl->mc = g->force.mc;
+  pl->mc = mt;
   int64_t nkb = cdiv(p->k, pl->kc), nvec = nkb * cdiv(pl->kc, g->W);
-  double comp = 0;
-  for (int s = 0; s < 2 && pl->dw[s]; s++) {
-    double pass;
-    double vs = dot_rows_sec(d, pl->dw[s], mt, &pass);
-    comp += (double)nvec * vs + (double)nkb * (pass + cdiv(mt, pl->mc) * CALL_CYC / hz);
-  }
-  pl->t_comp = (double)bt * comp;
+  double pass, vs = dot_rows_sec(d, pl, mt, &pass);
+  pl->t_comp = (double)bt * ((double)nvec * vs + (double)nkb * (pass + CALL_CYC / hz));
   double bytesA = (double)bt * mt * p->k * es, bytesB = (double)bt * p->n * p->k * es;
   double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
   double bwB = shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
   pl->t_mem = bytesA / bwA + bytesB / bwB;
-  if (pl->dw[1]) pl->t_mem += bytesA / level_bw(h, cache_bytes(h, 1) / 2);
   pl->t_pack = pl->pack_b ? bytesB / es * 2 / hz : 0;
   pl->t_sync = users > 1 ? SYNC_S : 0;
   pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
@@ -1847,7 +1842,7 @@ static void ws_layout(const GemmKernels *g, const Family *f, const Prob *p, cons
   size_t a = (size_t)pl->mc * pl->kc * es;
   size_t b = (size_t)pl->kc * (size_t)cdiv(pl->nc, f->nr) * f->nr * es;
   size_t c = (size_t)f->mr * f->nr * es;
-  if (pl->dot) a = c = 0, b = (size_t)pl->kc * (size_t)(pl->dw[0] + pl->dw[1]) * es;  /* B^T */
+  if (pl->dot) a = c = 0, b = (size_t)pl->kc * (size_t)pl->nbk * es;  /* B^T */
   L->a = 0;
   L->end[0] = a;
   L->b = round64(a) + CANARY;
@@ -2176,19 +2171,14 @@ static void run_dot(void *ctx, int64_t task) {
         bt_rs = kcur;
       }
       const char *ak = A + (size_t)(pc * p->a_sk) * es;
-      for (int64_t ic = m0; ic < m1; ic += pl->mc) {
-        int64_t mcur = imin(pl->mc, m1 - ic);
-        for (int s = 0, j0 = 0; s < 2 && pl->dw[s]; j0 += pl->dw[s++]) {
+      for (int64_t i = m0; i < m1;) {
+        int h = dot_piece(d, dot_hw(pl), m1 - i);
+        for (int s = 0, j0 = 0; s < DOT_STRIPS && pl->dw[s]; j0 += pl->dw[s++]) {
           int w = pl->dw[s];
-          for (int64_t r = 0; r < mcur;) {
-            int h = dot_piece(d, w, mcur - r);
-            int64_t i = ic + r;
-            d->fn[w][h](kcur, ak + (size_t)(i * p->a_sm) * es, p->a_sm, bt + (size_t)(j0 * bt_rs) * es,
-                        bt_rs, C + (size_t)(i * bk.c_sm + j0 * bk.c_sn) * es, bk.c_sm, bk.c_sn, h, w,
-                        beta);
-            r += h;
-          }
+          d->fn[w][h](kcur, ak + (size_t)(i * p->a_sm) * es, p->a_sm, bt + (size_t)(j0 * bt_rs) * es,
+                      bt_rs, C + (size_t)(i * bk.c_sm + j0 * bk.c_sn) * es, bk.c_sm, bk.c_sn, h, w, beta);
         }
+        i += h;
       }
     }
   }
@@ -2335,7 +2325,7 @@ static void plan_info(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out) {
   const Family *f = &g->fam[pl->fam];
   out->rows = pl->rows;
   out->dot = pl->dot;
-  out->mr = pl->rows ? 0 : pl->dot ? g->dot.hmax[pl->dw[0]] : f->mr;
+  out->mr = pl->rows ? 0 : pl->dot ? g->dot.hmax[dot_hw(pl)] : f->mr;
   out->nr = pl->rows ? 0 : pl->dot ? pl->dw[0] : f->nr;
   out->pack_a = pl->pack_a;
   out->pack_b = pl->pack_b;
@@ -2503,13 +2493,13 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     buf_printf(out, "  L1: chunks of %lld columns\n", (long long)best.nc);
   } else if (best.dot) {
     buf_printf(out, "chosen: inner products, vectors along k: %d column%s", best.dw[0], best.dw[0] == 1 ? "" : "s");
-    if (best.dw[1]) buf_printf(out, " + %d", best.dw[1]);
-    buf_printf(out, " a strip, tiles of %d rows; B^T %s\n", g->dot.hmax[best.dw[0]],
+    for (int s = 1; s < DOT_STRIPS && best.dw[s]; s++) buf_printf(out, " + %d", best.dw[s]);
+    buf_printf(out, " a strip, tiles of %d rows; B^T %s\n", g->dot.hmax[dot_hw(&best)],
                best.pack_b ? "packed" : "in place (B's columns contiguous)");
     buf_printf(out, "  cores: %d x %d x 1 blocks (batch x M x N) of %lld x %lld x %lld\n", best.tb,
                best.tm, (long long)imin(best.bb, p.batch), (long long)imin(best.mb, p.m), (long long)p.n);
     ksplit_line(out, &best, &p);
-    buf_printf(out, "  L2: mc = %lld   L1: kc = %lld\n", (long long)best.mc, (long long)best.kc);
+    buf_printf(out, "  L1: kc = %lld\n", (long long)best.kc);
   } else {
     buf_printf(out, "chosen: tile %dx%d, A %s, B %s\n", f->mr, f->nr,
                best.pack_a ? "packed" : p.a_sm == 1 || p.m == 1 ? "in place (unit rows)" : "in place (strided rows)",
@@ -2550,9 +2540,9 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
       buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld        %9.2f us\n",
                  c[i].tb, c[i].tm, c[i].tn, (long long)c[i].nc, c[i].t * 1e6);
     else if (c[i].dot)
-      buf_printf(out, "  dot    B^T %-6s          grid %s  kc %-4lld mc %-5lld         %9.2f us\n",
+      buf_printf(out, "  dot    B^T %-6s          grid %s  kc %-4lld                    %9.2f us\n",
                  c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs), (long long)c[i].kc,
-                 (long long)c[i].mc, c[i].t * 1e6);
+                 c[i].t * 1e6);
     else
       buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %s  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
                  g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",

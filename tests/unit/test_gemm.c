@@ -365,8 +365,8 @@ START_TEST(test_rows) {
 }
 END_TEST
 
-/* The inner-product kernels (C of 1 to 8 columns), forced: heights around each tile's
- * (8 and 6 rows on AVX-512) and one or two strips of columns, reductions around a vector
+/* The inner-product kernels (C of 1 to 16 columns), forced: heights around each tile's
+ * (8 and 6 rows on AVX-512) and one to four strips of columns, reductions around a vector
  * and around a forced k block (several blocks, a masked tail in each), B packed (row-major,
  * general) and in place (column-major: B^T's rows contiguous), C row-major and with no unit
  * stride (written in place through both; a column-major C is computed transposed), C = and
@@ -381,7 +381,7 @@ START_TEST(test_dot) {
       GemmForce fo = { .dot = 1, .tm = q == 1 ? 2 : 1, .tb = q == 2 ? 3 : 1, .kc = q == 0 ? 0 : 32 };
       gemm_force(g, &fo);
       for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
-        for (int64_t n = 1; n <= 8; n++)
+        for (int64_t n = 1; n <= 16; n += 1 + (n >= 8))
           for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
             int v = (int)(mi + n + ki + q);
             Case cs = { .batch = q == 2 ? 3 : 1, .m = ms[mi], .n = n, .k = ks[ki], .la = 'r',
@@ -390,7 +390,8 @@ START_TEST(test_dot) {
             bad += run_case(g, &cs);
             GemmPlanInfo pi;                   /* and the inner products are what ran */
             ck_assert(gemm_last_plan(g, &pi));
-            ck_assert_msg(pi.dot && pi.nr == (n + (n > 4)) / (1 + (n > 4)),
+            int64_t ns = (n + 3) / 4;          /* strips of at most 4, widest first */
+            ck_assert_msg(pi.dot && pi.nr == (n + ns - 1) / ns,
                           "m %lld n %lld k %lld: not inner products (strip %d)", (long long)ms[mi],
                           (long long)n, (long long)ks[ki], pi.nr);
           }
