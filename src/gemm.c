@@ -53,9 +53,10 @@
  *  - Inner products.  For a C of at most DOT_MAXN columns (a matrix times a vector, or a few
  *    vectors) a tile of nr columns leaves most lanes idle.  Kernels of h x w (w <= 4) keep
  *    one vector accumulator per element of C, along k, and sum the lanes at the end: A is
- *    read once per strip of columns, in rows, and B's columns, as rows of B^T (in place
- *    when contiguous, else packed), stay in L1.  Twelve functions, compiled and timed like
- *    the row-streaming ones, on first need; the model weighs them beside the tiles.
+ *    read once, in rows (a row piece's strips of columns in turn, from L1), and B's
+ *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Fifteen
+ *    functions on AVX-512, compiled and timed like the row-streaming ones, on first need;
+ *    the model weighs them beside the tiles.
  *  - k split.  A small C over a long k gives the grid too few blocks to share: the threads
  *    then split k, each block after the first summing into its own copy of C, which are
  *    added into C at the end (a grid dimension like the others, weighed by the model).
@@ -110,11 +111,11 @@
  * 4% faster at 12 x 100 x 100 x 64, where packing costs relatively more) and when the
  * strip fills most of L1 (packed B 3-5% faster at 1000 x 768 x 768). */
 #define SPLIT_LOADS 0.05
+#define CROWDED_L1 0.07
 /* Splitting k over the threads: each block after the first sums its share into its own copy
  * of C, added to C at the end; weighed when C is at most this large and k is long. */
 #define KSPLIT_MAX_C (256 << 10)
 #define KSPLIT_MIN_K 256
-#define CROWDED_L1 0.07
 
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
@@ -140,7 +141,7 @@ typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, in
                       int32_t beta);
 typedef struct DotSet {
   int hmax[DOT_WMAX + 1];                     /* the tallest height of each width */
-  bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted: hmax, 2, 1 */
+  bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted (dot_setup) */
   int ks[DOT_WMAX + 1][DOT_HMAX + 1];         /* accumulator sets */
   DotFn fn[DOT_WMAX + 1][DOT_HMAX + 1];
   double vsec[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per vector of k (measured) */
@@ -911,18 +912,6 @@ static void emit_packa(CG *g, const char *name, int mr) {
   LLVMBuildRetVoid(B);
 }
 
-/* The inner-product kernel, for a C of few columns (a matrix-vector product), where a
- * register tile of nr columns would leave most lanes idle: an h x w tile of C whose
- * accumulators are vectors along k, summed across lanes at the end.  A is read in rows
- * (unit k stride) exactly once per strip of w columns, and the w columns of B, as rows of
- * B^T (in place when B's columns are contiguous, else packed), stay in L1.
- *   void dot(i64 kc, ptr a, i64 a_rs, ptr b, i64 b_rs, ptr c, i64 c_rs, i64 c_cs,
- *            i64 m_rem, i64 n_rem, i32 beta)
- * A[i,k] = a[i*a_rs + k], B^T[j,k] = b[j*b_rs + k], C[i,j] = c[i*c_rs + j*c_cs]; beta != 0
- * adds to C.  Rows past m_rem and columns past n_rem compute on copies of the last real
- * ones and store to them (the same values again).  k runs in whole vectors, ks of them a
- * step into separate accumulator sets (short tiles hide the FMA latency so), then one
- * masked vector. */
 /* The lane sums of n vectors, all at once: each level pairs vectors and adds the halves of
  * every group of lanes, so that one vector holds twice the groups at half the width; after
  * log2(W) levels each lane is one vector's whole sum (3 operations a vector in all, where
@@ -976,6 +965,18 @@ static void dot_step(CG *g, int h, int w, LLVMValueRef *arow, LLVMValueRef *bcol
   }
 }
 
+/* The inner-product kernel, for a C of few columns (a matrix-vector product), where a
+ * register tile of nr columns would leave most lanes idle: an h x w tile of C whose
+ * accumulators are vectors along k, summed across lanes at the end.  A is read in rows
+ * (unit k stride), and the w columns of B, as rows of B^T (in place when B's columns are
+ * contiguous, else packed), stay in L1.
+ *   void dot(i64 kc, ptr a, i64 a_rs, ptr b, i64 b_rs, ptr c, i64 c_rs, i64 c_cs,
+ *            i64 m_rem, i64 n_rem, i32 beta)
+ * A[i,k] = a[i*a_rs + k], B^T[j,k] = b[j*b_rs + k], C[i,j] = c[i*c_rs + j*c_cs]; beta != 0
+ * adds to C.  Rows past m_rem and columns past n_rem compute on copies of the last real
+ * ones and store to them (the same values again).  k runs in whole vectors, ks of them a
+ * step into separate accumulator sets (short tiles hide the FMA latency so), then one
+ * masked vector. */
 static void emit_dot(CG *g, const char *name, int h, int w, int ks) {
   LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64,
                       g->t_i64, g->t_i64, g->t_i64, g->t_i32 };
