@@ -1279,7 +1279,10 @@ static void gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *stri
   const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
   const int *pos = ck->g_pos;
   int bx = ck->g_ax[0];
-  memset(x, 0, sizeof *x);
+  x->accumulate = false;          /* every field is set: a memset here was a `rep stos` */
+  x->a = x->b = NULL;
+  x->c = NULL;
+  x->stop = NULL;
   x->batch = bx >= 0 ? ext[bx] : 1;
   x->m = ext[ck->g_ax[1]];
   x->n = ext[ck->g_ax[2]];

@@ -1803,11 +1803,13 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
     return false;
   }
   int es = g->esize;
-  *p = (Prob){ .batch = x->batch, .m = x->m, .n = x->n, .k = x->k, .k_all = x->k,
-               .a = x->a, .a_sb = x->a_sb, .a_sm = x->a_sm, .a_sk = x->a_sk,
-               .b = x->b, .b_sb = x->b_sb, .b_sk = x->b_sk, .b_sn = x->b_sn,
-               .c = x->c, .c_sb = x->c_sb, .c_sm = x->c_sm, .c_sn = x->c_sn,
-               .acc = x->accumulate, .stop = x->stop };
+  /* field by field: a compound literal zeroes the whole Prob first (a `rep stos`) */
+  p->batch = x->batch, p->m = x->m, p->n = x->n, p->k = p->k_all = x->k;
+  p->a = x->a, p->a_sb = x->a_sb, p->a_sm = x->a_sm, p->a_sk = x->a_sk;
+  p->b = x->b, p->b_sb = x->b_sb, p->b_sk = x->b_sk, p->b_sn = x->b_sn;
+  p->c = x->c, p->c_sb = x->c_sb, p->c_sm = x->c_sm, p->c_sn = x->c_sn;
+  p->acc = x->accumulate, p->stop = x->stop;
+  p->swapped = p->ctmp = false;
   if (!p->batch || !p->m || !p->n) return true;
   if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
   if (p->n == 1) p->c_sn = p->b_sn = 1;
@@ -2143,6 +2145,13 @@ static void pack_bt(const GemmKernels *g, const char *b, int64_t b_sk, int64_t b
     }
 }
 
+/* Whether an inner-product plan's packed B^T fits run_dot's stack buffer: then a small call
+ * takes no workspace (no lock, no canaries). */
+#define DOT_LOCAL_BT 4096
+static bool dot_local(const GemmKernels *g, const Plan *pl) {
+  return pl->dot && (size_t)pl->kc * (size_t)pl->nbk * (size_t)g->esize <= DOT_LOCAL_BT;
+}
+
 /* One thread block of an inner-product plan: batches and rows by the task's place; per k
  * block, B^T's rows (packed or in place), then per mc rows each strip of columns in row
  * pieces.  C is written in place through both of its strides. */
@@ -2156,7 +2165,8 @@ static void run_dot(void *ctx, int64_t task) {
   if (!block_of(J, task, &bk)) return;
   int64_t b0 = bk.b0, b1 = bk.b1, m0 = bk.m0, m1 = bk.m1;
   size_t es = (size_t)g->esize;
-  char *wb = J->ws ? (char *)align64(J->ws[task]) + J->lay.b : NULL;
+  _Alignas(64) char local[DOT_LOCAL_BT];    /* a small B^T needs no workspace (dot_local) */
+  char *wb = J->ws ? (char *)align64(J->ws[task]) + J->lay.b : local;
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
     char *C = bk.c + (size_t)(bi * bk.c_sb) * es;
@@ -2263,7 +2273,7 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     return stopped(&p, err, errlen);
   }
   void (*run)(void *, int64_t) = pl.dot ? run_dot : run_block;
-  if (!pl.pack_a && !pl.pack_b && (pl.dot || !p.ctmp) && pl.tk == 1) {   /* no workspace */
+  if (!pl.pack_a && (!pl.pack_b || dot_local(g, &pl)) && (pl.dot || !p.ctmp) && pl.tk == 1) {
     Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = NULL };
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run, &J);
     return stopped(&p, err, errlen);

@@ -83,7 +83,13 @@ static void val_free(Value *v) {
     for (int i = 0; i < v->n; i++) val_free(&v->items[i]);
     free(v->items);
   }
-  memset(v, 0, sizeof *v);
+  v->kind = VAL_NONE;                /* the rest is read only for its kind (see val_tensor) */
+  v->rank = 0;
+  v->elem = 0;
+  v->t = NULL;
+  v->s = NULL;
+  v->items = NULL;
+  v->n = 0;
 }
 
 static Value val_copy(const Value *v) {
@@ -97,7 +103,19 @@ static Value val_copy(const Value *v) {
   return c;
 }
 
-static Value val_tensor(Tensor *t) { return (Value){.kind = VAL_TENSOR, .t = t}; }
+/* Only the fields a tensor value reads are set: zeroing all of a Value (its dims make it
+ * 120 bytes) compiles to a `rep stos`, whose start-up cost was a tenth of a small call. */
+static Value val_tensor(Tensor *t) {
+  Value v;
+  v.kind = VAL_TENSOR;
+  v.t = t;
+  v.s = NULL;
+  v.rank = 0;
+  v.elem = 0;
+  v.items = NULL;
+  v.n = 0;
+  return v;
+}
 
 static void shape_str(int rank, const int64_t *dims, Buf *out) {
   buf_putc(out, '[');
@@ -648,7 +666,7 @@ static double program_work(const Program *p, const EvalSizes *sz) {
 }
 
 static bool use_cpu(Session *s, Func *f, const EvalSizes *sz) {
-  if (strcmp(s->target, "cpu")) return false;
+  if (memcmp(s->target, "cpu", 4)) return false;     /* targets are short: one compare */
   /* a top-level statement runs once: compiling it pays only for large work */
   if (f->anonymous && program_work(f->prog, sz) < 1e6) return false;
   return cpu_backend(s) != NULL;
@@ -674,7 +692,7 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
   int r = 0;
   char msg[512];
-  if (!strcmp(s->target, "gpu") && gpu_backend(s)) {
+  if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && gpu_backend(s)) {
     if (!f->gpu_backend) {
       f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
       if (!f->gpu_backend) {
@@ -1038,8 +1056,9 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
   const char **names = nsz < SMALL ? names_s : xcalloc((size_t)nsz + 1, sizeof(char *));
   int64_t *vals = nsz < SMALL ? vals_s : xcalloc((size_t)nsz + 1, sizeof(int64_t));
   Tensor **inputs = f->nparams < SMALL ? inputs_s : xcalloc((size_t)f->nparams + 1, sizeof(Tensor *));
-  if (inputs == inputs_s) memset(inputs_s, 0, sizeof inputs_s);
-  Value r = {0};
+  for (int i = 0; i < f->nparams; i++) inputs[i] = NULL;
+  Value r = val_tensor(NULL);
+  r.kind = VAL_NONE;
   for (int i = 0; i < f->nparams; i++) {
     FnParam *p = &f->params[i];
     Value *a = &args[i];
@@ -1095,16 +1114,19 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
   enum { KEY = (int)(sizeof f->checked / sizeof f->checked[0]) };
   int64_t key[KEY];
   int nkey = 0;
+  bool same = true;           /* compared as built (a plain copy loop became a `rep movs`) */
   for (int i = 0; i < f->nparams && nkey >= 0; i++) {
     int n = f->params[i].is_size ? 1 : args[i].t->rank;
     if (nkey + n > KEY) {
       nkey = -1;
       break;
     }
-    if (f->params[i].is_size) key[nkey++] = tensor_get_i64(args[i].t, 0);
-    else for (int k = 0; k < n; k++) key[nkey++] = args[i].t->shape[k];
+    for (int k = 0; k < n; k++, nkey++) {
+      key[nkey] = f->params[i].is_size ? tensor_get_i64(args[i].t, 0) : args[i].t->shape[k];
+      same = same && nkey < f->nchecked && f->checked[nkey] == key[nkey];
+    }
   }
-  if (nkey > 0 && f->nchecked == nkey && !memcmp(f->checked, key, sizeof(int64_t) * (size_t)nkey)) goto run;
+  if (nkey > 0 && f->nchecked == nkey && same) goto run;
   /* every dimension: a lone variable must agree with its binding, a compound one evaluate */
   for (int i = 0; i < f->nparams; i++) {
     FnParam *p = &f->params[i];
@@ -1187,7 +1209,7 @@ static Value call_fn(Session *s, Func *f, Expr *call, Value *args) {
   }
 run: {
     Tensor **outs = f->nrets < SMALL ? outs_s : xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
-    if (outs == outs_s) memset(outs_s, 0, sizeof outs_s);
+    for (int i = 0; i < f->nrets; i++) outs[i] = NULL;
     if (run_program(s, f, inputs, &sz, outs, call->span)) {
       if (f->nrets == 1) {
         r = val_tensor(outs[0]);
@@ -2330,7 +2352,12 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
   Value vals_s[SMALL];
   Expr **argv = nargs <= SMALL ? argv_s : arena_alloc(a, sizeof(Expr *) * (size_t)nargs);
   Value *vals = nargs <= SMALL ? vals_s : arena_alloc(a, sizeof(Value) * (size_t)nargs);
-  Expr call = {.kind = EX_CALL, .name = f->name, .nargs = nargs, .args = argv};
+  Expr call;                 /* the fields call_fn reads; zeroing all of an Expr cost more */
+  call.kind = EX_CALL;
+  call.span = (Span){0};
+  call.name = f->name;
+  call.nargs = nargs;
+  call.args = argv;
   for (int i = 0; i < nargs; i++) {
     argv[i] = (Expr *)&argument;
     vals[i] = val_tensor(args[i]);

@@ -223,17 +223,19 @@ static Tensor *make(DynElem elem, int rank, const int64_t *shape, bool zero, cha
     put_err(err, errlen, "cannot allocate %s (%s)", ty.s, hb);
     goto out;
   }
-  if (block) {
+  if (block) {              /* every field is set below: no memset of the whole header */
     t = block;
-    memset(t, 0, sizeof *t);
     b->home = t;
   } else {
-    t = xcalloc(1, sizeof *t);
+    t = xmalloc(sizeof *t);
   }
   t->refs = 1;
   t->elem = elem;
   t->rank = rank;
   t->buf = b;
+  t->offset = 0;
+  memset(t->shape, 0, sizeof t->shape);     /* two small fixed sizes: plain vector stores */
+  memset(t->strides, 0, sizeof t->strides);
   int64_t stride = 1;
   for (int i = rank - 1; i >= 0; i--) {
     t->shape[i] = shape[i];
