@@ -2008,9 +2008,12 @@ typedef struct Block {
 static bool block_of(const Job *J, int64_t task, Block *k) {
   const Prob *p = J->p;
   const Plan *pl = J->pl;
-  int64_t per = (int64_t)pl->tb * pl->tm * pl->tn, tk = task / per, whole = task;
-  task %= per;
-  int64_t tn = task % pl->tn, tm = task / pl->tn % pl->tm, tb = task / pl->tn / pl->tm;
+  int64_t per = (int64_t)pl->tb * pl->tm * pl->tn, whole = task, tk = 0, tn = 0, tm = 0, tb = 0;
+  if (task) {                   /* (the divisions were a tenth of a one-block call's C time) */
+    tk = task / per;
+    task %= per;
+    tn = task % pl->tn, tm = task / pl->tn % pl->tm, tb = task / pl->tn / pl->tm;
+  }
   k->b0 = tb * pl->bb, k->b1 = imin(p->batch, k->b0 + pl->bb);
   k->m0 = tm * pl->mb, k->m1 = imin(p->m, k->m0 + pl->mb);
   k->n0 = tn * pl->nbk, k->n1 = imin(p->n, k->n0 + pl->nbk);
