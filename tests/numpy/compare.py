@@ -91,6 +91,16 @@ for M, K, N in [(1, 1, 1), (1, 7, 1), (7, 13, 31), (13, 1, 7), (16, 16, 16), (17
     case('matmul %dx%dx%d' % (M, K, N), [('A', A), ('B', B)], 'C = matmul(A, B)',
          [out('C', F32, f64(A) @ f64(B))])
 
+# Shapes the compiled path runs other ways: a matrix times a vector and a few columns (the
+# inner-product kernels), a small C over a long k (k split over the threads), both at once.
+# Their data comes from a generator of their own, so the cases after them keep theirs.
+rng_ip = np.random.default_rng(20261130)
+for M, K, N in [(600, 700, 1), (333, 1001, 7), (5, 2003, 13), (16, 3000, 16), (1, 20000, 1),
+                (2, 4099, 3)]:
+    A, B = (rng_ip.standard_normal(s).astype(F32) for s in ((M, K), (K, N)))
+    case('matmul %dx%dx%d (few columns, long k)' % (M, K, N), [('A', A), ('B', B)],
+         'C = matmul(A, B)', [out('C', F32, f64(A) @ f64(B))])
+
 
 def softmax_ref(x):
     x = f64(x)
