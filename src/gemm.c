@@ -994,17 +994,18 @@ static void emit_dot(CG *g, const char *name, int h, int w, int ks) {
     LLVMBuildStore(B, LLVMConstNull(g->t_vec), acc[i]);
   }
   LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "v"), rv = LLVMBuildAlloca(B, g->t_i64, "r");
-  LLVMValueRef arow[DOT_HMAX], bcol[DOT_WMAX];
+  /* rows and columns clamped to the last real ones; A's rows, B^T's rows and C go by them */
+  LLVMValueRef ri[DOT_HMAX], cj[DOT_WMAX], arow[DOT_HMAX], bcol[DOT_WMAX];
   LLVMValueRef mlast = LLVMBuildSub(B, m_rem, ci64(g, 1), ""), nlast = LLVMBuildSub(B, n_rem, ci64(g, 1), "");
   for (int i = 0; i < h; i++) {
-    LLVMValueRef r = ci64(g, i);
-    if (i) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, m_rem, ""), r, mlast, "");
-    arow[i] = gep(g, a, LLVMBuildMul(B, a_rs, r, ""));
+    ri[i] = ci64(g, i);
+    if (i) ri[i] = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, ri[i], m_rem, ""), ri[i], mlast, "");
+    arow[i] = gep(g, a, LLVMBuildMul(B, a_rs, ri[i], ""));
   }
   for (int j = 0; j < w; j++) {
-    LLVMValueRef r = ci64(g, j);
-    if (j) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, n_rem, ""), r, nlast, "");
-    bcol[j] = gep(g, b, LLVMBuildMul(B, b_rs, r, ""));
+    cj[j] = ci64(g, j);
+    if (j) cj[j] = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, cj[j], n_rem, ""), cj[j], nlast, "");
+    bcol[j] = gep(g, b, LLVMBuildMul(B, b_rs, cj[j], ""));
   }
   LLVMValueRef nv = LLVMBuildSDiv(B, kc, ci64(g, g->W), "");    /* whole vectors */
   /* ks vectors a step, each into its own set; then single vectors into set 0 */
@@ -1038,13 +1039,9 @@ static void emit_dot(CG *g, const char *name, int h, int w, int ks) {
   LLVMValueRef add = LLVMBuildICmp(B, LLVMIntNE, beta, ci32(g, 0), ""), cp[DOT_HMAX * DOT_WMAX],
                x[DOT_HMAX * DOT_WMAX];
   for (int i = 0; i < h; i++) {
-    LLVMValueRef r = ci64(g, i);
-    if (i) r = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, r, m_rem, ""), r, mlast, "");
-    LLVMValueRef crow = gep(g, c, LLVMBuildMul(B, c_rs, r, ""));
+    LLVMValueRef crow = gep(g, c, LLVMBuildMul(B, c_rs, ri[i], ""));
     for (int j = 0; j < w; j++) {
-      LLVMValueRef q = ci64(g, j);
-      if (j) q = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, q, n_rem, ""), q, nlast, "");
-      cp[i * w + j] = gep(g, crow, LLVMBuildMul(B, c_cs, q, ""));
+      cp[i * w + j] = gep(g, crow, LLVMBuildMul(B, c_cs, cj[j], ""));
       LLVMValueRef old = LLVMBuildLoad2(B, g->t_el, cp[i * w + j], "");
       x[i * w + j] = LLVMBuildSelect(B, add, LLVMBuildFAdd(B, sum[i * w + j], old, ""), sum[i * w + j], "");
     }
@@ -1698,6 +1695,14 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
 }
 
+/* The plans weighed so far: the best, and each one when cands is given. */
+typedef struct Weighed { Plan *best, *cands; int nc, maxc; bool any; } Weighed;
+static void weigh(Weighed *w, const Plan *pl) {
+  if (w->cands && w->nc < w->maxc) w->cands[w->nc++] = *pl;
+  if (!w->any || pl->t < w->best->t) *w->best = *pl;
+  w->any = true;
+}
+
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
  * tried use one thread or all of them, in every factorisation into batch x M x N. */
 static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
@@ -1730,8 +1735,8 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
       ng++;
     }
   }
-  bool first = true;
-  int nc = 0;
+  Weighed W = { .best = best, .cands = cands, .maxc = maxc };
+  bool tiles_free = fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0;   /* nothing tile-only forced */
   /* the row-streaming kernel, for C of a few rows and a B that streams from memory (from a
    * cache the tiles' strips are as fast, and faster with C in registers: 1 x 768 x 768 took
    * 1.4x as long by rows); forcing a family or a packing leaves it out unless forced too */
@@ -1740,32 +1745,27 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
   bool rows_fit = p->m <= ROWS_MAX && p->b_sn == 1 && !p->ctmp &&
                   (fo->rows == 1 || (double)p->k * p->n * g->esize * (p->b_sb ? p->batch : 1) > llc);
   bool rows = rows_fit && fo->rows != 2 && fo->dot != 1 &&
-              (fo->rows == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) && part_ensure(g, EMIT_ROWS);
+              (fo->rows == 1 || tiles_free) && part_ensure(g, EMIT_ROWS);
   for (int i = 0; rows && i < ng; i++) {
     int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2];
     if (tm > 1 || grid[i][3] > 1 || (ng > 1 && tn > 1 && tn > cdiv(p->n, g->W))) continue;
     Plan pl;
     plan_eval_rows(g, p, tb, tn, &pl);
-    if (cands && nc < maxc) cands[nc++] = pl;
-    if (first || pl.t < best->t) *best = pl;
-    first = false;
+    weigh(&W, &pl);
   }
   /* the inner-product kernels, for a C of a few columns and rows of A in unit stride */
   bool dot_fit = p->n <= DOT_MAXN && (p->a_sk == 1 || p->k == 1);
   bool dot = dot_fit && fo->dot != 2 && fo->rows != 1 &&
-             (fo->dot == 1 || (fo->fam <= 0 && fo->pack_a <= 0 && fo->pack_b <= 0)) &&
-             part_ensure(g, EMIT_DOTS);
+             (fo->dot == 1 || tiles_free) && part_ensure(g, EMIT_DOTS);
   for (int i = 0; dot && i < ng; i++) {
     int tb = grid[i][0], tm = grid[i][1], tn = grid[i][2], tk = grid[i][3];
     if (tn > 1 || (ng > 1 && tm > 1 && tm > cdiv(p->m, g->dot.hmax[DOT_WMAX]))) continue;
     Plan pl;
     plan_eval_dot(g, p, tb, tm, tk, &pl);
-    if (cands && nc < maxc) cands[nc++] = pl;
-    if (first || pl.t < best->t) *best = pl;
-    first = false;
+    weigh(&W, &pl);
   }
   for (int fi = 0; fi < g->nfam; fi++) {
-    if ((fo->rows == 1 || fo->dot == 1) && !first) break;         /* forced, and it fits */
+    if ((fo->rows == 1 || fo->dot == 1) && W.any) break;         /* forced, and it fits */
     if (fo->fam > 0 && fi != fo->fam - 1 && fo->fam <= g->nfam) continue;
     const Family *f = &g->fam[fi];
     for (int pb = 0; pb < 2; pb++) {
@@ -1783,14 +1783,12 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
             plan_eval(g, p, fi, pa, pb, l2, tb, tm, tn, tk, &pl);
             if (l2 && pl.nc == l3_nc) continue;      /* B's panel the same for L2 as for L3 */
             l3_nc = (int)pl.nc;
-            if (cands && nc < maxc) cands[nc++] = pl;
-            if (first || pl.t < best->t) *best = pl;
-            first = false;
+            weigh(&W, &pl);
           }
       }
     }
   }
-  if (ncands) *ncands = nc;
+  if (ncands) *ncands = W.nc;
 }
 
 /* Validate and normalise: sizes of 1 get convenient strides, a C with unit row stride is
