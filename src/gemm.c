@@ -2273,6 +2273,17 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_rows, &J);
     return stopped(&p, err, errlen);
   }
+  /* A problem one tile covers, its B in place: the kernel straight from here, without the
+   * job, the block and the pieces (a third of such a call's time went there). */
+  if (nblk == 1 && !pl.dot && !pl.pack_a && !pl.pack_b && !p.ctmp && p.batch == 1 &&
+      p.n <= f->nr && p.k <= pl.kc && p.m <= f->mr) {
+    int h = p.m == f->mr ? f->mr : f->dec_n[1][p.m] == 1 ? f->dec[1][p.m][0] : 0;
+    if (h) {
+      UkFn uk = p.n == f->nr && p.m == h ? f->ukf[h] : f->uk[h];
+      uk(p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm, p.n, p.m, p.acc);
+      return true;
+    }
+  }
   void (*run)(void *, int64_t) = pl.dot ? run_dot : run_block;
   if (!pl.pack_a && (!pl.pack_b || dot_local(g, &pl)) && (pl.dot || !p.ctmp) && pl.tk == 1) {
     Job J = { .g = g, .f = f, .p = &p, .pl = &pl, .ws = NULL };

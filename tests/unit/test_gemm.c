@@ -243,6 +243,30 @@ START_TEST(test_layouts) {
 }
 END_TEST
 
+/* A problem one tile covers, B in place: gemm_run calls the kernel itself (no job, block or
+ * pieces).  Each family, heights and widths at and below the tile, C = and C +=, A by rows,
+ * by columns and with no unit stride, guard pages after each operand. */
+START_TEST(test_one_tile) {
+  int mr[4], nr[4], bad = 0;
+  int nf = gemm_families(g32, mr, nr, 4);
+  for (int f = 0; f < nf && f < 4; f++) {
+    GemmForce fo = { .fam = f + 1, .pack_a = 2, .pack_b = 2 };
+    gemm_force(g32, &fo);
+    int64_t ms[] = { 1, 2, mr[f] - 1, mr[f] }, ns[] = { 1, nr[f] - 1, nr[f] }, ks[] = { 1, 17 };
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 3; j++)
+        for (int l = 0; l < 2; l++)
+          for (int v = 0; v < 6; v++) {
+            Case cs = { .batch = 1, .m = ms[i], .n = ns[j], .k = ks[l], .la = "rcg"[v % 3],
+                        .lb = 'r', .lc = 'r', .acc = v >= 3, .threads = 1, .at_end = true };
+            if (cs.m > 0) bad += run_case(g32, &cs);
+          }
+  }
+  gemm_force(g32, NULL);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
 START_TEST(test_batched_accumulate) {
   int bad = 0;
   for (int acc = 0; acc < 2; acc++)
@@ -668,6 +692,7 @@ int main(void) {
   tcase_add_test(tc, test_small_shapes);
   tcase_add_test(tc, test_tile_edges);
   tcase_add_test(tc, test_layouts);
+  tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_batched_accumulate);
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
