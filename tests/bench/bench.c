@@ -8,7 +8,9 @@
  * ours, so above 1 means dyn is faster), GFLOP/s or GB/s, and the geometric means of the
  * ratios.  Times are medians of repeated runs after a warm-up (calls under 1 ms timed in
  * batches, the same for every column); machines are shared and noisy, which is why ratios
- * from one run are what to read.  Writes a CSV beside the table.
+ * from one run are what to read.  The contenders of a line take turns over a few rounds and
+ * a ratio is the median of its rounds' ratios (see take_turns), so it may differ a little
+ * from the quotient of the two medians printed beside it.  Writes a CSV beside the table.
  *
  * usage: bench [--threads N] [--csv FILE] [--budget SECONDS] BENCH_DIR [MORE_DIR ...]
  * Each further directory's suites (any of the three files it has) follow, labelled by its
@@ -255,7 +257,38 @@ static void pause_between(void) {
   nanosleep(&ts, NULL);
 }
 
-typedef struct { long long b, m, n, k; Tensor *A, *B; float *c; double t[3], peak; } CLine;
+/* The contenders of a line take turns: ROUNDS rounds, each timing every one of them for
+ * a share of the budget, and a ratio is the median over the rounds of the ratio within a
+ * round.  A slow spell of the machine (seconds, on a shared host) then falls on every
+ * contender of a round alike, where one turn each would hand it to whoever ran then. */
+#define ROUNDS 3
+typedef struct { void (*fn)(void *); void *ctx; } Contender;
+
+static double median3(double *x) {
+  qsort(x, ROUNDS, sizeof(double), cmpd);
+  return x[ROUNDS / 2];
+}
+
+/* times[i]: contender i's median time; ratios[i]: the median of its time over contender
+ * 0's, round by round (ratios[0] = 1). */
+static void take_turns(const Contender *c, int n, double *times, double *ratios) {
+  double t[4][ROUNDS], saved = budget;
+  budget = saved / ROUNDS;
+  for (int r = 0; r < ROUNDS; r++)
+    for (int i = 0; i < n; i++) {
+      t[i][r] = timeit(c[i].fn, c[i].ctx);
+      pause_between();
+    }
+  budget = saved;
+  for (int i = 0; i < n; i++) {
+    double q[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++) q[r] = t[i][r] / t[0][r];
+    ratios[i] = median3(q);
+  }
+  for (int i = 0; i < n; i++) times[i] = median3(t[i]);
+}
+
+typedef struct { long long b, m, n, k; Tensor *A, *B; float *c; double t[3], ratio[3], peak; } CLine;
 
 static void contraction_suite(Session *s, const char *dir, const char *file, bool batched, FILE *csv) {
   FILE *f = open_suite(dir, file);
@@ -286,19 +319,25 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
       L[i].peak = peak_now(0.2);
       pause_between();
     }
-    L[i].t[0] = timeit(run_dyn, &dc);
-    pause_between();
+    Contender c[3] = {{run_dyn, &dc}};
+    int nc = 1, slot[3] = {0};
 #ifdef HAVE_DNNL
-    L[i].t[1] = timeit(run_dnnl, &gm);
-    pause_between();
+    slot[nc] = 1;
+    c[nc++] = (Contender){run_dnnl, &gm};
 #endif
 #ifdef HAVE_OPENBLAS
-    L[i].t[2] = timeit(run_openblas, &gm);
-    pause_between();
+    slot[nc] = 2;
+    c[nc++] = (Contender){run_openblas, &gm};
 #endif
+    double t[3], r[3];
+    take_turns(c, nc, t, r);
+    for (int j = 0; j < nc; j++) {
+      L[i].t[slot[j]] = t[j];
+      L[i].ratio[slot[j]] = r[j];
+    }
   }
-  printf("\n%s%s: f32 %s, %d threads; ratio = their time / ours (above 1: dyn is faster)\n", label_prefix, file,
-         batched ? "C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch)" : "C = A B, row-major", threads);
+  printf("\n%s%s: f32 %s, %d threads; ratio = their time / ours (above 1: dyn is faster; median of %d rounds)\n", label_prefix, file,
+         batched ? "C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch)" : "C = A B, row-major", threads, ROUNDS);
   printf("%-22s %10s %9s %10s %9s %10s %9s\n", batched ? "B M N K" : "M N K", "dyn ms", "GFLOP/s", "oneDNN ms", "ratio",
          "OpenBLAS", "ratio");
   Geo g = {0};
@@ -312,12 +351,12 @@ static void contraction_suite(Session *s, const char *dir, const char *file, boo
     printf("%-22s %10.4f %9.1f", shape, td * 1e3, flops / td * 1e-9);
     if (c->peak > 0) printf(" (%2.0f%% of peak)", 100.0 * flops / td * 1e-9 / c->peak);
     else if (peak_g) printf("              ");
-    if (t1 > 0) printf(" %10.4f %9.2f", t1 * 1e3, t1 / td);
+    if (t1 > 0) printf(" %10.4f %9.2f", t1 * 1e3, c->ratio[1]);
     else printf(" %10s %9s", "-", "-");
-    if (t2 > 0) printf(" %10.4f %9.2f\n", t2 * 1e3, t2 / td);
+    if (t2 > 0) printf(" %10.4f %9.2f\n", t2 * 1e3, c->ratio[2]);
     else printf(" %10s %9s\n", "-", "-");
-    geo_add(&g, 0, t1 / td);
-    geo_add(&g, 1, t2 / td);
+    geo_add(&g, 0, c->ratio[1]);
+    geo_add(&g, 1, c->ratio[2]);
     fprintf(csv, "%s%s,%s,%.6f,%.3f,%.6f,%.6f\n", label_prefix, file, shape, td * 1e3, flops / td * 1e-9, t1 * 1e3, t2 * 1e3);
     free(c->c);
     tensor_release(c->A);
@@ -352,17 +391,18 @@ static void rowwise_suite(Session *s, const char *dir, FILE *csv, const Copy *cp
     pause_between();
     double stream_gbs = copy_gbs(cp);      /* beside each line: the machine's load drifts */
     pause_between();
-    double td = timeit(run_dyn, &dc);
     float *y = malloc(sizeof(float) * (size_t)(r * c) + 64);
     Row rw = {ln, r, c, tensor_data(X), tensor_data(G), tensor_data(B), y, 0, 0};
-    pause_between();
-    double tc = timeit(run_rows, &rw);
+    Contender ct[2] = {{run_dyn, &dc}, {run_rows, &rw}};
+    double tt[2], ratio[2];
+    take_turns(ct, 2, tt, ratio);
+    double td = tt[0], tc = tt[1];
     double bytes = 2.0 * (double)r * (double)c * 4;
     char shape[64];
     snprintf(shape, sizeof shape, "%s %lld %lld", op, r, c);
     printf("%-24s %10.4f %8.1f %6.0f%% %10.4f %9.2f\n", shape, td * 1e3, bytes / td * 1e-9,
-           100.0 * bytes / td * 1e-9 / stream_gbs, tc * 1e3, tc / td);
-    geo_add(&g, 0, tc / td);
+           100.0 * bytes / td * 1e-9 / stream_gbs, tc * 1e3, ratio[1]);
+    geo_add(&g, 0, ratio[1]);
     fprintf(csv, "%srowwise.txt,%s,%.6f,%.3f,%.6f,\n", label_prefix, shape, td * 1e3, bytes / td * 1e-9, tc * 1e3);
     free(y);
     tensor_release(X);
@@ -405,7 +445,11 @@ int main(int argc, char **argv) {
   printf("; OpenBLAS kernel %s (OPENBLAS_CORETYPE)", ct ? ct : "auto-detected");
 #endif
   printf("\n");
-  /* one-off compile times, each in a fresh session so that nothing is shared */
+  /* one-off compile times, each in a fresh session so that nothing is shared.  First a
+   * pause: OpenBLAS starts its worker threads when it is loaded, and they spin for a while
+   * before they sleep, on the cores the compiler's threads would use (the first compile
+   * measured 85-110 ms beside them, 65-70 ms after them). */
+  pause_between();
   printf("\ncompile once (all variants, ms):");
   const char *fns[] = {"matmul", "softmax", "layernorm", "gelu"};
   for (int i = 0; i < 4; i++) {
