@@ -1508,6 +1508,10 @@ out:
 
 /* ---- calibration: the micro-kernel's throughput, measured once per machine ---- */
 
+double cpu_core_gflops(const CpuBackend *be) {
+  return be->gemm[0] ? gemm_core_gflops(be->gemm[0]) : 0;
+}
+
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {
   GemmKernels *g = gemm_for(be, DYN_F32, err, errlen);
   if (!g) return false;
@@ -1644,6 +1648,7 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
 int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) { return -1; }
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) { return 0; }
+double cpu_core_gflops(const CpuBackend *be) { return 0; }
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {
   snprintf(err, errlen, "this dyn was built without LLVM");
   return false;

@@ -580,6 +580,9 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
 
 /* Measure the f32 micro-kernel's peak GFLOP/s on one thread and on all (dyn --calibrate). */
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen);
+/* One core's f32 rate in GFLOP/s as the matmul micro-kernel measured it when compiled, or 0
+ * when it is not compiled (compiling nothing). */
+double cpu_core_gflops(const CpuBackend *be);
 
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 
@@ -820,6 +823,9 @@ int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept ti
 /* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its
  * operands in L1 and a long reduction, timed for about `seconds`. */
 double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds);
+/* The best rate of one core in GFLOP/s that calibration measured (each family's tallest
+ * tile, operands in L1), or 0 when nothing was measured. */
+double gemm_core_gflops(const GemmKernels *g);
 /* The model's predicted seconds for x with nthreads (the time :time is held to). */
 double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
 

@@ -2392,6 +2392,16 @@ double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
   return pl.t;
 }
 
+double gemm_core_gflops(const GemmKernels *g) {
+  double best = 0;
+  for (int fi = 0; fi < g->nfam; fi++) {
+    const Family *f = &g->fam[fi];
+    double r = f->measured && f->ksec[f->mr] > 0 ? 2.0 * f->mr * f->nr / f->ksec[f->mr] * 1e-9 : 0;
+    best = r > best ? r : best;
+  }
+  return best;
+}
+
 /* The machine's attainable peak: every thread runs the largest register tile of the first
  * family with a_cs = b_rs = 0 (one column of A and one row of B, in L1) and a long k, so
  * only the FMA pipes are measured. */

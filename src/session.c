@@ -49,6 +49,7 @@ struct Session {
   int threads;
   char target[8];
   HwModel hw;
+  bool peak_measured;              /* hw's peak is dyn --calibrate's, for this hardware */
   CpuBackend *cpu;                 /* made on first use of the CPU target */
   bool cpu_failed;
   char cpu_why[256];
@@ -1681,6 +1682,15 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     poly_eval(by, eval_size_lookup, &sz, &bv, &why);
     int cores = s->hw.cores > 0 ? s->hw.cores : 1, th = s->threads < cores ? s->threads : cores;
     double peak = s->hw.peak_gflops_f32 * th / cores;
+    /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
+     * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
+     * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
+    const char *whose = "";
+    double kernel = !s->peak_measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+    if (kernel > peak) {
+      peak = kernel;
+      whose = " (the micro-kernel's rate, measured)";
+    }
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
     /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
     const HwLevel *mem = s->hw.nlevels ? &s->hw.level[s->hw.nlevels - 1] : NULL;
@@ -1691,8 +1701,8 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       buf_printf(&b, ", %.0f%% of the %.0f GB/s memory bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
                  th, th == 1 ? "" : "s");
     else if (peak > 0)
-      buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
-                 th == 1 ? "" : "s");
+      buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
+                 th == 1 ? "" : "s", whose);
     double pred = 0;
     if (!strcmp(s->target, "cpu") && f->backend) {
       Buf junk = {0};
@@ -1935,6 +1945,7 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
       show = &s->gpu_hw;
     } else {
       s->hw = hw;
+      s->peak_measured = false;
     }
   }
   Buf b = {0};
@@ -2273,7 +2284,7 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "peak_gflops_f32")) peak = atof(val);
     }
     fclose(f);
-    if (match && peak > 0) s->hw.peak_gflops_f32 = peak;
+    if (match && peak > 0) s->hw.peak_gflops_f32 = peak, s->peak_measured = true;
   }
   free(dir);
   buf_free(&path);

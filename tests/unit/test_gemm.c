@@ -174,6 +174,7 @@ START_TEST(test_compiles) {
     ck_assert_int_eq(nr[i] % (hw.vector_bits / 32), 0);
   }
   ck_assert(gemm_compile_ms(g32) > 0);
+  ck_assert(gemm_core_gflops(g32) > 0);       /* calibrated at compile time (:time's roof) */
   char err[128];
   ck_assert_ptr_null(gemm_compile(DYN_I32, &hw, err, sizeof err));
   ck_assert(strstr(err, "i32"));
