@@ -268,6 +268,24 @@ START_TEST(test_one_tile) {
 }
 END_TEST
 
+/* A problem whose time is writing C (64 MB of it over k = 1): the model counts C's traffic,
+ * rows written a tile's width at a time, so it takes the widest tile, and predicts at least
+ * the time to write C once at the memory's whole bandwidth. */
+START_TEST(test_c_traffic) {
+  int mr[4], nr[4], widest = 0;
+  int nf = gemm_families(g32, mr, nr, 4);
+  for (int f = 0; f < nf && f < 4; f++) widest = nr[f] > widest ? nr[f] : widest;
+  GemmArgs x = { .batch = 1, .m = 4096, .n = 4096, .k = 1, .a_sm = 1, .a_sk = 1, .b_sk = 4096,
+                 .b_sn = 1, .c_sm = 4096, .c_sn = 1 };
+  GemmPlanInfo pi;
+  ck_assert(gemm_plan_info(g32, &x, 2, &pi));
+  ck_assert_msg(!pi.rows && !pi.dot && pi.nr == widest, "tile %dx%d, widest %d", pi.mr, pi.nr, widest);
+  const HwLevel *mem = &hw.level[hw.nlevels - 1];
+  double all = mem->total_gbs > 0 ? mem->total_gbs : 2 * mem->gbs;
+  ck_assert_msg(pi.predicted_s >= 4096.0 * 4096 * 4 / (all * 1e9), "%g s", pi.predicted_s);
+}
+END_TEST
+
 START_TEST(test_batched_accumulate) {
   int bad = 0;
   for (int acc = 0; acc < 2; acc++)
@@ -694,6 +712,7 @@ int main(void) {
   tcase_add_test(tc, test_tile_edges);
   tcase_add_test(tc, test_layouts);
   tcase_add_test(tc, test_one_tile);
+  tcase_add_test(tc, test_c_traffic);
   tcase_add_test(tc, test_batched_accumulate);
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
