@@ -1372,17 +1372,19 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
   int64_t local[512];
   size_t words = n64 + 2 * ((size_t)ns + 1);
   int64_t *block = words <= 512 ? local : xmalloc(words * sizeof(int64_t));
-  int64_t *strides = block, *shape = strides + (size_t)ns * DYN_MAX_RANK + 1;
-  int64_t *ext = shape + (size_t)ns * DYN_MAX_RANK + 1, *szv = ext + p->naxes + 1;
-  Tensor **t = (Tensor **)(block + n64);
-  void **bufs = (void **)(block + n64 + ns + 1);
   int32_t errflag = 0;
   int status = 1;
   const char *why = NULL;
+  /* the sizes as last time: the tables are read where they were kept (nothing writes them
+   * during a run), and only the tensors and buffers start empty */
   bool tables_hit = cp->tables && cp->tables_nsizes == sizes->n && cp->tables_words == n64 &&
                   !memcmp(cp->tables, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
-  if (tables_hit) {       /* the tables as last time; the tensors and buffers start empty */
-    memcpy(block, cp->tables + sizes->n, n64 * sizeof(int64_t));
+  int64_t *tab = tables_hit ? cp->tables + sizes->n : block;
+  int64_t *strides = tab, *shape = strides + (size_t)ns * DYN_MAX_RANK + 1;
+  int64_t *ext = shape + (size_t)ns * DYN_MAX_RANK + 1, *szv = ext + p->naxes + 1;
+  Tensor **t = (Tensor **)(block + n64);
+  void **bufs = (void **)(block + n64 + ns + 1);
+  if (tables_hit) {
     memset(block + n64, 0, (words - n64) * sizeof(int64_t));
   } else {
     memset(block, 0, words * sizeof(int64_t));
