@@ -342,6 +342,11 @@ static void plan_edges(const GemmKernels *g, Family *f) {
   }
 }
 
+/* One core's rate in GFLOP/s for a tile of height h, from its seconds per k step. */
+static double tile_gflops(const Family *f, int h) {
+  return f->ksec[h] > 0 ? 2.0 * h * f->nr / f->ksec[h] * 1e-9 : 0;
+}
+
 static void enumerate_tiles(GemmKernels *g) {
   const HwModel *h = &g->hw;
   int regs = hw_vregs(h), need = hw_fma_lat(h) * hw_fma_units(h);
@@ -1926,6 +1931,12 @@ static bool pieces_next(Pieces *it, int64_t *r0, int *h, int *hs) {
   return true;
 }
 
+/* The kernel for a piece of hs rows on a tile of height h, w columns wide: the unmasked
+ * one when the piece fills the tile. */
+static UkFn tile_uk(const Family *f, int h, int hs, int64_t w) {
+  return w == f->nr && hs == h ? f->ukf[h] : f->uk[h];
+}
+
 /* General-stride packing of A rows [0, mt) x [0, kc) by pieces: piece (r0, h) becomes a
  * panel out[k*h + i]. */
 static void pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t a_sm,
@@ -2123,7 +2134,7 @@ static void run_block(void *ctx, int64_t task) {
               } else {
                 ap = asrc + (size_t)(r0 * p->a_sm) * es; a_rs = p->a_sm; a_cs = p->a_sk;
               }
-              UkFn uk = w == nr && hs == h ? f->ukf[h] : f->uk[h];
+              UkFn uk = tile_uk(f, h, hs, w);
               char *cp = cb + (size_t)(r0 * bk.c_sm) * es;
               if (!bk.ctmp) {
                 uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, w, hs, beta);
@@ -2282,14 +2293,16 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     dyn_parallel_for(nblk > 1 ? pool : NULL, nblk, run_rows, &J);
     return stopped(&p, err, errlen);
   }
-  /* A problem one tile covers, its B in place: the kernel straight from here, without the
-   * job, the block and the pieces (a third of such a call's time went there). */
+  /* A problem one piece of one tile covers, its B in place: the kernel straight from here,
+   * without the job and the block (a third of such a call's time went there). */
   if (nblk == 1 && !pl.dot && !pl.pack_a && !pl.pack_b && !p.ctmp && p.batch == 1 &&
       p.n <= f->nr && p.k <= pl.kc && p.m <= f->mr) {
-    int h = p.m == f->mr ? f->mr : f->dec_n[1][p.m] == 1 ? f->dec[1][p.m][0] : 0;
-    if (h) {
-      UkFn uk = p.n == f->nr && p.m == h ? f->ukf[h] : f->uk[h];
-      uk(p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm, p.n, p.m, p.acc);
+    Pieces it;
+    int64_t r0;
+    int h, hs;
+    pieces_init(&it, f, p.m, 1);
+    if (pieces_next(&it, &r0, &h, &hs) && hs == p.m) {
+      tile_uk(f, h, hs, p.n)(p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm, p.n, p.m, p.acc);
       return true;
     }
   }
@@ -2404,8 +2417,7 @@ double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
 double gemm_core_gflops(const GemmKernels *g) {
   double best = 0;
   for (int fi = 0; fi < g->nfam; fi++) {
-    const Family *f = &g->fam[fi];
-    double r = f->measured && f->ksec[f->mr] > 0 ? 2.0 * f->mr * f->nr / f->ksec[f->mr] * 1e-9 : 0;
+    double r = g->fam[fi].measured ? tile_gflops(&g->fam[fi], g->fam[fi].mr) : 0;
     best = r > best ? r : best;
   }
   return best;
@@ -2499,7 +2511,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     for (int hh = 1; hh <= f->mr; hh++)
       if (f->has[hh])
         buf_printf(out, " %d%s %.0f", hh, f->ksplit[hh] > 1 ? "*" : "",
-                   2.0 * hh * f->nr / f->ksec[hh] * 1e-9);
+                   tile_gflops(f, hh));
     buf_puts(out, "\n");
   }
   if (ds > 0) {
