@@ -788,6 +788,9 @@ typedef struct GemmArgs {
 GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen);
 void gemm_free(GemmKernels *g);                       /* NULL-safe */
 double gemm_compile_ms(const GemmKernels *g);         /* wall time gemm_compile took */
+/* What compiling the row-streaming and the inner-product kernels took, when a shape first
+ * made them candidates (0: not compiled yet). */
+void gemm_later_ms(const GemmKernels *g, double *rows_ms, double *dots_ms);
 /* Run on pool (NULL: the calling thread only; the plan may use fewer threads than the pool
  * has).  False with a message on invalid sizes or strides (nothing is written then), or
  * with "interrupted" when x->stop was set part-way. */

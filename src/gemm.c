@@ -1316,6 +1316,10 @@ void gemm_free(GemmKernels *g) {
 }
 
 double gemm_compile_ms(const GemmKernels *g) { return g->compile_ms; }
+void gemm_later_ms(const GemmKernels *g, double *rows_ms, double *dots_ms) {
+  *rows_ms = atomic_load(&g->rows_state) > 0 ? g->rows_ms : 0;
+  *dots_ms = atomic_load(&g->dot_state) > 0 ? g->dot_ms : 0;
+}
 
 /* The functions of a part compiled on first need, found in the JIT. */
 static bool bind_rows(GemmKernels *g) {

@@ -413,17 +413,6 @@ static void rowwise_suite(Session *s, const char *dir, FILE *csv, const Copy *cp
   printf("%-24s %10s %8s %7s %10s %9.2f   (geometric mean)\n", "", "", "", "", "", geo(&g, 0));
 }
 
-/* The milliseconds the last :sched in text gives for a lazily compiled part ("KEY... in X
- * ms", up to the end of that clause), or 0. */
-static double compiled_in(const char *text, const char *key) {
-  const char *at = NULL;
-  for (const char *p = text; p && (p = strstr(p, key)); p++) at = p;
-  if (!at) return 0;
-  size_t span = strcspn(at, ";\n");
-  const char *in = strstr(at, ", in ");
-  return in && (size_t)(in - at) < span ? atof(in + 5) : 0;
-}
-
 int main(int argc, char **argv) {
   const char *dirs[16], *csvpath = "bench-results.csv";
   int ndirs = 0;
@@ -463,38 +452,18 @@ int main(int argc, char **argv) {
   pause_between();
   printf("\ncompile once (ms):");
   const char *fns[] = {"matmul", "softmax", "layernorm", "gelu"};
-  double later[2] = {0, 0};
   for (int i = 0; i < 4; i++) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    Session *fresh = session_new(&opt, mem ? mem : stdout, stderr);
+    Session *fresh = session_new(&opt, stdout, stderr);
     Buf err = {0};
     double t0 = now();
     double ms = session_compile(fresh, fns[i], &err);
     double wall = (now() - t0) * 1e3;
     printf("  %s %.1f (%.1f with the JIT's start)", fns[i], ms, wall);
     fprintf(csv, "compile,%s,%.3f,,,\n", fns[i], ms);
-    if (i == 0 && mem) {
-      /* matmul's kernels for few rows and for few columns are compiled the first time a
-       * shape makes them candidates; planning such shapes compiles them, and :sched says
-       * how long that took */
-      session_run(fresh, ":sched matmul M=1 N=8192 K=4096", "bench");
-      session_run(fresh, ":sched matmul M=64 N=1 K=64", "bench");
-      fflush(mem);
-      later[0] = compiled_in(text, "row streaming: ");
-      later[1] = compiled_in(text, "inner products: ");
-    }
     buf_free(&err);
     session_free(fresh);
-    if (mem) fclose(mem);
-    free(text);
   }
-  printf("\n  matmul's kernels for a C of 1-4 rows (row streaming) and of 1-16 columns (inner "
-         "products) are compiled the first time a shape needs them: %.1f and %.1f ms more\n",
-         later[0], later[1]);
-  fprintf(csv, "compile,matmul rows (when first needed),%.3f,,,\ncompile,matmul inner products (when first needed),%.3f,,,\n",
-          later[0], later[1]);
+  printf("\n");
   /* dispatch: a call on a shape never seen, for a 1x1x1 product: binding, checks and the
    * choice of a variant, with almost no arithmetic */
   {
@@ -524,6 +493,20 @@ int main(int argc, char **argv) {
     peak_pool = pool_new(threads);
     printf("measured peak of the f32 micro-kernel on %d threads: %.1f GFLOP/s (measured again beside "
            "each shape of at least 1 GFLOP for its share of peak)\n", threads, peak_now(0.5));
+    /* matmul's kernels for few rows and for few columns are compiled the first time a shape
+     * makes them candidates: planning two such shapes compiles them here */
+    GemmArgs few_rows = {.batch = 1, .m = 1, .n = 8192, .k = 4096, .a_sm = 4096, .a_sk = 1, .b_sk = 8192,
+                         .b_sn = 1, .c_sm = 8192, .c_sn = 1};
+    GemmArgs few_cols = {.batch = 1, .m = 64, .n = 1, .k = 64, .a_sm = 64, .a_sk = 1, .b_sk = 1, .b_sn = 1,
+                         .c_sm = 1, .c_sn = 1};
+    GemmPlanInfo pi;
+    double later[2] = {0, 0};
+    if (peak_g && gemm_plan_info(peak_g, &few_rows, threads, &pi) && gemm_plan_info(peak_g, &few_cols, threads, &pi))
+      gemm_later_ms(peak_g, &later[0], &later[1]);
+    printf("matmul's kernels for a C of 1-4 rows (row streaming) and of 1-16 columns (inner products) are "
+           "compiled the first time a shape needs them: %.1f and %.1f ms more\n", later[0], later[1]);
+    fprintf(csv, "compile,matmul rows (when first needed),%.3f,,,\ncompile,matmul inner products (when first needed),%.3f,,,\n",
+            later[0], later[1]);
   }
   /* streaming bandwidth for the share in the row-wise table (measured again beside each
    * of its lines) */

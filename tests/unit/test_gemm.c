@@ -447,6 +447,9 @@ START_TEST(test_dot) {
                   .b_sk = 1, .b_sn = 1, .c_sm = 1, .c_sn = 1 };
   GemmPlanInfo pi;
   ck_assert(gemm_plan_info(g32, &mv, 2, &pi) && pi.dot && pi.tm * pi.tk == 2);
+  double rows_ms, dots_ms;                   /* weighing them compiled them, and said how long */
+  gemm_later_ms(g32, &rows_ms, &dots_ms);
+  ck_assert(dots_ms > 0);
   GemmArgs sq = { .batch = 1, .m = 512, .n = 512, .k = 512, .a_sm = 512, .a_sk = 1,
                   .b_sk = 512, .b_sn = 1, .c_sm = 512, .c_sn = 1 };
   ck_assert(gemm_plan_info(g32, &sq, 2, &pi) && !pi.dot);
