@@ -211,9 +211,10 @@ static LLVMValueRef exp_f32_of(G *g, LLVMValueRef x, bool scalef) {
   LLVMValueRef r = intrinsic(g, "llvm.fmuladd", t, ra, 3);
   LLVMValueRef rb[3] = {n, FC(2.12194440e-4), r};
   r = intrinsic(g, "llvm.fmuladd", t, rb, 3);
-  static const double c[] = {1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0};
+  static const double c[] = {0.0013836845755577087, 0.008374815806746483, 0.04166822507977486,
+                             0.16666419804096222, 0.49999991059303284, 1.0, 1.0};
   LLVMValueRef p = FC(c[0]);
-  for (int i = 1; i < 8; i++) {
+  for (int i = 1; i < 7; i++) {
     /* p * r + c, fused where the target has FMA (llvm.fmuladd): shorter and more exact */
     LLVMValueRef args[3] = {p, r, FC(c[i])};
     p = intrinsic(g, "llvm.fmuladd", t, args, 3);
@@ -242,7 +243,10 @@ static LLVMValueRef exp_f32_of(G *g, LLVMValueRef x, bool scalef) {
 }
 
 /* exp for f32 without a libm call, so loops vectorise: 2^n * p(r), r = x - n ln2,
- * |r| <= ln2/2, p the degree-7 Taylor polynomial (error under 1e-8 relative before rounding).
+ * |r| <= ln2/2, p a degree-6 polynomial fitted for least maximum relative error on that
+ * interval (2e-9 before rounding; with the f32 roundings the result is within 1.05 ulp of
+ * exp over [-103, 89], against 0.91 ulp for the degree-7 Taylor polynomial it replaced,
+ * whose extra multiply-add cost softmax 7% of its exp pass).
  * n = rint(x log2 e) comes from adding 1.5 * 2^23: the sum's low mantissa bits are n, so
  * one multiply-add gives n both as a float (the sum less the constant) and as an integer (its
  * bits less the constant's), where rint and a conversion would cost two more instructions.
