@@ -117,6 +117,12 @@
 #define KSPLIT_MAX_C (256 << 10)
 #define KSPLIT_MIN_K 256
 
+/* A micro-kernel's beta: bit 0 adds to C; UK_PREFETCH_C asks it to fetch the C tile for
+ * writing before its k loop.  That pays where C lives beyond L2 or its rows alias in L1
+ * (C rows a multiple of 4 KiB apart): 4096 x 4096 x 1 ran in 1.85 ms with it and 3.0
+ * without, 1024^3 6-8% faster.  Where C stays in L2 and k is short, the fetches crowd
+ * the stores: 672 x 448 x 3 took 30.7 us with them, 12.7 without (14x32 tiles). */
+#define UK_PREFETCH_C 2
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
                      int32_t beta);
@@ -158,6 +164,9 @@ typedef struct Family {
   int ksplit[MAX_MR + 1];
   double ksec[MAX_MR + 1];       /* seconds per k step of a tile of this height: measured
                                     by calibrate(), else from the FMA model */
+  double call_s[MAX_MR + 1];     /* seconds a call costs beyond its k steps (its set-up, the
+                                    C tile's stores), measured in L1 (0: not measured) */
+  double call_extra[MAX_MR + 1]; /* call_s beyond the cheapest family's tallest tile's */
   bool measured;
   /* The best split of an edge of r rows (r < 2*mr) into emitted heights, the last piece
    * possibly taller than the rows it stores: [0] when B is packed (a piece re-reads its
@@ -590,8 +599,9 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
 /* The micro-kernel: an h x (v*W) tile of C, over kc steps of the reduction.
  *   void uk(i64 kc, ptr a, i64 a_rs, i64 a_cs, ptr b, i64 b_rs, ptr c, i64 c_rs,
  *           i64 n_rem, i64 m_rem, i32 beta)
- * A[i,k] = a[i*a_rs + k*a_cs], B[k,j] = b[k*b_rs + j], C[i,j] = c[i*c_rs + j]; beta != 0
- * adds to C.  Masked kernels touch only columns j < n_rem of B and C, and rows i < m_rem of
+ * A[i,k] = a[i*a_rs + k*a_cs], B[k,j] = b[k*b_rs + j], C[i,j] = c[i*c_rs + j]; beta & 1
+ * adds to C, and beta & UK_PREFETCH_C fetches the C tile for writing first (see there).
+ * Masked kernels touch only columns j < n_rem of B and C, and rows i < m_rem of
  * A and C: rows past m_rem compute on a copy of row m_rem - 1 and are never stored, so an
  * edge of r rows may run as one taller tile instead of several passes over the B strip.
  * One kernel serves packed A (a_rs = 1, a_cs = h), column-major A and row-major A in place.
@@ -637,18 +647,21 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
   LLVMValueRef mask[MAX_V] = { 0 };
   if (masked)
     for (int j = 0; j < v; j++) mask[j] = lane_mask(g, n_rem, j);
-  /* Fetch the C tile for writing now; it is needed after the k loop, by which time a miss
-   * to L2 or L3 has been served (C rows a power of two apart never stay in L1).  Prefetches
-   * never fault, so rows past m_rem need no care. */
+  /* On request (beta & UK_PREFETCH_C), fetch the C tile for writing now: it is needed after
+   * the k loop, by which time a miss to L2 or L3 has been served (C rows a power of two
+   * apart never stay in L1).  Prefetches never fault, so rows past m_rem need no care. */
   LLVMValueRef crow[MAX_MR];
-  for (int i = 0; i < h; i++) {
-    crow[i] = gep(g, c, LLVMBuildMul(B, c_rs, ci64(g, i), ""));
+  for (int i = 0; i < h; i++) crow[i] = gep(g, c, LLVMBuildMul(B, c_rs, ci64(g, i), ""));
+  LLVMBasicBlockRef pfc = LLVMAppendBasicBlockInContext(g->ctx, fn, "prefetch_c");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, beta, ci32(g, UK_PREFETCH_C), ""), ci32(g, 0), ""),
+                  pfc, mcond);
+  LLVMPositionBuilderAtEnd(B, pfc);
+  for (int i = 0; i < h; i++)
     for (int l = 0; l < v * g->W * g->esize; l += 64) {
       LLVMValueRef args[] = { gep(g, crow[i], ci64(g, l / g->esize)), ci32(g, 1), ci32(g, 3),
                               ci32(g, 1) };
       LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
     }
-  }
   LLVMBuildBr(B, mcond);
 
   for (int pass = 0; pass < (ks > 1 ? 2 : 1); pass++) {   /* 0: main loop, 1: remainder */
@@ -701,7 +714,8 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked) 
   LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
   LLVMBasicBlockRef path[2] = { LLVMAppendBasicBlockInContext(g->ctx, fn, "set"),
                                 LLVMAppendBasicBlockInContext(g->ctx, fn, "add") };
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, beta, ci32(g, 0), ""), path[1], path[0]);
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, beta, ci32(g, 1), ""), ci32(g, 0), ""),
+                  path[1], path[0]);
   for (int add = 0; add < 2; add++) {
     LLVMPositionBuilderAtEnd(B, path[add]);
     for (int i = 0; i < h; i++) {
@@ -1137,12 +1151,16 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
  * broadcast load per cycle, which halves a 16x16 tile and no FMA count predicts -- never
  * a shape, and costs about a millisecond. */
 #define CAL_K 512
+#define CAL_K0 4
+#define CAL_LDC 1040
+#define CAL_CROWS 112
 #define CAL_TRIALS 5
 #define CAL_S 20e-6
 static void calibrate(GemmKernels *g) {
   size_t es = (size_t)g->esize;
   char *mem = xcalloc(1, (MAX_MR + MAX_V * 16 + MAX_MR * MAX_V * 16) * es * 2 + 256);
   char *a = align64(mem), *b = align64(a + MAX_MR * es), *c = align64(b + MAX_V * 16 * es * 2);
+  char *cbig_mem = xcalloc(1, (size_t)CAL_LDC * CAL_CROWS * es + 64), *cbig = align64(cbig_mem);
   for (int fi = 0; fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
     for (int h = 1; h <= f->mr; h++) {
@@ -1159,11 +1177,41 @@ static void calibrate(GemmKernels *g) {
         if (dt < best) best = dt;
       }
       if (best > 0 && best < 1) f->ksec[h] = best;
+      /* the fixed cost of a call: calls over CAL_K0 steps, their C tiles walking across
+       * 450 KB as a block's do, less those steps.  A tall tile sets up a pointer per row of
+       * A (spilled past the registers) and stores more rows: on Zen 5 the 14x32 tile's call
+       * costs about 10 ns, the 6x64 one's 3, which the model's formula (20 cycles and a
+       * load and store a vector, model_block) called nearly equal; at k = 3 the 6x64
+       * tiles ran 672 x 448 in 9.8 us, the 14x32 ones in 12.7 */
+      best = 1e30;
+      int64_t ldc = CAL_LDC, tiles_row = ldc / f->nr, rows = CAL_CROWS / h;
+      for (int t = 0; t < CAL_TRIALS; t++) {
+        double t0 = now_s();
+        for (int64_t i = 0; i < rows; i++)
+          for (int64_t j = 0; j < tiles_row; j++)
+            uk(CAL_K0, a, 1, 0, b, 0, cbig + (i * h * ldc + j * f->nr) * es, ldc, f->nr, h, 0);
+        double dt = (now_s() - t0) / (double)(rows * tiles_row);
+        if (dt < best) best = dt;
+      }
+      best -= CAL_K0 * f->ksec[h];
+      if (best > 0 && best < 1e-3) f->call_s[h] = best;
     }
     f->measured = true;
     plan_edges(g, f);
   }
   free(mem);
+  free(cbig_mem);
+  /* The model's cost of a call (CALL_CYC and the C tile's loads and stores, model_block)
+   * was fitted on whole runs, where a call costs several times what it does back to back
+   * in L1; what the measurement adds is the difference between tiles: the set-up beyond
+   * that of the cheapest family's tallest tile. */
+  double base = 1e30;
+  for (int fi = 0; fi < g->nfam; fi++)
+    if (g->fam[fi].call_s[g->fam[fi].mr] > 0 && g->fam[fi].call_s[g->fam[fi].mr] < base)
+      base = g->fam[fi].call_s[g->fam[fi].mr];
+  for (int fi = 0; fi < g->nfam; fi++)
+    for (int h = 1; h <= g->fam[fi].mr; h++)
+      g->fam[fi].call_extra[h] = g->fam[fi].call_s[h] > base ? g->fam[fi].call_s[h] - base : 0;
 }
 
 /* The row-streaming kernels: one row of B over and over (b_sk = 0), C rows in L1. */
@@ -1492,7 +1540,9 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   int64_t ntiles = cdiv(nt, f->nr), nkb = cdiv(K, pl->kc);
   int64_t njc = cdiv(nt, pl->nc), nic = cdiv(mt, pl->mc);
   /* a call: its fixed cost and the C tile, loaded and stored once per vector */
-  double call_s = (CALL_CYC + 2.0 * imin(f->mr, mt) * f->v) / hz;
+  int64_t htop = imin(f->mr, mt), hc = htop;
+  while (hc < f->mr && !f->has[hc]) hc++;      /* the tile height that covers htop rows */
+  double call_s = (CALL_CYC + 2.0 * htop * f->v) / hz + f->call_extra[hc];
   pl->t_comp = (double)bt * ntiles * ((double)K * rs + (double)nkb * calls * call_s);
   /* B read in place costs more than the kernel rates say (they were measured on aligned
    * strips that fit): rows not a whole number of lines apart make most of its vectors
@@ -2076,6 +2126,13 @@ static void run_rows(void *ctx, int64_t task) {
   }
 }
 
+/* Should the kernels of block bk fetch their C tiles first (UK_PREFETCH_C): when the
+ * block's C outgrows L2 or its rows alias in L1. */
+static bool prefetch_c(const GemmKernels *g, const Block *bk) {
+  double bytes = (double)(bk->b1 - bk->b0) * (double)(bk->m1 - bk->m0) * (double)(bk->n1 - bk->n0) * g->esize;
+  return !bk->ctmp && (bytes > (double)cache_bytes(&g->hw, 1) || (bk->c_sm * g->esize) % SET_SPAN == 0);
+}
+
 /* One thread block: batches, rows and columns given by the task's place in the grid. */
 static void run_block(void *ctx, int64_t task) {
   const Job *J = ctx;
@@ -2093,6 +2150,7 @@ static void run_block(void *ctx, int64_t task) {
     wa = base + J->lay.a, wb = base + J->lay.b, wc = base + J->lay.c;
   }
   int nr = f->nr, tab = !pl->pack_b;
+  int pfc = prefetch_c(g, &bk) ? UK_PREFETCH_C : 0;
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
     char *C = bk.c + (size_t)(bi * bk.c_sb) * es;
@@ -2141,7 +2199,7 @@ static void run_block(void *ctx, int64_t task) {
               UkFn uk = tile_uk(f, h, hs, w);
               char *cp = cb + (size_t)(r0 * bk.c_sm) * es;
               if (!bk.ctmp) {
-                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, w, hs, beta);
+                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, w, hs, beta | pfc);
               } else {
                 uk(kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, w, hs, 0);
                 merge_tile(g, wc, nr, cp, bk.c_sm, bk.c_sn, hs, w, beta);
@@ -2511,11 +2569,12 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   for (int fi = 0; fi < g->nfam; fi++) {
     const Family *f = &g->fam[fi];
     buf_printf(out, "family %d: %dx%d, heights (GFLOP/s per core, %s):", fi, f->mr, f->nr,
-               f->measured ? "measured in L1" : "FMA model");
+               f->measured ? "measured in L1; + ns a call" : "FMA model");
     for (int hh = 1; hh <= f->mr; hh++)
-      if (f->has[hh])
-        buf_printf(out, " %d%s %.0f", hh, f->ksplit[hh] > 1 ? "*" : "",
-                   tile_gflops(f, hh));
+      if (f->has[hh]) {
+        buf_printf(out, " %d%s %.0f", hh, f->ksplit[hh] > 1 ? "*" : "", tile_gflops(f, hh));
+        if (f->measured) buf_printf(out, "+%.0f", f->call_s[hh] * 1e9);
+      }
     buf_puts(out, "\n");
   }
   if (ds > 0) {

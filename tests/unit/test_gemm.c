@@ -58,7 +58,8 @@ static void unguard(Guarded *gd) { munmap(gd->map, gd->maplen); }
 typedef struct Case {
   int64_t batch, m, n, k;
   char la, lb, lc;          /* 'r' row-major, 'c' column-major, 'g' general (both strides
-                               padded), for A [m,k], B [k,n], C [m,n] */
+                               padded), 'a' rows a multiple of 1024 elements apart, for
+                               A [m,k], B [k,n], C [m,n] */
   bool acc, bcast_a;        /* C +=; A shared by every batch (batch stride 0) */
   int threads;
   bool at_end;
@@ -77,6 +78,7 @@ static int64_t layout(char l, int64_t rows, int64_t cols, int64_t *sr, int64_t *
   switch (l) {
   case 'r': *sr = cols + 3; *sc = 1; break;                  /* padded rows */
   case 'c': *sr = 1; *sc = rows + 2; break;
+  case 'a': *sr = (cols + 1023) / 1024 * 1024; *sc = 1; break;  /* rows 4 KiB apart (f32) */
   default:  *sr = 2 * cols + 1; *sc = 2; break;              /* no unit stride at all */
   }
   if (rows == 0 || cols == 0) return 0;
@@ -262,6 +264,33 @@ START_TEST(test_one_tile) {
                         .lb = 'r', .lc = 'r', .acc = v >= 3, .threads = 1, .at_end = true };
             if (cs.m > 0) bad += run_case(g32, &cs);
           }
+  }
+  gemm_force(g32, NULL);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* The kernels fetch their C tile first where C's rows alias in L1 (4 KiB apart) or the
+ * block's C outgrows L2 (beta's UK_PREFETCH_C bit, beside its "add" bit): C = and C +=
+ * stay exact both ways, over one k block and several, for every family. */
+START_TEST(test_prefetch_c) {
+  int mr[4], nr[4], bad = 0;
+  int nf = gemm_families(g32, mr, nr, 4);
+  for (int f = 0; f < nf && f < 4; f++) {
+    GemmForce fo = { .fam = f + 1 };
+    gemm_force(g32, &fo);
+    for (int acc = 0; acc < 2; acc++)
+      for (int t = 1; t <= 2; t++) {
+        int64_t ks[] = { 1, 5, 700 };
+        for (int l = 0; l < 3; l++) {
+          Case cs = { .batch = 1, .m = 2 * mr[f] + 3, .n = nr[f] + 5, .k = ks[l], .la = 'r',
+                      .lb = 'r', .lc = 'a', .acc = acc, .threads = t, .at_end = true };
+          bad += run_case(g32, &cs);
+        }
+        Case big = { .batch = 1, .m = 600, .n = 509, .k = 3, .la = 'r', .lb = 'r', .lc = 'r',
+                     .acc = acc, .threads = t, .at_end = false };   /* C of 1.2 MB */
+        bad += run_case(g32, &big);
+      }
   }
   gemm_force(g32, NULL);
   ck_assert_int_eq(bad, 0);
@@ -716,6 +745,7 @@ int main(void) {
   tcase_add_test(tc, test_layouts);
   tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_c_traffic);
+  tcase_add_test(tc, test_prefetch_c);
   tcase_add_test(tc, test_batched_accumulate);
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
