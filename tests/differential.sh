@@ -165,6 +165,11 @@ if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
   gelu_tw=$(sed -n '/^kernel gelu/,$p' sched.txt | grep -c streaming)
   echo "streaming twins: $tw of layernorm, softmax, relu, gelu (want 3, none for gelu: $gelu_tw)"
   [ "$tw" = 3 ] && [ "$gelu_tw" = 0 ] || { cat sched.txt; exit 1; }
+  # softmax writes row b - 1's result in the loop of row b's exp (row pipelining), so the
+  # checks above ran that path, twin and all; layernorm has no such stage
+  pipe=$(grep '^  pipelined:' sched.txt)
+  echo "pipelined: $pipe"
+  [ "$pipe" = "  pipelined: row b's stage e runs in one loop with row b - 1's stage Y" ] || { cat sched.txt; exit 1; }
   # when the twin runs: 4 x 1000 (16 KB out, 16 KB in) fits the 64 KiB cache; 10 x 1000
   # (40 KB out, under it) does not with its 40 KB input, so the twin is compiled then
   printf 'Y = softmax(rand(f32[4, 1000]))\n:sched softmax\nY = softmax(rand(f32[10, 1000]))\n:sched softmax\n' |
