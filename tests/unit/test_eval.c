@@ -12,6 +12,15 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || __has_feature(address_sanitizer)
+#define ASAN 1
+#else
+#define ASAN 0
+#endif
+
 static Arena *arena;
 static PolyCtx *pc;
 static Diags diags;
@@ -637,7 +646,12 @@ START_TEST(test_row_scratch) {
     }
     getrusage(RUSAGE_SELF, &r1);
     long faults = r1.ru_minflt - r0.ru_minflt;
+#if !ASAN                            /* AddressSanitizer's allocator quarantines freed memory,
+                                         so every result lands on fresh pages there */
     ck_assert_msg(faults < 10L * calls, "%ld page faults in %d calls", faults, calls);
+#else
+    (void)faults;
+#endif
     tensor_release(x);
   }
   session_free(s);
