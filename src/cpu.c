@@ -731,6 +731,19 @@ static void prefetch_span(G *g, const Kernel *kn, const bool *mark, LLVMValueRef
   }
 }
 
+/* Open the loop over the strips of PREFETCH_STRIP elements of [start, E) (close it with
+ * loop_end on *chunk), set [*c0, *c1) to the current strip, and ask for the matching part
+ * of the next row of each slot in mark. */
+static void strip_begin(G *g, const Kernel *kn, const bool *mark, Loop *chunk, LLVMValueRef start, LLVMValueRef E,
+                        LLVMValueRef *c0, LLVMValueRef *c1) {
+  const int CH = PREFETCH_STRIP;
+  LLVMValueRef k = loop_begin(g, chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
+  *c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, k, c64(g, CH), ""), "");
+  LLVMValueRef end = LLVMBuildAdd(g->b, *c0, c64(g, CH), "");
+  *c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, end, E, ""), E, end, "");
+  prefetch_span(g, kn, mark, *c0, *c1, E);
+}
+
 /* The body of stage st at the current loop indices: its value, stored; a fused reduction
  * (see fusable_reduce) takes a step. */
 static void gen_body(G *g, const Kernel *kn, const Stage *st, const KExpr *red, LLVMValueRef acc, bool vol) {
@@ -858,7 +871,6 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
      * inputs a strip at a time so that the first pass of the next row finds them in cache */
     bool strip = false;
     Loop chunk;
-    const int CH = PREFETCH_STRIP;
     if (no > 0 && s > 0 && st->naxes > 0 && pf_mark && !pf_done) {
       bool par = false;
       for (int a = 0; a < st->naxes; a++) par = par || st->axes[a] == par_axis;
@@ -880,12 +892,8 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
         loop_end(g, &P);
       }
       if (strip && a == st->naxes - 1) {
-        LLVMValueRef E = load_i64(g, g->ext, st->axes[a]);
-        LLVMValueRef c0 = loop_begin(g, &chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
-        c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, c0, c64(g, CH), ""), "");
-        LLVMValueRef c1 = LLVMBuildAdd(g->b, c0, c64(g, CH), "");
-        c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, c1, E, ""), E, c1, "");
-        prefetch_span(g, kn, pf_mark, c0, c1, E);
+        LLVMValueRef c0, c1;
+        strip_begin(g, kn, pf_mark, &chunk, start, load_i64(g, g->ext, st->axes[a]), &c0, &c1);
         g->axv[st->axes[a]] = loop_begin(g, &L[a], c0, c1);
         continue;
       }
@@ -972,14 +980,7 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
     }
     Loop chunk, in;
     LLVMValueRef c0 = start, c1 = E;
-    if (any) {
-      const int CH = PREFETCH_STRIP;
-      LLVMValueRef k = loop_begin(g, &chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
-      c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, k, c64(g, CH), ""), "");
-      c1 = LLVMBuildAdd(g->b, c0, c64(g, CH), "");
-      c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, c1, E, ""), E, c1, "");
-      prefetch_span(g, kn, pf_mark, c0, c1, E);
-    }
+    if (any) strip_begin(g, kn, pf_mark, &chunk, start, E, &c0, &c1);
     LLVMValueRef n = loop_begin(g, &in, c0, c1);
     g->axv[sf->axes[0]] = n;
     gen_body(g, kn, sf, red, acc, false);
