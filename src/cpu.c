@@ -50,7 +50,8 @@ typedef struct CKernel {
   char sym[64];
   int par_axis;          /* -1: one task */
   bool gemm;
-  bool piped;            /* row-pipelined (gen_piped): its per-row locals are kept twice */
+  int pipe_f;            /* row-pipelined (gen_piped): its stage F (piped_stage), else -1;
+                            its per-row locals are kept twice */
   int g_a, g_b, g_c;     /* slots */
   int g_ax[4];           /* batch (-1: none), m, n, k axes */
   int g_pos[6];          /* their subscript places: A's m, k, batch; B's k, n, batch (-1) */
@@ -703,6 +704,20 @@ static void row_reads(const KExpr *e, const Kernel *kn, const Program *p, bool *
   for (int i = 0; i < e->n; i++) row_reads(e->a[i], kn, p, mark);
 }
 
+/* The slots a row-wise kernel reads row by row (row_reads over its stages), or NULL when
+ * there are none (or no row axis); the caller frees it. */
+static bool *row_marks(const Program *p, const Kernel *kn) {
+  if (kn->nouter == 0) return NULL;
+  bool *mark = xcalloc((size_t)p->nslots + 1, sizeof(bool)), any = false;
+  for (int s = 0; s < kn->nstages; s++) row_reads(kn->stages[s].expr, kn, p, mark);
+  for (int i = 0; i < p->nslots; i++) any = any || mark[i];
+  if (!any) {
+    free(mark);
+    return NULL;
+  }
+  return mark;
+}
+
 /* A read prefetch into every cache level (locality 3) of the line at `at`. */
 static void prefetch(G *g, LLVMValueRef at) {
   LLVMValueRef args[4] = {at, LLVMConstInt(g->i32, 0, 0), LLVMConstInt(g->i32, 3, 0), LLVMConstInt(g->i32, 1, 0)};
@@ -817,9 +832,11 @@ static int piped_stage(const Program *p, const Kernel *kn, int par_axis) {
   return F;
 }
 
+static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi);
+
 /* The function of one kernel; twin: the streaming twin (see mark_streaming), whose last
- * stage starts each row's vector loop on a 64-byte boundary. */
-static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bool twin) {
+ * stage starts each row's vector loop on a 64-byte boundary; F: piped_stage's answer. */
+static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bool twin, int F) {
   LLVMTypeRef ps[3] = {g->ptr, g->i64, g->i64};
   LLVMTypeRef ft = LLVMFunctionType(g->void_, ps, 3, 0);
   g->fn = LLVMAddFunction(g->m, sym, ft);
@@ -841,26 +858,33 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
   LLVMBuildBr(g->b, start);
   LLVMPositionBuilderAtEnd(g->b, start);
   if (g->memo) memset(g->memo, 0, sizeof(LLVMValueRef) * (size_t)g->nmemo);
-  int F = piped_stage(g->p, kn, par_axis);
   if (F >= 0) gen_piped(g, kn, par_axis, twin, F, lo, hi);
+  else gen_stages(g, kn, par_axis, twin, lo, hi);
+  /* report a detected error */
+  LLVMValueRef bad = LLVMBuildLoad2(g->b, g->i1, g->err_acc, "");
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->cx, g->fn, "error");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->cx, g->fn, "ret");
+  LLVMBuildCondBr(g->b, bad, yes, done);
+  LLVMPositionBuilderAtEnd(g->b, yes);
+  LLVMValueRef idx = c64(g, 5);
+  LLVMValueRef ep = LLVMBuildLoad2(g->b, g->ptr, LLVMBuildGEP2(g->b, g->ptr, g->ctx, &idx, 1, ""), "");
+  LLVMBuildStore(g->b, LLVMConstInt(g->i32, 1, 0), ep);
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  LLVMBuildRetVoid(g->b);
+}
+
+/* The kernel body over iterations [lo, hi) of the parallel axis: the outer loops, and in
+ * them each stage's loop nest in turn. */
+static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
-  int no = F >= 0 ? 0 : kn->nouter;
+  int no = kn->nouter;
   for (int o = 0; o < no; o++) {
     bool par = kn->outer[o] == par_axis;
     g->axv[kn->outer[o]] = loop_begin(g, &outer[o], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, kn->outer[o]));
   }
-  bool *pf_mark = NULL, pf_done = false;
-  if (no > 0) {
-    pf_mark = xcalloc((size_t)g->p->nslots + 1, sizeof(bool));
-    bool any = false;
-    for (int s = 0; s < kn->nstages; s++) row_reads(kn->stages[s].expr, kn, g->p, pf_mark);
-    for (int i = 0; i < g->p->nslots; i++) any = any || pf_mark[i];
-    if (!any) {
-      free(pf_mark);
-      pf_mark = NULL;
-    }
-  }
-  for (int s = 0; s < (F >= 0 ? 0 : kn->nstages); s++) {
+  bool *pf_mark = row_marks(g->p, kn), pf_done = false;
+  for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     Loop L[DYN_MAX_RANK];
     const KExpr *red = fusable_reduce(g->p, kn, s, par_axis);
@@ -916,18 +940,6 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
   g->fused_red = NULL;
   free(pf_mark);
   for (int o = no - 1; o >= 0; o--) loop_end(g, &outer[o]);
-  /* report a detected error */
-  LLVMValueRef bad = LLVMBuildLoad2(g->b, g->i1, g->err_acc, "");
-  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->cx, g->fn, "error");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->cx, g->fn, "ret");
-  LLVMBuildCondBr(g->b, bad, yes, done);
-  LLVMPositionBuilderAtEnd(g->b, yes);
-  LLVMValueRef idx = c64(g, 5);
-  LLVMValueRef ep = LLVMBuildLoad2(g->b, g->ptr, LLVMBuildGEP2(g->b, g->ptr, g->ctx, &idx, 1, ""), "");
-  LLVMBuildStore(g->b, LLVMConstInt(g->i32, 1, 0), ep);
-  LLVMBuildBr(g->b, done);
-  LLVMPositionBuilderAtEnd(g->b, done);
-  LLVMBuildRetVoid(g->b);
 }
 
 /* The kernel body of a row-pipelined kernel (piped_stage) over rows [lo, hi): one more
@@ -939,9 +951,7 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
   int L = kn->nstages - 1, ob = kn->outer[0];
   const Stage *sf = &kn->stages[F], *sl = &kn->stages[L];
   const KExpr *red = fusable_reduce(p, kn, F, par_axis);
-  bool *pf_mark = xcalloc((size_t)p->nslots + 1, sizeof(bool)), any = false;
-  for (int s = 0; s < kn->nstages; s++) row_reads(kn->stages[s].expr, kn, p, pf_mark);
-  for (int i = 0; i < p->nslots; i++) any = any || pf_mark[i];
+  bool *pf_mark = row_marks(p, kn);
   LLVMValueRef acc = entry_alloca(g, ty_of(g, red->ty));
   LLVMValueRef E = load_i64(g, g->ext, sf->axes[0]);
   Loop rows;
@@ -982,7 +992,7 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
     }
     Loop chunk, in;
     LLVMValueRef c0 = start, c1 = E;
-    if (any) strip_begin(g, kn, pf_mark, &chunk, start, E, &c0, &c1);
+    if (pf_mark) strip_begin(g, kn, pf_mark, &chunk, start, E, &c0, &c1);
     LLVMValueRef n = loop_begin(g, &in, c0, c1);
     g->axv[sf->axes[0]] = n;
     gen_body(g, kn, sf, red, acc, false);
@@ -995,7 +1005,7 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
       g->parity = par_b;
     }
     loop_end(g, &in);
-    if (any) loop_end(g, &chunk);
+    if (pf_mark) loop_end(g, &chunk);
     LLVMBuildBr(g->b, joined);
   }
   LLVMPositionBuilderAtEnd(g->b, joined);
@@ -1254,14 +1264,14 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
     if (ck[i].gemm) continue;
     if (kernels) {
       snprintf(ck[i].sym, sizeof ck[i].sym, "%s_k%d", prefix, i);
-      gen_kernel(&g, ck[i].kn, ck[i].sym, ck[i].par_axis, false);
+      ck[i].pipe_f = piped_stage(p, ck[i].kn, ck[i].par_axis);
+      gen_kernel(&g, ck[i].kn, ck[i].sym, ck[i].par_axis, false, ck[i].pipe_f);
       ck[i].nt_slot = nt_slot_of(p, ck[i].kn, ck[i].par_axis);
-      ck[i].piped = piped_stage(p, ck[i].kn, ck[i].par_axis) >= 0;
     }
     if (twins && ck[i].nt_slot >= 0) {
       char name[80];
       snprintf(name, sizeof name, "%s_nt", ck[i].sym);
-      gen_kernel(&g, ck[i].kn, name, ck[i].par_axis, true);
+      gen_kernel(&g, ck[i].kn, name, ck[i].par_axis, true, ck[i].pipe_f);
     }
   }
   LLVMDisposeBuilder(g.b);
@@ -1411,7 +1421,8 @@ typedef struct Task {
   int64_t n, chunk;
   int nlocal;
   int *local_slots;
-  int64_t *local_bytes;
+  int64_t *local_bytes;  /* rounded up to whole 64-byte lines */
+  size_t local_total;    /* their sum */
   volatile int *interrupt;
   bool nt;                 /* run the streaming twin */
 } Task;
@@ -1471,13 +1482,11 @@ static void run_task(void *arg, int64_t t) {
   void *bufs_local[256];
   void **bufs = T->p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)T->p->nslots);
   memcpy(bufs, T->base.bufs, sizeof(void *) * (size_t)T->p->nslots);
-  size_t total = 0;                   /* each local on its own 64-byte boundary */
-  for (int i = 0; i < T->nlocal; i++) total += ((size_t)T->local_bytes[i] + 63) / 64 * 64 + 64;
-  char *scratch = T->nlocal ? scratch_get(total) : NULL;
+  char *scratch = T->nlocal ? scratch_get(T->local_total) : NULL;
   bool ok = !T->nlocal || scratch;
-  for (size_t i = 0, off = 0; ok && i < (size_t)T->nlocal; i++) {
-    bufs[T->local_slots[i]] = scratch + off;
-    off += ((size_t)T->local_bytes[i] + 63) / 64 * 64 + 64;
+  for (int i = 0; ok && i < T->nlocal; i++) {
+    bufs[T->local_slots[i]] = scratch;
+    scratch += T->local_bytes[i];
   }
   c.bufs = bufs;
   if (ok) (T->nt ? T->ck->fn_nt : T->ck->fn)(&c, lo, hi);
@@ -1673,20 +1682,23 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;
     }
-    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, interrupt, streaming(be, cp, ck, shape)};
+    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, streaming(be, cp, ck, shape)};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
     if (n <= 0) continue;
-    /* locals of this kernel: allocated per task */
+    /* locals of this kernel: each task's in its thread's scratch (run_task), each on a
+     * 64-byte boundary */
     int lslots[64];
     int64_t lbytes[64];
     int nl = 0;
+    T.local_total = 0;
     for (int s = 0; s < ck->kn->nstages && nl < 64; s++) {
       const Slot *sl = &p->slots[ck->kn->stages[s].out];
       if (sl->kind != SLOT_LOCAL) continue;
-      int64_t bytes = elem_size(sl->type.elem) * (ck->piped ? 2 : 1);
+      int64_t bytes = elem_size(sl->type.elem) * (ck->pipe_f >= 0 ? 2 : 1);
       for (int d = 0; d < sl->nlocal; d++) bytes *= shape[ck->kn->stages[s].out * DYN_MAX_RANK + d];
       lslots[nl] = ck->kn->stages[s].out;
-      lbytes[nl++] = bytes;
+      lbytes[nl] = bytes ? (bytes + 63) / 64 * 64 : 64;
+      T.local_total += (size_t)lbytes[nl++];
     }
     T.nlocal = nl;
     T.local_slots = lslots;
@@ -1803,9 +1815,9 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       buf_printf(out, "  row-wise: %d stages per row of ", kn->nstages);
       axes_text(p, kn->outer, kn->nouter, out);
       buf_puts(out, ", per-row intermediates in cache\n");
-      if (ck->piped)
+      if (ck->pipe_f >= 0)
         buf_printf(out, "  pipelined: row %s's stage %s runs in one loop with row %s - 1's stage %s\n",
-                   p->axes[kn->outer[0]].name, p->slots[kn->stages[piped_stage(p, kn, ck->par_axis)].out].name,
+                   p->axes[kn->outer[0]].name, p->slots[kn->stages[ck->pipe_f].out].name,
                    p->axes[kn->outer[0]].name, p->slots[kn->stages[kn->nstages - 1].out].name);
     }
     for (int s2 = 0; s2 < kn->nstages; s2++) {
