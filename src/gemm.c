@@ -165,8 +165,7 @@ typedef struct Family {
   double ksec[MAX_MR + 1];       /* seconds per k step of a tile of this height: measured
                                     by calibrate(), else from the FMA model */
   double call_s[MAX_MR + 1];     /* seconds a call costs beyond its k steps (its set-up, the
-                                    C tile's stores), measured in L1 (0: not measured) */
-  double call_extra[MAX_MR + 1]; /* call_s beyond the cheapest family's tallest tile's */
+                                    C tile's stores), measured (0: not measured) */
   bool measured;
   /* The best split of an edge of r rows (r < 2*mr) into emitted heights, the last piece
    * possibly taller than the rows it stores: [0] when B is packed (a piece re-reads its
@@ -229,6 +228,8 @@ struct GemmKernels {
   Tile cand[MAX_CAND];
   double compile_ms;
   int nfuncs;
+  double call_base;               /* the cheapest family's tallest tile's call_s (calibrate): the
+                                     model charges a tile its call_s beyond this */
   /* The row-streaming kernels are compiled the first time a plan would weigh them (B larger
    * than the last cache): most programs never need them, and they are a tenth of the
    * compile.  rows_state: 0 not yet, 1 ready, -1 failed (plans then leave them out). */
@@ -1149,18 +1150,16 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
  * in L1 (one column of A and one row of B, a_cs = b_rs = 0), best of CAL_TRIALS runs of
  * about CAL_S seconds each.  It measures the hardware -- e.g. Zen 5 issues about one
  * broadcast load per cycle, which halves a 16x16 tile and no FMA count predicts -- never
- * a shape, and costs about a millisecond. */
+ * a shape, and costs a little over a millisecond (1.1-1.4 ms on Zen 5). */
 #define CAL_K 512
 #define CAL_K0 4
-#define CAL_LDC 1040
-#define CAL_CROWS 112
+#define CAL_CALLS 1024
 #define CAL_TRIALS 5
 #define CAL_S 20e-6
 static void calibrate(GemmKernels *g) {
   size_t es = (size_t)g->esize;
   char *mem = xcalloc(1, (MAX_MR + MAX_V * 16 + MAX_MR * MAX_V * 16) * es * 2 + 256);
   char *a = align64(mem), *b = align64(a + MAX_MR * es), *c = align64(b + MAX_V * 16 * es * 2);
-  char *cbig_mem = xcalloc(1, (size_t)CAL_LDC * CAL_CROWS * es + 64), *cbig = align64(cbig_mem);
   for (int fi = 0; fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
     for (int h = 1; h <= f->mr; h++) {
@@ -1177,20 +1176,18 @@ static void calibrate(GemmKernels *g) {
         if (dt < best) best = dt;
       }
       if (best > 0 && best < 1) f->ksec[h] = best;
-      /* the fixed cost of a call: calls over CAL_K0 steps, their C tiles walking across
-       * 450 KB as a block's do, less those steps.  A tall tile sets up a pointer per row of
-       * A (spilled past the registers) and stores more rows: on Zen 5 the 14x32 tile's call
-       * costs about 10 ns, the 6x64 one's 3, which the model's formula (20 cycles and a
-       * load and store a vector, model_block) called nearly equal; at k = 3 the 6x64
-       * tiles ran 672 x 448 in 9.8 us, the 14x32 ones in 12.7 */
+      /* the fixed cost of a call: CAL_CALLS calls over CAL_K0 steps, less those steps.  A
+       * tall tile sets up a pointer per row of A (spilled past the registers) and stores
+       * more rows: on Zen 5 the 14x32 tile's call costs about 10 ns, the 6x64 one's 3,
+       * which the model's formula (20 cycles and a load and store a vector, model_block)
+       * called nearly equal; at k = 3 the 6x64 tiles ran 672 x 448 in 9.8 us, the 14x32
+       * ones in 12.7.  (C tiles walking across 450 KB, as a block's do, gave about the
+       * same figures and took 2 ms of the start-up; these calls take about 0.3 ms.) */
       best = 1e30;
-      int64_t ldc = CAL_LDC, tiles_row = ldc / f->nr, rows = CAL_CROWS / h;
       for (int t = 0; t < CAL_TRIALS; t++) {
         double t0 = now_s();
-        for (int64_t i = 0; i < rows; i++)
-          for (int64_t j = 0; j < tiles_row; j++)
-            uk(CAL_K0, a, 1, 0, b, 0, cbig + (i * h * ldc + j * f->nr) * es, ldc, f->nr, h, 0);
-        double dt = (now_s() - t0) / (double)(rows * tiles_row);
+        for (int r = 0; r < CAL_CALLS; r++) uk(CAL_K0, a, 1, 0, b, 0, c, f->nr, f->nr, h, 0);
+        double dt = (now_s() - t0) / CAL_CALLS;
         if (dt < best) best = dt;
       }
       best -= CAL_K0 * f->ksec[h];
@@ -1200,18 +1197,15 @@ static void calibrate(GemmKernels *g) {
     plan_edges(g, f);
   }
   free(mem);
-  free(cbig_mem);
   /* The model's cost of a call (CALL_CYC and the C tile's loads and stores, model_block)
    * was fitted on whole runs, where a call costs several times what it does back to back
    * in L1; what the measurement adds is the difference between tiles: the set-up beyond
    * that of the cheapest family's tallest tile. */
-  double base = 1e30;
-  for (int fi = 0; fi < g->nfam; fi++)
-    if (g->fam[fi].call_s[g->fam[fi].mr] > 0 && g->fam[fi].call_s[g->fam[fi].mr] < base)
-      base = g->fam[fi].call_s[g->fam[fi].mr];
-  for (int fi = 0; fi < g->nfam; fi++)
-    for (int h = 1; h <= g->fam[fi].mr; h++)
-      g->fam[fi].call_extra[h] = g->fam[fi].call_s[h] > base ? g->fam[fi].call_s[h] - base : 0;
+  g->call_base = 1e30;
+  for (int fi = 0; fi < g->nfam; fi++) {
+    double c = g->fam[fi].call_s[g->fam[fi].mr];
+    if (c > 0 && c < g->call_base) g->call_base = c;
+  }
 }
 
 /* The row-streaming kernels: one row of B over and over (b_sk = 0), C rows in L1. */
@@ -1542,7 +1536,8 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   /* a call: its fixed cost and the C tile, loaded and stored once per vector */
   int64_t htop = imin(f->mr, mt), hc = htop;
   while (hc < f->mr && !f->has[hc]) hc++;      /* the tile height that covers htop rows */
-  double call_s = (CALL_CYC + 2.0 * htop * f->v) / hz + f->call_extra[hc];
+  double extra = f->call_s[hc] > g->call_base ? f->call_s[hc] - g->call_base : 0;
+  double call_s = (CALL_CYC + 2.0 * htop * f->v) / hz + extra;
   pl->t_comp = (double)bt * ntiles * ((double)K * rs + (double)nkb * calls * call_s);
   /* B read in place costs more than the kernel rates say (they were measured on aligned
    * strips that fit): rows not a whole number of lines apart make most of its vectors
