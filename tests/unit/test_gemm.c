@@ -249,51 +249,61 @@ END_TEST
 /* A problem one tile covers, B in place: gemm_run calls the kernel itself (no job, block or
  * pieces).  Each family, heights and widths at and below the tile, C = and C +=, A by rows,
  * by columns and with no unit stride, guard pages after each operand. */
-START_TEST(test_one_tile) {
+/* cases(mr, nr) with each kept f32 family forced in turn (the rest of fo as given), then
+ * no force: the failures. */
+static int per_family(GemmForce fo, int (*cases)(int mr, int nr)) {
   int mr[4], nr[4], bad = 0;
   int nf = gemm_families(g32, mr, nr, 4);
   for (int f = 0; f < nf && f < 4; f++) {
-    GemmForce fo = { .fam = f + 1, .pack_a = 2, .pack_b = 2 };
+    fo.fam = f + 1;
     gemm_force(g32, &fo);
-    int64_t ms[] = { 1, 2, mr[f] - 1, mr[f] }, ns[] = { 1, nr[f] - 1, nr[f] }, ks[] = { 1, 17 };
-    for (int i = 0; i < 4; i++)
-      for (int j = 0; j < 3; j++)
-        for (int l = 0; l < 2; l++)
-          for (int v = 0; v < 6; v++) {
-            Case cs = { .batch = 1, .m = ms[i], .n = ns[j], .k = ks[l], .la = "rcg"[v % 3],
-                        .lb = 'r', .lc = 'r', .acc = v >= 3, .threads = 1, .at_end = true };
-            if (cs.m > 0) bad += run_case(g32, &cs);
-          }
+    bad += cases(mr[f], nr[f]);
   }
   gemm_force(g32, NULL);
-  ck_assert_int_eq(bad, 0);
+  return bad;
+}
+
+static int one_tile_cases(int mr, int nr) {
+  int bad = 0;
+  int64_t ms[] = { 1, 2, mr - 1, mr }, ns[] = { 1, nr - 1, nr }, ks[] = { 1, 17 };
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 3; j++)
+      for (int l = 0; l < 2; l++)
+        for (int v = 0; v < 6; v++) {
+          Case cs = { .batch = 1, .m = ms[i], .n = ns[j], .k = ks[l], .la = "rcg"[v % 3],
+                      .lb = 'r', .lc = 'r', .acc = v >= 3, .threads = 1, .at_end = true };
+          if (cs.m > 0) bad += run_case(g32, &cs);
+        }
+  return bad;
+}
+
+START_TEST(test_one_tile) {
+  ck_assert_int_eq(per_family((GemmForce){ .pack_a = 2, .pack_b = 2 }, one_tile_cases), 0);
 }
 END_TEST
 
 /* The kernels fetch their C tile first where C's rows alias in L1 (4 KiB apart) or the
  * block's C outgrows L2 (beta's UK_PREFETCH_C bit, beside its "add" bit): C = and C +=
  * stay exact both ways, over one k block and several, for every family. */
-START_TEST(test_prefetch_c) {
-  int mr[4], nr[4], bad = 0;
-  int nf = gemm_families(g32, mr, nr, 4);
-  for (int f = 0; f < nf && f < 4; f++) {
-    GemmForce fo = { .fam = f + 1 };
-    gemm_force(g32, &fo);
-    for (int acc = 0; acc < 2; acc++)
-      for (int t = 1; t <= 2; t++) {
-        int64_t ks[] = { 1, 5, 700 };
-        for (int l = 0; l < 3; l++) {
-          Case cs = { .batch = 1, .m = 2 * mr[f] + 3, .n = nr[f] + 5, .k = ks[l], .la = 'r',
-                      .lb = 'r', .lc = 'a', .acc = acc, .threads = t, .at_end = true };
-          bad += run_case(g32, &cs);
-        }
-        Case big = { .batch = 1, .m = 600, .n = 509, .k = 3, .la = 'r', .lb = 'r', .lc = 'r',
-                     .acc = acc, .threads = t, .at_end = false };   /* C of 1.2 MB */
-        bad += run_case(g32, &big);
+static int prefetch_c_cases(int mr, int nr) {
+  int bad = 0;
+  for (int acc = 0; acc < 2; acc++)
+    for (int t = 1; t <= 2; t++) {
+      int64_t ks[] = { 1, 5, 700 };
+      for (int l = 0; l < 3; l++) {
+        Case cs = { .batch = 1, .m = 2 * mr + 3, .n = nr + 5, .k = ks[l], .la = 'r',
+                    .lb = 'r', .lc = 'a', .acc = acc, .threads = t, .at_end = true };
+        bad += run_case(g32, &cs);
       }
-  }
-  gemm_force(g32, NULL);
-  ck_assert_int_eq(bad, 0);
+      Case big = { .batch = 1, .m = 600, .n = 509, .k = 3, .la = 'r', .lb = 'r', .lc = 'r',
+                   .acc = acc, .threads = t, .at_end = false };   /* C of 1.2 MB */
+      bad += run_case(g32, &big);
+    }
+  return bad;
+}
+
+START_TEST(test_prefetch_c) {
+  ck_assert_int_eq(per_family((GemmForce){ 0 }, prefetch_c_cases), 0);
 }
 END_TEST
 
