@@ -759,6 +759,39 @@ static void strip_begin(G *g, const Kernel *kn, const bool *mark, Loop *chunk, L
   prefetch_span(g, kn, mark, *c0, *c1, E);
 }
 
+/* A float sum fused into a strip-mined pass over a row (strip_begin) sums each strip into
+ * a fresh accumulator, which the vectoriser spreads over its lanes, and adds the strip's
+ * total at its end into the row's, kept in f64.  With one accumulator for the row every
+ * strip's vector loop started from the running total in one lane, which then took each of
+ * its terms against a much larger sum: the error grew with the row, to 2e-4 of softmax's
+ * result over 9,000,001 elements (1e-5 at 3,000,000).  Costs an f64 add per strip. */
+static bool split_sum(const KExpr *red, bool strip) {
+  return strip && red && red->red == RED_SUM && elem_is_float(red->ty);
+}
+
+/* The row's accumulator of a split sum, zeroed here. */
+static LLVMValueRef row_sum_begin(G *g) {
+  LLVMValueRef r = entry_alloca(g, g->f64);
+  LLVMBuildStore(g->b, fconst(g, g->f64, 0), r);
+  return r;
+}
+
+/* row += strip, and the strip's accumulator starts again. */
+static void row_sum_fold(G *g, const KExpr *red, LLVMValueRef row, LLVMValueRef strip) {
+  LLVMTypeRef t = ty_of(g, red->ty);
+  LLVMValueRef x = LLVMBuildLoad2(g->b, t, strip, "");
+  if (t != g->f64) x = LLVMBuildFPExt(g->b, x, g->f64, "");
+  LLVMBuildStore(g->b, LLVMBuildFAdd(g->b, LLVMBuildLoad2(g->b, g->f64, row, ""), x, ""), row);
+  LLVMBuildStore(g->b, red_init(g, red, t), strip);
+}
+
+/* The row's total in the reduction's type. */
+static LLVMValueRef row_sum_end(G *g, const KExpr *red, LLVMValueRef row) {
+  LLVMTypeRef t = ty_of(g, red->ty);
+  LLVMValueRef x = LLVMBuildLoad2(g->b, g->f64, row, "");
+  return t == g->f64 ? x : LLVMBuildFPTrunc(g->b, x, t, "");
+}
+
 /* The body of stage st at the current loop indices: its value, stored; a fused reduction
  * (see fusable_reduce) takes a step. */
 static void gen_body(G *g, const Kernel *kn, const Stage *st, const KExpr *red, LLVMValueRef acc, bool vol) {
@@ -906,6 +939,8 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     /* the twin's last stage: the elements of each row before its first line boundary
      * first, by scalar stores, then the rest from there */
     bool peel = twin && s == kn->nstages - 1 && st->naxes > 0 && st->axes[st->naxes - 1] != par_axis;
+    bool split = split_sum(red, strip);
+    LLVMValueRef row_acc = split ? row_sum_begin(g) : NULL;
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
       LLVMValueRef start = par ? lo : c64(g, 0);
@@ -916,6 +951,7 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
         g->axv[st->axes[a]] = loop_begin(g, &P, c64(g, 0), start);
         gen_body(g, kn, st, red, acc, true);
         loop_end(g, &P);
+        if (split) row_sum_fold(g, red, row_acc, acc);
       }
       if (strip && a == st->naxes - 1) {
         LLVMValueRef c0, c1;
@@ -928,11 +964,12 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     gen_body(g, kn, st, red, acc, false);
     for (int a = st->naxes - 1; a >= 0; a--) {
       loop_end(g, &L[a]);
+      if (split && a == st->naxes - 1) row_sum_fold(g, red, row_acc, acc);
       if (strip && a == st->naxes - 1) loop_end(g, &chunk);
     }
     if (red) {
       g->fused_red = red;
-      g->fused_val = LLVMBuildLoad2(g->b, ty_of(g, red->ty), acc, "");
+      g->fused_val = split ? row_sum_end(g, red, row_acc) : LLVMBuildLoad2(g->b, ty_of(g, red->ty), acc, "");
     } else {
       g->fused_red = NULL;
     }
@@ -953,6 +990,8 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
   const KExpr *red = fusable_reduce(p, kn, F, par_axis);
   bool *pf_mark = row_marks(p, kn);
   LLVMValueRef acc = entry_alloca(g, ty_of(g, red->ty));
+  bool split = split_sum(red, pf_mark != NULL);
+  LLVMValueRef row_acc = split ? entry_alloca(g, g->f64) : NULL;
   LLVMValueRef E = load_i64(g, g->ext, sf->axes[0]);
   Loop rows;
   LLVMValueRef b = loop_begin(g, &rows, lo, LLVMBuildAdd(g->b, hi, c64(g, 1), ""));
@@ -975,6 +1014,7 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
   for (int v = 0; v < 2; v++) {
     LLVMPositionBuilderAtEnd(g->b, ver[v]);
     LLVMBuildStore(g->b, red_init(g, red, ty_of(g, red->ty)), acc);
+    if (split) LLVMBuildStore(g->b, fconst(g, g->f64, 0), row_acc);
     LLVMValueRef start = c64(g, 0);
     if (v && twin) {      /* row b - 1's elements before its first line boundary */
       g->axv[ob] = prev;
@@ -989,6 +1029,7 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
       g->axv[sf->axes[0]] = n;
       gen_body(g, kn, sf, red, acc, false);
       loop_end(g, &P);
+      if (split) row_sum_fold(g, red, row_acc, acc);
     }
     Loop chunk, in;
     LLVMValueRef c0 = start, c1 = E;
@@ -1005,12 +1046,13 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
       g->parity = par_b;
     }
     loop_end(g, &in);
+    if (split) row_sum_fold(g, red, row_acc, acc);
     if (pf_mark) loop_end(g, &chunk);
     LLVMBuildBr(g->b, joined);
   }
   LLVMPositionBuilderAtEnd(g->b, joined);
   g->fused_red = red;
-  g->fused_val = LLVMBuildLoad2(g->b, ty_of(g, red->ty), acc, "");
+  g->fused_val = split ? row_sum_end(g, red, row_acc) : LLVMBuildLoad2(g->b, ty_of(g, red->ty), acc, "");
   for (int s = F + 1; s < L; s++) gen_body(g, kn, &kn->stages[s], NULL, NULL, false);
   g->fused_red = NULL;
   LLVMBuildBr(g->b, next);

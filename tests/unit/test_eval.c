@@ -659,6 +659,91 @@ START_TEST(test_row_scratch) {
 }
 END_TEST
 
+/* Long rows on the compiled CPU path against sums taken in f64 here: softmax and
+ * layernorm over one row of 3,000,017 elements (a prime) and log_softmax over 2 rows.
+ * Their fused sums once carried the row's running total in one lane of every strip's
+ * vector loop, and softmax's result was then 8e-6 off (2e-4 at 9,000,001 elements); the
+ * bound here is 1e-6 of each element.  Layernorm's mean is a plain vectorised sum, each of
+ * its 64 lanes a sequential sum of n / 64 elements (2e-6 off here), so its bound is 1e-5.
+ * Without the CPU back end there is nothing to check. */
+static double worst_rel(const float *y, const double *ref, int64_t n) {
+  double w = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs((double)y[i] - ref[i]) / fmax(fabs(ref[i]), 1e-30);
+    if (d > w) w = d;
+  }
+  return w;
+}
+
+START_TEST(test_long_row_sums) {
+  SessionOptions opt = { .target = "cpu", .threads = 2 };
+  FILE *sink = fopen("/dev/null", "w");
+  Session *s = session_new(&opt, sink, sink);
+  if (session_run(s, ":target cpu", "t") == RUN_OK) {
+    enum { N = 3000017 };
+    char e[128];
+    int64_t shape[2] = { 2, N }, one = N;
+    Tensor *x = tensor_new(DYN_F32, 2, shape, e, sizeof e);
+    Tensor *g = tensor_new(DYN_F32, 1, &one, e, sizeof e), *bt = tensor_new(DYN_F32, 1, &one, e, sizeof e);
+    float *px = tensor_data(x), *pg = tensor_data(g), *pb = tensor_data(bt);
+    uint32_t seed = 12345;
+    for (int64_t i = 0; i < 2 * (int64_t)N; i++) {
+      seed = seed * 1103515245u + 12345u;
+      px[i] = (float)((seed >> 8) & 0xFFFF) / 65536.0f;
+    }
+    for (int64_t i = 0; i < N; i++) pg[i] = 1, pb[i] = 0;
+    double *ref = malloc(sizeof(double) * 2 * N);
+    for (int r = 0; r < 2; r++) {          /* softmax and log_softmax of row r, in f64 */
+      const float *row = px + (int64_t)r * N;
+      double m = -INFINITY, sum = 0, mean = 0, var = 0;
+      for (int64_t i = 0; i < N; i++) m = fmax(m, row[i]);
+      for (int64_t i = 0; i < N; i++) sum += exp(row[i] - m), mean += row[i];
+      mean /= N;
+      for (int64_t i = 0; i < N; i++) var += (row[i] - mean) * (row[i] - mean);
+      var /= N;
+      double *out = ref + (int64_t)r * N;
+      Tensor *y = NULL;
+      Buf err = { 0 };
+      if (r == 0) {                        /* softmax and layernorm of the first row alone */
+        int64_t s1[2] = { 1, N };
+        Tensor *x1 = tensor_new(DYN_F32, 2, s1, e, sizeof e);
+        memcpy(tensor_data(x1), row, sizeof(float) * N);
+        for (int64_t i = 0; i < N; i++) out[i] = exp(row[i] - m) / sum;
+        ck_assert_msg(session_call(s, "softmax", &x1, 1, &y, 1, &err), "%s", err.s);
+        double w = worst_rel(tensor_data(y), out, N);
+        ck_assert_msg(w < 1e-6, "softmax over %d elements: %g of an element off", N, w);
+        tensor_release(y);
+        for (int64_t i = 0; i < N; i++) out[i] = (row[i] - mean) / sqrt(var + 1e-5);
+        Tensor *args[3] = { x1, g, bt };
+        ck_assert_msg(session_call(s, "layernorm", args, 3, &y, 1, &err), "%s", err.s);
+        const float *py = tensor_data(y);
+        double wl = 0;            /* against the largest, as elements near the mean are 0 */
+        for (int64_t i = 0; i < N; i++) wl = fmax(wl, fabs(py[i] - out[i]) / sqrt(3.0));
+        ck_assert_msg(wl < 1e-5, "layernorm over %d elements: %g off", N, wl);
+        tensor_release(y);
+        tensor_release(x1);
+      }
+      for (int64_t i = 0; i < N; i++) out[i] = row[i] - m - log(sum);
+    }
+    Tensor *y = NULL;
+    Buf err = { 0 };
+    ck_assert_msg(session_call(s, "log_softmax", &x, 1, &y, 1, &err), "%s", err.s);
+    const float *py = tensor_data(y);
+    double w = 0;                      /* log_softmax: against its magnitude, about 15 */
+    for (int64_t i = 0; i < 2 * (int64_t)N; i++) w = fmax(w, fabs(py[i] - ref[i]) / 15);
+    ck_assert_msg(w < 1e-6, "log_softmax over 2 x %d elements: %g off", N, w);
+    tensor_release(y);
+    buf_free(&err);
+    free(ref);
+    tensor_release(x);
+    tensor_release(g);
+    tensor_release(bt);
+  }
+  session_free(s);
+  fclose(sink);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *tc = tcase_create("core");
@@ -680,6 +765,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(tc, test_calls_and_tall_expressions);
   tcase_add_test(tc, test_session_call);
   tcase_add_test(tc, test_row_scratch);
+  tcase_add_test(tc, test_long_row_sums);
   suite_add_tcase(s, tc);
   return s;
 }
