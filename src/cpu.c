@@ -849,6 +849,8 @@ static bool reads_slot(const KExpr *e, int slot) {
  * exp's arithmetic: on data in cache softmax costs about 0.25 ns an element a core, 0.8 ms
  * of a thread's 3.2 M elements there, where a kernel that only streams (X * 2 + 1) takes
  * 0.5 ms over the same shape. */
+static bool any_interchanged(const Program *p, const Kernel *kn, int par_axis);
+
 static int piped_stage(const Program *p, const Kernel *kn, int par_axis) {
   if (kn->nouter != 1 || kn->outer[0] != par_axis || kn->nstages < 3) return -1;
   int L = kn->nstages - 1, F = L - 2;
@@ -856,7 +858,7 @@ static int piped_stage(const Program *p, const Kernel *kn, int par_axis) {
   if (sl->naxes != 1 || sf->naxes != 1 || kn->stages[L - 1].naxes != 0 ||
       p->axes[sl->axes[0]].extent != p->axes[sf->axes[0]].extent || sl->axes[0] == par_axis ||
       p->slots[sl->out].kind == SLOT_LOCAL || reads_slot(sl->expr, sl->out) ||
-      !fusable_reduce(p, kn, F, par_axis))
+      !fusable_reduce(p, kn, F, par_axis) || any_interchanged(p, kn, par_axis))
     return -1;
   for (int s = 0; s < L; s++)
     if ((s != F && kn->stages[s].naxes != 0) || p->slots[kn->stages[s].out].kind != SLOT_LOCAL ||
@@ -909,6 +911,79 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
 
 /* The kernel body over iterations [lo, hi) of the parallel axis: the outer loops, and in
  * them each stage's loop nest in turn. */
+/* ---- a reduction under its vector axis ----
+ * A stage whose value is a reduction gets its loops in the order written: the stage's
+ * axes, then the reduction's, innermost -- and the innermost loop is the one LLVM
+ * vectorises.  Where the reduction walks an operand across rows (column sums, s[n] =
+ * sum[b] X[b, n]) or over a short window (a convolution's kernel taps) while the stage's
+ * last axis runs along the rows of every operand that depends on it, the loops are
+ * interchanged: the result's row is set to the reduction's start, then each step of the
+ * reduction updates the whole row, a loop over the stage's last axis that vectorises with
+ * unit stride.  With the taps innermost (scalar loops of 3), conv2d over 8 x 32 x 56 x 56
+ * with 64 3x3 filters took 545 ms, interchanged 20 ms (with its padding kept as a tensor,
+ * see lower.c); conv1d over 16 x 64 x 1000 with 64 5-tap filters 245 ms -> 8 ms, 3x3
+ * max pooling 16 -> 2.5 ms, column sums of 512 x 3000 0.85 -> 0.07 ms. */
+
+/* Does every load in e that depends on axis v have v in its last subscript only? */
+static bool along_rows(const KExpr *e, int v, int *loads) {
+  if (e->kind == KX_LOAD && (e->axmask >> (v % 64) & 1)) {
+    if (e->n == 0) return false;
+    for (int i = 0; i + 1 < e->n; i++)
+      if (e->a[i]->axmask >> (v % 64) & 1) return false;
+    ++*loads;
+  }
+  for (int i = 0; i < e->n; i++)
+    if (!along_rows(e->a[i], v, loads)) return false;
+  return true;
+}
+
+/* Is stage s of kn built interchanged: its value a reduction over axes other than the
+ * stage's last one, which every operand depending on it reads along its rows, and no
+ * reduction of the next stage fused into its loop (which needs its elements in order)? */
+static bool interchanged(const Program *p, const Kernel *kn, int s, int par_axis) {
+  const Stage *st = &kn->stages[s];
+  const KExpr *e = st->expr;
+  if (st->naxes < 1 || e->kind != KX_REDUCE || e->ty == DYN_BOOL || p->slots[st->out].type.elem != e->ty ||
+      fusable_reduce(p, kn, s, par_axis))
+    return false;
+  int v = st->axes[st->naxes - 1], loads = 0;
+  for (int i = 0; i < e->nraxes; i++)
+    if (e->raxes[i] == v) return false;
+  return along_rows(e->a[0], v, &loads) && loads > 0;
+}
+
+/* Any stage of kn interchanged? */
+static bool any_interchanged(const Program *p, const Kernel *kn, int par_axis) {
+  for (int s = 0; s < kn->nstages; s++)
+    if (interchanged(p, kn, s, par_axis)) return true;
+  return false;
+}
+
+/* Stage st, interchanged, at the current outer indices ([lo, hi) of the parallel axis). */
+static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+  const KExpr *e = st->expr;
+  int nv = st->naxes - 1, v = st->axes[nv], no = kn->nouter;
+  Loop L[DYN_MAX_RANK], R[DYN_MAX_RANK * 2], V;
+  LLVMValueRef subs[DYN_MAX_RANK * 2];
+  for (int o = 0; o < no; o++) subs[o] = g->axv[kn->outer[o]];
+  for (int a = 0; a < nv; a++) {
+    bool par = st->axes[a] == par_axis;
+    subs[no + a] = g->axv[st->axes[a]] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, st->axes[a]));
+  }
+  LLVMValueRef v0 = v == par_axis ? lo : c64(g, 0), v1 = v == par_axis ? hi : load_i64(g, g->ext, v);
+  int n = no + st->naxes;
+  subs[n - 1] = loop_begin(g, &V, v0, v1);
+  gen_store(g, st->out, subs, n, red_init(g, e, ty_of(g, e->ty)), e->ty, false);
+  loop_end(g, &V);
+  for (int i = 0; i < e->nraxes; i++)
+    g->axv[e->raxes[i]] = loop_begin(g, &R[i], c64(g, 0), load_i64(g, g->ext, e->raxes[i]));
+  subs[n - 1] = g->axv[v] = loop_begin(g, &V, v0, v1);
+  red_step(g, e, elem_ptr(g, st->out, subs, n), gen(g, e->a[0], NULL, false));
+  loop_end(g, &V);
+  for (int i = e->nraxes - 1; i >= 0; i--) loop_end(g, &R[i]);
+  for (int a = nv - 1; a >= 0; a--) loop_end(g, &L[a]);
+}
+
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
   int no = kn->nouter;
@@ -919,6 +994,11 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
   bool *pf_mark = row_marks(g->p, kn), pf_done = false;
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
+    if (interchanged(g->p, kn, s, par_axis)) {
+      gen_interchanged(g, kn, st, par_axis, lo, hi);
+      g->fused_red = NULL;
+      continue;
+    }
     Loop L[DYN_MAX_RANK];
     const KExpr *red = fusable_reduce(g->p, kn, s, par_axis);
     LLVMValueRef acc = NULL;
@@ -1209,7 +1289,7 @@ static bool transcendental_along(const KExpr *e, int axis) {
 static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
-  if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) ||
+  if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
@@ -1865,7 +1945,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
     for (int s2 = 0; s2 < kn->nstages; s2++) {
       const Stage *st = &kn->stages[s2];
       if (!st->naxes) continue;
-      buf_printf(out, "  stage %s: vectorised along %s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name);
+      buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
+                 interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
     }
     buf_printf(out, "  cores: %s\n", par ? "" : "one task (no parallel axis)");
     if (par) {

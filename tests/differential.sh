@@ -112,6 +112,30 @@ s=$work/diff.dyn
   done; done
   echo ":check maxpool2d(randn(f32[1, 2, 7, 9]), 2, 2)"
   echo ":check avgpool2d(randn(f32[1, 2, 7, 9]), 3, 1)"
+  # reductions built under their vector axis (each step updates the result's row): column
+  # sums and maxima of every type, the row split across threads (20011 columns), a stage
+  # of a row-wise kernel, windows with strides, and the padded convolutions at more sizes
+  echo "fn colsum(X: f32[B, N]) -> f32[N] { s[n] = sum[b] X[b, n]; return s }"
+  echo "fn colmax64(X: f64[B, N]) -> f64[N] { s[n] = max[b] X[b, n]; return s }"
+  echo "fn colsumi(X: i32[B, N]) -> i32[N] { s[n] = sum[b] X[b, n]; return s }"
+  echo "fn colprod(X: i64[A, B, N]) -> i64[A, N] { s[a, n] = prod[b] X[a, b, n]; return s }"
+  echo "fn rowsub(X: f32[A, B, N]) -> f32[A, B, N] { m[a, n] = sum[b] X[a, b, n]; Y[a, b, n] = X[a, b, n] - m[a, n]; return Y }"
+  for n in 1 15 16 17 33 20011; do for b in 1 3 64; do
+    echo "X = randn(f32[$b, $n])"
+    echo ":check colsum(X)"
+    echo ":check colmax64(f64(X))"
+    echo ":check colsumi(i32(X * 50.0))"
+  done; done
+  for n in 1 17 65; do
+    echo ":check colprod(i64(randn(f32[3, 4, $n]) * 3.0))"
+    echo ":check rowsub(randn(f32[2, 5, $n]))"
+  done
+  for w in 1 2 16 17 31; do for st in 1 2 3; do
+    echo ":check conv2d(randn(f32[2, 3, 5, $w]), randn(f32[4, 3, 1, 1]), $st, 0)"
+    echo ":check conv2d(randn(f32[1, 2, 6, $w]), randn(f32[3, 2, 3, 3]), $st, 1)"
+    echo ":check conv1d(randn(f32[2, 3, $w]), randn(f32[5, 3, 3]), $st, 2)"
+  done; done
+  for w in 2 3 17 34; do echo ":check maxpool2d(randn(f32[2, 3, 6, $w]), 2, 2)"; echo ":check maxpool2d(randn(f32[1, 2, 5, $w]), 2, 1)"; done
 } > "$s"
 cd "$work" || exit 99
 "$dyn" "$s" > out.txt 2> err.txt
@@ -121,6 +145,11 @@ bad=$(grep -c 'MISMATCH' out.txt)
 if [ $st != 0 ]; then cat err.txt; grep -B1 MISMATCH out.txt | head -20; fi
 echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
 [ $st = 0 ] || exit 1
+# the checks above ran the interchanged loops: :sched says which stages get them
+printf ':sched conv2d\n:sched maxpool2d\n:sched softmax\n' | "$dyn" > ic.txt 2>&1
+ic=$(grep -c "inside the reduction's loops" ic.txt)
+echo "interchanged: $ic of conv2d, maxpool2d, softmax (want 2)"
+[ "$ic" = 2 ] || { cat ic.txt; exit 1; }
 
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
