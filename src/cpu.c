@@ -54,6 +54,9 @@ typedef struct CKernel {
                             its per-row locals are kept twice */
   int g_a, g_b, g_c;     /* slots */
   int g_ax[4];           /* batch (-1: none), m, n, k axes */
+  bool win;              /* a windowed contraction (run_window), its loop kernel kept for
+                            layouts the micro-kernels cannot take */
+  WinContraction w;
   int g_pos[6];          /* their subscript places: A's m, k, batch; B's k, n, batch (-1) */
 } CKernel;
 
@@ -70,6 +73,8 @@ struct CpuProgram {
   size_t tables_words;
   bool twins_tried, twins_ok;   /* streaming twins (compile_twins) */
   double twins_ms;
+  void *col;                    /* run_window's gathered windows, kept from call to call */
+  size_t col_bytes;
 };
 
 struct CpuBackend {
@@ -1181,6 +1186,8 @@ static int pos_of(const KExpr *ld, int axis) {
 }
 
 /* C[b?, m, n] = sum[k] A[..] * B[..], each operand a plain layout of its axes. */
+static bool match_window(const Program *p, const Kernel *kn, CKernel *ck);
+
 static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
   if (kn->nstages != 1 || kn->nouter) return false;
   const Stage *st = &kn->stages[0];
@@ -1450,6 +1457,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
     cp->k[i].kn = &p->kernels[i];
     cp->k[i].par_axis = par_axis_of(&p->kernels[i]);
     if (!match_gemm(p, &p->kernels[i], &cp->k[i])) any_loop = true;
+    if (!cp->k[i].gemm) match_window(p, &p->kernels[i], &cp->k[i]);
     else if (!gemm_for(be, p->slots[cp->k[i].g_c].type.elem, err, errlen)) goto fail;
   }
   if (any_loop) {
@@ -1498,6 +1506,7 @@ void cpu_program_free(CpuProgram *cp) {
   free(cp->k);
   free(cp->ir);
   free(cp->tables);
+  free(cp->col);
   free(cp);
 }
 
@@ -1656,6 +1665,195 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
   return gk && gemm_run(gk, &x, be->pool, err, errlen);
 }
 
+/* ---- windowed contractions (convolutions) on the micro-kernels ----
+ * Y[P, M, Q] = sum[K] A[M, K] * B[window] (kexpr_window_contraction) runs as a batch of
+ * GEMMs: for each index of the P axes (conv2d's images) the windows of B are gathered into
+ * a K x Q matrix (the classic im2col: rows the taps c, i, j, columns the outputs h, w), and
+ * Y[p] = A . col[p] on the packed micro-kernels, A read in place.  B's subscripts are affine
+ * in the axes, so the gather is a copy of runs along Q's last axis with offsets found once
+ * per call.  The gathered matrices are kept (up to WIN_COL_BYTES, in batches of P, so that a
+ * batch is still in the last cache when its GEMM reads it: with 8 MiB conv2d below ran in
+ * 6.8 ms, with 64 MiB in 8.5, conv1d in 4.2 against 5.8); a layout that A cannot be read in
+ * place from, or a window too large, runs the loop kernel.  conv2d over 8 x 32 x 56 x 56
+ * with 64 3x3 filters: 20 ms as the interchanged loop kernel, 6.8 ms so; with stride 2,
+ * 30 -> 2.1 ms; conv1d over 16 x 64 x 1000 with 64 5-tap filters, 8 -> 4.2 ms. */
+#define WIN_COL_BYTES ((size_t)8 << 20)
+
+static bool match_window(const Program *p, const Kernel *kn, CKernel *ck) {
+  if (kn->nstages != 1 || kn->nouter) return false;
+  const Stage *st = &kn->stages[0];
+  WinContraction w;
+  if (!kexpr_window_contraction(st->expr, st->axes, st->naxes, &w)) return false;
+  DynElem e = st->expr->ty;
+  const Slot *sa = &p->slots[w.a->slot], *sb = &p->slots[w.b->slot], *sc = &p->slots[st->out];
+  if (sa->kind == SLOT_LOCAL || sb->kind == SLOT_LOCAL || sc->kind == SLOT_LOCAL ||
+      sa->type.elem != e || sb->type.elem != e || sc->type.elem != e)
+    return false;
+  ck->win = true;
+  ck->w = w;
+  ck->g_a = w.a->slot;
+  ck->g_b = w.b->slot;
+  ck->g_c = st->out;
+  return true;
+}
+
+/* An affine index expression at the axis values ax. */
+static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
+  switch (e->kind) {
+  case KX_AXIS: return ax[e->axis];
+  case KX_CONST: return e->i;
+  case KX_SIZE: {
+    int64_t v = 0;
+    const char *why;
+    return poly_eval(e->size, eval_size_lookup, (void *)sz, &v, &why) ? v : 0;
+  }
+  case KX_BIN: {
+    int64_t a = affine_at(e->a[0], ax, sz), b = affine_at(e->a[1], ax, sz);
+    return e->op == OP_ADD ? a + b : e->op == OP_SUB ? a - b : a * b;
+  }
+  default: return 0;
+  }
+}
+
+/* A windowed contraction's shape at run time: the GEMM of one batch of P (its batch count
+ * set by the caller), and B's offsets. */
+typedef struct Win {
+  int64_t ptot, mtot, qtot, ktot;
+  int64_t b0, coef[3][DYN_MAX_RANK];     /* B's element offset: b0 + coef . (P, K, Q) */
+  int64_t ext[3][DYN_MAX_RANK];
+  int n[3];                              /* axes of P, K and Q */
+  GemmArgs x;
+} Win;
+
+static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
+                      const EvalSizes *sz, Win *W) {
+  const WinContraction *w = &ck->w;
+  const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
+  int64_t es = elem_size(r->ty);
+  const int *axes[3] = { w->p, r->raxes, w->q };
+  W->n[0] = w->np, W->n[1] = r->nraxes, W->n[2] = w->nq;
+  W->ptot = W->ktot = W->qtot = W->mtot = 1;
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < W->n[g]; i++) W->ext[g][i] = ext[axes[g][i]];
+  for (int i = 0; i < w->np; i++) W->ptot *= ext[w->p[i]];
+  for (int i = 0; i < w->nm; i++) W->mtot *= ext[w->m[i]];
+  for (int i = 0; i < r->nraxes; i++) W->ktot *= ext[r->raxes[i]];
+  for (int i = 0; i < w->nq; i++) W->qtot *= ext[w->q[i]];
+  /* A[M..., K...] read in place as an M x K matrix: each subscript's stride the product of
+   * the extents after it, from the last M one on; the rows of A evenly apart */
+  const int64_t *s_a = strides + A->slot * DYN_MAX_RANK;
+  int64_t want = 1;
+  for (int d = A->n - 1; d >= w->nm - 1; d--) {
+    if (s_a[d] != want) return false;
+    want *= ext[A->a[d]->axis];
+  }
+  for (int d = w->nm - 2; d >= 0; d--)
+    if (s_a[d] != s_a[d + 1] * ext[A->a[d + 1]->axis]) return false;
+  /* B's offset, affine in the axes: its value at 0 and along each axis */
+  int64_t ax[256] = { 0 };
+  if (p->naxes > 256) return false;
+  const int64_t *s_b = strides + B->slot * DYN_MAX_RANK;
+  W->b0 = 0;
+  for (int d = 0; d < B->n; d++) W->b0 += s_b[d] * affine_at(B->a[d], ax, sz);
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < W->n[g]; i++) {
+      ax[axes[g][i]] = 1;
+      int64_t o = 0;
+      for (int d = 0; d < B->n; d++) o += s_b[d] * affine_at(B->a[d], ax, sz);
+      ax[axes[g][i]] = 0;
+      W->coef[g][i] = o - W->b0;
+    }
+  GemmArgs *x = &W->x;
+  memset(x, 0, sizeof *x);
+  x->batch = 1;
+  x->m = W->mtot, x->n = W->qtot, x->k = W->ktot;
+  x->a_sb = 0, x->a_sm = s_a[w->nm - 1], x->a_sk = 1;
+  x->b_sb = W->ktot * W->qtot, x->b_sk = W->qtot, x->b_sn = 1;
+  x->c_sb = W->mtot * W->qtot, x->c_sm = W->qtot, x->c_sn = 1;
+  return W->ktot * W->qtot * es <= (int64_t)WIN_COL_BYTES * 8;
+}
+
+/* Gather rows [r0, r1) of the batch of P starting at p0: row r is (p - p0, k). */
+typedef struct Gather { const Win *W; const char *b; char *col; int64_t p0, rows; int es; } Gather;
+
+static void gather_rows(void *arg, int64_t task) {
+  const Gather *G = arg;
+  const Win *W = G->W;
+  int64_t ntask = (G->rows + 63) / 64, r0 = task * 64, r1 = r0 + 64 < G->rows ? r0 + 64 : G->rows;
+  (void)ntask;
+  int nq = W->n[2];
+  int64_t qlast = W->ext[2][nq - 1], qstep = W->coef[2][nq - 1];
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t pi = G->p0 + r / W->ktot, ki = r % W->ktot, off = W->b0;
+    for (int i = W->n[0] - 1; i >= 0; i--) off += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
+    for (int i = W->n[1] - 1; i >= 0; i--) off += (ki % W->ext[1][i]) * W->coef[1][i], ki /= W->ext[1][i];
+    char *dst = G->col + (size_t)(r * W->qtot) * (size_t)G->es;
+    for (int64_t qo = 0; qo < W->qtot / qlast; qo++) {       /* Q's outer axes, then its last */
+      int64_t o = off, t = qo;
+      for (int i = nq - 2; i >= 0; i--) o += (t % W->ext[2][i]) * W->coef[2][i], t /= W->ext[2][i];
+      if (G->es == 4) {
+        const float *src = (const float *)G->b + o;
+        float *d = (float *)dst + qo * qlast;
+        if (qstep == 1) memcpy(d, src, (size_t)qlast * 4);
+        else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
+      } else {
+        const double *src = (const double *)G->b + o;
+        double *d = (double *)dst + qo * qlast;
+        if (qstep == 1) memcpy(d, src, (size_t)qlast * 8);
+        else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
+      }
+    }
+  }
+}
+
+/* 1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
+static int run_window(CpuBackend *be, CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                      const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+  Win W;
+  if (!win_shape(cp->p, ck, ext, strides, sz, &W)) return 0;
+  if (W.ptot == 0 || W.mtot == 0 || W.qtot == 0) return 1;
+  DynElem e = ck->kn->stages[0].expr->ty;
+  GemmKernels *gk = gemm_for(be, e, err, errlen);
+  if (!gk) return 0;
+  int es = (int)elem_size(e);
+  if (W.ktot == 0) {                     /* an empty sum */
+    memset(bufs[ck->g_c], 0, (size_t)(W.ptot * W.mtot * W.qtot) * (size_t)es);
+    return 1;
+  }
+  size_t per = (size_t)(W.ktot * W.qtot) * (size_t)es;
+  int64_t batch = (int64_t)(WIN_COL_BYTES / per);
+  if (batch < 1) batch = 1;
+  if (batch > W.ptot) batch = W.ptot;
+  size_t bytes = per * (size_t)batch;
+  if (cp->col_bytes < bytes) {
+    free(cp->col);
+    cp->col = NULL;
+    cp->col_bytes = 0;
+    if (posix_memalign(&cp->col, 64, bytes)) {
+      cp->col = NULL;
+      return 0;
+    }
+    cp->col_bytes = bytes;
+  }
+  for (int64_t p0 = 0; p0 < W.ptot; p0 += batch) {
+    if (interrupt && *interrupt) {
+      snprintf(err, errlen, "interrupted");
+      return -1;
+    }
+    int64_t nb = W.ptot - p0 < batch ? W.ptot - p0 : batch;
+    Gather G = { &W, bufs[ck->g_b], cp->col, p0, nb * W.ktot, es };
+    dyn_parallel_for(be->pool, (G.rows + 63) / 64, gather_rows, &G);
+    GemmArgs x = W.x;
+    x.batch = nb;
+    x.a = bufs[ck->g_a];
+    x.b = cp->col;
+    x.c = (char *)bufs[ck->g_c] + (size_t)(p0 * W.mtot * W.qtot) * (size_t)es;
+    x.stop = interrupt;
+    if (!gemm_run(gk, &x, be->pool, err, errlen)) return -1;
+  }
+  return 1;
+}
+
 /* The streaming twins of a program's kernels, compiled the first time a call needs one: a
  * result that outgrows the last cache is rarer than a compile, and twins double the code
  * generation time of the kernels that have them.  On failure the plain kernels serve. */
@@ -1804,6 +2002,11 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;
     }
+    if (ck->win) {
+      int r = run_window(be, cp, ck, bufs, ext, strides, sizes, interrupt, err, errlen);
+      if (r < 0) status = -1;
+      if (r) continue;
+    }
     Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, streaming(be, cp, ck, shape)};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
     if (n <= 0) continue;
@@ -1931,6 +2134,43 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
         total += gemm_predict(gk, &x, threads);
       }
       continue;
+    }
+    if (ck->win) {
+      const KExpr *r = kn->stages[0].expr;
+      buf_puts(out, "  contraction over ");
+      axes_text(p, r->raxes, r->nraxes, out);
+      buf_printf(out, " (%s x windows of %s -> %s): the windows gathered into a (", p->slots[ck->g_a].name,
+                 p->slots[ck->g_b].name, p->slots[ck->g_c].name);
+      axes_text(p, r->raxes, r->nraxes, out);
+      buf_puts(out, ") x (");
+      axes_text(p, ck->w.q, ck->w.nq, out);
+      buf_puts(out, ") matrix");
+      if (ck->w.np) {
+        buf_puts(out, " for each ");
+        axes_text(p, ck->w.p, ck->w.np, out);
+      }
+      buf_puts(out, ", then packed micro-kernels (a layout they cannot take runs the loop kernel below)\n");
+      Win W;
+      GemmKernels *gk = have ? gemm_for(be, r->ty, NULL, 0) : NULL;
+      if (gk && win_shape(p, ck, ext, strides, sz, &W)) {
+        size_t per = (size_t)(W.ktot * W.qtot) * elem_size(r->ty);
+        int64_t batch = per ? (int64_t)(WIN_COL_BYTES / per) : 1;
+        batch = batch < 1 ? 1 : batch > W.ptot ? W.ptot : batch;
+        W.x.batch = batch;
+        buf_printf(out, "  gathered: %lld x %lld, %lld at a time of %lld; each batch a GEMM of M %lld, N %lld, K %lld:\n",
+                   (long long)W.ktot, (long long)W.qtot, (long long)batch, (long long)W.ptot,
+                   (long long)W.mtot, (long long)W.qtot, (long long)W.ktot);
+        Buf d = {0};
+        gemm_describe(gk, &W.x, threads, &d);
+        for (char *line = d.s, *nl; line && *line; line = nl) {
+          nl = strchr(line, '\n');
+          if (nl) *nl++ = 0;
+          buf_printf(out, "    %s\n", line);
+        }
+        buf_free(&d);
+        total += gemm_predict(gk, &W.x, threads) * (double)((W.ptot + batch - 1) / batch);
+        continue;
+      }
     }
     const char *par = ck->par_axis >= 0 ? p->axes[ck->par_axis].name : NULL;
     if (kn->nouter) {

@@ -530,6 +530,18 @@ Program *lower_function(const Func *f, PolyCtx *pc,
 void lower_free(Program *p);
 /* Does e evaluate a transcendental function (exp log sqrt rsqrt sin cos tanh sigmoid erf pow)? */
 bool kexpr_transcendental(const KExpr *e);
+/* A windowed contraction (a convolution): Y[P..., M..., Q...] = sum[K...] A[M..., K...] *
+ * B[...], A's subscripts exactly those axes in that order (K in the reduction's order) and
+ * each of B's an affine function of axes, such as X[n, c, h*S + i, w*S + j].  P and Q are
+ * the output axes only B reads (P before the M axes, Q after them), M those only A reads;
+ * M, Q and K are not empty.  False for a plain one-index contraction, which runs on the
+ * micro-kernels directly. */
+typedef struct WinContraction {
+  const KExpr *a, *b;
+  int np, nm, nq;
+  int p[DYN_MAX_RANK], m[DYN_MAX_RANK], q[DYN_MAX_RANK];
+} WinContraction;
+bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinContraction *w);
 /* Set mark[slot] for every slot e loads from. */
 void kexpr_mark_loads(const KExpr *e, bool *mark);
 /* The loop-level IR as :ir prints it. */

@@ -410,6 +410,71 @@ static bool is_contraction(const KExpr *r) {
   return (free_axes[0] & ~free_axes[1]) && (free_axes[1] & ~free_axes[0]);
 }
 
+static bool uses_axis_of(const KExpr *e) {
+  if (e->kind == KX_AXIS) return true;
+  for (int i = 0; i < e->n; i++)
+    if (uses_axis_of(e->a[i])) return true;
+  return false;
+}
+
+/* An integer expression affine in the axes: axes, constants and sizes under + and -, and *
+ * with one side free of axes. */
+static bool affine(const KExpr *e) {
+  switch (e->kind) {
+  case KX_AXIS: case KX_SIZE: return true;
+  case KX_CONST: return !elem_is_float(e->ty);
+  case KX_BIN:
+    if (e->op == OP_ADD || e->op == OP_SUB) return affine(e->a[0]) && affine(e->a[1]);
+    if (e->op == OP_MUL)
+      return affine(e->a[0]) && affine(e->a[1]) && !(uses_axis_of(e->a[0]) && uses_axis_of(e->a[1]));
+    return false;
+  default: return false;
+  }
+}
+
+static bool reads_axis(const KExpr *ld, int ax) {
+  for (int i = 0; i < ld->n; i++)
+    if (axis_uses(ld->a[i], ax)) return true;
+  return false;
+}
+
+bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinContraction *w) {
+  if (r->kind != KX_REDUCE || r->red != RED_SUM || !elem_is_float(r->ty) || is_contraction(r)) return false;
+  const KExpr *body = r->a[0];
+  if (body->kind != KX_BIN || body->op != OP_MUL || r->nraxes > DYN_MAX_RANK) return false;
+  for (int side = 0; side < 2; side++) {
+    const KExpr *A = body->a[side], *B = body->a[1 - side];
+    if (A->kind != KX_LOAD || B->kind != KX_LOAD || A->checked || B->checked) continue;
+    if (A->ty != r->ty || B->ty != r->ty) continue;
+    WinContraction c = {.a = A, .b = B};
+    bool ok = true;
+    int stage = 0;                      /* 0: P axes, 1: M axes, 2: Q axes */
+    for (int i = 0; i < naxes && ok; i++) {
+      bool in_a = reads_axis(A, axes[i]), in_b = reads_axis(B, axes[i]);
+      if (in_a == in_b) ok = false;
+      else if (in_a) {
+        if (stage == 2) ok = false;
+        stage = 1;
+        c.m[c.nm++] = axes[i];
+      } else if (stage == 0) {
+        c.p[c.np++] = axes[i];
+      } else {
+        stage = 2;
+        c.q[c.nq++] = axes[i];
+      }
+    }
+    if (!ok || !c.nm || !c.nq || A->n != c.nm + r->nraxes) continue;
+    for (int i = 0; i < A->n && ok; i++)      /* A[M..., K...], plain */
+      ok = A->a[i]->kind == KX_AXIS &&
+           A->a[i]->axis == (i < c.nm ? c.m[i] : r->raxes[i - c.nm]);
+    for (int i = 0; i < B->n && ok; i++) ok = affine(B->a[i]);
+    if (!ok) continue;
+    if (w) *w = c;
+    return true;
+  }
+  return false;
+}
+
 /* A guarded producer (a `where`, such as the zero padding of conv2d) read inside a
  * reduction through a window -- a subscript that combines axes, Xp[n, c, h*S + i, w*S + j]
  * -- stays a tensor of its own: inlined, every read of every tap evaluated the guard again
@@ -586,7 +651,11 @@ static bool reads_any(const KExpr *e, const int *slots, int ns) {
   return false;
 }
 
-static bool contraction(const Node *n) { return is_contraction(n->expr); }
+/* Contractions stay kernels of their own: plain ones and windowed ones (convolutions),
+ * which the CPU back end runs on its micro-kernels. */
+static bool contraction(const Node *n) {
+  return is_contraction(n->expr) || kexpr_window_contraction(n->expr, n->axes, n->naxes, NULL);
+}
 
 static void number(Program *p, KExpr *e, int *next) {
   e->id = (*next)++;

@@ -136,6 +136,18 @@ s=$work/diff.dyn
     echo ":check conv1d(randn(f32[2, 3, $w]), randn(f32[5, 3, 3]), $st, 2)"
   done; done
   for w in 2 3 17 34; do echo ":check maxpool2d(randn(f32[2, 3, 6, $w]), 2, 2)"; echo ":check maxpool2d(randn(f32[1, 2, 5, $w]), 2, 1)"; done
+  # windowed contractions on the micro-kernels (run_window): images gathered in several
+  # batches (7 of 16 x 64 x 64: 3 at a time), f64, two M axes and a window over two axes of
+  # B, and a weight read through a window of its own (not an M x K matrix: the loop kernel)
+  echo ":check conv2d(randn(f32[7, 16, 64, 64]), randn(f32[2, 16, 3, 3]), 1, 1)"
+  echo "fn conv64(X: f64[N, C, L], Wt: f64[F, C, K]) -> f64[N, F, L - K + 1] where L >= K { Y[n, f, l] = sum[c, k] X[n, c, l + k] * Wt[f, c, k]; return Y }"
+  echo "fn twom(X: f32[N, C, H], Wt: f32[F, G, C, R]) -> f32[N, F, G, H - R + 1] where H >= R { Y[n, f, g, h] = sum[c, r] X[n, c, h + r] * Wt[f, g, c, r]; return Y }"
+  echo "fn part(X: f32[N, C, H, W], Wt: f32[F, C, 3, 3]) -> f32[N, F, H - 1, W - 1] where H >= 2, W >= 2 { Y[n, f, h, w] = sum[c, i < 2, j < 2] X[n, c, h + i, w + j] * Wt[f, c, i, j]; return Y }"
+  for l in 3 17 64; do
+    echo ":check conv64(f64(randn(f32[3, 5, $l])), f64(randn(f32[4, 5, 3])))"
+    echo ":check twom(randn(f32[2, 3, $l]), randn(f32[3, 2, 3, 3]))"
+    echo ":check part(randn(f32[2, 3, 5, $l]), randn(f32[4, 3, 3, 3]))"
+  done
 } > "$s"
 cd "$work" || exit 99
 "$dyn" "$s" > out.txt 2> err.txt
@@ -145,11 +157,15 @@ bad=$(grep -c 'MISMATCH' out.txt)
 if [ $st != 0 ]; then cat err.txt; grep -B1 MISMATCH out.txt | head -20; fi
 echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
 [ $st = 0 ] || exit 1
-# the checks above ran the interchanged loops: :sched says which stages get them
-printf ':sched conv2d\n:sched maxpool2d\n:sched softmax\n' | "$dyn" > ic.txt 2>&1
+# the checks above ran the interchanged loops and the gathered windows: :sched says which
+# kernels get them (conv2d's loop kernel is what a layout the micro-kernels cannot take runs)
+printf ':sched conv2d\n:sched maxpool2d\n:sched softmax\n:sched conv2d N=2 C=3 H=9 W=8 F=4 KH=3 KW=3 S=2 P=1\n' | "$dyn" > ic.txt 2>&1
 ic=$(grep -c "inside the reduction's loops" ic.txt)
 echo "interchanged: $ic of conv2d, maxpool2d, softmax (want 2)"
 [ "$ic" = 2 ] || { cat ic.txt; exit 1; }
+win=$(grep -c "^  gathered: 27 x 20, 2 at a time of 2; each batch a GEMM of M 4, N 20, K 27:" ic.txt)
+echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1 (want 1)"
+[ "$win" = 1 ] || { cat ic.txt; exit 1; }
 
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
