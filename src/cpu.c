@@ -1788,9 +1788,15 @@ static void gather_rows(void *arg, int64_t task) {
     for (int i = W->n[0] - 1; i >= 0; i--) off += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
     for (int i = W->n[1] - 1; i >= 0; i--) off += (ki % W->ext[1][i]) * W->coef[1][i], ki /= W->ext[1][i];
     char *dst = G->col + (size_t)(r * W->qtot) * (size_t)G->es;
+    int64_t idx[DYN_MAX_RANK] = { 0 }, o = off;
     for (int64_t qo = 0; qo < W->qtot / qlast; qo++) {       /* Q's outer axes, then its last */
-      int64_t o = off, t = qo;
-      for (int i = nq - 2; i >= 0; i--) o += (t % W->ext[2][i]) * W->coef[2][i], t /= W->ext[2][i];
+      if (qo)                 /* the next index of the outer axes, as an odometer */
+        for (int i = nq - 2; i >= 0; i--) {
+          o += W->coef[2][i];
+          if (++idx[i] < W->ext[2][i]) break;
+          o -= W->coef[2][i] * W->ext[2][i];
+          idx[i] = 0;
+        }
       if (G->es == 4) {
         const float *src = (const float *)G->b + o;
         float *d = (float *)dst + qo * qlast;
