@@ -2174,7 +2174,10 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
           buf_printf(out, "    %s\n", line);
         }
         buf_free(&d);
-        total += gemm_predict(gk, &W.x, threads) * (double)((W.ptot + batch - 1) / batch);
+        /* and the gather: the windows read and the matrices written, at the roofline's rate */
+        double gbytes = 2.0 * (double)per * (double)W.ptot;
+        total += gemm_predict(gk, &W.x, threads) * (double)((W.ptot + batch - 1) / batch) +
+                 cost_roofline(&be->hw, threads, 0, gbytes);
         continue;
       }
     }
