@@ -1749,6 +1749,14 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   }
   for (int d = w->nm - 2; d >= 0; d--)
     if (s_a[d] != s_a[d + 1] * ext[A->a[d + 1]->axis]) return false;
+  /* Y[P..., M..., Q...] written as batches of M x Q matrices: row-major over its axes */
+  const Stage *st = &ck->kn->stages[0];
+  const int64_t *s_c = strides + st->out * DYN_MAX_RANK;
+  want = 1;
+  for (int d = st->naxes - 1; d >= 0; d--) {
+    if (s_c[d] != want) return false;
+    want *= ext[st->axes[d]];
+  }
   /* B's offset, affine in the axes: its value at 0 and along each axis */
   int64_t ax[256] = { 0 };
   if (p->naxes > 256) return false;
@@ -1779,8 +1787,7 @@ typedef struct Gather { const Win *W; const char *b; char *col; int64_t p0, rows
 static void gather_rows(void *arg, int64_t task) {
   const Gather *G = arg;
   const Win *W = G->W;
-  int64_t ntask = (G->rows + 63) / 64, r0 = task * 64, r1 = r0 + 64 < G->rows ? r0 + 64 : G->rows;
-  (void)ntask;
+  int64_t r0 = task * 64, r1 = r0 + 64 < G->rows ? r0 + 64 : G->rows;
   int nq = W->n[2];
   int64_t qlast = W->ext[2][nq - 1], qstep = W->coef[2][nq - 1];
   for (int64_t r = r0; r < r1; r++) {
