@@ -410,11 +410,11 @@ static bool is_contraction(const KExpr *r) {
   return (free_axes[0] & ~free_axes[1]) && (free_axes[1] & ~free_axes[0]);
 }
 
-static bool uses_axis_of(const KExpr *e) {
-  if (e->kind == KX_AXIS) return true;
-  for (int i = 0; i < e->n; i++)
-    if (uses_axis_of(e->a[i])) return true;
-  return false;
+/* The nodes of kind k in e. */
+static int kind_nodes(const KExpr *e, KxKind k) {
+  int n = e->kind == k;
+  for (int i = 0; i < e->n; i++) n += kind_nodes(e->a[i], k);
+  return n;
 }
 
 /* An integer expression affine in the axes: axes, constants and sizes under + and -, and *
@@ -426,16 +426,11 @@ static bool affine(const KExpr *e) {
   case KX_BIN:
     if (e->op == OP_ADD || e->op == OP_SUB) return affine(e->a[0]) && affine(e->a[1]);
     if (e->op == OP_MUL)
-      return affine(e->a[0]) && affine(e->a[1]) && !(uses_axis_of(e->a[0]) && uses_axis_of(e->a[1]));
+      return affine(e->a[0]) && affine(e->a[1]) &&
+             !(kind_nodes(e->a[0], KX_AXIS) && kind_nodes(e->a[1], KX_AXIS));
     return false;
   default: return false;
   }
-}
-
-static bool reads_axis(const KExpr *ld, int ax) {
-  for (int i = 0; i < ld->n; i++)
-    if (axis_uses(ld->a[i], ax)) return true;
-  return false;
 }
 
 bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinContraction *w) {
@@ -450,7 +445,7 @@ bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinCon
     bool ok = true;
     int stage = 0;                      /* 0: P axes, 1: M axes, 2: Q axes */
     for (int i = 0; i < naxes && ok; i++) {
-      bool in_a = reads_axis(A, axes[i]), in_b = reads_axis(B, axes[i]);
+      bool in_a = axis_uses(A, axes[i]) > 0, in_b = axis_uses(B, axes[i]) > 0;
       if (in_a == in_b) ok = false;
       else if (in_a) {
         if (stage == 2) ok = false;
@@ -481,23 +476,10 @@ bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinCon
  * and the loop that reads it could not be vectorised (a load under a condition): conv2d over
  * 8 x 32 x 56 x 56 with 64 3x3 filters took 390 ms so, 20 ms with the padded copy (both
  * with cpu.c's interchanged loops). */
-static bool has_select(const KExpr *e) {
-  if (e->kind == KX_SELECT) return true;
-  for (int i = 0; i < e->n; i++)
-    if (has_select(e->a[i])) return true;
-  return false;
-}
-
-static int axis_nodes(const KExpr *e) {
-  int n = e->kind == KX_AXIS;
-  for (int i = 0; i < e->n; i++) n += axis_nodes(e->a[i]);
-  return n;
-}
-
 static bool windowed_read(const KExpr *e, int slot, bool red) {
   if (red && e->kind == KX_LOAD && e->slot == slot)
     for (int i = 0; i < e->n; i++)
-      if (axis_nodes(e->a[i]) > 1) return true;
+      if (kind_nodes(e->a[i], KX_AXIS) > 1) return true;
   for (int i = 0; i < e->n; i++)
     if (windowed_read(e->a[i], slot, red || e->kind == KX_REDUCE)) return true;
   return false;
@@ -510,6 +492,15 @@ static bool feeds_contraction(const KExpr *e, int slot) {
   for (int i = 0; i < e->n; i++)
     if (feeds_contraction(e->a[i], slot)) return true;
   return false;
+}
+
+/* Does node n, a contraction of either kind, read slot as an operand?  Inlined there, a
+ * producer would turn the operand's load into an expression and the contraction into a
+ * loop kernel (conv2d of a weight scaled first ran 3x slower so). */
+static bool feeds(const Node *n, int slot) {
+  WinContraction w;
+  return feeds_contraction(n->expr, slot) ||
+         (kexpr_window_contraction(n->expr, n->axes, n->naxes, &w) && (w.a->slot == slot || w.b->slot == slot));
 }
 
 static void fuse_inline(L *l, const int *outs, int nout) {
@@ -525,12 +516,12 @@ static void fuse_inline(L *l, const int *outs, int nout) {
     }
     bool cheap = !kexpr_transcendental(p->expr);
     if (!cheap && !(uses == 1 && in_red == 0)) continue;
-    bool feeds = false;
-    for (int j = i + 1; j < l->nodes.n && !feeds; j++)
-      if (!l->nodes.a[j].dead) feeds = feeds_contraction(l->nodes.a[j].expr, p->slot);
-    if (feeds) continue;
+    bool operand = false;
+    for (int j = i + 1; j < l->nodes.n && !operand; j++)
+      if (!l->nodes.a[j].dead) operand = feeds(&l->nodes.a[j], p->slot);
+    if (operand) continue;
     bool window = false;
-    if (in_red && has_select(p->expr))
+    if (in_red && kind_nodes(p->expr, KX_SELECT))
       for (int j = i + 1; j < l->nodes.n && !window; j++)
         if (!l->nodes.a[j].dead) window = windowed_read(l->nodes.a[j].expr, p->slot, false);
     if (window) continue;
