@@ -914,8 +914,6 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
   LLVMBuildRetVoid(g->b);
 }
 
-/* The kernel body over iterations [lo, hi) of the parallel axis: the outer loops, and in
- * them each stage's loop nest in turn. */
 /* ---- a reduction under its vector axis ----
  * A stage whose value is a reduction gets its loops in the order written: the stage's
  * axes, then the reduction's, innermost -- and the innermost loop is the one LLVM
@@ -932,7 +930,6 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
 /* Does every load in e that depends on axis v have v in its last subscript only? */
 static bool along_rows(const KExpr *e, int v, int *loads) {
   if (e->kind == KX_LOAD && (e->axmask >> (v % 64) & 1)) {
-    if (e->n == 0) return false;
     for (int i = 0; i + 1 < e->n; i++)
       if (e->a[i]->axmask >> (v % 64) & 1) return false;
     ++*loads;
@@ -989,6 +986,8 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
   for (int a = nv - 1; a >= 0; a--) loop_end(g, &L[a]);
 }
 
+/* The kernel body over iterations [lo, hi) of the parallel axis: the outer loops, and in
+ * them each stage's loop nest in turn. */
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
   int no = kn->nouter;
@@ -1185,9 +1184,9 @@ static int pos_of(const KExpr *ld, int axis) {
   return at;
 }
 
-/* C[b?, m, n] = sum[k] A[..] * B[..], each operand a plain layout of its axes. */
 static bool match_window(const Program *p, const Kernel *kn, CKernel *ck);
 
+/* C[b?, m, n] = sum[k] A[..] * B[..], each operand a plain layout of its axes. */
 static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
   if (kn->nstages != 1 || kn->nouter) return false;
   const Stage *st = &kn->stages[0];
@@ -1456,9 +1455,12 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
   for (int i = 0; i < cp->nk; i++) {
     cp->k[i].kn = &p->kernels[i];
     cp->k[i].par_axis = par_axis_of(&p->kernels[i]);
-    if (!match_gemm(p, &p->kernels[i], &cp->k[i])) any_loop = true;
-    if (!cp->k[i].gemm) match_window(p, &p->kernels[i], &cp->k[i]);
-    else if (!gemm_for(be, p->slots[cp->k[i].g_c].type.elem, err, errlen)) goto fail;
+    if (match_gemm(p, &p->kernels[i], &cp->k[i])) {
+      if (!gemm_for(be, p->slots[cp->k[i].g_c].type.elem, err, errlen)) goto fail;
+    } else {
+      any_loop = true;
+      match_window(p, &p->kernels[i], &cp->k[i]);
+    }
   }
   if (any_loop) {
     char prefix[64];
@@ -1574,6 +1576,21 @@ static void scratch_drop(void *v) {
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_drop); }
 
+/* A kept buffer *p of *have bytes made at least `bytes` (64-byte aligned, contents not
+ * kept); false, with nothing kept, when that memory cannot be had. */
+static bool grow_kept(void **p, size_t *have, size_t bytes) {
+  if (*have >= bytes) return true;
+  free(*p);
+  *p = NULL;
+  *have = 0;
+  if (posix_memalign(p, 64, bytes)) {
+    *p = NULL;
+    return false;
+  }
+  *have = bytes;
+  return true;
+}
+
 /* At least `bytes` of 64-byte aligned scratch for this thread, or NULL. */
 static void *scratch_get(size_t bytes) {
   pthread_once(&scratch_once, scratch_init);
@@ -1582,17 +1599,7 @@ static void *scratch_get(size_t bytes) {
     if (!(sc = calloc(1, sizeof *sc))) return NULL;
     pthread_setspecific(scratch_key, sc);
   }
-  if (sc->bytes < bytes) {
-    free(sc->p);
-    sc->p = NULL;
-    sc->bytes = 0;
-    if (posix_memalign(&sc->p, 64, bytes)) {
-      sc->p = NULL;
-      return NULL;
-    }
-    sc->bytes = bytes;
-  }
-  return sc->p;
+  return grow_kept(&sc->p, &sc->bytes, bytes) ? sc->p : NULL;
 }
 
 /* A scratch larger than SCRATCH_KEEP is not kept past its task. */
@@ -1715,14 +1722,15 @@ static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz)
   }
 }
 
-/* A windowed contraction's shape at run time: the GEMM of one batch of P (its batch count
- * set by the caller), and B's offsets. */
+/* A windowed contraction's shape at run time: the GEMM of one batch of P, and B's
+ * offsets. */
 typedef struct Win {
   int64_t ptot, mtot, qtot, ktot;
   int64_t b0, coef[3][DYN_MAX_RANK];     /* B's element offset: b0 + coef . (P, K, Q) */
   int64_t ext[3][DYN_MAX_RANK];
   int n[3];                              /* axes of P, K and Q */
-  GemmArgs x;
+  size_t per;                            /* bytes of one index of P's gathered matrix */
+  GemmArgs x;                            /* x.batch: the indices of P gathered at a time */
 } Win;
 
 static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
@@ -1731,14 +1739,12 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
   int64_t es = elem_size(r->ty);
   const int *axes[3] = { w->p, r->raxes, w->q };
+  int64_t *tot[3] = { &W->ptot, &W->ktot, &W->qtot };
   W->n[0] = w->np, W->n[1] = r->nraxes, W->n[2] = w->nq;
   W->ptot = W->ktot = W->qtot = W->mtot = 1;
   for (int g = 0; g < 3; g++)
-    for (int i = 0; i < W->n[g]; i++) W->ext[g][i] = ext[axes[g][i]];
-  for (int i = 0; i < w->np; i++) W->ptot *= ext[w->p[i]];
+    for (int i = 0; i < W->n[g]; i++) *tot[g] *= W->ext[g][i] = ext[axes[g][i]];
   for (int i = 0; i < w->nm; i++) W->mtot *= ext[w->m[i]];
-  for (int i = 0; i < r->nraxes; i++) W->ktot *= ext[r->raxes[i]];
-  for (int i = 0; i < w->nq; i++) W->qtot *= ext[w->q[i]];
   /* A[M..., K...] read in place as an M x K matrix: each subscript's stride the product of
    * the extents after it, from the last M one on; the rows of A evenly apart */
   const int64_t *s_a = strides + A->slot * DYN_MAX_RANK;
@@ -1773,12 +1779,14 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
     }
   GemmArgs *x = &W->x;
   memset(x, 0, sizeof *x);
-  x->batch = 1;
+  W->per = (size_t)(W->ktot * W->qtot * es);
+  x->batch = W->per ? (int64_t)(WIN_COL_BYTES / W->per) : 1;
+  x->batch = x->batch < 1 ? 1 : x->batch > W->ptot ? W->ptot : x->batch;
   x->m = W->mtot, x->n = W->qtot, x->k = W->ktot;
   x->a_sb = 0, x->a_sm = s_a[w->nm - 1], x->a_sk = 1;
   x->b_sb = W->ktot * W->qtot, x->b_sk = W->qtot, x->b_sn = 1;
   x->c_sb = W->mtot * W->qtot, x->c_sm = W->qtot, x->c_sn = 1;
-  return W->ktot * W->qtot * es <= (int64_t)WIN_COL_BYTES * 8;
+  return W->per <= WIN_COL_BYTES * 8;
 }
 
 /* Gather rows [r0, r1) of the batch of P starting at p0: row r is (p - p0, k). */
@@ -1833,21 +1841,8 @@ static int run_window(CpuBackend *be, CpuProgram *cp, const CKernel *ck, void **
     memset(bufs[ck->g_c], 0, (size_t)(W.ptot * W.mtot * W.qtot) * (size_t)es);
     return 1;
   }
-  size_t per = (size_t)(W.ktot * W.qtot) * (size_t)es;
-  int64_t batch = (int64_t)(WIN_COL_BYTES / per);
-  if (batch < 1) batch = 1;
-  if (batch > W.ptot) batch = W.ptot;
-  size_t bytes = per * (size_t)batch;
-  if (cp->col_bytes < bytes) {
-    free(cp->col);
-    cp->col = NULL;
-    cp->col_bytes = 0;
-    if (posix_memalign(&cp->col, 64, bytes)) {
-      cp->col = NULL;
-      return 0;
-    }
-    cp->col_bytes = bytes;
-  }
+  int64_t batch = W.x.batch;
+  if (!grow_kept(&cp->col, &cp->col_bytes, W.per * (size_t)batch)) return 0;
   for (int64_t p0 = 0; p0 < W.ptot; p0 += batch) {
     if (interrupt && *interrupt) {
       snprintf(err, errlen, "interrupted");
@@ -2092,6 +2087,15 @@ static void axes_text(const Program *p, const int *ax, int n, Buf *out) {
   for (int i = 0; i < n; i++) buf_printf(out, "%s%s", i ? ", " : "", p->axes[ax[i]].name);
 }
 
+/* The GEMM engine's own description (lines of text, consumed), each line after pad. */
+static void put_indented(Buf *out, char *text, const char *pad) {
+  for (char *line = text, *nl; line && *line; line = nl) {
+    nl = strchr(line, '\n');
+    if (nl) *nl++ = 0;
+    buf_printf(out, "%s%s\n", pad, line);
+  }
+}
+
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) {
   const Program *p = cp->p;
   double total = 0;
@@ -2136,12 +2140,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
         Buf d = {0};
         gemm_describe(gk, &x, threads, &d);
         if (d.s) {
-          /* indent the engine's own description */
-          for (char *line = d.s, *nl; line && *line; line = nl) {
-            nl = strchr(line, '\n');
-            if (nl) *nl++ = 0;
-            buf_printf(out, "  %s\n", line);
-          }
+          put_indented(out, d.s, "  ");
         }
         buf_free(&d);
         total += gemm_predict(gk, &x, threads);
@@ -2166,23 +2165,16 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       Win W;
       GemmKernels *gk = have ? gemm_for(be, r->ty, NULL, 0) : NULL;
       if (gk && win_shape(p, ck, ext, strides, sz, &W)) {
-        size_t per = (size_t)(W.ktot * W.qtot) * elem_size(r->ty);
-        int64_t batch = per ? (int64_t)(WIN_COL_BYTES / per) : 1;
-        batch = batch < 1 ? 1 : batch > W.ptot ? W.ptot : batch;
-        W.x.batch = batch;
+        int64_t batch = W.x.batch;
         buf_printf(out, "  gathered: %lld x %lld, %lld at a time of %lld; each batch a GEMM of M %lld, N %lld, K %lld:\n",
                    (long long)W.ktot, (long long)W.qtot, (long long)batch, (long long)W.ptot,
                    (long long)W.mtot, (long long)W.qtot, (long long)W.ktot);
         Buf d = {0};
         gemm_describe(gk, &W.x, threads, &d);
-        for (char *line = d.s, *nl; line && *line; line = nl) {
-          nl = strchr(line, '\n');
-          if (nl) *nl++ = 0;
-          buf_printf(out, "    %s\n", line);
-        }
+        put_indented(out, d.s, "    ");
         buf_free(&d);
         /* and the gather: the windows read and the matrices written, at the roofline's rate */
-        double gbytes = 2.0 * (double)per * (double)W.ptot;
+        double gbytes = 2.0 * (double)W.per * (double)W.ptot;
         total += gemm_predict(gk, &W.x, threads) * (double)((W.ptot + batch - 1) / batch) +
                  cost_roofline(&be->hw, threads, 0, gbytes);
         continue;
