@@ -818,6 +818,7 @@ typedef struct GemmPlanInfo {
   bool dot;                     /* the inner-product kernels (mr: tallest tile, nr: widest) */
   int mr, nr;                   /* the register tile family */
   bool pack_a, pack_b, swapped, c_buffered;
+  bool pack_b_fused;            /* B packed by the first tile of each strip as it computes */
   int64_t kc, mc, nc;           /* cache blocks */
   int tb, tm, tn, tk;           /* thread grid over batch, M, N, K */
   double predicted_s;

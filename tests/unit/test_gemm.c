@@ -153,6 +153,8 @@ static int run_case(GemmKernels *g, const Case *cs) {
 #undef PUT
 }
 
+static int64_t imin64(int64_t a, int64_t b) { return a < b ? a : b; }
+
 static int run_shape(GemmKernels *g, int64_t m, int64_t n, int64_t k, int threads) {
   int bad = 0;
   for (int e = 0; e < 2; e++) {
@@ -360,6 +362,50 @@ START_TEST(test_two_threads) {
                                        { 255, 300, 200 } };
   int bad = 0;
   for (int s = 0; s < 7; s++) bad += run_shape(g32, shapes[s][0], shapes[s][1], shapes[s][2], 2);
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+/* B packed by the first tile of each strip as it computes (the model's "packed by each
+ * strip's first tile"): for each family, rows around one and two tiles (the first piece
+ * full or not) and several row blocks (mc forced: later blocks read the panel the first
+ * wrote), widths around a strip (a masked last strip), k around the forced k block (the
+ * accumulator-split remainder, several k blocks), A packed and in place, C = and C +=,
+ * C with unit column stride and not (a tile written through a buffer), one and two
+ * threads; the plan that ran says whether it fused, and must whenever its first piece is
+ * a full tile. */
+START_TEST(test_fused_packing) {
+  int mr[4], nr[4], bad = 0, fused = 0;
+  int nf = gemm_families(g32, mr, nr, 4);
+  for (int f = 0; f < nf && f < 4; f++) {
+    int64_t ms[] = { mr[f] - 1, mr[f], mr[f] + 1, 2 * mr[f], 2 * mr[f] + 1, 3 * mr[f] + 5 };
+    int64_t ns[] = { nr[f] - 1, nr[f], nr[f] + 1, 3 * nr[f] + 7 };
+    int64_t ks[] = { 1, 15, 16, 17, 35 };
+    for (int i = 0; i < 6; i++)
+      for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 5; l++) {
+          int v = i + j + l;
+          GemmForce fo = { .fam = f + 1, .pack_a = 1 + v % 2, .pack_b = 1, .kc = 16,
+                           .mc = v % 3 ? 0 : 2 * mr[f], .tn = 1 + (j == 3 && v % 2) };
+          gemm_force(g32, &fo);
+          Case cs = { .batch = 1 + (v % 5 == 0), .m = ms[i], .n = ns[j], .k = ks[l], .la = "rc"[v % 2],
+                      .lb = 'r', .lc = "rg"[(v / 2) % 2], .acc = (v / 3) % 2, .threads = 1 + (v % 4 == 1),
+                      .at_end = v & 1 };
+          if (cs.m < 1) continue;
+          bad += run_case(g32, &cs);
+          GemmPlanInfo pi;
+          ck_assert(gemm_last_plan(g32, &pi));
+          int64_t rows = fo.mc ? imin64(fo.mc, cs.m) : cs.m;
+          bool full = rows / mr[f] > (rows % mr[f] ? 1 : 0);
+          if (!pi.dot && !pi.rows && pi.tm == 1) {
+            ck_assert_msg(pi.pack_b_fused == full, "%lld x %lld x %lld on %dx%d: fused %d", (long long)cs.m,
+                          (long long)cs.n, (long long)cs.k, mr[f], nr[f], pi.pack_b_fused);
+            fused += pi.pack_b_fused;
+          }
+        }
+  }
+  gemm_force(g32, NULL);
+  ck_assert_int_gt(fused, 20);
   ck_assert_int_eq(bad, 0);
 }
 END_TEST
@@ -759,6 +805,7 @@ int main(void) {
   tcase_add_test(tc, test_batched_accumulate);
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
+  tcase_add_test(tc, test_fused_packing);
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
