@@ -372,11 +372,11 @@ END_TEST
  * wrote), widths around a strip (a masked last strip), k around the forced k block (the
  * accumulator-split remainder, several k blocks), A packed and in place, C = and C +=,
  * C with unit column stride and not (a tile written through a buffer), one and two
- * threads; the plan that ran says whether it fused, and must whenever its first piece is
+ * threads, f32 and f64; the plan that ran says whether it fused, and must whenever its first piece is
  * a full tile. */
-START_TEST(test_fused_packing) {
-  int mr[4], nr[4], bad = 0, fused = 0;
-  int nf = gemm_families(g32, mr, nr, 4);
+static int fused_cases(GemmKernels *g, int *fused) {
+  int mr[4], nr[4], bad = 0;
+  int nf = gemm_families(g, mr, nr, 4);
   for (int f = 0; f < nf && f < 4; f++) {
     int64_t ms[] = { mr[f] - 1, mr[f], mr[f] + 1, 2 * mr[f], 2 * mr[f] + 1, 3 * mr[f] + 5 };
     int64_t ns[] = { nr[f] - 1, nr[f], nr[f] + 1, 3 * nr[f] + 7 };
@@ -387,26 +387,33 @@ START_TEST(test_fused_packing) {
           int v = i + j + l;
           GemmForce fo = { .fam = f + 1, .pack_a = 1 + v % 2, .pack_b = 1, .kc = 16,
                            .mc = v % 3 ? 0 : 2 * mr[f], .tn = 1 + (j == 3 && v % 2) };
-          gemm_force(g32, &fo);
+          gemm_force(g, &fo);
           Case cs = { .batch = 1 + (v % 5 == 0), .m = ms[i], .n = ns[j], .k = ks[l], .la = "rc"[v % 2],
                       .lb = 'r', .lc = "rg"[(v / 2) % 2], .acc = (v / 3) % 2, .threads = 1 + (v % 4 == 1),
                       .at_end = v & 1 };
           if (cs.m < 1) continue;
-          bad += run_case(g32, &cs);
+          bad += run_case(g, &cs);
           GemmPlanInfo pi;
-          ck_assert(gemm_last_plan(g32, &pi));
+          ck_assert(gemm_last_plan(g, &pi));
           int64_t rows = fo.mc ? imin64(fo.mc, cs.m) : cs.m;
           bool full = rows / mr[f] > (rows % mr[f] ? 1 : 0);
           if (!pi.dot && !pi.rows && pi.tm == 1) {
             ck_assert_msg(pi.pack_b_fused == full, "%lld x %lld x %lld on %dx%d: fused %d", (long long)cs.m,
                           (long long)cs.n, (long long)cs.k, mr[f], nr[f], pi.pack_b_fused);
-            fused += pi.pack_b_fused;
+            *fused += pi.pack_b_fused;
           }
         }
   }
-  gemm_force(g32, NULL);
-  ck_assert_int_gt(fused, 20);
-  ck_assert_int_eq(bad, 0);
+  gemm_force(g, NULL);
+  return bad;
+}
+
+START_TEST(test_fused_packing) {
+  int fused32 = 0, fused64 = 0;
+  ck_assert_int_eq(fused_cases(g32, &fused32), 0);
+  ck_assert_int_eq(fused_cases(g64, &fused64), 0);
+  ck_assert_int_gt(fused32, 20);
+  ck_assert_int_gt(fused64, 20);
 }
 END_TEST
 
