@@ -32,7 +32,7 @@
  *    L2, a kc x nc panel of B half of this core's share of L3; each balanced so the last
  *    block is not a sliver, and all passed to the kernels as arguments.  Packing is a
  *    choice: A into row-piece panels (generated IR transposes W x W blocks in registers),
-    B into nr-wide panels (generated IR, read row by row, or, where the first piece of a
+ *    B into nr-wide panels (generated IR, read row by row, or, where the first piece of a
  *    block's rows is a full tile, by that tile's kernel as it computes); either may be
  *    read in place.
  *  - Top level.  The (batch, m, n) space is cut into a grid of thread blocks at run time
@@ -621,10 +621,10 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
  * ptr packed: it reads B in place (b_rs its row stride) and also stores each row of the
  * strip, zeros past n_rem, to packed[k*nr + j], asking for row k + PACK_AHEAD's lines as it
  * goes.  run_block gives it the first tile of each strip, so packing B needs no pass of its
- * own and its reads from memory overlap that tile's FMAs (77 x 4096 x 4096 on 2 threads:
- * 8.3 -> 7.25 ms against packing first, 12% less, medians of 4 runs; a panel packed strip
- * by strip just before its tiles instead, with or without prefetching the next strip
- * during them, gained 0-5%). */
+ * own and its reads from memory overlap that tile's FMAs (77 x 4096 x 4096 on 2 threads,
+ * 6x64 tiles: 9.4 -> 8.3 ms against packing first, the means of 6 alternating runs' medians;
+ * a panel packed strip by strip just before its tiles instead, with or without prefetching
+ * the next strip during them, gained 0-5%). */
 static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, bool pack) {
   LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_i64, g->t_ptr, g->t_i64,
                       g->t_ptr, g->t_i64, g->t_i64, g->t_i64, g->t_i32, g->t_ptr };
@@ -2210,6 +2210,9 @@ static void run_block(void *ctx, int64_t task) {
   }
   int nr = f->nr, tab = !pl->pack_b;
   int pfc = prefetch_c(g, &bk) ? UK_PREFETCH_C : 0;
+  /* B packed by the first tile of each strip (ukp), as it reads B for its own sums, when
+   * the first piece of the first rows is a full tile */
+  bool fuse = fused_packing(f, p, pl, m1 - m0);
   for (int64_t bi = b0; bi < b1; bi++) {
     const char *A = p->a + (size_t)(bi * p->a_sb) * es, *Bm = p->b + (size_t)(bi * p->b_sb) * es;
     char *C = bk.c + (size_t)(bi * bk.c_sb) * es;
@@ -2222,9 +2225,6 @@ static void run_block(void *ctx, int64_t task) {
         const char *bsrc = Bm + (size_t)(pc * p->b_sk + jc * p->b_sn) * es;
         const char *bpan;
         int64_t b_rs, b_pstride;                  /* elements */
-        /* B packed by the first tile of each strip (ukp), as it reads B for its own sums,
-         * when the first piece of the first rows is a full tile */
-        bool fuse = fused_packing(f, p, pl, m1 - m0);
         if (fuse) {
           bpan = wb;
           b_rs = nr;

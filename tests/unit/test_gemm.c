@@ -372,8 +372,8 @@ END_TEST
  * wrote), widths around a strip (a masked last strip), k around the forced k block (the
  * accumulator-split remainder, several k blocks), A packed and in place, C = and C +=,
  * C with unit column stride and not (a tile written through a buffer), one and two
- * threads, f32 and f64; the plan that ran says whether it fused, and must whenever its first piece is
- * a full tile. */
+ * threads, f32 and f64; the plan that ran says whether it fused, and must whenever its
+ * first piece is a full tile. */
 static int fused_cases(GemmKernels *g, int *fused) {
   int mr[4], nr[4], bad = 0;
   int nf = gemm_families(g, mr, nr, 4);
