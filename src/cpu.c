@@ -1727,11 +1727,26 @@ static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz)
 typedef struct Win {
   int64_t ptot, mtot, qtot, ktot;
   int64_t b0, coef[3][DYN_MAX_RANK];     /* B's element offset: b0 + coef . (P, K, Q) */
-  int64_t ext[3][DYN_MAX_RANK];
-  int n[3];                              /* axes of P, K and Q */
+  int64_t ext[3][DYN_MAX_RANK], mext[DYN_MAX_RANK];
+  int n[3];                              /* axes of P, K and Q (K in A's order) */
   size_t per;                            /* bytes of one index of P's gathered matrix */
   GemmArgs x;                            /* x.batch: the indices of P gathered at a time */
 } Win;
+
+/* Whether axes ord[0..n) (ord NULL: 0..n) of the given strides and extents nest, each
+ * stride the next one's times its extent, leaving out axes of extent 1; *inner: the last
+ * stride kept (that of one step of the flattened index). */
+static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *ord, int64_t *inner) {
+  int64_t want = -1;
+  for (int j = n - 1; j >= 0; j--) {
+    int i = ord ? ord[j] : j;
+    if (ext[i] == 1) continue;
+    if (want < 0) *inner = stride[i];
+    else if (stride[i] != want) return false;
+    want = stride[i] * ext[i];
+  }
+  return true;
+}
 
 static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                       const EvalSizes *sz, Win *W) {
@@ -1744,21 +1759,31 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   W->ptot = W->ktot = W->qtot = W->mtot = 1;
   for (int g = 0; g < 3; g++)
     for (int i = 0; i < W->n[g]; i++) *tot[g] *= W->ext[g][i] = ext[axes[g][i]];
-  for (int i = 0; i < w->nm; i++) W->mtot *= ext[w->m[i]];
-  /* A[M..., K...] read in place as an M x K matrix: each subscript's stride the product of
-   * the extents after it, from the last M one on; the rows of A evenly apart */
+  for (int i = 0; i < w->nm; i++) W->mtot *= W->mext[i] = ext[w->m[i]];
+  /* A read in place as an M x K matrix: its M axes nested in Y's order and its reduction
+   * axes nested in the order of their strides, largest first, which the gathered rows
+   * then follow (a weight stored [r, s, c, m] reads as K x M, column-major).  Axes of
+   * extent 1 are left out of the checks. */
   const int64_t *s_a = strides + A->slot * DYN_MAX_RANK;
-  int64_t want = 1;
-  for (int d = A->n - 1; d >= w->nm - 1; d--) {
-    if (s_a[d] != want) return false;
-    want *= ext[A->a[d]->axis];
+  int64_t sm[DYN_MAX_RANK] = { 0 }, sk[DYN_MAX_RANK] = { 0 };
+  for (int d = 0; d < A->n; d++)
+    for (int g = 0; g < 2; g++) {
+      const int *ax = g ? r->raxes : w->m;
+      for (int i = 0; i < (g ? r->nraxes : w->nm); i++)
+        if (ax[i] == A->a[d]->axis) (g ? sk : sm)[i] = s_a[d];
+    }
+  int perm[DYN_MAX_RANK], nk = W->n[1];
+  for (int i = 0; i < nk; i++) {                      /* insertion sort, stable */
+    int j = i;
+    while (j > 0 && sk[perm[j - 1]] < sk[i]) perm[j] = perm[j - 1], j--;
+    perm[j] = i;
   }
-  for (int d = w->nm - 2; d >= 0; d--)
-    if (s_a[d] != s_a[d + 1] * ext[A->a[d + 1]->axis]) return false;
+  int64_t a_sm = 1, a_sk = 1;
+  if (!nested(sm, W->mext, w->nm, NULL, &a_sm) || !nested(sk, W->ext[1], nk, perm, &a_sk)) return false;
   /* Y[P..., M..., Q...] written as batches of M x Q matrices: row-major over its axes */
   const Stage *st = &ck->kn->stages[0];
   const int64_t *s_c = strides + st->out * DYN_MAX_RANK;
-  want = 1;
+  int64_t want = 1;
   for (int d = st->naxes - 1; d >= 0; d--) {
     if (s_c[d] != want) return false;
     want *= ext[st->axes[d]];
@@ -1777,13 +1802,17 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
       ax[axes[g][i]] = 0;
       W->coef[g][i] = o - W->b0;
     }
+  int64_t kext[DYN_MAX_RANK], kcoef[DYN_MAX_RANK];     /* the reduction axes as A nests them */
+  for (int i = 0; i < nk; i++) kext[i] = W->ext[1][perm[i]], kcoef[i] = W->coef[1][perm[i]];
+  memcpy(W->ext[1], kext, sizeof kext);
+  memcpy(W->coef[1], kcoef, sizeof kcoef);
   GemmArgs *x = &W->x;
   memset(x, 0, sizeof *x);
   W->per = (size_t)(W->ktot * W->qtot * es);
   x->batch = W->per ? (int64_t)(WIN_COL_BYTES / W->per) : 1;
   x->batch = x->batch < 1 ? 1 : x->batch > W->ptot ? W->ptot : x->batch;
   x->m = W->mtot, x->n = W->qtot, x->k = W->ktot;
-  x->a_sb = 0, x->a_sm = s_a[w->nm - 1], x->a_sk = 1;
+  x->a_sb = 0, x->a_sm = a_sm, x->a_sk = a_sk;
   x->b_sb = W->ktot * W->qtot, x->b_sk = W->qtot, x->b_sn = 1;
   x->c_sb = W->mtot * W->qtot, x->c_sm = W->qtot, x->c_sn = 1;
   return W->per <= WIN_COL_BYTES * 8;

@@ -531,8 +531,9 @@ void lower_free(Program *p);
 /* Does e evaluate a transcendental function (exp log sqrt rsqrt sin cos tanh sigmoid erf pow)? */
 bool kexpr_transcendental(const KExpr *e);
 /* A windowed contraction (a convolution): Y[P..., M..., Q...] = sum[K...] A[M..., K...] *
- * B[...], A's subscripts exactly those axes in that order (K in the reduction's order) and
- * each of B's an affine function of axes, such as X[n, c, h*S + i, w*S + j].  P and Q are
+ * B[...], A's subscripts exactly those axes, each once, in any order (a weight stored
+ * [r, s, c, m] too), and each of B's an affine function of axes, such as X[n, c, h*S + i,
+ * w*S + j].  P and Q are
  * the output axes only B reads (P before the M axes, Q after them), M those only A reads;
  * M, Q and K are not empty.  False for a plain one-index contraction, which runs on the
  * micro-kernels directly. */

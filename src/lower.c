@@ -459,9 +459,14 @@ bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinCon
       }
     }
     if (!ok || !c.nm || !c.nq || A->n != c.nm + r->nraxes) continue;
-    for (int i = 0; i < A->n && ok; i++)      /* A[M..., K...], plain */
-      ok = A->a[i]->kind == KX_AXIS &&
-           A->a[i]->axis == (i < c.nm ? c.m[i] : r->raxes[i - c.nm]);
+    /* A's subscripts: each M axis and each reduction axis once, plain, in any order (the
+     * back end reads A as an M x K matrix where its strides allow) */
+    for (int i = 0; i < A->n && ok; i++) {
+      int ax = A->a[i]->kind == KX_AXIS ? A->a[i]->axis : -1, found = 0;
+      for (int j = 0; j < c.nm; j++) found += c.m[j] == ax;
+      for (int j = 0; j < r->nraxes; j++) found += r->raxes[j] == ax;
+      ok = found == 1 && axis_uses(A, ax) == 1;
+    }
     for (int i = 0; i < B->n && ok; i++) ok = affine(B->a[i]);
     if (!ok) continue;
     if (w) *w = c;

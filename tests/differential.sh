@@ -146,6 +146,17 @@ s=$work/diff.dyn
   # a weight computed first stays a tensor the GEMM reads (inlined, it made a loop kernel)
   echo "fn wconv(X: f32[N, C, H, W], Wt: f32[F, C, 3, 3]) -> f32[N, F, H, W] where H >= 1, W >= 1 { W2[f, c, i, j] = Wt[f, c, i, j] * 0.5; Y = conv2d(X, W2, 1, 1); return Y }"
   echo ":check wconv(randn(f32[2, 3, 9, 8]), randn(f32[4, 3, 3, 3]))"
+  # weights in other layouts: read in place as K x M (HWIO, CRSM), their taps in the order
+  # of A's strides; one whose reduction axes M splits (CMRS) takes the loop kernel
+  echo "fn hwio(X: f32[N, C, H, W], Wt: f32[R, S, C, M]) -> f32[N, M, H - R + 1, W - S + 1] where H >= R, W >= S { Y[n, m, h, w] = sum[c, r, s] X[n, c, h + r, w + s] * Wt[r, s, c, m]; return Y }"
+  echo "fn crsm(X: f32[N, C, H, W], Wt: f32[C, R, S, M]) -> f32[N, M, H - R + 1, W - S + 1] where H >= R, W >= S { Y[n, m, h, w] = sum[c, r, s] X[n, c, h + r, w + s] * Wt[c, r, s, m]; return Y }"
+  echo "fn cmrs(X: f32[N, C, H, W], Wt: f32[C, M, R, S]) -> f32[N, M, H - R + 1, W - S + 1] where H >= R, W >= S { Y[n, m, h, w] = sum[c, r, s] X[n, c, h + r, w + s] * Wt[c, m, r, s]; return Y }"
+  for c in 1 3; do for w in 3 17; do
+    echo ":check hwio(randn(f32[2, $c, 6, $w]), randn(f32[3, 2, $c, 5]))"
+    echo ":check hwio(randn(f32[2, $c, 6, $w]), randn(f32[1, 1, $c, 7]))"
+    echo ":check crsm(randn(f32[3, $c, 5, $w]), randn(f32[$c, 3, 3, 4]))"
+    echo ":check cmrs(randn(f32[2, $c, 5, $w]), randn(f32[$c, 4, 2, 3]))"
+  done; done
   for l in 3 17 64; do
     echo ":check conv64(f64(randn(f32[3, 5, $l])), f64(randn(f32[4, 5, 3])))"
     echo ":check twom(randn(f32[2, 3, $l]), randn(f32[3, 2, 3, 3]))"
@@ -166,14 +177,18 @@ echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
   printf ':sched conv2d\n:sched maxpool2d\n:sched softmax\n:sched conv2d N=2 C=3 H=9 W=8 F=4 KH=3 KW=3 S=2 P=1\n'
   grep '^fn wconv' "$s"
   printf ':sched wconv N=2 C=3 H=9 W=8 F=4\n'
+  grep '^fn hwio\|^fn cmrs' "$s"
+  printf ':sched hwio N=2 C=3 H=6 W=17 R=3 S=2 M=5\n:sched cmrs N=2 C=3 H=5 W=17 M=4 R=2 S=3\n'
 } | "$dyn" > ic.txt 2>&1
 ic=$(grep -c "inside the reduction's loops" ic.txt)
-echo "interchanged: $ic of conv2d, maxpool2d, softmax (want 2)"
-[ "$ic" = 2 ] || { cat ic.txt; exit 1; }
+echo "interchanged: $ic of conv2d, maxpool2d, softmax, cmrs (want 3)"
+[ "$ic" = 3 ] || { cat ic.txt; exit 1; }
 win=$(grep -c "^  gathered: 27 x 20, 2 at a time of 2; each batch a GEMM of M 4, N 20, K 27:" ic.txt)
 wwin=$(grep -c "^  gathered: 27 x 72, 2 at a time of 2; each batch a GEMM of M 4, N 72, K 27:" ic.txt)
-echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of wconv (want 1 and 1)"
-[ "$win" = 1 ] && [ "$wwin" = 1 ] || { cat ic.txt; exit 1; }
+hwin=$(grep -c "^  gathered: 18 x 64, 2 at a time of 2; each batch a GEMM of M 5, N 64, K 18:" ic.txt)
+cwin=$(grep -c "^  gathered: " ic.txt)
+echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of wconv, $hwin of hwio, $cwin in all (want 1, 1, 1 and 3)"
+[ "$win" = 1 ] && [ "$wwin" = 1 ] && [ "$hwin" = 1 ] && [ "$cwin" = 3 ] || { cat ic.txt; exit 1; }
 
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
