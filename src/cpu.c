@@ -25,6 +25,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -73,8 +74,6 @@ struct CpuProgram {
   size_t tables_words;
   bool twins_tried, twins_ok;   /* streaming twins (compile_twins) */
   double twins_ms;
-  void *col;                    /* run_window's gathered windows, kept from call to call */
-  size_t col_bytes;
 };
 
 struct CpuBackend {
@@ -1508,7 +1507,6 @@ void cpu_program_free(CpuProgram *cp) {
   free(cp->k);
   free(cp->ir);
   free(cp->tables);
-  free(cp->col);
   free(cp);
 }
 
@@ -1673,18 +1671,21 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
 }
 
 /* ---- windowed contractions (convolutions) on the micro-kernels ----
- * Y[P, M, Q] = sum[K] A[M, K] * B[window] (kexpr_window_contraction) runs as a batch of
- * GEMMs: for each index of the P axes (conv2d's images) the windows of B are gathered into
- * a K x Q matrix (the classic im2col: rows the taps c, i, j, columns the outputs h, w), and
- * Y[p] = A . col[p] on the packed micro-kernels, A read in place.  B's subscripts are affine
- * in the axes, so the gather is a copy of runs along Q's last axis with offsets found once
- * per call.  The gathered matrices are kept (up to WIN_COL_BYTES, in batches of P, so that a
- * batch is still in the last cache when its GEMM reads it: with 8 MiB conv2d below ran in
- * 6.8 ms, with 64 MiB in 8.5, conv1d in 4.2 against 5.8); a layout that A cannot be read in
- * place from, or a window too large, runs the loop kernel.  conv2d over 8 x 32 x 56 x 56
- * with 64 3x3 filters: 20 ms as the interchanged loop kernel, 6.8 ms so; with stride 2,
- * 30 -> 2.1 ms; conv1d over 16 x 64 x 1000 with 64 5-tap filters, 8 -> 4.2 ms. */
-#define WIN_COL_BYTES ((size_t)8 << 20)
+ * Y[P, M, Q] = sum[K] A[M, K] * B[window] (kexpr_window_contraction) runs as GEMMs: for
+ * each index of the P axes (conv2d's images) the windows of B are gathered into a K x Q
+ * matrix (the classic im2col: rows the taps c, i, j, columns the outputs h, w), and Y[p] =
+ * A . col[p] on the packed micro-kernels, A read in place.  B's subscripts are affine in the
+ * axes, so the gather is a copy of runs along Q's last axis with offsets found once per
+ * call.  Each task is one image, or a part of one along Q's outer axes when the images do
+ * not share out evenly over the threads: the thread gathers it into its own scratch and
+ * runs its GEMM itself, so the GEMM reads what its own core has just written.  (Gathering a
+ * few images across both cores and then splitting their GEMM across them, the GEMM read
+ * half its lines from the other core: conv2d below took 6.8 ms so, 3.5 ms now.)  A layout
+ * that A cannot be read in place from, or a part over WIN_PART_BYTES, runs the loop kernel.
+ * conv2d over 8 x 32 x 56 x 56 with 64 3x3 filters: 20 ms as the interchanged loop kernel,
+ * 3.5 ms so; with stride 2, 30 -> 1.5 ms; conv1d over 16 x 64 x 1000 with 64 5-tap
+ * filters, 8 -> 2.9 ms. */
+#define WIN_PART_BYTES ((size_t)64 << 20)
 
 static bool match_window(const Program *p, const Kernel *kn, CKernel *ck) {
   if (kn->nstages != 1 || kn->nouter) return false;
@@ -1729,8 +1730,9 @@ typedef struct Win {
   int64_t b0, coef[3][DYN_MAX_RANK];     /* B's element offset: b0 + coef . (P, K, Q) */
   int64_t ext[3][DYN_MAX_RANK], mext[DYN_MAX_RANK];
   int n[3];                              /* axes of P, K and Q (K in A's order) */
-  size_t per;                            /* bytes of one index of P's gathered matrix */
-  GemmArgs x;                            /* x.batch: the indices of P gathered at a time */
+  int64_t qlast, qrows;                  /* Q's last extent, and the runs of it in Q */
+  int64_t parts;                         /* each index of P's matrix in parts along Q */
+  GemmArgs x;                            /* the GEMM of the largest part */
 } Win;
 
 /* Whether axes ord[0..n) (ord NULL: 0..n) of the given strides and extents nest, each
@@ -1748,8 +1750,10 @@ static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *
   return true;
 }
 
+static int64_t gcd_i64(int64_t a, int64_t b) { return b ? gcd_i64(b, a % b) : a; }
+
 static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
-                      const EvalSizes *sz, Win *W) {
+                      const EvalSizes *sz, int threads, Win *W) {
   const WinContraction *w = &ck->w;
   const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
   int64_t es = elem_size(r->ty);
@@ -1806,61 +1810,101 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   for (int i = 0; i < nk; i++) kext[i] = W->ext[1][perm[i]], kcoef[i] = W->coef[1][perm[i]];
   memcpy(W->ext[1], kext, sizeof kext);
   memcpy(W->coef[1], kcoef, sizeof kcoef);
+  /* parts enough for the tasks to share out evenly over the threads, whole runs each */
+  W->qlast = W->ext[2][W->n[2] - 1];
+  W->qrows = W->qlast ? W->qtot / W->qlast : 0;
+  int64_t t = threads > 1 ? threads : 1;
+  W->parts = W->ptot ? t / gcd_i64(W->ptot, t) : 1;
+  if (W->parts > W->qrows) W->parts = W->qrows > 0 ? W->qrows : 1;
   GemmArgs *x = &W->x;
   memset(x, 0, sizeof *x);
-  W->per = (size_t)(W->ktot * W->qtot * es);
-  x->batch = W->per ? (int64_t)(WIN_COL_BYTES / W->per) : 1;
-  x->batch = x->batch < 1 ? 1 : x->batch > W->ptot ? W->ptot : x->batch;
-  x->m = W->mtot, x->n = W->qtot, x->k = W->ktot;
-  x->a_sb = 0, x->a_sm = a_sm, x->a_sk = a_sk;
-  x->b_sb = W->ktot * W->qtot, x->b_sk = W->qtot, x->b_sn = 1;
-  x->c_sb = W->mtot * W->qtot, x->c_sm = W->qtot, x->c_sn = 1;
-  return W->per <= WIN_COL_BYTES * 8;
+  x->batch = 1;
+  x->m = W->mtot, x->n = (W->qrows + W->parts - 1) / W->parts * W->qlast, x->k = W->ktot;
+  x->a_sm = a_sm, x->a_sk = a_sk;
+  x->b_sk = x->n, x->b_sn = 1;
+  x->c_sm = W->qtot, x->c_sn = 1;
+  return (double)W->ktot * (double)x->n * (double)es <= (double)WIN_PART_BYTES;
 }
 
-/* Gather rows [r0, r1) of the batch of P starting at p0: row r is (p - p0, k). */
-typedef struct Gather { const Win *W; const char *b; char *col; int64_t p0, rows; int es; } Gather;
-
-static void gather_rows(void *arg, int64_t task) {
-  const Gather *G = arg;
-  const Win *W = G->W;
-  int64_t r0 = task * 64, r1 = r0 + 64 < G->rows ? r0 + 64 : G->rows;
+/* Row ki of index pi of P's matrix, its runs [r0, r1) of Q's last axis, into dst. */
+static void gather_row(const Win *W, const char *b, char *dst, int64_t pi, int64_t ki, int64_t r0,
+                       int64_t r1, int es) {
   int nq = W->n[2];
-  int64_t qlast = W->ext[2][nq - 1], qstep = W->coef[2][nq - 1];
+  int64_t qlast = W->qlast, qstep = W->coef[2][nq - 1], o = W->b0, idx[DYN_MAX_RANK] = { 0 };
+  for (int i = W->n[0] - 1; i >= 0; i--) o += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
+  for (int i = W->n[1] - 1; i >= 0; i--) o += (ki % W->ext[1][i]) * W->coef[1][i], ki /= W->ext[1][i];
+  for (int64_t r = r0, i = nq - 2; i >= 0; i--) {        /* run r0's index of Q's outer axes */
+    idx[i] = r % W->ext[2][i];
+    o += idx[i] * W->coef[2][i];
+    r /= W->ext[2][i];
+  }
   for (int64_t r = r0; r < r1; r++) {
-    int64_t pi = G->p0 + r / W->ktot, ki = r % W->ktot, off = W->b0;
-    for (int i = W->n[0] - 1; i >= 0; i--) off += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
-    for (int i = W->n[1] - 1; i >= 0; i--) off += (ki % W->ext[1][i]) * W->coef[1][i], ki /= W->ext[1][i];
-    char *dst = G->col + (size_t)(r * W->qtot) * (size_t)G->es;
-    int64_t idx[DYN_MAX_RANK] = { 0 }, o = off;
-    for (int64_t qo = 0; qo < W->qtot / qlast; qo++) {       /* Q's outer axes, then its last */
-      if (qo)                 /* the next index of the outer axes, as an odometer */
-        for (int i = nq - 2; i >= 0; i--) {
-          o += W->coef[2][i];
-          if (++idx[i] < W->ext[2][i]) break;
-          o -= W->coef[2][i] * W->ext[2][i];
-          idx[i] = 0;
-        }
-      if (G->es == 4) {
-        const float *src = (const float *)G->b + o;
-        float *d = (float *)dst + qo * qlast;
-        if (qstep == 1) memcpy(d, src, (size_t)qlast * 4);
-        else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
-      } else {
-        const double *src = (const double *)G->b + o;
-        double *d = (double *)dst + qo * qlast;
-        if (qstep == 1) memcpy(d, src, (size_t)qlast * 8);
-        else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
+    if (r > r0)               /* the next index of the outer axes, as an odometer */
+      for (int i = nq - 2; i >= 0; i--) {
+        o += W->coef[2][i];
+        if (++idx[i] < W->ext[2][i]) break;
+        o -= W->coef[2][i] * W->ext[2][i];
+        idx[i] = 0;
       }
+    if (es == 4) {
+      const float *src = (const float *)b + o;
+      float *d = (float *)dst + (r - r0) * qlast;
+      if (qstep == 1) memcpy(d, src, (size_t)qlast * 4);
+      else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
+    } else {
+      const double *src = (const double *)b + o;
+      double *d = (double *)dst + (r - r0) * qlast;
+      if (qstep == 1) memcpy(d, src, (size_t)qlast * 8);
+      else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
     }
   }
 }
 
+typedef struct WinJob {
+  const Win *W;
+  GemmKernels *gk;
+  const void *a, *b;
+  char *c;
+  int es;
+  volatile int *stop;
+  _Atomic int failed;          /* 1: no scratch; 2: the GEMM failed (msg) */
+  char msg[256];
+} WinJob;
+
+/* Task t: part t % parts of index t / parts of P, gathered and multiplied on this thread. */
+static void win_task(void *arg, int64_t t) {
+  WinJob *J = arg;
+  const Win *W = J->W;
+  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
+  int64_t p = t / W->parts, part = t % W->parts;
+  int64_t r0 = part * W->qrows / W->parts, r1 = (part + 1) * W->qrows / W->parts, qn = (r1 - r0) * W->qlast;
+  char *col = scratch_get((size_t)(W->ktot * qn * J->es));
+  if (!col) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  for (int64_t k = 0; k < W->ktot; k++)
+    gather_row(W, J->b, col + (size_t)(k * qn) * (size_t)J->es, p, k, r0, r1, J->es);
+  GemmArgs x = W->x;
+  x.n = qn;
+  x.a = J->a;
+  x.b = col;
+  x.b_sk = qn;
+  x.c = J->c + (size_t)(p * W->mtot * W->qtot + r0 * W->qlast) * (size_t)J->es;
+  x.stop = J->stop;
+  char err[256];
+  if (!gemm_run(J->gk, &x, NULL, err, sizeof err)) {
+    int want = 0;
+    if (atomic_compare_exchange_strong(&J->failed, &want, 2)) snprintf(J->msg, sizeof J->msg, "%s", err);
+  }
+  scratch_trim();
+}
+
 /* 1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
-static int run_window(CpuBackend *be, CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                       const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
   Win W;
-  if (!win_shape(cp->p, ck, ext, strides, sz, &W)) return 0;
+  if (!win_shape(cp->p, ck, ext, strides, sz, pool_threads(be->pool), &W)) return 0;
   if (W.ptot == 0 || W.mtot == 0 || W.qtot == 0) return 1;
   DynElem e = ck->kn->stages[0].expr->ty;
   GemmKernels *gk = gemm_for(be, e, err, errlen);
@@ -1870,23 +1914,12 @@ static int run_window(CpuBackend *be, CpuProgram *cp, const CKernel *ck, void **
     memset(bufs[ck->g_c], 0, (size_t)(W.ptot * W.mtot * W.qtot) * (size_t)es);
     return 1;
   }
-  int64_t batch = W.x.batch;
-  if (!grow_kept(&cp->col, &cp->col_bytes, W.per * (size_t)batch)) return 0;
-  for (int64_t p0 = 0; p0 < W.ptot; p0 += batch) {
-    if (interrupt && *interrupt) {
-      snprintf(err, errlen, "interrupted");
-      return -1;
-    }
-    int64_t nb = W.ptot - p0 < batch ? W.ptot - p0 : batch;
-    Gather G = { &W, bufs[ck->g_b], cp->col, p0, nb * W.ktot, es };
-    dyn_parallel_for(be->pool, (G.rows + 63) / 64, gather_rows, &G);
-    GemmArgs x = W.x;
-    x.batch = nb;
-    x.a = bufs[ck->g_a];
-    x.b = cp->col;
-    x.c = (char *)bufs[ck->g_c] + (size_t)(p0 * W.mtot * W.qtot) * (size_t)es;
-    x.stop = interrupt;
-    if (!gemm_run(gk, &x, be->pool, err, errlen)) return -1;
+  WinJob J = { &W, gk, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0, "" };
+  dyn_parallel_for(be->pool, W.ptot * W.parts, win_task, &J);
+  if (J.failed == 1) return 0;
+  if (J.failed || (interrupt && *interrupt)) {
+    snprintf(err, errlen, "%s", J.failed ? J.msg : "interrupted");
+    return -1;
   }
   return 1;
 }
@@ -2193,19 +2226,20 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       buf_puts(out, ", then packed micro-kernels (a layout they cannot take runs the loop kernel below)\n");
       Win W;
       GemmKernels *gk = have ? gemm_for(be, r->ty, NULL, 0) : NULL;
-      if (gk && win_shape(p, ck, ext, strides, sz, &W)) {
-        int64_t batch = W.x.batch;
-        buf_printf(out, "  gathered: %lld x %lld, %lld at a time of %lld; each batch a GEMM of M %lld, N %lld, K %lld:\n",
-                   (long long)W.ktot, (long long)W.qtot, (long long)batch, (long long)W.ptot,
-                   (long long)W.mtot, (long long)W.qtot, (long long)W.ktot);
+      if (gk && win_shape(p, ck, ext, strides, sz, threads, &W)) {
+        buf_printf(out, "  gathered: %lld x %lld for each of %lld", (long long)W.ktot, (long long)W.qtot, (long long)W.ptot);
+        if (W.parts > 1) buf_printf(out, ", in %lld parts of up to %lld columns", (long long)W.parts, (long long)W.x.n);
+        buf_printf(out, ", on the thread that multiplies it: a GEMM of M %lld, N %lld, K %lld each:\n",
+                   (long long)W.mtot, (long long)W.x.n, (long long)W.ktot);
         Buf d = {0};
-        gemm_describe(gk, &W.x, threads, &d);
+        gemm_describe(gk, &W.x, 1, &d);
         put_indented(out, d.s, "    ");
         buf_free(&d);
-        /* and the gather: the windows read and the matrices written, at the roofline's rate */
-        double gbytes = 2.0 * (double)W.per * (double)W.ptot;
-        total += gemm_predict(gk, &W.x, threads) * (double)((W.ptot + batch - 1) / batch) +
-                 cost_roofline(&be->hw, threads, 0, gbytes);
+        /* the tasks shared over the threads, each a gather (the windows read and the matrix
+         * written, at the roofline's rate) and its GEMM */
+        int64_t tasks = W.ptot * W.parts, rounds = (tasks + threads - 1) / (threads > 0 ? threads : 1);
+        double gbytes = 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
+        total += (double)rounds * (gemm_predict(gk, &W.x, 1) + cost_roofline(&be->hw, 1, 0, gbytes));
         continue;
       }
     }

@@ -136,9 +136,10 @@ s=$work/diff.dyn
     echo ":check conv1d(randn(f32[2, 3, $w]), randn(f32[5, 3, 3]), $st, 2)"
   done; done
   for w in 2 3 17 34; do echo ":check maxpool2d(randn(f32[2, 3, 6, $w]), 2, 2)"; echo ":check maxpool2d(randn(f32[1, 2, 5, $w]), 2, 1)"; done
-  # windowed contractions on the micro-kernels (run_window): images gathered in several
-  # batches (7 of 16 x 64 x 64: 3 at a time), f64, two M axes and a window over two axes of
-  # B, and a weight read through a window of its own (not an M x K matrix: the loop kernel)
+  # windowed contractions on the micro-kernels (run_window): images that share out over the
+  # threads and ones that do not (7 of 16 x 64 x 64, and single images: each in parts along
+  # Q), f64, two M axes and a window over two axes of B, and a weight read through a window
+  # of its own (not an M x K matrix: the loop kernel)
   echo ":check conv2d(randn(f32[7, 16, 64, 64]), randn(f32[2, 16, 3, 3]), 1, 1)"
   echo "fn conv64(X: f64[N, C, L], Wt: f64[F, C, K]) -> f64[N, F, L - K + 1] where L >= K { Y[n, f, l] = sum[c, k] X[n, c, l + k] * Wt[f, c, k]; return Y }"
   echo "fn twom(X: f32[N, C, H], Wt: f32[F, G, C, R]) -> f32[N, F, G, H - R + 1] where H >= R { Y[n, f, g, h] = sum[c, r] X[n, c, h + r] * Wt[f, g, c, r]; return Y }"
@@ -178,17 +179,20 @@ echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
   grep '^fn wconv' "$s"
   printf ':sched wconv N=2 C=3 H=9 W=8 F=4\n'
   grep '^fn hwio\|^fn cmrs' "$s"
-  printf ':sched hwio N=2 C=3 H=6 W=17 R=3 S=2 M=5\n:sched cmrs N=2 C=3 H=5 W=17 M=4 R=2 S=3\n'
-} | "$dyn" > ic.txt 2>&1
+  printf ':sched hwio N=2 C=3 H=6 W=17 R=3 S=2 M=5\n:sched hwio N=1 C=3 H=6 W=17 R=3 S=2 M=5\n'
+  printf ':sched cmrs N=2 C=3 H=5 W=17 M=4 R=2 S=3\n'
+} | "$dyn" --threads=2 > ic.txt 2>&1
 ic=$(grep -c "inside the reduction's loops" ic.txt)
 echo "interchanged: $ic of conv2d, maxpool2d, softmax, cmrs (want 3)"
 [ "$ic" = 3 ] || { cat ic.txt; exit 1; }
-win=$(grep -c "^  gathered: 27 x 20, 2 at a time of 2; each batch a GEMM of M 4, N 20, K 27:" ic.txt)
-wwin=$(grep -c "^  gathered: 27 x 72, 2 at a time of 2; each batch a GEMM of M 4, N 72, K 27:" ic.txt)
-hwin=$(grep -c "^  gathered: 18 x 64, 2 at a time of 2; each batch a GEMM of M 5, N 64, K 18:" ic.txt)
+on=", on the thread that multiplies it: a GEMM of"
+win=$(grep -c "^  gathered: 27 x 20 for each of 2$on M 4, N 20, K 27 each:" ic.txt)
+wwin=$(grep -c "^  gathered: 27 x 72 for each of 2$on M 4, N 72, K 27 each:" ic.txt)
+hwin=$(grep -c "^  gathered: 18 x 64 for each of 2$on M 5, N 64, K 18 each:" ic.txt)
+pwin=$(grep -c "^  gathered: 18 x 64 for each of 1, in 2 parts of up to 32 columns$on M 5, N 32, K 18 each:" ic.txt)
 cwin=$(grep -c "^  gathered: " ic.txt)
-echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of wconv, $hwin of hwio, $cwin in all (want 1, 1, 1 and 3)"
-[ "$win" = 1 ] && [ "$wwin" = 1 ] && [ "$hwin" = 1 ] && [ "$cwin" = 3 ] || { cat ic.txt; exit 1; }
+echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of wconv, $hwin + $pwin of hwio at N=2 and N=1, $cwin in all (want 1, 1, 1 + 1 and 4)"
+[ "$win" = 1 ] && [ "$wwin" = 1 ] && [ "$hwin" = 1 ] && [ "$pwin" = 1 ] && [ "$cwin" = 4 ] || { cat ic.txt; exit 1; }
 
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
