@@ -223,6 +223,11 @@ if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
     for n in 16384 20000 65537; do echo ":check scale1(randn(f32[$n]))"; done
     echo "fn scale3(X: f32[A, B, C]) -> f32[A, B, C] { Y[a, b, c] = X[a, b, c] * 2.0 - 1.0; return Y }"
     for c in 1024 1000; do echo ":check scale3(randn(f32[3, 5, $c]))"; done
+    # convolutions whose gathered matrices outgrow the small L2: each image in parts
+    for st in 1 2; do
+      echo ":check conv2d(randn(f32[3, 8, 20, 23]), randn(f32[5, 8, 3, 3]), $st, 1)"
+      echo ":check conv2d(randn(f32[1, 6, 31, 9]), randn(f32[4, 6, 2, 2]), $st, 0)"
+    done
   } > stream.dyn
   "$dyn" --hw=small.hw --threads=2 stream.dyn > sout.txt 2> serr.txt
   st=$?
