@@ -1676,9 +1676,10 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
  * matrix (the classic im2col: rows the taps c, i, j, columns the outputs h, w), and Y[p] =
  * A . col[p] on the packed micro-kernels, A read in place.  B's subscripts are affine in the
  * axes, so the gather is a copy of runs along Q's last axis with offsets found once per
- * call.  Each task is one image, or a part of one along Q's outer axes when the images do
- * not share out evenly over the threads: the thread gathers it into its own scratch and
- * runs its GEMM itself, so the GEMM reads what its own core has just written.  (Gathering a
+ * call.  Each task is one image, or a part of one along Q's outer axes (parts whose matrix
+ * fits L2, as many as the tasks need to share out evenly over the threads): the thread
+ * gathers it into its own scratch and runs its GEMM itself, so the GEMM reads what its own
+ * core has just written.  (Gathering a
  * few images across both cores and then splitting their GEMM across them, the GEMM read
  * half its lines from the other core: conv2d below took 6.8 ms so, 3.5 ms now.)  A layout
  * that A cannot be read in place from, or a part over WIN_PART_BYTES, runs the loop kernel.
@@ -1756,7 +1757,7 @@ static double part_bytes(const CpuBackend *be) {
 }
 
 static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
-                      const EvalSizes *sz, int threads, double part_bytes, Win *W) {
+                      const EvalSizes *sz, int threads, double fit_bytes, Win *W) {
   const WinContraction *w = &ck->w;
   const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
   int64_t es = elem_size(r->ty);
@@ -1813,14 +1814,14 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   for (int i = 0; i < nk; i++) kext[i] = W->ext[1][perm[i]], kcoef[i] = W->coef[1][perm[i]];
   memcpy(W->ext[1], kext, sizeof kext);
   memcpy(W->coef[1], kcoef, sizeof kcoef);
-  /* parts of whole runs, enough for each part's matrix to fit in part_bytes (L2: gathered
+  /* parts of whole runs, enough for each part's matrix to fit in fit_bytes (L2: gathered
    * and multiplied while it is there) and for the tasks to share out evenly over the threads
    * (one 64 x 112 x 112 image with 64 3x3 filters on 2 threads: 7.9 ms in 2 parts, 4.1-4.7
    * ms in parts of 0.5-4 MiB; eight 32 x 56 x 56 ones alike either way) */
   W->qlast = W->ext[2][W->n[2] - 1];
   W->qrows = W->qlast ? W->qtot / W->qlast : 0;
   int64_t t = threads > 1 ? threads : 1;
-  int64_t fit = (int64_t)((double)W->ktot * (double)W->qtot * (double)es / part_bytes) + 1;
+  int64_t fit = (int64_t)((double)W->ktot * (double)W->qtot * (double)es / fit_bytes) + 1;
   W->parts = 1;
   while (W->parts < W->qrows && (W->parts < fit || (W->ptot * W->parts) % t)) W->parts++;
   GemmArgs *x = &W->x;
