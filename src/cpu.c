@@ -1731,6 +1731,7 @@ typedef struct Win {
   int64_t b0, coef[3][DYN_MAX_RANK];     /* B's element offset: b0 + coef . (P, K, Q) */
   int64_t ext[3][DYN_MAX_RANK], mext[DYN_MAX_RANK];
   int n[3];                              /* axes of P, K and Q (K in A's order) */
+  int korder[DYN_MAX_RANK];              /* that order: indices into the reduction's axes */
   int64_t qlast, qrows;                  /* Q's last extent, and the runs of it in Q */
   int64_t parts;                         /* each index of P's matrix in parts along Q */
   GemmArgs x;                            /* the GEMM of the largest part */
@@ -1814,6 +1815,7 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   for (int i = 0; i < nk; i++) kext[i] = W->ext[1][perm[i]], kcoef[i] = W->coef[1][perm[i]];
   memcpy(W->ext[1], kext, sizeof kext);
   memcpy(W->coef[1], kcoef, sizeof kcoef);
+  memcpy(W->korder, perm, sizeof perm);
   /* parts of whole runs, enough for each part's matrix to fit in fit_bytes (L2: gathered
    * and multiplied while it is there) and for the tasks to share out evenly over the threads
    * (one 64 x 112 x 112 image with 64 3x3 filters on 2 threads: 7.9 ms in 2 parts, 4.1-4.7
@@ -2236,6 +2238,15 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       GemmKernels *gk = have ? gemm_for(be, r->ty, NULL, 0) : NULL;
       if (gk && win_shape(p, ck, ext, strides, sz, threads, part_bytes(be), &W)) {
         buf_printf(out, "  gathered: %lld x %lld for each of %lld", (long long)W.ktot, (long long)W.qtot, (long long)W.ptot);
+        bool moved = false;
+        for (int i = 0; i < r->nraxes; i++) moved |= W.korder[i] != i;
+        if (moved) {                   /* the weight's layout set the order of the taps */
+          int ord[DYN_MAX_RANK];
+          for (int i = 0; i < r->nraxes; i++) ord[i] = r->raxes[W.korder[i]];
+          buf_puts(out, " (rows ");
+          axes_text(p, ord, r->nraxes, out);
+          buf_puts(out, ")");
+        }
         if (W.parts > 1) buf_printf(out, ", in %lld parts of up to %lld columns", (long long)W.parts, (long long)W.x.n);
         buf_printf(out, ", on the thread that multiplies it: a GEMM of M %lld, N %lld, K %lld each:\n",
                    (long long)W.mtot, (long long)W.x.n, (long long)W.ktot);
