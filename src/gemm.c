@@ -113,6 +113,7 @@
  * 4% faster at 12 x 100 x 100 x 64, where packing costs relatively more) and when the
  * strip fills most of L1 (packed B 3-5% faster at 1000 x 768 x 768). */
 #define SPLIT_LOADS 0.05
+#define FAR_PIECE 12
 #define CROWDED_L1 0.07
 /* Splitting k over the threads: each block after the first sums its share into its own copy
  * of C, added to C at the end; weighed when C is at most this large and k is long. */
@@ -1624,8 +1625,18 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
    * packed B: once, then from the packed panel. */
   double mem = bytesA * njc / bwA;
   if (!pl->pack_b) {
-    double strip = f->nr * es;
-    mem += bytesB * nic / (bwB * strip / (strip + line));
+    /* Each row's piece of a strip costs a line more than its bytes.  A B larger than the
+     * last cache's share of the cores at work comes from memory, where a piece with no
+     * prefetch ahead of it costs FAR_PIECE lines more (50 x 2000 x 3000 on 2 threads: B in
+     * place 3.4-4.3 ms, packed 1.7-2.0; the model had taken its 24 MB to stay in the 32 MB
+     * L3 that 8 cores share) */
+    double strip = f->nr * es, piece = line, bw = bwB;
+    double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1);
+    if (wholeB > cache_bytes(h, hw_ncaches(h) - 1) * users) {
+      piece = FAR_PIECE * line;
+      bw = shared_bw(h, INFINITY, users);
+    }
+    mem += bytesB * nic / (bw * strip / (strip + piece));
     /* A strip that cannot stay in L1 comes back from L2 for each later piece, which the
      * edge DP's in-place table already charges (a piece costs at least its strip's reload
      * from L2), and which a tall piece's FMAs hide.  Rows a multiple of 4 KiB apart alias

@@ -417,6 +417,20 @@ START_TEST(test_fused_packing) {
 }
 END_TEST
 
+/* A B far larger than any last cache, read by a few rows of A: in place, each strip's row
+ * pieces would come from memory with nothing fetching ahead of them (50 x 2000 x 3000 ran
+ * 2x slower so), so the model packs it.  Only the plan is asked for: nothing is allocated. */
+START_TEST(test_far_b_packed) {
+  GemmArgs x = { .batch = 1, .m = 50, .n = 4000, .k = 20000, .a_sm = 20000, .a_sk = 1,
+                 .b_sk = 4000, .b_sn = 1, .c_sm = 4000, .c_sn = 1 };
+  for (int t = 1; t <= 2; t++) {
+    GemmPlanInfo pi;
+    ck_assert(gemm_plan_info(g32, &x, t, &pi));
+    ck_assert_msg(pi.pack_b && !pi.rows && !pi.dot, "%d threads: %dx%d pack_b %d", t, pi.mr, pi.nr, pi.pack_b);
+  }
+}
+END_TEST
+
 /* Every plan the model could choose, forced: families, packing, grids, odd blocks. */
 START_TEST(test_forced_plans) {
   int mr[4], nr[4], bad = 0;
@@ -813,6 +827,7 @@ int main(void) {
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
   tcase_add_test(tc, test_fused_packing);
+  tcase_add_test(tc, test_far_b_packed);
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
