@@ -1574,20 +1574,6 @@ static void scratch_drop(void *v) {
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_drop); }
 
-/* A kept buffer *p of *have bytes made at least `bytes` (64-byte aligned, contents not
- * kept); false, with nothing kept, when that memory cannot be had. */
-static bool grow_kept(void **p, size_t *have, size_t bytes) {
-  if (*have >= bytes) return true;
-  free(*p);
-  *p = NULL;
-  *have = 0;
-  if (posix_memalign(p, 64, bytes)) {
-    *p = NULL;
-    return false;
-  }
-  *have = bytes;
-  return true;
-}
 
 /* At least `bytes` of 64-byte aligned scratch for this thread, or NULL. */
 static void *scratch_get(size_t bytes) {
@@ -1597,7 +1583,17 @@ static void *scratch_get(size_t bytes) {
     if (!(sc = calloc(1, sizeof *sc))) return NULL;
     pthread_setspecific(scratch_key, sc);
   }
-  return grow_kept(&sc->p, &sc->bytes, bytes) ? sc->p : NULL;
+  if (sc->bytes < bytes) {
+    free(sc->p);
+    sc->p = NULL;
+    sc->bytes = 0;
+    if (posix_memalign(&sc->p, 64, bytes)) {
+      sc->p = NULL;
+      return NULL;
+    }
+    sc->bytes = bytes;
+  }
+  return sc->p;
 }
 
 /* A scratch larger than SCRATCH_KEEP is not kept past its task. */
@@ -1679,10 +1675,10 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
  * call.  Each task is one image, or a part of one along Q's outer axes (parts whose matrix
  * fits L2, as many as the tasks need to share out evenly over the threads): the thread
  * gathers it into its own scratch and runs its GEMM itself, so the GEMM reads what its own
- * core has just written.  (Gathering a
- * few images across both cores and then splitting their GEMM across them, the GEMM read
- * half its lines from the other core: conv2d below took 6.8 ms so, 3.5 ms now.)  A layout
- * that A cannot be read in place from, or a part over WIN_PART_BYTES, runs the loop kernel.
+ * core has just written.  (Gathering a few images across both cores and then splitting
+ * their GEMM across them, the GEMM read half its lines from the other core: conv2d below
+ * took 6.8 ms so, 3.5 ms now.)  A layout that A cannot be read in place from, or a part
+ * over WIN_PART_BYTES, runs the loop kernel.
  * conv2d over 8 x 32 x 56 x 56 with 64 3x3 filters: 20 ms as the interchanged loop kernel,
  * 3.5 ms so; with stride 2, 30 -> 1.5 ms; conv1d over 16 x 64 x 1000 with 64 5-tap
  * filters, 8 -> 2.9 ms. */
@@ -1724,7 +1720,7 @@ static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz)
   }
 }
 
-/* A windowed contraction's shape at run time: the GEMM of one batch of P, and B's
+/* A windowed contraction's shape at run time: its parts, the GEMM of the largest, and B's
  * offsets. */
 typedef struct Win {
   int64_t ptot, mtot, qtot, ktot;

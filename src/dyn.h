@@ -533,9 +533,8 @@ bool kexpr_transcendental(const KExpr *e);
 /* A windowed contraction (a convolution): Y[P..., M..., Q...] = sum[K...] A[M..., K...] *
  * B[...], A's subscripts exactly those axes, each once, in any order (a weight stored
  * [r, s, c, m] too), and each of B's an affine function of axes, such as X[n, c, h*S + i,
- * w*S + j].  P and Q are
- * the output axes only B reads (P before the M axes, Q after them), M those only A reads;
- * M, Q and K are not empty.  False for a plain one-index contraction, which runs on the
+ * w*S + j].  P and Q are the output axes only B reads (P before the M axes, Q after them),
+ * M those only A reads; M, Q and K are not empty.  False for a plain one-index contraction, which runs on the
  * micro-kernels directly. */
 typedef struct WinContraction {
   const KExpr *a, *b;

@@ -1607,7 +1607,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   }
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
   double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
-  double bwB = shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
+  double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), bwB = shared_bw(h, wholeB, users);
   double bwL2 = level_bw(h, cache_bytes(h, 1) / 2);
   /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
@@ -1631,7 +1631,6 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
      * place 3.4-4.3 ms, packed 1.7-2.0; the model had taken its 24 MB to stay in the 32 MB
      * L3 that 8 cores share) */
     double strip = f->nr * es, piece = line, bw = bwB;
-    double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1);
     if (wholeB > cache_bytes(h, hw_ncaches(h) - 1) * users) {
       piece = FAR_PIECE * line;
       bw = shared_bw(h, INFINITY, users);
