@@ -1574,7 +1574,6 @@ static void scratch_drop(void *v) {
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_drop); }
 
-
 /* At least `bytes` of 64-byte aligned scratch for this thread, or NULL. */
 static void *scratch_get(size_t bytes) {
   pthread_once(&scratch_once, scratch_init);
