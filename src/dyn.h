@@ -249,6 +249,11 @@ typedef struct Source {
   char *name;                 /* "demo.dyn", "<repl:3>", "stdlib/linalg.dyn" */
   char *text;
   size_t len;
+  /* A command's argument parsed on its own (`:check EXPR`) is a copy of the bytes at base
+   * in parent: its tokens' spans point into parent, so messages give the line and column
+   * where the user typed it. */
+  const struct Source *parent;
+  uint32_t base;
 } Source;
 
 /* A byte range in a source; line and column are computed only when printed. */

@@ -41,6 +41,8 @@ typedef struct {
 } Lexer;
 
 static Span mk(Lexer *L, size_t lo, size_t hi) {
+  const Source *p = L->src->parent;
+  if (p) return (Span){p, (uint32_t)lo + L->src->base, (uint32_t)hi + L->src->base};
   return (Span){L->src, (uint32_t)lo, (uint32_t)hi};
 }
 

@@ -1353,9 +1353,24 @@ static void print_line(Session *s, const char *text) {
   fflush(s->out);
 }
 
+/* A command's argument as a source of its own, placed where it stands in the command's
+ * source (at, the command's span): the last copy of its bytes there, since the command's
+ * text ends with it (trimmed), and an earlier one may be the command's name (:time t). */
+static Source *arg_source(Session *s, const char *arg, Span at, const char *origin) {
+  Source *src = add_source(s, at.src ? at.src->name : origin, xstrdup(arg), strlen(arg));
+  size_t n = strlen(arg);
+  if (at.src && n && at.hi <= at.src->len && at.hi - at.lo >= n)
+    for (size_t p = at.hi - n + 1; p-- > at.lo;)
+      if (!memcmp(at.src->text + p, arg, n)) {
+        src->parent = at.src;
+        src->base = (uint32_t)p;
+        break;
+      }
+  return src;
+}
+
 static Expr *parse_arg_expr(Session *s, const char *arg, Span at) {
-  Source *src = add_source(s, at.src ? at.src->name : "<command>", xstrdup(arg), strlen(arg));
-  return parse_expression(s->tmp, src, &s->diags);
+  return parse_expression(s->tmp, arg_source(s, arg, at, "<command>"), &s->diags);
 }
 
 static RunStatus cmd_type(Session *s, const char *arg, Span at) {
@@ -1636,7 +1651,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   return RUN_OK;
 }
 
-static RunStatus run_text(Session *s, const char *text, const char *origin, bool quiet_value);
+static RunStatus run_arg(Session *s, const char *text, Span at, const char *origin, bool quiet_value);
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -1657,13 +1672,13 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   double t[1000];
   int n = 0;
   /* one run first: it compiles what needs compiling, and warms the caches */
-  RunStatus r0 = run_text(s, arg, at.src ? at.src->name : "<time>", true);
+  RunStatus r0 = run_arg(s, arg, at, "<time>", true);
   if (r0 != RUN_OK) return r0;
   unsigned last_before = s->last_fn_calls;
   double start = now_s();
   while (n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
     double t0 = now_s();
-    RunStatus r = run_text(s, arg, at.src ? at.src->name : "<time>", true);
+    RunStatus r = run_arg(s, arg, at, "<time>", true);
     t[n++] = now_s() - t0;
     if (r != RUN_OK) return r;
   }
@@ -2218,8 +2233,9 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
 
 static RunStatus run_source(Session *s, Source *src) { return run_source_ex(s, src, false, false); }
 
-static RunStatus run_text(Session *s, const char *text, const char *origin, bool quiet_value) {
-  Source *src = add_source(s, origin, xstrdup(text), strlen(text));
+/* A command's argument run as statements (:time STMT), with at the command's span. */
+static RunStatus run_arg(Session *s, const char *text, Span at, const char *origin, bool quiet_value) {
+  Source *src = arg_source(s, text, at, origin);
   Arena *saved = s->tmp;
   RunStatus r = run_source_ex(s, src, false, quiet_value);
   s->tmp = saved;
