@@ -22,6 +22,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm/Config/llvm-config.h>
 
 #include <math.h>
 #include <pthread.h>
@@ -29,6 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* InstCombine in a pipeline of our own: since LLVM 18 a bare "instcombine" checks that one
+ * iteration reached a fixpoint and ends the process when it did not (a where() over a
+ * reduction beside inlined sigmoids did); the standard pipelines turn that check off. */
+#if LLVM_VERSION_MAJOR >= 18
+#define INSTCOMBINE "instcombine<no-verify-fixpoint>"
+#else
+#define INSTCOMBINE "instcombine"
+#endif
 
 /* What generated code reads; the layout is mirrored by GEP indices below. */
 typedef struct KCtx {
@@ -1376,7 +1386,7 @@ static bool optimize(CpuBackend *be, LLVMModuleRef m, const char *prefix, char *
     LLVMSetLinkage(f, LLVMInternalLinkage);
     any = true;
   }
-  return !any || jit_optimize(be->jit, m, "always-inline,globaldce,function(instcombine,simplifycfg)", err, errlen);
+  return !any || jit_optimize(be->jit, m, "always-inline,globaldce,function(" INSTCOMBINE ",simplifycfg)", err, errlen);
 }
 
 /* Build the module of a program's loop kernels; names them with prefix. */

@@ -8,6 +8,7 @@
 #include "dyn.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
@@ -34,8 +36,17 @@ struct Jit {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool init_ok;
 
+/* LLVM ends the process on an internal error it cannot return from; say what happened in
+ * dyn's words first (LLVM then exits, status 1, rather than leave a bare abort). */
+static void on_fatal(const char *reason) {
+  fprintf(stderr, "dyn: internal error in LLVM's code generation: %s\n"
+                  "dyn: this is a bug in dyn; the input that caused it helps to fix it\n", reason);
+  fflush(stderr);
+}
+
 static void init_llvm(void) {
   init_ok = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
+  LLVMInstallFatalErrorHandler(on_fatal);
 }
 
 /* Consume an LLVMErrorRef: true when there was none, else its message goes to err. */

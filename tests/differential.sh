@@ -83,6 +83,11 @@ s=$work/diff.dyn
     echo "X = randn(f32[5, $n])"
     for f in fsum frev fwhere; do echo ":check $f(X)"; done
   done
+  # statements whose values are not returned still compile: inlined sigmoids beside a
+  # where() over a reduction took InstCombine two rounds, and a pipeline that asked it to
+  # verify one ended the process
+  echo "fn sigwhere(P0: f32[N, M], P1: f32[N]) -> f32 { T0[n] = (sigmoid((P1[n] * P1[n])) * (sigmoid(P1[n]) / (abs((P1[n] / (abs(P1[n]) + 1.0))) + 1.0))); T1[n] = where(P1[n] > (min(P1[n], T0[n]) * T0[n]), (max[m] (P0[n, m])), sigmoid(T0[n])); T2 = -1.87; return T2 }"
+  echo ":check sigwhere(randn(f32[64, 16]), randn(f32[64]))"
   # reductions over a written range
   echo "fn evens(X: f32[B, N]) -> f32[B] { s[b] = sum[k < N / 2] X[b, 2 * k]; return s }"
   echo "fn window(X: f32[B, N]) -> f32[B, N - 2] where N >= 3 { Y[b, i] = max[k < 3] X[b, i + k]; return Y }"
