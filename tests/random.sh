@@ -1,0 +1,17 @@
+#!/bin/sh
+# Random programs (tests/random_programs.py) compiled by the CPU back end against the
+# reference evaluator: small and large sizes, 1 to 3 threads, fixed seeds so a failure
+# reproduces (`python3 tests/random_programs.py ./dyn --seed S --count N`).  Skipped (77)
+# without LLVM or without a Python 3.
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir}
+grep -q "define HAVE_LLVM 1" "$top_builddir/config.h" 2>/dev/null || { echo "built without LLVM: skipped"; exit 77; }
+py=${PYTHON_NUMPY:-}
+[ -n "$py" ] || py=$(command -v python3) || { echo "no python3: skipped"; exit 77; }
+gen="$top_srcdir/tests/random_programs.py"
+dyn="$top_builddir/dyn"
+st=0
+HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 1 --count 300 --threads 2 || st=1
+HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 2 --count 150 --threads 3 --large || st=1
+HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 3 --count 150 --threads 1 || st=1
+exit $st

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Random programs, compiled against the reference evaluator.
+
+Writes functions in index notation that no one wrote by hand -- elementwise math, where(),
+min and max, guarded division, sum/max/min reductions nested in any order, subscripts in any
+axis order and reversed (N - 1 - n), statements that read earlier ones, results of rank 0 to
+3 -- and runs each through `:check` in `dyn -i -` on random data of awkward sizes (1, primes,
+tiles -1, +0, +1).  Every program must compile and agree with the reference; a crash, an
+error or a disagreement fails the test and prints the program.
+
+A sum that cancels exactly (sum[m] x[m] - x[M - 1 - m]) leaves rounding noise beside a
+reference of 0, which :check's tolerance, relative to the largest value, calls a mismatch;
+differences within F32_ATOL absolute are accepted as that (torch.testing's f32 atol).
+
+  random_programs.py DYN [--seed S] [--count N] [--threads T] [--large]
+"""
+import random
+import re
+import subprocess
+import sys
+
+DIMS = ['M', 'N', 'K']
+IDX = {'M': 'm', 'N': 'n', 'K': 'k'}
+SMALL = [1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 100]
+LARGE = [1, 2, 3, 5, 7, 15, 16, 17, 31, 33, 63, 64, 65, 97, 127, 128, 129, 200, 257]
+F32_ATOL = 1e-5
+
+
+class Gen:
+    def __init__(self, rng, sizes):
+        self.r = rng
+        self.sizes = sizes
+
+    def leaf(self, avail):
+        """A constant, or a parameter or earlier result whose axes are all in scope."""
+        r = self.r
+        choices = [p for p in self.params + self.stmts if set(p[1]) <= avail]
+        if not choices or r.random() < 0.1:
+            return '%.2f' % r.uniform(-2, 2), set()
+        name, dims = r.choice(choices)
+        subs = []
+        for d in dims:
+            # reversed only after a plain use in this statement, which gives its range
+            if r.random() < 0.15 and d in self.plain:
+                subs.append('%s - 1 - %s' % (d, IDX[d]))
+            else:
+                subs.append(IDX[d])
+                self.plain.add(d)
+        return ('%s[%s]' % (name, ', '.join(subs)) if subs else name), set(dims)
+
+    def expr(self, avail, depth):
+        r = self.r
+        x = r.random()
+        if depth <= 0 or x < 0.25:
+            return self.leaf(avail)
+        if x < 0.47:
+            a, ua = self.expr(avail, depth - 1)
+            b, ub = self.expr(avail, depth - 1)
+            return '(%s %s %s)' % (a, r.choice(['+', '-', '*', '*', '*']), b), ua | ub
+        if x < 0.53:
+            a, ua = self.expr(avail, depth - 1)
+            b, ub = self.expr(avail, depth - 1)
+            return '(%s / (abs(%s) + 1.0))' % (a, b), ua | ub
+        if x < 0.65:
+            a, ua = self.expr(avail, depth - 1)
+            f = r.choice(['exp(0.1 * %s)', 'tanh(%s)', 'sigmoid(%s)', 'abs(%s)', 'sqrt(abs(%s))', '-%s'])
+            return f % a, ua
+        if x < 0.72:
+            a, ua = self.expr(avail, depth - 1)
+            b, ub = self.expr(avail, depth - 1)
+            return '%s(%s, %s)' % (r.choice(['max', 'min']), a, b), ua | ub
+        if x < 0.80:
+            c1, u1 = self.expr(avail, depth - 1)
+            c2, u2 = self.expr(avail, depth - 1)
+            a, ua = self.expr(avail, depth - 1)
+            b, ub = self.expr(avail, depth - 1)
+            return 'where(%s > %s, %s, %s)' % (c1, c2, a, b), u1 | u2 | ua | ub
+        # a reduction over an axis not in scope, each reduction index once a statement
+        free = [d for d in DIMS if d not in avail and d not in self.reduced]
+        if not free:
+            return self.leaf(avail)
+        d = r.choice(free)
+        saved = set(self.plain)
+        self.plain.discard(d)
+        a, ua = self.expr(avail | {d}, depth - 1)
+        if d not in ua:            # the body does not use it: drop the text it made
+            self.plain = saved
+            return self.leaf(avail)
+        self.plain.discard(d)
+        self.reduced.add(d)
+        red = r.choice(['sum', 'sum', 'sum', 'max', 'min'])
+        return '(%s[%s] %s)' % (red, IDX[d], a if a.startswith('(') else '(' + a + ')'), ua - {d}
+
+    def program(self, name):
+        r = self.r
+        self.params = [('P%d' % p, r.sample(DIMS, r.randint(1, 3))) for p in range(r.randint(1, 3))]
+        self.stmts = []
+        lines = []
+        for si in range(r.randint(1, 3)):
+            for _ in range(20):
+                out = r.sample(DIMS, r.randint(0, 3))
+                self.plain, self.reduced = set(), set()
+                e, used = self.expr(set(out), 3)
+                if used == set(out):       # every axis of the result is read
+                    break
+            else:
+                continue
+            t = 'T%d' % si
+            lhs = t + ('[%s]' % ', '.join(IDX[d] for d in out) if out else '')
+            lines.append('  %s = %s' % (lhs, e))
+            self.stmts.append((t, out))
+        pdims = set(d for p in self.params for d in p[1])
+        if not self.stmts or not set(self.stmts[-1][1]) <= pdims:
+            return None              # the result's sizes must come from the parameters
+        ret = self.stmts[-1]
+        ty = lambda dims: 'f32' + ('[%s]' % ', '.join(dims) if dims else '')
+        sig = ', '.join('%s: %s' % (n, ty(d)) for n, d in self.params)
+        src = 'fn %s(%s) -> %s {\n%s\n  return %s\n}' % (name, sig, ty(ret[1]), '\n'.join(lines), ret[0])
+        size = {d: r.choice(self.sizes) for d in DIMS}
+        args = ', '.join('randn(f32[%s])' % ', '.join(str(size[d]) for d in dd) for _, dd in self.params)
+        return src, ':check %s(%s)' % (name, args)
+
+
+def main():
+    argv = sys.argv[1:]
+    if not argv:
+        print(__doc__)
+        return 2
+    dyn, seed, count, threads, sizes = argv[0], 1, 200, 2, SMALL
+    i = 1
+    while i < len(argv):
+        if argv[i] == '--seed': seed = int(argv[i + 1]); i += 2
+        elif argv[i] == '--count': count = int(argv[i + 1]); i += 2
+        elif argv[i] == '--threads': threads = int(argv[i + 1]); i += 2
+        elif argv[i] == '--large': sizes = LARGE; i += 1
+        else: print('random_programs: unknown argument %s' % argv[i]); return 2
+    g = Gen(random.Random(seed), sizes)
+    progs = []
+    while len(progs) < count:
+        p = g.program('g%d' % (len(progs) + 1))
+        if p:
+            progs.append(p)
+    text = 'seed(%d)\n' % seed + ''.join('%s\n%s\n' % p for p in progs)
+    run = subprocess.run([dyn, '--threads=%d' % threads, '-i', '-'], input=text, capture_output=True,
+                         text=True, timeout=1800)
+    out = run.stdout + run.stderr
+    # the answers of the :check lines, in order (the REPL echoes each line after its prompt)
+    answers = re.findall(r'^dyn> :check (g\d+)\(.*\n(.*)$', out, re.M)
+    bad = []
+    for name, line in answers:
+        if ': ok' in line:
+            continue
+        m = re.search(r'max \|difference\| ([0-9.e+-]+)', line)
+        if 'MISMATCH' in line and m and float(m.group(1)) <= F32_ATOL:
+            continue
+        bad.append((name, line))
+    errors = [l for l in out.splitlines() if ': error: ' in l and 'the back ends disagree' not in l]
+    fails = len(bad) + len(errors) + (len(answers) != count) + (run.returncode != 0)
+    for name, line in bad[:5]:
+        k = int(name[1:]) - 1
+        print('FAIL %s:\n%s\n%s\n  %s' % (name, progs[k][0], progs[k][1], line))
+    for l in errors[:5]:
+        print('FAIL: %s' % l)
+    if len(answers) != count or run.returncode != 0:
+        print('FAIL: %d of %d checks answered, exit status %d; the end of the output:\n%s'
+              % (len(answers), count, run.returncode, out[-2000:]))
+    print('random programs (seed %d, %d thread%s%s): %d checked, %d failed'
+          % (seed, threads, '' if threads == 1 else 's', ', large sizes' if sizes is LARGE else '', count, fails))
+    return 1 if fails else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
