@@ -1,6 +1,6 @@
 #!/bin/sh
 # Random programs (tests/random_programs.py) compiled by the CPU back end against the
-# reference evaluator: small and large sizes, 1 to 3 threads, fixed seeds so a failure
+# reference evaluator: f32, f64, i32 and i64, small and large sizes, 1 to 3 threads, fixed seeds so a failure
 # reproduces (`python3 tests/random_programs.py ./dyn --seed S --count N`).  Skipped (77)
 # without LLVM or without a Python 3.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -14,4 +14,7 @@ st=0
 HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 1 --count 300 --threads 2 || st=1
 HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 2 --count 150 --threads 3 --large || st=1
 HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 3 --count 150 --threads 1 || st=1
+HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 4 --count 150 --elem f64 || st=1
+HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 5 --count 150 --elem i32 --large || st=1
+HOME=${TMPDIR:-/tmp} DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$py" "$gen" "$dyn" --seed 6 --count 100 --elem i64 --threads 3 || st=1
 exit $st

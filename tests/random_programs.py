@@ -4,15 +4,17 @@
 Writes functions in index notation that no one wrote by hand -- elementwise math, where(),
 min and max, guarded division, sum/max/min reductions nested in any order, subscripts in any
 axis order and reversed (N - 1 - n), statements that read earlier ones, results of rank 0 to
-3 -- and runs each through `:check` in `dyn -i -` on random data of awkward sizes (1, primes,
-tiles -1, +0, +1).  Every program must compile and agree with the reference; a crash, an
+3, in f32, f64, i32 or i64 (integers: no division by values, % and / by constants) -- and
+runs each through `:check` in `dyn -i -` on random data of awkward sizes (1, primes, tiles
+-1, +0, +1).  Every program must compile and agree with the reference; a crash, an
 error or a disagreement fails the test and prints the program.
 
 A sum that cancels exactly (sum[m] x[m] - x[M - 1 - m]) leaves rounding noise beside a
 reference of 0, which :check's tolerance, relative to the largest value, calls a mismatch;
-differences within F32_ATOL absolute are accepted as that (torch.testing's f32 atol).
+differences within ATOL absolute are accepted as that (for f32 torch.testing's atol; none
+for integers).
 
-  random_programs.py DYN [--seed S] [--count N] [--threads T] [--large]
+  random_programs.py DYN [--seed S] [--count N] [--threads T] [--large] [--elem f32|f64|i32|i64]
 """
 import random
 import re
@@ -23,7 +25,8 @@ DIMS = ['M', 'N', 'K']
 IDX = {'M': 'm', 'N': 'n', 'K': 'k'}
 SMALL = [1, 2, 3, 5, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 100]
 LARGE = [1, 2, 3, 5, 7, 15, 16, 17, 31, 33, 63, 64, 65, 97, 127, 128, 129, 200, 257]
-F32_ATOL = 1e-5
+ATOL = {'f32': 1e-5, 'f64': 1e-12, 'i32': 0, 'i64': 0}
+ELEM = 'f32'              # the element type of every parameter and result (--elem)
 
 
 class Gen:
@@ -36,7 +39,8 @@ class Gen:
         r = self.r
         choices = [p for p in self.params + self.stmts if set(p[1]) <= avail]
         if not choices or r.random() < 0.1:
-            return '%.2f' % r.uniform(-2, 2), set()
+            c = '%.2f' % r.uniform(-2, 2) if ELEM[0] == 'f' else str(r.randint(-3, 3))
+            return (c if ELEM in ('f32', 'i64') else '%s(%s)' % (ELEM, c)), set()
         name, dims = r.choice(choices)
         subs = []
         for d in dims:
@@ -57,13 +61,13 @@ class Gen:
             a, ua = self.expr(avail, depth - 1)
             b, ub = self.expr(avail, depth - 1)
             return '(%s %s %s)' % (a, r.choice(['+', '-', '*', '*', '*']), b), ua | ub
-        if x < 0.53:
+        if x < 0.53 and ELEM[0] == 'f':
             a, ua = self.expr(avail, depth - 1)
             b, ub = self.expr(avail, depth - 1)
-            return '(%s / (abs(%s) + 1.0))' % (a, b), ua | ub
+            return ('(%s / (abs(%s) + 1.0))' if ELEM == 'f32' else '(%s / (abs(%s) + f64(1.0)))') % (a, b), ua | ub
         if x < 0.65:
             a, ua = self.expr(avail, depth - 1)
-            f = r.choice(['exp(0.1 * %s)', 'tanh(%s)', 'sigmoid(%s)', 'abs(%s)', 'sqrt(abs(%s))', '-%s'])
+            f = r.choice(['exp(0.1 * %s)' if ELEM == 'f32' else 'exp(f64(0.1) * %s)', 'tanh(%s)', 'sigmoid(%s)', 'abs(%s)', 'sqrt(abs(%s))', '-%s'] if ELEM[0] == 'f' else ['abs(%s)', '-%s', '(%s %% ' + ('7' if ELEM == 'i64' else 'i32(7)') + ')', '(%s / ' + ('3' if ELEM == 'i64' else 'i32(3)') + ')'])
             return f % a, ua
         if x < 0.72:
             a, ua = self.expr(avail, depth - 1)
@@ -113,11 +117,14 @@ class Gen:
         if not self.stmts or not set(self.stmts[-1][1]) <= pdims:
             return None              # the result's sizes must come from the parameters
         ret = self.stmts[-1]
-        ty = lambda dims: 'f32' + ('[%s]' % ', '.join(dims) if dims else '')
+        ty = lambda dims: ELEM + ('[%s]' % ', '.join(dims) if dims else '')
         sig = ', '.join('%s: %s' % (n, ty(d)) for n, d in self.params)
         src = 'fn %s(%s) -> %s {\n%s\n  return %s\n}' % (name, sig, ty(ret[1]), '\n'.join(lines), ret[0])
         size = {d: r.choice(self.sizes) for d in DIMS}
-        args = ', '.join('randn(f32[%s])' % ', '.join(str(size[d]) for d in dd) for _, dd in self.params)
+        if ELEM == 'f32': mk = 'randn(f32[%s])'
+        elif ELEM == 'f64': mk = 'f64(randn(f32[%s]))'
+        else: mk = ELEM + '(randn(f32[%s]) * 10.0)'
+        args = ', '.join(mk % ', '.join(str(size[d]) for d in dd) for _, dd in self.params)
         return src, ':check %s(%s)' % (name, args)
 
 
@@ -133,6 +140,7 @@ def main():
         elif argv[i] == '--count': count = int(argv[i + 1]); i += 2
         elif argv[i] == '--threads': threads = int(argv[i + 1]); i += 2
         elif argv[i] == '--large': sizes = LARGE; i += 1
+        elif argv[i] == '--elem': globals()['ELEM'] = argv[i + 1]; i += 2
         else: print('random_programs: unknown argument %s' % argv[i]); return 2
     g = Gen(random.Random(seed), sizes)
     progs = []
@@ -151,7 +159,7 @@ def main():
         if ': ok' in line:
             continue
         m = re.search(r'max \|difference\| ([0-9.e+-]+)', line)
-        if 'MISMATCH' in line and m and float(m.group(1)) <= F32_ATOL:
+        if 'MISMATCH' in line and m and float(m.group(1)) <= ATOL[ELEM]:
             continue
         bad.append((name, line))
     errors = [l for l in out.splitlines() if ': error: ' in l and 'the back ends disagree' not in l]
@@ -164,8 +172,8 @@ def main():
     if len(answers) != count or run.returncode != 0:
         print('FAIL: %d of %d checks answered, exit status %d; the end of the output:\n%s'
               % (len(answers), count, run.returncode, out[-2000:]))
-    print('random programs (seed %d, %d thread%s%s): %d checked, %d failed'
-          % (seed, threads, '' if threads == 1 else 's', ', large sizes' if sizes is LARGE else '', count, fails))
+    print('random programs (%s, seed %d, %d thread%s%s): %d checked, %d failed'
+          % (ELEM, seed, threads, '' if threads == 1 else 's', ', large sizes' if sizes is LARGE else '', count, fails))
     return 1 if fails else 0
 
 
