@@ -15,6 +15,10 @@ differences within ATOL absolute are accepted as that (for f32 torch.testing's a
 for integers).
 
   random_programs.py DYN [--seed S] [--count N] [--threads T] [--large] [--elem f32|f64|i32|i64]
+                        [--windows]
+
+--windows writes convolution-like windows instead: 1-D with a stride and a dilation, 2-D with
+a stride, sum/max/min over channels and taps, an elementwise step after some.
 """
 import random
 import re
@@ -128,24 +132,56 @@ class Gen:
         return src, ':check %s(%s)' % (name, args)
 
 
+def window_program(r, name):
+    """A convolution-like window: 1-D with a stride and a dilation, or 2-D with a stride, a
+    sum, max or min over channels and taps, optionally an elementwise step after it."""
+    st, dil = r.choice([1, 1, 2, 3]), r.choice([1, 1, 2])
+    red = r.choice(['sum', 'sum', 'sum', 'max', 'min'])
+    act = r.choice(['', 'max(%s, 0.0)', 'tanh(%s)', '%s * 2.0 + 1.0'])
+    if r.random() < 0.5:
+        out = '(H - %d * (R - 1) - 1) / %d + 1' % (dil, st)
+        sig = 'X: f32[N, C, H], Wt: f32[F, C, R]) -> f32[N, F, %s] where H >= %d * (R - 1) + 1' % (out, dil)
+        y = 'Y[n, f, h]: f32[N, F, %s] = %s[c, r] X[n, c, %d * h + %d * r] * Wt[f, c, r]' % (out, red, st, dil)
+        z, taps = 'Y[n, f, h]', [r.randint(1, 5)]
+        shape = [r.randint(1, 40)]
+        shape[0] = max(shape[0], dil * (taps[0] - 1) + 1)
+    else:
+        oh, ow = '(H - R) / %d + 1' % st, '(W - S) / %d + 1' % st
+        sig = 'X: f32[N, C, H, W], Wt: f32[F, C, R, S]) -> f32[N, F, %s, %s] where H >= R, W >= S' % (oh, ow)
+        y = 'Y[n, f, h, w]: f32[N, F, %s, %s] = %s[c, r, q] X[n, c, %d * h + r, %d * w + q] * Wt[f, c, r, q]' % (oh, ow, red, st, st)
+        z, taps = 'Y[n, f, h, w]', [r.randint(1, 4), r.randint(1, 4)]
+        shape = [r.randint(taps[0], 30), r.randint(taps[1], 70)]
+    lines = ['  ' + y]
+    ret = 'Y'
+    if act:
+        lines.append('  Z%s = %s' % (z[1:], act % z))
+        ret = 'Z'
+    src = 'fn %s(%s {\n%s\n  return %s\n}' % (name, sig, '\n'.join(lines), ret)
+    n, c, f = r.randint(1, 3), r.randint(1, 6), r.randint(1, 17)
+    dims = lambda xs: ', '.join(str(x) for x in xs)
+    return src, ':check %s(randn(f32[%s]), randn(f32[%s]))' % (name, dims([n, c] + shape), dims([f, c] + taps))
+
+
 def main():
     argv = sys.argv[1:]
     if not argv:
         print(__doc__)
         return 2
-    dyn, seed, count, threads, sizes = argv[0], 1, 200, 2, SMALL
+    dyn, seed, count, threads, sizes, windows = argv[0], 1, 200, 2, SMALL, False
     i = 1
     while i < len(argv):
         if argv[i] == '--seed': seed = int(argv[i + 1]); i += 2
         elif argv[i] == '--count': count = int(argv[i + 1]); i += 2
         elif argv[i] == '--threads': threads = int(argv[i + 1]); i += 2
         elif argv[i] == '--large': sizes = LARGE; i += 1
+        elif argv[i] == '--windows': windows = True; i += 1
         elif argv[i] == '--elem': globals()['ELEM'] = argv[i + 1]; i += 2
         else: print('random_programs: unknown argument %s' % argv[i]); return 2
     g = Gen(random.Random(seed), sizes)
     progs = []
     while len(progs) < count:
-        p = g.program('g%d' % (len(progs) + 1))
+        name = 'g%d' % (len(progs) + 1)
+        p = window_program(g.r, name) if windows else g.program(name)
         if p:
             progs.append(p)
     text = 'seed(%d)\n' % seed + ''.join('%s\n%s\n' % p for p in progs)
@@ -172,8 +208,8 @@ def main():
     if len(answers) != count or run.returncode != 0:
         print('FAIL: %d of %d checks answered, exit status %d; the end of the output:\n%s'
               % (len(answers), count, run.returncode, out[-2000:]))
-    print('random programs (%s, seed %d, %d thread%s%s): %d checked, %d failed'
-          % (ELEM, seed, threads, '' if threads == 1 else 's', ', large sizes' if sizes is LARGE else '', count, fails))
+    print('random %s (%s, seed %d, %d thread%s%s): %d checked, %d failed'
+          % ('windows' if windows else 'programs', ELEM, seed, threads, '' if threads == 1 else 's', ', large sizes' if sizes is LARGE else '', count, fails))
     return 1 if fails else 0
 
 
