@@ -1651,7 +1651,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   return RUN_OK;
 }
 
-static RunStatus run_arg(Session *s, const char *text, Span at, const char *origin, bool quiet_value);
+static RunStatus run_arg(Session *s, Source *src, bool quiet_value);
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -1671,14 +1671,16 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   }
   double t[1000];
   int n = 0;
-  /* one run first: it compiles what needs compiling, and warms the caches */
-  RunStatus r0 = run_arg(s, arg, at, "<time>", true);
+  /* one run first: it compiles what needs compiling, and warms the caches; every run reads
+   * the same source (the session keeps each source it is given) */
+  Source *src = arg_source(s, arg, at, "<time>");
+  RunStatus r0 = run_arg(s, src, true);
   if (r0 != RUN_OK) return r0;
   unsigned last_before = s->last_fn_calls;
   double start = now_s();
   while (n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
     double t0 = now_s();
-    RunStatus r = run_arg(s, arg, at, "<time>", true);
+    RunStatus r = run_arg(s, src, true);
     t[n++] = now_s() - t0;
     if (r != RUN_OK) return r;
   }
@@ -2233,9 +2235,8 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
 
 static RunStatus run_source(Session *s, Source *src) { return run_source_ex(s, src, false, false); }
 
-/* A command's argument run as statements (:time STMT), with at the command's span. */
-static RunStatus run_arg(Session *s, const char *text, Span at, const char *origin, bool quiet_value) {
-  Source *src = arg_source(s, text, at, origin);
+/* A command's argument run as statements (:time STMT); src from arg_source. */
+static RunStatus run_arg(Session *s, Source *src, bool quiet_value) {
   Arena *saved = s->tmp;
   RunStatus r = run_source_ex(s, src, false, quiet_value);
   s->tmp = saved;
