@@ -56,9 +56,9 @@
  *    vectors) a tile of nr columns leaves most lanes idle.  Kernels of h x w (w <= 4) keep
  *    one vector accumulator per element of C, along k, and sum the lanes at the end: A is
  *    read once, in rows (a row piece's strips of columns in turn, from L1), and B's
- *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Fifteen
- *    functions on AVX-512, compiled and timed like the row-streaming ones, on first need;
- *    the model weighs them beside the tiles.
+ *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Twelve
+ *    functions on AVX-512 (heights 6, 2 and 1 of each width), compiled and timed like the
+ *    row-streaming ones, on first need; the model weighs them beside the tiles.
  *  - k split.  A small C over a long k gives the grid too few blocks to share: the threads
  *    then split k, each block after the first summing into its own copy of C, which are
  *    added into C at the end (a grid dimension like the others, weighed by the model).
@@ -152,7 +152,10 @@ typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_
 #define DOT_WMAX 4
 #define DOT_STRIPS 4
 #define DOT_MAXN (DOT_STRIPS * DOT_WMAX)
-#define DOT_HMAX 8
+/* Tiles of 8 rows ran at the speed of 6 (8x1 240 against 6x1 233 GFLOP/s a core in L1, 8x2
+ * 271 against 270, 8x3 266 against 267 on Zen 5) and were three more functions: 9 of the
+ * 39 ms that compiling the inner products took. */
+#define DOT_HMAX 6
 typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, int64_t b_rs,
                       void *c, int64_t c_rs, int64_t c_cs, int64_t m_rem, int64_t n_rem,
                       int32_t beta);
