@@ -153,8 +153,8 @@ typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_
 #define DOT_STRIPS 4
 #define DOT_MAXN (DOT_STRIPS * DOT_WMAX)
 /* Tiles of 8 rows ran at the speed of 6 (8x1 240 against 6x1 233 GFLOP/s a core in L1, 8x2
- * 271 against 270, 8x3 266 against 267 on Zen 5) and were three more functions: 9 of the
- * 39 ms that compiling the inner products took. */
+ * 271 against 270, 8x3 266 against 267 on Zen 5) and were three more functions: compiling
+ * the inner products took 37-41 ms with them, 32-34 without. */
 #define DOT_HMAX 6
 typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, int64_t b_rs,
                       void *c, int64_t c_rs, int64_t c_cs, int64_t m_rem, int64_t n_rem,
