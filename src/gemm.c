@@ -1670,8 +1670,10 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   }
   if (pl->pack_b) {
     /* the panel is written where it fits; a panel past L2 is written through L3, each
-     * line first read for ownership */
-    double panel = (double)pl->kc * pl->nc * es;
+     * line first read for ownership.  It is written whole, nr columns a strip, zeros past
+     * the edge: for a narrow B far more than B (2 x 3 x 4096: 48 KB of B, a 512 KB panel;
+     * charged as B's bytes, packing was taken for 4 us and ran in 12, B in place in 3) */
+    double panel = (double)pl->kc * pl->nc * es, panelB = (double)bt * K * ntiles * f->nr * es;
     double wr = panel <= cache_bytes(h, 1) ? 1 / bwL2 : 2 / shared_bw(h, panel, users);
     pl->fused = fused_packing(f, p, pl, mt);
     if (pl->fused) {
@@ -1680,9 +1682,9 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
        * threads: packing cost about 0.3 ms beside the writes with 6x64 tiles, pieces of
        * 4 lines, and 0.7 ms with 14x32, pieces of 2). */
       double strip = f->nr * es;
-      pack += bytesB / bwB * (line < strip ? line / strip : 1) + bytesB * wr;
+      pack += bytesB / bwB * (line < strip ? line / strip : 1) + panelB * wr;
     } else {
-      pack += bytesB * (1 / bwB + wr) * (p->b_sn == 1 ? 1 : 4);
+      pack += (bytesB / bwB + panelB * wr) * (p->b_sn == 1 ? 1 : 4);
     }
   }
   if (pl->pack_a || pl->pack_b) pack += WS_S;

@@ -431,6 +431,24 @@ START_TEST(test_far_b_packed) {
 }
 END_TEST
 
+/* A narrow B over a long k is read in place: packed, it would become panels nr columns wide,
+ * mostly zeros (2 x 3 x 4096: 48 KB of B, a 512 KB panel; the model charged B's bytes, took
+ * packing for 4 us, and it ran in 12 against 3 in place). */
+START_TEST(test_narrow_b_in_place) {
+  static const int64_t shapes[][3] = { { 2, 3, 4096 }, { 2, 8, 4096 }, { 5, 8, 4096 } };
+  for (int i = 0; i < 3; i++)
+    for (int t = 1; t <= 2; t++) {
+      int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+      GemmArgs x = { .batch = 1, .m = m, .n = n, .k = k, .a_sm = k, .a_sk = 1, .b_sk = n, .b_sn = 1,
+                     .c_sm = n, .c_sn = 1 };
+      GemmPlanInfo pi;
+      ck_assert(gemm_plan_info(g32, &x, t, &pi));
+      ck_assert_msg(!pi.pack_b || pi.dot || pi.rows, "%lldx%lldx%lld on %d threads: %dx%d tiles pack B",
+                    (long long)m, (long long)n, (long long)k, t, pi.mr, pi.nr);
+    }
+}
+END_TEST
+
 /* Every plan the model could choose, forced: families, packing, grids, odd blocks. */
 START_TEST(test_forced_plans) {
   int mr[4], nr[4], bad = 0;
@@ -828,6 +846,7 @@ int main(void) {
   tcase_add_test(tc, test_two_threads);
   tcase_add_test(tc, test_fused_packing);
   tcase_add_test(tc, test_far_b_packed);
+  tcase_add_test(tc, test_narrow_b_in_place);
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
