@@ -1757,11 +1757,6 @@ static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *
   return true;
 }
 
-/* The gathered matrix of one task: at most the second cache level of the hardware model. */
-static double part_bytes(const CpuBackend *be) {
-  return be->hw.nlevels >= 3 && be->hw.level[1].bytes > 0 ? (double)be->hw.level[1].bytes : (double)(1 << 20);
-}
-
 static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                       const EvalSizes *sz, int threads, double fit_bytes, Win *W) {
   const WinContraction *w = &ck->w;
@@ -1821,10 +1816,10 @@ static bool win_shape(const Program *p, const CKernel *ck, const int64_t *ext, c
   memcpy(W->ext[1], kext, sizeof kext);
   memcpy(W->coef[1], kcoef, sizeof kcoef);
   memcpy(W->korder, perm, sizeof perm);
-  /* parts of whole runs, enough for each part's matrix to fit in fit_bytes (L2: gathered
-   * and multiplied while it is there) and for the tasks to share out evenly over the threads
-   * (one 64 x 112 x 112 image with 64 3x3 filters on 2 threads: 7.9 ms in 2 parts, 4.1-4.7
-   * ms in parts of 0.5-4 MiB; eight 32 x 56 x 56 ones alike either way) */
+  /* parts of whole runs, enough for each part's matrix to fit in fit_bytes (a core's L2:
+   * gathered and multiplied while it is there) and for the tasks to share out evenly over
+   * the threads (one 64 x 112 x 112 image with 64 3x3 filters on 2 threads: 7.9 ms in 2
+   * parts, 4.1-4.7 ms in parts of 0.5-4 MiB; eight 32 x 56 x 56 ones alike either way) */
   W->qlast = W->ext[2][W->n[2] - 1];
   W->qrows = W->qlast ? W->qtot / W->qlast : 0;
   int64_t t = threads > 1 ? threads : 1;
@@ -1919,7 +1914,7 @@ static void win_task(void *arg, int64_t t) {
 static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                       const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
   Win W;
-  if (!win_shape(cp->p, ck, ext, strides, sz, pool_threads(be->pool), part_bytes(be), &W)) return 0;
+  if (!win_shape(cp->p, ck, ext, strides, sz, pool_threads(be->pool), hw_cache_bytes(&be->hw, 1), &W)) return 0;
   if (W.ptot == 0 || W.mtot == 0 || W.qtot == 0) return 1;
   DynElem e = ck->kn->stages[0].expr->ty;
   GemmKernels *gk = gemm_for(be, e, err, errlen);
@@ -2241,7 +2236,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       buf_puts(out, ", then packed micro-kernels (a layout they cannot take runs the loop kernel below)\n");
       Win W;
       GemmKernels *gk = have ? gemm_for(be, r->ty, NULL, 0) : NULL;
-      if (gk && win_shape(p, ck, ext, strides, sz, threads, part_bytes(be), &W)) {
+      if (gk && win_shape(p, ck, ext, strides, sz, threads, hw_cache_bytes(&be->hw, 1), &W)) {
         buf_printf(out, "  gathered: %lld x %lld for each of %lld", (long long)W.ktot, (long long)W.qtot, (long long)W.ptot);
         bool moved = false;
         for (int i = 0; i < r->nraxes; i++) moved |= W.korder[i] != i;

@@ -219,6 +219,11 @@ const char *hw_dir(void);
 /* hw_detect_host reading /proc and /sys under root ("" is the real ones; tests pass a fake
  * tree).  hw_load("host") is hw_detect_host.  For GPUs, cores is the SM count. */
 void hw_detect_host_in(const char *root, HwModel *out);
+/* Cache levels (all but the last level, main memory), and the capacity of cache level i
+ * (0 = L1) one core may use: its share of a shared level, a floor when unknown, and a level
+ * the model lacks taken as its last cache. */
+int hw_ncaches(const HwModel *h);
+double hw_cache_bytes(const HwModel *h, int i);
 
 /* ---- lineedit.c: the built-in line editor (used when readline is absent) --------------- */
 
@@ -539,8 +544,8 @@ bool kexpr_transcendental(const KExpr *e);
  * B[...], A's subscripts exactly those axes, each once, in any order (a weight stored
  * [r, s, c, m] too), and each of B's an affine function of axes, such as X[n, c, h*S + i,
  * w*S + j].  P and Q are the output axes only B reads (P before the M axes, Q after them),
- * M those only A reads; M, Q and K are not empty.  False for a plain one-index contraction, which runs on the
- * micro-kernels directly. */
+ * M those only A reads; M, Q and K are not empty.  False for a plain one-index contraction,
+ * which runs on the micro-kernels directly. */
 typedef struct WinContraction {
   const KExpr *a, *b;
   int np, nm, nq;

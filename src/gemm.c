@@ -121,8 +121,10 @@
  * 4% faster at 12 x 100 x 100 x 64, where packing costs relatively more) and when the
  * strip fills most of L1 (packed B 3-5% faster at 1000 x 768 x 768). */
 #define SPLIT_LOADS 0.05
-#define FAR_PIECE 12
 #define CROWDED_L1 0.07
+/* Lines more that each row's piece of a strip costs when B in place comes from memory
+ * (see model_block) */
+#define FAR_PIECE 12
 /* Splitting k over the threads: each block after the first sums its share into its own copy
  * of C, added to C at the end; weighed when C is at most this large and k is long. */
 #define KSPLIT_MAX_C (256 << 10)
@@ -293,17 +295,6 @@ static int hw_fma_lat(const HwModel *h) { return h->fma_latency > 0 ? h->fma_lat
 static int hw_vregs(const HwModel *h) { return h->vec_regs >= 8 ? h->vec_regs : 16; }
 static int hw_vbits(const HwModel *h) { return h->vector_bits >= 128 ? h->vector_bits : 128; }
 static double hw_ghz(const HwModel *h) { return h->ghz > 0 ? h->ghz : 2.0; }
-static int hw_ncaches(const HwModel *h) { return h->nlevels > 1 ? h->nlevels - 1 : 0; }
-
-/* Capacity of cache level i (0 = L1) usable by one core, with a floor if unknown. */
-static double cache_bytes(const HwModel *h, int i) {
-  static const double dflt[] = { 32768, 524288, 2097152 };
-  if (i < hw_ncaches(h) && h->level[i].bytes > 0)
-    return (double)h->level[i].bytes / (h->level[i].shared_by > 1 ? h->level[i].shared_by : 1);
-  if (i < hw_ncaches(h) || i > 2) return dflt[i > 2 ? 2 : i];
-  /* no such level: the block that would live there lives in the last cache */
-  return hw_ncaches(h) ? cache_bytes(h, hw_ncaches(h) - 1) : dflt[i];
-}
 
 /* Bandwidth (bytes/s per core) of the level where a footprint of F bytes lives. */
 static double level_bw(const HwModel *h, double F) {
@@ -342,7 +333,7 @@ static double tile_cyc(const HwModel *h, int mr, int v, int ks) {
 static void plan_edges(const GemmKernels *g, Family *f) {
   const HwModel *hm = &g->hw;
   double strip = (double)f->nr * g->esize;
-  double reload[2] = { strip / level_bw(hm, 1), strip / level_bw(hm, cache_bytes(hm, 0) + 1) };
+  double reload[2] = { strip / level_bw(hm, 1), strip / level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
   double call = CALL_CYC / 256.0 / (hw_ghz(hm) * 1e9);
   for (int t = 0; t < 2; t++) {
     double best_c[2 * MAX_MR];
@@ -1519,16 +1510,16 @@ static void block_sizes(const GemmKernels *g, const Family *f, int64_t mt, int64
   /* kc: the kc x nr micro-panel of B may fill L1.  It is read in order, once per row tile,
    * so what L1 cannot keep L2 resends at a fraction of its bandwidth, while a longer k loop
    * amortises each C tile update (the classic "half of L1" measured 5-15% slower). */
-  int64_t kc_max = imax(16, (int64_t)(cache_bytes(h, 0) / (f->nr * es)) / 8 * 8);
+  int64_t kc_max = imax(16, (int64_t)(hw_cache_bytes(h, 0) / (f->nr * es)) / 8 * 8);
   pl->kc = imax(1, balanced(K, kc_max, 4));
   if (pl->kc > K) pl->kc = K;
-  int64_t mc_max = imax(f->mr, (int64_t)(cache_bytes(h, 1) / 2 / (pl->kc * es)) / f->mr * f->mr);
+  int64_t mc_max = imax(f->mr, (int64_t)(hw_cache_bytes(h, 1) / 2 / (pl->kc * es)) / f->mr * f->mr);
   pl->mc = balanced(mt, mc_max, f->mr);
   /* nc: the packed kc x nc panel of B in half of this core's share of L3 (BLIS's choice),
    * or, when A is small enough that repacking it per column block is cheap, in half of L2,
    * where writing the panel needs no trip to L3 and the kernels read it from L2. */
   int lvl = pl->nc_l2 ? 1 : 2;
-  int64_t nc_max = imax(f->nr, (int64_t)(cache_bytes(h, lvl) / 2 / (pl->kc * es)) / f->nr * f->nr);
+  int64_t nc_max = imax(f->nr, (int64_t)(hw_cache_bytes(h, lvl) / 2 / (pl->kc * es)) / f->nr * f->nr);
   pl->nc = balanced(nt, nc_max, f->nr);
   const GemmForce *fo = &g->force;
   if (fo->kc > 0) pl->kc = imin(fo->kc, imax(K, 1));
@@ -1550,7 +1541,7 @@ static double rows_sec(const Family *f, int64_t mt, int t, int64_t *ncalls) {
  * every 4 KiB, which is what makes power-of-two leading dimensions collide. */
 #define SET_SPAN 4096
 static int l1_ways(const HwModel *h) {
-  int w = (int)(cache_bytes(h, 0) / SET_SPAN);
+  int w = (int)(hw_cache_bytes(h, 0) / SET_SPAN);
   return w >= 2 ? w : 8;
 }
 
@@ -1613,13 +1604,13 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
     bool split = (p->b_sk * g->esize) % (int64_t)line != 0;
     int64_t lines = cdiv(f->nr * g->esize, (int64_t)line) + split;
     double extra = split ? SPLIT_LOADS : 0;
-    if ((double)imin(pl->kc, K) * lines * line > 0.75 * cache_bytes(h, 0)) extra += CROWDED_L1;
+    if ((double)imin(pl->kc, K) * lines * line > 0.75 * hw_cache_bytes(h, 0)) extra += CROWDED_L1;
     pl->t_comp *= 1 + extra;
   }
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
   double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
   double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), bwB = shared_bw(h, wholeB, users);
-  double bwL2 = level_bw(h, cache_bytes(h, 1) / 2);
+  double bwL2 = level_bw(h, hw_cache_bytes(h, 1) / 2);
   /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
    * in place whose rows alias cannot stay in L1 between row pieces: each piece after the
@@ -1642,7 +1633,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
      * place 3.4-4.3 ms, packed 1.7-2.0; the model had taken its 24 MB to stay in the 32 MB
      * L3 that 8 cores share) */
     double strip = f->nr * es, piece = line, bw = bwB;
-    if (wholeB > cache_bytes(h, hw_ncaches(h) - 1) * users) {
+    if (wholeB > hw_cache_bytes(h, hw_ncaches(h) - 1) * users) {
       piece = FAR_PIECE * line;
       bw = shared_bw(h, INFINITY, users);
     }
@@ -1652,7 +1643,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
      * from L2), and which a tall piece's FMAs hide.  Rows a multiple of 4 KiB apart alias
      * in L2 as well: then the strip comes back from L3, a stall beyond the DP's figure. */
     if (b_set > ways && (p->b_sk * g->esize) % SET_SPAN == 0)
-      stall += bytesB * (double)imax(0, calls - nic) / level_bw(h, cache_bytes(h, 1) + 1);
+      stall += bytesB * (double)imax(0, calls - nic) / level_bw(h, hw_cache_bytes(h, 1) + 1);
   }
   if (!pl->pack_a && 2 * a_set > ways) stall += (double)bt * ntiles * mt * K * line / bwL2;
   /* C: written once per k block and read back for each after the first (and for C +=), at
@@ -1662,7 +1653,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
    * in 2.6 ms, which this charges as 1.8 and 2.2 ms; without it the model took 14x32.) */
   double bytesC = (double)bt * mt * nt * es, wholeC = (double)p->batch * p->m * p->n * es;
   double stripC = f->nr * es, passes = (double)(2 * nkb - 1) + (p->acc ? 1 : 0);
-  bool farC = wholeC > cache_bytes(h, hw_ncaches(h) - 1);
+  bool farC = wholeC > hw_cache_bytes(h, hw_ncaches(h) - 1);
   mem += bytesC * passes / shared_bw(h, wholeC, users) * (farC ? (stripC + line) / stripC : 1);
   pl->t_stall = stall;
   pl->t_mem = mem;
@@ -1678,7 +1669,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
      * the edge: for a narrow B far more than B (2 x 3 x 4096: 48 KB of B, a 512 KB panel;
      * charged as B's bytes, packing was taken for 4 us and ran in 12, B in place in 3) */
     double panel = (double)pl->kc * pl->nc * es, panelB = (double)bt * K * ntiles * f->nr * es;
-    double wr = panel <= cache_bytes(h, 1) ? 1 / bwL2 : 2 / shared_bw(h, panel, users);
+    double wr = panel <= hw_cache_bytes(h, 1) ? 1 / bwL2 : 2 / shared_bw(h, panel, users);
     pl->fused = fused_packing(f, p, pl, mt);
     if (pl->fused) {
       /* The first tile of each strip reads B in place as it computes: its FMAs hide the
@@ -1764,7 +1755,7 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   pl->mb = pl->mc = p->m;
   pl->nbk = cdiv(cdiv(p->n, g->W), tn) * g->W;
   pl->kc = p->k;
-  pl->nc = imax(g->W, (int64_t)(cache_bytes(h, 0) / 2 / ((double)p->m * es)) / g->W * g->W);
+  pl->nc = imax(g->W, (int64_t)(hw_cache_bytes(h, 0) / 2 / ((double)p->m * es)) / g->W * g->W);
   int64_t bt = imin(pl->bb, p->batch), nt = imin(pl->nbk, p->n), nch = cdiv(nt, pl->nc);
   pl->t_comp = (double)bt * ((double)p->k * cdiv(nt, g->W) * g->rows_sec[p->m] + nch * CALL_CYC / hz);
   double bwB = shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
@@ -1829,7 +1820,7 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   pl->mb = cdiv(cdiv(p->m, unit), tm) * unit;
   pl->nbk = p->n;
   pl->pack_b = p->b_sk != 1 && p->k > 1;
-  int64_t kc_max = imax(g->W, (int64_t)(cache_bytes(h, 0) / 2 / ((double)p->n * es)) / g->W * g->W);
+  int64_t kc_max = imax(g->W, (int64_t)(hw_cache_bytes(h, 0) / 2 / ((double)p->n * es)) / g->W * g->W);
   pl->kc = imin(p->k, balanced(p->k, kc_max, g->W));
   if (g->force.kc > 0) pl->kc = imin(g->force.kc, p->k);
   int64_t mt = imin(pl->mb, p->m), bt = imin(pl->bb, p->batch);
@@ -2213,7 +2204,7 @@ static void run_rows(void *ctx, int64_t task) {
  * block's C outgrows L2 or its rows alias in L1. */
 static bool prefetch_c(const GemmKernels *g, const Block *bk) {
   double bytes = (double)(bk->b1 - bk->b0) * (double)(bk->m1 - bk->m0) * (double)(bk->n1 - bk->n0) * g->esize;
-  return !bk->ctmp && (bytes > (double)cache_bytes(&g->hw, 1) || (bk->c_sm * g->esize) % SET_SPAN == 0);
+  return !bk->ctmp && (bytes > (double)hw_cache_bytes(&g->hw, 1) || (bk->c_sm * g->esize) % SET_SPAN == 0);
 }
 
 /* One thread block: batches, rows and columns given by the task's place in the grid. */

@@ -99,6 +99,17 @@ _Static_assert(sizeof(((HwModel *)0)->level) / sizeof(HwLevel) >= 4,
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
+int hw_ncaches(const HwModel *h) { return h->nlevels > 1 ? h->nlevels - 1 : 0; }
+
+double hw_cache_bytes(const HwModel *h, int i) {
+  static const double dflt[] = { 32768, 524288, 2097152 };
+  if (i < hw_ncaches(h) && h->level[i].bytes > 0)
+    return (double)h->level[i].bytes / (h->level[i].shared_by > 1 ? h->level[i].shared_by : 1);
+  if (i < hw_ncaches(h) || i > 2) return dflt[i > 2 ? 2 : i];
+  /* no such level: the block that would live there lives in the last cache */
+  return hw_ncaches(h) ? hw_cache_bytes(h, hw_ncaches(h) - 1) : dflt[i];
+}
+
 static void fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void fail(char *err, size_t errlen, const char *fmt, ...) {
