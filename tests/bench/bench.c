@@ -42,6 +42,12 @@ static int cmpd(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The median of x[0..n), which it sorts. */
+static double median(double *x, int n) {
+  qsort(x, (size_t)n, sizeof(double), cmpd);
+  return x[n / 2];
+}
+
 static double budget = 0.25;
 /* The f32 micro-kernel's peak, measured at the start and again beside each large shape. */
 static GemmKernels *peak_g;
@@ -84,8 +90,7 @@ static double timeit(void (*fn)(void *), void *ctx) {
     for (int i = 0; i < reps; i++) fn(ctx);
     t[n++] = (now() - t0) / reps;
   }
-  qsort(t, (size_t)n, sizeof(double), cmpd);
-  return t[n / 2];
+  return median(t, n);
 }
 
 static Tensor *randt(int rank, const int64_t *shape, unsigned *seed) {
@@ -271,11 +276,6 @@ static void pause_between(void) {
 #define ROUNDS 3
 typedef struct { void (*fn)(void *); void *ctx; } Contender;
 
-static double median3(double *x) {
-  qsort(x, ROUNDS, sizeof(double), cmpd);
-  return x[ROUNDS / 2];
-}
-
 /* times[i]: contender i's median time; ratios[i]: the median of its time over contender
  * 0's, round by round (ratios[0] = 1). */
 static void take_turns(const Contender *c, int n, double *times, double *ratios) {
@@ -290,9 +290,9 @@ static void take_turns(const Contender *c, int n, double *times, double *ratios)
   for (int i = 0; i < n; i++) {
     double q[ROUNDS];
     for (int r = 0; r < ROUNDS; r++) q[r] = t[i][r] / t[0][r];
-    ratios[i] = median3(q);
+    ratios[i] = median(q, ROUNDS);
   }
-  for (int i = 0; i < n; i++) times[i] = median3(t[i]);
+  for (int i = 0; i < n; i++) times[i] = median(t[i], ROUNDS);
 }
 
 typedef struct { long long b, m, n, k; Tensor *A, *B; float *c; double t[3], ratio[3], peak; } CLine;
@@ -477,11 +477,10 @@ int main(int argc, char **argv) {
       buf_free(&err);
       session_free(fresh);
     }
-    qsort(ms, COMPILE_RUNS, sizeof(double), cmpd);
-    qsort(wall, COMPILE_RUNS, sizeof(double), cmpd);
-    printf("  %s %.1f (%.1f with the JIT's start)", fns[i], ms[COMPILE_RUNS / 2], wall[COMPILE_RUNS / 2]);
-    fprintf(csv, "compile,%s,%.3f,,,\n", fns[i], ms[COMPILE_RUNS / 2]);
-    if (i == 0) matmul_ms = ms[COMPILE_RUNS / 2];
+    double m = median(ms, COMPILE_RUNS);
+    printf("  %s %.1f (%.1f with the JIT's start)", fns[i], m, median(wall, COMPILE_RUNS));
+    fprintf(csv, "compile,%s,%.3f,,,\n", fns[i], m);
+    if (i == 0) matmul_ms = m;
   }
   printf("\n");
   /* dispatch: a call on a shape never seen, for a 1x1x1 product: binding, checks and the
@@ -499,9 +498,9 @@ int main(int argc, char **argv) {
       tensor_release(A);
       tensor_release(B);
     }
-    qsort(t, 64, sizeof(double), cmpd);
-    printf("a call on a new shape (tiny matmul, whole path: bind, check, choose, run): median %.1f us\n", t[32] * 1e6);
-    fprintf(csv, "dispatch,new shape,%.6f,,,\n", t[32] * 1e3);
+    double m = median(t, 64);
+    printf("a call on a new shape (tiny matmul, whole path: bind, check, choose, run): median %.1f us\n", m * 1e6);
+    fprintf(csv, "dispatch,new shape,%.6f,,,\n", m * 1e3);
   }
   /* the micro-kernel's peak on these threads, measured (as dyn --calibrate does), for the
    * share of peak the large shapes reach */
@@ -527,9 +526,7 @@ int main(int argc, char **argv) {
         gemm_later_ms(g, &rows[r], &dots[r]);
       if (g != peak_g) gemm_free(g);
     }
-    qsort(rows, COMPILE_RUNS, sizeof(double), cmpd);
-    qsort(dots, COMPILE_RUNS, sizeof(double), cmpd);
-    double later[2] = {rows[COMPILE_RUNS / 2], dots[COMPILE_RUNS / 2]};
+    double later[2] = {median(rows, COMPILE_RUNS), median(dots, COMPILE_RUNS)};
     printf("matmul's kernels for a C of 1-4 rows (row streaming) and of 1-16 columns (inner products) are "
            "compiled the first time a shape needs them: %.1f and %.1f ms more (medians of %d); all of "
            "matmul's variants: %.1f ms\n", later[0], later[1], COMPILE_RUNS, matmul_ms + later[0] + later[1]);
