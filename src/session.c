@@ -1357,8 +1357,8 @@ static void print_line(Session *s, const char *text) {
  * source (at, the command's span): the last copy of its bytes there, since the command's
  * text ends with it (trimmed), and an earlier one may be the command's name (:time t). */
 static Source *arg_source(Session *s, const char *arg, Span at, const char *origin) {
-  Source *src = add_source(s, at.src ? at.src->name : origin, xstrdup(arg), strlen(arg));
   size_t n = strlen(arg);
+  Source *src = add_source(s, at.src ? at.src->name : origin, xstrdup(arg), n);
   if (at.src && n && at.hi <= at.src->len && at.hi - at.lo >= n)
     for (size_t p = at.hi - n + 1; p-- > at.lo;)
       if (!memcmp(at.src->text + p, arg, n)) {

@@ -163,6 +163,7 @@ def window_program(r, name):
 
 
 def main():
+    global ELEM
     argv = sys.argv[1:]
     if not argv:
         print(__doc__)
@@ -175,7 +176,7 @@ def main():
         elif argv[i] == '--threads': threads = int(argv[i + 1]); i += 2
         elif argv[i] == '--large': sizes = LARGE; i += 1
         elif argv[i] == '--windows': windows = True; i += 1
-        elif argv[i] == '--elem': globals()['ELEM'] = argv[i + 1]; i += 2
+        elif argv[i] == '--elem': ELEM = argv[i + 1]; i += 2
         else: print('random_programs: unknown argument %s' % argv[i]); return 2
     g = Gen(random.Random(seed), sizes)
     progs = []
