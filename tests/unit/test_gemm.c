@@ -368,7 +368,8 @@ END_TEST
 
 /* B packed by the first tile of each strip as it computes (the model's "packed by each
  * strip's first tile"): for each family, rows around one and two tiles (the first piece
- * full or not) and several row blocks (mc forced: later blocks read the panel the first
+ * full or not), five tiles (the full ones after the first fetch the next strip, see
+ * emit_uk) and several row blocks (mc forced: later blocks read the panel the first
  * wrote), widths around a strip (a masked last strip), k around the forced k block (the
  * accumulator-split remainder, several k blocks), A packed and in place, C = and C +=,
  * C with unit column stride and not (a tile written through a buffer), one and two
@@ -378,10 +379,10 @@ static int fused_cases(GemmKernels *g, int *fused) {
   int mr[4], nr[4], bad = 0;
   int nf = gemm_families(g, mr, nr, 4);
   for (int f = 0; f < nf && f < 4; f++) {
-    int64_t ms[] = { mr[f] - 1, mr[f], mr[f] + 1, 2 * mr[f], 2 * mr[f] + 1, 3 * mr[f] + 5 };
+    int64_t ms[] = { mr[f] - 1, mr[f], mr[f] + 1, 2 * mr[f], 2 * mr[f] + 1, 3 * mr[f] + 5, 5 * mr[f] };
     int64_t ns[] = { nr[f] - 1, nr[f], nr[f] + 1, 3 * nr[f] + 7 };
     int64_t ks[] = { 1, 15, 16, 17, 35 };
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
       for (int j = 0; j < 4; j++)
         for (int l = 0; l < 5; l++) {
           int v = i + j + l;
