@@ -831,6 +831,8 @@ typedef struct GemmPlanInfo {
   bool pack_b_fused;            /* B packed by the first tile of each strip as it computes */
   int64_t kc, mc, nc;           /* cache blocks */
   int tb, tm, tn, tk;           /* thread grid over batch, M, N, K */
+  int64_t edge;                 /* > 0: C's last `edge` columns by inner products, apart;
+                                   the rest of the fields describe the other columns' plan */
   double predicted_s;
 } GemmPlanInfo;
 bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out);

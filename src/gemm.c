@@ -58,10 +58,13 @@
  *    read once, in rows (a row piece's strips of columns in turn, from L1), and B's
  *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Twelve
  *    functions on AVX-512 (heights 6, 2 and 1 of each width), compiled and timed like the
- *    row-streaming ones, on first need; the model weighs them beside the tiles.
+ *    row-streaming ones, on first need; the model weighs them beside the tiles.  They
+ *    also take a wider C's last n mod nr <= DOT_MAXN columns, as a run of their own,
+ *    where a tile would compute a whole strip for them (plan_choose).
  *  - k split.  A small C over a long k gives the grid too few blocks to share: the threads
  *    then split k, each block after the first summing into its own copy of C, which are
- *    added into C at the end (a grid dimension like the others, weighed by the model).
+ *    added into C at the end, by all threads (a grid dimension like the others, weighed
+ *    by the model).
  * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
  * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
  * costs are software constants below.  Calibration runs on whatever the machine is doing at
@@ -210,6 +213,7 @@ typedef struct Prob {
   char *c; int64_t c_sb, c_sm, c_sn;
   bool acc;
   bool swapped, ctmp;
+  bool whole;                     /* a part of a split problem: not split again */
   volatile int *stop;
 } Prob;
 
@@ -224,7 +228,9 @@ typedef struct Plan {
   bool dot;                       /* inner products (n <= DOT_MAXN); pack_b: B^T packed */
   bool fused;                     /* B packed by the first tiles (the busiest block's) */
   int dw[DOT_STRIPS];             /* ... their strips' widths (0 past the last) */
-  double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t_red, t;
+  int64_t edge;                   /* > 0: C's last `edge` columns are a problem of their own
+                                     (inner products); the rest is this plan (plan_split) */
+  double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t_red, t_edge, t;
 } Plan;
 
 /* A remembered choice: the normalised problem's sizes, strides and flags, and its plan. */
@@ -1530,7 +1536,8 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
 
 static void plan_key(const Prob *p, int nthreads, int64_t *key) {
   int64_t k[KEY_LEN] = { p->batch, p->m, p->n, p->k, p->a_sb, p->a_sm, p->a_sk, p->b_sb, p->b_sk,
-                         p->b_sn, p->c_sb, p->c_sm, p->c_sn, nthreads * 4 + p->acc * 2 + p->ctmp };
+                         p->b_sn, p->c_sb, p->c_sm, p->c_sn,
+                         nthreads * 8 + p->whole * 4 + p->acc * 2 + p->ctmp };
   memcpy(key, k, sizeof k);
 }
 
@@ -1894,8 +1901,8 @@ static void weigh(Weighed *w, const Plan *pl) {
 
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
  * tried use one thread or all of them, in every factorisation into batch x M x N. */
-static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
-                        Plan *cands, int *ncands, int maxc) {
+static void plan_weigh(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
+                       Plan *cands, int *ncands, int maxc) {
   const GemmForce *fo = &g->force;
   int T = nthreads > 0 ? nthreads : 1;
   int grid[65][4], ng = 0;
@@ -1980,6 +1987,59 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
   if (ncands) *ncands = W.nc;
 }
 
+/* C's last e columns, as a problem of their own (e > 0), and the rest (e < 0: p's first
+ * n - |e| columns); either is whole, not to be split again. */
+static Prob part_cols(const GemmKernels *g, const Prob *p, int64_t e) {
+  Prob q = *p;
+  q.whole = true;
+  if (e < 0) {
+    q.n = p->n + e;
+    return q;
+  }
+  int64_t j0 = p->n - e;
+  q.n = e;
+  q.b += (size_t)(j0 * p->b_sn) * (size_t)g->esize;
+  q.c += (size_t)(j0 * p->c_sn) * (size_t)g->esize;
+  return q;
+}
+
+/* The plan for p: the best candidate, or -- when C's last strip would be narrow -- that
+ * strip apart.  A tile computes all nr columns of a strip whatever its width, so the e =
+ * n mod nr columns past the last full strip cost a whole strip: 2048 x 33 x 513 on 14x32
+ * tiles spent half its time on one column.  The inner-product kernels take a few columns
+ * at their own cost (vectors along k, no broadcasts), so the last e <= DOT_MAXN columns go
+ * to them and the rest to the tiles, when the two predictions together beat the best
+ * single plan by SPLIT_GAIN and SPLIT_S, the second run's own costs (a near tie stays
+ * one run: 1000 x 97 x 3 took 5 us either way; 127 x 65 x 2 took 0.6 us whole and 0.8
+ * split, 0.2 more than predicted).  2048 x 33 x 513 on 2 threads went 263 -> 182 us so, 200 x 33 x 200 10.7 -> 7.0,
+ * 129 x 65 x 768 38.6 -> 30.0, 65 x 65 x 65 2.3 -> 1.7. */
+#define SPLIT_GAIN 0.95
+#define SPLIT_S 0.3e-6
+static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
+                        Plan *cands, int *ncands, int maxc) {
+  plan_weigh(g, p, nthreads, best, cands, ncands, maxc);
+  const GemmForce *fo = &g->force;
+  bool forced = fo->fam > 0 || fo->pack_a > 0 || fo->pack_b > 0 || fo->tb > 0 || fo->tm > 0 ||
+                fo->tn > 0 || fo->tk > 0 || fo->kc > 0 || fo->mc > 0 || fo->nc > 0 || fo->rows > 0 ||
+                fo->dot > 0;
+  if (p->whole || p->ctmp || best->rows || best->dot || forced || (p->a_sk != 1 && p->k != 1)) return;
+  for (int fi = 0; fi < g->nfam; fi++) {              /* each family's edge */
+    int64_t e = p->n % g->fam[fi].nr;
+    bool seen = false;
+    for (int fj = 0; fj < fi; fj++) seen = seen || p->n % g->fam[fj].nr == e;
+    if (seen || e < 1 || e > DOT_MAXN || e == p->n) continue;
+    Prob main_ = part_cols(g, p, -e), edge = part_cols(g, p, e);
+    Plan m, d;
+    plan_weigh(g, &main_, nthreads, &m, NULL, NULL, 0);
+    plan_weigh(g, &edge, nthreads, &d, NULL, NULL, 0);
+    if (!d.dot || m.t + d.t + SPLIT_S >= SPLIT_GAIN * best->t) continue;
+    *best = m;
+    best->edge = e;
+    best->t_edge = d.t;
+    best->t = m.t + d.t;
+  }
+}
+
 /* Validate and normalise: sizes of 1 get convenient strides, a C with unit row stride is
  * computed transposed (C^T = B^T A^T), a C with no unit stride goes through a tile buffer. */
 static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err,
@@ -1996,7 +2056,7 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
   p->b = x->b, p->b_sb = x->b_sb, p->b_sk = x->b_sk, p->b_sn = x->b_sn;
   p->c = x->c, p->c_sb = x->c_sb, p->c_sm = x->c_sm, p->c_sn = x->c_sn;
   p->acc = x->accumulate, p->stop = x->stop;
-  p->swapped = p->ctmp = false;
+  p->swapped = p->ctmp = p->whole = false;
   if (!p->batch || !p->m || !p->n) return true;
   if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
   if (p->n == 1) p->c_sn = p->b_sn = 1;
@@ -2505,6 +2565,8 @@ static bool stopped(const Prob *p, char *err, size_t errlen) {
   return false;
 }
 
+static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errlen);
+
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
   Prob p;
   if (!normalise(g, x, &p, err, errlen)) return false;
@@ -2517,6 +2579,11 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     if (!p.acc) zero_c(g, &p);
     return true;
   }
+  return run_prob(g, p, pool, err, errlen);
+}
+
+/* Find p's plan (this thread's last, the cache, else the model) and run it. */
+static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errlen) {
   Plan pl;
   int64_t key[KEY_LEN];
   plan_key(&p, pool_threads(pool), key);
@@ -2541,6 +2608,14 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
     last_plan.epoch = epoch;
     memcpy(last_plan.key, key, sizeof key);
     last_plan.plan = pl;
+  }
+  if (pl.edge) {              /* the columns before the last edge ones, then those */
+    bool ok = run_prob(g, part_cols(g, &p, -pl.edge), pool, err, errlen) &&
+              run_prob(g, part_cols(g, &p, pl.edge), pool, err, errlen);
+    last_plan.epoch = epoch;  /* this problem's, for the next call and gemm_last_plan */
+    memcpy(last_plan.key, key, sizeof key);
+    last_plan.plan = pl;
+    return ok;
   }
   const Family *f = &g->fam[pl.fam];
   int nblk = pl.tb * pl.tm * pl.tn * pl.tk;
@@ -2641,6 +2716,7 @@ static void plan_info(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out) {
   out->tm = pl->tm;
   out->tn = pl->tn;
   out->tk = pl->tk;
+  out->edge = pl->edge;
   out->predicted_s = pl->t;
 }
 
@@ -2840,12 +2916,17 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     }
     if (nfull) buf_printf(out, "%s %d x %d", npc ? " +" : "", nfull, f->mr);
     buf_puts(out, "\n");
+    if (best.edge)
+      buf_printf(out, "  C's last %lld column%s apart, as inner products (a tile would compute all "
+                 "%d columns of their strip): predicted %.2f us\n", (long long)best.edge,
+                 best.edge == 1 ? "" : "s", f->nr, best.t_edge * 1e6);
   }
   buf_printf(out, "  predicted %.2f us (max of compute %.2f and memory %.2f, + stalls %.2f, "
              "packing %.2f, fork-join %.2f", best.t * 1e6, best.t_comp * 1e6,
              best.t_mem * 1e6, best.t_stall * 1e6, best.t_pack * 1e6, best.t_sync * 1e6);
   if (best.t_share > 0) buf_printf(out, ", C lines shared by cores %.2f", best.t_share * 1e6);
   if (best.t_red > 0) buf_printf(out, ", adding the copies of C %.2f", best.t_red * 1e6);
+  if (best.edge) buf_printf(out, ", the last columns %.2f", best.t_edge * 1e6);
   buf_printf(out, ") = %.1f GFLOP/s\n", flops / best.t * 1e-9);
   qsort(c, (size_t)nc, sizeof *c, cmp_plan);
   buf_printf(out, "candidates (%d weighed, best first):\n", nc);

@@ -493,6 +493,43 @@ static void expect_plan(const GemmArgs *x, const char *want1, const char *want2)
   buf_free(&d);
 }
 
+/* C's last few columns apart, as inner products (plan_choose): shapes one to DOT_MAXN
+ * columns past a multiple of each family's nr, with enough rows and k for the split to
+ * pay, in every layout the split allows (A's rows contiguous) and some it does not, C =
+ * and C +=, a batch, one and two threads, f32 and f64; the model must split some, and
+ * the plan says how many columns went apart. */
+START_TEST(test_edge_columns) {
+  int split = 0, bad = 0;
+  for (int gi = 0; gi < 2; gi++) {
+    GemmKernels *g = gi ? g64 : g32;
+    int mr[4], nr[4];
+    int nf = gemm_families(g, mr, nr, 4);
+    for (int f = 0; f < nf && f < 4; f++)
+      for (int e = 1; e <= 16; e += e < 2 ? 1 : 7) {        /* 1, 2, 9, 16 */
+        int v = f + e;
+        Case cs = { .batch = 1 + (v % 3 == 0), .m = 97 + 60 * (v % 2), .n = nr[f] * (1 + v % 2) + e,
+                    .k = 100 + 31 * (v % 3), .la = v % 5 == 4 ? 'c' : 'r', .lb = "rc"[v % 2],
+                    .lc = v % 4 == 3 ? 'c' : 'r', .acc = v % 2, .threads = 1 + (v % 4 != 1),
+                    .at_end = v & 1 };
+        bad += run_case(g, &cs);
+        GemmPlanInfo pi;
+        ck_assert(gemm_last_plan(g, &pi));
+        if (pi.edge) {
+          ck_assert_msg(cs.la == 'r' && cs.lc == 'r' && pi.edge <= 16 && !pi.dot && !pi.rows,
+                        "%lld x %lld x %lld: %lld columns apart", (long long)cs.m, (long long)cs.n,
+                        (long long)cs.k, (long long)pi.edge);
+          split++;
+        }
+      }
+  }
+  ck_assert_int_eq(bad, 0);
+  ck_assert_int_gt(split, 4);
+  GemmArgs x = { .batch = 1, .m = 2048, .n = 33, .k = 513, .a_sm = 513, .a_sk = 1, .b_sk = 33,
+                 .b_sn = 1, .c_sm = 33, .c_sn = 1 };
+  expect_plan(&x, "C's last 1 column apart, as inner products", "the last columns");
+}
+END_TEST
+
 /* The row-streaming kernel (C of 1 to 4 rows), forced: widths around a vector (W = 16 f32
  * lanes on AVX-512, 8 on AVX2; 8 and 4 for f64), reductions around its 4-row step, A in
  * both layouts, C = and C +=, split over columns and over the batch. */
@@ -846,6 +883,7 @@ int main(void) {
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
   tcase_add_test(tc, test_fused_packing);
+  tcase_add_test(tc, test_edge_columns);
   tcase_add_test(tc, test_far_b_packed);
   tcase_add_test(tc, test_narrow_b_in_place);
   tcase_add_test(tc, test_forced_plans);
