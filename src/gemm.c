@@ -229,7 +229,7 @@ typedef struct Plan {
   bool fused;                     /* B packed by the first tiles (the busiest block's) */
   int dw[DOT_STRIPS];             /* ... their strips' widths (0 past the last) */
   int64_t edge;                   /* > 0: C's last `edge` columns are a problem of their own
-                                     (inner products); the rest is this plan (plan_split) */
+                                     (inner products); the rest is this plan (plan_choose) */
   double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t_red, t_edge, t;
 } Plan;
 
@@ -641,13 +641,14 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
  * The fetching variant (kind UK_PF, height mr, full tiles; masked where masks are cheap)
  * takes five more arguments, ptr pf, i64 pf_rs, i64 l0, i64 l1, i64 sh: every 2^sh steps
  * (k % 2^sh == 0) it asks for line l = l0 + k/2^sh of a strip of nr columns at pf, rows
- * pf_rs apart, while l < l1 (line l is row l / L, its (l % L)-th 64 bytes, L lines a row),
- * into L2.  run_block gives the full tiles after a strip's packing one each a share of the
- * next strip's lines, so that strip is in L2 when its packing tile reads it: a few
- * fetches at a time, spread over the FMAs, where a burst of them between tiles took the
- * line buffers that the tiles' own loads need.  That packing tile had taken 3.6x a plain
- * tile's time, reading from memory; 77 x 4096 x 4096 on 2 threads went 6.07 -> 5.55 ms
- * (80 -> 87% of the kernel's peak), 128 x 4096 x 4096 9.4 -> 8.9 ms. */
+ * pf_rs apart, while l < l1 (line l is row l / L, its (l % L)-th 64 bytes, L = nr
+ * elements' bytes / 64 rounded up), into L2.  run_block gives the full tiles after a
+ * strip's packing one each a share of the next strip's lines, so that strip is in L2
+ * when its packing tile reads it: a few fetches at a time, spread over the FMAs, where a
+ * burst of them between tiles took the line buffers that the tiles' own loads need.  That
+ * packing tile had taken 3.6x a plain tile's time, reading from memory; 77 x 4096 x 4096
+ * on 2 threads went 6.07 -> 5.55 ms (80 -> 87% of the kernel's peak), 128 x 4096 x 4096
+ * 9.4 -> 8.9 ms. */
 enum { UK_PLAIN, UK_PACK, UK_PF };
 static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, int kind) {
   bool pack = kind == UK_PACK, pfn = kind == UK_PF;
@@ -746,11 +747,9 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
         LLVMValueRef go = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, kk, msk, ""), ci64(g, 0), ""),
                                        LLVMBuildICmp(B, LLVMIntSLT, line, pf_l1, ""), "");
         LLVMBasicBlockRef join = if_begin(g, go);
-        int lpr = v * g->W * g->esize / 64, lg = 0;
-        if (lpr < 1) lpr = 1;
-        while ((1 << lg) < lpr) lg++;
-        LLVMValueRef row = LLVMBuildLShr(B, line, ci64(g, lg), ""),
-                     col = LLVMBuildAnd(B, line, ci64(g, lpr - 1), "");
+        int lpr = (v * g->W * g->esize + 63) / 64;      /* run_block's count too */
+        LLVMValueRef row = LLVMBuildUDiv(B, line, ci64(g, lpr), ""),
+                     col = LLVMBuildURem(B, line, ci64(g, lpr), "");
         LLVMValueRef at = gep(g, gep(g, pf, LLVMBuildMul(B, row, pf_rs, "")),
                               LLVMBuildMul(B, col, ci64(g, 64 / g->esize), ""));
         LLVMValueRef args[] = { at, ci32(g, 0), ci32(g, 2), ci32(g, 1) };
@@ -2011,8 +2010,8 @@ static Prob part_cols(const GemmKernels *g, const Prob *p, int64_t e) {
  * to them and the rest to the tiles, when the two predictions together beat the best
  * single plan by SPLIT_GAIN and SPLIT_S, the second run's own costs (a near tie stays
  * one run: 1000 x 97 x 3 took 5 us either way; 127 x 65 x 2 took 0.6 us whole and 0.8
- * split, 0.2 more than predicted).  2048 x 33 x 513 on 2 threads went 263 -> 182 us so, 200 x 33 x 200 10.7 -> 7.0,
- * 129 x 65 x 768 38.6 -> 30.0, 65 x 65 x 65 2.3 -> 1.7. */
+ * split, 0.2 more than predicted).  On 2 threads 2048 x 33 x 513 went 263 -> 182 us so,
+ * 200 x 33 x 200 10.7 -> 7.0, 129 x 65 x 768 38.6 -> 30.0, 65 x 65 x 65 2.3 -> 1.7. */
 #define SPLIT_GAIN 0.95
 #define SPLIT_S 0.3e-6
 static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
@@ -2378,7 +2377,7 @@ static void run_block(void *ctx, int64_t task) {
             const char *nx = NULL;
             int64_t nxl = 0, share = 0, sh = 0, tq = 0;
             if (fuse && ic == m0 && it.full > 1 && !bk.ctmp) {
-              int64_t lpr = imax(1, nr * (int64_t)es / 64);
+              int64_t lpr = cdiv(nr * (int64_t)es, 64);   /* lines a row, as emit_uk's */
               if (jr + nr < ncur) nx = bsrc + (size_t)(jr + nr) * es, nxl = kcur * lpr;
               else if (mcur == m1 - m0 && pc + pl->kc < bk.k1)
                 nx = Bm + (size_t)((pc + pl->kc) * p->b_sk + jc * p->b_sn) * es,
