@@ -171,11 +171,15 @@ typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_
 typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, int64_t b_rs,
                       void *c, int64_t c_rs, int64_t c_cs, int64_t m_rem, int64_t n_rem,
                       int32_t beta);
+/* B^T's rows from a B with unit column stride, W columns at most (emit_packbt). */
+typedef void (*PackBtFn)(int64_t kc, const void *b, int64_t b_sk, void *out, int64_t n);
 typedef struct DotSet {
   int hmax[DOT_WMAX + 1];                     /* the tallest height of each width */
   bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted (dot_setup) */
   int ks[DOT_WMAX + 1][DOT_HMAX + 1];         /* accumulator sets */
   DotFn fn[DOT_WMAX + 1][DOT_HMAX + 1];
+  PackBtFn packbt;
+  double bt_block;                            /* seconds packbt takes for W rows (measured) */
   double vsec[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per vector of k (measured) */
   double call[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per call besides: lane sums, C */
 } DotSet;
@@ -1061,6 +1065,38 @@ static void dot_step(CG *g, int h, int w, LLVMValueRef *arow, LLVMValueRef *bcol
   }
 }
 
+/* B^T's rows for an inner-product plan, from a B whose columns are contiguous:
+ *   void packbt(i64 kc, ptr b, i64 b_sk, ptr out, i64 n)
+ * out[j*kc + k] = b[k*b_sk + j] for j < n <= W and k < kc, kc >= W.  W rows of B at a time
+ * (the last block moved back to end at kc, writing some values twice) are loaded, masked
+ * to n lanes, transposed in registers and stored as n runs of W.  (Element by element, B^T
+ * took 4 of the 6 us of 31 x 16 x 1000.) */
+static void emit_packbt(CG *g, const char *name) {
+  LLVMTypeRef P[] = { g->t_i64, g->t_ptr, g->t_i64, g->t_ptr, g->t_i64 };
+  LLVMValueRef fn = new_fn(g, name, P, 5);
+  LLVMValueRef kc = LLVMGetParam(fn, 0), b = LLVMGetParam(fn, 1), b_sk = LLVMGetParam(fn, 2),
+               out = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4);
+  LLVMBuilderRef B = g->b;
+  int W = g->W;
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+  LLVMValueRef mask = lane_mask(g, n, 0), last = LLVMBuildSub(B, kc, ci64(g, W), "");
+  LLVMValueRef kv = LLVMBuildAlloca(B, g->t_i64, "k");
+  CgLoop L;
+  LLVMValueRef k0 = loop_begin(g, &L, kv, ci64(g, 0), kc, ci64(g, W));
+  LLVMValueRef kk = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSGT, k0, last, ""), last, k0, "");
+  LLVMValueRef rows[64];
+  for (int r = 0; r < W; r++)
+    rows[r] = load_vec(g, gep(g, b, LLVMBuildMul(B, LLVMBuildAdd(B, kk, ci64(g, r), ""), b_sk, "")), mask);
+  transpose(g, rows);
+  for (int j = 0; j < W; j++) {
+    LLVMBasicBlockRef join = j ? if_begin(g, LLVMBuildICmp(B, LLVMIntSLT, ci64(g, j), n, "")) : NULL;
+    store_vec(g, rows[j], gep(g, out, LLVMBuildAdd(B, LLVMBuildMul(B, ci64(g, j), kc, ""), kk, "")), NULL);
+    if (join) if_end(g, join);
+  }
+  loop_end(g, &L);
+  LLVMBuildRetVoid(B);
+}
+
 /* The inner-product kernel, for a C of few columns (a matrix-vector product), where a
  * register tile of nr columns would leave most lanes idle: an h x w tile of C whose
  * accumulators are vectors along k, summed across lanes at the end.  A is read in rows
@@ -1169,6 +1205,10 @@ static void ukq_name(char *out, size_t n, const GemmKernels *g, const Family *f)
   snprintf(out, n, "gemm_%s_uk%dx%d_pf", elem_name(g->elem), f->mr, f->nr);
 }
 
+static void packbt_name(char *out, size_t n, const GemmKernels *g) {
+  snprintf(out, n, "gemm_%s_packbt", elem_name(g->elem));
+}
+
 static void dot_name(char *out, size_t n, const GemmKernels *g, int h, int w) {
   snprintf(out, n, "gemm_%s_dot%dx%d", elem_name(g->elem), h, w);
 }
@@ -1225,6 +1265,11 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
   for (int h = 1; h <= ROWS_MAX && (what & EMIT_ROWS); h++, n++) {
     rows_name(name, sizeof name, g, h);
     emit_rows(LIGHTEST(10.0 * h * ROWS_U + 40), name, h);
+  }
+  if (what & EMIT_DOTS) {
+    packbt_name(name, sizeof name, g);
+    emit_packbt(LIGHTEST(4.0 * g->W * 4), name);
+    n++;
   }
   for (int w = DOT_WMAX; w >= 1 && (what & EMIT_DOTS); w--)
     for (int h = DOT_HMAX; h >= 1; h--) {
@@ -1348,6 +1393,14 @@ static void calibrate_dots(GemmKernels *g) {
       if (per > 0 && per < 1) d->vsec[w][h] = per;
       if (t[1] - d->vsec[w][h] > 0 && t[1] < 1) d->call[w][h] = t[1] - d->vsec[w][h];
     }
+  /* B^T of NV rows and W columns, from a B of W columns (b to c, 2 NV W elements apart) */
+  d->bt_block = 1e30;
+  for (int tr = 0; tr < CAL_TRIALS; tr++) {
+    double t0 = now_s();
+    for (int r = 0; r < 64; r++) d->packbt(NV, a, g->W, b, g->W);
+    double dt = (now_s() - t0) / 64 / (NV / g->W);
+    if (dt < d->bt_block) d->bt_block = dt;
+  }
   free(mem);
 }
 
@@ -1484,6 +1537,8 @@ static bool bind_dots(GemmKernels *g) {
       dot_name(name, sizeof name, g, h, w);
       if (!(g->dot.fn[w][h] = (DotFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
     }
+  packbt_name(name, sizeof name, g);
+  if (!(g->dot.packbt = (PackBtFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
   calibrate_dots(g);
   return true;
 }
@@ -1855,6 +1910,9 @@ static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *
  * of A stay in L1); kc keeps B^T's rows of a k block in half of L1.  Compute from the
  * measured rates; A read once, from where it lives; B^T packed by scalar code when B's
  * columns are not contiguous, once per thread block. */
+/* B^T packed in a plan took about twice the time calibrated with B in L1, its rows coming
+ * from L2 or further (2 x 16 x 5000: 2.3 us where calibration said 1.1). */
+#define BT_SITU 2.0
 static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, int tk, Plan *pl) {
   const HwModel *h = &g->hw;
   const DotSet *d = &g->dot;
@@ -1885,9 +1943,14 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
   double bwB = shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
   pl->t_mem = bytesA / bwA + bytesB / bwB;
-  pl->t_pack = pl->pack_b ? bytesB / es * 2 / hz : 0;
+  /* B^T: in registers, W rows of B at a time (emit_packbt) at BT_SITU times the rate
+   * calibrated in L1, else about 2 cycles an element */
+  if (!pl->pack_b) pl->t_pack = 0;
+  else if (d->packbt && d->bt_block < 1 && p->b_sn == 1 && pl->kc >= g->W)
+    pl->t_pack = (double)bt * cdiv(p->k, g->W) * cdiv(p->n, g->W) * d->bt_block * BT_SITU;
+  else pl->t_pack = bytesB / es * 2 / hz;
   pl->t_sync = users > 1 ? SYNC_S : 0;
-  pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
+  pl->t = fmax(pl->t_comp, pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
 }
 
 /* The plans weighed so far: the best, and each one when cands is given. */
@@ -2433,16 +2496,24 @@ static void run_block(void *ctx, int64_t task) {
  * columns of an inner-product plan (a few scalar copies per element of A's work). */
 static void pack_bt(const GemmKernels *g, const char *b, int64_t b_sk, int64_t b_sn, int64_t kc,
                     int64_t n, char *out) {
-  for (int64_t j = 0; j < n; j++)
-    if (g->esize == 4) {
-      const float *s = (const float *)b + j * b_sn;
-      float *o = (float *)out + j * kc;
-      for (int64_t k = 0; k < kc; k++) o[k] = s[k * b_sk];
-    } else {
-      const double *s = (const double *)b + j * b_sn;
-      double *o = (double *)out + j * kc;
-      for (int64_t k = 0; k < kc; k++) o[k] = s[k * b_sk];
-    }
+  size_t es = (size_t)g->esize;
+  if (b_sn == 1 && kc >= g->W) {             /* W columns at a time, transposed in registers */
+    for (int64_t j = 0; j < n; j += g->W)
+      g->dot.packbt(kc, b + (size_t)j * es, b_sk, out + (size_t)(j * kc) * es, imin(g->W, n - j));
+    return;
+  }
+  /* row by row of B, so that each of its lines is read once */
+  if (es == 4) {
+    const float *s = (const float *)b;
+    float *o = (float *)out;
+    for (int64_t k = 0; k < kc; k++)
+      for (int64_t j = 0; j < n; j++) o[j * kc + k] = s[k * b_sk + j * b_sn];
+  } else {
+    const double *s = (const double *)b;
+    double *o = (double *)out;
+    for (int64_t k = 0; k < kc; k++)
+      for (int64_t j = 0; j < n; j++) o[j * kc + k] = s[k * b_sk + j * b_sn];
+  }
 }
 
 /* Whether an inner-product plan's packed B^T fits run_dot's stack buffer: then a small call
