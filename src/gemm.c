@@ -56,9 +56,11 @@
  *    vectors) a tile of nr columns leaves most lanes idle.  Kernels of h x w (w <= 4) keep
  *    one vector accumulator per element of C, along k, and sum the lanes at the end: A is
  *    read once, in rows (a row piece's strips of columns in turn, from L1), and B's
- *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Twelve
- *    functions on AVX-512 (heights 6, 2 and 1 of each width), compiled and timed like the
- *    row-streaming ones, on first need; the model weighs them beside the tiles.  They
+ *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Eight
+ *    functions on AVX-512 (heights 6 and 1 of each width: height 2 cost 8 ms of the
+ *    part's compile and gained up to a fifth on a C of 2 to 5 rows, 5 x 16 x 257) and
+ *    one that packs B^T, compiled and timed like the row-streaming ones, on first need;
+ *    the model weighs them beside the tiles.  They
  *    also take a wider C's last n mod nr <= DOT_MAXN columns, as a run of their own,
  *    where a tile would compute a whole strip for them (plan_choose).
  *  - k split.  A small C over a long k gives the grid too few blocks to share: the threads
@@ -467,7 +469,7 @@ static void dot_setup(GemmKernels *g) {
     while (H > 1 && H * w + w + 1 > regs) H--;
     d->hmax[w] = H;
     for (int h = 1; h <= H; h++) {
-      if (h != H && h != d->hmax[DOT_WMAX] && h > 2) continue;
+      if (h != H && h != d->hmax[DOT_WMAX] && h > 1) continue;
       int ks = (need + h * w - 1) / (h * w);
       while (ks > 1 && (h * w + w) * ks + 1 > regs) ks--;
       d->has[w][h] = true;
