@@ -191,9 +191,11 @@ typedef struct Tile { int mr, v, regs, ksplit; double score; bool kept; } Tile;
 typedef struct Family {
   int mr, v, nr;
   UkFn uk[MAX_MR + 1];           /* by height, masked: any n_rem in 1..nr, m_rem in 1..h */
-  UkFn ukf[MAX_MR + 1];          /* by height, full tiles only (== uk with AVX-512) */
+  UkFn ukf[MAX_MR + 1];          /* by height, full tiles only (== uk with AVX-512); height
+                                    mr is ukq's (tile_call), and uk[mr] only without cheap masks */
   UkPackFn ukp;                  /* height mr, masked, reading B in place and packing it */
-  UkPfFn ukq;                    /* height mr, full, fetching lines of the next strip into L2 */
+  UkPfFn ukq;                    /* height mr (full tiles; all where masks are cheap), fetching
+                                    lines of the next strip into L2 when asked */
   bool has[MAX_MR + 1];          /* heights emitted */
   int ksplit[MAX_MR + 1];
   double ksec[MAX_MR + 1];       /* seconds per k step of a tile of this height: measured
@@ -1237,6 +1239,7 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
       if (!f->has[h]) continue;
       for (int m = 0; m < (g->cheap_masks ? 1 : 2); m++) {
         bool masked = m == 0;
+        if (h == f->mr && (g->cheap_masks || !masked)) continue;   /* the fetching kernel's */
         uk_name(name, sizeof name, g, f, h, masked);
         int ks = f->ksplit[h], step = f->v + 3 * h + h * f->v;
         double w = step * (ks + (ks > 1)) + h * f->v * (5 + ks) + 6 * h + 20;
@@ -1286,6 +1289,27 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
   return n;
 }
 
+/* The kernel for a piece of hs rows on a tile of height h, w columns wide: the unmasked
+ * one when the piece fills the tile. */
+static UkFn tile_uk(const Family *f, int h, int hs, int64_t w) {
+  return w == f->nr && hs == h ? f->ukf[h] : f->uk[h];
+}
+
+/* Run a piece's kernel.  The full height is the fetching kernel's (UK_PF), asking for the
+ * lines fe names or none: it is the family's only one where masks are cheap, and serves
+ * the full tiles elsewhere (one kernel fewer to compile each: 6 ms of the 40). */
+typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
+static void tile_call(const GemmKernels *g, const Family *f, int h, int hs, int64_t w, int64_t kc,
+                      const void *a, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs,
+                      void *c, int64_t c_rs, int32_t beta, const Fetch *fe) {
+  static const Fetch none = { 0 };
+  if (!fe) fe = &none;
+  if (h == f->mr && (g->cheap_masks || (hs == h && w == f->nr)))
+    f->ukq(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta, fe->pf, fe->pf_rs, fe->l0, fe->l1, fe->sh);
+  else
+    tile_uk(f, h, hs, w)(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta);
+}
+
 /* Calibration, the hybrid part of the model: every kernel timed once on operands that stay
  * in L1 (one column of A and one row of B, a_cs = b_rs = 0), best of CAL_TRIALS runs of
  * about CAL_S seconds each.  It measures the hardware -- e.g. Zen 5 issues about one
@@ -1304,14 +1328,14 @@ static void calibrate(GemmKernels *g) {
     Family *f = &g->fam[fi];
     for (int h = 1; h <= f->mr; h++) {
       if (!f->has[h]) continue;
-      UkFn uk = f->ukf[h];
+#define UK(kc, beta) tile_call(g, f, h, h, f->nr, kc, a, 1, 0, b, 0, c, f->nr, beta, NULL)
       int64_t reps = (int64_t)(CAL_S / (f->ksec[h] * CAL_K));
       reps = imax(1, imin(reps, 10000));
-      uk(CAL_K, a, 1, 0, b, 0, c, f->nr, f->nr, h, 1);
+      UK(CAL_K, 1);
       double best = 1e30;
       for (int t = 0; t < CAL_TRIALS; t++) {
         double t0 = now_s();
-        for (int64_t r = 0; r < reps; r++) uk(CAL_K, a, 1, 0, b, 0, c, f->nr, f->nr, h, 1);
+        for (int64_t r = 0; r < reps; r++) UK(CAL_K, 1);
         double dt = (now_s() - t0) / ((double)reps * CAL_K);
         if (dt < best) best = dt;
       }
@@ -1326,10 +1350,11 @@ static void calibrate(GemmKernels *g) {
       best = 1e30;
       for (int t = 0; t < CAL_TRIALS; t++) {
         double t0 = now_s();
-        for (int r = 0; r < CAL_CALLS; r++) uk(CAL_K0, a, 1, 0, b, 0, c, f->nr, f->nr, h, 0);
+        for (int r = 0; r < CAL_CALLS; r++) UK(CAL_K0, 0);
         double dt = (now_s() - t0) / CAL_CALLS;
         if (dt < best) best = dt;
       }
+#undef UK
       best -= CAL_K0 * f->ksec[h];
       if (best > 0 && best < 1e-3) f->call_s[h] = best;
     }
@@ -1466,11 +1491,11 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   for (int fi = 0; fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
     for (int h = 1; h <= f->mr; h++) {
-      if (!f->has[h]) continue;
+      if (!f->has[h] || (h == f->mr && g->cheap_masks)) continue;   /* tile_call: ukq */
       uk_name(name, sizeof name, g, f, h, true);
       f->uk[h] = (UkFn)jit_lookup(g->jit, name, err, errlen);
       f->ukf[h] = f->uk[h];
-      if (!g->cheap_masks) {
+      if (!g->cheap_masks && h < f->mr) {
         uk_name(name, sizeof name, g, f, h, false);
         f->ukf[h] = (UkFn)jit_lookup(g->jit, name, err, errlen);
       }
@@ -2230,12 +2255,6 @@ static bool pieces_next(Pieces *it, int64_t *r0, int *h, int *hs) {
   return true;
 }
 
-/* The kernel for a piece of hs rows on a tile of height h, w columns wide: the unmasked
- * one when the piece fills the tile. */
-static UkFn tile_uk(const Family *f, int h, int hs, int64_t w) {
-  return w == f->nr && hs == h ? f->ukf[h] : f->uk[h];
-}
-
 /* General-stride packing of A rows [0, mt) x [0, kc) by pieces: piece (r0, h) becomes a
  * panel out[k*h + i]. */
 static void pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t a_sm,
@@ -2466,7 +2485,6 @@ static void run_block(void *ctx, int64_t task) {
               } else {
                 ap = asrc + (size_t)(r0 * p->a_sm) * es; a_rs = p->a_sm; a_cs = p->a_sk;
               }
-              UkFn uk = tile_uk(f, h, hs, w);
               char *cp = cb + (size_t)(r0 * bk.c_sm) * es;
               if (fuse && ic == m0 && r0 == 0) {
                 const char *bs = bsrc + (size_t)jr * es;
@@ -2477,13 +2495,13 @@ static void run_block(void *ctx, int64_t task) {
                   merge_tile(g, wc, nr, cp, bk.c_sm, bk.c_sn, hs, w, beta);
                 }
               } else if (nx && h == f->mr && hs == h && w == nr) {
-                f->ukq(kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, w, hs, beta | pfc, nx, p->b_sk,
-                       tq * share, imin(nxl, (tq + 1) * share), sh);
+                Fetch fe = { nx, p->b_sk, tq * share, imin(nxl, (tq + 1) * share), sh };
+                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, beta | pfc, &fe);
                 tq++;
               } else if (!bk.ctmp) {
-                uk(kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, w, hs, beta | pfc);
+                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, beta | pfc, NULL);
               } else {
-                uk(kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, w, hs, 0);
+                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, 0, NULL);
                 merge_tile(g, wc, nr, cp, bk.c_sm, bk.c_sn, hs, w, beta);
               }
             }
@@ -2705,7 +2723,7 @@ static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errle
     int h, hs;
     pieces_init(&it, f, p.m, 1);
     if (pieces_next(&it, &r0, &h, &hs) && hs == p.m) {
-      tile_uk(f, h, hs, p.n)(p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm, p.n, p.m, p.acc);
+      tile_call(g, f, h, hs, p.n, p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm, p.acc, NULL);
       return true;
     }
   }
@@ -2844,7 +2862,7 @@ static void peak_task(void *ctx, int64_t t) {
   char *a = align64(mem), *b = align64(a + (size_t)f->mr * es);
   char *c = align64(b + (size_t)f->nr * es);
   for (int64_t r = 0; r < pj->reps; r++)
-    f->ukf[f->mr](4096, a, 1, 0, b, 0, c, f->nr, f->nr, f->mr, 1);
+    tile_call(pj->g, f, f->mr, f->mr, f->nr, 4096, a, 1, 0, b, 0, c, f->nr, 1, NULL);
   free(mem);
   (void)t;
 }
