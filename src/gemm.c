@@ -1937,8 +1937,11 @@ static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *
  * of A stay in L1); kc keeps B^T's rows of a k block in half of L1.  Compute from the
  * measured rates; A read once, from where it lives; B^T packed by scalar code when B's
  * columns are not contiguous, once per thread block. */
-/* B^T packed in a plan took about twice the time calibrated with B in L1, its rows coming
- * from L2 or further (2 x 16 x 5000: 2.3 us where calibration said 1.1). */
+/* B^T packed in a plan takes longer than calibrated with B in L1, its rows coming from L2
+ * or further: 2 x 16 x 5000 ran in 3.2 us by inner products where the model said 2.5 with
+ * the calibrated figure (the tiles, 2.2 us, were the better choice); with twice that
+ * figure the model picks the tiles there and still the inner products on 31 x 16 x 1000,
+ * 3 x 2 x 513 and 16 x 16 x 100000, where they are faster. */
 #define BT_SITU 2.0
 static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, int tk, Plan *pl) {
   const HwModel *h = &g->hw;
