@@ -58,7 +58,7 @@
  *    read once, in rows (a row piece's strips of columns in turn, from L1), and B's
  *    columns, as rows of B^T (in place when contiguous, else packed), stay in L1.  Eight
  *    functions on AVX-512 (heights 6 and 1 of each width: height 2 cost 8 ms of the
- *    part's compile and gained up to a fifth on a C of 2 to 5 rows, 5 x 16 x 257) and
+ *    part's compile and gained up to a quarter on a C of 2 to 5 rows, 5 x 16 x 257) and
  *    one that packs B^T, compiled and timed like the row-streaming ones, on first need;
  *    the model weighs them beside the tiles.  They
  *    also take a wider C's last n mod nr <= DOT_MAXN columns, as a run of their own,
