@@ -1932,17 +1932,18 @@ static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *
   return vs;
 }
 
-/* The inner-product plan over a tb x tm (x tk) grid: C's columns in strips of at most
- * DOT_WMAX, of nearly equal widths, the strips of a row piece one after the other (its rows
- * of A stay in L1); kc keeps B^T's rows of a k block in half of L1.  Compute from the
- * measured rates; A read once, from where it lives; B^T packed by scalar code when B's
- * columns are not contiguous, once per thread block. */
 /* B^T packed in a plan takes longer than calibrated with B in L1, its rows coming from L2
  * or further: 2 x 16 x 5000 ran in 3.2 us by inner products where the model said 2.5 with
  * the calibrated figure (the tiles, 2.2 us, were the better choice); with twice that
  * figure the model picks the tiles there and still the inner products on 31 x 16 x 1000,
  * 3 x 2 x 513 and 16 x 16 x 100000, where they are faster. */
 #define BT_SITU 2.0
+
+/* The inner-product plan over a tb x tm (x tk) grid: C's columns in strips of at most
+ * DOT_WMAX, of nearly equal widths, the strips of a row piece one after the other (its rows
+ * of A stay in L1); kc keeps B^T's rows of a k block in half of L1.  Compute from the
+ * measured rates; A read once, from where it lives; B^T packed (pack_bt) when B's columns
+ * are not contiguous, for each k block. */
 static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, int tk, Plan *pl) {
   const HwModel *h = &g->hw;
   const DotSet *d = &g->dot;
@@ -2516,7 +2517,8 @@ static void run_block(void *ctx, int64_t task) {
 }
 
 /* B^T's rows for k in [0, kc): out[j*kc + k] = b[k*b_sk + j*b_sn], for the n <= DOT_MAXN
- * columns of an inner-product plan (a few scalar copies per element of A's work). */
+ * columns of an inner-product plan: by packbt where B's columns are unit-stride and kc at
+ * least a vector, else element by element. */
 static void pack_bt(const GemmKernels *g, const char *b, int64_t b_sk, int64_t b_sn, int64_t kc,
                     int64_t n, char *out) {
   size_t es = (size_t)g->esize;
@@ -3010,9 +3012,9 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     if (nfull) buf_printf(out, "%s %d x %d", npc ? " +" : "", nfull, f->mr);
     buf_puts(out, "\n");
     if (best.edge)
-      buf_printf(out, "  C's last %lld column%s apart, as inner products (a tile would compute all "
-                 "%d columns of their strip): predicted %.2f us\n", (long long)best.edge,
-                 best.edge == 1 ? "" : "s", f->nr, best.t_edge * 1e6);
+      buf_printf(out, "  C's last %lld column%s apart, as inner products (a tile would compute its "
+                 "whole strip): predicted %.2f us\n", (long long)best.edge, best.edge == 1 ? "" : "s",
+                 best.t_edge * 1e6);
   }
   buf_printf(out, "  predicted %.2f us (max of compute %.2f and memory %.2f, + stalls %.2f, "
              "packing %.2f, fork-join %.2f", best.t * 1e6, best.t_comp * 1e6,
