@@ -221,7 +221,6 @@ typedef struct Prob {
   char *c; int64_t c_sb, c_sm, c_sn;
   bool acc;
   bool swapped, ctmp;
-  bool whole;                     /* a part of a split problem: not split again */
   volatile int *stop;
 } Prob;
 
@@ -702,6 +701,8 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
   LLVMBuildStore(B, b, pbv);
   LLVMBuildStore(B, a, pav);
   LLVMValueRef mask[MAX_V] = { 0 };
+  /* the fetching kernel's step mask, 2^sh - 1, once */
+  LLVMValueRef msk = pfn ? LLVMBuildSub(B, LLVMBuildShl(B, ci64(g, 1), pf_sh, ""), ci64(g, 1), "") : NULL;
   if (masked)
     for (int j = 0; j < v; j++) mask[j] = lane_mask(g, n_rem, j);
   /* On request (beta & UK_PREFETCH_C), fetch the C tile for writing now: it is needed after
@@ -750,7 +751,6 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
       }
       if (pfn) {             /* line l0 + kk>>sh of the next strip, every 2^sh steps */
         LLVMValueRef kk = LLVMBuildAdd(B, k, ci64(g, u), "");
-        LLVMValueRef msk = LLVMBuildSub(B, LLVMBuildShl(B, ci64(g, 1), pf_sh, ""), ci64(g, 1), "");
         LLVMValueRef line = LLVMBuildAdd(B, pf_l0, LLVMBuildLShr(B, kk, pf_sh, ""), "");
         LLVMValueRef go = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, kk, msk, ""), ci64(g, 0), ""),
                                        LLVMBuildICmp(B, LLVMIntSLT, line, pf_l1, ""), "");
@@ -1289,15 +1289,11 @@ static int emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int
   return n;
 }
 
-/* The kernel for a piece of hs rows on a tile of height h, w columns wide: the unmasked
- * one when the piece fills the tile. */
-static UkFn tile_uk(const Family *f, int h, int hs, int64_t w) {
-  return w == f->nr && hs == h ? f->ukf[h] : f->uk[h];
-}
-
-/* Run a piece's kernel.  The full height is the fetching kernel's (UK_PF), asking for the
- * lines fe names or none: it is the family's only one where masks are cheap, and serves
- * the full tiles elsewhere (one kernel fewer to compile each: 6 ms of the 40). */
+/* Run the kernel for a piece of hs rows on a tile of height h, w columns wide: the
+ * unmasked one when the piece fills the tile.  The full height is the fetching kernel's
+ * (UK_PF), asking for the lines fe names or none: it is the family's only one where masks
+ * are cheap, and serves the full tiles elsewhere (one kernel fewer to compile each: 6 ms
+ * of the 40). */
 typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
 static void tile_call(const GemmKernels *g, const Family *f, int h, int hs, int64_t w, int64_t kc,
                       const void *a, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs,
@@ -1307,7 +1303,7 @@ static void tile_call(const GemmKernels *g, const Family *f, int h, int hs, int6
   if (h == f->mr && (g->cheap_masks || (hs == h && w == f->nr)))
     f->ukq(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta, fe->pf, fe->pf_rs, fe->l0, fe->l1, fe->sh);
   else
-    tile_uk(f, h, hs, w)(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta);
+    (w == f->nr && hs == h ? f->ukf[h] : f->uk[h])(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta);
 }
 
 /* Calibration, the hybrid part of the model: every kernel timed once on operands that stay
@@ -1618,7 +1614,7 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
 static void plan_key(const Prob *p, int nthreads, int64_t *key) {
   int64_t k[KEY_LEN] = { p->batch, p->m, p->n, p->k, p->a_sb, p->a_sm, p->a_sk, p->b_sb, p->b_sk,
                          p->b_sn, p->c_sb, p->c_sm, p->c_sn,
-                         nthreads * 8 + p->whole * 4 + p->acc * 2 + p->ctmp };
+                         nthreads * 4 + p->acc * 2 + p->ctmp };
   memcpy(key, k, sizeof k);
 }
 
@@ -2081,10 +2077,10 @@ static void plan_weigh(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
 }
 
 /* C's last e columns, as a problem of their own (e > 0), and the rest (e < 0: p's first
- * n - |e| columns); either is whole, not to be split again. */
+ * n - |e| columns).  Neither is split again: the rest runs the plan weighed for it, and e
+ * columns are fewer than any strip. */
 static Prob part_cols(const GemmKernels *g, const Prob *p, int64_t e) {
   Prob q = *p;
-  q.whole = true;
   if (e < 0) {
     q.n = p->n + e;
     return q;
@@ -2115,7 +2111,7 @@ static void plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
   bool forced = fo->fam > 0 || fo->pack_a > 0 || fo->pack_b > 0 || fo->tb > 0 || fo->tm > 0 ||
                 fo->tn > 0 || fo->tk > 0 || fo->kc > 0 || fo->mc > 0 || fo->nc > 0 || fo->rows > 0 ||
                 fo->dot > 0;
-  if (p->whole || p->ctmp || best->rows || best->dot || forced || (p->a_sk != 1 && p->k != 1)) return;
+  if (p->ctmp || best->rows || best->dot || forced || (p->a_sk != 1 && p->k != 1)) return;
   for (int fi = 0; fi < g->nfam; fi++) {              /* each family's edge */
     int64_t e = p->n % g->fam[fi].nr;
     bool seen = false;
@@ -2149,7 +2145,7 @@ static bool normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *er
   p->b = x->b, p->b_sb = x->b_sb, p->b_sk = x->b_sk, p->b_sn = x->b_sn;
   p->c = x->c, p->c_sb = x->c_sb, p->c_sm = x->c_sm, p->c_sn = x->c_sn;
   p->acc = x->accumulate, p->stop = x->stop;
-  p->swapped = p->ctmp = p->whole = false;
+  p->swapped = p->ctmp = false;
   if (!p->batch || !p->m || !p->n) return true;
   if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
   if (p->n == 1) p->c_sn = p->b_sn = 1;
@@ -2317,21 +2313,36 @@ static void pack_b_strided(const GemmKernels *g, const Family *f, const char *b,
   }
 }
 
+/* dst[j*d_sn] = src[j], or += (add), for j < n: in vectors where dst's columns are
+ * contiguous.  A tile buffer's rows into C (merge_tile) and a k split's copies of C into C
+ * (add_parts) both go through it. */
+typedef float VF __attribute__((vector_size(32)));
+typedef double VD __attribute__((vector_size(32)));
+#define MERGE_ROW(T, V)                                                                   \
+  do {                                                                                    \
+    T *x = (T *)dst;                                                                      \
+    const T *y = (const T *)src;                                                          \
+    int64_t j = 0, L = (int64_t)(sizeof(V) / sizeof(T));                                  \
+    if (d_sn == 1)                                                                        \
+      for (V a, b; j + L <= n; j += L) {                                                  \
+        memcpy(&b, y + j, sizeof b);                                                      \
+        if (add) memcpy(&a, x + j, sizeof a), b += a;                                     \
+        memcpy(x + j, &b, sizeof b);                                                      \
+      }                                                                                   \
+    for (; j < n; j++) x[j * d_sn] = add ? x[j * d_sn] + y[j] : y[j];                     \
+  } while (0)
+static void merge_row(const GemmKernels *g, char *dst, int64_t d_sn, const char *src, int64_t n,
+                      bool add) {
+  if (g->esize == 4) MERGE_ROW(float, VF);
+  else MERGE_ROW(double, VD);
+}
+#undef MERGE_ROW
+
 /* C tile (through the buffer) += or = tmp, for a C with no unit stride. */
 static void merge_tile(const GemmKernels *g, const char *tmp, int nr, char *c, int64_t c_sm,
                        int64_t c_sn, int h, int64_t w, bool add) {
   for (int i = 0; i < h; i++)
-    for (int64_t j = 0; j < w; j++) {
-      if (g->esize == 4) {
-        float *d = (float *)c + i * c_sm + j * c_sn;
-        float s = ((const float *)tmp)[i * nr + j];
-        *d = add ? *d + s : s;
-      } else {
-        double *d = (double *)c + i * c_sm + j * c_sn;
-        double s = ((const double *)tmp)[i * nr + j];
-        *d = add ? *d + s : s;
-      }
-    }
+    merge_row(g, c + (size_t)(i * c_sm) * g->esize, c_sn, tmp + (size_t)i * nr * g->esize, w, add);
 }
 
 
@@ -2597,35 +2608,6 @@ static void run_dot(void *ctx, int64_t task) {
  * contiguous.  (One thread adding scalars took 20 of 145 us of 127 x 511 x 384 split in
  * two.) */
 typedef struct AddJob { const Job *J; int nblk; int64_t R; } AddJob;
-typedef float VF __attribute__((vector_size(32)));
-typedef double VD __attribute__((vector_size(32)));
-
-static void add_row(const GemmKernels *g, char *d, int64_t d_sn, const char *s, int64_t n) {
-  int64_t j = 0;
-  if (g->esize == 4) {
-    float *x = (float *)d;
-    const float *y = (const float *)s;
-    if (d_sn == 1)
-      for (VF a, b; j + 8 <= n; j += 8) {
-        memcpy(&a, x + j, sizeof a);
-        memcpy(&b, y + j, sizeof b);
-        a += b;
-        memcpy(x + j, &a, sizeof a);
-      }
-    for (; j < n; j++) x[j * d_sn] += y[j];
-  } else {
-    double *x = (double *)d;
-    const double *y = (const double *)s;
-    if (d_sn == 1)
-      for (VD a, b; j + 4 <= n; j += 4) {
-        memcpy(&a, x + j, sizeof a);
-        memcpy(&b, y + j, sizeof b);
-        a += b;
-        memcpy(x + j, &a, sizeof a);
-      }
-    for (; j < n; j++) x[j * d_sn] += y[j];
-  }
-}
 
 static void add_parts(void *ctx, int64_t r) {
   const AddJob *A = ctx;
@@ -2639,8 +2621,8 @@ static void add_parts(void *ctx, int64_t r) {
     int64_t mt = bk.m1 - bk.m0, rows = (bk.b1 - bk.b0) * mt;
     for (int64_t q = rows * r / A->R; q < rows * (r + 1) / A->R; q++) {
       int64_t b = bk.b0 + q / mt, i = bk.m0 + q % mt;
-      add_row(J->g, (char *)p->c + (size_t)(b * p->c_sb + i * p->c_sm + bk.n0 * p->c_sn) * es, p->c_sn,
-              bk.c + (size_t)(b * bk.c_sb + i * bk.c_sm + bk.n0) * es, bk.n1 - bk.n0);
+      merge_row(J->g, (char *)p->c + (size_t)(b * p->c_sb + i * p->c_sm + bk.n0 * p->c_sn) * es, p->c_sn,
+                bk.c + (size_t)(b * bk.c_sb + i * bk.c_sm + bk.n0) * es, bk.n1 - bk.n0, true);
     }
   }
 }
@@ -2661,6 +2643,7 @@ static bool stopped(const Prob *p, char *err, size_t errlen) {
 }
 
 static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errlen);
+static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, size_t errlen);
 
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
   Prob p;
@@ -2704,14 +2687,21 @@ static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errle
     memcpy(last_plan.key, key, sizeof key);
     last_plan.plan = pl;
   }
-  if (pl.edge) {              /* the columns before the last edge ones, then those */
-    bool ok = run_prob(g, part_cols(g, &p, -pl.edge), pool, err, errlen) &&
+  if (pl.edge) {     /* the columns before the last edge ones by this plan, then those */
+    Plan rest = pl;
+    rest.edge = 0;
+    bool ok = run_plan(g, part_cols(g, &p, -pl.edge), rest, pool, err, errlen) &&
               run_prob(g, part_cols(g, &p, pl.edge), pool, err, errlen);
     last_plan.epoch = epoch;  /* this problem's, for the next call and gemm_last_plan */
     memcpy(last_plan.key, key, sizeof key);
     last_plan.plan = pl;
     return ok;
   }
+  return run_plan(g, p, pl, pool, err, errlen);
+}
+
+/* Run p by plan pl. */
+static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, size_t errlen) {
   const Family *f = &g->fam[pl.fam];
   int nblk = pl.tb * pl.tm * pl.tn * pl.tk;
   if (pl.rows) {
