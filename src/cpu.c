@@ -1441,6 +1441,7 @@ void cpu_backend_free(CpuBackend *be) {
 void cpu_backend_set_threads(CpuBackend *be, int threads) { pool_set_threads(be->pool, threads); }
 Pool *cpu_backend_pool(CpuBackend *be) { return be->pool; }
 const char *cpu_backend_cpu(CpuBackend *be) { return jit_cpu_name(be->jit); }
+bool cpu_runnable(const HwModel *hw, char *why, size_t whylen) { return jit_runnable(hw, why, whylen); }
 
 static double now_ms(void) {
   struct timespec ts;
@@ -1493,6 +1494,13 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       goto fail;
     }
     double t3 = now_ms();
+    if (!jit_can_run(be->jit)) {
+      /* a model this CPU cannot run: built and optimised as for running (what :sched and
+       * :code show), never loaded */
+      LLVMDisposeModule(m);
+      cp->compile_ms = now_ms() - t0;
+      return cp;
+    }
     if (!jit_add_module(be->jit, m, err, errlen)) goto fail;
     for (int i = 0; i < cp->nk; i++) {
       if (cp->k[i].gemm) continue;
@@ -1988,6 +1996,10 @@ static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const i
  * the reference evaluator for the message), -1 on a failure described in err. */
 int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) {
+  if (!jit_can_run(be->jit)) {
+    snprintf(err, errlen, "code for %s cannot run on this CPU", be->hw.name);
+    return -1;
+  }
   const Program *p = cp->p;
   int ns = p->nslots;
   /* one block for the run's tables (a small call is dominated by such fixed costs) */
@@ -2146,6 +2158,10 @@ double cpu_core_gflops(const CpuBackend *be) {
 }
 
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {
+  if (!jit_can_run(be->jit)) {
+    snprintf(err, errlen, "%s is not this CPU: calibration measures the host", be->hw.name);
+    return false;
+  }
   GemmKernels *g = gemm_for(be, DYN_F32, err, errlen);
   if (!g) return false;
   *peak1 = gemm_peak_gflops(g, NULL, 0.3);
@@ -2326,6 +2342,7 @@ void cpu_backend_free(CpuBackend *be) { (void)be; }
 void cpu_backend_set_threads(CpuBackend *be, int threads) {}
 Pool *cpu_backend_pool(CpuBackend *be) { return NULL; }
 const char *cpu_backend_cpu(CpuBackend *be) { return ""; }
+bool cpu_runnable(const HwModel *hw, char *why, size_t whylen) { return true; }
 CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen) { return NULL; }
 void cpu_program_free(CpuProgram *cp) {}
 double cpu_program_compile_ms(const CpuProgram *cp) { return 0; }

@@ -190,6 +190,7 @@ typedef struct HwModel {
   int vec_regs;           /* architectural vector registers */
   int fma_units;          /* FMA pipes per core */
   int fma_latency;        /* cycles */
+  char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];
   /* GPU */
@@ -459,6 +460,8 @@ typedef struct Func {
   int nchecked;                 /* checks passed, nchecked of them (0: none yet) */
   void *backend;                /* the CPU back end's compiled program (CpuProgram) */
   void *gpu_backend;            /* the GPU back end's (CudaProgram) */
+  void *view_backend;           /* the CPU back end's for a model this CPU cannot run, which
+                                   :sched and :code show (CpuProgram) */
   bool anonymous;               /* a top-level statement compiled as a function */
 } Func;
 
@@ -575,7 +578,10 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
 /* ---- cpu.c: the compiled CPU back end (LLVM) -------------------------------------------- */
 
 /* One per session: the JIT, the thread pool, the contraction engines.  NULL with a message
- * when LLVM is absent or cannot target the machine. */
+ * when LLVM is absent or cannot target the machine.  A back end for a model this CPU cannot
+ * run (cpu_runnable false: another instruction set, or extensions the host lacks) compiles
+ * programs and describes them (:sched, :code) for that model, and runs nothing: cpu_run
+ * returns -1 and says why. */
 typedef struct Pool Pool;
 typedef struct CpuBackend CpuBackend;
 typedef struct CpuProgram CpuProgram;
@@ -584,6 +590,8 @@ void cpu_backend_free(CpuBackend *be);
 void cpu_backend_set_threads(CpuBackend *be, int threads);
 Pool *cpu_backend_pool(CpuBackend *be);
 const char *cpu_backend_cpu(CpuBackend *be);
+/* Can this CPU run code made for hw?  False with the reason (jit_runnable). */
+bool cpu_runnable(const HwModel *hw, char *why, size_t whylen);
 /* Compile a program once, for every shape.  NULL with a message on failure. */
 CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen);
 void cpu_program_free(CpuProgram *cp);
@@ -749,8 +757,16 @@ struct LLVMOpaqueContext;
 struct LLVMOpaqueModule;
 typedef struct Jit Jit;
 /* A JIT for hw's llvm_cpu and llvm_features, or the host CPU's when hw is NULL or names
- * "" or "host".  NULL with a message when LLVM cannot target it.  Free with jit_free. */
+ * "" or "host".  NULL with a message when LLVM cannot target it.  Free with jit_free.
+ * For a model this CPU cannot run (jit_runnable), the Jit builds, optimises and prints
+ * modules for that model's instruction set and CPU, and never loads code: jit_add_module(s),
+ * jit_lookup and jit_define_symbol fail.  Code a runnable model's Jit makes uses no
+ * extension the host lacks, whatever its CPU name implies. */
 Jit *jit_new(const HwModel *hw, char *err, size_t errlen);
+/* Can this CPU run code for hw (same instruction set, every extension in llvm_features)?
+ * False with the reason ("zen5 needs avx512f, avx512dq, ..., which this CPU lacks"). */
+bool jit_runnable(const HwModel *hw, char *why, size_t whylen);
+bool jit_can_run(const Jit *j);           /* was it made for a runnable model? */
 void jit_free(Jit *j);                                /* NULL-safe; frees all JIT'd code */
 const char *jit_cpu_name(const Jit *j);
 const char *jit_cpu_features(const Jit *j);

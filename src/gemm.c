@@ -1478,6 +1478,17 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     gemm_free(g);
     return NULL;
   }
+  if (!jit_can_run(g->jit)) {
+    /* A model this CPU cannot run: its kernels are printed (gemm_code) and its plans shown
+     * (gemm_describe), never run.  The rates are the model's own (tile_cyc, dot_setup), not
+     * measured, and every part counts as ready. */
+    for (int fi = 0; fi < g->nfam; fi++) plan_edges(g, &g->fam[fi]);
+    for (int h = 1; h <= ROWS_MAX; h++) g->rows_sec[h] = h / (hw_ghz(&g->hw) * 1e9);
+    atomic_store(&g->rows_state, 1);
+    atomic_store(&g->dot_state, 1);
+    g->compile_ms = (now_s() - t0) * 1e3;
+    return g;
+  }
   g->nfuncs = compile_part(g, EMIT_TILES, "gemm", err, errlen);
   if (!g->nfuncs) {
     gemm_free(g);
@@ -2646,6 +2657,10 @@ static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errle
 static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, size_t errlen);
 
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
+  if (!jit_can_run(g->jit)) {
+    snprintf(err, errlen, "gemm: code for %s cannot run on this CPU", g->hw.name);
+    return false;
+  }
   Prob p;
   if (!normalise(g, x, &p, err, errlen)) return false;
   if (!p.batch || !p.m || !p.n) return true;
@@ -2863,6 +2878,7 @@ static void peak_task(void *ctx, int64_t t) {
 }
 
 double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds) {
+  if (!jit_can_run(g->jit)) return 0;
   const Family *f = &g->fam[0];
   int T = pool_threads(pool);
   PeakJob pj = { g, 16 };
@@ -2909,16 +2925,21 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
              "FMA %d x latency %d, %.2f GHz\n", elem_name(g->elem), h->name,
              jit_cpu_name(g->jit), hw_vbits(h), g->W, elem_name(g->elem), hw_vregs(h),
              hw_fma_units(h), hw_fma_lat(h), hw_ghz(h));
-  buf_printf(out, "compiled once: %d functions in %.1f ms (* splits k over accumulator "
-             "sets)", g->nfuncs, g->compile_ms);
-  int rs = atomic_load(&g->rows_state);
-  buf_printf(out, "; row streaming: %d more, compiled when first weighed", ROWS_MAX);
-  if (rs > 0) buf_printf(out, ", in %.1f ms", g->rows_ms);
-  if (rs < 0) buf_puts(out, " (failed)");
-  int ds = atomic_load(&g->dot_state);
-  buf_printf(out, "; inner products: ");
-  if (ds > 0) buf_printf(out, "%d more, compiled when first weighed, in %.1f ms\n", g->dot_nfuncs, g->dot_ms);
-  else buf_printf(out, "compiled when first weighed%s\n", ds < 0 ? " (failed)" : "");
+  bool run = jit_can_run(g->jit);
+  int rs = atomic_load(&g->rows_state), ds = atomic_load(&g->dot_state);
+  if (!run) {
+    buf_puts(out, "not compiled: this CPU cannot run code for this model, whose rates below are "
+                  "its own, not measured (:code builds the kernels)\n");
+  } else {
+    buf_printf(out, "compiled once: %d functions in %.1f ms (* splits k over accumulator "
+               "sets)", g->nfuncs, g->compile_ms);
+    buf_printf(out, "; row streaming: %d more, compiled when first weighed", ROWS_MAX);
+    if (rs > 0) buf_printf(out, ", in %.1f ms", g->rows_ms);
+    if (rs < 0) buf_puts(out, " (failed)");
+    buf_printf(out, "; inner products: ");
+    if (ds > 0) buf_printf(out, "%d more, compiled when first weighed, in %.1f ms\n", g->dot_nfuncs, g->dot_ms);
+    else buf_printf(out, "compiled when first weighed%s\n", ds < 0 ? " (failed)" : "");
+  }
   buf_printf(out, "level 0 register tiles (h x nr: regs, FLOPs/element loaded):");
   for (int i = 0; i < g->ncand; i++)
     buf_printf(out, "%s%dx%d: %d, %.1f%s", i % 6 ? "  " : "\n  ", g->cand[i].mr,
@@ -2937,7 +2958,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     buf_puts(out, "\n");
   }
   if (ds > 0) {
-    buf_printf(out, "inner products h x w (GFLOP/s per core, measured in L1; + ns a call):");
+    buf_printf(out, "inner products h x w (GFLOP/s per core, %s; + ns a call):", run ? "measured in L1" : "FMA model");
     for (int w = 1; w <= DOT_WMAX; w++)
       for (int hh = DOT_HMAX; hh >= 1; hh--)
         if (g->dot.has[w][hh])

@@ -55,6 +55,7 @@ static const KeyDef KEYS[] = {
   {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs)},
   {"fma_units", V_INT, FOR_CPU, true, AT(fma_units)},
   {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency)},
+  {"arch", V_STR, FOR_CPU, false, AT(arch)},
   {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu)},
   {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback)},
   {"llvm_features", V_STR, FOR_CPU, true, AT(llvm_features)},
@@ -317,6 +318,10 @@ static bool set_scalar(const KeyDef *k, const char *val, HwModel *out, char *why
                val);
       return false;
     }
+    if (!strcmp(k->key, "arch") && strcmp(val, "x86_64") && strcmp(val, "aarch64")) {
+      snprintf(why, wl, "'arch' must be x86_64 or aarch64, not '%s'", val);
+      return false;
+    }
     memcpy(dst, val, strlen(val) + 1);
     return true;
   case V_KIND:
@@ -486,6 +491,7 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
   if (gpu) out->cores = out->sm_count;   /* a GPU's units of parallelism are its SMs */
   if (!out->llvm_cpu_fallback[0] && !gpu)
     copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, "generic");
+  if (!out->arch[0] && !gpu) copy_str(out->arch, sizeof out->arch, "x86_64");
 
   if (gpu && out->smem_per_block > out->smem_per_sm) {
     fail(err, errlen, "%s:%d: 'smem_per_block' (%lld) exceeds 'smem_per_sm' (%lld)", fname,
@@ -1170,6 +1176,11 @@ void hw_detect_host_in(const char *root, HwModel *out) {
   }
   *out = base;
   copy_str(out->name, sizeof out->name, "host");
+#if defined(__aarch64__)
+  copy_str(out->arch, sizeof out->arch, "aarch64");
+#elif defined(__x86_64__)
+  copy_str(out->arch, sizeof out->arch, "x86_64");
+#endif
   out->path[0] = 0;
 
   /* Vector width and registers from the ISA; FMA pipes keep the file's total datapath width

@@ -64,6 +64,133 @@ static LLVMTargetMachineRef make_tm(LLVMTargetRef target, const Jit *j) {
                                  LLVMCodeModelSmall);
 }
 
+/* Code for another instruction set (an Arm model on an x86 host) is only printed, but its
+ * target must be registered: every target this LLVM was built with, once, on first need. */
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+static void init_all_targets(void) {
+  LLVMInitializeAllTargetInfos();
+  LLVMInitializeAllTargets();
+  LLVMInitializeAllTargetMCs();
+  LLVMInitializeAllAsmPrinters();
+}
+
+static bool is_host(const HwModel *hw) {
+  return !hw || !hw->llvm_cpu[0] || !strcmp(hw->llvm_cpu, "host");
+}
+
+/* The host's triple (malloc'd), and the length of its architecture part ("x86_64"). */
+static char *host_triple(size_t *archlen) {
+  char *t = LLVMGetDefaultTargetTriple();
+  char *norm = LLVMNormalizeTargetTriple(t);
+  char *r = xstrdup(norm);
+  LLVMDisposeMessage(norm);
+  LLVMDisposeMessage(t);
+  *archlen = strcspn(r, "-");
+  return r;
+}
+
+/* Is feature f (without its sign, n bytes) enabled in an LLVM feature list "+a,-b,..."? */
+static bool has_feature(const char *list, const char *f, size_t n) {
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len == n + 1 && p[0] == '+' && !strncmp(p + 1, f, n)) return true;
+    p += len + (p[len] == ',');
+  }
+  return false;
+}
+
+bool jit_runnable(const HwModel *hw, char *why, size_t whylen) {
+  if (why && whylen) why[0] = 0;
+  if (is_host(hw)) return true;
+  if (!strcmp(hw->kind, "gpu")) {
+    snprintf(why, whylen, "%s is a GPU", hw->name);
+    return false;
+  }
+  size_t alen;
+  char *triple = host_triple(&alen);
+  bool same = hw->arch[0] ? strlen(hw->arch) == alen && !strncmp(hw->arch, triple, alen) : true;
+  if (!same) {
+    snprintf(why, whylen, "%s is an %s CPU and this one is %.*s", hw->name, hw->arch, (int)alen, triple);
+    free(triple);
+    return false;
+  }
+  free(triple);
+  /* Every extension the model asks for must be one the host has. */
+  char *host = LLVMGetHostCPUFeatures();
+  Buf miss = {0};
+  int nmiss = 0;
+  for (const char *p = hw->llvm_features; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len > 1 && p[0] == '+' && !has_feature(host, p + 1, len - 1)) {
+      if (nmiss < 6) buf_printf(&miss, "%s%.*s", nmiss ? ", " : "", (int)len - 1, p + 1);
+      nmiss++;
+    }
+    p += len + (p[len] == ',');
+  }
+  LLVMDisposeMessage(host);
+  if (nmiss) snprintf(why, whylen, "%s needs %s%s, which this CPU lacks", hw->name, miss.s, nmiss > 6 ? ", ..." : "");
+  buf_free(&miss);
+  return nmiss == 0;
+}
+
+/* What this LLVM makes of a CPU name and a feature list: LLVM's C API cannot ask whether it
+ * knows a CPU, and a name it does not know (a typo in an hw file, znver5 before LLVM 19)
+ * leaves an x86 target without 64-bit mode, which ends the process at the first compile.
+ * LLVM says so on standard error when a target machine is made, so one is made with that
+ * stream caught: an unknown CPU gives way to the model's llvm_cpu_fallback (then
+ * "generic"), and unknown features are dropped, once per model and Jit. */
+static bool probe_tm(LLVMTargetRef target, const char *triple, const char *cpu, const char *features,
+                     Buf *said) {
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  int saved = tmp ? dup(2) : -1;
+  if (saved < 0 || dup2(fileno(tmp), 2) < 0) {
+    if (saved >= 0) close(saved);
+    if (tmp) fclose(tmp);
+    return false;
+  }
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
+                                                    LLVMRelocPIC, LLVMCodeModelSmall);
+  if (tm) LLVMDisposeTargetMachine(tm);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  rewind(tmp);
+  char line[512];
+  while (fgets(line, sizeof line, tmp)) buf_puts(said, line);
+  fclose(tmp);
+  return true;
+}
+
+/* cpu and features (malloc'd, replaced) as this LLVM knows them. */
+static void known_cpu(LLVMTargetRef target, const char *triple, const HwModel *hw, char **cpu, char **features) {
+  Buf said = {0};
+  if (!probe_tm(target, triple, *cpu, *features, &said) || !said.s) return;
+  if (strstr(said.s, "is not a recognized processor")) {
+    const char *fb = hw && hw->llvm_cpu_fallback[0] && strcmp(hw->llvm_cpu_fallback, *cpu) ? hw->llvm_cpu_fallback : "generic";
+    free(*cpu);
+    *cpu = xstrdup(fb);
+    buf_free(&said);
+    if (!probe_tm(target, triple, *cpu, *features, &said) || !said.s) return;
+    if (strstr(said.s, "is not a recognized processor")) {
+      free(*cpu);
+      *cpu = xstrdup("generic");
+    }
+  }
+  /* "'+bogus' is not a recognized feature for this target (ignoring feature)" */
+  Buf kept = {0};
+  for (const char *p = *features; *p;) {
+    size_t len = strcspn(p, ",");
+    char pat[96];
+    snprintf(pat, sizeof pat, "'%.*s' is not a recognized feature", (int)(len < 80 ? len : 80), p);
+    if (len && !strstr(said.s, pat)) buf_printf(&kept, "%s%.*s", kept.len ? "," : "", (int)len, p);
+    p += len + (p[len] == ',');
+  }
+  free(*features);
+  *features = kept.s ? kept.s : xstrdup("");
+  buf_free(&said);
+}
+
 Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
   pthread_once(&init_once, init_llvm);
   if (!init_ok) {
@@ -71,22 +198,44 @@ Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
     return NULL;
   }
   Jit *j = xcalloc(1, sizeof *j);
-  char *t = LLVMGetDefaultTargetTriple();
-  char *norm = LLVMNormalizeTargetTriple(t);
-  j->triple = xstrdup(norm);
-  LLVMDisposeMessage(norm);
-  LLVMDisposeMessage(t);
+  size_t alen;
+  j->triple = host_triple(&alen);
   /* An HwModel that names a CPU wins (cross-tuning, tests); else the host's own. */
-  bool host = !hw || !hw->llvm_cpu[0] || !strcmp(hw->llvm_cpu, "host");
+  bool host = is_host(hw);
+  bool run = jit_runnable(hw, NULL, 0);
   if (host) {
     char *c = LLVMGetHostCPUName(), *f = LLVMGetHostCPUFeatures();
     j->cpu = xstrdup(c);
     j->features = xstrdup(f);
     LLVMDisposeMessage(c);
     LLVMDisposeMessage(f);
+  } else if (run) {
+    /* The model's CPU, its extensions, and every extension the host lacks turned off: a
+     * CPU name implies extensions of its own (znver5 has AVX512-VP2INTERSECT, which no
+     * Sapphire Rapids has), and code that runs here must use none the host lacks. */
+    char *f = LLVMGetHostCPUFeatures();
+    Buf b = {0};
+    buf_puts(&b, hw->llvm_features);
+    for (const char *p = f; *p;) {
+      size_t len = strcspn(p, ",");
+      if (len > 1 && p[0] == '-') buf_printf(&b, "%s%.*s", b.len ? "," : "", (int)len, p);
+      p += len + (p[len] == ',');
+    }
+    LLVMDisposeMessage(f);
+    j->cpu = xstrdup(hw->llvm_cpu);
+    j->features = b.s ? b.s : xstrdup("");
   } else {
     j->cpu = xstrdup(hw->llvm_cpu);
     j->features = xstrdup(hw->llvm_features);
+    if (hw->arch[0] && (strlen(hw->arch) != alen || strncmp(hw->arch, j->triple, alen))) {
+      /* "aarch64-unknown-linux-gnu" on an x86_64-pc-linux-gnu host: the host's system */
+      const char *sys = strchr(j->triple + alen + 1, '-');
+      Buf t = {0};
+      buf_printf(&t, "%s-unknown%s", hw->arch, sys ? sys : "-linux-gnu");
+      free(j->triple);
+      j->triple = t.s;
+      pthread_once(&all_once, init_all_targets);
+    }
   }
   LLVMTargetRef target;
   char *msg = NULL;
@@ -96,18 +245,28 @@ Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
     jit_free(j);
     return NULL;
   }
+  if (!host) known_cpu(target, j->triple, hw, &j->cpu, &j->features);
   j->tm = make_tm(target, j);
-  LLVMTargetMachineRef jtm = make_tm(target, j);   /* owned by the builder below */
-  if (!j->tm || !jtm) {
+  if (!j->tm) {
     snprintf(err, errlen, "cannot make a target machine for cpu %s", j->cpu);
-    if (jtm) LLVMDisposeTargetMachine(jtm);
     jit_free(j);
     return NULL;
   }
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
   j->layout = LLVMCopyStringRepOfTargetData(td);
   LLVMDisposeTargetData(td);
+  j->tsctx = LLVMOrcCreateNewThreadSafeContext();
+  j->ctx = LLVMOrcThreadSafeContextGetContext(j->tsctx);
+  /* A model this CPU cannot run gets no JIT: its modules are built, optimised and printed,
+   * never loaded (jit_add_module and jit_lookup refuse). */
+  if (!run) return j;
 
+  LLVMTargetMachineRef jtm = make_tm(target, j);   /* owned by the builder below */
+  if (!jtm) {
+    snprintf(err, errlen, "cannot make a target machine for cpu %s", j->cpu);
+    jit_free(j);
+    return NULL;
+  }
   LLVMOrcLLJITBuilderRef b = LLVMOrcCreateLLJITBuilder();
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
       b, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jtm));
@@ -126,9 +285,16 @@ Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
     return NULL;
   }
   LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(j->lljit), gen);
-  j->tsctx = LLVMOrcCreateNewThreadSafeContext();
-  j->ctx = LLVMOrcThreadSafeContextGetContext(j->tsctx);
   return j;
+}
+
+bool jit_can_run(const Jit *j) { return j->lljit != NULL; }
+
+/* What the loading entry points say on a Jit for a model this CPU cannot run. */
+static bool refuse(const Jit *j, char *err, size_t errlen) {
+  if (j->lljit) return false;
+  snprintf(err, errlen, "code for %s (%s) cannot run on this CPU", j->cpu, j->triple);
+  return true;
 }
 
 void jit_free(Jit *j) {
@@ -164,6 +330,10 @@ bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char
 }
 
 bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen) {
+  if (refuse(j, err, errlen)) {
+    LLVMDisposeModule(m);
+    return false;
+  }
   char *msg = NULL;
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
     snprintf(err, errlen, "internal error: generated module is invalid: %s", msg);
@@ -232,6 +402,10 @@ static void *compile_worker(void *arg) {
 bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *pipeline,
                      char *err, size_t errlen) {
   if (n <= 0) return true;
+  if (refuse(j, err, errlen)) {
+    for (int i = 0; i < n; i++) LLVMDisposeModule(mods[i]);
+    return false;
+  }
   CompileQueue q = { .j = j, .pipeline = pipeline, .n = n };
   q.jobs = xcalloc((size_t)n, sizeof *q.jobs);
   for (int i = 0; i < n; i++) {
@@ -270,12 +444,14 @@ bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *
 }
 
 void *jit_lookup(Jit *j, const char *name, char *err, size_t errlen) {
+  if (refuse(j, err, errlen)) return NULL;
   LLVMOrcExecutorAddress addr = 0;
   if (!take_error(LLVMOrcLLJITLookup(j->lljit, &addr, name), name, err, errlen)) return NULL;
   return (void *)(uintptr_t)addr;
 }
 
 bool jit_define_symbol(Jit *j, const char *name, void *addr, char *err, size_t errlen) {
+  if (refuse(j, err, errlen)) return false;
   /* The pair's struct type was renamed across LLVM releases; its pointer typedef was not. */
   __typeof__(*(LLVMOrcCSymbolMapPairs)0) pair = {
     .Name = LLVMOrcLLJITMangleAndIntern(j->lljit, name),

@@ -48,16 +48,24 @@ struct Session {
   uint64_t rng[4];
   int threads;
   char target[8];
-  HwModel hw;
+  HwModel hw;                      /* the CPU model in use: --hw, :hw, else the detected host */
+  HwModel host_hw;                 /* the detected host, with its calibrated peak */
   bool peak_measured;              /* hw's peak is dyn --calibrate's, for this hardware */
-  CpuBackend *cpu;                 /* made on first use of the CPU target */
+  bool host_peak_measured;         /* and host_hw's */
+  bool hw_foreign;                 /* this CPU cannot run code for hw: statements run on code
+                                      for host_hw, and :sched and :code show hw's (view) */
+  CpuBackend *cpu;                 /* runs statements; made on first use of the CPU target */
   bool cpu_failed;
   char cpu_why[256];
+  CpuBackend *view;                /* hw_foreign: compiles for hw and describes, runs nothing */
+  bool view_failed;
+  char view_why[256];
   CudaBackend *gpu;                /* made on first use of the GPU target */
   bool gpu_failed;
   char gpu_why[256];
   HwModel gpu_hw;                  /* the GPU model for :code cuda and :sched (:hw NAME of a GPU) */
   bool have_gpu_hw;
+  bool gpu_hw_chosen;              /* gpu_hw came from :hw or --hw (not the default H100) */
   CudaMath gpu_math;               /* f32 contractions on the GPU: exact, or tf32/bf16 (:target gpu tf32) */
   Func *last_fn;                   /* the last function called, and its sizes (for :time) */
   unsigned last_fn_calls;
@@ -610,13 +618,80 @@ static TypeExpr *concrete_type(Arena *a, const Tensor *t, Span sp) {
 
 static SemaEnv sema_env(Session *s) { return (SemaEnv){s->pc, lookup_fn_cb, s}; }
 
-/* The CPU back end, made on first use; NULL (with s->cpu_why) when it cannot be had. */
+/* The CPU back end that runs statements, made on first use: for the model in use, or for
+ * the detected host when this CPU cannot run the model's code.  NULL (with s->cpu_why) when
+ * it cannot be had. */
 static CpuBackend *cpu_backend(Session *s) {
   if (!s->cpu && !s->cpu_failed) {
-    s->cpu = cpu_backend_new(&s->hw, s->threads, s->cpu_why, sizeof s->cpu_why);
+    s->cpu = cpu_backend_new(s->hw_foreign ? &s->host_hw : &s->hw, s->threads, s->cpu_why, sizeof s->cpu_why);
     s->cpu_failed = !s->cpu;
   }
   return s->cpu;
+}
+
+/* The model whose code runs: hw, or the host when hw is for looking only. */
+static const HwModel *run_hw(Session *s) { return s->hw_foreign ? &s->host_hw : &s->hw; }
+
+/* The CPU back end that shows the model in use (:sched, :code): the one that runs, or one
+ * that compiles for a model this CPU cannot run.  NULL with the reason in *why. */
+static CpuBackend *model_backend(Session *s, const char **why) {
+  if (!s->hw_foreign) {
+    *why = s->cpu_why;
+    return cpu_backend(s);
+  }
+  if (!s->view && !s->view_failed) {
+    s->view = cpu_backend_new(&s->hw, s->threads, s->view_why, sizeof s->view_why);
+    s->view_failed = !s->view;
+  }
+  *why = s->view_why;
+  return s->view;
+}
+
+/* Forget every function's code for the CPU back end (view: the model's), and the back end:
+ * they are made again, for the new model, on next use. */
+static void drop_cpu_code(Session *s, bool view) {
+  VEC(Func *) *lists[2] = {(void *)&s->fns, (void *)&s->retired};
+  for (int l = 0; l < 2; l++)
+    for (int i = 0; i < lists[l]->n; i++) {
+      Func *f = lists[l]->a[i];
+      void **code = view ? &f->view_backend : &f->backend;
+      cpu_program_free(*code);
+      *code = NULL;
+    }
+  if (view) {
+    cpu_backend_free(s->view);
+    s->view = NULL;
+    s->view_failed = false;
+  } else {
+    cpu_backend_free(s->cpu);
+    s->cpu = NULL;
+    s->cpu_failed = false;
+  }
+}
+
+/* Use hw (a CPU model) from now on.  Code already compiled for another model is dropped and
+ * made again on next use.  Returns the sentence saying that statements run on the host's
+ * code, when this CPU cannot run hw's, else NULL. */
+static bool same_model(const HwModel *a, const HwModel *b) {
+  return !strcmp(a->name, b->name) && !strcmp(a->path, b->path) && !strcmp(a->llvm_cpu, b->llvm_cpu) &&
+         !strcmp(a->llvm_features, b->llvm_features) && a->cores == b->cores && a->vector_bits == b->vector_bits &&
+         a->ghz == b->ghz && a->peak_gflops_f32 == b->peak_gflops_f32;
+}
+
+static const char *set_cpu_model(Session *s, const HwModel *hw, bool measured) {
+  HwModel ran = *run_hw(s);
+  s->hw = *hw;
+  s->peak_measured = measured;
+  static char note[768];
+  char why[256];
+  s->hw_foreign = !cpu_runnable(hw, why, sizeof why);
+  drop_cpu_code(s, true);
+  /* the code that runs is kept while it is made for the same model */
+  if (!same_model(&ran, run_hw(s))) drop_cpu_code(s, false);
+  if (!s->hw_foreign) return NULL;
+  snprintf(note, sizeof note, "%s: statements run on code for this CPU (%s); :sched, :cost and :code show %s", why,
+           s->host_hw.desc, hw->name);
+  return note;
 }
 
 /* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
@@ -684,6 +759,17 @@ static bool ensure_compiled(Session *s, Func *f) {
   }
   f->compiles++;
   return true;
+}
+
+/* Compile f for the model in use (on first use), for :sched and :code: the code that runs,
+ * or the model's own when this CPU cannot run it.  Its program, or NULL after an error. */
+static CpuProgram *model_program(Session *s, Func *f, CpuBackend *be, Span at) {
+  if (!s->hw_foreign) return ensure_compiled(s, f) ? f->backend : NULL;
+  if (f->view_backend) return f->view_backend;
+  char msg[512];
+  f->view_backend = cpu_compile(be, f->prog, msg, sizeof msg);
+  if (!f->view_backend) error(s, at, E_COMMAND, tmp_printf(s, "%s: compiling for %s failed: %s", f->name, s->hw.name, msg));
+  return f->view_backend;
 }
 
 /* Run the prepared checked function on values; report run-time errors. */
@@ -1542,16 +1628,27 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
     double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
     if (given) buf_printf(&b, "predicted %.3f ms", t * 1e3);
     if (own) cuda_program_free(cp);
-  } else if (strcmp(s->target, "cpu") || !cpu_backend(s)) {
+  } else if (strcmp(s->target, "cpu") || !model_backend(s, &(const char *){0})) {
     buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
                ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target, f->compiles,
                f->compiles == 1 ? "" : "s");
   } else {
-    if (!ensure_compiled(s, f)) return RUN_ERROR;
-    buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms); cpu %s, %d thread%s, hardware %s\n", f->name,
-               f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(f->backend), cpu_backend_cpu(s->cpu),
-               s->threads, s->threads == 1 ? "" : "s", s->hw.name);
-    double t = cpu_schedule(s->cpu, f->backend, s->pc, given ? &sz : NULL, s->threads, &b);
+    const char *why;
+    CpuBackend *be = model_backend(s, &why);
+    CpuProgram *cp = model_program(s, f, be, at);
+    if (!cp) return RUN_ERROR;
+    if (s->hw_foreign)
+      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run: statements run on code for this CPU; "
+                 "cpu %s, %d thread%s\n", f->name, s->hw.name, cpu_program_compile_ms(cp), cpu_backend_cpu(be),
+                 s->threads, s->threads == 1 ? "" : "s");
+    else
+      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms); cpu %s, %d thread%s, hardware %s\n", f->name,
+                 f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(cp), cpu_backend_cpu(be),
+                 s->threads, s->threads == 1 ? "" : "s", s->hw.name);
+    if (s->gpu_hw_chosen)
+      buf_printf(&b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
+                 s->gpu_hw.name);
+    double t = cpu_schedule(be, cp, s->pc, given ? &sz : NULL, s->threads, &b);
     if (given) {
       buf_puts(&b, "at");
       for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
@@ -1633,14 +1730,17 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     buf_free(&b);
     return RUN_OK;
   }
-  if (!cpu_backend(s)) {
-    error(s, at, E_COMMAND, tmp_printf(s, ":code: %s", s->cpu_why));
+  const char *why;
+  CpuBackend *be = model_backend(s, &why);
+  if (!be) {
+    error(s, at, E_COMMAND, tmp_printf(s, ":code: %s", why));
     return RUN_ERROR;
   }
-  if (!ensure_compiled(s, f)) return RUN_ERROR;
+  CpuProgram *cp = model_program(s, f, be, at);
+  if (!cp) return RUN_ERROR;
   Buf b = {0};
   char msg[512];
-  if (!cpu_program_code(s->cpu, f->backend, what, &b, msg, sizeof msg)) {
+  if (!cpu_program_code(be, cp, what, &b, msg, sizeof msg)) {
     buf_free(&b);
     error(s, at, E_COMMAND, tmp_printf(s, ":code: %s", msg));
     return RUN_ERROR;
@@ -1697,20 +1797,22 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     const char *why;
     poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
     poly_eval(by, eval_size_lookup, &sz, &bv, &why);
-    int cores = s->hw.cores > 0 ? s->hw.cores : 1, th = s->threads < cores ? s->threads : cores;
-    double peak = s->hw.peak_gflops_f32 * th / cores;
+    const HwModel *hw = run_hw(s);
+    bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
+    int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
+    double peak = hw->peak_gflops_f32 * th / cores;
     /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
      * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
      * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
     const char *whose = "";
-    double kernel = !s->peak_measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+    double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
     if (kernel > peak) {
       peak = kernel;
       whose = " (the micro-kernel's rate, measured)";
     }
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
     /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
-    const HwLevel *mem = s->hw.nlevels ? &s->hw.level[s->hw.nlevels - 1] : NULL;
+    const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
     double bw = mem ? mem->gbs * th : 0;
     if (mem && mem->total_gbs > 0 && bw > mem->total_gbs) bw = mem->total_gbs;
     bool mem_bound = bw > 0 && peak > 0 && (double)fv / peak < (double)bv / bw;
@@ -1726,7 +1828,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
       buf_free(&junk);
     } else {
-      pred = cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
+      pred = cost_roofline(hw, s->threads, (double)fv, (double)bv);
     }
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
   }
@@ -1948,6 +2050,7 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
 
 static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
   const HwModel *show = &s->hw;
+  const char *note = NULL;
   if (*arg) {
     char msg[512];
     HwModel hw;
@@ -1958,15 +2061,18 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
     if (!strcmp(hw.kind, "gpu")) {
       /* a GPU model: what :code cuda renders for and :sched plans on; the CPU's stays */
       s->gpu_hw = hw;
-      s->have_gpu_hw = true;
+      s->have_gpu_hw = s->gpu_hw_chosen = true;
       show = &s->gpu_hw;
+
     } else {
-      s->hw = hw;
-      s->peak_measured = false;
+      /* `:hw host` is the detected host again, with its calibration */
+      bool host = !strcmp(hw.name, "host") && !hw.path[0];
+      note = set_cpu_model(s, host ? &s->host_hw : &hw, host && s->host_peak_measured);
     }
   }
   Buf b = {0};
   hw_describe(show, &b);
+  if (note) buf_printf(&b, "note: %s\n", note);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
   print_line(s, b.s);
   buf_free(&b);
@@ -2289,7 +2395,7 @@ static void load_calibration(Session *s) {
   if (!dir) return;
   Buf path = {0}, fp = {0};
   buf_printf(&path, "%s/calibration.txt", dir);
-  fingerprint(&s->hw, &fp);
+  fingerprint(&s->host_hw, &fp);
   FILE *f = fopen(path.s, "r");
   if (f) {
     char line[1024], key[64], val[900];
@@ -2301,7 +2407,7 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "peak_gflops_f32")) peak = atof(val);
     }
     fclose(f);
-    if (match && peak > 0) s->hw.peak_gflops_f32 = peak, s->peak_measured = true;
+    if (match && peak > 0) s->host_hw.peak_gflops_f32 = peak, s->host_peak_measured = true;
   }
   free(dir);
   buf_free(&path);
@@ -2309,6 +2415,10 @@ static void load_calibration(Session *s) {
 }
 
 int session_calibrate(Session *s) {
+  if (s->hw_foreign) {
+    fprintf(s->err, "dyn: --calibrate measures this CPU, and %s is a model of another: calibrate without --hw\n", s->hw.name);
+    return 1;
+  }
   if (!cpu_backend(s)) {
     fprintf(s->err, "dyn: --calibrate: %s\n", s->cpu_why);
     return 1;
@@ -2440,7 +2550,10 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
 #else
   snprintf(s->target, sizeof s->target, "ref");
 #endif
-  hw_detect_host(&s->hw);
+  hw_detect_host(&s->host_hw);
+  load_calibration(s);
+  s->hw = s->host_hw;
+  s->peak_measured = s->host_peak_measured;
   s->threads = opt && opt->threads > 0 ? opt->threads : (s->hw.cores > 0 ? s->hw.cores : 1);
   if (opt && opt->hw) {
     char msg[512];
@@ -2449,12 +2562,11 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
       fprintf(err, "dyn: %s; using the detected host\n", msg);
     } else if (!strcmp(hw.kind, "gpu")) {
       s->gpu_hw = hw;
-      s->have_gpu_hw = true;
-    } else {
-      s->hw = hw;
+      s->have_gpu_hw = s->gpu_hw_chosen = true;
+    } else if (strcmp(hw.name, "host") || hw.path[0]) {
+      const char *note = set_cpu_model(s, &hw, false);
+      if (note) fprintf(err, "dyn: %s\n", note);
     }
-  } else {
-    load_calibration(s);
   }
   if (opt && opt->target) {
     const char *t = opt->target;
@@ -2499,9 +2611,9 @@ void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, 
 }
 
 void session_banner(Session *s, Buf *out) {
-  buf_printf(out, "dyn %s -- back end: %s, hardware: %s (%d cores, %d-bit vectors) -- :help for help",
+  buf_printf(out, "dyn %s -- back end: %s, hardware: %s (%d cores, %d-bit vectors%s) -- :help for help",
              PACKAGE_VERSION, !strcmp(s->target, "ref") ? "reference evaluator" : "cpu (LLVM)", s->hw.name,
-             s->hw.cores, s->hw.vector_bits);
+             s->hw.cores, s->hw.vector_bits, s->hw_foreign ? "; for looking, statements run on this CPU's code" : "");
 }
 
 void session_free(Session *s) {
@@ -2512,6 +2624,7 @@ void session_free(Session *s) {
     val_free(&s->vars.a[i].v);
   }
   vec_free(s->vars);
+  drop_cpu_code(s, true);
   for (int i = 0; i < s->fns.n; i++) {
     cpu_program_free(s->fns.a[i]->backend);
     cuda_program_free(s->fns.a[i]->gpu_backend);
