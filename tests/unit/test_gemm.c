@@ -867,6 +867,73 @@ START_TEST(test_jit) {
 }
 END_TEST
 
+/* A model of another instruction set is for looking: its Jit builds, optimises and prints
+ * AArch64 code and refuses to load any; its contraction engine describes plans from the
+ * model's own rates and refuses to run.  Nothing here executes code for it. */
+START_TEST(test_foreign_model) {
+  char err[256];
+  HwModel arm;
+  ck_assert_msg(hw_load("neoverse-v2", &arm, err, sizeof err), "%s", err);
+  ck_assert_str_eq(arm.arch, "aarch64");
+  char why[256];
+  bool here = jit_runnable(&arm, why, sizeof why);
+#if defined(__aarch64__)
+  ck_assert(here);
+  return;
+#endif
+  ck_assert(!here);
+  ck_assert_msg(strstr(why, "neoverse-v2 is an aarch64 CPU"), "%s", why);
+  Jit *j = jit_new(&arm, err, sizeof err);
+  ck_assert_msg(j != NULL, "%s", err);
+  ck_assert(!jit_can_run(j));
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = jit_module_new(j, ctx, "arm");
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(ctx), v4 = LLVMVectorType(f32, 4);
+  LLVMTypeRef ps[3] = { v4, v4, v4 };
+  LLVMValueRef f = LLVMAddFunction(m, "fma4", LLVMFunctionType(v4, ps, 3, 0));
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "e"));
+  LLVMTypeRef tys[1] = { v4 };
+  unsigned id = LLVMLookupIntrinsicID("llvm.fma", 8);
+  LLVMValueRef args[3] = { LLVMGetParam(f, 0), LLVMGetParam(f, 1), LLVMGetParam(f, 2) };
+  LLVMBuildRet(b, LLVMBuildCall2(b, LLVMIntrinsicGetType(ctx, id, tys, 1), LLVMGetIntrinsicDeclaration(m, id, tys, 1),
+                                 args, 3, ""));
+  LLVMDisposeBuilder(b);
+  ck_assert_msg(jit_optimize(j, m, NULL, err, sizeof err), "%s", err);
+  Buf as = { 0 };
+  ck_assert_msg(jit_print_asm(j, m, &as, err, sizeof err), "%s", err);
+  ck_assert_msg(strstr(as.s, "fmla"), "%s", as.s);
+  buf_free(&as);
+  ck_assert(!jit_add_module(j, m, err, sizeof err));       /* disposes m */
+  ck_assert_msg(strstr(err, "cannot run on this CPU"), "%s", err);
+  ck_assert_ptr_null(jit_lookup(j, "fma4", err, sizeof err));
+  LLVMContextDispose(ctx);
+  jit_free(j);
+
+  GemmKernels *ga = gemm_compile(DYN_F32, &arm, err, sizeof err);
+  ck_assert_msg(ga != NULL, "%s", err);
+  GemmArgs x = { .batch = 1, .m = 300, .n = 200, .k = 100, .a_sm = 100, .a_sk = 1, .b_sk = 200, .b_sn = 1,
+                 .c_sm = 200, .c_sn = 1 };
+  GemmPlanInfo pi;
+  ck_assert(gemm_plan_info(ga, &x, 4, &pi));
+  ck_assert(pi.predicted_s > 0);
+  /* the model's own peak: 128-bit vectors, 4 FMA pipes at 3.1 GHz = 99.2 GFLOP/s a core */
+  double flops = 2.0 * 300 * 200 * 100;
+  ck_assert_msg(flops / pi.predicted_s / 4 < 99.3e9, "%.3g GFLOP/s a core", flops / pi.predicted_s / 4 * 1e-9);
+  ck_assert(gemm_peak_gflops(ga, NULL, 0.01) == 0);
+  float a[1] = { 0 }, bb[1] = { 0 }, c[1] = { 0 };
+  GemmArgs one = { .batch = 1, .m = 1, .n = 1, .k = 1, .a = a, .a_sm = 1, .a_sk = 1, .b = bb, .b_sk = 1, .b_sn = 1,
+                   .c = c, .c_sm = 1, .c_sn = 1 };
+  ck_assert(!gemm_run(ga, &one, NULL, err, sizeof err));
+  ck_assert_msg(strstr(err, "cannot run on this CPU"), "%s", err);
+  Buf code = { 0 };
+  ck_assert_msg(gemm_code(ga, "asm", &code, err, sizeof err), "%s", err);
+  ck_assert(strstr(code.s, "fmla"));
+  buf_free(&code);
+  gemm_free(ga);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gemm");
   TCase *tc = tcase_create("gemm");
@@ -900,6 +967,7 @@ int main(void) {
   suite_add_tcase(s, tp);
   TCase *tj = tcase_create("jit");
   tcase_add_test(tj, test_jit);
+  tcase_add_test(tj, test_foreign_model);
   suite_add_tcase(s, tj);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
