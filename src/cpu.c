@@ -340,6 +340,20 @@ static LLVMValueRef slot_ptr(G *g, int slot) {
   return LLVMBuildGEP2(g->b, g->i8, base, (LLVMValueRef[]){LLVMBuildMul(g->b, g->parity, bytes, "")}, 1, "");
 }
 
+/* A module's block of zeros, what a clamped load of a tensor with no elements reads. */
+static LLVMValueRef zero_block(G *g) {
+  LLVMValueRef z = LLVMGetNamedGlobal(g->m, "dyn.zeros");
+  if (!z) {
+    LLVMTypeRef t = LLVMArrayType(g->i64, 2);
+    z = LLVMAddGlobal(g->m, t, "dyn.zeros");
+    LLVMSetInitializer(z, LLVMConstNull(t));
+    LLVMSetLinkage(z, LLVMPrivateLinkage);
+    LLVMSetGlobalConstant(z, 1);
+    LLVMSetAlignment(z, 16);
+  }
+  return z;
+}
+
 /* The element offset of an access: sum of subscript * stride; the last stride is 1. */
 static LLVMValueRef offset(G *g, int slot, LLVMValueRef *subs, int first, int n) {
   LLVMValueRef off = c64(g, 0);
@@ -357,7 +371,16 @@ static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_b
   int first = s->kind == SLOT_LOCAL ? g->kn->nouter : 0;
   LLVMValueRef subs[DYN_MAX_RANK];
   for (int k = 0; k < e->n; k++) subs[k] = gen(g, e->a[k], guard, in_branch);
+  LLVMValueRef base = slot_ptr(g, e->slot);
   if (e->checked || in_branch) {
+    /* Each subscript is clamped into [0, dim - 1], so that a load that is flagged, or in a
+     * branch not taken, stays in the buffer.  A tensor with no elements has no such range:
+     * then every subscript is 0 and the load reads a block of zeros instead. */
+    LLVMValueRef empty = LLVMConstInt(g->i1, 0, 0);
+    for (int k = first; k < e->n; k++) {
+      LLVMValueRef dim = load_i64(g, g->shape, (int64_t)e->slot * DYN_MAX_RANK + (k - first));
+      empty = LLVMBuildOr(g->b, empty, LLVMBuildICmp(g->b, LLVMIntEQ, dim, c64(g, 0), ""), "");
+    }
     for (int k = first; k < e->n; k++) {
       LLVMValueRef dim = load_i64(g, g->shape, (int64_t)e->slot * DYN_MAX_RANK + (k - first));
       if (e->checked) {
@@ -365,15 +388,15 @@ static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_b
                                        LLVMBuildICmp(g->b, LLVMIntSGE, subs[k], dim, ""), "");
         flag(g, guard ? LLVMBuildAnd(g->b, bad, guard, "") : bad);
       }
-      /* clamp into [0, dim - 1] so a load of an untaken branch stays in the buffer */
-      LLVMValueRef top = LLVMBuildSub(g->b, dim, c64(g, 1), "");
+      LLVMValueRef top = LLVMBuildSelect(g->b, empty, c64(g, 0), LLVMBuildSub(g->b, dim, c64(g, 1), ""), "");
       LLVMValueRef v = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, subs[k], top, ""), top, subs[k], "");
       subs[k] = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, v, c64(g, 0), ""), c64(g, 0), v, "");
     }
+    base = LLVMBuildSelect(g->b, empty, zero_block(g), base, "");
   }
   LLVMValueRef off = offset(g, e->slot, subs, first, e->n);
   LLVMTypeRef mt = mem_ty(g, s->type.elem);
-  LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, slot_ptr(g, e->slot), &off, 1, "");
+  LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, base, &off, 1, "");
   LLVMValueRef v = LLVMBuildLoad2(g->b, mt, ptr, "");
   if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
   return v;
