@@ -323,6 +323,46 @@ static KExpr *inline_into(L *l, KExpr *e, const Node *p) {
   return e;
 }
 
+/* Can evaluating e stop with a run-time error: a load checked at run time, or an integer
+ * division or modulo by something other than a non-zero constant? */
+static bool kx_can_fail(const KExpr *e) {
+  if (e->kind == KX_LOAD && e->checked) return true;
+  if (e->kind == KX_BIN && (e->op == OP_DIV || e->op == OP_MOD) && !elem_is_float(e->ty) &&
+      !(e->a[1]->kind == KX_CONST && e->a[1]->i != 0))
+    return true;
+  for (int i = 0; i < e->n; i++)
+    if (kx_can_fail(e->a[i])) return true;
+  return false;
+}
+
+/* Inlining p must not change which errors a program reports.  A load of p is replaced by
+ * p's expression at the load's subscripts, and a subscript p does not use disappears with
+ * it, and so would its check or its division (E[I[i], i] of an E that reads only its second
+ * index; E[i % P, i]): such a load keeps p materialised.  And if p itself can fail, every
+ * element of p must still be computed: each load must read all of p, outside any branch of
+ * a where(), so that inlining computes each element at least once.  Counts into *ok. */
+static void inline_safe(L *l, const KExpr *e, const Node *p, bool fails, bool in_branch, bool *ok) {
+  if (!*ok) return;
+  if (e->kind == KX_LOAD && e->slot == p->slot) {
+    if (e->checked) *ok = false;
+    for (int k = 0; k < e->n && *ok; k++)
+      if (kx_can_fail(e->a[k])) *ok = false;
+    if (fails && *ok) {
+      uint64_t seen = 0;
+      const Slot *ps = &l->slots.a[p->slot];
+      if (in_branch || e->n != ps->type.rank) *ok = false;
+      for (int k = 0; k < e->n && *ok; k++) {
+        const KExpr *x = e->a[k];
+        if (x->kind != KX_AXIS || (seen >> (x->axis % 64) & 1) || l->axes.a[x->axis].extent != ps->type.dims[k])
+          *ok = false;
+        else
+          seen |= 1ull << (x->axis % 64);
+      }
+    }
+  }
+  for (int i = 0; i < e->n; i++) inline_safe(l, e->a[i], p, fails, in_branch || (e->kind == KX_SELECT && i > 0), ok);
+}
+
 static bool is_output(L *l, int slot, const int *outs, int nout) {
   for (int i = 0; i < nout; i++)
     if (outs[i] == slot) return true;
@@ -515,10 +555,15 @@ static void fuse_inline(L *l, const int *outs, int nout) {
     int uses = 0, in_red = 0;
     for (int j = i + 1; j < l->nodes.n; j++)
       if (!l->nodes.a[j].dead) count_loads(l->nodes.a[j].expr, p->slot, false, &uses, &in_red);
+    bool fails = kx_can_fail(p->expr);
     if (uses == 0) {
-      p->dead = true;              /* unused: nothing reads it */
+      p->dead = !fails;            /* unused: nothing reads it (but its errors are still errors) */
       continue;
     }
+    bool safe = true;
+    for (int j = i + 1; j < l->nodes.n && safe; j++)
+      if (!l->nodes.a[j].dead) inline_safe(l, l->nodes.a[j].expr, p, fails, false, &safe);
+    if (!safe) continue;
     bool cheap = !kexpr_transcendental(p->expr);
     if (!cheap && !(uses == 1 && in_red == 0)) continue;
     bool operand = false;
