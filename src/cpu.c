@@ -370,7 +370,11 @@ static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_b
   const Slot *s = &g->p->slots[e->slot];
   int first = s->kind == SLOT_LOCAL ? g->kn->nouter : 0;
   LLVMValueRef subs[DYN_MAX_RANK];
-  for (int k = 0; k < e->n; k++) subs[k] = gen(g, e->a[k], guard, in_branch);
+  for (int k = 0; k < e->n; k++) {
+    subs[k] = gen(g, e->a[k], guard, in_branch);
+    /* a subscript read from an i32 tensor, or computed in i32: addresses are i64 */
+    if (e->a[k]->ty == DYN_I32) subs[k] = LLVMBuildSExt(g->b, subs[k], g->i64, "");
+  }
   LLVMValueRef base = slot_ptr(g, e->slot);
   if (e->checked || in_branch) {
     /* Each subscript is clamped into [0, dim - 1], so that a load that is flagged, or in a

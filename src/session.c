@@ -76,6 +76,10 @@ struct Session {
   Arena *tmp;                      /* the arena of the input being run */
   Arena *call_tmp;                 /* session_call's, emptied at the start of each call */
   int found;                       /* where find_fn last found a function */
+  bool compile_all;                /* :check: compile even the smallest top-level statement */
+  unsigned ran_compiled;           /* calls a compiled back end answered (:check counts them) */
+  unsigned ran_instead;            /* calls with target cpu or gpu that the evaluator answered */
+  char instead_why[300];           /* why, the last time */
   int depth;                       /* nested :load / import */
 };
 
@@ -744,8 +748,15 @@ static double program_work(const Program *p, const EvalSizes *sz) {
 static bool use_cpu(Session *s, Func *f, const EvalSizes *sz) {
   if (memcmp(s->target, "cpu", 4)) return false;     /* targets are short: one compare */
   /* a top-level statement runs once: compiling it pays only for large work */
-  if (f->anonymous && program_work(f->prog, sz) < 1e6) return false;
-  return cpu_backend(s) != NULL;
+  if (f->anonymous && !s->compile_all && program_work(f->prog, sz) < 1e6) {
+    snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
+    return false;
+  }
+  if (!cpu_backend(s)) {
+    snprintf(s->instead_why, sizeof s->instead_why, "%s", s->cpu_why);
+    return false;
+  }
+  return true;
 }
 
 /* Compile f for the CPU once (on first use); false if it cannot be. */
@@ -755,6 +766,7 @@ static bool ensure_compiled(Session *s, Func *f) {
   f->backend = cpu_compile(s->cpu, f->prog, msg, sizeof msg);
   if (!f->backend) {
     fprintf(s->err, "dyn: %s: compiling for the CPU failed (%s); the reference evaluator runs it\n", f->name, msg);
+    snprintf(s->instead_why, sizeof s->instead_why, "compiling %s for the CPU failed", f->name);
     return false;
   }
   f->compiles++;
@@ -792,11 +804,15 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   } else if (use_cpu(s, f, sz) && ensure_compiled(s, f)) {
     r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
   }
-  if (r == 1) return true;
+  if (r == 1) {
+    s->ran_compiled++;
+    return true;
+  }
   if (r < 0) {
     error(s, at, E_RUNTIME, msg);
     return false;
   }
+  if (strcmp(s->target, "ref")) s->ran_instead++;
   Buf err = {0};
   Span esp = {0};
   bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
@@ -1914,6 +1930,11 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   Buf b = {0};
   bool ok = true;
   snprintf(s->target, sizeof s->target, "ref");
+  /* every back end draws the same random numbers: rand() in the expression starts from the
+   * same state each time, and the session goes on from where the reference left it */
+  uint64_t rng0[4], rng1[4];
+  memcpy(rng0, s->rng, sizeof rng0);
+  memcpy(rng1, s->rng, sizeof rng1);
   Expr *e = parse_arg_expr(s, arg, at);
   if (!e) goto out;
   Func *fn = e->kind == EX_CALL ? find_fn(s, e->name) : NULL;
@@ -1922,6 +1943,7 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     for (int i = 0; i < e->nargs && !failed(s); i++) args[i] = eval_top(s, e->args[i]);
   }
   if (!failed(s)) ref = check_run(s, arg, at, e, fn, args);
+  memcpy(rng1, s->rng, sizeof rng1);
   if (failed(s)) goto out;
   val_type_str(&ref, &b);
   buf_puts(&b, ": ref computed");
@@ -1934,10 +1956,22 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
       continue;
     }
     snprintf(s->target, sizeof s->target, "%s", targets[t]);
+    memcpy(s->rng, rng0, sizeof rng0);
+    unsigned ran = s->ran_compiled, instead = s->ran_instead;
+    s->compile_all = true;
     Value v = check_run(s, arg, at, e, fn, args);
+    s->compile_all = false;
     if (failed(s)) {
       val_free(&v);
       goto out;
+    }
+    if (s->ran_instead != instead) {
+      /* a back end that did not run is not checked: say so, and why */
+      buf_printf(&b, "; %s did not run %s (%s)", targets[t], s->ran_compiled == ran ? "it" : "all of it",
+                 s->instead_why);
+      ok = false;
+      val_free(&v);
+      continue;
     }
     /* f32 contractions on the tensor cores round their operands to 10 (tf32) or 7 (bf16)
      * bits: a relative error of a few units of 2^-11 or 2^-8 of the largest value */
@@ -1964,6 +1998,7 @@ out:
     free(args);
   }
   memcpy(s->target, saved, sizeof saved);
+  memcpy(s->rng, rng1, sizeof rng1);
   return failed(s) ? RUN_ERROR : RUN_OK;
 }
 
