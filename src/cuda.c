@@ -394,9 +394,14 @@ static bool needs_err(const CudaProgram *cp, const KExpr *e) {
   return false;
 }
 
+/* A C identifier from a name: letters and digits kept, runs of anything else one '_', and an
+ * 'x' before a name that would start with a digit (an implicit index "_0" is "x0"). */
 static void sanitize(const char *in, char *out, size_t n) {
   size_t j = 0;
-  if (!(*in >= 'A' && *in <= 'Z') && !(*in >= 'a' && *in <= 'z') && *in != '_' && j + 1 < n) out[j++] = 'x';
+  const char *first = in;
+  while (*first && !((*first >= 'A' && *first <= 'Z') || (*first >= 'a' && *first <= 'z') || (*first >= '0' && *first <= '9')))
+    first++;
+  if (!((*first >= 'A' && *first <= 'Z') || (*first >= 'a' && *first <= 'z')) && j + 1 < n) out[j++] = 'x';
   for (const char *c = in; *c && j + 1 < n; c++) {
     bool ok = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9');
     if (ok) out[j++] = *c;

@@ -120,6 +120,11 @@ static const char *F64 =
   "fn bmm64(X: f64[B, M, K], Y: f64[B, K, N]) -> f64[B, M, N] {\n"
   "  Z[b, i, j] = sum[k] X[b, i, k] * Y[b, k, j]\n"
   "  return Z\n"
+  "}\n"
+  /* whole-tensor arithmetic: implicit indices, named _0 and _1 (once rendered as `0`) */
+  "fn twice(X: f32[N, M]) -> f32[N, M] {\n"
+  "  Y = X * 2\n"
+  "  return Y\n"
   "}\n";
 
 static PolyCtx *pc;
