@@ -247,6 +247,12 @@ static Expr *wrap_cast(S *s, Expr *e, DynElem to) {
 static Expr *coerce(S *s, Expr *e, DynElem to) {
   if (!e->weak) return e;
   if (e->kind == EX_NUM) {
+    /* a literal must fit the integer type it takes: every back end would wrap it its own way */
+    if (e->is_int && to == DYN_I32 && (e->ival > INT32_MAX || e->ival < INT32_MIN)) {
+      char lit[32];
+      snprintf(lit, sizeof lit, "%lld", (long long)e->ival);
+      err(s, e->span, E_INT_TYPE_RANGE, lit, elem_name(to));
+    }
     e->ty = to;
     e->weak = false;
     return e;
