@@ -163,9 +163,10 @@ static HwModel parse_ok(const char *text) {
 /* ---- every file in hw/ ---- */
 
 START_TEST(test_all_files) {
-  static const char *const required[] = {"generic-avx2", "skylake-avx512", "zen4", "zen5",
-                                         "neoverse-v2", "a100", "h100", "h200", "l4",
-                                         "rtx4090"};
+  static const char *const required[] = {"generic-avx2", "skylake-avx512", "icelake-server",
+                                         "sapphirerapids", "emeraldrapids", "graniterapids",
+                                         "zen3", "zen4", "zen5", "neoverse-v2", "a100", "h100",
+                                         "h200", "l4", "rtx4090"};
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
     HwModel m;
     if (!load(required[i], &m)) continue;
@@ -189,7 +190,7 @@ START_TEST(test_all_files) {
     n++;
   }
   closedir(d);
-  ck_assert_int_ge(n, 10);
+  ck_assert_int_ge(n, 15);
 }
 END_TEST
 
@@ -410,14 +411,15 @@ START_TEST(test_load_unknown) {
   HwModel m;
   char err[1024];
   ck_assert(!hw_load("nosuch", &m, err, sizeof err));
-  ck_assert_msg(!strncmp(err, "no hardware description 'nosuch' (known: a100, generic-avx2, ",
-                         61),
+  ck_assert_msg(!strncmp(err, "no hardware description 'nosuch' (known: a100, emeraldrapids, ",
+                         62),
                 "%s", err);
   /* Every required file is listed, in order. */
   const char *p = err;
-  static const char *const names[] = {"a100", "generic-avx2", "h100", "h200", "l4",
-                                      "neoverse-v2", "rtx4090", "skylake-avx512", "zen4",
-                                      "zen5"};
+  static const char *const names[] = {"a100", "emeraldrapids", "generic-avx2", "graniterapids",
+                                      "h100", "h200", "icelake-server", "l4", "neoverse-v2",
+                                      "rtx4090", "sapphirerapids", "skylake-avx512", "zen3",
+                                      "zen4", "zen5"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     const char *q = strstr(p, names[i]);
     ck_assert_msg(q != NULL, "%s missing from: %s", names[i], err);
