@@ -40,35 +40,38 @@ typedef struct {
   unsigned kinds;
   bool required;
   size_t off, cap;       /* where the value goes in HwModel (V_CC: cc_major and cc_minor) */
+  int fig;               /* its HW_F_* in HwModel.prov[]; -1 for words and text */
 } KeyDef;
 
 #define AT(f) offsetof(HwModel, f), sizeof(((HwModel *)0)->f)
 
 static const KeyDef KEYS[] = {
-  {"name", V_STR, FOR_BOTH, true, AT(name)},
-  {"kind", V_KIND, FOR_BOTH, true, AT(kind)},
-  {"desc", V_STR, FOR_BOTH, true, AT(desc)},
-  {"ghz", V_NUM, FOR_BOTH, true, AT(ghz)},
-  {"peak_gflops_f32", V_NUM, FOR_BOTH, false, AT(peak_gflops_f32)},
-  {"cores", V_INT, FOR_CPU, true, AT(cores)},
-  {"vector_bits", V_INT, FOR_CPU, true, AT(vector_bits)},
-  {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs)},
-  {"fma_units", V_INT, FOR_CPU, true, AT(fma_units)},
-  {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency)},
-  {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu)},
-  {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback)},
-  {"llvm_features", V_STR, FOR_CPU, true, AT(llvm_features)},
-  {"sm_count", V_INT, FOR_GPU, true, AT(sm_count)},
-  {"cc", V_CC, FOR_GPU, true, 0, 0},
-  {"warp_size", V_INT, FOR_GPU, true, AT(warp_size)},
-  {"regs_per_sm", V_INT, FOR_GPU, true, AT(regs_per_sm)},
-  {"regs_per_thread_max", V_INT, FOR_GPU, true, AT(regs_per_thread_max)},
-  {"smem_per_sm", V_SIZE, FOR_GPU, true, AT(smem_per_sm)},
-  {"smem_per_block", V_SIZE, FOR_GPU, true, AT(smem_per_block)},
-  {"max_threads_per_block", V_INT, FOR_GPU, true, AT(max_threads_per_block)},
-  {"fp32_tflops", V_NUM, FOR_GPU, true, AT(fp32_tflops)},
-  {"tf32_tflops", V_NUM, FOR_GPU, true, AT(tf32_tflops)},
-  {"bf16_tflops", V_NUM, FOR_GPU, true, AT(bf16_tflops)},
+  {"name", V_STR, FOR_BOTH, true, AT(name), -1},
+  {"kind", V_KIND, FOR_BOTH, true, AT(kind), -1},
+  {"desc", V_STR, FOR_BOTH, true, AT(desc), -1},
+  {"ghz", V_NUM, FOR_BOTH, true, AT(ghz), HW_F_GHZ},
+  {"peak_gflops_f32", V_NUM, FOR_BOTH, false, AT(peak_gflops_f32), HW_F_PEAK},
+  {"cores", V_INT, FOR_CPU, true, AT(cores), HW_F_CORES},
+  {"vector_bits", V_INT, FOR_CPU, true, AT(vector_bits), HW_F_VECTOR_BITS},
+  {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs), HW_F_VEC_REGS},
+  {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
+  {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
+  {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu), -1},
+  {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback), -1},
+  {"llvm_features", V_STR, FOR_CPU, true, AT(llvm_features), -1},
+  {"sm_count", V_INT, FOR_GPU, true, AT(sm_count), HW_F_SM_COUNT},
+  {"cc", V_CC, FOR_GPU, true, 0, 0, HW_F_CC},
+  {"warp_size", V_INT, FOR_GPU, true, AT(warp_size), HW_F_WARP_SIZE},
+  {"regs_per_sm", V_INT, FOR_GPU, true, AT(regs_per_sm), HW_F_REGS_PER_SM},
+  {"regs_per_thread_max", V_INT, FOR_GPU, true, AT(regs_per_thread_max),
+   HW_F_REGS_PER_THREAD_MAX},
+  {"smem_per_sm", V_SIZE, FOR_GPU, true, AT(smem_per_sm), HW_F_SMEM_PER_SM},
+  {"smem_per_block", V_SIZE, FOR_GPU, true, AT(smem_per_block), HW_F_SMEM_PER_BLOCK},
+  {"max_threads_per_block", V_INT, FOR_GPU, true, AT(max_threads_per_block),
+   HW_F_MAX_THREADS_PER_BLOCK},
+  {"fp32_tflops", V_NUM, FOR_GPU, true, AT(fp32_tflops), HW_F_FP32_TFLOPS},
+  {"tf32_tflops", V_NUM, FOR_GPU, true, AT(tf32_tflops), HW_F_TF32_TFLOPS},
+  {"bf16_tflops", V_NUM, FOR_GPU, true, AT(bf16_tflops), HW_F_BF16_TFLOPS},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -209,9 +212,12 @@ static void fmt_bytes(int64_t b, char *dst, size_t cap) {
 
 /* One line split into key and value.  Returns 0 for a blank or comment line, 1 for an entry,
  * -1 with *why for a malformed line.  '#' starts a comment outside double quotes; a quoted
- * value keeps '#' and surrounding spaces. */
+ * value keeps '#' and surrounding spaces.  An entry's comment, if it has one, is left in
+ * *cmt and *cmtlen (the text after '#'; both may be NULL). */
 static int split_line(const char *s, size_t n, char *key, size_t keycap, char *val,
-                      size_t valcap, const char **why) {
+                      size_t valcap, const char **why, const char **cmt, size_t *cmtlen) {
+  if (cmt) *cmt = NULL;
+  if (cmtlen) *cmtlen = 0;
   size_t i = 0;
   while (i < n && is_blank(s[i])) i++;
   if (i == n || s[i] == '#') return 0;
@@ -254,6 +260,10 @@ static int split_line(const char *s, size_t n, char *key, size_t keycap, char *v
     v1 = i;
     while (v1 > v0 && is_blank(s[v1 - 1])) v1--;
   }
+  if (i < n && cmt && cmtlen) {
+    *cmt = s + i + 1;
+    *cmtlen = n - i - 1;
+  }
   if (v1 - v0 >= valcap) {
     *why = "value too long";
     return -1;
@@ -271,7 +281,41 @@ typedef struct {
   int lvl_linesz[NLEVELS];
   double lvl_gbs[NLEVELS], lvl_total[NLEVELS];
   int lvl_shared[NLEVELS];        /* 0 = "all" (or unset): the whole chip or device */
+  HwProv lvl_prov[NLEVELS][NLF];
 } ParseState;
+
+/* ---- where figures come from --------------------------------------------------------------- */
+
+/* What the comments that stand for a figure say (hw/README.md, "Where figures come from"):
+ * any text at all, a word of estimation, a word of measurement. */
+typedef struct { bool any, guess, measured; } Said;
+
+/* Does s[0..n) hold w (lower case), in any case? */
+static bool says(const char *s, size_t n, const char *w) {
+  size_t wl = strlen(w);
+  for (size_t i = 0; i + wl <= n; i++) {
+    size_t j = 0;
+    while (j < wl && tolower((unsigned char)s[i + j]) == w[j]) j++;
+    if (j == wl) return true;
+  }
+  return false;
+}
+
+static void said_add(Said *c, const char *s, size_t n) {
+  size_t i = 0;
+  while (i < n && (is_blank(s[i]) || s[i] == '#')) i++;
+  if (i == n) return;                 /* an empty comment says nothing */
+  c->any = true;
+  c->guess |= says(s, n, "approximat") || says(s, n, "estimat");
+  c->measured |= says(s, n, "measured");
+}
+
+static HwProv said_prov(const Said *c) {
+  return !c->any ? HW_UNSOURCED : c->guess ? HW_GUESSED : c->measured ? HW_MEASURED : HW_SOURCED;
+}
+
+/* A figure derived from others is as good as the weakest of them. */
+static HwProv weakest(HwProv a, HwProv b) { return a < b ? a : b; }
 
 static int find_key(const char *key) {
   for (int i = 0; i < NKEYS; i++)
@@ -483,7 +527,10 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
   }
   buf_free(&miss);
 
-  if (gpu) out->cores = out->sm_count;   /* a GPU's units of parallelism are its SMs */
+  if (gpu) {
+    out->cores = out->sm_count;         /* a GPU's units of parallelism are its SMs */
+    out->prov[HW_F_CORES] = out->prov[HW_F_SM_COUNT];
+  }
   if (!out->llvm_cpu_fallback[0] && !gpu)
     copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, "generic");
 
@@ -504,6 +551,15 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
     lv->line = st->lvl_linesz[l] ? st->lvl_linesz[l]
                : out->nlevels ? out->level[out->nlevels - 1].line : 64;
     lv->gbs = st->lvl_gbs[l];
+    const HwProv *pv = st->lvl_prov[l];
+    lv->prov_bytes = !strcmp(LEVELS[l].prefix, "smem") ? out->prov[HW_F_SMEM_PER_SM]
+                                                        : pv[LF_BYTES];
+    lv->prov_line = st->lvl_linesz[l] ? pv[LF_LINE]
+                    : out->nlevels ? out->level[out->nlevels - 1].prov_line : HW_GUESSED;
+    lv->prov_gbs = pv[LF_GBS];
+    /* Unset, a cache is private and main memory the chip's: what its size's comment says. */
+    lv->prov_shared = st->lvl_line[l][LF_SHARED] ? pv[LF_SHARED]
+                      : lv->prov_bytes ? lv->prov_bytes : lv->prov_gbs;
     int all = gpu ? out->sm_count : out->cores;
     bool whole = LEVELS[l].main || (gpu && !strcmp(LEVELS[l].prefix, "l2"));
     lv->shared_by = st->lvl_line[l][LF_SHARED] ? (st->lvl_shared[l] ? st->lvl_shared[l] : all)
@@ -527,9 +583,14 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
         return false;
       }
       lv->total_gbs = lv->gbs;
+      lv->prov_total = lv->prov_gbs;
     } else {
-      /* Private caches scale with cores; a file may state the chip's figure instead. */
+      /* Private caches scale with cores; a file may state the chip's figure instead.  For a
+       * shared cache the product assumes it feeds all its cores at once: a default. */
       lv->total_gbs = st->lvl_total[l] ? st->lvl_total[l] : lv->gbs * out->cores;
+      lv->prov_total = st->lvl_total[l] ? pv[LF_TOTAL]
+                       : lv->shared_by == 1 ? weakest(lv->prov_gbs, out->prov[HW_F_CORES])
+                                            : HW_GUESSED;
     }
     if (out->nlevels > 0 && lv->bytes && out->level[out->nlevels - 1].bytes >= lv->bytes) {
       char a[32], b[32];
@@ -543,10 +604,16 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
     }
     out->nlevels++;
   }
-  if (!out->peak_gflops_f32)
+  if (!out->peak_gflops_f32) {
     out->peak_gflops_f32 = gpu ? out->fp32_tflops * 1000.0
                                : out->cores * out->ghz * out->fma_units * 2.0 *
                                      (out->vector_bits / 32);
+    const HwProv *f = out->prov;
+    out->prov[HW_F_PEAK] =
+        gpu ? f[HW_F_FP32_TFLOPS]
+            : weakest(weakest(f[HW_F_CORES], f[HW_F_GHZ]),
+                      weakest(f[HW_F_FMA_UNITS], f[HW_F_VECTOR_BITS]));
+  }
   return true;
 }
 
@@ -563,19 +630,37 @@ bool hw_parse(const char *text, const char *fname, HwModel *out, char *err, size
   for (const char *p = text; *p;) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    if (split_line(p, n, key, sizeof key, val, sizeof val, &reason) == 1 && !strcmp(key, "kind"))
+    if (split_line(p, n, key, sizeof key, val, sizeof val, &reason, NULL, NULL) == 1 &&
+        !strcmp(key, "kind"))
       kind = !strcmp(val, "cpu") ? FOR_CPU : !strcmp(val, "gpu") ? FOR_GPU : 0;
     p += n + (nl != NULL);
   }
 
+  /* A figure's comment is the one on its own line, else the nearest run of comment lines
+   * above it in its paragraph (hw/README.md): `block` is that run, `in_block` whether the
+   * line before was one of its lines. */
+  Said block = {0};
+  bool in_block = false;
   int lineno = 0;
   for (const char *p = text; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    const char *nl = strchr(p, '\n'), *ln = p;
+    size_t n = nl ? (size_t)(nl - p) : strlen(p), i0 = 0;
     lineno++;
-    int r = split_line(p, n, key, sizeof key, val, sizeof val, &reason);
     p += n + (nl != NULL);
-    if (r == 0) continue;
+    while (i0 < n && is_blank(ln[i0])) i0++;
+    if (i0 == n || ln[i0] == '#') {
+      if (i0 == n) block = (Said){0};
+      else {
+        if (!in_block) block = (Said){0};
+        said_add(&block, ln + i0 + 1, n - i0 - 1);
+      }
+      in_block = i0 < n;
+      continue;
+    }
+    in_block = false;
+    const char *cmt;
+    size_t cmtlen;
+    int r = split_line(ln, n, key, sizeof key, val, sizeof val, &reason, &cmt, &cmtlen);
     if (r < 0) {
       fail(err, errlen, "%s:%d: %s", fname, lineno, reason);
       goto done;
@@ -609,6 +694,11 @@ bool hw_parse(const char *text, const char *fname, HwModel *out, char *err, size
       fail(err, errlen, "%s:%d: %s", fname, lineno, why);
       goto done;
     }
+    Said own = {0};
+    if (cmt) said_add(&own, cmt, cmtlen);
+    HwProv prov = said_prov(own.any ? &own : &block);
+    if (ki >= 0 && KEYS[ki].fig >= 0) out->prov[KEYS[ki].fig] = prov;
+    else if (ki < 0) st->lvl_prov[lv][lf] = prov;
   }
   if (!st->key_line[find_key("kind")]) {
     fail(err, errlen, "%s: missing key 'kind' (cpu or gpu)", fname);
@@ -619,6 +709,28 @@ done:
   free(st);
   if (!ok) memset(out, 0, sizeof *out);   /* no half-filled model to use by mistake */
   return ok;
+}
+
+int hw_prov(const HwModel *h, const char *key) {
+  unsigned kind = !strcmp(h->kind, "gpu") ? FOR_GPU : FOR_CPU;
+  int ki = find_key(key), l, f;
+  if (ki >= 0)
+    return KEYS[ki].fig >= 0 && (KEYS[ki].kinds & kind) ? (int)h->prov[KEYS[ki].fig] : -1;
+  if (!find_level_key(key, &l, &f) || !(LEVELS[l].kinds & kind)) return -1;
+  for (int i = 0; i < h->nlevels; i++) {
+    const HwLevel *lv = &h->level[i];
+    if (strcmp(lv->name, LEVELS[l].name)) continue;
+    if (f == LF_BYTES && !lv->bytes) return -1;      /* main memory of unstated size */
+    const HwProv by_field[NLF] = {lv->prov_bytes, lv->prov_line, lv->prov_gbs, lv->prov_total,
+                                  lv->prov_shared};
+    return (int)by_field[f];
+  }
+  return -1;
+}
+
+void hw_set_measured_peak(HwModel *h, double gflops) {
+  h->peak_gflops_f32 = gflops;
+  h->prov[HW_F_PEAK] = HW_MEASURED;
 }
 
 /* ---- hw_dir and hw_load ------------------------------------------------------------------ */
@@ -1136,6 +1248,7 @@ static void guess_cpu(const char *root, CpuGuess *g) {
  * moved away from its data).  Detection must always succeed, and these are the safest
  * figures we have; test_hw checks that they still match the file. */
 static const char BUILTIN_GENERIC[] =
+    "# approximate: the figures of generic-avx2.hw, whose sources are in that file\n"
     "name = generic-avx2\nkind = cpu\n"
     "desc = generic x86-64 core with AVX2 and FMA (built-in copy of generic-avx2.hw)\n"
     "cores = 4\nghz = 3.0\nvector_bits = 256\nvec_regs = 16\nfma_units = 2\nfma_latency = 5\n"
@@ -1171,6 +1284,7 @@ void hw_detect_host_in(const char *root, HwModel *out) {
   *out = base;
   copy_str(out->name, sizeof out->name, "host");
   out->path[0] = 0;
+  HwProv *prov = out->prov;
 
   /* Vector width and registers from the ISA; FMA pipes keep the file's total datapath width
    * (Zen 4's two 256-bit pipes are one 512-bit unit), so peak stays right when the width
@@ -1180,21 +1294,33 @@ void hw_detect_host_in(const char *root, HwModel *out) {
     out->fma_units = width / g.vector_bits > 0 ? width / g.vector_bits : 1;
     out->vector_bits = g.vector_bits;
   }
-  if (g.fma_units) out->fma_units = g.fma_units;
-  if (g.vec_regs) out->vec_regs = g.vec_regs;
+  if (g.vector_bits) prov[HW_F_VECTOR_BITS] = HW_MEASURED;
+  if (g.fma_units) {
+    out->fma_units = g.fma_units;
+    prov[HW_F_FMA_UNITS] = HW_MEASURED;
+  }
+  if (g.vec_regs) {
+    out->vec_regs = g.vec_regs;
+    prov[HW_F_VEC_REGS] = HW_MEASURED;
+  }
   if (g.llvm_cpu[0]) copy_str(out->llvm_cpu, sizeof out->llvm_cpu, g.llvm_cpu);
   if (g.llvm_fallback[0])
     copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, g.llvm_fallback);
   if (g.features[0]) copy_str(out->llvm_features, sizeof out->llvm_features, g.features);
 
   out->cores = usable_cores(root);
+  prov[HW_F_CORES] = HW_MEASURED;
   char model[128] = "";
   double ghz = cpuinfo_ghz(root, model, sizeof model);
   if (!g.model[0]) copy_str(g.model, sizeof g.model, model);
-  if (ghz > 0) out->ghz = ghz;
+  if (ghz > 0) {
+    out->ghz = ghz;
+    prov[HW_F_GHZ] = HW_MEASURED;
+  }
 
   /* Caches: sysfs, else cpuid, else the file's.  Bandwidths always come from the file, by
-   * level name; a level the file lacks takes main memory's (a cache is no slower). */
+   * level name; a level the file lacks takes main memory's (a cache is no slower), a
+   * default. */
   CacheInfo ci[3];
   const char *cache_src = "sysfs";
   int nc = sysfs_caches(root, ci);
@@ -1217,9 +1343,14 @@ void hw_detect_host_in(const char *root, HwModel *out) {
       lv->bytes = ci[l].bytes;
       lv->line = ci[l].line;
       lv->shared_by = ci[l].shared_by;
+      lv->prov_bytes = lv->prov_line = lv->prov_shared = HW_MEASURED;
       lv->gbs = mem.gbs;
+      lv->prov_gbs = HW_GUESSED;
       for (int j = 0; j < base.nlevels - 1; j++)
-        if (!strcmp(base.level[j].name, lv->name)) lv->gbs = base.level[j].gbs;
+        if (!strcmp(base.level[j].name, lv->name)) {
+          lv->gbs = base.level[j].gbs;
+          lv->prov_gbs = base.level[j].prov_gbs;
+        }
     }
     out->level[n++] = mem;
     out->nlevels = n;
@@ -1232,20 +1363,28 @@ void hw_detect_host_in(const char *root, HwModel *out) {
       /* Main memory: this machine's cores can draw at most their own streams' worth, and
        * never more than the chip the file describes. */
       lv->shared_by = out->cores;
+      lv->prov_shared = HW_MEASURED;
       double streams = lv->gbs * out->cores;
       lv->total_gbs = mem.total_gbs < streams ? mem.total_gbs : streams;
+      lv->prov_total = mem.total_gbs < streams ? mem.prov_total : lv->prov_gbs;
     } else {
+      /* As in a file without .total_gbs: exact for a private cache, a default for a shared
+       * one (it assumes the cache feeds all its cores at once). */
       lv->total_gbs = lv->gbs * out->cores;
+      lv->prov_total = lv->shared_by == 1 ? lv->prov_gbs : HW_GUESSED;
     }
   }
   out->peak_gflops_f32 = out->cores * out->ghz * out->fma_units * 2.0 * (out->vector_bits / 32);
+  prov[HW_F_PEAK] = weakest(weakest(prov[HW_F_CORES], prov[HW_F_GHZ]),
+                            weakest(prov[HW_F_FMA_UNITS], prov[HW_F_VECTOR_BITS]));
 
   snprintf(out->desc, sizeof out->desc, "%.80s%s%.30s, detected", g.model[0] ? g.model : "CPU",
            g.uarch[0] ? ", " : "", g.uarch);
   Buf src = {0};
   buf_printf(&src, "detected: ISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
              "FMA pipes and latency from %s%s", out->llvm_cpu, out->cores,
-             out->cores == 1 ? "" : "s", ghz > 0 ? "from /proc/cpuinfo" : "from the file",
+             out->cores == 1 ? "" : "s",
+             ghz > 0 ? "from /proc/cpuinfo" : "from the file",
              !cache_src ? "from the file (none detected)"
              : strcmp(cache_src, "sysfs") ? "from cpuid" : "from sysfs",
              base.path[0] ? base.name : from, base.path[0] ? ".hw" : "");
@@ -1255,26 +1394,45 @@ void hw_detect_host_in(const char *root, HwModel *out) {
 
 /* ---- hw_describe ---------------------------------------------------------------------------- */
 
+/* " [m]" after a figure: where it comes from (nothing for a model made without hw_parse). */
+static const char *tag(HwProv p, unsigned *seen) {
+  static const char *const tags[] = {"", " [?]", " [g]", " [s]", " [m]"};
+  *seen |= 1u << p;
+  return tags[p];
+}
+
 void hw_describe(const HwModel *hw, Buf *out) {
   bool gpu = !strcmp(hw->kind, "gpu");
-  char a[32], b[32];
+  const HwProv *f = hw->prov;
+  unsigned seen = 0;
+  char a[48], b[48];
   buf_printf(out, "%s: %s\n", hw->name, hw->desc);
   if (gpu) {
-    buf_printf(out, "  gpu:     %d SMs, compute capability %d.%d, %.2f GHz, warps of %d\n",
-               hw->sm_count, hw->cc_major, hw->cc_minor, hw->ghz, hw->warp_size);
+    buf_printf(out, "  gpu:     %d SMs%s, compute capability %d.%d%s, %.2f GHz%s, warps of %d%s\n",
+               hw->sm_count, tag(f[HW_F_SM_COUNT], &seen), hw->cc_major, hw->cc_minor,
+               tag(f[HW_F_CC], &seen), hw->ghz, tag(f[HW_F_GHZ], &seen), hw->warp_size,
+               tag(f[HW_F_WARP_SIZE], &seen));
     fmt_bytes(hw->smem_per_sm, a, sizeof a);
     fmt_bytes(hw->smem_per_block, b, sizeof b);
-    buf_printf(out, "  per SM:  %d registers (up to %d per thread), %s shared memory (up to %s "
-               "per block), up to %d threads per block\n", hw->regs_per_sm,
-               hw->regs_per_thread_max, a, b, hw->max_threads_per_block);
-    buf_printf(out, "  peak:    %.1f TFLOP/s f32, %.1f tf32, %.1f bf16 (tensor cores, dense)\n",
-               hw->fp32_tflops, hw->tf32_tflops, hw->bf16_tflops);
+    buf_printf(out, "  per SM:  %d registers%s (up to %d per thread%s), %s shared memory%s (up to "
+               "%s per block%s), up to %d threads per block%s\n", hw->regs_per_sm,
+               tag(f[HW_F_REGS_PER_SM], &seen), hw->regs_per_thread_max,
+               tag(f[HW_F_REGS_PER_THREAD_MAX], &seen), a, tag(f[HW_F_SMEM_PER_SM], &seen), b,
+               tag(f[HW_F_SMEM_PER_BLOCK], &seen), hw->max_threads_per_block,
+               tag(f[HW_F_MAX_THREADS_PER_BLOCK], &seen));
+    buf_printf(out, "  peak:    %.1f TFLOP/s f32%s, %.1f tf32%s, %.1f bf16%s (tensor cores, "
+               "dense)\n", hw->fp32_tflops, tag(f[HW_F_FP32_TFLOPS], &seen), hw->tf32_tflops,
+               tag(f[HW_F_TF32_TFLOPS], &seen), hw->bf16_tflops,
+               tag(f[HW_F_BF16_TFLOPS], &seen));
   } else {
-    buf_printf(out, "  cpu:     %d core%s at %.2f GHz, %d-bit vectors (%d registers), %d FMA "
-               "unit%s of latency %d\n", hw->cores, hw->cores == 1 ? "" : "s", hw->ghz,
-               hw->vector_bits, hw->vec_regs, hw->fma_units, hw->fma_units == 1 ? "" : "s",
-               hw->fma_latency);
-    buf_printf(out, "  peak:    %.0f GFLOP/s f32\n", hw->peak_gflops_f32);
+    buf_printf(out, "  cpu:     %d core%s%s at %.2f GHz%s, %d-bit vectors%s (%d registers%s), %d "
+               "FMA unit%s%s of latency %d%s\n", hw->cores, hw->cores == 1 ? "" : "s",
+               tag(f[HW_F_CORES], &seen), hw->ghz, tag(f[HW_F_GHZ], &seen), hw->vector_bits,
+               tag(f[HW_F_VECTOR_BITS], &seen), hw->vec_regs, tag(f[HW_F_VEC_REGS], &seen),
+               hw->fma_units, hw->fma_units == 1 ? "" : "s", tag(f[HW_F_FMA_UNITS], &seen),
+               hw->fma_latency, tag(f[HW_F_FMA_LATENCY], &seen));
+    buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
+               tag(f[HW_F_PEAK], &seen));
     buf_printf(out, "  llvm:    %s (fallback %s), %s\n", hw->llvm_cpu,
                hw->llvm_cpu_fallback[0] ? hw->llvm_cpu_fallback : "generic",
                hw->llvm_features[0] ? hw->llvm_features : "no extra features");
@@ -1283,18 +1441,35 @@ void hw_describe(const HwModel *hw, Buf *out) {
     const HwLevel *lv = &hw->level[i];
     bool last = i == hw->nlevels - 1;
     char size[64] = "", share[48] = "";
-    if (lv->bytes) fmt_bytes(lv->bytes, size, sizeof size);
-    else copy_str(size, sizeof size, "-");
+    if (lv->bytes) {
+      fmt_bytes(lv->bytes, a, sizeof a);
+      snprintf(size, sizeof size, "%s%s", a, tag(lv->prov_bytes, &seen));
+    } else {
+      copy_str(size, sizeof size, "-");
+    }
     if (gpu) copy_str(share, sizeof share, last || lv->shared_by > 1 ? "per device" : "per SM");
     else if (last) copy_str(share, sizeof share, "");
     else if (lv->shared_by == 1) copy_str(share, sizeof share, "per core");
     else snprintf(share, sizeof share, "per %d cores", lv->shared_by);
-    buf_printf(out, "  %-5s    %-10s %-13s", lv->name, size, share);
+    buf_printf(out, "  %-5s    %-14s %-13s", lv->name, size, share);
     if (!last) buf_printf(out, " %4d B lines", lv->line);
     else buf_printf(out, " %12s", "");
-    if (gpu) buf_printf(out, "  %.0f GB/s\n", lv->gbs);
-    else buf_printf(out, "  %.0f GB/s per core, %.0f GB/s in all\n", lv->gbs, lv->total_gbs);
+    if (gpu) buf_printf(out, "  %.0f GB/s%s\n", lv->gbs, tag(lv->prov_gbs, &seen));
+    else
+      buf_printf(out, "  %.0f GB/s%s per core, %.0f GB/s%s in all\n", lv->gbs,
+                 tag(lv->prov_gbs, &seen), lv->total_gbs, tag(lv->prov_total, &seen));
   }
+  /* The legend names the tags that appear, best first. */
+  static const char *const legend[] = {
+    [HW_MEASURED] = "[m] measured (on this machine, or as its file says)",
+    [HW_SOURCED] = "[s] from a source its file cites",
+    [HW_GUESSED] = "[g] guessed (approximate, or a default)",
+    [HW_UNSOURCED] = "[?] no source given",
+  };
+  int n = 0;
+  for (int p = HW_MEASURED; p > HW_NOT_TRACKED; p--)
+    if (seen & (1u << p)) buf_printf(out, "%s%s", n++ ? ", " : "  tags:    ", legend[p]);
+  if (n) buf_puts(out, "\n");
   if (hw->path[0]) buf_printf(out, "  from:    %s\n", hw->path);
   else if (hw->source[0]) buf_printf(out, "  from:    %s\n", hw->source);
 }
