@@ -984,14 +984,67 @@ static int sysfs_caches(const char *root, CacheInfo c[3]) {
   return c[0].level && c[1].level ? found : 0;
 }
 
-#ifdef HW_X86
+/* What an x86 CPU says of itself: vendor, family and model (cpuid's display family and
+ * model, extended fields folded in) and the features the OS lets us use.  Read from cpuid,
+ * or from a fake tree's /proc/cpuinfo (cpuinfo_x86) so tests can stand for any CPU. */
 typedef struct {
   char vendor[13], brand[49];
   int family, model;
   bool avx, avx2, fma, f16c, bmi, bmi2, avx512f, avx512dq, avx512cd, avx512bw, avx512vl,
-      avx512vnni, avx512bf16, topoext;
+      avx512vnni, avx512bf16, avx512fp16, topoext;
 } X86Id;
 
+/* The identity of the first processor in root's /proc/cpuinfo, as Linux prints it on x86
+ * ("vendor_id", "cpu family", "model", "model name", "flags"); false without a vendor, a
+ * family and flags.  Linux lists only the features the OS has enabled, as XGETBV would tell. */
+static bool cpuinfo_x86(const char *root, X86Id *id) {
+  char path[512], line[4096];
+  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
+  FILE *f = fopen(path, "r");
+  memset(id, 0, sizeof *id);
+  if (!f) return false;
+  bool fam = false, flags = false;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!colon) {
+      if (fam || flags) break;           /* the blank line after the first processor */
+      continue;
+    }
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    v[strcspn(v, "\n")] = 0;
+    size_t kl = (size_t)(colon - line);
+    while (kl && (line[kl - 1] == ' ' || line[kl - 1] == '\t')) kl--;
+    line[kl] = 0;
+    if (!strcmp(line, "vendor_id")) {
+      copy_str(id->vendor, sizeof id->vendor, v);
+    } else if (!strcmp(line, "cpu family")) {
+      id->family = atoi(v);
+      fam = true;
+    } else if (!strcmp(line, "model")) {
+      id->model = atoi(v);
+    } else if (!strcmp(line, "model name")) {
+      copy_str(id->brand, sizeof id->brand, v);
+    } else if (!strcmp(line, "flags")) {
+      flags = true;
+      struct { const char *flag; bool *on; } map[] = {
+        {"avx", &id->avx}, {"avx2", &id->avx2}, {"fma", &id->fma}, {"f16c", &id->f16c},
+        {"bmi1", &id->bmi}, {"bmi2", &id->bmi2}, {"avx512f", &id->avx512f},
+        {"avx512dq", &id->avx512dq}, {"avx512cd", &id->avx512cd}, {"avx512bw", &id->avx512bw},
+        {"avx512vl", &id->avx512vl}, {"avx512_vnni", &id->avx512vnni},
+        {"avx512_bf16", &id->avx512bf16}, {"avx512_fp16", &id->avx512fp16},
+        {"topoext", &id->topoext},
+      };
+      for (char *t = strtok(v, " \t"); t; t = strtok(NULL, " \t"))
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+          if (!strcmp(t, map[i].flag)) *map[i].on = true;
+    }
+  }
+  fclose(f);
+  return id->vendor[0] && fam && flags;
+}
+
+#ifdef HW_X86
 static void x86_identify(X86Id *id) {
   unsigned a = 0, b = 0, c = 0, d = 0, maxleaf = 0, maxext = 0;
   memset(id, 0, sizeof *id);
@@ -1030,6 +1083,7 @@ static void x86_identify(X86Id *id) {
       id->avx512bw = id->avx512f && ((b >> 30) & 1);
       id->avx512vl = id->avx512f && ((b >> 31) & 1);
       id->avx512vnni = id->avx512f && ((c >> 11) & 1);
+      id->avx512fp16 = id->avx512f && ((d >> 23) & 1);
       __cpuid_count(7, 1, a, b, c, d);
       id->avx512bf16 = id->avx512f && ((a >> 5) & 1);
     }
@@ -1137,86 +1191,148 @@ static long arm_cpu_part(const char *root) {
 }
 #endif
 
+/* The x86 CPUs that have a closer file than their ISA's, or an LLVM name of their own: one
+ * row per vendor, family and model range (the first that matches wins).  Intel's family 6
+ * model numbers are those of Linux's arch/x86/include/asm/intel-family.h; AMD's model ranges
+ * per family are the Zen generations of Linux's arch/x86/kernel/cpu/amd.c (bsp_init_amd).
+ * `isa` is what llvm_cpu implies: on a host whose OS enables less (no AVX-512 state in a VM,
+ * say), the row's file still describes the core but llvm_cpu is the ISA level's name. */
+typedef enum { ISA_X86_64, ISA_AVX, ISA_V3, ISA_V4 } IsaLevel;
+typedef struct {
+  const char *vendor;              /* "GenuineIntel", "AuthenticAMD" (HygonGenuine counts) */
+  int family_lo, family_hi, model_lo, model_hi;
+  IsaLevel isa;
+  const char *file, *llvm_cpu, *llvm_fallback, *uarch;
+} CpuRow;
+
+#define INTEL "GenuineIntel"
+#define AMD "AuthenticAMD"
+static const CpuRow CPU_ROWS[] = {
+  {INTEL, 6, 6, 0x55, 0x55, ISA_V4, "skylake-avx512", "skylake-avx512", "skylake-avx512",
+   "Skylake-SP/Cascade Lake/Cooper Lake"},
+  {INTEL, 6, 6, 0x6a, 0x6a, ISA_V4, "icelake-server", "icelake-server", "skylake-avx512",
+   "Ice Lake-SP"},
+  {INTEL, 6, 6, 0x6c, 0x6c, ISA_V4, "icelake-server", "icelake-server", "skylake-avx512",
+   "Ice Lake-D"},
+  {INTEL, 6, 6, 0x8f, 0x8f, ISA_V4, "sapphirerapids", "sapphirerapids", "icelake-server",
+   "Sapphire Rapids"},
+  {INTEL, 6, 6, 0xcf, 0xcf, ISA_V4, "emeraldrapids", "emeraldrapids", "sapphirerapids",
+   "Emerald Rapids"},
+  {INTEL, 6, 6, 0xad, 0xad, ISA_V4, "graniterapids", "graniterapids", "sapphirerapids",
+   "Granite Rapids"},
+  {INTEL, 6, 6, 0xae, 0xae, ISA_V4, "graniterapids", "graniterapids-d", "sapphirerapids",
+   "Granite Rapids-D"},
+  /* Client cores with AVX-512 have one 512-bit FMA unit, which the generic file's two
+   * 256-bit pipes describe once folded to 512-bit width. */
+  {INTEL, 6, 6, 0x66, 0x66, ISA_V4, "generic-avx2", "cannonlake", "skylake-avx512",
+   "Cannon Lake"},
+  {INTEL, 6, 6, 0x7d, 0x7e, ISA_V4, "generic-avx2", "icelake-client", "skylake-avx512",
+   "Ice Lake (client)"},
+  {INTEL, 6, 6, 0x8c, 0x8d, ISA_V4, "generic-avx2", "tigerlake", "icelake-client",
+   "Tiger Lake"},
+  {INTEL, 6, 6, 0xa7, 0xa7, ISA_V4, "generic-avx2", "rocketlake", "icelake-client",
+   "Rocket Lake"},
+  {AMD, 0x17, 0x17, 0x00, 0x2f, ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
+  {AMD, 0x17, 0x17, 0x50, 0x5f, ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
+  {AMD, 0x17, 0x17, 0x30, 0x4f, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x17, 0x17, 0x60, 0x7f, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x17, 0x17, 0x90, 0x91, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x17, 0x17, 0xa0, 0xaf, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x18, 0x18, 0x00, 0xff, ISA_V3, "generic-avx2", "znver1", "generic", "Hygon Dhyana (Zen)"},
+  {AMD, 0x19, 0x19, 0x00, 0x0f, ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
+  {AMD, 0x19, 0x19, 0x20, 0x5f, ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
+  {AMD, 0x19, 0x19, 0x10, 0x1f, ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
+  {AMD, 0x19, 0x19, 0x60, 0xaf, ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
+  {AMD, 0x1a, 0x1a, 0x00, 0x2f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0x1a, 0x40, 0x4f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0x1a, 0x70, 0x7f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0xff, 0x00, 0xff, ISA_V4, "zen5", "znver5", "znver3", "Zen 5 or later"},
+};
+#undef INTEL
+#undef AMD
+
+/* Every other x86 CPU, by the ISA its OS enables: LLVM's x86-64 levels (v2 stands for AVX
+ * without AVX2, as the generic file's widths need), all with the generic file. */
+static const struct { IsaLevel isa; const char *llvm_cpu, *uarch, *what; } ISA_ROWS[] = {
+  {ISA_X86_64, "x86-64", "x86-64 without AVX", "SSE2"},
+  {ISA_AVX, "x86-64-v2", "x86-64 without AVX2", "AVX"},
+  {ISA_V3, "x86-64-v3", "x86-64 with AVX2+FMA", "AVX2"},
+  {ISA_V4, "x86-64-v4", "x86-64 with AVX-512", "AVX-512"},
+};
+
 /* What detection decided about the CPU before any file is read. */
 typedef struct {
   const char *closest;        /* the hw file whose unmeasurable figures we take */
-  char uarch[48];             /* "Zen 5", "Skylake-SP class", "x86-64-v3" */
+  char uarch[64];             /* "Zen 5", "Sapphire Rapids", "x86-64 with AVX2+FMA" */
+  char ident[48];             /* "family 19h model 01h" (x86), "" */
   char llvm_cpu[32], llvm_fallback[32];
   char features[256];
   int vector_bits, vec_regs;  /* 0: keep the file's */
   int fma_units;              /* 0: derive from the file's datapath width */
   char model[128];
+  bool cpuid;                 /* the identity is this machine's cpuid (its cache leaves apply) */
 } CpuGuess;
 
-static void guess_cpu(const char *root, CpuGuess *g) {
-  memset(g, 0, sizeof *g);
-#ifdef HW_X86
-  X86Id id;
-  x86_identify(&id);
-  copy_str(g->model, sizeof g->model, id.brand);
-  bool amd = !strcmp(id.vendor, "AuthenticAMD") || !strcmp(id.vendor, "HygonGenuine");
-  bool intel = !strcmp(id.vendor, "GenuineIntel");
-  bool v3 = id.avx2 && id.fma, v4 = v3 && id.avx512f && id.avx512bw && id.avx512dq &&
-                                     id.avx512vl && id.avx512cd;
+static void guess_x86(const X86Id *id, CpuGuess *g) {
+  bool v3 = id->avx2 && id->fma, v4 = v3 && id->avx512f && id->avx512bw && id->avx512dq &&
+                                      id->avx512vl && id->avx512cd;
+  IsaLevel isa = v4 ? ISA_V4 : v3 ? ISA_V3 : id->avx ? ISA_AVX : ISA_X86_64;
+  const char *vendor = !strcmp(id->vendor, "HygonGenuine") ? "AuthenticAMD" : id->vendor;
+  copy_str(g->model, sizeof g->model, id->brand);
+  snprintf(g->ident, sizeof g->ident, "%s family %Xh model %02Xh",
+           !strcmp(vendor, "GenuineIntel") ? "Intel" : !strcmp(vendor, "AuthenticAMD") ? "AMD"
+                                                                                      : "x86",
+           (unsigned)id->family, (unsigned)id->model);
   g->closest = "generic-avx2";
-  copy_str(g->llvm_cpu, 32, v3 ? "x86-64-v3" : id.avx ? "x86-64-v2" : "x86-64");
+  copy_str(g->llvm_cpu, 32, ISA_ROWS[isa].llvm_cpu);
   copy_str(g->llvm_fallback, 32, "generic");
-  copy_str(g->uarch, sizeof g->uarch, v4 ? "x86-64 with AVX-512" : v3 ? "x86-64 with AVX2+FMA"
-                                     : "x86-64 without AVX2");
-  if (amd && id.family >= 0x1a && v4) {
-    g->closest = "zen5";
-    copy_str(g->uarch, sizeof g->uarch, id.family == 0x1a ? "Zen 5" : "Zen 5 or later");
-    copy_str(g->llvm_cpu, 32, "znver5");
-    copy_str(g->llvm_fallback, 32, "znver3");
-  } else if (amd && id.family == 0x19 && v4) {
-    g->closest = "zen4";
-    copy_str(g->uarch, sizeof g->uarch, "Zen 4");
-    copy_str(g->llvm_cpu, 32, "znver4");
-    copy_str(g->llvm_fallback, 32, "znver3");
-  } else if (amd && id.family == 0x19 && v3) {
-    copy_str(g->uarch, sizeof g->uarch, "Zen 3");
-    copy_str(g->llvm_cpu, 32, "znver3");
-  } else if (amd && (id.family == 0x17 || id.family == 0x18) && v3) {
-    copy_str(g->uarch, sizeof g->uarch, id.model >= 0x30 ? "Zen 2" : "Zen or Zen+");
-    copy_str(g->llvm_cpu, 32, id.model >= 0x30 ? "znver2" : "znver1");
-  } else if (intel && id.family == 6 && v4) {
-    /* Server parts have two 512-bit FMA units (most of them: see hw/README.md); client
-     * AVX-512 parts (Ice Lake, Tiger Lake, Rocket Lake) have one, which the generic file's
-     * 2 x 256-bit pipes describe once folded to 512-bit width. */
-    static const struct { int model; const char *cpu, *name; } xeons[] = {
-      {0x55, "skylake-avx512", "Skylake-SP/Cascade Lake"},
-      {0x6a, "icelake-server", "Ice Lake-SP"},
-      {0x6c, "icelake-server", "Ice Lake-SP"},
-      {0x8f, "sapphirerapids", "Sapphire Rapids"},
-      {0xcf, "sapphirerapids", "Emerald Rapids"},
-      {0xad, "graniterapids", "Granite Rapids"},
-      {0xae, "graniterapids", "Granite Rapids"},
-    };
-    copy_str(g->llvm_cpu, 32, "skylake-avx512");
-    copy_str(g->uarch, sizeof g->uarch, "Intel client core with AVX-512");
-    for (size_t i = 0; i < sizeof xeons / sizeof xeons[0]; i++)
-      if (xeons[i].model == id.model) {
-        g->closest = "skylake-avx512";
-        copy_str(g->llvm_cpu, 32, xeons[i].cpu);
-        copy_str(g->llvm_fallback, 32, "skylake-avx512");
-        copy_str(g->uarch, sizeof g->uarch, xeons[i].name);
-      }
+  copy_str(g->uarch, sizeof g->uarch, ISA_ROWS[isa].uarch);
+  for (size_t i = 0; i < sizeof CPU_ROWS / sizeof CPU_ROWS[0]; i++) {
+    const CpuRow *r = &CPU_ROWS[i];
+    if (strcmp(vendor, r->vendor) || id->family < r->family_lo || id->family > r->family_hi ||
+        id->model < r->model_lo || id->model > r->model_hi)
+      continue;
+    g->closest = r->file;
+    if (isa >= r->isa) {
+      copy_str(g->llvm_cpu, 32, r->llvm_cpu);
+      copy_str(g->llvm_fallback, 32, r->llvm_fallback);
+      copy_str(g->uarch, sizeof g->uarch, r->uarch);
+    } else {
+      snprintf(g->uarch, sizeof g->uarch, "%s without %s", r->uarch, ISA_ROWS[r->isa].what);
+    }
+    break;
   }
   Buf f = {0};
   struct { bool on; const char *name; } feats[] = {
-    {id.avx, "+avx"}, {id.avx2, "+avx2"}, {id.fma, "+fma"}, {id.f16c, "+f16c"},
-    {id.bmi, "+bmi"}, {id.bmi2, "+bmi2"}, {id.avx512f, "+avx512f"}, {id.avx512dq, "+avx512dq"},
-    {id.avx512cd, "+avx512cd"}, {id.avx512bw, "+avx512bw"}, {id.avx512vl, "+avx512vl"},
-    {id.avx512vnni, "+avx512vnni"}, {id.avx512bf16, "+avx512bf16"},
+    {id->avx, "+avx"}, {id->avx2, "+avx2"}, {id->fma, "+fma"}, {id->f16c, "+f16c"},
+    {id->bmi, "+bmi"}, {id->bmi2, "+bmi2"}, {id->avx512f, "+avx512f"},
+    {id->avx512dq, "+avx512dq"}, {id->avx512cd, "+avx512cd"}, {id->avx512bw, "+avx512bw"},
+    {id->avx512vl, "+avx512vl"}, {id->avx512vnni, "+avx512vnni"},
+    {id->avx512bf16, "+avx512bf16"}, {id->avx512fp16, "+avx512fp16"},
   };
   for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
     if (feats[i].on) buf_printf(&f, "%s%s", f.len ? "," : "", feats[i].name);
   copy_str(g->features, sizeof g->features, f.s ? f.s : "");
   buf_free(&f);
-  g->vector_bits = v4 ? 512 : id.avx ? 256 : 128;
+  g->vector_bits = v4 ? 512 : id->avx ? 256 : 128;
   g->vec_regs = v4 ? 32 : 16;
   /* Without FMA, x86 cores have one multiply and one add pipe: the peak of one FMA unit. */
-  g->fma_units = id.fma ? 0 : 1;
+  g->fma_units = id->fma ? 0 : 1;
+}
+
+/* The CPU: a fake tree's /proc/cpuinfo when it describes an x86 CPU (tests), else what this
+ * machine tells (cpuid on x86, "CPU part" on Arm64). */
+static void guess_cpu(const char *root, CpuGuess *g) {
+  memset(g, 0, sizeof *g);
+  X86Id id;
+  if (root[0] && cpuinfo_x86(root, &id)) {
+    guess_x86(&id, g);
+    return;
+  }
+#ifdef HW_X86
+  x86_identify(&id);
+  guess_x86(&id, g);
+  g->cpuid = true;
 #elif defined(__aarch64__)
   long part = arm_cpu_part(root);
   g->closest = "neoverse-v2";
@@ -1241,7 +1357,6 @@ static void guess_cpu(const char *root, CpuGuess *g) {
   g->vector_bits = 128;
   g->vec_regs = 16;
 #endif
-  (void)root;
 }
 
 /* The figures of hw/generic-avx2.hw, for when no hw directory can be read at all (a binary
@@ -1318,14 +1433,14 @@ void hw_detect_host_in(const char *root, HwModel *out) {
     prov[HW_F_GHZ] = HW_MEASURED;
   }
 
-  /* Caches: sysfs, else cpuid, else the file's.  Bandwidths always come from the file, by
-   * level name; a level the file lacks takes main memory's (a cache is no slower), a
-   * default. */
+  /* Caches: sysfs, else cpuid (when the identity is this machine's), else the file's.
+   * Bandwidths always come from the file, by level name; a level the file lacks takes main
+   * memory's (a cache is no slower), a default. */
   CacheInfo ci[3];
   const char *cache_src = "sysfs";
   int nc = sysfs_caches(root, ci);
 #ifdef HW_X86
-  if (!nc) {
+  if (!nc && g.cpuid) {
     X86Id id;
     x86_identify(&id);
     nc = cpuid_caches(&id, ci);
@@ -1378,12 +1493,12 @@ void hw_detect_host_in(const char *root, HwModel *out) {
   prov[HW_F_PEAK] = weakest(weakest(prov[HW_F_CORES], prov[HW_F_GHZ]),
                             weakest(prov[HW_F_FMA_UNITS], prov[HW_F_VECTOR_BITS]));
 
-  snprintf(out->desc, sizeof out->desc, "%.80s%s%.30s, detected", g.model[0] ? g.model : "CPU",
+  snprintf(out->desc, sizeof out->desc, "%.72s%s%.40s, detected", g.model[0] ? g.model : "CPU",
            g.uarch[0] ? ", " : "", g.uarch);
   Buf src = {0};
-  buf_printf(&src, "detected: ISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
-             "FMA pipes and latency from %s%s", out->llvm_cpu, out->cores,
-             out->cores == 1 ? "" : "s",
+  buf_printf(&src, "detected: %s%sISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
+             "FMA pipes and latency from %s%s", g.ident, g.ident[0] ? ", " : "", out->llvm_cpu,
+             out->cores, out->cores == 1 ? "" : "s",
              ghz > 0 ? "from /proc/cpuinfo" : "from the file",
              !cache_src ? "from the file (none detected)"
              : strcmp(cache_src, "sysfs") ? "from cpuid" : "from sysfs",

@@ -3,7 +3,8 @@
  * GPU peaks match SMs x lanes x clock) and say where each figure comes from; malformed files
  * must give exact "FILE:LINE: message" errors; sizes take binary suffixes; comments give each
  * figure its tag; unknown names list the known ones; host detection must give sane values on
- * whatever machine runs the tests, and parse a fake sysfs tree exactly.
+ * whatever machine runs the tests, parse a fake sysfs tree exactly, and choose the file and
+ * LLVM name of fake CPUs (Intel and AMD, by family and model) from a fake /proc/cpuinfo.
  */
 #include "config.h"
 #include "dyn.h"
@@ -829,6 +830,132 @@ START_TEST(test_detect_fake_sysfs) {
 }
 END_TEST
 
+/* Fake x86 CPUs: a /proc/cpuinfo as Linux prints it on x86 (vendor, family and model in
+ * decimal, flags) and caches in sysfs.  Detection must choose the file and the LLVM name by
+ * vendor, family and model, and tag what it took from the machine as measured and the rest
+ * as the file has it. */
+#define AVX2_FLAGS "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 fma"
+#define AVX512_FLAGS AVX2_FLAGS " avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni"
+START_TEST(test_detect_fake_cpus) {
+  static const struct {
+    const char *vendor;
+    int family, model;
+    const char *flags, *file, *llvm_cpu, *uarch;
+    int bits;
+  } cpus[] = {
+    {"GenuineIntel", 6, 0x8f, AVX512_FLAGS " avx512_bf16 avx512_fp16", "sapphirerapids",
+     "sapphirerapids", "Sapphire Rapids", 512},
+    {"GenuineIntel", 6, 0xcf, AVX512_FLAGS " avx512_bf16 avx512_fp16", "emeraldrapids",
+     "emeraldrapids", "Emerald Rapids", 512},
+    {"GenuineIntel", 6, 0xad, AVX512_FLAGS " avx512_bf16 avx512_fp16", "graniterapids",
+     "graniterapids", "Granite Rapids", 512},
+    {"GenuineIntel", 6, 0x6a, AVX512_FLAGS, "icelake-server", "icelake-server", "Ice Lake-SP",
+     512},
+    {"GenuineIntel", 6, 0x55, AVX512_FLAGS, "skylake-avx512", "skylake-avx512",
+     "Skylake-SP/Cascade Lake/Cooper Lake", 512},
+    {"AuthenticAMD", 0x19, 0x01, AVX2_FLAGS, "zen3", "znver3", "Zen 3", 256},
+    {"AuthenticAMD", 0x19, 0x21, AVX2_FLAGS, "zen3", "znver3", "Zen 3", 256},
+    {"AuthenticAMD", 0x19, 0x11, AVX512_FLAGS " avx512_bf16", "zen4", "znver4", "Zen 4", 512},
+    {"AuthenticAMD", 0x19, 0xa0, AVX512_FLAGS " avx512_bf16", "zen4", "znver4", "Zen 4", 512},
+    {"AuthenticAMD", 0x1a, 0x02, AVX512_FLAGS " avx512_bf16", "zen5", "znver5", "Zen 5", 512},
+    /* by ISA: an Intel model with AVX-512 that no row names, an AVX2-only Intel (Alder Lake) */
+    {"GenuineIntel", 6, 0xfe, AVX512_FLAGS, "generic-avx2", "x86-64-v4", "x86-64 with AVX-512",
+     512},
+    {"GenuineIntel", 6, 0x97, AVX2_FLAGS, "generic-avx2", "x86-64-v3", "x86-64 with AVX2+FMA",
+     256},
+    /* a Zen 4 whose OS enables no AVX-512: Zen 4's file, an LLVM name without AVX-512 */
+    {"AuthenticAMD", 0x19, 0x11, AVX2_FLAGS, "zen4", "x86-64-v3", "Zen 4 without AVX-512", 256},
+  };
+  const char *c = "/sys/devices/system/cpu";
+  for (size_t k = 0; k < sizeof cpus / sizeof cpus[0]; k++) {
+    char root[] = "/tmp/test_hw_cpu_XXXXXX", rel[256], text[1024];
+    ck_assert(mkdtemp(root) != NULL);
+    static const char *const idx[][5] = {
+      /* level, type, size, shared_cpu_list, line: a 2-core VM with a 2 MiB L2 per core */
+      {"1", "Data", "48K", "0", "64"},
+      {"2", "Unified", "2048K", "0", "64"},
+      {"3", "Unified", "16384K", "0-1", "64"},
+    };
+    static const char *const files[] = {"level", "type", "size", "shared_cpu_list",
+                                        "coherency_line_size"};
+    for (int i = 0; i < 3; i++)
+      for (int f = 0; f < 5; f++) {
+        snprintf(rel, sizeof rel, "%s/cpu0/cache/index%d/%s", c, i, files[f]);
+        snprintf(text, sizeof text, "%s\n", idx[i][f]);
+        put(root, rel, text);
+      }
+    snprintf(text, sizeof text,
+             "processor\t: 0\nvendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\n"
+             "model name\t: Fake %s\nstepping\t: 1\ncpu MHz\t\t: 2100.000\nflags\t\t: %s\n\n"
+             "processor\t: 1\nvendor_id\t: %s\n", cpus[k].vendor, cpus[k].family,
+             cpus[k].model, cpus[k].uarch, cpus[k].flags, cpus[k].vendor);
+    put(root, "/proc/cpuinfo", text);
+
+    HwModel m, file;
+    hw_detect_host_in(root, &m);
+    load(cpus[k].file, &file);
+    const char *what = cpus[k].uarch;
+    check_sane(&m);
+    check_sourced(&m);
+    char want[256];
+    snprintf(want, sizeof want, "from %s.hw", cpus[k].file);
+    ck_assert_msg(strstr(m.source, want) != NULL, "%s: %s", what, m.source);
+    snprintf(want, sizeof want, "family %Xh model %02Xh", cpus[k].family, cpus[k].model);
+    ck_assert_msg(strstr(m.source, want) != NULL, "%s: %s", what, m.source);
+    ck_assert_str_eq(m.llvm_cpu, cpus[k].llvm_cpu);
+    snprintf(want, sizeof want, "Fake %s, %s, detected", what, what);
+    ck_assert_str_eq(m.desc, want);
+    ck_assert_int_eq(m.vector_bits, cpus[k].bits);
+    ck_assert(!!strstr(m.llvm_features, "+avx512f") == (cpus[k].bits == 512));
+    ck_assert(!!strstr(m.llvm_features, "+avx512fp16") == !!strstr(cpus[k].flags, "fp16"));
+    /* the machine's figures */
+    ck_assert(near(m.ghz, 2.1, 1e-12));
+    ck_assert_int_eq(m.level[0].bytes, 48 << 10);
+    ck_assert_int_eq(m.level[1].bytes, 2 << 20);
+    ck_assert_int_eq(m.level[2].bytes, 16 << 20);
+    static const char *const measured[] = {"cores", "ghz", "vector_bits", "vec_regs",
+                                           "l1.bytes", "l1.line", "l2.bytes", "l3.bytes",
+                                           "l3.shared_by", "dram.shared_by"};
+    for (size_t i = 0; i < sizeof measured / sizeof measured[0]; i++)
+      ck_assert_msg(hw_prov(&m, measured[i]) == HW_MEASURED, "%s: %s tagged %d", what,
+                    measured[i], hw_prov(&m, measured[i]));
+    /* the file's figures, with the file's tags */
+    static const char *const fromfile[] = {"fma_latency", "l1.gbs", "l2.gbs", "l3.gbs",
+                                           "dram.gbs"};
+    for (size_t i = 0; i < sizeof fromfile / sizeof fromfile[0]; i++) {
+      int want_tag = hw_prov(&file, fromfile[i]);
+      ck_assert_msg(want_tag > HW_UNSOURCED && hw_prov(&m, fromfile[i]) == want_tag,
+                    "%s: %s tagged %d, the file's %d", what, fromfile[i],
+                    hw_prov(&m, fromfile[i]), want_tag);
+    }
+    ck_assert_int_eq(m.fma_latency, file.fma_latency);
+    ck_assert(near(m.level[1].gbs, level(&file, "L2")->gbs, 1e-12));
+    /* FMA pipes: the file's datapath at the host's width, with the file's tag */
+    ck_assert_int_eq(m.fma_units * m.vector_bits, file.fma_units * file.vector_bits);
+    ck_assert_int_eq(hw_prov(&m, "fma_units"), hw_prov(&file, "fma_units"));
+    /* derived: the peak is as good as its weakest input; a shared L3's total is a default */
+    int weakest = HW_MEASURED;
+    if (hw_prov(&m, "fma_units") < weakest) weakest = hw_prov(&m, "fma_units");
+    ck_assert_int_eq(hw_prov(&m, "peak_gflops_f32"), weakest);
+    ck_assert_int_eq(hw_prov(&m, "l1.total_gbs"), hw_prov(&file, "l1.gbs"));
+    ck_assert_int_eq(hw_prov(&m, "l3.total_gbs"), HW_GUESSED);
+
+    /* Without a clock in cpuinfo, the file's, with its tag. */
+    snprintf(text, sizeof text, "vendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\n"
+             "flags\t\t: %s\n", cpus[k].vendor, cpus[k].family, cpus[k].model, cpus[k].flags);
+    put(root, "/proc/cpuinfo", text);
+    hw_detect_host_in(root, &m);
+    ck_assert_str_eq(m.llvm_cpu, cpus[k].llvm_cpu);
+    ck_assert(near(m.ghz, file.ghz, 1e-12));
+    ck_assert_int_eq(hw_prov(&m, "ghz"), hw_prov(&file, "ghz"));
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+}
+END_TEST
+
 static Suite *hw_suite(void) {
   Suite *s = suite_create("hw");
   TCase *tc = tcase_create("core");
@@ -844,6 +971,7 @@ static Suite *hw_suite(void) {
   tcase_add_test(tc, test_detect_host);
   tcase_add_test(tc, test_detect_without_files);
   tcase_add_test(tc, test_detect_fake_sysfs);
+  tcase_add_test(tc, test_detect_fake_cpus);
   suite_add_tcase(s, tc);
   return s;
 }
