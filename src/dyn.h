@@ -167,6 +167,24 @@ bool poly_affine_in(PolyCtx *c, const Poly *p, const char *var, const Poly **coe
 
 /* ---- hw.c: the hardware model, from hw/ files and host detection ----------------------- */
 
+/* Where a figure of a model comes from, worst first (hw/README.md, "Where figures come
+ * from").  A model made in C without hw_parse leaves them HW_NOT_TRACKED, and :hw tags none. */
+typedef enum {
+  HW_NOT_TRACKED = 0,
+  HW_UNSOURCED,           /* a file line without a comment */
+  HW_GUESSED,             /* its comment says "approximate" or "estimate", or a default */
+  HW_SOURCED,             /* its comment cites a manual, datasheet or derivation */
+  HW_MEASURED,            /* read from this machine, dyn --calibrate's, or "measured" in its file */
+} HwProv;
+
+/* The figures of HwModel.prov[], one per numeric key of an hw file. */
+enum {
+  HW_F_CORES, HW_F_GHZ, HW_F_PEAK, HW_F_VECTOR_BITS, HW_F_VEC_REGS, HW_F_FMA_UNITS,
+  HW_F_FMA_LATENCY, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
+  HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
+  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_NFIGURES
+};
+
 /* One level of a memory hierarchy.  Every figure comes from an hw file (with its source
  * cited there) or from host detection; no cost-model constant lives in C. */
 typedef struct HwLevel {
@@ -177,6 +195,7 @@ typedef struct HwLevel {
   double gbs;             /* sustained bandwidth per core (CPU) or per device (GPU), GB/s */
   double total_gbs;       /* the whole chip's (CPU; derived as gbs * cores for caches when a
                            * file omits it) or the device's (GPU: equal to gbs), GB/s */
+  HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total;
 } HwLevel;
 
 typedef struct HwModel {
@@ -205,6 +224,7 @@ typedef struct HwModel {
   char path[256];         /* where it was loaded from ("" for built-in or detected) */
   char llvm_cpu_fallback[32]; /* for an LLVM that does not know llvm_cpu ("generic" if unset) */
   char source[256];       /* detected models: what was detected, what came from which file */
+  HwProv prov[HW_NFIGURES]; /* where each scalar figure comes from (HW_F_*) */
 } HwModel;
 
 /* Parse an hw file's text.  False with "FILE:LINE: message" in err on a bad line. */
@@ -225,6 +245,11 @@ void hw_detect_host_in(const char *root, HwModel *out);
  * the model lacks taken as its last cache. */
 int hw_ncaches(const HwModel *h);
 double hw_cache_bytes(const HwModel *h, int i);
+/* Where the figure an hw file sets with `key` ("ghz", "l2.gbs") comes from in this model, or
+ * -1 when the model has no such figure (a level it lacks, a key of the other kind). */
+int hw_prov(const HwModel *h, const char *key);
+/* Use a measured f32 peak of the whole chip (dyn --calibrate's) in place of the model's. */
+void hw_set_measured_peak(HwModel *h, double gflops);
 
 /* ---- lineedit.c: the built-in line editor (used when readline is absent) --------------- */
 

@@ -40,36 +40,39 @@ typedef struct {
   unsigned kinds;
   bool required;
   size_t off, cap;       /* where the value goes in HwModel (V_CC: cc_major and cc_minor) */
+  int fig;               /* its HW_F_* in HwModel.prov[]; -1 for words and text */
 } KeyDef;
 
 #define AT(f) offsetof(HwModel, f), sizeof(((HwModel *)0)->f)
 
 static const KeyDef KEYS[] = {
-  {"name", V_STR, FOR_BOTH, true, AT(name)},
-  {"kind", V_KIND, FOR_BOTH, true, AT(kind)},
-  {"desc", V_STR, FOR_BOTH, true, AT(desc)},
-  {"ghz", V_NUM, FOR_BOTH, true, AT(ghz)},
-  {"peak_gflops_f32", V_NUM, FOR_BOTH, false, AT(peak_gflops_f32)},
-  {"cores", V_INT, FOR_CPU, true, AT(cores)},
-  {"vector_bits", V_INT, FOR_CPU, true, AT(vector_bits)},
-  {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs)},
-  {"fma_units", V_INT, FOR_CPU, true, AT(fma_units)},
-  {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency)},
-  {"arch", V_STR, FOR_CPU, false, AT(arch)},
-  {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu)},
-  {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback)},
-  {"llvm_features", V_STR, FOR_CPU, true, AT(llvm_features)},
-  {"sm_count", V_INT, FOR_GPU, true, AT(sm_count)},
-  {"cc", V_CC, FOR_GPU, true, 0, 0},
-  {"warp_size", V_INT, FOR_GPU, true, AT(warp_size)},
-  {"regs_per_sm", V_INT, FOR_GPU, true, AT(regs_per_sm)},
-  {"regs_per_thread_max", V_INT, FOR_GPU, true, AT(regs_per_thread_max)},
-  {"smem_per_sm", V_SIZE, FOR_GPU, true, AT(smem_per_sm)},
-  {"smem_per_block", V_SIZE, FOR_GPU, true, AT(smem_per_block)},
-  {"max_threads_per_block", V_INT, FOR_GPU, true, AT(max_threads_per_block)},
-  {"fp32_tflops", V_NUM, FOR_GPU, true, AT(fp32_tflops)},
-  {"tf32_tflops", V_NUM, FOR_GPU, true, AT(tf32_tflops)},
-  {"bf16_tflops", V_NUM, FOR_GPU, true, AT(bf16_tflops)},
+  {"name", V_STR, FOR_BOTH, true, AT(name), -1},
+  {"kind", V_KIND, FOR_BOTH, true, AT(kind), -1},
+  {"desc", V_STR, FOR_BOTH, true, AT(desc), -1},
+  {"ghz", V_NUM, FOR_BOTH, true, AT(ghz), HW_F_GHZ},
+  {"peak_gflops_f32", V_NUM, FOR_BOTH, false, AT(peak_gflops_f32), HW_F_PEAK},
+  {"cores", V_INT, FOR_CPU, true, AT(cores), HW_F_CORES},
+  {"vector_bits", V_INT, FOR_CPU, true, AT(vector_bits), HW_F_VECTOR_BITS},
+  {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs), HW_F_VEC_REGS},
+  {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
+  {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
+  {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
+  {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu), -1},
+  {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback), -1},
+  {"llvm_features", V_STR, FOR_CPU, true, AT(llvm_features), -1},
+  {"sm_count", V_INT, FOR_GPU, true, AT(sm_count), HW_F_SM_COUNT},
+  {"cc", V_CC, FOR_GPU, true, 0, 0, HW_F_CC},
+  {"warp_size", V_INT, FOR_GPU, true, AT(warp_size), HW_F_WARP_SIZE},
+  {"regs_per_sm", V_INT, FOR_GPU, true, AT(regs_per_sm), HW_F_REGS_PER_SM},
+  {"regs_per_thread_max", V_INT, FOR_GPU, true, AT(regs_per_thread_max),
+   HW_F_REGS_PER_THREAD_MAX},
+  {"smem_per_sm", V_SIZE, FOR_GPU, true, AT(smem_per_sm), HW_F_SMEM_PER_SM},
+  {"smem_per_block", V_SIZE, FOR_GPU, true, AT(smem_per_block), HW_F_SMEM_PER_BLOCK},
+  {"max_threads_per_block", V_INT, FOR_GPU, true, AT(max_threads_per_block),
+   HW_F_MAX_THREADS_PER_BLOCK},
+  {"fp32_tflops", V_NUM, FOR_GPU, true, AT(fp32_tflops), HW_F_FP32_TFLOPS},
+  {"tf32_tflops", V_NUM, FOR_GPU, true, AT(tf32_tflops), HW_F_TF32_TFLOPS},
+  {"bf16_tflops", V_NUM, FOR_GPU, true, AT(bf16_tflops), HW_F_BF16_TFLOPS},
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -210,9 +213,12 @@ static void fmt_bytes(int64_t b, char *dst, size_t cap) {
 
 /* One line split into key and value.  Returns 0 for a blank or comment line, 1 for an entry,
  * -1 with *why for a malformed line.  '#' starts a comment outside double quotes; a quoted
- * value keeps '#' and surrounding spaces. */
+ * value keeps '#' and surrounding spaces.  An entry's comment, if it has one, is left in
+ * *cmt and *cmtlen (the text after '#'; both may be NULL). */
 static int split_line(const char *s, size_t n, char *key, size_t keycap, char *val,
-                      size_t valcap, const char **why) {
+                      size_t valcap, const char **why, const char **cmt, size_t *cmtlen) {
+  if (cmt) *cmt = NULL;
+  if (cmtlen) *cmtlen = 0;
   size_t i = 0;
   while (i < n && is_blank(s[i])) i++;
   if (i == n || s[i] == '#') return 0;
@@ -255,6 +261,10 @@ static int split_line(const char *s, size_t n, char *key, size_t keycap, char *v
     v1 = i;
     while (v1 > v0 && is_blank(s[v1 - 1])) v1--;
   }
+  if (i < n && cmt && cmtlen) {
+    *cmt = s + i + 1;
+    *cmtlen = n - i - 1;
+  }
   if (v1 - v0 >= valcap) {
     *why = "value too long";
     return -1;
@@ -272,7 +282,41 @@ typedef struct {
   int lvl_linesz[NLEVELS];
   double lvl_gbs[NLEVELS], lvl_total[NLEVELS];
   int lvl_shared[NLEVELS];        /* 0 = "all" (or unset): the whole chip or device */
+  HwProv lvl_prov[NLEVELS][NLF];
 } ParseState;
+
+/* ---- where figures come from --------------------------------------------------------------- */
+
+/* What the comments that stand for a figure say (hw/README.md, "Where figures come from"):
+ * any text at all, a word of estimation, a word of measurement. */
+typedef struct { bool any, guess, measured; } Said;
+
+/* Does s[0..n) hold w (lower case), in any case? */
+static bool says(const char *s, size_t n, const char *w) {
+  size_t wl = strlen(w);
+  for (size_t i = 0; i + wl <= n; i++) {
+    size_t j = 0;
+    while (j < wl && tolower((unsigned char)s[i + j]) == w[j]) j++;
+    if (j == wl) return true;
+  }
+  return false;
+}
+
+static void said_add(Said *c, const char *s, size_t n) {
+  size_t i = 0;
+  while (i < n && (is_blank(s[i]) || s[i] == '#')) i++;
+  if (i == n) return;                 /* an empty comment says nothing */
+  c->any = true;
+  c->guess |= says(s, n, "approximat") || says(s, n, "estimat");
+  c->measured |= says(s, n, "measured");
+}
+
+static HwProv said_prov(const Said *c) {
+  return !c->any ? HW_UNSOURCED : c->guess ? HW_GUESSED : c->measured ? HW_MEASURED : HW_SOURCED;
+}
+
+/* A figure derived from others is as good as the weakest of them. */
+static HwProv weakest(HwProv a, HwProv b) { return a < b ? a : b; }
 
 static int find_key(const char *key) {
   for (int i = 0; i < NKEYS; i++)
@@ -488,7 +532,10 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
   }
   buf_free(&miss);
 
-  if (gpu) out->cores = out->sm_count;   /* a GPU's units of parallelism are its SMs */
+  if (gpu) {
+    out->cores = out->sm_count;         /* a GPU's units of parallelism are its SMs */
+    out->prov[HW_F_CORES] = out->prov[HW_F_SM_COUNT];
+  }
   if (!out->llvm_cpu_fallback[0] && !gpu)
     copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, "generic");
   if (!out->arch[0] && !gpu) copy_str(out->arch, sizeof out->arch, "x86_64");
@@ -510,6 +557,15 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
     lv->line = st->lvl_linesz[l] ? st->lvl_linesz[l]
                : out->nlevels ? out->level[out->nlevels - 1].line : 64;
     lv->gbs = st->lvl_gbs[l];
+    const HwProv *pv = st->lvl_prov[l];
+    lv->prov_bytes = !strcmp(LEVELS[l].prefix, "smem") ? out->prov[HW_F_SMEM_PER_SM]
+                                                        : pv[LF_BYTES];
+    lv->prov_line = st->lvl_linesz[l] ? pv[LF_LINE]
+                    : out->nlevels ? out->level[out->nlevels - 1].prov_line : HW_GUESSED;
+    lv->prov_gbs = pv[LF_GBS];
+    /* Unset, a cache is private and main memory the chip's: what its size's comment says. */
+    lv->prov_shared = st->lvl_line[l][LF_SHARED] ? pv[LF_SHARED]
+                      : lv->prov_bytes ? lv->prov_bytes : lv->prov_gbs;
     int all = gpu ? out->sm_count : out->cores;
     bool whole = LEVELS[l].main || (gpu && !strcmp(LEVELS[l].prefix, "l2"));
     lv->shared_by = st->lvl_line[l][LF_SHARED] ? (st->lvl_shared[l] ? st->lvl_shared[l] : all)
@@ -533,9 +589,14 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
         return false;
       }
       lv->total_gbs = lv->gbs;
+      lv->prov_total = lv->prov_gbs;
     } else {
-      /* Private caches scale with cores; a file may state the chip's figure instead. */
+      /* Private caches scale with cores; a file may state the chip's figure instead.  For a
+       * shared cache the product assumes it feeds all its cores at once: a default. */
       lv->total_gbs = st->lvl_total[l] ? st->lvl_total[l] : lv->gbs * out->cores;
+      lv->prov_total = st->lvl_total[l] ? pv[LF_TOTAL]
+                       : lv->shared_by == 1 ? weakest(lv->prov_gbs, out->prov[HW_F_CORES])
+                                            : HW_GUESSED;
     }
     if (out->nlevels > 0 && lv->bytes && out->level[out->nlevels - 1].bytes >= lv->bytes) {
       char a[32], b[32];
@@ -549,10 +610,16 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
     }
     out->nlevels++;
   }
-  if (!out->peak_gflops_f32)
+  if (!out->peak_gflops_f32) {
     out->peak_gflops_f32 = gpu ? out->fp32_tflops * 1000.0
                                : out->cores * out->ghz * out->fma_units * 2.0 *
                                      (out->vector_bits / 32);
+    const HwProv *f = out->prov;
+    out->prov[HW_F_PEAK] =
+        gpu ? f[HW_F_FP32_TFLOPS]
+            : weakest(weakest(f[HW_F_CORES], f[HW_F_GHZ]),
+                      weakest(f[HW_F_FMA_UNITS], f[HW_F_VECTOR_BITS]));
+  }
   return true;
 }
 
@@ -569,19 +636,37 @@ bool hw_parse(const char *text, const char *fname, HwModel *out, char *err, size
   for (const char *p = text; *p;) {
     const char *nl = strchr(p, '\n');
     size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    if (split_line(p, n, key, sizeof key, val, sizeof val, &reason) == 1 && !strcmp(key, "kind"))
+    if (split_line(p, n, key, sizeof key, val, sizeof val, &reason, NULL, NULL) == 1 &&
+        !strcmp(key, "kind"))
       kind = !strcmp(val, "cpu") ? FOR_CPU : !strcmp(val, "gpu") ? FOR_GPU : 0;
     p += n + (nl != NULL);
   }
 
+  /* A figure's comment is the one on its own line, else the nearest run of comment lines
+   * above it in its paragraph (hw/README.md): `block` is that run, `in_block` whether the
+   * line before was one of its lines. */
+  Said block = {0};
+  bool in_block = false;
   int lineno = 0;
   for (const char *p = text; *p;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
+    const char *nl = strchr(p, '\n'), *ln = p;
+    size_t n = nl ? (size_t)(nl - p) : strlen(p), i0 = 0;
     lineno++;
-    int r = split_line(p, n, key, sizeof key, val, sizeof val, &reason);
     p += n + (nl != NULL);
-    if (r == 0) continue;
+    while (i0 < n && is_blank(ln[i0])) i0++;
+    if (i0 == n || ln[i0] == '#') {
+      if (i0 == n) block = (Said){0};
+      else {
+        if (!in_block) block = (Said){0};
+        said_add(&block, ln + i0 + 1, n - i0 - 1);
+      }
+      in_block = i0 < n;
+      continue;
+    }
+    in_block = false;
+    const char *cmt;
+    size_t cmtlen;
+    int r = split_line(ln, n, key, sizeof key, val, sizeof val, &reason, &cmt, &cmtlen);
     if (r < 0) {
       fail(err, errlen, "%s:%d: %s", fname, lineno, reason);
       goto done;
@@ -615,6 +700,11 @@ bool hw_parse(const char *text, const char *fname, HwModel *out, char *err, size
       fail(err, errlen, "%s:%d: %s", fname, lineno, why);
       goto done;
     }
+    Said own = {0};
+    if (cmt) said_add(&own, cmt, cmtlen);
+    HwProv prov = said_prov(own.any ? &own : &block);
+    if (ki >= 0 && KEYS[ki].fig >= 0) out->prov[KEYS[ki].fig] = prov;
+    else if (ki < 0) st->lvl_prov[lv][lf] = prov;
   }
   if (!st->key_line[find_key("kind")]) {
     fail(err, errlen, "%s: missing key 'kind' (cpu or gpu)", fname);
@@ -625,6 +715,28 @@ done:
   free(st);
   if (!ok) memset(out, 0, sizeof *out);   /* no half-filled model to use by mistake */
   return ok;
+}
+
+int hw_prov(const HwModel *h, const char *key) {
+  unsigned kind = !strcmp(h->kind, "gpu") ? FOR_GPU : FOR_CPU;
+  int ki = find_key(key), l, f;
+  if (ki >= 0)
+    return KEYS[ki].fig >= 0 && (KEYS[ki].kinds & kind) ? (int)h->prov[KEYS[ki].fig] : -1;
+  if (!find_level_key(key, &l, &f) || !(LEVELS[l].kinds & kind)) return -1;
+  for (int i = 0; i < h->nlevels; i++) {
+    const HwLevel *lv = &h->level[i];
+    if (strcmp(lv->name, LEVELS[l].name)) continue;
+    if (f == LF_BYTES && !lv->bytes) return -1;      /* main memory of unstated size */
+    const HwProv by_field[NLF] = {lv->prov_bytes, lv->prov_line, lv->prov_gbs, lv->prov_total,
+                                  lv->prov_shared};
+    return (int)by_field[f];
+  }
+  return -1;
+}
+
+void hw_set_measured_peak(HwModel *h, double gflops) {
+  h->peak_gflops_f32 = gflops;
+  h->prov[HW_F_PEAK] = HW_MEASURED;
 }
 
 /* ---- hw_dir and hw_load ------------------------------------------------------------------ */
@@ -878,14 +990,67 @@ static int sysfs_caches(const char *root, CacheInfo c[3]) {
   return c[0].level && c[1].level ? found : 0;
 }
 
-#ifdef HW_X86
+/* What an x86 CPU says of itself: vendor, family and model (cpuid's display family and
+ * model, extended fields folded in) and the features the OS lets us use.  Read from cpuid,
+ * or from a fake tree's /proc/cpuinfo (cpuinfo_x86) so tests can stand for any CPU. */
 typedef struct {
   char vendor[13], brand[49];
   int family, model;
   bool avx, avx2, fma, f16c, bmi, bmi2, avx512f, avx512dq, avx512cd, avx512bw, avx512vl,
-      avx512vnni, avx512bf16, topoext;
+      avx512vnni, avx512bf16, avx512fp16, topoext;
 } X86Id;
 
+/* The identity of the first processor in root's /proc/cpuinfo, as Linux prints it on x86
+ * ("vendor_id", "cpu family", "model", "model name", "flags"); false without a vendor, a
+ * family and flags.  Linux lists only the features the OS has enabled, as XGETBV would tell. */
+static bool cpuinfo_x86(const char *root, X86Id *id) {
+  char path[512], line[4096];
+  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
+  FILE *f = fopen(path, "r");
+  memset(id, 0, sizeof *id);
+  if (!f) return false;
+  bool fam = false, flags = false;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!colon) {
+      if (fam || flags) break;           /* the blank line after the first processor */
+      continue;
+    }
+    char *v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    v[strcspn(v, "\n")] = 0;
+    size_t kl = (size_t)(colon - line);
+    while (kl && (line[kl - 1] == ' ' || line[kl - 1] == '\t')) kl--;
+    line[kl] = 0;
+    if (!strcmp(line, "vendor_id")) {
+      copy_str(id->vendor, sizeof id->vendor, v);
+    } else if (!strcmp(line, "cpu family")) {
+      id->family = atoi(v);
+      fam = true;
+    } else if (!strcmp(line, "model")) {
+      id->model = atoi(v);
+    } else if (!strcmp(line, "model name")) {
+      copy_str(id->brand, sizeof id->brand, v);
+    } else if (!strcmp(line, "flags")) {
+      flags = true;
+      struct { const char *flag; bool *on; } map[] = {
+        {"avx", &id->avx}, {"avx2", &id->avx2}, {"fma", &id->fma}, {"f16c", &id->f16c},
+        {"bmi1", &id->bmi}, {"bmi2", &id->bmi2}, {"avx512f", &id->avx512f},
+        {"avx512dq", &id->avx512dq}, {"avx512cd", &id->avx512cd}, {"avx512bw", &id->avx512bw},
+        {"avx512vl", &id->avx512vl}, {"avx512_vnni", &id->avx512vnni},
+        {"avx512_bf16", &id->avx512bf16}, {"avx512_fp16", &id->avx512fp16},
+        {"topoext", &id->topoext},
+      };
+      for (char *t = strtok(v, " \t"); t; t = strtok(NULL, " \t"))
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+          if (!strcmp(t, map[i].flag)) *map[i].on = true;
+    }
+  }
+  fclose(f);
+  return id->vendor[0] && fam && flags;
+}
+
+#ifdef HW_X86
 static void x86_identify(X86Id *id) {
   unsigned a = 0, b = 0, c = 0, d = 0, maxleaf = 0, maxext = 0;
   memset(id, 0, sizeof *id);
@@ -924,6 +1089,7 @@ static void x86_identify(X86Id *id) {
       id->avx512bw = id->avx512f && ((b >> 30) & 1);
       id->avx512vl = id->avx512f && ((b >> 31) & 1);
       id->avx512vnni = id->avx512f && ((c >> 11) & 1);
+      id->avx512fp16 = id->avx512f && ((d >> 23) & 1);
       __cpuid_count(7, 1, a, b, c, d);
       id->avx512bf16 = id->avx512f && ((a >> 5) & 1);
     }
@@ -1031,86 +1197,148 @@ static long arm_cpu_part(const char *root) {
 }
 #endif
 
+/* The x86 CPUs that have a closer file than their ISA's, or an LLVM name of their own: one
+ * row per vendor, family and model range (the first that matches wins).  Intel's family 6
+ * model numbers are those of Linux's arch/x86/include/asm/intel-family.h; AMD's model ranges
+ * per family are the Zen generations of Linux's arch/x86/kernel/cpu/amd.c (bsp_init_amd).
+ * `isa` is what llvm_cpu implies: on a host whose OS enables less (no AVX-512 state in a VM,
+ * say), the row's file still describes the core but llvm_cpu is the ISA level's name. */
+typedef enum { ISA_X86_64, ISA_AVX, ISA_V3, ISA_V4 } IsaLevel;
+typedef struct {
+  const char *vendor;              /* "GenuineIntel", "AuthenticAMD" (HygonGenuine counts) */
+  int family_lo, family_hi, model_lo, model_hi;
+  IsaLevel isa;
+  const char *file, *llvm_cpu, *llvm_fallback, *uarch;
+} CpuRow;
+
+#define INTEL "GenuineIntel"
+#define AMD "AuthenticAMD"
+static const CpuRow CPU_ROWS[] = {
+  {INTEL, 6, 6, 0x55, 0x55, ISA_V4, "skylake-avx512", "skylake-avx512", "skylake-avx512",
+   "Skylake-SP/Cascade Lake/Cooper Lake"},
+  {INTEL, 6, 6, 0x6a, 0x6a, ISA_V4, "icelake-server", "icelake-server", "skylake-avx512",
+   "Ice Lake-SP"},
+  {INTEL, 6, 6, 0x6c, 0x6c, ISA_V4, "icelake-server", "icelake-server", "skylake-avx512",
+   "Ice Lake-D"},
+  {INTEL, 6, 6, 0x8f, 0x8f, ISA_V4, "sapphirerapids", "sapphirerapids", "icelake-server",
+   "Sapphire Rapids"},
+  {INTEL, 6, 6, 0xcf, 0xcf, ISA_V4, "emeraldrapids", "emeraldrapids", "sapphirerapids",
+   "Emerald Rapids"},
+  {INTEL, 6, 6, 0xad, 0xad, ISA_V4, "graniterapids", "graniterapids", "sapphirerapids",
+   "Granite Rapids"},
+  {INTEL, 6, 6, 0xae, 0xae, ISA_V4, "graniterapids", "graniterapids-d", "sapphirerapids",
+   "Granite Rapids-D"},
+  /* Client cores with AVX-512 have one 512-bit FMA unit, which the generic file's two
+   * 256-bit pipes describe once folded to 512-bit width. */
+  {INTEL, 6, 6, 0x66, 0x66, ISA_V4, "generic-avx2", "cannonlake", "skylake-avx512",
+   "Cannon Lake"},
+  {INTEL, 6, 6, 0x7d, 0x7e, ISA_V4, "generic-avx2", "icelake-client", "skylake-avx512",
+   "Ice Lake (client)"},
+  {INTEL, 6, 6, 0x8c, 0x8d, ISA_V4, "generic-avx2", "tigerlake", "icelake-client",
+   "Tiger Lake"},
+  {INTEL, 6, 6, 0xa7, 0xa7, ISA_V4, "generic-avx2", "rocketlake", "icelake-client",
+   "Rocket Lake"},
+  {AMD, 0x17, 0x17, 0x00, 0x2f, ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
+  {AMD, 0x17, 0x17, 0x50, 0x5f, ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
+  {AMD, 0x17, 0x17, 0x30, 0x4f, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x17, 0x17, 0x60, 0x7f, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x17, 0x17, 0x90, 0x91, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x17, 0x17, 0xa0, 0xaf, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x18, 0x18, 0x00, 0xff, ISA_V3, "generic-avx2", "znver1", "generic", "Hygon Dhyana (Zen)"},
+  {AMD, 0x19, 0x19, 0x00, 0x0f, ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
+  {AMD, 0x19, 0x19, 0x20, 0x5f, ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
+  {AMD, 0x19, 0x19, 0x10, 0x1f, ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
+  {AMD, 0x19, 0x19, 0x60, 0xaf, ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
+  {AMD, 0x1a, 0x1a, 0x00, 0x2f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0x1a, 0x40, 0x4f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0x1a, 0x70, 0x7f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0xff, 0x00, 0xff, ISA_V4, "zen5", "znver5", "znver3", "Zen 5 or later"},
+};
+#undef INTEL
+#undef AMD
+
+/* Every other x86 CPU, by the ISA its OS enables: LLVM's x86-64 levels (v2 stands for AVX
+ * without AVX2, as the generic file's widths need), all with the generic file. */
+static const struct { IsaLevel isa; const char *llvm_cpu, *uarch, *what; } ISA_ROWS[] = {
+  {ISA_X86_64, "x86-64", "x86-64 without AVX", "SSE2"},
+  {ISA_AVX, "x86-64-v2", "x86-64 without AVX2", "AVX"},
+  {ISA_V3, "x86-64-v3", "x86-64 with AVX2+FMA", "AVX2"},
+  {ISA_V4, "x86-64-v4", "x86-64 with AVX-512", "AVX-512"},
+};
+
 /* What detection decided about the CPU before any file is read. */
 typedef struct {
   const char *closest;        /* the hw file whose unmeasurable figures we take */
-  char uarch[48];             /* "Zen 5", "Skylake-SP class", "x86-64-v3" */
+  char uarch[64];             /* "Zen 5", "Sapphire Rapids", "x86-64 with AVX2+FMA" */
+  char ident[48];             /* "family 19h model 01h" (x86), "" */
   char llvm_cpu[32], llvm_fallback[32];
   char features[256];
   int vector_bits, vec_regs;  /* 0: keep the file's */
   int fma_units;              /* 0: derive from the file's datapath width */
   char model[128];
+  bool cpuid;                 /* the identity is this machine's cpuid (its cache leaves apply) */
 } CpuGuess;
 
-static void guess_cpu(const char *root, CpuGuess *g) {
-  memset(g, 0, sizeof *g);
-#ifdef HW_X86
-  X86Id id;
-  x86_identify(&id);
-  copy_str(g->model, sizeof g->model, id.brand);
-  bool amd = !strcmp(id.vendor, "AuthenticAMD") || !strcmp(id.vendor, "HygonGenuine");
-  bool intel = !strcmp(id.vendor, "GenuineIntel");
-  bool v3 = id.avx2 && id.fma, v4 = v3 && id.avx512f && id.avx512bw && id.avx512dq &&
-                                     id.avx512vl && id.avx512cd;
+static void guess_x86(const X86Id *id, CpuGuess *g) {
+  bool v3 = id->avx2 && id->fma, v4 = v3 && id->avx512f && id->avx512bw && id->avx512dq &&
+                                      id->avx512vl && id->avx512cd;
+  IsaLevel isa = v4 ? ISA_V4 : v3 ? ISA_V3 : id->avx ? ISA_AVX : ISA_X86_64;
+  const char *vendor = !strcmp(id->vendor, "HygonGenuine") ? "AuthenticAMD" : id->vendor;
+  copy_str(g->model, sizeof g->model, id->brand);
+  snprintf(g->ident, sizeof g->ident, "%s family %Xh model %02Xh",
+           !strcmp(vendor, "GenuineIntel") ? "Intel" : !strcmp(vendor, "AuthenticAMD") ? "AMD"
+                                                                                      : "x86",
+           (unsigned)id->family, (unsigned)id->model);
   g->closest = "generic-avx2";
-  copy_str(g->llvm_cpu, 32, v3 ? "x86-64-v3" : id.avx ? "x86-64-v2" : "x86-64");
+  copy_str(g->llvm_cpu, 32, ISA_ROWS[isa].llvm_cpu);
   copy_str(g->llvm_fallback, 32, "generic");
-  copy_str(g->uarch, sizeof g->uarch, v4 ? "x86-64 with AVX-512" : v3 ? "x86-64 with AVX2+FMA"
-                                     : "x86-64 without AVX2");
-  if (amd && id.family >= 0x1a && v4) {
-    g->closest = "zen5";
-    copy_str(g->uarch, sizeof g->uarch, id.family == 0x1a ? "Zen 5" : "Zen 5 or later");
-    copy_str(g->llvm_cpu, 32, "znver5");
-    copy_str(g->llvm_fallback, 32, "znver3");
-  } else if (amd && id.family == 0x19 && v4) {
-    g->closest = "zen4";
-    copy_str(g->uarch, sizeof g->uarch, "Zen 4");
-    copy_str(g->llvm_cpu, 32, "znver4");
-    copy_str(g->llvm_fallback, 32, "znver3");
-  } else if (amd && id.family == 0x19 && v3) {
-    copy_str(g->uarch, sizeof g->uarch, "Zen 3");
-    copy_str(g->llvm_cpu, 32, "znver3");
-  } else if (amd && (id.family == 0x17 || id.family == 0x18) && v3) {
-    copy_str(g->uarch, sizeof g->uarch, id.model >= 0x30 ? "Zen 2" : "Zen or Zen+");
-    copy_str(g->llvm_cpu, 32, id.model >= 0x30 ? "znver2" : "znver1");
-  } else if (intel && id.family == 6 && v4) {
-    /* Server parts have two 512-bit FMA units (most of them: see hw/README.md); client
-     * AVX-512 parts (Ice Lake, Tiger Lake, Rocket Lake) have one, which the generic file's
-     * 2 x 256-bit pipes describe once folded to 512-bit width. */
-    static const struct { int model; const char *cpu, *name; } xeons[] = {
-      {0x55, "skylake-avx512", "Skylake-SP/Cascade Lake"},
-      {0x6a, "icelake-server", "Ice Lake-SP"},
-      {0x6c, "icelake-server", "Ice Lake-SP"},
-      {0x8f, "sapphirerapids", "Sapphire Rapids"},
-      {0xcf, "sapphirerapids", "Emerald Rapids"},
-      {0xad, "graniterapids", "Granite Rapids"},
-      {0xae, "graniterapids", "Granite Rapids"},
-    };
-    copy_str(g->llvm_cpu, 32, "skylake-avx512");
-    copy_str(g->uarch, sizeof g->uarch, "Intel client core with AVX-512");
-    for (size_t i = 0; i < sizeof xeons / sizeof xeons[0]; i++)
-      if (xeons[i].model == id.model) {
-        g->closest = "skylake-avx512";
-        copy_str(g->llvm_cpu, 32, xeons[i].cpu);
-        copy_str(g->llvm_fallback, 32, "skylake-avx512");
-        copy_str(g->uarch, sizeof g->uarch, xeons[i].name);
-      }
+  copy_str(g->uarch, sizeof g->uarch, ISA_ROWS[isa].uarch);
+  for (size_t i = 0; i < sizeof CPU_ROWS / sizeof CPU_ROWS[0]; i++) {
+    const CpuRow *r = &CPU_ROWS[i];
+    if (strcmp(vendor, r->vendor) || id->family < r->family_lo || id->family > r->family_hi ||
+        id->model < r->model_lo || id->model > r->model_hi)
+      continue;
+    g->closest = r->file;
+    if (isa >= r->isa) {
+      copy_str(g->llvm_cpu, 32, r->llvm_cpu);
+      copy_str(g->llvm_fallback, 32, r->llvm_fallback);
+      copy_str(g->uarch, sizeof g->uarch, r->uarch);
+    } else {
+      snprintf(g->uarch, sizeof g->uarch, "%s without %s", r->uarch, ISA_ROWS[r->isa].what);
+    }
+    break;
   }
   Buf f = {0};
   struct { bool on; const char *name; } feats[] = {
-    {id.avx, "+avx"}, {id.avx2, "+avx2"}, {id.fma, "+fma"}, {id.f16c, "+f16c"},
-    {id.bmi, "+bmi"}, {id.bmi2, "+bmi2"}, {id.avx512f, "+avx512f"}, {id.avx512dq, "+avx512dq"},
-    {id.avx512cd, "+avx512cd"}, {id.avx512bw, "+avx512bw"}, {id.avx512vl, "+avx512vl"},
-    {id.avx512vnni, "+avx512vnni"}, {id.avx512bf16, "+avx512bf16"},
+    {id->avx, "+avx"}, {id->avx2, "+avx2"}, {id->fma, "+fma"}, {id->f16c, "+f16c"},
+    {id->bmi, "+bmi"}, {id->bmi2, "+bmi2"}, {id->avx512f, "+avx512f"},
+    {id->avx512dq, "+avx512dq"}, {id->avx512cd, "+avx512cd"}, {id->avx512bw, "+avx512bw"},
+    {id->avx512vl, "+avx512vl"}, {id->avx512vnni, "+avx512vnni"},
+    {id->avx512bf16, "+avx512bf16"}, {id->avx512fp16, "+avx512fp16"},
   };
   for (size_t i = 0; i < sizeof feats / sizeof feats[0]; i++)
     if (feats[i].on) buf_printf(&f, "%s%s", f.len ? "," : "", feats[i].name);
   copy_str(g->features, sizeof g->features, f.s ? f.s : "");
   buf_free(&f);
-  g->vector_bits = v4 ? 512 : id.avx ? 256 : 128;
+  g->vector_bits = v4 ? 512 : id->avx ? 256 : 128;
   g->vec_regs = v4 ? 32 : 16;
   /* Without FMA, x86 cores have one multiply and one add pipe: the peak of one FMA unit. */
-  g->fma_units = id.fma ? 0 : 1;
+  g->fma_units = id->fma ? 0 : 1;
+}
+
+/* The CPU: a fake tree's /proc/cpuinfo when it describes an x86 CPU (tests), else what this
+ * machine tells (cpuid on x86, "CPU part" on Arm64). */
+static void guess_cpu(const char *root, CpuGuess *g) {
+  memset(g, 0, sizeof *g);
+  X86Id id;
+  if (root[0] && cpuinfo_x86(root, &id)) {
+    guess_x86(&id, g);
+    return;
+  }
+#ifdef HW_X86
+  x86_identify(&id);
+  guess_x86(&id, g);
+  g->cpuid = true;
 #elif defined(__aarch64__)
   long part = arm_cpu_part(root);
   g->closest = "neoverse-v2";
@@ -1135,13 +1363,13 @@ static void guess_cpu(const char *root, CpuGuess *g) {
   g->vector_bits = 128;
   g->vec_regs = 16;
 #endif
-  (void)root;
 }
 
 /* The figures of hw/generic-avx2.hw, for when no hw directory can be read at all (a binary
  * moved away from its data).  Detection must always succeed, and these are the safest
  * figures we have; test_hw checks that they still match the file. */
 static const char BUILTIN_GENERIC[] =
+    "# approximate: the figures of generic-avx2.hw, whose sources are in that file\n"
     "name = generic-avx2\nkind = cpu\n"
     "desc = generic x86-64 core with AVX2 and FMA (built-in copy of generic-avx2.hw)\n"
     "cores = 4\nghz = 3.0\nvector_bits = 256\nvec_regs = 16\nfma_units = 2\nfma_latency = 5\n"
@@ -1182,6 +1410,7 @@ void hw_detect_host_in(const char *root, HwModel *out) {
   copy_str(out->arch, sizeof out->arch, "x86_64");
 #endif
   out->path[0] = 0;
+  HwProv *prov = out->prov;
 
   /* Vector width and registers from the ISA; FMA pipes keep the file's total datapath width
    * (Zen 4's two 256-bit pipes are one 512-bit unit), so peak stays right when the width
@@ -1191,26 +1420,38 @@ void hw_detect_host_in(const char *root, HwModel *out) {
     out->fma_units = width / g.vector_bits > 0 ? width / g.vector_bits : 1;
     out->vector_bits = g.vector_bits;
   }
-  if (g.fma_units) out->fma_units = g.fma_units;
-  if (g.vec_regs) out->vec_regs = g.vec_regs;
+  if (g.vector_bits) prov[HW_F_VECTOR_BITS] = HW_MEASURED;
+  if (g.fma_units) {
+    out->fma_units = g.fma_units;
+    prov[HW_F_FMA_UNITS] = HW_MEASURED;
+  }
+  if (g.vec_regs) {
+    out->vec_regs = g.vec_regs;
+    prov[HW_F_VEC_REGS] = HW_MEASURED;
+  }
   if (g.llvm_cpu[0]) copy_str(out->llvm_cpu, sizeof out->llvm_cpu, g.llvm_cpu);
   if (g.llvm_fallback[0])
     copy_str(out->llvm_cpu_fallback, sizeof out->llvm_cpu_fallback, g.llvm_fallback);
   if (g.features[0]) copy_str(out->llvm_features, sizeof out->llvm_features, g.features);
 
   out->cores = usable_cores(root);
+  prov[HW_F_CORES] = HW_MEASURED;
   char model[128] = "";
   double ghz = cpuinfo_ghz(root, model, sizeof model);
   if (!g.model[0]) copy_str(g.model, sizeof g.model, model);
-  if (ghz > 0) out->ghz = ghz;
+  if (ghz > 0) {
+    out->ghz = ghz;
+    prov[HW_F_GHZ] = HW_MEASURED;
+  }
 
-  /* Caches: sysfs, else cpuid, else the file's.  Bandwidths always come from the file, by
-   * level name; a level the file lacks takes main memory's (a cache is no slower). */
+  /* Caches: sysfs, else cpuid (when the identity is this machine's), else the file's.
+   * Bandwidths always come from the file, by level name; a level the file lacks takes main
+   * memory's (a cache is no slower), a default. */
   CacheInfo ci[3];
   const char *cache_src = "sysfs";
   int nc = sysfs_caches(root, ci);
 #ifdef HW_X86
-  if (!nc) {
+  if (!nc && g.cpuid) {
     X86Id id;
     x86_identify(&id);
     nc = cpuid_caches(&id, ci);
@@ -1228,9 +1469,14 @@ void hw_detect_host_in(const char *root, HwModel *out) {
       lv->bytes = ci[l].bytes;
       lv->line = ci[l].line;
       lv->shared_by = ci[l].shared_by;
+      lv->prov_bytes = lv->prov_line = lv->prov_shared = HW_MEASURED;
       lv->gbs = mem.gbs;
+      lv->prov_gbs = HW_GUESSED;
       for (int j = 0; j < base.nlevels - 1; j++)
-        if (!strcmp(base.level[j].name, lv->name)) lv->gbs = base.level[j].gbs;
+        if (!strcmp(base.level[j].name, lv->name)) {
+          lv->gbs = base.level[j].gbs;
+          lv->prov_gbs = base.level[j].prov_gbs;
+        }
     }
     out->level[n++] = mem;
     out->nlevels = n;
@@ -1243,20 +1489,28 @@ void hw_detect_host_in(const char *root, HwModel *out) {
       /* Main memory: this machine's cores can draw at most their own streams' worth, and
        * never more than the chip the file describes. */
       lv->shared_by = out->cores;
+      lv->prov_shared = HW_MEASURED;
       double streams = lv->gbs * out->cores;
       lv->total_gbs = mem.total_gbs < streams ? mem.total_gbs : streams;
+      lv->prov_total = mem.total_gbs < streams ? mem.prov_total : lv->prov_gbs;
     } else {
+      /* As in a file without .total_gbs: exact for a private cache, a default for a shared
+       * one (it assumes the cache feeds all its cores at once). */
       lv->total_gbs = lv->gbs * out->cores;
+      lv->prov_total = lv->shared_by == 1 ? lv->prov_gbs : HW_GUESSED;
     }
   }
   out->peak_gflops_f32 = out->cores * out->ghz * out->fma_units * 2.0 * (out->vector_bits / 32);
+  prov[HW_F_PEAK] = weakest(weakest(prov[HW_F_CORES], prov[HW_F_GHZ]),
+                            weakest(prov[HW_F_FMA_UNITS], prov[HW_F_VECTOR_BITS]));
 
-  snprintf(out->desc, sizeof out->desc, "%.80s%s%.30s, detected", g.model[0] ? g.model : "CPU",
+  snprintf(out->desc, sizeof out->desc, "%.72s%s%.40s, detected", g.model[0] ? g.model : "CPU",
            g.uarch[0] ? ", " : "", g.uarch);
   Buf src = {0};
-  buf_printf(&src, "detected: ISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
-             "FMA pipes and latency from %s%s", out->llvm_cpu, out->cores,
-             out->cores == 1 ? "" : "s", ghz > 0 ? "from /proc/cpuinfo" : "from the file",
+  buf_printf(&src, "detected: %s%sISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
+             "FMA pipes and latency from %s%s", g.ident, g.ident[0] ? ", " : "", out->llvm_cpu,
+             out->cores, out->cores == 1 ? "" : "s",
+             ghz > 0 ? "from /proc/cpuinfo" : "from the file",
              !cache_src ? "from the file (none detected)"
              : strcmp(cache_src, "sysfs") ? "from cpuid" : "from sysfs",
              base.path[0] ? base.name : from, base.path[0] ? ".hw" : "");
@@ -1266,26 +1520,45 @@ void hw_detect_host_in(const char *root, HwModel *out) {
 
 /* ---- hw_describe ---------------------------------------------------------------------------- */
 
+/* " [m]" after a figure: where it comes from (nothing for a model made without hw_parse). */
+static const char *tag(HwProv p, unsigned *seen) {
+  static const char *const tags[] = {"", " [?]", " [g]", " [s]", " [m]"};
+  *seen |= 1u << p;
+  return tags[p];
+}
+
 void hw_describe(const HwModel *hw, Buf *out) {
   bool gpu = !strcmp(hw->kind, "gpu");
-  char a[32], b[32];
+  const HwProv *f = hw->prov;
+  unsigned seen = 0;
+  char a[48], b[48];
   buf_printf(out, "%s: %s\n", hw->name, hw->desc);
   if (gpu) {
-    buf_printf(out, "  gpu:     %d SMs, compute capability %d.%d, %.2f GHz, warps of %d\n",
-               hw->sm_count, hw->cc_major, hw->cc_minor, hw->ghz, hw->warp_size);
+    buf_printf(out, "  gpu:     %d SMs%s, compute capability %d.%d%s, %.2f GHz%s, warps of %d%s\n",
+               hw->sm_count, tag(f[HW_F_SM_COUNT], &seen), hw->cc_major, hw->cc_minor,
+               tag(f[HW_F_CC], &seen), hw->ghz, tag(f[HW_F_GHZ], &seen), hw->warp_size,
+               tag(f[HW_F_WARP_SIZE], &seen));
     fmt_bytes(hw->smem_per_sm, a, sizeof a);
     fmt_bytes(hw->smem_per_block, b, sizeof b);
-    buf_printf(out, "  per SM:  %d registers (up to %d per thread), %s shared memory (up to %s "
-               "per block), up to %d threads per block\n", hw->regs_per_sm,
-               hw->regs_per_thread_max, a, b, hw->max_threads_per_block);
-    buf_printf(out, "  peak:    %.1f TFLOP/s f32, %.1f tf32, %.1f bf16 (tensor cores, dense)\n",
-               hw->fp32_tflops, hw->tf32_tflops, hw->bf16_tflops);
+    buf_printf(out, "  per SM:  %d registers%s (up to %d per thread%s), %s shared memory%s (up to "
+               "%s per block%s), up to %d threads per block%s\n", hw->regs_per_sm,
+               tag(f[HW_F_REGS_PER_SM], &seen), hw->regs_per_thread_max,
+               tag(f[HW_F_REGS_PER_THREAD_MAX], &seen), a, tag(f[HW_F_SMEM_PER_SM], &seen), b,
+               tag(f[HW_F_SMEM_PER_BLOCK], &seen), hw->max_threads_per_block,
+               tag(f[HW_F_MAX_THREADS_PER_BLOCK], &seen));
+    buf_printf(out, "  peak:    %.1f TFLOP/s f32%s, %.1f tf32%s, %.1f bf16%s (tensor cores, "
+               "dense)\n", hw->fp32_tflops, tag(f[HW_F_FP32_TFLOPS], &seen), hw->tf32_tflops,
+               tag(f[HW_F_TF32_TFLOPS], &seen), hw->bf16_tflops,
+               tag(f[HW_F_BF16_TFLOPS], &seen));
   } else {
-    buf_printf(out, "  cpu:     %d core%s at %.2f GHz, %d-bit vectors (%d registers), %d FMA "
-               "unit%s of latency %d\n", hw->cores, hw->cores == 1 ? "" : "s", hw->ghz,
-               hw->vector_bits, hw->vec_regs, hw->fma_units, hw->fma_units == 1 ? "" : "s",
-               hw->fma_latency);
-    buf_printf(out, "  peak:    %.0f GFLOP/s f32\n", hw->peak_gflops_f32);
+    buf_printf(out, "  cpu:     %d core%s%s at %.2f GHz%s, %d-bit vectors%s (%d registers%s), %d "
+               "FMA unit%s%s of latency %d%s\n", hw->cores, hw->cores == 1 ? "" : "s",
+               tag(f[HW_F_CORES], &seen), hw->ghz, tag(f[HW_F_GHZ], &seen), hw->vector_bits,
+               tag(f[HW_F_VECTOR_BITS], &seen), hw->vec_regs, tag(f[HW_F_VEC_REGS], &seen),
+               hw->fma_units, hw->fma_units == 1 ? "" : "s", tag(f[HW_F_FMA_UNITS], &seen),
+               hw->fma_latency, tag(f[HW_F_FMA_LATENCY], &seen));
+    buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
+               tag(f[HW_F_PEAK], &seen));
     buf_printf(out, "  llvm:    %s (fallback %s), %s\n", hw->llvm_cpu,
                hw->llvm_cpu_fallback[0] ? hw->llvm_cpu_fallback : "generic",
                hw->llvm_features[0] ? hw->llvm_features : "no extra features");
@@ -1294,18 +1567,35 @@ void hw_describe(const HwModel *hw, Buf *out) {
     const HwLevel *lv = &hw->level[i];
     bool last = i == hw->nlevels - 1;
     char size[64] = "", share[48] = "";
-    if (lv->bytes) fmt_bytes(lv->bytes, size, sizeof size);
-    else copy_str(size, sizeof size, "-");
+    if (lv->bytes) {
+      fmt_bytes(lv->bytes, a, sizeof a);
+      snprintf(size, sizeof size, "%s%s", a, tag(lv->prov_bytes, &seen));
+    } else {
+      copy_str(size, sizeof size, "-");
+    }
     if (gpu) copy_str(share, sizeof share, last || lv->shared_by > 1 ? "per device" : "per SM");
     else if (last) copy_str(share, sizeof share, "");
     else if (lv->shared_by == 1) copy_str(share, sizeof share, "per core");
     else snprintf(share, sizeof share, "per %d cores", lv->shared_by);
-    buf_printf(out, "  %-5s    %-10s %-13s", lv->name, size, share);
+    buf_printf(out, "  %-5s    %-14s %-13s", lv->name, size, share);
     if (!last) buf_printf(out, " %4d B lines", lv->line);
     else buf_printf(out, " %12s", "");
-    if (gpu) buf_printf(out, "  %.0f GB/s\n", lv->gbs);
-    else buf_printf(out, "  %.0f GB/s per core, %.0f GB/s in all\n", lv->gbs, lv->total_gbs);
+    if (gpu) buf_printf(out, "  %.0f GB/s%s\n", lv->gbs, tag(lv->prov_gbs, &seen));
+    else
+      buf_printf(out, "  %.0f GB/s%s per core, %.0f GB/s%s in all\n", lv->gbs,
+                 tag(lv->prov_gbs, &seen), lv->total_gbs, tag(lv->prov_total, &seen));
   }
+  /* The legend names the tags that appear, best first. */
+  static const char *const legend[] = {
+    [HW_MEASURED] = "[m] measured (on this machine, or as its file says)",
+    [HW_SOURCED] = "[s] from a source its file cites",
+    [HW_GUESSED] = "[g] guessed (approximate, or a default)",
+    [HW_UNSOURCED] = "[?] no source given",
+  };
+  int n = 0;
+  for (int p = HW_MEASURED; p > HW_NOT_TRACKED; p--)
+    if (seen & (1u << p)) buf_printf(out, "%s%s", n++ ? ", " : "  tags:    ", legend[p]);
+  if (n) buf_puts(out, "\n");
   if (hw->path[0]) buf_printf(out, "  from:    %s\n", hw->path);
   else if (hw->source[0]) buf_printf(out, "  from:    %s\n", hw->source);
 }

@@ -2442,7 +2442,10 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "peak_gflops_f32")) peak = atof(val);
     }
     fclose(f);
-    if (match && peak > 0) s->host_hw.peak_gflops_f32 = peak, s->host_peak_measured = true;
+    if (match && peak > 0) {
+      hw_set_measured_peak(&s->host_hw, peak);
+      s->host_peak_measured = true;
+    }
   }
   free(dir);
   buf_free(&path);

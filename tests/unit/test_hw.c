@@ -1,8 +1,10 @@
-/* test_hw.c -- unit tests for hw.c, the hardware model.  Every file in hw/ must parse and hold
+/* test_hw.c -- unit tests for hw.c, the hardware model.  Every file in hw/ must parse, hold
  * figures that agree with each other (capacities grow and bandwidths fall down the levels,
- * GPU peaks match SMs x lanes x clock); malformed files must give exact "FILE:LINE: message"
- * errors; sizes take binary suffixes; unknown names list the known ones; host detection must
- * give sane values on whatever machine runs the tests, and parse a fake sysfs tree exactly.
+ * GPU peaks match SMs x lanes x clock) and say where each figure comes from; malformed files
+ * must give exact "FILE:LINE: message" errors; sizes take binary suffixes; comments give each
+ * figure its tag; unknown names list the known ones; host detection must give sane values on
+ * whatever machine runs the tests, parse a fake sysfs tree exactly, and choose the file and
+ * LLVM name of fake CPUs (Intel and AMD, by family and model) from a fake /proc/cpuinfo.
  */
 #include "config.h"
 #include "dyn.h"
@@ -101,6 +103,39 @@ static void check_sane(const HwModel *m) {
   }
 }
 
+/* Every figure a file sets, and every one derived from them. */
+static const char *const FIGURES[] = {
+  "cores", "ghz", "peak_gflops_f32", "vector_bits", "vec_regs", "fma_units", "fma_latency",
+  "sm_count", "cc", "warp_size", "regs_per_sm", "regs_per_thread_max", "smem_per_sm",
+  "smem_per_block", "max_threads_per_block", "fp32_tflops", "tf32_tflops", "bf16_tflops",
+};
+static const char *const LEVEL_PREFIXES[] = {"l1", "smem", "l2", "l3", "dram", "hbm", "gddr"};
+static const char *const LEVEL_FIELDS[] = {"bytes", "line", "gbs", "total_gbs", "shared_by"};
+
+/* Each figure of a file in hw/ has a comment that says where it comes from (hw/README.md,
+ * "Where figures come from"): none is untagged or unsourced. */
+static void check_sourced(const HwModel *m) {
+  int n = 0;
+  for (size_t i = 0; i < sizeof FIGURES / sizeof FIGURES[0]; i++) {
+    int p = hw_prov(m, FIGURES[i]);
+    if (p < 0) continue;
+    ck_assert_msg(p > HW_UNSOURCED, "%s: '%s' has no comment saying where it comes from",
+                  m->name, FIGURES[i]);
+    n++;
+  }
+  for (size_t l = 0; l < sizeof LEVEL_PREFIXES / sizeof LEVEL_PREFIXES[0]; l++)
+    for (size_t f = 0; f < sizeof LEVEL_FIELDS / sizeof LEVEL_FIELDS[0]; f++) {
+      char key[32];
+      snprintf(key, sizeof key, "%s.%s", LEVEL_PREFIXES[l], LEVEL_FIELDS[f]);
+      int p = hw_prov(m, key);
+      if (p < 0) continue;
+      ck_assert_msg(p > HW_UNSOURCED, "%s: '%s' has no comment saying where it comes from",
+                    m->name, key);
+      n++;
+    }
+  ck_assert_msg(n >= 20, "%s: only %d figures tagged", m->name, n);
+}
+
 /* A valid CPU file, one line per entry, so tests can replace line k (1-based). */
 static const char *CPU_LINES[] = {
   "name = t",                  /* 1 */
@@ -163,9 +198,10 @@ static HwModel parse_ok(const char *text) {
 /* ---- every file in hw/ ---- */
 
 START_TEST(test_all_files) {
-  static const char *const required[] = {"generic-avx2", "skylake-avx512", "zen4", "zen5",
-                                         "neoverse-v2", "a100", "h100", "h200", "l4",
-                                         "rtx4090"};
+  static const char *const required[] = {"generic-avx2", "skylake-avx512", "icelake-server",
+                                         "sapphirerapids", "emeraldrapids", "graniterapids",
+                                         "zen3", "zen4", "zen5", "neoverse-v2", "a100", "h100",
+                                         "h200", "l4", "rtx4090"};
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
     HwModel m;
     if (!load(required[i], &m)) continue;
@@ -186,10 +222,11 @@ START_TEST(test_all_files) {
     ck_assert_str_eq(m.name, name);
     ck_assert_msg(strstr(m.path, e->d_name) != NULL, "%s: path %s", name, m.path);
     check_sane(&m);
+    check_sourced(&m);
     n++;
   }
   closedir(d);
-  ck_assert_int_ge(n, 10);
+  ck_assert_int_ge(n, 15);
 }
 END_TEST
 
@@ -404,20 +441,119 @@ START_TEST(test_sizes) {
 }
 END_TEST
 
+/* ---- where figures come from ---- */
+
+START_TEST(test_provenance) {
+  const char *text =
+      "# a header, in a paragraph of its own: it stands for no figure\n"
+      "\n"
+      "name = t\nkind = cpu\ndesc = a test core\n"
+      "cores = 8\n"                                   /* no comment in its paragraph */
+      "\n"
+      "# From the vendor's datasheet.\n"
+      "ghz = 3.5\n"
+      "vector_bits = 256\n"                           /* the same block stands for it */
+      "# Approximate, as the clock is.\n"
+      "vec_regs = 16\n"                               /* the nearest block wins */
+      "fma_units = 2   # measured with a loop of FMAs\n"   /* its own comment wins */
+      "fma_latency = 4 #\n"                           /* an empty comment says nothing */
+      "llvm_cpu = x86-64-v3\nllvm_features = +avx2,+fma\n"
+      "\n"
+      "# L1 sizes, measured with cpuid on the part;\n"
+      "# the bandwidth is an ESTIMATE.\n"             /* any line of a block counts */
+      "l1.bytes = 32K\nl1.line = 64\nl1.gbs = 200\n"
+      "\n"
+      "# L2: measured with a read loop.\n"
+      "l2.bytes = 1M\nl2.line = 64\nl2.gbs = 100\n"
+      "# Shared by 4 (manual).\n"
+      "l3.bytes = 8M\nl3.line = 64\nl3.shared_by = 4\nl3.gbs = 50\n"
+      "\n"
+      "# Measured with STREAM.\n"
+      "dram.gbs = 20\n"
+      "dram.total_gbs = 60  # datasheet\n";
+  HwModel m = parse_ok(text);
+  ck_assert_int_eq(hw_prov(&m, "cores"), HW_UNSOURCED);
+  ck_assert_int_eq(hw_prov(&m, "ghz"), HW_SOURCED);
+  ck_assert_int_eq(hw_prov(&m, "vector_bits"), HW_SOURCED);
+  ck_assert_int_eq(hw_prov(&m, "vec_regs"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "fma_units"), HW_MEASURED);
+  ck_assert_int_eq(hw_prov(&m, "fma_latency"), HW_GUESSED);
+  /* "approximate" or "estimate" anywhere in the block outweighs "measured" */
+  ck_assert_int_eq(hw_prov(&m, "l1.bytes"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "l1.gbs"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "l2.bytes"), HW_MEASURED);
+  ck_assert_int_eq(hw_prov(&m, "l2.gbs"), HW_MEASURED);
+  ck_assert_int_eq(hw_prov(&m, "l3.shared_by"), HW_SOURCED);
+  ck_assert_int_eq(hw_prov(&m, "l3.gbs"), HW_SOURCED);
+  ck_assert_int_eq(hw_prov(&m, "dram.gbs"), HW_MEASURED);
+  ck_assert_int_eq(hw_prov(&m, "dram.total_gbs"), HW_SOURCED);
+  /* Derived: the weakest of what they come from; a shared cache's total is a default. */
+  ck_assert_int_eq(hw_prov(&m, "peak_gflops_f32"), HW_UNSOURCED);        /* cores */
+  ck_assert_int_eq(hw_prov(&m, "l1.shared_by"), HW_GUESSED);             /* as l1.bytes */
+  ck_assert_int_eq(hw_prov(&m, "l2.total_gbs"), HW_UNSOURCED);           /* l2.gbs x cores */
+  ck_assert_int_eq(hw_prov(&m, "l3.total_gbs"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "dram.line"), HW_SOURCED);                /* from L3 */
+  ck_assert_int_eq(hw_prov(&m, "dram.bytes"), -1);                       /* not stated */
+  /* Keys that are no figure of this model. */
+  ck_assert_int_eq(hw_prov(&m, "name"), -1);
+  ck_assert_int_eq(hw_prov(&m, "llvm_cpu"), -1);
+  ck_assert_int_eq(hw_prov(&m, "sm_count"), -1);
+  ck_assert_int_eq(hw_prov(&m, "hbm.gbs"), -1);
+  ck_assert_int_eq(hw_prov(&m, "l9.gbs"), -1);
+  ck_assert_int_eq(hw_prov(&m, "nonsense"), -1);
+
+  Buf b = {0};
+  hw_describe(&m, &b);
+  ck_assert_msg(strstr(b.s, "  cpu:     8 cores [?] at 3.50 GHz [s], 256-bit vectors [s] (16 "
+                            "registers [g]), 2 FMA units [m] of latency 4 [g]\n"), "%s", b.s);
+  ck_assert_msg(strstr(b.s, "  peak:    896 GFLOP/s f32 [?]\n"), "%s", b.s);
+  ck_assert_msg(strstr(b.s, "20 GB/s [m] per core, 60 GB/s [s] in all\n"), "%s", b.s);
+  ck_assert_msg(strstr(b.s, "\n  tags:    [m] measured (on this machine, or as its file says), "
+                            "[s] from a source its file cites, [g] guessed (approximate, or a "
+                            "default), [?] no source given\n"), "%s", b.s);
+  buf_free(&b);
+
+  /* A stated peak has its own tag; a measured one replaces it. */
+  char *t = cpu_text(0, NULL, "peak_gflops_f32 = 900  # approximate\n");
+  m = parse_ok(t);
+  free(t);
+  ck_assert_int_eq(hw_prov(&m, "peak_gflops_f32"), HW_GUESSED);
+  hw_set_measured_peak(&m, 123.4);
+  ck_assert(near(m.peak_gflops_f32, 123.4, 1e-12));
+  ck_assert_int_eq(hw_prov(&m, "peak_gflops_f32"), HW_MEASURED);
+  hw_describe(&m, &b);
+  ck_assert_msg(strstr(b.s, "  peak:    123 GFLOP/s f32 [m]\n"), "%s", b.s);
+  buf_free(&b);
+
+  /* GPU: cores follow the SM count's tag; a level's total is its bandwidth's. */
+  b = (Buf){0};
+  buf_printf(&b, "%s# estimated\nhbm.bytes = 80G\nhbm.gbs = 3000\n", GPU_TEXT);
+  m = parse_ok(b.s);
+  buf_free(&b);
+  ck_assert_int_eq(hw_prov(&m, "sm_count"), HW_UNSOURCED);
+  ck_assert_int_eq(hw_prov(&m, "cores"), -1);
+  ck_assert_int_eq(m.prov[HW_F_CORES], HW_UNSOURCED);
+  ck_assert_int_eq(hw_prov(&m, "hbm.gbs"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "hbm.total_gbs"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "l1.bytes"), -1);
+}
+END_TEST
+
 /* ---- loading and the hw directory ---- */
 
 START_TEST(test_load_unknown) {
   HwModel m;
   char err[1024];
   ck_assert(!hw_load("nosuch", &m, err, sizeof err));
-  ck_assert_msg(!strncmp(err, "no hardware description 'nosuch' (known: a100, generic-avx2, ",
-                         61),
+  ck_assert_msg(!strncmp(err, "no hardware description 'nosuch' (known: a100, emeraldrapids, ",
+                         62),
                 "%s", err);
   /* Every required file is listed, in order. */
   const char *p = err;
-  static const char *const names[] = {"a100", "generic-avx2", "h100", "h200", "l4",
-                                      "neoverse-v2", "rtx4090", "skylake-avx512", "zen4",
-                                      "zen5"};
+  static const char *const names[] = {"a100", "emeraldrapids", "generic-avx2", "graniterapids",
+                                      "h100", "h200", "icelake-server", "l4", "neoverse-v2",
+                                      "rtx4090", "sapphirerapids", "skylake-avx512", "zen3",
+                                      "zen4", "zen5"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     const char *q = strstr(p, names[i]);
     ck_assert_msg(q != NULL, "%s missing from: %s", names[i], err);
@@ -492,19 +628,36 @@ START_TEST(test_describe) {
   load("zen5", &m);
   hw_describe(&m, &b);
   ck_assert_msg(!strncmp(b.s, "zen5: AMD Zen 5", 15), "%s", b.s);
-  ck_assert_msg(strstr(b.s, "128 cores at 2.70 GHz, 512-bit vectors (32 registers), 2 FMA "
-                            "units of latency 4") != NULL, "%s", b.s);
-  ck_assert_msg(strstr(b.s, "22118 GFLOP/s f32") != NULL, "%s", b.s);
-  ck_assert_msg(strstr(b.s, "L3       32 MiB     per 8 cores") != NULL, "%s", b.s);
+  ck_assert_msg(strstr(b.s, "128 cores [s] at 2.70 GHz [s], 512-bit vectors [s] (32 registers "
+                            "[s]), 2 FMA units [s] of latency 4 [s]") != NULL, "%s", b.s);
+  ck_assert_msg(strstr(b.s, "22118 GFLOP/s f32 [s]\n") != NULL, "%s", b.s);
+  ck_assert_msg(strstr(b.s, "L3       32 MiB [s]     per 8 cores     64 B lines  65 GB/s [m] "
+                            "per core, 8320 GB/s [g] in all") != NULL, "%s", b.s);
+  /* The legend names the tags that appear, and only those. */
+  ck_assert_msg(strstr(b.s, "\n  tags:    [m] measured (on this machine, or as its file says), "
+                            "[s] from a source its file cites, [g] guessed (approximate, or a "
+                            "default)\n") != NULL, "%s", b.s);
   ck_assert_msg(strstr(b.s, "from:    ") && strstr(b.s, "zen5.hw"), "%s", b.s);
   buf_free(&b);
   load("h100", &m);
   hw_describe(&m, &b);
-  ck_assert_msg(strstr(b.s, "132 SMs, compute capability 9.0, 1.98 GHz") != NULL, "%s", b.s);
-  ck_assert_msg(strstr(b.s, "66.9 TFLOP/s f32, 494.7 tf32, 989.4 bf16") != NULL, "%s", b.s);
-  ck_assert_msg(strstr(b.s, "228 KiB shared memory (up to 227 KiB per block)") != NULL, "%s",
-                b.s);
-  ck_assert_msg(strstr(b.s, "HBM      80 GiB") != NULL, "%s", b.s);
+  ck_assert_msg(strstr(b.s, "132 SMs [s], compute capability 9.0 [s], 1.98 GHz [s]") != NULL,
+                "%s", b.s);
+  ck_assert_msg(strstr(b.s, "66.9 TFLOP/s f32 [s], 494.7 tf32 [s], 989.4 bf16 [s]") != NULL,
+                "%s", b.s);
+  ck_assert_msg(strstr(b.s, "228 KiB shared memory [s] (up to 227 KiB per block [s])") != NULL,
+                "%s", b.s);
+  ck_assert_msg(strstr(b.s, "HBM      80 GiB [s]") != NULL, "%s", b.s);
+  ck_assert_msg(strstr(b.s, "L2       50 MiB [s]     per device     128 B lines  12390 GB/s [g]\n")
+                != NULL, "%s", b.s);
+  buf_free(&b);
+  /* A model made without hw_parse has no tags and no legend. */
+  memset(m.prov, 0, sizeof m.prov);
+  for (int i = 0; i < m.nlevels; i++)
+    m.level[i].prov_bytes = m.level[i].prov_gbs = m.level[i].prov_total = HW_NOT_TRACKED;
+  hw_describe(&m, &b);
+  ck_assert_msg(!strchr(b.s, '[') && !strstr(b.s, "tags:"), "%s", b.s);
+  ck_assert_msg(strstr(b.s, "132 SMs, compute capability 9.0, 1.98 GHz, warps of 32\n"), "%s", b.s);
   buf_free(&b);
 }
 END_TEST
@@ -523,6 +676,9 @@ START_TEST(test_detect_host) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   ck_assert_msg(m.cores <= online, "%d cores of %ld online", m.cores, online);
   ck_assert_int_eq(m.level[m.nlevels - 1].shared_by, m.cores);
+  ck_assert_int_eq(hw_prov(&m, "cores"), HW_MEASURED);
+  ck_assert_int_eq(hw_prov(&m, "vector_bits"), HW_MEASURED);
+  check_sourced(&m);
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) ck_assert_int_eq(m.vector_bits, 512);
@@ -558,6 +714,10 @@ START_TEST(test_detect_without_files) {
   check_sane(&m);
   ck_assert_msg(strstr(m.source, "built-in generic-avx2") != NULL, "%s", m.source);
   ck_assert_int_eq(m.fma_latency, gen.fma_latency);
+  /* The copy has none of the file's sources, so its figures are guessed. */
+  ck_assert_int_eq(hw_prov(&m, "fma_latency"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "dram.gbs"), HW_GUESSED);
+  ck_assert_int_eq(hw_prov(&m, "cores"), HW_MEASURED);
   ck_assert(near(m.level[m.nlevels - 1].gbs, gen.level[gen.nlevels - 1].gbs, 1e-12));
   for (int i = 0; i < m.nlevels - 1; i++) {
     const HwLevel *g = level(&gen, m.level[i].name);
@@ -670,6 +830,132 @@ START_TEST(test_detect_fake_sysfs) {
 }
 END_TEST
 
+/* Fake x86 CPUs: a /proc/cpuinfo as Linux prints it on x86 (vendor, family and model in
+ * decimal, flags) and caches in sysfs.  Detection must choose the file and the LLVM name by
+ * vendor, family and model, and tag what it took from the machine as measured and the rest
+ * as the file has it. */
+#define AVX2_FLAGS "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 fma"
+#define AVX512_FLAGS AVX2_FLAGS " avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni"
+START_TEST(test_detect_fake_cpus) {
+  static const struct {
+    const char *vendor;
+    int family, model;
+    const char *flags, *file, *llvm_cpu, *uarch;
+    int bits;
+  } cpus[] = {
+    {"GenuineIntel", 6, 0x8f, AVX512_FLAGS " avx512_bf16 avx512_fp16", "sapphirerapids",
+     "sapphirerapids", "Sapphire Rapids", 512},
+    {"GenuineIntel", 6, 0xcf, AVX512_FLAGS " avx512_bf16 avx512_fp16", "emeraldrapids",
+     "emeraldrapids", "Emerald Rapids", 512},
+    {"GenuineIntel", 6, 0xad, AVX512_FLAGS " avx512_bf16 avx512_fp16", "graniterapids",
+     "graniterapids", "Granite Rapids", 512},
+    {"GenuineIntel", 6, 0x6a, AVX512_FLAGS, "icelake-server", "icelake-server", "Ice Lake-SP",
+     512},
+    {"GenuineIntel", 6, 0x55, AVX512_FLAGS, "skylake-avx512", "skylake-avx512",
+     "Skylake-SP/Cascade Lake/Cooper Lake", 512},
+    {"AuthenticAMD", 0x19, 0x01, AVX2_FLAGS, "zen3", "znver3", "Zen 3", 256},
+    {"AuthenticAMD", 0x19, 0x21, AVX2_FLAGS, "zen3", "znver3", "Zen 3", 256},
+    {"AuthenticAMD", 0x19, 0x11, AVX512_FLAGS " avx512_bf16", "zen4", "znver4", "Zen 4", 512},
+    {"AuthenticAMD", 0x19, 0xa0, AVX512_FLAGS " avx512_bf16", "zen4", "znver4", "Zen 4", 512},
+    {"AuthenticAMD", 0x1a, 0x02, AVX512_FLAGS " avx512_bf16", "zen5", "znver5", "Zen 5", 512},
+    /* by ISA: an Intel model with AVX-512 that no row names, an AVX2-only Intel (Alder Lake) */
+    {"GenuineIntel", 6, 0xfe, AVX512_FLAGS, "generic-avx2", "x86-64-v4", "x86-64 with AVX-512",
+     512},
+    {"GenuineIntel", 6, 0x97, AVX2_FLAGS, "generic-avx2", "x86-64-v3", "x86-64 with AVX2+FMA",
+     256},
+    /* a Zen 4 whose OS enables no AVX-512: Zen 4's file, an LLVM name without AVX-512 */
+    {"AuthenticAMD", 0x19, 0x11, AVX2_FLAGS, "zen4", "x86-64-v3", "Zen 4 without AVX-512", 256},
+  };
+  const char *c = "/sys/devices/system/cpu";
+  for (size_t k = 0; k < sizeof cpus / sizeof cpus[0]; k++) {
+    char root[] = "/tmp/test_hw_cpu_XXXXXX", rel[256], text[1024];
+    ck_assert(mkdtemp(root) != NULL);
+    static const char *const idx[][5] = {
+      /* level, type, size, shared_cpu_list, line: a 2-core VM with a 2 MiB L2 per core */
+      {"1", "Data", "48K", "0", "64"},
+      {"2", "Unified", "2048K", "0", "64"},
+      {"3", "Unified", "16384K", "0-1", "64"},
+    };
+    static const char *const files[] = {"level", "type", "size", "shared_cpu_list",
+                                        "coherency_line_size"};
+    for (int i = 0; i < 3; i++)
+      for (int f = 0; f < 5; f++) {
+        snprintf(rel, sizeof rel, "%s/cpu0/cache/index%d/%s", c, i, files[f]);
+        snprintf(text, sizeof text, "%s\n", idx[i][f]);
+        put(root, rel, text);
+      }
+    snprintf(text, sizeof text,
+             "processor\t: 0\nvendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\n"
+             "model name\t: Fake %s\nstepping\t: 1\ncpu MHz\t\t: 2100.000\nflags\t\t: %s\n\n"
+             "processor\t: 1\nvendor_id\t: %s\n", cpus[k].vendor, cpus[k].family,
+             cpus[k].model, cpus[k].uarch, cpus[k].flags, cpus[k].vendor);
+    put(root, "/proc/cpuinfo", text);
+
+    HwModel m, file;
+    hw_detect_host_in(root, &m);
+    load(cpus[k].file, &file);
+    const char *what = cpus[k].uarch;
+    check_sane(&m);
+    check_sourced(&m);
+    char want[256];
+    snprintf(want, sizeof want, "from %s.hw", cpus[k].file);
+    ck_assert_msg(strstr(m.source, want) != NULL, "%s: %s", what, m.source);
+    snprintf(want, sizeof want, "family %Xh model %02Xh", cpus[k].family, cpus[k].model);
+    ck_assert_msg(strstr(m.source, want) != NULL, "%s: %s", what, m.source);
+    ck_assert_str_eq(m.llvm_cpu, cpus[k].llvm_cpu);
+    snprintf(want, sizeof want, "Fake %s, %s, detected", what, what);
+    ck_assert_str_eq(m.desc, want);
+    ck_assert_int_eq(m.vector_bits, cpus[k].bits);
+    ck_assert(!!strstr(m.llvm_features, "+avx512f") == (cpus[k].bits == 512));
+    ck_assert(!!strstr(m.llvm_features, "+avx512fp16") == !!strstr(cpus[k].flags, "fp16"));
+    /* the machine's figures */
+    ck_assert(near(m.ghz, 2.1, 1e-12));
+    ck_assert_int_eq(m.level[0].bytes, 48 << 10);
+    ck_assert_int_eq(m.level[1].bytes, 2 << 20);
+    ck_assert_int_eq(m.level[2].bytes, 16 << 20);
+    static const char *const measured[] = {"cores", "ghz", "vector_bits", "vec_regs",
+                                           "l1.bytes", "l1.line", "l2.bytes", "l3.bytes",
+                                           "l3.shared_by", "dram.shared_by"};
+    for (size_t i = 0; i < sizeof measured / sizeof measured[0]; i++)
+      ck_assert_msg(hw_prov(&m, measured[i]) == HW_MEASURED, "%s: %s tagged %d", what,
+                    measured[i], hw_prov(&m, measured[i]));
+    /* the file's figures, with the file's tags */
+    static const char *const fromfile[] = {"fma_latency", "l1.gbs", "l2.gbs", "l3.gbs",
+                                           "dram.gbs"};
+    for (size_t i = 0; i < sizeof fromfile / sizeof fromfile[0]; i++) {
+      int want_tag = hw_prov(&file, fromfile[i]);
+      ck_assert_msg(want_tag > HW_UNSOURCED && hw_prov(&m, fromfile[i]) == want_tag,
+                    "%s: %s tagged %d, the file's %d", what, fromfile[i],
+                    hw_prov(&m, fromfile[i]), want_tag);
+    }
+    ck_assert_int_eq(m.fma_latency, file.fma_latency);
+    ck_assert(near(m.level[1].gbs, level(&file, "L2")->gbs, 1e-12));
+    /* FMA pipes: the file's datapath at the host's width, with the file's tag */
+    ck_assert_int_eq(m.fma_units * m.vector_bits, file.fma_units * file.vector_bits);
+    ck_assert_int_eq(hw_prov(&m, "fma_units"), hw_prov(&file, "fma_units"));
+    /* derived: the peak is as good as its weakest input; a shared L3's total is a default */
+    int weakest = HW_MEASURED;
+    if (hw_prov(&m, "fma_units") < weakest) weakest = hw_prov(&m, "fma_units");
+    ck_assert_int_eq(hw_prov(&m, "peak_gflops_f32"), weakest);
+    ck_assert_int_eq(hw_prov(&m, "l1.total_gbs"), hw_prov(&file, "l1.gbs"));
+    ck_assert_int_eq(hw_prov(&m, "l3.total_gbs"), HW_GUESSED);
+
+    /* Without a clock in cpuinfo, the file's, with its tag. */
+    snprintf(text, sizeof text, "vendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\n"
+             "flags\t\t: %s\n", cpus[k].vendor, cpus[k].family, cpus[k].model, cpus[k].flags);
+    put(root, "/proc/cpuinfo", text);
+    hw_detect_host_in(root, &m);
+    ck_assert_str_eq(m.llvm_cpu, cpus[k].llvm_cpu);
+    ck_assert(near(m.ghz, file.ghz, 1e-12));
+    ck_assert_int_eq(hw_prov(&m, "ghz"), hw_prov(&file, "ghz"));
+
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+}
+END_TEST
+
 static Suite *hw_suite(void) {
   Suite *s = suite_create("hw");
   TCase *tc = tcase_create("core");
@@ -678,12 +964,14 @@ static Suite *hw_suite(void) {
   tcase_add_test(tc, test_parse_valid);
   tcase_add_test(tc, test_parse_errors);
   tcase_add_test(tc, test_sizes);
+  tcase_add_test(tc, test_provenance);
   tcase_add_test(tc, test_load_unknown);
   tcase_add_test(tc, test_load_path);
   tcase_add_test(tc, test_describe);
   tcase_add_test(tc, test_detect_host);
   tcase_add_test(tc, test_detect_without_files);
   tcase_add_test(tc, test_detect_fake_sysfs);
+  tcase_add_test(tc, test_detect_fake_cpus);
   suite_add_tcase(s, tc);
   return s;
 }
