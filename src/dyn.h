@@ -480,6 +480,7 @@ typedef struct Func {
   FnDecl *decl;                 /* the checked, annotated AST */
   Arena *arena;                 /* owns everything above; freed with the function */
   Program *prog;                /* lowered once, on first use (lower.c) */
+  int64_t expanded;             /* definitions with every call inlined (at most FN_MAX_EXPANDED) */
   int compiles;                 /* how many times it was compiled: 1 after any number of shapes */
   int64_t checked[16];          /* the shapes and size values of the last call whose */
   int nchecked;                 /* checks passed, nchecked of them (0: none yet) */
@@ -497,6 +498,8 @@ typedef struct SemaEnv {
   void *env;
 } SemaEnv;
 
+/* The most definitions a function may become once its calls are inlined. */
+#define FN_MAX_EXPANDED 1024
 /* Check a function definition.  On success returns a Func that owns `arena` (the arena the
  * declaration was parsed into); on error returns NULL and the arena stays the caller's. */
 Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d);

@@ -1344,6 +1344,26 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
       }
     }
   }
+  /* The definitions the function becomes with every call inlined: its own, and each callee's
+   * per call.  Two calls a level double it, so a chain of such functions grows as 2^depth;
+   * beyond FN_MAX_EXPANDED the compile would take minutes and gigabytes, so it is refused. */
+  int64_t expanded = 0;
+  const Stmt *biggest = NULL;
+  int64_t most = 0;
+  for (int i = 0; i < decl->nbody && !s.err; i++) {
+    const Stmt *st = decl->body[i];
+    int64_t add = st->kind == ST_DEF ? 1 : 0;
+    Func *g = st->kind == ST_ASSIGN && st->expr->kind == EX_CALL && env->lookup_fn ? env->lookup_fn(env->env, st->expr->name) : NULL;
+    if (g) add = g->expanded;
+    if (add > most) most = add, biggest = st;
+    expanded = expanded + add > FN_MAX_EXPANDED ? FN_MAX_EXPANDED + 1 : expanded + add;
+  }
+  fn->expanded = expanded;
+  if (!s.err && expanded > FN_MAX_EXPANDED) {
+    Diag *dg = err(&s, decl->name_span, E_TOO_LARGE, decl->name, FN_MAX_EXPANDED);
+    if (biggest && biggest->kind == ST_ASSIGN)
+      diag_note(dg, biggest->expr->span, "each call of %s brings %lld definitions", biggest->expr->name, (long long)most);
+  }
   if (s.err) {
     vec_free(s.syms);
     vec_free(s.sizes);
