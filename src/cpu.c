@@ -82,6 +82,7 @@ struct CpuProgram {
   int64_t *tables;
   int tables_nsizes;
   size_t tables_words;
+  JitCode *code, *twins_code;   /* the machine code of the loop kernels and of their twins */
   bool twins_tried, twins_ok;   /* streaming twins (compile_twins) */
   double twins_ms;
 };
@@ -1528,7 +1529,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       cp->compile_ms = now_ms() - t0;
       return cp;
     }
-    if (!jit_add_module(be->jit, m, err, errlen)) goto fail;
+    if (!jit_add_module(be->jit, m, &cp->code, err, errlen)) goto fail;
     for (int i = 0; i < cp->nk; i++) {
       if (cp->k[i].gemm) continue;
       cp->k[i].fn = (KernelFn)jit_lookup(be->jit, cp->k[i].sym, err, errlen);
@@ -1548,6 +1549,8 @@ fail:
 
 void cpu_program_free(CpuProgram *cp) {
   if (!cp) return;
+  jit_code_free(cp->twins_code);
+  jit_code_free(cp->code);
   for (int i = 0; i < cp->nk; i++) free(cp->k[i].foot);
   free(cp->k);
   free(cp->ir);
@@ -1984,7 +1987,7 @@ static bool compile_twins(CpuBackend *be, CpuProgram *cp) {
     return false;
   }
   mark_streaming(m, cp->k, cp->nk);
-  if (!jit_add_module(be->jit, m, err, sizeof err)) return false;
+  if (!jit_add_module(be->jit, m, &cp->twins_code, err, sizeof err)) return false;
   KernelFn fn[256];
   for (int i = 0; i < cp->nk && i < 256; i++) {
     fn[i] = NULL;

@@ -806,8 +806,12 @@ struct LLVMOpaqueModule *jit_module_new(Jit *j, struct LLVMOpaqueContext *ctx,
 /* Run a new-pass-manager pipeline (NULL: "default<O3>") with the JIT's target machine. */
 bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char *err,
                   size_t errlen);
-/* Verify and hand over a module built in jit_context; the JIT owns it even on failure. */
-bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen);
+/* Verify and hand over a module built in jit_context; the JIT owns it even on failure.
+ * With code non-NULL, *code names the module's machine code, which jit_code_free removes
+ * from the JIT (before jit_free, and once nothing runs it); with NULL it stays until jit_free. */
+typedef struct JitCode JitCode;
+bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, JitCode **code, char *err, size_t errlen);
+void jit_code_free(JitCode *code);                    /* NULL-safe */
 /* Optimise (pipeline as above) and compile n modules in parallel (up to one thread per
  * CPU, the caller's included), and add the code.  Each module must be in its own context
  * (LLVMContextCreate), which the caller disposes afterwards; the modules are disposed

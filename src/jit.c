@@ -329,7 +329,8 @@ bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char
   return take_error(e, "optimising", err, errlen);
 }
 
-bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen) {
+bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, JitCode **code, char *err, size_t errlen) {
+  if (code) *code = NULL;
   if (refuse(j, err, errlen)) {
     LLVMDisposeModule(m);
     return false;
@@ -343,10 +344,26 @@ bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, char *err, size_t errlen
   }
   LLVMDisposeMessage(msg);
   LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, j->tsctx);
-  LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModule(j->lljit,
-                                               LLVMOrcLLJITGetMainJITDylib(j->lljit), tsm);
+  LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->lljit);
+  LLVMErrorRef e;
+  if (code) {
+    /* a tracker of its own, so that the code can be removed again (jit_code_free) */
+    LLVMOrcResourceTrackerRef rt = LLVMOrcJITDylibCreateResourceTracker(jd);
+    e = LLVMOrcLLJITAddLLVMIRModuleWithRT(j->lljit, rt, tsm);
+    if (e) LLVMOrcReleaseResourceTracker(rt);
+    else *code = (JitCode *)rt;
+  } else {
+    e = LLVMOrcLLJITAddLLVMIRModule(j->lljit, jd, tsm);
+  }
   if (e) LLVMOrcDisposeThreadSafeModule(tsm);
   return take_error(e, "adding a module to the JIT", err, errlen);
+}
+
+void jit_code_free(JitCode *code) {
+  if (!code) return;
+  LLVMOrcResourceTrackerRef rt = (LLVMOrcResourceTrackerRef)code;
+  LLVMConsumeError(LLVMOrcResourceTrackerRemove(rt));
+  LLVMOrcReleaseResourceTracker(rt);
 }
 
 /* jit_add_modules: worker threads take modules from a shared counter; each optimises and

@@ -824,11 +824,15 @@ START_TEST(test_jit) {
   jit_print_ir(m, &ir);
   ck_assert(strstr(ir.s, "define"));
   buf_free(&ir);
-  ck_assert_msg(jit_add_module(j, m, err, sizeof err), "%s", err);
+  JitCode *code;
+  ck_assert_msg(jit_add_module(j, m, &code, err, sizeof err), "%s", err);
   int64_t (*add3)(int64_t) = (int64_t (*)(int64_t))jit_lookup(j, "add3", err, sizeof err);
   ck_assert_msg(add3 != NULL, "%s", err);
   ck_assert_int_eq(add3(20), 43);
   ck_assert_ptr_null(jit_lookup(j, "no_such_symbol", err, sizeof err));
+  /* code removed from the JIT is gone: its symbols are no longer found */
+  jit_code_free(code);
+  ck_assert_ptr_null(jit_lookup(j, "add3", err, sizeof err));
   /* assembly of a module that will not be JIT'd, and parallel compilation */
   LLVMContextRef c2[2];
   LLVMModuleRef m2[2];
@@ -904,7 +908,7 @@ START_TEST(test_foreign_model) {
   ck_assert_msg(jit_print_asm(j, m, &as, err, sizeof err), "%s", err);
   ck_assert_msg(strstr(as.s, "fmla"), "%s", as.s);
   buf_free(&as);
-  ck_assert(!jit_add_module(j, m, err, sizeof err));       /* disposes m */
+  ck_assert(!jit_add_module(j, m, NULL, err, sizeof err));       /* disposes m */
   ck_assert_msg(strstr(err, "cannot run on this CPU"), "%s", err);
   ck_assert_ptr_null(jit_lookup(j, "fma4", err, sizeof err));
   LLVMContextDispose(ctx);
