@@ -569,6 +569,9 @@ struct Program {
 Program *lower_function(const Func *f, PolyCtx *pc,
                         Func *(*lookup_fn)(void *env, const char *name), void *env);
 void lower_free(Program *p);
+/* Can evaluating e stop with a run-time error: a load checked at run time, or an integer
+ * division or modulo by something other than a non-zero constant? */
+bool kexpr_can_fail(const KExpr *e);
 /* Does e evaluate a transcendental function (exp log sqrt rsqrt sin cos tanh sigmoid erf pow)? */
 bool kexpr_transcendental(const KExpr *e);
 /* A windowed contraction (a convolution): Y[P..., M..., Q...] = sum[K...] A[M..., K...] *

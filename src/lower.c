@@ -323,15 +323,13 @@ static KExpr *inline_into(L *l, KExpr *e, const Node *p) {
   return e;
 }
 
-/* Can evaluating e stop with a run-time error: a load checked at run time, or an integer
- * division or modulo by something other than a non-zero constant? */
-static bool kx_can_fail(const KExpr *e) {
+bool kexpr_can_fail(const KExpr *e) {
   if (e->kind == KX_LOAD && e->checked) return true;
   if (e->kind == KX_BIN && (e->op == OP_DIV || e->op == OP_MOD) && !elem_is_float(e->ty) &&
       !(e->a[1]->kind == KX_CONST && e->a[1]->i != 0))
     return true;
   for (int i = 0; i < e->n; i++)
-    if (kx_can_fail(e->a[i])) return true;
+    if (kexpr_can_fail(e->a[i])) return true;
   return false;
 }
 
@@ -346,7 +344,7 @@ static void inline_safe(L *l, const KExpr *e, const Node *p, bool fails, bool in
   if (e->kind == KX_LOAD && e->slot == p->slot) {
     if (e->checked) *ok = false;
     for (int k = 0; k < e->n && *ok; k++)
-      if (kx_can_fail(e->a[k])) *ok = false;
+      if (kexpr_can_fail(e->a[k])) *ok = false;
     if (fails && *ok) {
       uint64_t seen = 0;
       const Slot *ps = &l->slots.a[p->slot];
@@ -555,7 +553,7 @@ static void fuse_inline(L *l, const int *outs, int nout) {
     int uses = 0, in_red = 0;
     for (int j = i + 1; j < l->nodes.n; j++)
       if (!l->nodes.a[j].dead) count_loads(l->nodes.a[j].expr, p->slot, false, &uses, &in_red);
-    bool fails = kx_can_fail(p->expr);
+    bool fails = kexpr_can_fail(p->expr);
     if (uses == 0) {
       p->dead = !fails;            /* unused: nothing reads it (but its errors are still errors) */
       continue;
