@@ -2001,10 +2001,15 @@ static bool compile_twins(CpuBackend *be, CpuProgram *cp) {
   return cp->twins_ok = true;
 }
 
+/* A slot's bytes, INT64_MAX when that overflows (a tensor with no elements is 0 bytes
+ * whatever its other dimensions: f32[2^62, 0]). */
 static int64_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
   const Slot *sl = &p->slots[slot];
+  for (int k = 0; k < sl->type.rank; k++)
+    if (shape[slot * DYN_MAX_RANK + k] == 0) return 0;
   int64_t bytes = elem_size(sl->type.elem);
-  for (int k = 0; k < sl->type.rank; k++) bytes *= shape[slot * DYN_MAX_RANK + k];
+  for (int k = 0; k < sl->type.rank; k++)
+    if (!size_mul_ok(bytes, shape[slot * DYN_MAX_RANK + k], &bytes)) return INT64_MAX;
   return bytes;
 }
 
@@ -2232,7 +2237,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       const char *why;
       poly_eval(sl->type.dims[k], eval_size_lookup, (void *)sz, &d, &why);
       strides[i * DYN_MAX_RANK + k] = st;
-      st *= d > 0 ? d : 1;
+      if (!size_mul_ok(st, d > 0 ? d : 1, &st)) st = INT64_MAX;   /* the session refuses such sizes */
     }
   }
   for (int k = 0; k < cp->nk; k++) {

@@ -1632,9 +1632,14 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     }
     const char *nm = arena_strndup(s->tmp, nb, (size_t)(p - nb));
     char *end;
+    errno = 0;
     long long v = strtoll(p + 1, &end, 10);
-    if (end == p + 1 || v < 0) {
+    if (end == p + 1 || v < 0 || (*end && !isspace((unsigned char)*end))) {
       error(s, at, E_COMMAND, tmp_printf(s, "the size %s needs a value of 0 or more", nm));
+      return false;
+    }
+    if (errno == ERANGE) {
+      error(s, at, E_COMMAND, tmp_printf(s, "the size %s=%.*s does not fit in 64 bits", nm, (int)(end - p - 1), p + 1));
       return false;
     }
     bool known = false;
@@ -1662,6 +1667,27 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     }
   }
   *out = (EvalSizes){names, vals, n};
+  /* every tensor of the function must be one that could exist at these sizes */
+  const Program *prog = f->prog;
+  for (int i = 0; n && prog && i < prog->nslots; i++) {
+    const Slot *sl = &prog->slots[i];
+    int64_t bytes = elem_size(sl->type.elem), d;
+    bool ok = true, zero = false;
+    const char *why;
+    for (int k = 0; k < sl->type.rank && ok; k++) {
+      ok = poly_eval(sl->type.dims[k], eval_size_lookup, out, &d, &why);
+      zero = zero || (ok && d == 0);
+      ok = ok && (zero || size_mul_ok(bytes, d, &bytes));
+    }
+    if (!ok && !zero) {
+      Buf t = {0};
+      type_str(&sl->type, &t);
+      error(s, at, E_COMMAND, tmp_printf(s, "at these sizes %s (%s) would not fit in memory: its size does not fit in 64 bits",
+                                         sl->name, t.s));
+      buf_free(&t);
+      return false;
+    }
+  }
   return true;
 }
 
