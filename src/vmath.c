@@ -418,8 +418,32 @@ static LLVMValueRef erf_v(V *v, LLVMValueRef x) {
  * relative error of the result is a few ulp plus about |b log2(m)| ulp.  Then the special
  * cases of C's pow: zero and infinite a, infinite b, negative a (NaN unless b is an
  * integer, negated when it is odd), NaN, a = 1 or b = 0 (1), a = -1 with an infinite b (1). */
+/* a^b for a constant b that products or a square root give exactly or within an ulp, as
+ * LLVM's own pow(x, 2.0) -> x * x: x ** 2.0 is common, and the general path is 40
+ * operations and a few ulp.  NULL for other b. */
+static LLVMValueRef pow_const(V *v, LLVMValueRef a, double c) {
+  LLVMValueRef a2;
+  if (c == 1) return a;
+  if (c == 2) return mul(v, a, a);
+  if (c == 3) return mul(v, mul(v, a, a), a);
+  if (c == 4) return a2 = mul(v, a, a), mul(v, a2, a2);
+  if (c == -1) return dvd(v, K(v, 1), a);
+  if (c == -2) return dvd(v, K(v, 1), mul(v, a, a));
+  if (c == 0.5) {
+    /* C's pow(-0, 0.5) is +0 (sqrt keeps the sign) and pow(-inf, 0.5) is +inf */
+    LLVMValueRef r = add(v, intr(v, "llvm.sqrt", &a, 1), K(v, 0));
+    return sel(v, cmp(v, LLVMRealOEQ, a, K(v, -INFINITY)), K(v, INFINITY), r);
+  }
+  return NULL;
+}
+
 LLVMValueRef vmath_pow(VMath *vm, LLVMValueRef a, LLVMValueRef b) {
   V vv = v_of(vm, a), *v = &vv;
+  if (LLVMIsAConstantFP(b)) {
+    LLVMBool loses;
+    LLVMValueRef r = pow_const(v, a, LLVMConstRealGetDouble(b, &loses));
+    if (r) return r;
+  }
   double magic = v->d ? 6755399441055744.0 : 12582912.0, lim = v->d ? 1100 : 200;
   LLVMValueRef A = fabs1(v, a), ef, f;
   log_parts(v, A, &ef, &f);
