@@ -26,7 +26,7 @@
  * range, sin and cos for |x| up to 1e5 (f32) and 1.6e6 (f64) whatever the hardware
  * (beyond, their error grows unless multiply-adds are fused), and NaN past 4e6
  * (f32) and 1e15 (f64), where the quadrant can no longer be told.  pow loses accuracy as
- * |b log2 a| grows (see vmath_pow).
+ * |b log2 m| grows, m the significand of a (see vmath_pow).
  */
 #include "config.h"
 #include "dyn.h"
