@@ -50,7 +50,7 @@ check script-error 1 "bad.dyn:2:" -- bad.dyn
 # exp in compiled loops is inlined after vectorisation: no call is left and the code is
 # vector code, and where the hardware model has AVX-512 (its llvm_features, as `:hw` prints
 # them) the vector form scales by vscalefps; for the model in use and two named ones
-printf 'X = rand(f32[4, 40])\nY = softmax(X)\n:code softmax asm\n' > code.dyn
+printf ':code softmax asm\n' > code.dyn           # compiled, not run: any model on any host
 for hw in "" --hw=generic-avx2 --hw=skylake-avx512; do
   "$dyn" $hw code.dyn > code.txt 2>&1
   grep -q "^[[:space:]]ret" code.txt || continue       # assembly: LLVM is there
