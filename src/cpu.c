@@ -20,6 +20,8 @@
 
 #ifdef HAVE_LLVM
 
+#include "vmath.h"
+
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
 #include <llvm/Config/llvm-config.h>
@@ -116,9 +118,8 @@ typedef struct G {
                             the per-row locals the code being built uses, else NULL */
   int fn_count;
   const char *prefix;    /* of the module's symbols */
-  bool scalef;           /* AVX-512: exp's vector form scales by vscalefps (see exp_call) */
-  LLVMValueRef exp_fn;   /* the scalar exp function the kernels call, once made */
-  char exp_variant[256]; /* its call sites' vector variant */
+  VMath vm;              /* the math functions (vmath.c) */
+  int vector_bits;       /* the kernels' "prefer-vector-width" (the hardware model's) */
 } G;
 
 static LLVMTypeRef ty_of(G *g, DynElem e) {
@@ -180,17 +181,6 @@ static LLVMValueRef intrinsic(G *g, const char *name, LLVMTypeRef t, LLVMValueRe
   return LLVMBuildCall2(g->b, ft, f, args, (unsigned)n, "");
 }
 
-static LLVMValueRef libm(G *g, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n) {
-  LLVMTypeRef ps[2] = {t, t};
-  LLVMTypeRef ft = LLVMFunctionType(t, ps, (unsigned)n, 0);
-  LLVMValueRef f = LLVMGetNamedFunction(g->m, name);
-  if (!f) {
-    f = LLVMAddFunction(g->m, name, ft);
-    LLVMSetLinkage(f, LLVMExternalLinkage);
-  }
-  return LLVMBuildCall2(g->b, ft, f, args, (unsigned)n, "");
-}
-
 static void fast(LLVMValueRef v) {
   /* reassociation, contraction and reciprocals (x / s as x * (1/s) when s is invariant):
    * NaN and infinity keep their meaning */
@@ -200,129 +190,6 @@ static void fast(LLVMValueRef v) {
 }
 
 static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
-
-/* A constant of type t, splat when t is a vector. */
-static LLVMValueRef splat_c(LLVMTypeRef t, LLVMValueRef c) {
-  if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) return c;
-  unsigned n = LLVMGetVectorSize(t);
-  LLVMValueRef v[64];
-  for (unsigned i = 0; i < n && i < 64; i++) v[i] = c;
-  return LLVMConstVector(v, n);
-}
-
-/* exp of x (f32, or a vector of f32 when scalef: then the scaling by 2^n is one
- * vscalefps, which also makes the subnormals and the overflow). */
-static LLVMValueRef exp_f32_of(G *g, LLVMValueRef x, bool scalef) {
-  LLVMTypeRef t = LLVMTypeOf(x), it = g->i32;
-  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) it = LLVMVectorType(g->i32, LLVMGetVectorSize(t));
-#define FC(v) splat_c(t, fconst(g, g->f32, (v)))
-#define IC(v) splat_c(it, LLVMConstInt(g->i32, (unsigned long long)(v), 1))
-  /* Clamped to [-104, 89], the scaling below rounds to 0 or overflows to infinity by itself
-   * beyond the range of f32 results, and produces the subnormals in between.  (A NaN x
-   * compares false both times and stays.) */
-  LLVMValueRef hi = FC(89.0), lo = FC(-104.0);
-  LLVMValueRef xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOGT, x, hi, ""), hi, x, "");
-  xc = LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, xc, lo, ""), lo, xc, "");
-  const double magic = 12582912.0;                      /* 1.5 * 2^23 = 0x4b400000 */
-  LLVMValueRef ma[3] = {xc, FC(1.44269504088896341), FC(magic)};
-  LLVMValueRef sum = intrinsic(g, "llvm.fmuladd", t, ma, 3);  /* unfused, n is still an integer */
-  LLVMValueRef n = LLVMBuildFSub(g->b, sum, FC(magic), "");
-  LLVMValueRef ra[3] = {n, FC(-0.693359375), xc};
-  LLVMValueRef r = intrinsic(g, "llvm.fmuladd", t, ra, 3);
-  LLVMValueRef rb[3] = {n, FC(2.12194440e-4), r};
-  r = intrinsic(g, "llvm.fmuladd", t, rb, 3);
-  static const double c[] = {0.0013836845755577087, 0.008374815806746483, 0.04166822507977486,
-                             0.16666419804096222, 0.49999991059303284, 1.0, 1.0};
-  LLVMValueRef p = FC(c[0]);
-  for (int i = 1; i < 7; i++) {
-    /* p * r + c, fused where the target has FMA (llvm.fmuladd): shorter and more exact */
-    LLVMValueRef args[3] = {p, r, FC(c[i])};
-    p = intrinsic(g, "llvm.fmuladd", t, args, 3);
-  }
-  if (scalef) {
-    LLVMTypeRef i16 = LLVMInt16TypeInContext(g->cx);
-    LLVMValueRef args[5] = {p, n, LLVMGetUndef(t), LLVMConstInt(i16, 0xffff, 0), LLVMConstInt(g->i32, 4, 0)};
-    LLVMTypeRef ps[5] = {t, t, t, i16, g->i32};
-    LLVMValueRef f = LLVMGetNamedFunction(g->m, "llvm.x86.avx512.mask.scalef.ps.512");
-    LLVMTypeRef ft = LLVMFunctionType(t, ps, 5, 0);
-    if (!f) f = LLVMAddFunction(g->m, "llvm.x86.avx512.mask.scalef.ps.512", ft);
-    return LLVMBuildCall2(g->b, ft, f, args, 5, "");
-  }
-  /* 2^n by the exponent bits; n in [-150, 129] after the clamp: split in two factors.  The
-   * integer n is the sum's bits less the constant's: an ordinary value even for a NaN x (a
-   * conversion of NaN would be poison), and NaN flows through the clamps and the
-   * polynomial into the result, so it needs no test. */
-  LLVMValueRef ni = LLVMBuildSub(g->b, LLVMBuildBitCast(g->b, sum, it, ""), IC(0x4b400000), "");
-  LLVMValueRef h = LLVMBuildAShr(g->b, ni, IC(1), "");
-  LLVMValueRef l = LLVMBuildSub(g->b, ni, h, "");
-  LLVMValueRef e1 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, h, IC(127), ""), IC(23), ""), t, "");
-  LLVMValueRef e2 = LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, LLVMBuildAdd(g->b, l, IC(127), ""), IC(23), ""), t, "");
-#undef FC
-#undef IC
-  return LLVMBuildFMul(g->b, LLVMBuildFMul(g->b, p, e1, ""), e2, "");
-}
-
-/* exp for f32 without a libm call, so loops vectorise: 2^n * p(r), r = x - n ln2,
- * |r| <= ln2/2, p a degree-6 polynomial fitted for least maximum relative error on that
- * interval (2e-9 before rounding; with the f32 roundings the result is within 1.05 ulp of
- * exp over [-103, 89], against 0.91 ulp for the degree-7 Taylor polynomial it replaced,
- * whose extra multiply-add cost softmax 7% of its exp pass).
- * n = rint(x log2 e) comes from adding 1.5 * 2^23: the sum's low mantissa bits are n, so
- * one multiply-add gives n both as a float (the sum less the constant) and as an integer (its
- * bits less the constant's), where rint and a conversion would cost two more instructions.
- *
- * With AVX-512 the kernels call a function instead, whose call carries a vector variant
- * (the vector function ABI, "vector-function-abi-variant"): the loop vectoriser calls the
- * 16-lane form, which scales by vscalefps in place of seven integer operations and two
- * multiplies -- about a quarter of exp's work, and exp bounds softmax (a softmax with exp
- * replaced by a 9-term polynomial ran 20% faster at 4096 x 4096).  Both functions are
- * kept out of line until vectorisation is done, then inlined (optimize). */
-#define EXP_ATTR "vector-function-abi-variant"
-static void exp_names(const char *prefix, char *sname, char *vname) {
-  snprintf(sname, 96, "%s_expf", prefix);
-  snprintf(vname, 112, "%s_expf_v16", prefix);
-}
-
-static LLVMValueRef exp_call(G *g, LLVMValueRef x) {
-  if (!g->exp_fn) {
-    LLVMBasicBlockRef at = LLVMGetInsertBlock(g->b);
-    char sname[96], vname[112];
-    exp_names(g->prefix, sname, vname);
-    snprintf(g->exp_variant, sizeof g->exp_variant, "_ZGV_LLVM_N16v_%s(%s)", sname, vname);
-    LLVMTypeRef vt = LLVMVectorType(g->f32, 16);
-    LLVMTypeRef st_ft = LLVMFunctionType(g->f32, &g->f32, 1, 0), vt_ft = LLVMFunctionType(vt, &vt, 1, 0);
-    LLVMValueRef sf = LLVMAddFunction(g->m, sname, st_ft), vf = LLVMAddFunction(g->m, vname, vt_ft);
-    LLVMSetLinkage(sf, LLVMInternalLinkage);
-    static const char *attrs[] = {"noinline", "nounwind", "willreturn", "nosync", "nofree"};
-    for (int k = 0; k < 2; k++) {
-      LLVMValueRef f = k ? vf : sf;
-      for (size_t a = 0; a < sizeof attrs / sizeof *attrs; a++)
-        LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                                LLVMCreateEnumAttribute(g->cx, LLVMGetEnumAttributeKindForName(attrs[a], strlen(attrs[a])), 0));
-      /* memory(none): reads and writes nothing */
-      LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                              LLVMCreateEnumAttribute(g->cx, LLVMGetEnumAttributeKindForName("memory", 6), 0));
-      LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->cx, f, "entry"));
-      LLVMBuildRet(g->b, exp_f32_of(g, LLVMGetParam(f, 0), k == 1));
-    }
-    LLVMPositionBuilderAtEnd(g->b, at);
-    g->exp_fn = sf;
-  }
-  LLVMValueRef call = LLVMBuildCall2(g->b, LLVMGlobalGetValueType(g->exp_fn), g->exp_fn, &x, 1, "");
-  LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                           LLVMCreateStringAttribute(g->cx, EXP_ATTR, (unsigned)strlen(EXP_ATTR), g->exp_variant,
-                                                     (unsigned)strlen(g->exp_variant)));
-  return call;
-}
-
-static LLVMValueRef exp_f32(G *g, LLVMValueRef x) {
-  return g->scalef && g->prefix ? exp_call(g, x) : exp_f32_of(g, x, false);
-}
-
-static LLVMValueRef gen_exp(G *g, LLVMTypeRef t, LLVMValueRef x) {
-  if (t == g->f32) return exp_f32(g, x);
-  return intrinsic(g, "llvm.exp", t, &x, 1);
-}
 
 static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch);
 
@@ -474,7 +341,6 @@ static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch
   case KX_UN: {
     LLVMValueRef x = gen(g, e->a[0], guard, in_branch);
     bool f = elem_is_float(e->ty);
-    LLVMValueRef r;
     switch (e->op) {
     case OP_NOT: return LLVMBuildNot(g->b, x, "");
     case OP_NEG: return f ? LLVMBuildFNeg(g->b, x, "") : LLVMBuildSub(g->b, LLVMConstInt(t, 0, 0), x, "");
@@ -485,32 +351,9 @@ static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch
     case OP_FLOOR: case OP_CEIL: case OP_ROUND:
       if (!f) return x;
       return intrinsic(g, e->op == OP_FLOOR ? "llvm.floor" : e->op == OP_CEIL ? "llvm.ceil" : "llvm.rint", t, &x, 1);
-    case OP_EXP: return gen_exp(g, t, x);
-    case OP_SQRT: return intrinsic(g, "llvm.sqrt", t, &x, 1);
-    case OP_RSQRT:
-      r = LLVMBuildFDiv(g->b, fconst(g, t, 1.0), intrinsic(g, "llvm.sqrt", t, &x, 1), "");
-      return r;
-    case OP_LOG: return intrinsic(g, "llvm.log", t, &x, 1);
-    case OP_SIN: return intrinsic(g, "llvm.sin", t, &x, 1);
-    case OP_COS: return intrinsic(g, "llvm.cos", t, &x, 1);
-    case OP_TANH: {
-      if (t != g->f32) return libm(g, "tanh", t, &x, 1);
-      /* f32: 1 - 2 / (exp(2x) + 1), exact limits at +-inf, vectorisable through exp; below
-       * |x| = 0.3 that cancels, so the odd Taylor series to x^11 (error under 1e-9) */
-      LLVMValueRef e2 = gen_exp(g, t, LLVMBuildFMul(g->b, x, fconst(g, t, 2.0), ""));
-      r = LLVMBuildFSub(g->b, fconst(g, t, 1.0), LLVMBuildFDiv(g->b, fconst(g, t, 2.0), LLVMBuildFAdd(g->b, e2, fconst(g, t, 1.0), ""), ""), "");
-      static const double c[] = {-1382.0 / 155925, 62.0 / 2835, -17.0 / 315, 2.0 / 15, -1.0 / 3, 1.0};
-      LLVMValueRef x2 = LLVMBuildFMul(g->b, x, x, ""), p = fconst(g, t, c[0]);
-      for (int i = 1; i < 6; i++) p = LLVMBuildFAdd(g->b, LLVMBuildFMul(g->b, p, x2, ""), fconst(g, t, c[i]), "");
-      p = LLVMBuildFMul(g->b, p, x, "");
-      LLVMValueRef ax = intrinsic(g, "llvm.fabs", t, &x, 1);
-      return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOLT, ax, fconst(g, t, 0.3), ""), p, r, "");
-    }
-    case OP_SIGMOID: {
-      LLVMValueRef en = gen_exp(g, t, LLVMBuildFNeg(g->b, x, ""));
-      return LLVMBuildFDiv(g->b, fconst(g, t, 1.0), LLVMBuildFAdd(g->b, en, fconst(g, t, 1.0), ""), "");
-    }
-    case OP_ERF: return libm(g, t == g->f32 ? "erff" : "erf", t, &x, 1);
+    case OP_EXP: case OP_LOG: case OP_SQRT: case OP_RSQRT: case OP_SIN: case OP_COS: case OP_TANH:
+    case OP_SIGMOID: case OP_ERF:
+      return vmath_unary(&g->vm, e->op, x);
     default: return x;
     }
   }
@@ -548,10 +391,7 @@ static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch
         LLVMValueRef signed_zero = intrinsic(g, "llvm.copysign", t, cs, 2);
         return LLVMBuildSelect(g->b, LLVMBuildFCmp(g->b, LLVMRealOEQ, m, z, ""), signed_zero, m, "");
       }
-      case OP_POW: case OP_POWF: {
-        LLVMValueRef args[2] = {a, b};
-        return intrinsic(g, "llvm.pow", t, args, 2);
-      }
+      case OP_POW: case OP_POWF: return vmath_pow(&g->vm, a, b);
       case OP_MAX: case OP_MIN: {
         LLVMValueRef args[2] = {a, b};
         return intrinsic(g, e->op == OP_MAX ? "llvm.maximum" : "llvm.minimum", t, args, 2);
@@ -911,6 +751,22 @@ static int piped_stage(const Program *p, const Kernel *kn, int par_axis) {
 
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi);
 
+/* The vector width of a kernel's loops is the hardware model's vector_bits, set as LLVM's
+ * "prefer-vector-width", not LLVM's default for the CPU: that default is 256 bits on Intel's
+ * AVX-512 cores (Skylake-SP to Sapphire Rapids, for the clock they lose under 512-bit load),
+ * which would leave half of each register unused where the model says the cores have
+ * full-width units; the model's figures (ghz, fma_units) already count that clock, and a
+ * part that does better at 256 is described by a file with vector_bits = 256.  On an AVX2
+ * host, 256 bits against 128 ran softmax 1.4x and gelu, silu and sin/cos/log 2x faster,
+ * and a copy as fast.  See hw/README.md, "Vector width", for the rule and the figures. */
+static void set_vector_width(LLVMValueRef fn, int bits) {
+  if (bits <= 0) return;
+  char w[16];
+  int n = snprintf(w, sizeof w, "%d", bits);
+  LLVMContextRef cx = LLVMGetModuleContext(LLVMGetGlobalParent(fn));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(cx, "prefer-vector-width", 19, w, (unsigned)n));
+}
+
 /* The function of one kernel; twin: the streaming twin (see mark_streaming), whose last
  * stage starts each row's vector loop on a 64-byte boundary; F: piped_stage's answer. */
 static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bool twin, int F) {
@@ -918,6 +774,7 @@ static void gen_kernel(G *g, const Kernel *kn, const char *sym, int par_axis, bo
   LLVMTypeRef ft = LLVMFunctionType(g->void_, ps, 3, 0);
   g->fn = LLVMAddFunction(g->m, sym, ft);
   g->kn = kn;
+  set_vector_width(g->fn, g->vector_bits);
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->cx, g->fn, "entry");
   LLVMPositionBuilderAtEnd(g->b, entry);
   g->ctx = LLVMGetParam(g->fn, 0);
@@ -1396,25 +1253,12 @@ static void mark_streaming(LLVMModuleRef m, const CKernel *ck, int nk) {
   }
 }
 
-/* Optimise a module of kernels built with prefix, then inline the exp functions
- * (exp_call) that the vectoriser has seen as calls, and drop them. */
+/* Optimise a module of kernels built with prefix, then inline the math helpers that the
+ * vectoriser has seen as calls (vmath.c's AVX-512 exp), and drop them. */
 static bool optimize(CpuBackend *be, LLVMModuleRef m, const char *prefix, char *err, size_t errlen) {
   if (!jit_optimize(be->jit, m, NULL, err, errlen)) return false;
-  bool any = false;
-  unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
-  unsigned always = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
-  LLVMContextRef cx = LLVMGetModuleContext(m);
-  char names[2][112];
-  exp_names(prefix, names[0], names[1]);
-  for (int i = 0; i < 2; i++) {
-    LLVMValueRef f = LLVMGetNamedFunction(m, names[i]);
-    if (!f) continue;
-    LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinline);
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(cx, always, 0));
-    LLVMSetLinkage(f, LLVMInternalLinkage);
-    any = true;
-  }
-  return !any || jit_optimize(be->jit, m, "always-inline,globaldce,function(" INSTCOMBINE ",simplifycfg)", err, errlen);
+  return !vmath_release(m, prefix) ||
+         jit_optimize(be->jit, m, "always-inline,globaldce,function(" INSTCOMBINE ",simplifycfg)", err, errlen);
 }
 
 /* Build the module of a program's loop kernels; names them with prefix. */
@@ -1424,7 +1268,8 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
   G g;
   g_init(&g, cx, m, p);
   g.prefix = prefix;
-  g.scalef = strstr(jit_cpu_features(be->jit), "+avx512f") != NULL;
+  g.vector_bits = be->hw.vector_bits;
+  vmath_init(&g.vm, cx, m, g.b, prefix, jit_cpu_features(be->jit), g.vector_bits);
   for (int i = 0; i < nk; i++) {
     if (ck[i].gemm) continue;
     if (kernels) {

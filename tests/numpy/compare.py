@@ -713,6 +713,103 @@ for N in [64, 1031]:
           out('sn', F32, np.sin(xs), ('elem', 1e-6, 1e-6)),     # absolute near the zeros
           out('cs', F32, np.cos(xs), ('elem', 1e-6, 1e-6))])
 
+# The same in f64, over f64's ranges, with pow and arguments of sin and cos up to 1e6.
+WIDE64 = """
+fn wide64(X: f64[N], P: f64[N], T: f64[N], A: f64[N], E: f64[N]) -> (f64[N], f64[N], f64[N],
+    f64[N], f64[N], f64[N], f64[N], f64[N], f64[N], f64[N], f64[N], f64[N]) {
+  th[n] = tanh(X[n])
+  sg[n] = sigmoid(X[n])
+  ex[n] = exp(T[n])
+  lg[n] = log(P[n])
+  sq[n] = sqrt(P[n])
+  rs[n] = rsqrt(P[n])
+  ef[n] = erf(X[n])
+  sn[n] = sin(X[n] * 500.0)
+  cs[n] = cos(X[n] * 500.0)
+  sb[n] = sin(A[n] * 1000.0)
+  cb[n] = cos(A[n] * 1000.0)
+  pw[n] = pow(A[n], E[n])
+  return (th, sg, ex, lg, sq, rs, ef, sn, cs, sb, cb, pw)
+}
+"""
+ELEM64 = ('elem', 1e-13, 1e-300)
+for N in [64, 1031]:
+    X = np.exp(rng.uniform(np.log(1e-8), np.log(30), N)) * rng.choice([-1, 1], N)
+    P = np.exp(rng.uniform(-690, 690, N))
+    T = rng.uniform(-745, 709, N)
+    A = np.exp(rng.uniform(np.log(1e-3), np.log(1e3), N))
+    E = rng.uniform(-5, 5, N)
+    case('f64 math over wide ranges N=%d: tanh sigmoid erf of 1e-8..30, exp of -745..709, '
+         'log sqrt rsqrt of 1e-300..1e300, sin cos of 500x and up to 1e6, pow' % N,
+         [('X', X), ('P', P), ('T', T), ('A', A), ('E', E)],
+         WIDE64 + '(th, sg, ex, lg, sq, rs, ef, sn, cs, sb, cb, pw) = wide64(X, P, T, A, E)',
+         [out('th', F64, np.tanh(X), ELEM64), out('sg', F64, 1 / (1 + np.exp(-X)), ELEM64),
+          out('ex', F64, np.exp(T), ELEM64), out('lg', F64, np.log(P), ELEM64),
+          out('sq', F64, np.sqrt(P), ELEM64), out('rs', F64, 1 / np.sqrt(P), ELEM64),
+          out('ef', F64, erf_ref(X), ELEM64),
+          out('sn', F64, np.sin(X * 500), ('elem', 1e-13, 1e-13)),
+          out('cs', F64, np.cos(X * 500), ('elem', 1e-13, 1e-13)),
+          out('sb', F64, np.sin(A * 1000), ('elem', 1e-13, 1e-13)),
+          out('cb', F64, np.cos(A * 1000), ('elem', 1e-13, 1e-13)),
+          out('pw', F64, A ** E, ELEM64)])
+
+# Special values through every math function, f32 and f64: NaN, infinities, zeros of both
+# signs (1 / f(x) tells -0 from 0; rsqrt(-0) is -inf), subnormals, the largest finite
+# value; pow's special cases as C's pow has them.  sin and cos get no huge arguments (lang/reference.md gives
+# the range where they are accurate).
+SPECIAL_MATH = """
+fn smath(X: T[N], S: T[N], Z: T[M], A: T[K], B: T[K]) -> (T[N], T[N], T[N], T[N], T[N], T[N],
+    T[N], T[N], T[N], T[N], T[M], T[M], T[M], T[M], T[M], T[K]) {
+  ex[n] = exp(X[n])
+  lg[n] = log(X[n])
+  sq[n] = sqrt(X[n])
+  rs[n] = rsqrt(X[n])
+  th[n] = tanh(X[n])
+  sg[n] = sigmoid(X[n])
+  ef[n] = erf(X[n])
+  sn[n] = sin(S[n])
+  cs[n] = cos(S[n])
+  pw[n] = X[n] ** 2.0
+  zs[m] = 1.0 / sin(Z[m])
+  zt[m] = 1.0 / tanh(Z[m])
+  ze[m] = 1.0 / erf(Z[m])
+  zq[m] = rsqrt(Z[m])
+  zp[m] = 1.0 / Z[m] ** 3.0
+  pp[k] = pow(A[k], B[k])
+  return (ex, lg, sq, rs, th, sg, ef, sn, cs, pw, zs, zt, ze, zq, zp, pp)
+}
+"""
+for dtype, ty in [(F32, 'f32'), (F64, 'f64')]:
+    fi = np.finfo(dtype)
+    sub = float(fi.smallest_subnormal) * 3
+    X = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, sub, -sub, float(fi.tiny), 1e-30, 0.5, 1.0,
+                  -1.0, 3.5, -3.5, 30.0, -30.0, 80.0, -80.0, float(fi.max), -float(fi.max)], dtype)
+    S = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, sub, -sub, 1e-30, 0.5, -0.5, 1.0, 3.0,
+                  -3.0, 100.0, -100.0, 12345.0, -98765.0, 2.5e4, 1.5707964, -3.1415927], dtype)
+    Z = np.array([0.0, -0.0, sub, -sub], dtype)
+    A = np.array([0, 0, -0.0, -0.0, np.inf, np.inf, -np.inf, -np.inf, -2, -2, np.nan, 1, -1, 2,
+                  0.5, 2, 2, np.nan, 1, -8, 10, 10], dtype)
+    B = np.array([2, -2, 3, -3, 2, -2, 3, 2, 3, 0.5, 0, np.nan, np.inf, 0, np.inf, np.inf, -np.inf,
+                  2, 1e30, 1 / 3, 30, -30], dtype)
+    x, s, z, a, b = f64(X), f64(S), f64(Z), f64(A), f64(B)
+    m = ELEM32 if dtype is F32 else ELEM64
+    with np.errstate(all='ignore'):
+        case('special values through every math function %s: NaN, inf, -0, subnormals, '
+             'the largest value, pow\'s special cases' % ty,
+             [('X', X), ('S', S), ('Z', Z), ('A', A), ('B', B)],
+             SPECIAL_MATH.replace('T[', ty + '[') +
+             '(ex, lg, sq, rs, th, sg, ef, sn, cs, pw, zs, zt, ze, zq, zp, pp) = smath(X, S, Z, A, B)',
+             [out('ex', dtype, np.exp(x), m), out('lg', dtype, np.log(x), m),
+              out('sq', dtype, np.sqrt(x), m), out('rs', dtype, 1 / np.sqrt(x), m),
+              out('th', dtype, np.tanh(x), m), out('sg', dtype, 1 / (1 + np.exp(-x)), m),
+              out('ef', dtype, np.where(np.isnan(x), np.nan, erf_ref(np.nan_to_num(x))), m),
+              out('sn', dtype, np.sin(s), m), out('cs', dtype, np.cos(s), m),
+              out('pw', dtype, x ** 2, m),
+              out('zs', dtype, 1 / np.sin(z), m), out('zt', dtype, 1 / np.tanh(z), m),
+              out('ze', dtype, 1 / erf_ref(z), m), out('zq', dtype, 1 / np.sqrt(z), m),
+              out('zp', dtype, 1 / z ** 3, m),
+              out('pp', dtype, np.power(a, b), m)])
+
 # ---- reductions over a written range: sum[k < N / 2], max[k < 3] ----
 RANGED = '''
 fn evens(X: f32[B, N]) -> f32[B] { s[b] = sum[k < N / 2] X[b, 2 * k]; return s }
