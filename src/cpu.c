@@ -765,6 +765,9 @@ static void set_vector_width(LLVMValueRef fn, int bits) {
   int n = snprintf(w, sizeof w, "%d", bits);
   LLVMContextRef cx = LLVMGetModuleContext(LLVMGetGlobalParent(fn));
   LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(cx, "prefer-vector-width", 19, w, (unsigned)n));
+  /* Divisions may use exact reciprocals (fast: x / s as x * (1/s)), never the targets'
+   * estimates: with them 1.0 / sqrt(x) became an rsqrtps estimate, NaN at x = 0. */
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(cx, "reciprocal-estimates", 20, "none", 4));
 }
 
 /* The function of one kernel; twin: the streaming twin (see mark_streaming), whose last

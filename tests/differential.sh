@@ -74,6 +74,10 @@ s=$work/diff.dyn
     echo ":check gather32(X, I)"
     echo ":check gather64(randn(f32[$n, 5]), i64(I))"
   done
+  # a quotient by a square root at 0 and -0 is infinity, not a target's reciprocal estimate
+  echo "fn rsq(X: f32[N]) -> (f32[N], f32[N]) { Y[i] = 1.0 / sqrt(X[i]); Z[i] = X[i] / sqrt(abs(X[i])); return (Y, Z) }"
+  echo ":check rsq(where(rand(f32[37]) > 0.5, 0.0, rand(f32[37])))"
+  echo ":check rsq([0, -0.0, 4, 1e-30, 16, 1, 2, 3, 0, 5, 6, 7, 8, 9, 10, 11, 12])"
   # every back end draws the same random numbers, and a top-level statement is compiled too
   echo ":check rand(f32[3])"
   echo ":check randn(f32[4, 5]) * 2.0 + 1.0"
