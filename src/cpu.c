@@ -1908,7 +1908,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
     memset(block, 0, words * sizeof(int64_t));
     for (int a = 0; a < p->naxes; a++)
       if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
-        snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
+        eval_extent_error(p, a, why, err, errlen);
         status = -1;
         goto out;
       }

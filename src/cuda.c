@@ -3137,7 +3137,7 @@ static bool bind_shapes(const Program *p, const EvalSizes *sz, int64_t *ext, int
   const char *why = NULL;
   for (int a = 0; a < p->naxes; a++)
     if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sz, &ext[a], &why)) {
-      snprintf(err, errlen, "cannot evaluate the extent of %s: %s", p->axes[a].name, why ? why : "unbound");
+      eval_extent_error(p, a, why, err, errlen);
       return false;
     }
   for (int i = 0; i < p->nslots; i++) {

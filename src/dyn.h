@@ -603,6 +603,8 @@ bool eval_size_lookup(void *env, const char *name, int64_t *v);
 /* The value of every size a program's kernels read, into szv[KExpr id] (every back end
  * passes these to its code).  False with the reason appended to why. */
 bool eval_size_values(const Program *p, const EvalSizes *sizes, int64_t *szv, Buf *why);
+/* "cannot evaluate the extent N/P of i: division by zero", what every back end says. */
+void eval_extent_error(const Program *p, int axis, const char *why, char *err, size_t errlen);
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 

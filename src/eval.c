@@ -572,6 +572,13 @@ bool eval_size_values(const Program *p, const EvalSizes *sizes, int64_t *szv, Bu
   return true;
 }
 
+void eval_extent_error(const Program *p, int axis, const char *why, char *err, size_t errlen) {
+  Buf b = {0};
+  poly_str(p->axes[axis].extent, &b);
+  snprintf(err, errlen, "cannot evaluate the extent %s of %s: %s", b.s, p->axes[axis].name, why ? why : "unbound");
+  buf_free(&b);
+}
+
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span) {
   E ctx = {0};
@@ -600,12 +607,9 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
   for (int a = 0; a < p->naxes; a++) {
     const char *why = NULL;
     if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &E->ext[a], &why)) {
-      Buf b = {0};
-      poly_str(p->axes[a].extent, &b);
-      char text[256];
-      snprintf(text, sizeof text, "%s", b.s);
-      buf_free(&b);                /* fail() does not return */
-      fail(E, (Span){0}, "cannot evaluate the extent %s of %s: %s", text, p->axes[a].name, why ? why : "unbound");
+      char text[512];
+      eval_extent_error(p, a, why, text, sizeof text);   /* fail() does not return: no Buf */
+      fail(E, (Span){0}, "%s", text);
     }
   }
   if (!eval_size_values(p, sizes, E->szv, E->err)) fail(E, (Span){0}, "%s", "");
