@@ -112,12 +112,47 @@ void tensor_type_str(const Tensor *t, Buf *out);
  * large tensors summarised (first and last 3 rows/columns, "..."). */
 void tensor_format(const Tensor *t, Buf *out);
 
+/* ---- file.c: reading with a limit, replacing a file whole or not at all ----------------- */
+
+/* The most a script may be (a file, standard input, :load, import): lang/reference.md. */
+#define FILE_SOURCE_MAX ((size_t)64 << 20)
+
+typedef enum {
+  FILE_OK,
+  FILE_OPEN_FAILED,            /* *err: errno */
+  FILE_READ_FAILED,            /* *err: errno (EISDIR for a directory, ENOMEM) */
+  FILE_TOO_LARGE,              /* more than max bytes */
+  FILE_NOT_REGULAR,            /* regular_only, and it is a FIFO, a device, ... */
+  FILE_STOPPED,                /* *stop was set while a read waited */
+} FileStatus;
+/* All of the file at path (or, with path NULL, of descriptor fd, left open), at most max
+ * bytes: *text is malloc'd and NUL-terminated after its *len bytes (which may hold NULs).
+ * regular_only: anything but a regular file is refused before a byte is read, and opening
+ * does not wait on a FIFO. */
+FileStatus file_read_all(const char *path, int fd, size_t max, bool regular_only,
+                         volatile int *stop, char **text, size_t *len, int *err);
+
+/* A file being replaced: open, write, then commit (the destination becomes the new file)
+ * or abandon (the destination is as it was).  Until then a temporary beside the destination
+ * holds the data, and SIGINT, SIGTERM and SIGHUP (those not handled by someone else) remove
+ * it before they end the process.  An existing device or FIFO is written in place.  The new
+ * file has the permissions a new file gets (0666 less the umask).  Messages in err carry no
+ * file name; "interrupted" when *stop was set. */
+typedef struct FileOut FileOut;
+FileOut *file_out_open(const char *path, volatile int *stop, char *err, size_t errlen);
+bool file_out_write(FileOut *o, const void *data, size_t n, volatile int *stop, char *err,
+                    size_t errlen);               /* false: call file_out_abandon */
+bool file_out_commit(FileOut *o, char *err, size_t errlen);   /* frees o, either way */
+void file_out_abandon(FileOut *o);                            /* frees o; NULL-safe */
+
 /* ---- npy.c: NumPy .npy files (format 1.0/2.0/3.0, little-endian, C or Fortran order) --- */
 
-/* Load: NULL with a message naming the file and the problem on any error. */
-Tensor *npy_load(const char *path, char *err, size_t errlen);
-/* Save: false with a message on error. */
-bool npy_save(const Tensor *t, const char *path, char *err, size_t errlen);
+/* Load: NULL with a message naming the file and the problem on any error.  stop (may be
+ * NULL): the session's interrupt flag, checked between chunks; then "interrupted". */
+Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen);
+/* Save, replacing the file whole (file_out_open): false with a message on error, and then
+ * the old file, if any, is untouched. */
+bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen);
 /* The same on memory, for tests and fuzzing: parse a whole file image. */
 Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, size_t errlen);
 

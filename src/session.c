@@ -1062,7 +1062,8 @@ static Value bi_load(Session *s, Expr *call, Value *args) {
     return (Value){0};
   }
   char msg[512];
-  Tensor *t = npy_load(args[0].s, msg, sizeof msg);
+  s->interrupt = 0;                  /* Ctrl-C stops the read between chunks */
+  Tensor *t = npy_load(args[0].s, &s->interrupt, msg, sizeof msg);
   if (!t) {
     error(s, call->span, E_BUILTIN, msg);
     return (Value){0};
@@ -1077,7 +1078,8 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
     return (Value){0};
   }
   char msg[512];
-  if (!npy_save(args[0].t, args[1].s, msg, sizeof msg)) error(s, call->span, E_BUILTIN, msg);
+  s->interrupt = 0;                  /* Ctrl-C stops the write; the old file stays */
+  if (!npy_save(args[0].t, args[1].s, &s->interrupt, msg, sizeof msg)) error(s, call->span, E_BUILTIN, msg);
   return (Value){0};
 }
 

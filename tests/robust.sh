@@ -1,0 +1,118 @@
+#!/bin/sh
+# robust.sh -- dyn against hostile files, streams and limits, as a careless or malicious
+# user meets them: each section says what it holds dyn to.  Whatever could run away (an
+# endless input) runs under limits on memory and time.  tests/full-disk.sh does the same
+# for a full file system.
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir}
+dyn=$top_builddir/dyn
+[ -x "$dyn" ] || { echo "no dyn binary at $dyn"; exit 99; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/dynrobust.XXXXXX") || exit 99
+kids=
+trap 'for k in $kids; do kill $k 2>/dev/null; done; rm -rf "$work"' EXIT
+cd "$work" || exit 99
+mkdir home
+export HOME="$work/home" DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1
+unset XDG_CACHE_HOME
+have_llvm=no
+grep -q "define HAVE_LLVM 1" "$top_builddir/config.h" 2>/dev/null && have_llvm=yes
+pass=0; fail=0; skipped=
+ok() { pass=$((pass + 1)); }
+# bad NAME WHY [FILE...]: a failure, with the first lines of each file
+bad() {
+  fail=$((fail + 1)); echo "FAIL $1: $2"; shift 2
+  for f; do echo "--- $f"; sed -n '1,8p' "$f"; done
+}
+skip() { skipped="$skipped $1"; }
+# endless CMD...: under a limit on memory and time, so that a regression cannot take the
+# machine with it; the status and message checked by the caller
+endless() { ( ulimit -v 2000000; exec timeout 60 "$@" ) > out 2> err; st=$?; }
+
+# ---- saves and loads: the old file survives a failed save, and no temporary is left;
+# Ctrl-C stops both in the REPL; a load checks the memory it needs first ----
+# fresh: a small good x.npy, kept as old.npy to compare with
+fresh() {
+  rm -f x.npy .x.npy.tmp*
+  "$dyn" -e 'save(i32([1, 2, 3]), "x.npy")' && cp x.npy old.npy
+}
+intact() { cmp -s x.npy old.npy && ! ls -A | grep -q '^\.x\.npy\.tmp'; }
+
+# A file size limit (ulimit -f): SIGXFSZ used to kill dyn half-way through the file.
+fresh
+( ulimit -f 8; exec "$dyn" -e 'save(zeros(f32[100000]), "x.npy")' ) > out 2> err
+st=$?
+if [ $st = 1 ] && grep -qF 'x.npy: write error: File too large' err && intact; then ok
+else bad save-file-size-limit "status $st; x.npy changed or a temporary left" err; fi
+
+# killed SIG INPUT CMD...: a save of 256 MiB in CMD (standard input from INPUT) is stopped
+# while its temporary exists, then sent SIG; the old file must be intact and the temporary
+# gone.  Leaves CMD's status in st.
+printf 'save(zeros(f32[64, 1048576]), "x.npy")\nprint(load("x.npy"))\n' > big.dyn
+killed() {
+  sig=$1 input=$2; shift 2
+  fresh
+  "$@" < "$input" > out 2> err &
+  pid=$!
+  while kill -0 $pid 2>/dev/null; do
+    set -- .x.npy.tmp*
+    [ -e "$1" ] && break
+  done
+  kill -STOP $pid 2>/dev/null
+  kill -$sig $pid 2>/dev/null
+  kill -CONT $pid 2>/dev/null
+  wait $pid 2>/dev/null
+  st=$?
+}
+killed TERM /dev/null "$dyn" big.dyn
+if [ $st = 143 ] && intact; then ok
+else bad save-killed-term "status $st (143 expected); x.npy changed or a temporary left" err; fi
+killed HUP /dev/null "$dyn" big.dyn
+if [ $st = 129 ] && intact; then ok
+else bad save-killed-hup "status $st (129 expected); x.npy changed or a temporary left" err; fi
+# a background job of a script starts with SIGINT ignored: give dyn the default back
+if env --default-signal=INT true 2>/dev/null; then
+  killed INT /dev/null env --default-signal=INT "$dyn" big.dyn
+  if [ $st = 130 ] && intact; then ok
+  else bad save-killed-int "status $st (130 expected); x.npy changed or a temporary left" err; fi
+else
+  skip save-killed-int
+fi
+# In the REPL, Ctrl-C stops the save, which says so; the session goes on and reads the old
+# file back.
+killed INT big.dyn "$dyn" -q -i -
+if [ $st = 0 ] && intact && grep -qF '<repl:1>:1:1: error: x.npy: interrupted' err &&
+   grep -qF '[1, 2, 3]' out; then ok
+else bad repl-save-interrupted "status $st; no 'interrupted', x.npy changed, or the session ended" out err; fi
+
+# Ctrl-C in the REPL during a load() that waits on a FIFO: the header has come, the data
+# never does.
+"$dyn" -e 'save(zeros(f32[1000]), "h.npy")'
+head -c 128 h.npy > head.bin
+mkfifo f.npy
+( cat head.bin; : > opened; exec sleep 60 ) > f.npy &
+writer=$!
+kids="$kids $writer"
+printf 'x = load("f.npy")\nprint(7)\n' > load.in
+"$dyn" -q -i - < load.in > out 2> err &
+pid=$!
+n=0
+while [ ! -e opened ] && [ $n -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+sleep 0.2
+kill -INT $pid
+wait $pid
+st=$?
+kill $writer 2>/dev/null
+if [ $st = 0 ] && grep -qF '<repl:1>:1:5: error: f.npy: interrupted' err && grep -qF 'i64 7' out; then ok
+else bad repl-load-interrupted "status $st" out err; fi
+
+# A pipe whose header declares a petabyte, then zeros for ever: refused before a byte of
+# data is buffered.
+hdr=$(printf "%-117s" "{'descr': '<f4', 'fortran_order': False, 'shape': (281474976710656,), }")
+endless sh -c '( printf "\223NUMPY\001\000v\000"; printf "%s\n" "$1"; exec cat /dev/zero ) 2>/dev/null |
+  "$0" -e "x = load(\"/dev/stdin\")"' "$dyn" "$hdr"
+if [ $st = 1 ] && grep -qF "/dev/stdin: the header declares 1125899.9 GB of data, more than this machine's memory" err; then ok
+else bad load-pipe-petabyte "status $st" err; fi
+
+[ -n "$skipped" ] && echo "robust: skipped:$skipped"
+echo "robust: $pass passed, $fail failed"
+[ $fail = 0 ]
