@@ -2490,25 +2490,53 @@ static char *calibration_path(void) {
   return b.s;
 }
 
-/* Use a calibration made on this hardware, if there is one. */
+/* The cache is a few lines; anything longer is not one of ours. */
+#define CALIBRATION_MAX 65536
+
+/* A calibrated peak is believed only near the model's: a measurement cannot beat the
+ * hardware by 4x, nor fall below a hundredth of what the threads it ran on can do.  Past
+ * either, the file is damaged or from another machine with the same fingerprint. */
+static bool plausible_peak(const HwModel *hw, double peak, int threads) {
+  double model = hw->peak_gflops_f32;
+  if (!isfinite(peak) || peak <= 0) return false;
+  if (!(model > 0)) return true;           /* nothing to compare with */
+  double share = hw->cores > 0 && threads > 0 && threads < hw->cores ? (double)threads / hw->cores : 1;
+  return peak <= 4 * model && peak >= model * share / 100;
+}
+
+/* Use a calibration made on this hardware, if there is one.  Only a regular file of a
+ * sensible size is read: a FIFO or a link to /dev/zero in its place must not hang or fill
+ * every start-up.  A file that cannot be used is ignored with a note. */
 static void load_calibration(Session *s) {
   char *dir = calibration_path();
   if (!dir) return;
   Buf path = {0}, fp = {0};
   buf_printf(&path, "%s/calibration.txt", dir);
   fingerprint(&s->host_hw, &fp);
-  FILE *f = fopen(path.s, "r");
-  if (f) {
-    char line[1024], key[64], val[900];
+  char *text;
+  size_t len;
+  int e;
+  FileStatus st = file_read_all(path.s, -1, CALIBRATION_MAX, true, NULL, &text, &len, &e);
+  if (st == FILE_NOT_REGULAR) {
+    fprintf(s->err, "dyn: ignoring %s: not a regular file\n", path.s);
+  } else if (st == FILE_TOO_LARGE) {
+    fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
+  } else if (st == FILE_OK) {
     bool match = false;
     double peak = 0;
-    while (fgets(line, sizeof line, f)) {
+    int threads = 0;
+    char key[64], val[900], *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
       if (sscanf(line, "%63s = %899[^\n]", key, val) != 2) continue;
       if (!strcmp(key, "fingerprint")) match = !strcmp(val, fp.s);
-      else if (!strcmp(key, "peak_gflops_f32")) peak = atof(val);
+      else if (!strcmp(key, "peak_gflops_f32")) peak = strtod(val, NULL);
+      else if (!strcmp(key, "threads")) threads = atoi(val);
     }
-    fclose(f);
-    if (match && peak > 0) {
+    free(text);
+    if (match && !plausible_peak(&s->host_hw, peak, threads)) {
+      fprintf(s->err, "dyn: ignoring %s: a peak of %g GFLOP/s is not plausible for %s (the model says %.1f); run dyn --calibrate again\n",
+              path.s, peak, s->host_hw.name, s->host_hw.peak_gflops_f32);
+    } else if (match) {
       hw_set_measured_peak(&s->host_hw, peak);
       s->host_peak_measured = true;
     }
@@ -2553,15 +2581,20 @@ int session_calibrate(Session *s) {
   mkdir(dir, 0755);
   buf_printf(&path, "%s/calibration.txt", dir);
   fingerprint(&s->hw, &fp);
-  FILE *f = fopen(path.s, "w");
+  /* replaced whole, so that a full disk or a kill leaves the last good calibration */
+  Buf text = {0};
+  buf_printf(&text, "# dyn --calibrate: measured once on this hardware, never per shape\n");
+  buf_printf(&text, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
+  FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
+  bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
+  if (f && !ok) file_out_abandon(f);
+  if (ok) ok = file_out_commit(f, msg, sizeof msg);
+  buf_free(&text);
   int rc = 0;
-  if (!f) {
-    fprintf(s->err, "dyn: --calibrate: cannot write %s: %s\n", path.s, strerror(errno));
+  if (!ok) {
+    fprintf(s->err, "dyn: --calibrate: %s: %s\n", path.s, msg);
     rc = 1;
   } else {
-    fprintf(f, "# dyn --calibrate: measured once on this hardware, never per shape\n");
-    fprintf(f, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
-    fclose(f);
     fprintf(s->out, "kept in %s\n", path.s);
   }
   free(dir);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# full-disk.sh -- save() on a full file system (a 64 KiB tmpfs): the
+# full-disk.sh -- save() and dyn --calibrate on a full file system (a 64 KiB tmpfs): the
 # write fails with "No space left on device", the old file is as it was, and no temporary
 # is left.  Mounting needs a mount namespace (unshare -rm as any user where user
 # namespaces are allowed, else unshare -m as root); without one the test skips (77).
@@ -42,6 +42,23 @@ else
   fail=$((fail + 1)); echo "FAIL save-full: status $st; x.npy changed or a temporary left"; cat err
 fi
 rm -f old.npy
+
+# The calibration cache: the last good one stays when the disk fills.
+if grep -q "define HAVE_LLVM 1" "$top_builddir/config.h" 2>/dev/null && "$dyn" --calibrate > out 2>&1; then
+  cal=$HOME/.cache/dyn/calibration.txt
+  cp "$cal" cal.good
+  rm -f out err
+  head -c 65536 /dev/zero > filler 2>/dev/null
+  # its messages kept in memory: a file truncated for them would free room on the disk
+  msg=$("$dyn" --calibrate 2>&1 > /dev/null)
+  st=$?
+  if [ $st = 1 ] && echo "$msg" | grep -qF "calibration.txt: write error: No space left on device" &&
+     cmp -s "$cal" cal.good && no_tmp; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL calibrate-full: status $st; the cache changed or a temporary left"; echo "$msg"
+  fi
+fi
 
 echo "full-disk: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -113,6 +113,32 @@ endless sh -c '( printf "\223NUMPY\001\000v\000"; printf "%s\n" "$1"; exec cat /
 if [ $st = 1 ] && grep -qF "/dev/stdin: the header declares 1125899.9 GB of data, more than this machine's memory" err; then ok
 else bad load-pipe-petabyte "status $st" err; fi
 
+# ---- the calibration cache ----
+cache=$HOME/.cache/dyn
+mkdir -p "$cache"
+cal=$cache/calibration.txt
+# cached NAME NOTE: a start-up must finish, run the script, and say NOTE
+cached() {
+  timeout 30 "$dyn" -e 'print(1)' > out 2> err
+  st=$?
+  if [ $st = 0 ] && [ "$(cat out)" = "i64 1" ] && grep -qF "dyn: ignoring $cal: $2" err; then ok
+  else bad "$1" "status $st (124: it hung)" out err; fi
+  rm -f "$cal"
+}
+mkfifo "$cal"
+cached calibration-fifo "not a regular file"
+ln -s /dev/zero "$cal"
+cached calibration-dev-zero "not a regular file"
+if [ $have_llvm = yes ] && "$dyn" --calibrate > out 2>&1; then
+  cp "$cal" cal.good
+  sed 's/^peak_gflops_f32 = .*/peak_gflops_f32 = 1e30/' cal.good > "$cal"
+  cached calibration-absurd "a peak of 1e+30 GFLOP/s is not plausible"
+  sed 's/^peak_gflops_f32 = .*/peak_gflops_f32 = nan/' cal.good > "$cal"
+  cached calibration-nan "a peak of nan GFLOP/s is not plausible"
+else
+  skip calibration-values
+fi
+
 [ -n "$skipped" ] && echo "robust: skipped:$skipped"
 echo "robust: $pass passed, $fail failed"
 [ $fail = 0 ]
