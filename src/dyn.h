@@ -790,8 +790,13 @@ int session_compiles(Session *s, const char *name);        /* -1: no such functi
  * keyed by a fingerprint of the hardware, in $XDG_CACHE_HOME/dyn (else ~/.cache/dyn); later
  * sessions on the same hardware use it as the peak.  Never per shape.  Exit status. */
 int session_calibrate(Session *s);
-/* Run a whole script file (batch mode): stops at the first error. */
+/* Run a whole script file (batch mode): stops at the first error.  A script is at most
+ * FILE_SOURCE_MAX bytes; a leading UTF-8 byte-order mark is skipped, and a NUL byte is an
+ * error at the byte (E_NUL_BYTE), before anything runs. */
 RunStatus session_run_file(Session *s, const char *path);
+/* The same for a script already read (standard input): takes text, malloc'd, len bytes
+ * and a NUL after them.  RUN_INCOMPLETE as session_run. */
+RunStatus session_run_script(Session *s, char *text, size_t len, const char *origin);
 /* Run one input: a script, or one REPL entry (possibly several lines).  origin names it in
  * diagnostics ("demo.dyn", "<repl:3>").  RUN_INCOMPLETE: the text ends inside an open
  * bracket, brace or parenthesis or after a binary operator; nothing was run and nothing

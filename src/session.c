@@ -1408,31 +1408,22 @@ static RunStatus cmd_quit(Session *s, const char *arg, Span at) { return RUN_QUI
 
 static RunStatus run_source(Session *s, Source *src);
 
-static char *read_file(const char *path, size_t *len, char *msg, size_t msglen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(msg, msglen, "cannot open %s: %s", path, strerror(errno));
-    return NULL;
+/* A script file's bytes, at most FILE_SOURCE_MAX of them: an endless file (/dev/zero, a
+ * FIFO that never closes) costs that much and is then refused.  NULL with a message. */
+static char *read_script(Session *s, const char *path, size_t *len, char *msg, size_t msglen) {
+  char *text;
+  int e;
+  switch (file_read_all(path, -1, FILE_SOURCE_MAX, false, &s->interrupt, &text, len, &e)) {
+  case FILE_OK: return text;
+  case FILE_OPEN_FAILED: snprintf(msg, msglen, "cannot open %s: %s", path, strerror(e)); break;
+  case FILE_READ_FAILED: snprintf(msg, msglen, "cannot read %s: %s", path, strerror(e)); break;
+  case FILE_TOO_LARGE:
+    snprintf(msg, msglen, "%s is larger than %zu MiB, the most a script may be", path, FILE_SOURCE_MAX >> 20);
+    break;
+  case FILE_STOPPED: snprintf(msg, msglen, "%s: interrupted", path); break;
+  case FILE_NOT_REGULAR: snprintf(msg, msglen, "%s is not a regular file", path); break;
   }
-  Buf b = {0};
-  buf_puts(&b, "");
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_putn(&b, chunk, n);
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    snprintf(msg, msglen, "cannot read %s", path);
-    buf_free(&b);
-    return NULL;
-  }
-  if (memchr(b.s, 0, b.len)) {
-    snprintf(msg, msglen, "%s is not a text file", path);
-    buf_free(&b);
-    return NULL;
-  }
-  *len = b.len;
-  return b.s;
+  return NULL;
 }
 
 static Source *add_source(Session *s, const char *name, char *text, size_t len) {
@@ -1444,6 +1435,25 @@ static Source *add_source(Session *s, const char *name, char *text, size_t len) 
   return src;
 }
 
+/* A script from a file or standard input as a source (taking text).  A UTF-8 byte-order
+ * mark at its start is dropped, as editors that write one expect; a NUL byte anywhere is an
+ * error at that byte and nothing of the script runs: such a file is not text (and a C
+ * string of it would end there). */
+static Source *script_source(Session *s, const char *name, char *text, size_t len) {
+  if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+    memmove(text, text + 3, len - 3 + 1);
+    len -= 3;
+  }
+  Source *src = add_source(s, name, text, len);
+  const char *nul = memchr(text, 0, len);
+  if (nul) {
+    uint32_t at = (uint32_t)(nul - text);
+    error(s, (Span){src, at, at + 1}, E_NUL_BYTE);
+    return NULL;
+  }
+  return src;
+}
+
 static RunStatus run_file_in(Session *s, const char *path, Span at) {
   if (s->depth > 16) {
     error(s, at, E_IMPORT, tmp_printf(s, "%s: files load each other too deeply (more than 16 levels)", path));
@@ -1451,15 +1461,16 @@ static RunStatus run_file_in(Session *s, const char *path, Span at) {
   }
   char msg[512];
   size_t len;
-  char *text = read_file(path, &len, msg, sizeof msg);
+  char *text = read_script(s, path, &len, msg, sizeof msg);
   if (!text) {
     error(s, at, E_IMPORT, msg);
     return RUN_ERROR;
   }
-  Source *src = add_source(s, path, text, len);
   /* the outer input's diagnostics come first */
   diag_print_all(&s->diags, s->err);
   diag_clear(&s->diags);
+  Source *src = script_source(s, path, text, len);
+  if (!src) return RUN_ERROR;
   Arena *saved = s->tmp;
   s->depth++;
   RunStatus r = run_source(s, src);
@@ -2463,16 +2474,36 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
   return r;
 }
 
+static RunStatus run_script(Session *s, char *text, size_t len, const char *origin, bool allow_incomplete) {
+  Source *src = script_source(s, origin, text, len);
+  if (!src) {
+    diag_print_all(&s->diags, s->err);
+    diag_clear(&s->diags);
+    return RUN_ERROR;
+  }
+  RunStatus r = run_source_ex(s, src, allow_incomplete, false);
+  if (r == RUN_INCOMPLETE) {          /* as session_run: nothing ran, forget the source */
+    s->sources.n--;
+    free(src->name);
+    free(src->text);
+    free(src);
+  }
+  return r;
+}
+
+RunStatus session_run_script(Session *s, char *text, size_t len, const char *origin) {
+  return run_script(s, text, len, origin, s->interactive);
+}
+
 RunStatus session_run_file(Session *s, const char *path) {
   char msg[512];
   size_t len;
-  char *text = read_file(path, &len, msg, sizeof msg);
+  char *text = read_script(s, path, &len, msg, sizeof msg);
   if (!text) {
     fprintf(s->err, "dyn: %s\n", msg);
     return RUN_ERROR;
   }
-  Source *src = add_source(s, path, text, len);
-  return run_source_ex(s, src, false, false);
+  return run_script(s, text, len, path, false);
 }
 
 /* ---- calibration ---- */

@@ -113,6 +113,31 @@ endless sh -c '( printf "\223NUMPY\001\000v\000"; printf "%s\n" "$1"; exec cat /
 if [ $st = 1 ] && grep -qF "/dev/stdin: the header declares 1125899.9 GB of data, more than this machine's memory" err; then ok
 else bad load-pipe-petabyte "status $st" err; fi
 
+# ---- scripts: NUL bytes, byte-order marks, endless inputs ----
+printf 'print(1)\n\000print(2)\n' | "$dyn" > out 2> err
+st=$?
+if [ $st = 1 ] && [ ! -s out ] &&
+   [ "$(sed -n 1p err)" = "<stdin>:2:1: error: a NUL byte in the source: a script must be text" ]; then ok
+else bad stdin-nul "status $st: the script ran, or no located error" out err; fi
+printf '\357\273\277print(1)\n' | "$dyn" > out 2> err
+if [ $? = 0 ] && [ "$(cat out)" = "i64 1" ] && [ ! -s err ]; then ok
+else bad stdin-bom "a byte-order mark not skipped" out err; fi
+
+endless "$dyn" -e ':load /dev/zero'
+if [ $st = 1 ] && grep -qF -- '-e:1:1: error: /dev/zero is larger than 64 MiB, the most a script may be' err; then ok
+else bad load-dev-zero "status $st" err; fi
+endless "$dyn" /dev/zero
+if [ $st = 1 ] && [ "$(cat err)" = "dyn: /dev/zero is larger than 64 MiB, the most a script may be" ]; then ok
+else bad script-dev-zero "status $st" err; fi
+endless sh -c 'exec "$0" < /dev/zero' "$dyn"
+if [ $st = 1 ] && [ "$(cat err)" = "dyn: standard input is larger than 64 MiB, the most a script may be" ]; then ok
+else bad stdin-dev-zero "status $st" err; fi
+mkfifo endless.dyn
+( exec cat /dev/zero ) > endless.dyn 2>/dev/null &
+kids="$kids $!"
+endless "$dyn" -e 'import "endless.dyn"'
+if [ $st = 1 ] && grep -qF 'endless.dyn is larger than 64 MiB, the most a script may be' err; then ok
+else bad import-fifo "status $st" err; fi
 # ---- the calibration cache ----
 cache=$HOME/.cache/dyn
 mkdir -p "$cache"
