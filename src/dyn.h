@@ -808,6 +808,10 @@ void session_complete(Session *s, const char *prefix,
                       void (*add)(void *cookie, const char *cand), void *cookie);
 /* Async-signal-safe: ask the running computation to stop at its next check. */
 void session_interrupt(Session *s);
+/* The errno of the first write to the session's output that failed, or 0 (after flushing
+ * it).  A script stops at the statement whose output failed, with no diagnostic of its
+ * own: the caller says it once (main: "dyn: standard output: REASON", exit status 1). */
+int session_output_error(Session *s);
 /* One line: "dyn 0.1.0 -- back end: cpu (LLVM 19), hardware: zen5 (2 cores, AVX-512)" */
 void session_banner(Session *s, Buf *out);
 

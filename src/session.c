@@ -83,6 +83,7 @@ struct Session {
   unsigned ran_instead;            /* calls with target cpu or gpu that the evaluator answered */
   char instead_why[300];           /* why, the last time */
   int depth;                       /* nested :load / import */
+  int out_errno;                   /* the first failed write to out (0: none) */
 };
 
 /* ---- the standard library, embedded at build time (src/stdlib_embed.c) ---- */
@@ -235,6 +236,13 @@ static Func *lookup_fn_cb(void *env, const char *name) { return find_fn(env, nam
 /* ---- errors ---- */
 
 static bool failed(Session *s) { return s->diags.nerrors > 0; }
+
+/* Flush what was printed and remember the first write that failed (a full disk, a closed
+ * terminal): a script then stops there (run_stmt), and main reports it once. */
+static void out_flush(Session *s) {
+  if (fflush(s->out) != 0 && !s->out_errno) s->out_errno = errno ? errno : EIO;
+  if (ferror(s->out) && !s->out_errno) s->out_errno = EIO;
+}
 
 static Diag *error(Session *s, Span at, DiagId id, ...) {
   va_list ap;
@@ -1051,7 +1059,7 @@ static Value bi_print(Session *s, Expr *call, Value *args) {
   if (!b.s) buf_puts(&b, "");
   buf_putc(&b, '\n');
   fputs(b.s, s->out);
-  fflush(s->out);
+  out_flush(s);
   buf_free(&b);
   return (Value){0};
 }
@@ -1490,7 +1498,7 @@ static RunStatus cmd_load(Session *s, const char *arg, Span at) {
 static void print_line(Session *s, const char *text) {
   fputs(text, s->out);
   fputc('\n', s->out);
-  fflush(s->out);
+  out_flush(s);
 }
 
 /* A command's argument as a source of its own, placed where it stands in the command's
@@ -2414,7 +2422,8 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
     break;
   }
   }
-  return failed(s) ? RUN_ERROR : RUN_OK;
+  /* a script whose output is lost stops: what follows would print into the void */
+  return failed(s) || (s->out_errno && !s->interactive) ? RUN_ERROR : RUN_OK;
 }
 
 /* Parse and run a source; the caller prints what remains in s->diags. */
@@ -2759,6 +2768,11 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
 void session_set_interactive(Session *s, bool on) { s->interactive = on; }
 
 void session_interrupt(Session *s) { s->interrupt = 1; }
+
+int session_output_error(Session *s) {
+  out_flush(s);
+  return s->out_errno;
+}
 
 void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie) {
   size_t n = strlen(prefix);

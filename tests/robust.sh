@@ -113,6 +113,26 @@ endless sh -c '( printf "\223NUMPY\001\000v\000"; printf "%s\n" "$1"; exec cat /
 if [ $st = 1 ] && grep -qF "/dev/stdin: the header declares 1125899.9 GB of data, more than this machine's memory" err; then ok
 else bad load-pipe-petabyte "status $st" err; fi
 
+# ---- standard output that cannot be written ----
+if [ -w /dev/full ]; then
+  printf 'print(1)\nsave(i32([5]), "after.npy")\n' > two.dyn
+  full() {    # full NAME CMD...: status 1, the message once, and nothing after the print
+    name=$1; shift
+    rm -f after.npy
+    "$@" > /dev/full 2> err
+    st=$?
+    if [ $st = 1 ] && [ "$(cat err)" = "dyn: standard output: No space left on device" ] &&
+       [ ! -e after.npy ]; then ok
+    else bad "$name" "status $st" err; fi
+  }
+  full stdout-full-script "$dyn" two.dyn
+  full stdout-full-e "$dyn" -e 'print(1); save(i32([5]), "after.npy")'
+  full stdout-full-piped sh -c '"$0" < two.dyn' "$dyn"
+  full stdout-full-version "$dyn" --version
+else
+  skip stdout-full
+fi
+
 # ---- scripts: NUL bytes, byte-order marks, endless inputs ----
 printf 'print(1)\n\000print(2)\n' | "$dyn" > out 2> err
 st=$?
