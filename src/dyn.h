@@ -19,7 +19,7 @@
 
 /* ---- util.c: memory, arenas, growable strings ------------------------------------------- */
 
-void *xmalloc(size_t n);             /* aborts with a message on exhaustion (never NULL) */
+void *xmalloc(size_t n);             /* exits (status 1) with a message on exhaustion */
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);

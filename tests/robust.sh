@@ -184,6 +184,50 @@ else
   skip calibration-values
 fi
 
+# ---- running out of memory ----
+# A limit dyn can start under, with room for little more (none: skip, as under a sanitizer).
+lim=
+for l in 400000 600000 800000; do
+  if ( ulimit -v $l; exec "$dyn" --target=ref -e 'x = 1' ) > /dev/null 2>&1; then lim=$l; break; fi
+done
+if [ -n "$lim" ]; then
+  # a literal of two million numbers takes far more to parse than the limit leaves
+  awk 'BEGIN { printf "X = ["; for (i = 0; i < 2000000; i++) printf "1, "; print "1]" }' > lit.dyn
+  ( ulimit -v $lim; exec "$dyn" --target=ref lit.dyn ) > out 2> err
+  st=$?
+  if [ $st = 1 ] && grep -qF "dyn: out of memory: could not allocate" err; then ok
+  else bad oom-parse "status $st (134: abort)" err; fi
+else
+  skip oom-parse
+fi
+# LLVM ends the process when it runs out while compiling, so a tensor may not take the last
+# of the address space: find the largest tensor that can be made under the limit, then
+# compile with tensors just below it.  One thread: each thread's stack and malloc arena take
+# address space, which would make the limit mean something else on a host with many cores.
+lim=800000
+if [ $have_llvm = yes ] && ( ulimit -v $lim; exec "$dyn" --threads=1 -e 'x = 1' ) > /dev/null 2>&1; then
+  lo=0; hi=$((lim * 256)); step=262144          # elements of f32; a step is 1 MiB
+  while [ $((hi - lo)) -gt $step ]; do
+    mid=$(((lo + hi) / 2))
+    if ( ulimit -v $lim; exec "$dyn" --threads=1 -e "X = zeros(f32[$mid])" ) > /dev/null 2>&1; then lo=$mid; else hi=$mid; fi
+  done
+  aborted=
+  for k in 0 2 4 8 12 16 24 32 48 64; do
+    n=$((lo - k * step))
+    [ $n -gt 0 ] || continue
+    ( ulimit -v $lim; exec "$dyn" --threads=1 -e "X = zeros(f32[$n])
+A = rand(f32[300, 300])
+B = matmul(A, A)
+C = softmax(B)" ) > out 2> err
+    st=$?
+    [ $st -le 1 ] || aborted="$aborted $k:$st"
+  done
+  if [ -z "$aborted" ]; then ok
+  else bad oom-compile "a compile ran out and ended dyn (MiB below the largest tensor:status):$aborted" err; fi
+else
+  skip oom-compile
+fi
+
 [ -n "$skipped" ] && echo "robust: skipped:$skipped"
 echo "robust: $pass passed, $fail failed"
 [ $fail = 0 ]
