@@ -97,7 +97,12 @@ static void show_line(Span s, int line, int col, Buf *out) {
   char num[16];
   int w = snprintf(num, sizeof num, "%d", line);
   buf_printf(out, "  %s | ", num);
-  for (size_t i = b; i < e; i++) buf_putc(out, t[i] == '\t' ? ' ' : t[i]);
+  /* A NUL is shown as \0: written as it is, it would end the message (E_NUL_BYTE, the only
+   * diagnostic of a line that holds one, points at the first) */
+  for (size_t i = b; i < e; i++) {
+    if (t[i] == 0) buf_puts(out, "\\0");
+    else buf_putc(out, t[i] == '\t' ? ' ' : t[i]);
+  }
   buf_printf(out, "\n  %*s | ", w, "");
   for (int i = 1; i < col; i++) buf_putc(out, ' ');
   buf_putc(out, '^');

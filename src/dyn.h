@@ -19,7 +19,7 @@
 
 /* ---- util.c: memory, arenas, growable strings ------------------------------------------- */
 
-void *xmalloc(size_t n);             /* aborts with a message on exhaustion (never NULL) */
+void *xmalloc(size_t n);             /* exits (status 1) with a message on exhaustion */
 void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
@@ -112,12 +112,47 @@ void tensor_type_str(const Tensor *t, Buf *out);
  * large tensors summarised (first and last 3 rows/columns, "..."). */
 void tensor_format(const Tensor *t, Buf *out);
 
+/* ---- file.c: reading with a limit, replacing a file whole or not at all ----------------- */
+
+/* The most a script may be (a file, standard input, :load, import): lang/reference.md. */
+#define FILE_SOURCE_MAX ((size_t)64 << 20)
+
+typedef enum {
+  FILE_OK,
+  FILE_OPEN_FAILED,            /* *err: errno */
+  FILE_READ_FAILED,            /* *err: errno (EISDIR for a directory, ENOMEM) */
+  FILE_TOO_LARGE,              /* more than max bytes */
+  FILE_NOT_REGULAR,            /* regular_only, and it is a FIFO, a device, ... */
+  FILE_STOPPED,                /* *stop was set while a read waited */
+} FileStatus;
+/* All of the file at path (or, with path NULL, of descriptor fd, left open), at most max
+ * bytes: *text is malloc'd and NUL-terminated after its *len bytes (which may hold NULs).
+ * regular_only: anything but a regular file is refused before a byte is read, and opening
+ * does not wait on a FIFO. */
+FileStatus file_read_all(const char *path, int fd, size_t max, bool regular_only,
+                         volatile int *stop, char **text, size_t *len, int *err);
+
+/* A file being replaced: open, write, then commit (the destination becomes the new file)
+ * or abandon (the destination is as it was).  Until then a temporary beside the destination
+ * holds the data, and SIGINT, SIGTERM and SIGHUP (those not handled by someone else) remove
+ * it before they end the process.  An existing device or FIFO is written in place.  The new
+ * file has the permissions a new file gets (0666 less the umask).  Messages in err carry no
+ * file name; "interrupted" when *stop was set. */
+typedef struct FileOut FileOut;
+FileOut *file_out_open(const char *path, volatile int *stop, char *err, size_t errlen);
+bool file_out_write(FileOut *o, const void *data, size_t n, volatile int *stop, char *err,
+                    size_t errlen);               /* false: call file_out_abandon */
+bool file_out_commit(FileOut *o, char *err, size_t errlen);   /* frees o, either way */
+void file_out_abandon(FileOut *o);                            /* frees o; NULL-safe */
+
 /* ---- npy.c: NumPy .npy files (format 1.0/2.0/3.0, little-endian, C or Fortran order) --- */
 
-/* Load: NULL with a message naming the file and the problem on any error. */
-Tensor *npy_load(const char *path, char *err, size_t errlen);
-/* Save: false with a message on error. */
-bool npy_save(const Tensor *t, const char *path, char *err, size_t errlen);
+/* Load: NULL with a message naming the file and the problem on any error.  stop (may be
+ * NULL): the session's interrupt flag, checked between chunks; then "interrupted". */
+Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen);
+/* Save, replacing the file whole (file_out_open): false with a message on error, and then
+ * the old file, if any, is untouched. */
+bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen);
 /* The same on memory, for tests and fuzzing: parse a whole file image. */
 Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, size_t errlen);
 
@@ -757,8 +792,13 @@ int session_compiles(Session *s, const char *name);        /* -1: no such functi
  * keyed by a fingerprint of the hardware, in $XDG_CACHE_HOME/dyn (else ~/.cache/dyn); later
  * sessions on the same hardware use it as the peak.  Never per shape.  Exit status. */
 int session_calibrate(Session *s);
-/* Run a whole script file (batch mode): stops at the first error. */
+/* Run a whole script file (batch mode): stops at the first error.  A script is at most
+ * FILE_SOURCE_MAX bytes; a leading UTF-8 byte-order mark is skipped, and a NUL byte is an
+ * error at the byte (E_NUL_BYTE), before anything runs. */
 RunStatus session_run_file(Session *s, const char *path);
+/* The same for a script already read (standard input): takes text, malloc'd, len bytes
+ * and a NUL after them.  RUN_INCOMPLETE as session_run. */
+RunStatus session_run_script(Session *s, char *text, size_t len, const char *origin);
 /* Run one input: a script, or one REPL entry (possibly several lines).  origin names it in
  * diagnostics ("demo.dyn", "<repl:3>").  RUN_INCOMPLETE: the text ends inside an open
  * bracket, brace or parenthesis or after a binary operator; nothing was run and nothing
@@ -770,6 +810,10 @@ void session_complete(Session *s, const char *prefix,
                       void (*add)(void *cookie, const char *cand), void *cookie);
 /* Async-signal-safe: ask the running computation to stop at its next check. */
 void session_interrupt(Session *s);
+/* The errno of the first write to the session's output that failed, or 0 (after flushing
+ * it).  A script stops at the statement whose output failed, with no diagnostic of its
+ * own: the caller says it once (main: "dyn: standard output: REASON", exit status 1). */
+int session_output_error(Session *s);
 /* One line: "dyn 0.1.0 -- back end: cpu (LLVM 19), hardware: zen5 (2 cores, AVX-512)" */
 void session_banner(Session *s, Buf *out);
 

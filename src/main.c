@@ -1,11 +1,29 @@
 /* main.c -- the command line: `dyn` (the REPL), `dyn FILE.dyn` (batch), `dyn -e CODE`,
  * `dyn -i FILE` (run, then the REPL), and the options of LANGUAGE.md section 10.
- * Exit status: 0 success, 1 an error in the program, 2 a usage error. */
+ * Exit status: 0 success, 1 an error in the program (or output that could not be written),
+ * 2 a usage error. */
 #include "config.h"
 #include "dyn.h"
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The exit status once standard output is closed: a write that failed (a full disk, a
+ * closed pipe's reader gone without SIGPIPE) is said once and makes the status 1, so that
+ * `dyn x.dyn > file` never looks like a success when the file lacks the output.  err_seen:
+ * what the session saw while it ran (0: nothing). */
+static int close_stdout(int status, int err_seen) {
+  int e = err_seen;
+  if (fflush(stdout) != 0 && !e) e = errno ? errno : EIO;
+  if (ferror(stdout) && !e) e = EIO;
+  if (fclose(stdout) != 0 && !e) e = errno ? errno : EIO;
+  if (e) {
+    fprintf(stderr, "dyn: standard output: %s\n", strerror(e));
+    return 1;
+  }
+  return status;
+}
 
 static void usage(FILE *f) {
   fputs("usage: dyn [options] [FILE.dyn]\n"
@@ -37,10 +55,10 @@ int main(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
-      return 0;
+      return close_stdout(0, 0);
     } else if (!strcmp(a, "--version")) {
       printf("dyn %s\n", PACKAGE_VERSION);
-      return 0;
+      return close_stdout(0, 0);
     } else if (!strcmp(a, "-e") || !strcmp(a, "-i")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "dyn: %s needs an argument\n", a);
@@ -104,7 +122,7 @@ int main(int argc, char **argv) {
   } else {
     status = repl_main(s, quiet, then_repl);
   }
-  fflush(stdout);
+  status = close_stdout(status, session_output_error(s));
   session_free(s);
   return status;
 }

@@ -2,15 +2,18 @@
  * Reads format versions 1.0, 2.0 and 3.0, little-endian f32 f64 i32 i64 bool, in C order or
  * Fortran order (transposed into C order on load); writes 1.0, or 2.0 when the header needs
  * it.  Input is untrusted: every length is checked before it is used, the data size is
- * checked against the file before anything is allocated, and each problem becomes one
- * message naming the file. */
+ * checked against the file (from a pipe, against the machine's memory) and the tensor
+ * allocated before any data is read, and each problem becomes one message naming the file.
+ * A save replaces the file whole or leaves it as it was (file_out_open). */
 #include "config.h"
 #include "dyn.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The file format stores little-endian data and the loader copies it as is. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npy.c assumes a little-endian host");
@@ -379,62 +382,90 @@ Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, siz
 
 /* ---- files ---- */
 
-/* Bytes read so far, grown in pieces as the file delivers them: a length field that lies
- * then costs only what the file really holds, and running out of memory is a message. */
-typedef struct {
-  unsigned char *s;
-  size_t len, cap;
-} Bytes;
+/* Data is read and written in pieces of this size, so that an interrupt is seen within a
+ * piece's time (a few milliseconds) and a pipe's data lands straight in the tensor. */
+#define CHUNK ((size_t)8 << 20)
+/* The longest header read from a file.  A header describes at most 8 dimensions in a few
+ * hundred bytes; NumPy pads it to 64 (or, for version 2.0, to any length); a length field
+ * of 4 GiB on a pipe would otherwise be buffered whole before it could be parsed. */
+#define HEADER_MAX ((size_t)1 << 20)
 
-typedef enum { READ_OK, READ_SHORT, READ_ERROR, READ_NOMEM } ReadResult;
+typedef enum { READ_OK, READ_SHORT, READ_ERROR, READ_NOMEM, READ_STOPPED } ReadResult;
 
-static ReadResult read_more(FILE *f, Bytes *b, size_t n) {
-  while (n > 0) {
-    if (b->len == b->cap) {
-      size_t cap = b->cap ? 2 * b->cap : 4096;
-      if (cap - b->len > n) cap = b->len + n;
-      if (cap < b->cap) return READ_NOMEM; /* doubling wrapped */
-      unsigned char *s = realloc(b->s, cap);
-      if (!s) return READ_NOMEM;
-      b->s = s;
-      b->cap = cap;
-    }
-    size_t want = b->cap - b->len < n ? b->cap - b->len : n;
-    size_t got = fread(b->s + b->len, 1, want, f);
-    b->len += got;
-    n -= got;
-    if (got < want) return ferror(f) ? READ_ERROR : READ_SHORT;
+/* n bytes into p, in pieces; *got says how many arrived (fewer: READ_SHORT at the end). */
+static ReadResult read_full(int fd, void *p, size_t n, volatile int *stop, size_t *got) {
+  unsigned char *d = p;
+  *got = 0;
+  while (*got < n) {
+    if (stop && *stop) return READ_STOPPED;
+    size_t want = n - *got < CHUNK ? n - *got : CHUNK;
+    ssize_t r = read(fd, d + *got, want);
+    if (r > 0) *got += (size_t)r;
+    else if (r == 0) return READ_SHORT;
+    else if (errno != EINTR) return READ_ERROR;
   }
   return READ_OK;
 }
 
-Tensor *npy_load(const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    put_err(err, errlen, path, "cannot open: %s", strerror(errno));
+/* Bytes of the preamble and header, grown as the file delivers them. */
+typedef struct {
+  unsigned char *s;
+  size_t len;
+} Bytes;
+
+static ReadResult read_more(int fd, Bytes *b, size_t n, volatile int *stop) {
+  unsigned char *s = realloc(b->s, b->len + n);
+  if (!s) return READ_NOMEM;
+  b->s = s;
+  size_t got;
+  ReadResult r = read_full(fd, b->s + b->len, n, stop, &got);
+  b->len += got;
+  return r;
+}
+
+/* The memory of this machine, or 0 when it cannot be told. */
+static uint64_t machine_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+static void human(uint64_t b, char *s, size_t n) {
+  if (b >= 1000000000) snprintf(s, n, "%.1f GB", (double)b / 1e9);
+  else snprintf(s, n, "%.1f MB", (double)b / 1e6);
+}
+
+Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen) {
+  int fd;
+  do {
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR && !(stop && *stop));
+  if (fd < 0) {
+    if (errno == EINTR) put_err(err, errlen, path, "interrupted");
+    else put_err(err, errlen, path, "cannot open: %s", strerror(errno));
     return NULL;
   }
   struct stat st;
-  bool have_stat = fstat(fileno(f), &st) == 0;
+  bool have_stat = fstat(fd, &st) == 0;
   if (have_stat && S_ISDIR(st.st_mode)) {
     put_err(err, errlen, path, "cannot open: %s", strerror(EISDIR));
-    fclose(f);
+    close(fd);
     return NULL;
   }
-  /* For a regular file the size is known, so lengths are checked before reading; a pipe or
-   * a device is read as far as it goes. */
+  /* For a regular file the size is known, so lengths are checked against it before
+   * reading; a pipe or a device is read as far as it goes, into memory that was checked
+   * first: the whole tensor is allocated before its data is read. */
   bool regular = have_stat && S_ISREG(st.st_mode);
   uint64_t fsize = regular ? (uint64_t)st.st_size : UINT64_MAX;
-  Tensor *t = NULL;
-  Bytes front = {0}, data = {0};
-  size_t start, hlen, off;
+  Tensor *t = NULL, *staged = NULL;
+  Bytes front = {0};
+  size_t start, hlen, off, got;
   Header h;
   int64_t bytes;
   ReadResult r;
 
   /* Magic and version first: the rest of the preamble's length depends on the version. */
-  if ((r = read_more(f, &front, 8)) > READ_SHORT) goto read_failed;
-  if (front.len == 8 && (r = read_more(f, &front, front.s[6] == 1 ? 2 : 4)) > READ_SHORT)
+  if ((r = read_more(fd, &front, 8, stop)) > READ_SHORT) goto read_failed;
+  if (front.len == 8 && (r = read_more(fd, &front, front.s[6] == 1 ? 2 : 4, stop)) > READ_SHORT)
     goto read_failed;
   if (!parse_preamble(front.s, front.len, path, &start, &hlen, err, errlen)) goto out;
   if (hlen > fsize - start) {
@@ -442,39 +473,47 @@ Tensor *npy_load(const char *path, char *err, size_t errlen) {
             (unsigned long long)(fsize - start));
     goto out;
   }
-  if ((r = read_more(f, &front, hlen)) > READ_SHORT) goto read_failed;
+  if (hlen > HEADER_MAX) {
+    put_err(err, errlen, path, "header is too long: %zu bytes (dyn reads headers of up to "
+                               "%zu)", hlen, HEADER_MAX);
+    goto out;
+  }
+  if ((r = read_more(fd, &front, hlen, stop)) > READ_SHORT) goto read_failed;
   if (!parse_front(front.s, front.len, path, &h, &off, err, errlen)) goto out;
   if (!data_bytes(&h, path, &bytes, err, errlen)) goto out;
   if ((uint64_t)bytes > fsize - off) {
     truncated(path, bytes, fsize - off, err, errlen);
     goto out;
   }
-  if (regular && (!h.fortran || h.rank < 2)) {
-    /* The common case reads straight into the tensor, so a big file is not held twice. */
-    if (!(t = make(&h, path, err, errlen))) goto out;
-    unsigned char *dst = tensor_data(t);
-    size_t got = fread(dst, 1, (size_t)bytes, f);
-    if (got < (size_t)bytes) {
-      if (ferror(f)) {
-        r = READ_ERROR;
-        goto read_failed;
-      }
-      truncated(path, bytes, got, err, errlen); /* the file shrank while we read it */
-      goto fail;
-    }
-    if (t->elem == DYN_BOOL)
-      for (int64_t k = 0; k < bytes; k++) dst[k] = dst[k] != 0;
+  uint64_t mem = machine_memory();
+  if (!regular && mem && (uint64_t)bytes > mem) {
+    char want[32], have[32];
+    human((uint64_t)bytes, want, sizeof want);
+    human(mem, have, sizeof have);
+    put_err(err, errlen, path, "the header declares %s of data, more than this machine's "
+                               "memory (%s)", want, have);
     goto out;
   }
-  if ((r = read_more(f, &data, (size_t)bytes)) > READ_SHORT) goto read_failed;
-  if (data.len < (size_t)bytes) {
-    truncated(path, bytes, data.len, err, errlen);
-    goto out;
+  if (!(t = make(&h, path, err, errlen))) goto out;
+  /* Fortran order is read into a tensor of its own and transposed from there. */
+  bool transpose = h.fortran && h.rank >= 2;
+  if (transpose && !(staged = make(&h, path, err, errlen))) goto fail;
+  unsigned char *dst = tensor_data(transpose ? staged : t);
+  if ((r = read_full(fd, dst, (size_t)bytes, stop, &got)) > READ_SHORT) goto read_failed;
+  if (got < (size_t)bytes) {
+    truncated(path, bytes, got, err, errlen);  /* a pipe's end, or a file that shrank */
+    goto fail;
   }
-  if ((t = make(&h, path, err, errlen))) fill(t, &h, data.s);
+  if (transpose) {
+    fill(t, &h, dst);
+  } else if (t->elem == DYN_BOOL) {
+    for (int64_t k = 0; k < bytes; k++) dst[k] = dst[k] != 0;
+  }
   goto out;
 read_failed:
-  if (r == READ_NOMEM)
+  if (r == READ_STOPPED)
+    put_err(err, errlen, path, "interrupted");
+  else if (r == READ_NOMEM)
     put_err(err, errlen, path, "out of memory while reading");
   else
     put_err(err, errlen, path, "read error: %s", strerror(errno));
@@ -482,9 +521,9 @@ fail:
   tensor_release(t);
   t = NULL;
 out:
+  tensor_release(staged);
   free(front.s);
-  free(data.s);
-  fclose(f);
+  close(fd);
   return t;
 }
 
@@ -519,24 +558,30 @@ static void build_header(const Tensor *t, Buf *out) {
   buf_free(&d);
 }
 
-bool npy_save(const Tensor *t, const char *path, char *err, size_t errlen) {
-  Buf head = {0};
-  build_header(t, &head);
-  FILE *f = fopen(path, "wb");
-  if (!f) {
-    put_err(err, errlen, path, "cannot open for writing: %s", strerror(errno));
-    buf_free(&head);
+bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen) {
+  char why[256] = "";
+  FileOut *o = file_out_open(path, stop, why, sizeof why);
+  if (!o) {
+    put_err(err, errlen, path, "%s", why);
     return false;
   }
-  bool ok = fwrite(head.s, 1, head.len, f) == head.len;
+  Buf head = {0};
+  build_header(t, &head);
+  bool ok = file_out_write(o, head.s, head.len, stop, why, sizeof why);
   buf_free(&head);
   int64_t n = tensor_numel(t);
   int es = elem_size(t->elem);
   if (ok && tensor_contiguous(t) && t->elem != DYN_BOOL) {
-    ok = fwrite(tensor_data(t), (size_t)es, (size_t)n, f) == (size_t)n;
+    const unsigned char *p = tensor_data(t);
+    for (size_t left = (size_t)n * (size_t)es; ok && left > 0;) {
+      size_t k = left < CHUNK ? left : CHUNK;
+      ok = file_out_write(o, p, k, stop, why, sizeof why);
+      p += k;
+      left -= k;
+    }
   } else if (ok) {
     /* A strided view (or bools, written as strict 0/1): gather through a small buffer. */
-    unsigned char chunk[8192];
+    unsigned char chunk[65536];
     size_t used = 0;
     for (int64_t k = 0; k < n && ok; k++) {
       if (t->elem == DYN_BOOL) {
@@ -551,16 +596,13 @@ bool npy_save(const Tensor *t, const char *path, char *err, size_t errlen) {
       }
       used += (size_t)es;
       if (used + 8 > sizeof chunk || k == n - 1) {
-        ok = fwrite(chunk, 1, used, f) == used;
+        ok = file_out_write(o, chunk, used, stop, why, sizeof why);
         used = 0;
       }
     }
   }
-  int saved = errno;
-  if (fclose(f) != 0 && ok) ok = false, saved = errno;
-  if (!ok) {
-    put_err(err, errlen, path, "write error: %s", strerror(saved));
-    return false;
-  }
-  return true;
+  if (ok) ok = file_out_commit(o, why, sizeof why);
+  else file_out_abandon(o);
+  if (!ok) put_err(err, errlen, path, "%s", why);
+  return ok;
 }

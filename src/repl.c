@@ -496,41 +496,36 @@ static int repl_interactive(Session *s, bool quiet, bool echo) {
  * which the session offers only when interactive (and then prints values), and diagnostics
  * would count lines per input rather than through the script. */
 static int repl_piped(Session *s) {
-  Buf text = {0};
-  buf_puts(&text, "");
-  char chunk[65536];
-  for (;;) {
-    ssize_t n = read(STDIN_FILENO, chunk, sizeof chunk);
-    if (n > 0) {
-      buf_putn(&text, chunk, (size_t)n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0) {
-      fprintf(stderr, "dyn: cannot read standard input: %s\n", strerror(errno));
-      buf_free(&text);
-      return 1;
-    } else {
-      break;
-    }
+  char *text;
+  size_t len;
+  int e;
+  switch (file_read_all(NULL, STDIN_FILENO, FILE_SOURCE_MAX, false, NULL, &text, &len, &e)) {
+  case FILE_OK: break;
+  case FILE_TOO_LARGE:
+    fprintf(stderr, "dyn: standard input is larger than %zu MiB, the most a script may be\n", FILE_SOURCE_MAX >> 20);
+    return 1;
+  default:
+    fprintf(stderr, "dyn: cannot read standard input: %s\n", strerror(e));
+    return 1;
+  }
+  /* counted before the run, which takes the text */
+  int lines = 1, col = 1;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] == '\n') lines++, col = 1;
+    else col++;
   }
   struct sigaction old;
   sigint_install(s, &old);
   sig_computing = 1;
-  RunStatus st = session_run(s, text.s, "<stdin>");
+  RunStatus st = session_run_script(s, text, len, "<stdin>");
   sig_computing = 0;
   sigint_restore(&old);
   fflush(stdout);
   if (st == RUN_INCOMPLETE) {
     /* only if the caller made the session interactive: then nothing ran or was said */
-    int lines = 1, col = 1;
-    for (size_t i = 0; i < text.len; i++) {
-      if (text.s[i] == '\n') lines++, col = 1;
-      else col++;
-    }
     fprintf(stderr, "<stdin>:%d:%d: error: unexpected end of input\n", lines, col);
   }
   fflush(stderr);
-  buf_free(&text);
   return st == RUN_ERROR || st == RUN_INCOMPLETE ? 1 : 0;
 }
 

@@ -83,6 +83,7 @@ struct Session {
   unsigned ran_instead;            /* calls with target cpu or gpu that the evaluator answered */
   char instead_why[300];           /* why, the last time */
   int depth;                       /* nested :load / import */
+  int out_errno;                   /* the first failed write to out (0: none) */
 };
 
 /* ---- the standard library, embedded at build time (src/stdlib_embed.c) ---- */
@@ -235,6 +236,13 @@ static Func *lookup_fn_cb(void *env, const char *name) { return find_fn(env, nam
 /* ---- errors ---- */
 
 static bool failed(Session *s) { return s->diags.nerrors > 0; }
+
+/* Flush what was printed and remember the first write that failed (a full disk, a closed
+ * terminal): a script then stops there (run_stmt), and main reports it once. */
+static void out_flush(Session *s) {
+  if (fflush(s->out) != 0 && !s->out_errno) s->out_errno = errno ? errno : EIO;
+  if (ferror(s->out) && !s->out_errno) s->out_errno = EIO;
+}
 
 static Diag *error(Session *s, Span at, DiagId id, ...) {
   va_list ap;
@@ -1051,7 +1059,7 @@ static Value bi_print(Session *s, Expr *call, Value *args) {
   if (!b.s) buf_puts(&b, "");
   buf_putc(&b, '\n');
   fputs(b.s, s->out);
-  fflush(s->out);
+  out_flush(s);
   buf_free(&b);
   return (Value){0};
 }
@@ -1062,7 +1070,8 @@ static Value bi_load(Session *s, Expr *call, Value *args) {
     return (Value){0};
   }
   char msg[512];
-  Tensor *t = npy_load(args[0].s, msg, sizeof msg);
+  s->interrupt = 0;                  /* Ctrl-C stops the read between chunks */
+  Tensor *t = npy_load(args[0].s, &s->interrupt, msg, sizeof msg);
   if (!t) {
     error(s, call->span, E_BUILTIN, msg);
     return (Value){0};
@@ -1077,7 +1086,8 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
     return (Value){0};
   }
   char msg[512];
-  if (!npy_save(args[0].t, args[1].s, msg, sizeof msg)) error(s, call->span, E_BUILTIN, msg);
+  s->interrupt = 0;                  /* Ctrl-C stops the write; the old file stays */
+  if (!npy_save(args[0].t, args[1].s, &s->interrupt, msg, sizeof msg)) error(s, call->span, E_BUILTIN, msg);
   return (Value){0};
 }
 
@@ -1406,31 +1416,22 @@ static RunStatus cmd_quit(Session *s, const char *arg, Span at) { return RUN_QUI
 
 static RunStatus run_source(Session *s, Source *src);
 
-static char *read_file(const char *path, size_t *len, char *msg, size_t msglen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(msg, msglen, "cannot open %s: %s", path, strerror(errno));
-    return NULL;
+/* A script file's bytes, at most FILE_SOURCE_MAX of them: an endless file (/dev/zero, a
+ * FIFO that never closes) costs that much and is then refused.  NULL with a message. */
+static char *read_script(Session *s, const char *path, size_t *len, char *msg, size_t msglen) {
+  char *text;
+  int e;
+  switch (file_read_all(path, -1, FILE_SOURCE_MAX, false, &s->interrupt, &text, len, &e)) {
+  case FILE_OK: return text;
+  case FILE_OPEN_FAILED: snprintf(msg, msglen, "cannot open %s: %s", path, strerror(e)); break;
+  case FILE_READ_FAILED: snprintf(msg, msglen, "cannot read %s: %s", path, strerror(e)); break;
+  case FILE_TOO_LARGE:
+    snprintf(msg, msglen, "%s is larger than %zu MiB, the most a script may be", path, FILE_SOURCE_MAX >> 20);
+    break;
+  case FILE_STOPPED: snprintf(msg, msglen, "%s: interrupted", path); break;
+  case FILE_NOT_REGULAR: snprintf(msg, msglen, "%s is not a regular file", path); break;
   }
-  Buf b = {0};
-  buf_puts(&b, "");
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_putn(&b, chunk, n);
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    snprintf(msg, msglen, "cannot read %s", path);
-    buf_free(&b);
-    return NULL;
-  }
-  if (memchr(b.s, 0, b.len)) {
-    snprintf(msg, msglen, "%s is not a text file", path);
-    buf_free(&b);
-    return NULL;
-  }
-  *len = b.len;
-  return b.s;
+  return NULL;
 }
 
 static Source *add_source(Session *s, const char *name, char *text, size_t len) {
@@ -1442,6 +1443,25 @@ static Source *add_source(Session *s, const char *name, char *text, size_t len) 
   return src;
 }
 
+/* A script from a file or standard input as a source (taking text).  A UTF-8 byte-order
+ * mark at its start is dropped, as editors that write one expect; a NUL byte anywhere is an
+ * error at that byte and nothing of the script runs: such a file is not text (and a C
+ * string of it would end there). */
+static Source *script_source(Session *s, const char *name, char *text, size_t len) {
+  if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) {
+    memmove(text, text + 3, len - 3 + 1);
+    len -= 3;
+  }
+  Source *src = add_source(s, name, text, len);
+  const char *nul = memchr(text, 0, len);
+  if (nul) {
+    uint32_t at = (uint32_t)(nul - text);
+    error(s, (Span){src, at, at + 1}, E_NUL_BYTE);
+    return NULL;
+  }
+  return src;
+}
+
 static RunStatus run_file_in(Session *s, const char *path, Span at) {
   if (s->depth > 16) {
     error(s, at, E_IMPORT, tmp_printf(s, "%s: files load each other too deeply (more than 16 levels)", path));
@@ -1449,15 +1469,16 @@ static RunStatus run_file_in(Session *s, const char *path, Span at) {
   }
   char msg[512];
   size_t len;
-  char *text = read_file(path, &len, msg, sizeof msg);
+  char *text = read_script(s, path, &len, msg, sizeof msg);
   if (!text) {
     error(s, at, E_IMPORT, msg);
     return RUN_ERROR;
   }
-  Source *src = add_source(s, path, text, len);
   /* the outer input's diagnostics come first */
   diag_print_all(&s->diags, s->err);
   diag_clear(&s->diags);
+  Source *src = script_source(s, path, text, len);
+  if (!src) return RUN_ERROR;
   Arena *saved = s->tmp;
   s->depth++;
   RunStatus r = run_source(s, src);
@@ -1477,7 +1498,7 @@ static RunStatus cmd_load(Session *s, const char *arg, Span at) {
 static void print_line(Session *s, const char *text) {
   fputs(text, s->out);
   fputc('\n', s->out);
-  fflush(s->out);
+  out_flush(s);
 }
 
 /* A command's argument as a source of its own, placed where it stands in the command's
@@ -2401,7 +2422,8 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
     break;
   }
   }
-  return failed(s) ? RUN_ERROR : RUN_OK;
+  /* a script whose output is lost stops: what follows would print into the void */
+  return failed(s) || (s->out_errno && !s->interactive) ? RUN_ERROR : RUN_OK;
 }
 
 /* Parse and run a source; the caller prints what remains in s->diags. */
@@ -2461,16 +2483,36 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
   return r;
 }
 
+static RunStatus run_script(Session *s, char *text, size_t len, const char *origin, bool allow_incomplete) {
+  Source *src = script_source(s, origin, text, len);
+  if (!src) {
+    diag_print_all(&s->diags, s->err);
+    diag_clear(&s->diags);
+    return RUN_ERROR;
+  }
+  RunStatus r = run_source_ex(s, src, allow_incomplete, false);
+  if (r == RUN_INCOMPLETE) {          /* as session_run: nothing ran, forget the source */
+    s->sources.n--;
+    free(src->name);
+    free(src->text);
+    free(src);
+  }
+  return r;
+}
+
+RunStatus session_run_script(Session *s, char *text, size_t len, const char *origin) {
+  return run_script(s, text, len, origin, s->interactive);
+}
+
 RunStatus session_run_file(Session *s, const char *path) {
   char msg[512];
   size_t len;
-  char *text = read_file(path, &len, msg, sizeof msg);
+  char *text = read_script(s, path, &len, msg, sizeof msg);
   if (!text) {
     fprintf(s->err, "dyn: %s\n", msg);
     return RUN_ERROR;
   }
-  Source *src = add_source(s, path, text, len);
-  return run_source_ex(s, src, false, false);
+  return run_script(s, text, len, path, false);
 }
 
 /* ---- calibration ---- */
@@ -2488,25 +2530,53 @@ static char *calibration_path(void) {
   return b.s;
 }
 
-/* Use a calibration made on this hardware, if there is one. */
+/* The cache is a few lines; anything longer is not one of ours. */
+#define CALIBRATION_MAX 65536
+
+/* A calibrated peak is believed only near the model's: a measurement cannot beat the
+ * hardware by 4x, nor fall below a hundredth of what the threads it ran on can do.  Past
+ * either, the file is damaged or from another machine with the same fingerprint. */
+static bool plausible_peak(const HwModel *hw, double peak, int threads) {
+  double model = hw->peak_gflops_f32;
+  if (!isfinite(peak) || peak <= 0) return false;
+  if (!(model > 0)) return true;           /* nothing to compare with */
+  double share = hw->cores > 0 && threads > 0 && threads < hw->cores ? (double)threads / hw->cores : 1;
+  return peak <= 4 * model && peak >= model * share / 100;
+}
+
+/* Use a calibration made on this hardware, if there is one.  Only a regular file of a
+ * sensible size is read: a FIFO or a link to /dev/zero in its place must not hang or fill
+ * every start-up.  A file that cannot be used is ignored with a note. */
 static void load_calibration(Session *s) {
   char *dir = calibration_path();
   if (!dir) return;
   Buf path = {0}, fp = {0};
   buf_printf(&path, "%s/calibration.txt", dir);
   fingerprint(&s->host_hw, &fp);
-  FILE *f = fopen(path.s, "r");
-  if (f) {
-    char line[1024], key[64], val[900];
+  char *text;
+  size_t len;
+  int e;
+  FileStatus st = file_read_all(path.s, -1, CALIBRATION_MAX, true, NULL, &text, &len, &e);
+  if (st == FILE_NOT_REGULAR) {
+    fprintf(s->err, "dyn: ignoring %s: not a regular file\n", path.s);
+  } else if (st == FILE_TOO_LARGE) {
+    fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
+  } else if (st == FILE_OK) {
     bool match = false;
     double peak = 0;
-    while (fgets(line, sizeof line, f)) {
+    int threads = 0;
+    char key[64], val[900], *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
       if (sscanf(line, "%63s = %899[^\n]", key, val) != 2) continue;
       if (!strcmp(key, "fingerprint")) match = !strcmp(val, fp.s);
-      else if (!strcmp(key, "peak_gflops_f32")) peak = atof(val);
+      else if (!strcmp(key, "peak_gflops_f32")) peak = strtod(val, NULL);
+      else if (!strcmp(key, "threads")) threads = atoi(val);
     }
-    fclose(f);
-    if (match && peak > 0) {
+    free(text);
+    if (match && !plausible_peak(&s->host_hw, peak, threads)) {
+      fprintf(s->err, "dyn: ignoring %s: a peak of %g GFLOP/s is not plausible for %s (the model says %.1f); run dyn --calibrate again\n",
+              path.s, peak, s->host_hw.name, s->host_hw.peak_gflops_f32);
+    } else if (match) {
       hw_set_measured_peak(&s->host_hw, peak);
       s->host_peak_measured = true;
     }
@@ -2551,15 +2621,20 @@ int session_calibrate(Session *s) {
   mkdir(dir, 0755);
   buf_printf(&path, "%s/calibration.txt", dir);
   fingerprint(&s->hw, &fp);
-  FILE *f = fopen(path.s, "w");
+  /* replaced whole, so that a full disk or a kill leaves the last good calibration */
+  Buf text = {0};
+  buf_printf(&text, "# dyn --calibrate: measured once on this hardware, never per shape\n");
+  buf_printf(&text, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
+  FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
+  bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
+  if (f && !ok) file_out_abandon(f);
+  if (ok) ok = file_out_commit(f, msg, sizeof msg);
+  buf_free(&text);
   int rc = 0;
-  if (!f) {
-    fprintf(s->err, "dyn: --calibrate: cannot write %s: %s\n", path.s, strerror(errno));
+  if (!ok) {
+    fprintf(s->err, "dyn: --calibrate: %s: %s\n", path.s, msg);
     rc = 1;
   } else {
-    fprintf(f, "# dyn --calibrate: measured once on this hardware, never per shape\n");
-    fprintf(f, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
-    fclose(f);
     fprintf(s->out, "kept in %s\n", path.s);
   }
   free(dir);
@@ -2693,6 +2768,11 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
 void session_set_interactive(Session *s, bool on) { s->interactive = on; }
 
 void session_interrupt(Session *s) { s->interrupt = 1; }
+
+int session_output_error(Session *s) {
+  out_flush(s);
+  return s->out_errno;
+}
 
 void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie) {
   size_t n = strlen(prefix);

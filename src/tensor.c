@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 /* Buffers this large come straight from mmap: the kernel hands out zeroed pages lazily, so
@@ -105,12 +106,33 @@ static bool cache_give(void *p, size_t bytes) {
   return true;
 }
 
+/* Under a limit on the address space (ulimit -v), where malloc fails rather than the
+ * kernel's OOM killer acting, a tensor may not take the last HEADROOM bytes of it: LLVM
+ * compiles on a function's first call and ends the process when it runs out (its C API
+ * has no way to report it), so the user's data must fail first, as a message.  Without a
+ * limit the kernel overcommits and nothing here helps or hinders. */
+#define HEADROOM ((uint64_t)128 << 20)
+
+static bool leaves_headroom(size_t bytes) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return true;
+  unsigned long long pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");     /* the first field: the address space used */
+  if (!f) return true;
+  bool got = fscanf(f, "%llu", &pages) == 1;
+  fclose(f);
+  if (!got) return true;
+  uint64_t used = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+  return used + bytes + HEADROOM <= (uint64_t)rl.rlim_cur;
+}
+
 static void *alloc_big(size_t bytes, bool zero) {
   void *reused = cache_take(bytes);
   if (reused) {
     if (zero) memset(reused, 0, bytes);
     return reused;
   }
+  if (!leaves_headroom(bytes)) return NULL;
   /* Large buffers start on a 2 MiB boundary and ask for huge pages: a fresh 64 MiB
    * tensor then costs 32 page faults instead of 16384, which dominates memory-bound
    * kernels on their first touch.  The slack around the aligned block is given back. */

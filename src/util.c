@@ -1,16 +1,23 @@
 /* util.c -- memory that never returns NULL, compilation arenas, growable strings, and the
  * element-type table.  Everything else in dyn builds on these.  Allocation failure of the
- * compiler's own small objects is fatal (a message, then abort); user-sized allocations
- * (tensors) go through tensor_new, which reports failure instead. */
+ * compiler's own objects ends the process (a message, exit status 1: there is no state to
+ * go back to); user-sized allocations (tensors) go through tensor_new, which reports
+ * failure instead. */
 #include "config.h"
 #include "dyn.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+/* The status is an error's, not a crash's (abort: 134 and perhaps a core dump), and what
+ * was printed is kept.  _exit rather than exit: this may be a worker thread, and exit would
+ * run LLVM's static destructors under the feet of the others. */
 static void oom(size_t n) {
-  fprintf(stderr, "dyn: out of memory (asked for %zu bytes)\n", n);
-  abort();
+  fprintf(stderr, "dyn: out of memory: could not allocate %zu bytes (the machine's memory, "
+                  "or a limit such as ulimit -v, is exhausted); stopping\n", n);
+  fflush(stdout);
+  _exit(1);
 }
 
 void *xmalloc(size_t n) {

@@ -18,7 +18,7 @@ static int usage(void) {
 int main(int argc, char **argv) {
   char err[512];
   if (argc == 3 && !strcmp(argv[1], "dump")) {
-    Tensor *t = npy_load(argv[2], err, sizeof err);
+    Tensor *t = npy_load(argv[2], NULL, err, sizeof err);
     if (!t) {
       fprintf(stderr, "%s\n", err);
       return 1;
@@ -31,8 +31,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc == 4 && !strcmp(argv[1], "copy")) {
-    Tensor *t = npy_load(argv[2], err, sizeof err);
-    bool ok = t && npy_save(t, argv[3], err, sizeof err);
+    Tensor *t = npy_load(argv[2], NULL, err, sizeof err);
+    bool ok = t && npy_save(t, argv[3], NULL, err, sizeof err);
     tensor_release(t);
     if (!ok) fprintf(stderr, "%s\n", err);
     return ok ? 0 : 1;
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     }
     for (int64_t k = 0, n = tensor_numel(t); k < n; k++)
       tensor_set_i64(t, k, e == DYN_BOOL ? k % 2 : k);
-    bool ok = npy_save(t, argv[argc - 1], err, sizeof err);
+    bool ok = npy_save(t, argv[argc - 1], NULL, err, sizeof err);
     if (!ok) fprintf(stderr, "%s\n", err);
     tensor_release(t);
     return ok ? 0 : 1;

@@ -103,8 +103,8 @@ START_TEST(round_trip_all_types_and_ranks) {
           tensor_set_i64(t, k, k % 3 == 0);
       }
       char *path = tmp_path("rt.npy");
-      ck_assert_msg(npy_save(t, path, err, sizeof err), "%s", err);
-      Tensor *u = npy_load(path, err, sizeof err);
+      ck_assert_msg(npy_save(t, path, NULL, err, sizeof err), "%s", err);
+      Tensor *u = npy_load(path, NULL, err, sizeof err);
       ck_assert_msg(u != NULL, "%s", err);
       ck_assert_int_eq(u->elem, e);
       ck_assert_int_eq(u->rank, rank);
@@ -127,8 +127,8 @@ START_TEST(round_trip_special_values_and_views) {
   double v[] = {NAN, INFINITY, -INFINITY, -0.0, 4.9e-324};
   for (int i = 0; i < 5; i++) tensor_set_f64(t, i, v[i]);
   char *path = tmp_path("special.npy");
-  ck_assert(npy_save(t, path, err, sizeof err));
-  Tensor *u = npy_load(path, err, sizeof err);
+  ck_assert(npy_save(t, path, NULL, err, sizeof err));
+  Tensor *u = npy_load(path, NULL, err, sizeof err);
   ck_assert_ptr_nonnull(u);
   ck_assert(!memcmp(tensor_data(t), tensor_data(u), sizeof v));
   tensor_release(t);
@@ -141,8 +141,8 @@ START_TEST(round_trip_special_values_and_views) {
   int64_t ts[2] = {3, 2}, st[2] = {1, 3};
   Tensor *tr = tensor_view(base, 2, ts, st, 0);
   path = tmp_path("view.npy");
-  ck_assert(npy_save(tr, path, err, sizeof err));
-  u = npy_load(path, err, sizeof err);
+  ck_assert(npy_save(tr, path, NULL, err, sizeof err));
+  u = npy_load(path, NULL, err, sizeof err);
   ck_assert_ptr_nonnull(u);
   expect_format(u, "i32[3, 2]\n[[0, 3],\n [1, 4],\n [2, 5]]");
   tensor_release(u);
@@ -153,8 +153,8 @@ START_TEST(round_trip_special_values_and_views) {
   int64_t z[2] = {3, 0};
   t = tensor_new(DYN_BOOL, 2, z, err, sizeof err);
   path = tmp_path("empty.npy");
-  ck_assert(npy_save(t, path, err, sizeof err));
-  u = npy_load(path, err, sizeof err);
+  ck_assert(npy_save(t, path, NULL, err, sizeof err));
+  u = npy_load(path, NULL, err, sizeof err);
   ck_assert_ptr_nonnull(u);
   expect_format(u, "bool[3, 0]\n[[], [], []]");
   tensor_release(t);
@@ -169,7 +169,7 @@ START_TEST(saved_header_is_numpys) {
   int64_t s[1] = {3};
   Tensor *t = tensor_new(DYN_F32, 1, s, err, sizeof err);
   char *path = tmp_path("h.npy");
-  ck_assert(npy_save(t, path, err, sizeof err));
+  ck_assert(npy_save(t, path, NULL, err, sizeof err));
   tensor_release(t);
   unsigned char buf[256];
   FILE *f = fopen(path, "rb");
@@ -190,7 +190,7 @@ START_TEST(saved_header_is_numpys) {
   int64_t s23[2] = {2, 3};
   for (int i = 0; i < 4; i++) {
     t = tensor_new(el[i], rank[i], s23, err, sizeof err);
-    ck_assert(npy_save(t, path, err, sizeof err));
+    ck_assert(npy_save(t, path, NULL, err, sizeof err));
     tensor_release(t);
     f = fopen(path, "rb");
     n = fread(buf, 1, sizeof buf - 1, f);
@@ -405,29 +405,29 @@ START_TEST(file_errors) {
   char err[512] = "";
   char want[1024];
   char *path = tmp_path("missing.npy");
-  ck_assert_ptr_null(npy_load(path, err, sizeof err));
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
   snprintf(want, sizeof want, "%s: cannot open: %s", path, strerror(ENOENT));
   ck_assert_str_eq(err, want);
 
-  ck_assert_ptr_null(npy_load(tmpdir, err, sizeof err));
+  ck_assert_ptr_null(npy_load(tmpdir, NULL, err, sizeof err));
   snprintf(want, sizeof want, "%s: cannot open: %s", tmpdir, strerror(EISDIR));
   ck_assert_str_eq(err, want);
 
   int64_t s[1] = {4};
   Tensor *t = tensor_new(DYN_F32, 1, s, err, sizeof err);
   path = tmp_path("no/such/dir.npy");
-  ck_assert(!npy_save(t, path, err, sizeof err));
+  ck_assert(!npy_save(t, path, NULL, err, sizeof err));
   snprintf(want, sizeof want, "%s: cannot open for writing: %s", path, strerror(ENOENT));
   ck_assert_str_eq(err, want);
   if (access("/dev/full", W_OK) == 0) {
-    ck_assert(!npy_save(t, "/dev/full", err, sizeof err));
+    ck_assert(!npy_save(t, "/dev/full", NULL, err, sizeof err));
     snprintf(want, sizeof want, "/dev/full: write error: %s", strerror(ENOSPC));
     ck_assert_str_eq(err, want);
   }
 
   /* A file cut short: the same messages from the file reader as from npy_parse. */
   path = tmp_path("cut.npy");
-  ck_assert(npy_save(t, path, err, sizeof err));
+  ck_assert(npy_save(t, path, NULL, err, sizeof err));
   tensor_release(t);
   unsigned char buf[256];
   FILE *f = fopen(path, "rb");
@@ -435,23 +435,23 @@ START_TEST(file_errors) {
   fclose(f);
   ck_assert_int_eq(n, 128 + 16);
   write_file(path, buf, 128 + 5);
-  ck_assert_ptr_null(npy_load(path, err, sizeof err));
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
   snprintf(want, sizeof want, "%s: data is truncated: expected 16 bytes, found 5", path);
   ck_assert_str_eq(err, want);
   write_file(path, buf, 60);
-  ck_assert_ptr_null(npy_load(path, err, sizeof err));
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
   snprintf(want, sizeof want, "%s: truncated header: expected 118 header bytes, found 50", path);
   ck_assert_str_eq(err, want);
   write_file(path, buf, 4);
-  ck_assert_ptr_null(npy_load(path, err, sizeof err));
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
   snprintf(want, sizeof want, "%s: not a .npy file (bad magic)", path);
   ck_assert_str_eq(err, want);
   write_file(path, "", 0);
-  ck_assert_ptr_null(npy_load(path, err, sizeof err));
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
   ck_assert_str_eq(err, want);
   /* An endless device is refused after its first bytes, not read to the end. */
   if (access("/dev/zero", R_OK) == 0) {
-    ck_assert_ptr_null(npy_load("/dev/zero", err, sizeof err));
+    ck_assert_ptr_null(npy_load("/dev/zero", NULL, err, sizeof err));
     ck_assert_str_eq(err, "/dev/zero: not a .npy file (bad magic)");
   }
   remove_tmpdir();
@@ -467,7 +467,7 @@ START_TEST(file_fortran_and_versions) {
   char *path = tmp_path("f.npy");
   write_file(path, b.s, b.len);
   buf_free(&b);
-  Tensor *t = npy_load(path, err, sizeof err);
+  Tensor *t = npy_load(path, NULL, err, sizeof err);
   ck_assert_msg(t != NULL, "%s", err);
   expect_format(t, "i32[2, 3]\n[[0, 1, 2],\n [3, 4, 5]]");
   tensor_release(t);
@@ -475,7 +475,7 @@ START_TEST(file_fortran_and_versions) {
   b = image(3, "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }\n", bits, 3);
   write_file(path, b.s, b.len);
   buf_free(&b);
-  t = npy_load(path, err, sizeof err);
+  t = npy_load(path, NULL, err, sizeof err);
   ck_assert_msg(t != NULL, "%s", err);
   expect_format(t, "bool[3]\n[ true, false,  true]");
   ck_assert_int_eq(((unsigned char *)tensor_data(t))[0], 1);
@@ -483,14 +483,14 @@ START_TEST(file_fortran_and_versions) {
   b = image(1, "{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }\n", d, 24);
   write_file(path, b.s, b.len);
   buf_free(&b);
-  ck_assert_ptr_null(npy_load(path, err, sizeof err));
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
   ck_assert_ptr_nonnull(strstr(err, "big-endian data is not supported"));
   remove_tmpdir();
 }
 END_TEST
 
 START_TEST(file_through_pipe) {
-  /* Something that is not a regular file (a FIFO, /dev/stdin) is read whole, then parsed. */
+  /* Something that is not a regular file (a FIFO, /dev/stdin) is read as far as it goes. */
   make_tmpdir();
   char err[512] = "";
   double d[2] = {1, 2};
@@ -504,13 +504,146 @@ START_TEST(file_through_pipe) {
     fclose(f);
     _exit(0);
   }
-  Tensor *t = npy_load(path, err, sizeof err);
+  Tensor *t = npy_load(path, NULL, err, sizeof err);
   ck_assert_msg(t != NULL, "%s", err);
   expect_format(t, "f64[2]\n[1, 2]");
   tensor_release(t);
   int status;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   buf_free(&b);
+  remove_tmpdir();
+}
+END_TEST
+
+/* A child that writes n bytes of p into the FIFO at path and exits. */
+static pid_t feed_fifo(const char *path, const void *p, size_t n) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE *f = fopen(path, "wb");
+    if (f) {
+      fwrite(p, 1, n, f);
+      fclose(f);
+    }
+    _exit(0);
+  }
+  return pid;
+}
+
+START_TEST(pipe_bounds) {
+  /* From a pipe nothing says how much will come: a declared size beyond the machine's
+   * memory, and a header length beyond any header, are refused before anything is read
+   * or buffered. */
+  make_tmpdir();
+  char err[512] = "", want[1024];
+  char *path = tmp_path("fifo");
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  Buf b = image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (281474976710656,), }\n",
+                NULL, 0);
+  pid_t pid = feed_fifo(path, b.s, b.len);
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
+  snprintf(want, sizeof want, "%s: the header declares 1125899.9 GB of data, more than this "
+           "machine's memory (", path);
+  ck_assert_msg(!strncmp(err, want, strlen(want)), "%s", err);
+  int status;
+  waitpid(pid, &status, 0);
+  buf_free(&b);
+  /* version 2.0, a header length of 2 MiB */
+  pid = feed_fifo(path, "\x93NUMPY\x02\x00\x00\x00\x20\x00{", 13);
+  ck_assert_ptr_null(npy_load(path, NULL, err, sizeof err));
+  snprintf(want, sizeof want, "%s: header is too long: 2097152 bytes (dyn reads headers of up "
+           "to 1048576)", path);
+  ck_assert_str_eq(err, want);
+  waitpid(pid, &status, 0);
+  remove_tmpdir();
+}
+END_TEST
+
+/* The names in tmpdir, sorted, one per line. */
+static void listing(Buf *out) {
+  Buf cmd = {0};
+  buf_printf(&cmd, "ls -A '%s'", tmpdir);
+  FILE *p = popen(cmd.s, "r");
+  char line[512];
+  while (p && fgets(line, sizeof line, p)) buf_puts(out, line);
+  if (p) pclose(p);
+  buf_free(&cmd);
+}
+
+static Buf read_all(const char *path) {
+  Buf b = {0};
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_putn(&b, chunk, n);
+  fclose(f);
+  return b;
+}
+
+START_TEST(save_replaces_whole) {
+  /* A save that stops leaves the old file as it was and no temporary; one that succeeds
+   * leaves the new file alone in the directory, with a new file's permissions, and writes
+   * through a symbolic link to its target. */
+  make_tmpdir();
+  char err[512] = "", want[1024];
+  int64_t s3[1] = {3}, s9[2] = {3, 3};
+  Tensor *a = tensor_new(DYN_F32, 1, s3, err, sizeof err);
+  Tensor *big = tensor_new(DYN_F64, 2, s9, err, sizeof err);
+  for (int i = 0; i < 9; i++) tensor_set_f64(big, i, i + 0.5);
+  char *path = tmp_path("x.npy");
+  ck_assert_msg(npy_save(a, path, NULL, err, sizeof err), "%s", err);
+  Buf old = read_all(path);
+
+  volatile int stop = 1;
+  ck_assert(!npy_save(big, path, &stop, err, sizeof err));
+  snprintf(want, sizeof want, "%s: interrupted", path);
+  ck_assert_str_eq(err, want);
+  Buf now = read_all(path);
+  ck_assert(now.len == old.len && !memcmp(now.s, old.s, old.len));
+  buf_free(&now);
+  Buf ls = {0};
+  listing(&ls);
+  ck_assert_str_eq(ls.s, "x.npy\n");
+  buf_free(&ls);
+
+  chmod(path, 0600);
+  mode_t um = umask(027);
+  ck_assert_msg(npy_save(big, path, NULL, err, sizeof err), "%s", err);
+  umask(um);
+  struct stat st;
+  ck_assert_int_eq(stat(path, &st), 0);
+  ck_assert_int_eq(st.st_mode & 0777, 0640);
+  listing(&ls);
+  ck_assert_str_eq(ls.s, "x.npy\n");
+  buf_free(&ls);
+  Tensor *u = npy_load(path, NULL, err, sizeof err);
+  ck_assert_msg(u != NULL, "%s", err);
+  expect_format(u, "f64[3, 3]\n[[0.5, 1.5, 2.5],\n [3.5, 4.5, 5.5],\n [6.5, 7.5, 8.5]]");
+  tensor_release(u);
+
+  char *link = xstrdup(tmp_path("link.npy"));
+  ck_assert_int_eq(symlink("x.npy", link), 0);
+  ck_assert_msg(npy_save(a, link, NULL, err, sizeof err), "%s", err);
+  ck_assert_int_eq(lstat(link, &st), 0);
+  ck_assert(S_ISLNK(st.st_mode));
+  now = read_all(path);
+  ck_assert(now.len == old.len && !memcmp(now.s, old.s, old.len));
+  buf_free(&now);
+  free(link);
+
+  ck_assert(!npy_save(a, tmpdir, NULL, err, sizeof err));
+  snprintf(want, sizeof want, "%s: cannot open for writing: %s", tmpdir, strerror(EISDIR));
+  ck_assert_str_eq(err, want);
+  if (access("/dev/null", W_OK) == 0) /* a device is written in place */
+    ck_assert_msg(npy_save(a, "/dev/null", NULL, err, sizeof err), "%s", err);
+
+  /* a load stops too */
+  ck_assert_ptr_null(npy_load(path, &stop, err, sizeof err));
+  snprintf(want, sizeof want, "%s: interrupted", path);
+  ck_assert_str_eq(err, want);
+  buf_free(&old);
+  tensor_release(a);
+  tensor_release(big);
   remove_tmpdir();
 }
 END_TEST
@@ -533,6 +666,8 @@ static Suite *npy_suite(void) {
   tcase_add_test(tc, file_errors);
   tcase_add_test(tc, file_fortran_and_versions);
   tcase_add_test(tc, file_through_pipe);
+  tcase_add_test(tc, pipe_bounds);
+  tcase_add_test(tc, save_replaces_whole);
   suite_add_tcase(s, tc);
   return s;
 }
