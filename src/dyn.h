@@ -785,6 +785,9 @@ void session_set_interactive(Session *s, bool on);
  * checks shapes and facts, runs on the current target.  outs receives new references (up
  * to maxouts); false with the diagnostics' text in err. */
 bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err);
+/* The model's predicted seconds for session_call(s, name, args, nargs), as :time prints it
+ * (the CPU schedule's once compiled, else the roofline); 0 if args do not bind the sizes. */
+double session_predict(Session *s, const char *name, Tensor **args, int nargs);
 /* Compile a function for the CPU now (if not yet); its compile time in ms, or -1. */
 double session_compile(Session *s, const char *name, Buf *err);
 int session_compiles(Session *s, const char *name);        /* -1: no such function */

@@ -2692,6 +2692,38 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
   return ok;
 }
 
+/* The model's time for a call of name on args, what :time prints beside the measured one: the
+ * CPU schedule's prediction once the function is compiled for the CPU, else the roofline of
+ * its work.  0 when name is unknown or args do not bind its sizes. */
+double session_predict(Session *s, const char *name, Tensor **args, int nargs) {
+  Func *f = find_fn(s, name);
+  enum { MAXSZ = 64 };
+  if (!f || nargs != f->nparams || f->nsizes > MAXSZ) return 0;
+  const char *names[MAXSZ];
+  int64_t vals[MAXSZ];
+  for (int v = 0; v < f->nsizes; v++) {
+    const SizeVar *sv = &f->sizes[v];
+    const Tensor *t = args[sv->param];
+    if (sv->dim >= t->rank || (sv->dim < 0 && (t->rank != 0 || !elem_is_int(t->elem)))) return 0;
+    names[v] = sv->name;
+    vals[v] = sv->dim < 0 ? tensor_get_i64(t, 0) : t->shape[sv->dim];
+  }
+  EvalSizes sz = {names, vals, f->nsizes};
+  if (!strcmp(s->target, "cpu") && f->backend) {
+    Buf junk = {0};
+    double t = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
+    buf_free(&junk);
+    return t;
+  }
+  const Poly *fl, *by;
+  int64_t fv = 0, bv = 0;
+  const char *why;
+  cost_program(f->prog, s->pc, &fl, &by);
+  poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+  poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+  return cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
+}
+
 double session_compile(Session *s, const char *name, Buf *err) {
   Func *f = find_fn(s, name);
   if (!f) {
