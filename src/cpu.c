@@ -1861,6 +1861,23 @@ static int64_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
   return bytes;
 }
 
+/* Does a kernel compute nothing anyone can see: its results have no elements and nothing in
+ * it can fail?  Then its rows need not be walked (layernorm of f32[2^50, 0] has 2^50 of
+ * them); the reference evaluator skips the same kernels. */
+static bool invisible(const Program *p, const Kernel *kn, const int64_t *shape) {
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    const Slot *sl = &p->slots[st->out];
+    if (sl->kind == SLOT_LOCAL) continue;
+    bool empty = false;
+    for (int k = 0; k < sl->type.rank; k++) empty = empty || shape[st->out * DYN_MAX_RANK + k] == 0;
+    if (!empty) return false;
+  }
+  for (int s = 0; s < kn->nstages; s++)          /* rare: only for empty results */
+    if (kexpr_can_fail(kn->stages[s].expr)) return false;
+  return true;
+}
+
 /* Stream the result (see mark_streaming) when it and the tensors the kernel reads outgrow
  * the last cache: the first lines written are then gone from it before the kernel ends, so
  * keeping them there only costs the read for ownership (softmax over 128 x 50257 writes
@@ -1984,7 +2001,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
     }
     Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, streaming(be, cp, ck, shape)};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
-    if (n <= 0) continue;
+    if (n <= 0 || invisible(p, ck->kn, shape)) continue;
     /* locals of this kernel: each task's in its thread's scratch (run_task), each on a
      * 64-byte boundary */
     int lslots[64];
