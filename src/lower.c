@@ -549,7 +549,9 @@ static bool feeds(const Node *n, int slot) {
 static void fuse_inline(L *l, const int *outs, int nout) {
   for (int i = 0; i < l->nodes.n; i++) {
     Node *p = &l->nodes.a[i];
-    if (p->has_reduce || is_output(l, p->slot, outs, nout)) continue;
+    /* A node a first pass inlined has no buffer any more: its readers compute it (and
+     * report its errors), so the second pass must not take it for an unused one. */
+    if (p->dead || p->has_reduce || is_output(l, p->slot, outs, nout)) continue;
     int uses = 0, in_red = 0;
     for (int j = i + 1; j < l->nodes.n; j++)
       if (!l->nodes.a[j].dead) count_loads(l->nodes.a[j].expr, p->slot, false, &uses, &in_red);

@@ -2,7 +2,8 @@
  * give a tensor or a message naming the input, never a crash, an out-of-bounds read or a
  * huge allocation, and the file reader must agree with the memory parser on every input
  * (same tensor or same message).  Loaded tensors are printed, so the printer sees odd shapes.
- * Build (not part of make), from the top of the tree after ./configure:
+ * Build and run: `make fuzz` (tests/fuzz/run.sh, beside fuzz_dyn.c), or by hand from the top
+ * of the tree after ./configure:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -I. src/util.c src/tensor.c \
  *     src/npy.c tests/fuzz/fuzz_npy.c -lm -o fuzz_npy && ./fuzz_npy -max_total_time=60 */
 #include "config.h"
