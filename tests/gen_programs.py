@@ -52,10 +52,6 @@ HUGE = ['1099511627776', '4398046511104', '1125899906842624', '46116860184273879
         '4611686018427387903', '9223372036854775807']
 ELEMS = ['f32', 'f64', 'i32', 'i64']
 ATOL = {'f32': 1e-4, 'f64': 1e-9}
-# Programs that reach faults known and not yet fixed are written only with --known:
-# - the CPU back end walks every row of a row-wise kernel (softmax, layernorm) whose rows
-#   are empty, 2^62 of them in softmax(zeros(f32[2^62, 0])) (tests/fuzz/corpus/dyn-rows-empty).
-KNOWN = False
 
 
 def lit(elem, r, lo=-3, hi=3):
@@ -474,8 +470,8 @@ class Gen:
                                  if e != 'bool' and z.count(',') == 1 else [])
                               + [':check softmax(zeros(f32[0, %s]))' % h, ':check matmul(zeros(f32[0, %s]), zeros(f32[%s, 0]))' % (h, h),
                                  ':check layernorm(zeros(f32[0, 3]), zeros(f32[3]), zeros(f32[3]))']
-                              + ([':check layernorm(zeros(f32[%s, 0]), zeros(f32[0]), zeros(f32[0]))' % h,
-                                  ':check softmax(zeros(f32[%s, 0]))' % h] if KNOWN else [])))
+                              + [':check layernorm(zeros(f32[%s, 0]), zeros(f32[0]), zeros(f32[0]))' % h,
+                                 ':check softmax(zeros(f32[%s, 0]))' % h]))
         return False, lines
 
     def roundtrip(self):
@@ -640,7 +636,7 @@ def main():
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ('--no-ref', '--known'):
+        if a == '--no-ref':
             flags.add(a)
             i += 1
         elif a in opts and i + 1 < len(argv):
@@ -649,8 +645,6 @@ def main():
         else:
             print(__doc__)
             return 2
-    global KNOWN
-    KNOWN = '--known' in flags
     seed, count = int(opts['--seed']), int(opts['--count'])
     r = random.Random(seed)
     g = Gen(r)
