@@ -14,6 +14,9 @@ session, and every result is compared with a float64 NumPy reference.  Python 3 
 Metrics (named in each result line):
   exact       same dtype, same shape, equal values (integers, bool, selections, copies)
   norm TOL    max|got - ref| / max|ref| <= TOL (f32: 1e-5, f64: 1e-12)
+  terms TOL M |got - ref| <= TOL * M elementwise, M the sum of the absolute values of the
+              terms of each result (sums and products of matrices: |A| @ |B|), so that a
+              result that cancels is judged by the size of what was added, not by itself
   elem R A    elementwise |got - ref| <= A + R * |ref|, NaNs and infinities in the same places
   range, normal, same, sum    for rand/randn/seed: values in [0, 1), mean 0 and std 1 roughly,
               equal to another output, the f64 sum of another output (norm 1e-5)
@@ -63,6 +66,19 @@ def out(name, dtype, ref, metric=None):
     return (name, dtype, np.asarray(ref), metric)
 
 
+def summed(name, dtype, ref, mag):
+    """A sum or a matrix product, judged against the size of its terms (mag: the same
+    computation on absolute values), since the result itself may cancel."""
+    tol = 1e-5 if dtype is F32 else 1e-12
+    return out(name, dtype, ref, ('terms', tol, np.broadcast_to(f64(mag), np.shape(ref))))
+
+
+def mm(name, dtype, a, b):
+    """The product a @ b (NumPy's matmul, batches included), judged by |a| @ |b|."""
+    a, b = f64(a), f64(b)
+    return summed(name, dtype, np.matmul(a, b), np.matmul(np.abs(a), np.abs(b)))
+
+
 # ---- inputs ----
 def randn(shape, scale=1.0, shift=0.0, dtype=F32):
     return (rng.standard_normal(shape) * scale + shift).astype(dtype)
@@ -89,7 +105,7 @@ for M, K, N in [(1, 1, 1), (1, 7, 1), (7, 13, 31), (13, 1, 7), (16, 16, 16), (17
                 (RAND[0], RAND[1], RAND[2])]:
     A, B = randn((M, K)), randn((K, N))
     case('matmul %dx%dx%d' % (M, K, N), [('A', A), ('B', B)], 'C = matmul(A, B)',
-         [out('C', F32, f64(A) @ f64(B))])
+         [mm('C', F32, A, B)])
 
 # Shapes the compiled path runs other ways: a matrix times a vector and a few columns (the
 # inner-product kernels), a small C over a long k (k split over the threads), both at once.
@@ -99,7 +115,7 @@ for M, K, N in [(600, 700, 1), (333, 1001, 7), (5, 2003, 13), (16, 3000, 16), (1
                 (2, 4099, 3)]:
     A, B = (rng_ip.standard_normal(s).astype(F32) for s in ((M, K), (K, N)))
     case('matmul %dx%dx%d (few columns, long k)' % (M, K, N), [('A', A), ('B', B)],
-         'C = matmul(A, B)', [out('C', F32, f64(A) @ f64(B))])
+         'C = matmul(A, B)', [mm('C', F32, A, B)])
 
 # Columns just past a multiple of a tile's width: the last few run apart as inner products
 # when the model finds that faster (2048 x 513 x 33 does on two threads).
@@ -107,7 +123,7 @@ rng_edge = np.random.default_rng(20261201)
 for M, K, N in [(2048, 513, 33), (200, 200, 33), (129, 768, 65), (300, 97, 129), (157, 300, 80)]:
     A, B = (rng_edge.standard_normal(s).astype(F32) for s in ((M, K), (K, N)))
     case('matmul %dx%dx%d (a narrow last strip)' % (M, K, N), [('A', A), ('B', B)],
-         'C = matmul(A, B)', [out('C', F32, f64(A) @ f64(B))])
+         'C = matmul(A, B)', [mm('C', F32, A, B)])
 
 
 def softmax_ref(x):
@@ -180,20 +196,23 @@ for M, N in [(1, 1), (1, 7), (13, 1), (7, 13), (16, 17), (31, 64), (65, 63), (12
     a = f64(A)
     case('reductions over one index %dx%d' % (M, N), [('A', A)],
          REDS + '(s, mx, mn, p, cs, cx, cn, w) = reds(A)',
-         [out('s', F32, a.sum(1)), out('mx', F32, a.max(1), EXACT),
+         [summed('s', F32, a.sum(1), np.abs(a).sum(1)), out('mx', F32, a.max(1), EXACT),
           out('mn', F32, a.min(1), EXACT), out('p', F32, a.prod(1)),
-          out('cs', F32, a.sum(0)), out('cx', F32, a.max(0), EXACT),
+          summed('cs', F32, a.sum(0), np.abs(a).sum(0)), out('cx', F32, a.max(0), EXACT),
           out('cn', F32, a.min(0), EXACT),
-          out('w', F32, (a * np.arange(N)).sum(1) + np.arange(M))])
+          summed('w', F32, (a * np.arange(N)).sum(1) + np.arange(M),
+                 (np.abs(a) * np.arange(N)).sum(1) + np.arange(M))])
 for B, M, N in [(1, 1, 1), (2, 7, 13), (3, 16, 17), (5, 31, 1), (1, 64, 65), (4, RAND[1], 13)]:
     A = uniform((B, M, N), 0.95, 1.05) * np.where(rng.random((B, M, N)) < 0.3, -1, 1).astype(F32)
     a = f64(A)
     case('reductions over two indices %dx%dx%d' % (B, M, N), [('A', A)],
          REDS + '(s, mx, mn, p, o, t, nest) = reds2(A)',
-         [out('s', F32, a.sum((1, 2))), out('mx', F32, a.max((1, 2)), EXACT),
+         [summed('s', F32, a.sum((1, 2)), np.abs(a).sum((1, 2))),
+          out('mx', F32, a.max((1, 2)), EXACT),
           out('mn', F32, a.min((1, 2)), EXACT), out('p', F32, a.prod((1, 2))),
-          out('o', F32, a.sum((0, 2))), out('t', F32, a.sum()),
-          out('nest', F32, a.max(2).sum(1))])
+          summed('o', F32, a.sum((0, 2)), np.abs(a).sum((0, 2))),
+          summed('t', F32, a.sum(), np.abs(a).sum()),
+          summed('nest', F32, a.max(2).sum(1), np.abs(a.max(2)).sum(1))])
 
 # ---- transposes and permutations ----
 TRANS = '''
@@ -224,7 +243,7 @@ for B, M, K, N in [(1, 1, 1, 1), (3, 7, 13, 31), (2, 16, 17, 63), (4, 64, 65, 31
                    (7, 13, 1, 16), (RAND[3] % 5 + 1, RAND[0], 17, RAND[1])]:
     A, X = randn((B, M, K)), randn((B, K, N))
     case('batched matmul %dx%dx%dx%d' % (B, M, K, N), [('A', A), ('X', X)], BMM + 'C = bmm(A, X)',
-         [out('C', F32, np.matmul(f64(A), f64(X)))])
+         [mm('C', F32, A, X)])
 
 # ---- 1-D convolution, output H - R + 1 ----
 CONV = '''
@@ -354,7 +373,7 @@ for M, K, N in [(1, 1, 1), (7, 13, 31), (16, 17, 64), (65, 63, 127), (RAND[3], R
     A, B = randn((M, K), dtype=F64), randn((K, N), 3, dtype=F64)
     case('f64 matmul, softmax, literals %dx%dx%d' % (M, K, N), [('A', A), ('B', B)],
          F64FNS + 'C = matmul64(A, B)\nS = softmax64(B)\nL = lit64(A)\nT = A * 0.1 + 2 * A',
-         [out('C', F64, A @ B), out('S', F64, softmax_ref(B)),
+         [mm('C', F64, A, B), out('S', F64, softmax_ref(B)),
           out('L', F64, A * 0.1 + 1.0 + 1.0000000001, ('elem', 1e-15, 1e-300)),
           out('T', F64, A * 0.1 + 2 * A, ('elem', 1e-15, 1e-300))])
 
@@ -527,7 +546,7 @@ for M, N in [(1, 1), (7, 13), (16, 17), (64, 65), (127, 31), (RAND[3], RAND[2])]
             'Z = zeros(f32[K, 2])'
             % (M + 2, M + 1, M))
     case('top-level index notation %dx%d' % (M, N), [('A', A)], body,
-         [out('R', F32, a.sum(1)), out('T', F32, A.T, EXACT), out('X', F32, (a * 2).max(1), EXACT),
+         [summed('R', F32, a.sum(1), np.abs(a).sum(1)), out('T', F32, A.T, EXACT), out('X', F32, (a * 2).max(1), EXACT),
           out('P', F32, np.pad(A[:, 0], 1), EXACT),
           out('Q', F32, np.append(A[:, 0], -1), EXACT), out('Z', F32, np.zeros((M, 2)), EXACT)])
 
@@ -542,7 +561,7 @@ case('tensor literals', [],
       out('L4', F64, [[0.1, -0.2], [1e-300, 3]], EXACT),
       out('L5', I32, [[1, -2, 2147483647]]), out('L6', I64, [[9007199254740993, -5]]),
       out('L7', F32, np.zeros(0), EXACT),
-      out('W', F32, np.array([[1, 2], [3, 4], [5, 6]]) @ np.array([[1, 0.5], [-1, 2]]))])
+      mm('W', F32, np.array([[1, 2], [3, 4], [5, 6]]), np.array([[1, 0.5], [-1, 2]]))])
 
 # ---- .npy round trips ----
 # NumPy writes C and Fortran order (format 1.0 and 2.0); dyn loads, copies, transposes.
@@ -670,9 +689,10 @@ for M, N in [(3, 513), (2, 1031), (5, 1100), (1, 2053), (600, 7)]:
          [('A', A)],
          LONG + 'S = softmax(A)\n(s, x, c, t) = rowstats(A)\nT[j, i] = A[i, j]\n'
          'E = A * 3 - 1\nG = gelu(A)',
-         [out('S', F32, softmax_ref(A)), out('s', F32, a.sum(1)),
+         [out('S', F32, softmax_ref(A)), summed('s', F32, a.sum(1), np.abs(a).sum(1)),
           out('x', F32, a.max(1) * 0.5, EXACT),
-          out('c', F32, (a * a).sum(0)), out('t', F32, a.sum()), out('T', F32, A.T, EXACT),
+          summed('c', F32, (a * a).sum(0), (a * a).sum(0)),
+          summed('t', F32, a.sum(), np.abs(a).sum()), out('T', F32, A.T, EXACT),
           out('E', F32, a * 3 - 1, ('elem', 1e-6, 2e-6)),   # A * 3 rounds, then cancels
           out('G', F32, gelu_ref(A))])
 for M, N in [(3, 0), (0, 4)]:
@@ -822,7 +842,8 @@ for B, N in [(1, 3), (2, 4), (3, 17), (5, 64), (2, 129)]:
     K = N // 3
     case('reductions over a written range %dx%d: evens, prefix of %d, window of 3' % (B, N, K), [('X', X)],
          RANGED + 'E = evens(X)\nP = prefix(X, %d)\nW = window(X)' % K,
-         [out('E', F32, x[:, 0:2 * (N // 2):2].sum(1)), out('P', F32, x[:, :K].sum(1)),
+         [summed('E', F32, x[:, 0:2 * (N // 2):2].sum(1), np.abs(x[:, 0:2 * (N // 2):2]).sum(1)),
+          summed('P', F32, x[:, :K].sum(1), np.abs(x[:, :K]).sum(1)),
           out('W', F32, np.stack([x[:, i:N - 2 + i] for i in range(3)]).max(0), EXACT)])
 
 # ---- exp at the edges of f32: subnormal results, the last finite one, overflow ----
@@ -877,8 +898,8 @@ for M, K, N in [(1, 1, 1), (5, 300, 3), (129, 65, 257), (64, 64, 64), (31, 257, 
           ('AF', A), ('BF', B), ('Ad', Ad), ('Bd', Bd)],
          GEMMS + 'C1 = mm_tt(At, Bt)\nC2 = matmul(AF, BF)\nC3 = mm_scaled(A, B, 0.25)\n'
          'C4 = mm64(Ad, Bd)\nC5 = matmul(A, B)',
-         [out('C1', F32, a @ b), out('C2', F32, a @ b), out('C3', F32, 0.5 * (a @ b)),
-          out('C4', F64, Ad @ Bd), out('C5', F32, a @ b)], fortran=('AF', 'BF'))
+         [mm('C1', F32, a, b), mm('C2', F32, a, b), mm('C3', F32, 0.5 * a, b),
+          mm('C4', F64, Ad, Bd), mm('C5', F32, a, b)], fortran=('AF', 'BF'))
 
 
 # ---- special values: NaN, infinities, signed zeros ----
@@ -927,7 +948,8 @@ for B, N in [(1, 1), (7, 13), (64, 65), (RAND[2], RAND[1])]:
     X = randn((B, N), 3, 1)
     case('tuple return: mean and variance %dx%d' % (B, N), [('X', X)],
          MOMENTS + '(mu, v) = moments(X)',
-         [out('mu', F32, f64(X).mean(1)), out('v', F32, f64(X).var(1))])
+         [summed('mu', F32, f64(X).mean(1), np.abs(f64(X)).mean(1)),
+          out('v', F32, f64(X).var(1))])
 
 
 # ---- the runner ----
@@ -981,6 +1003,16 @@ def compare(got, dtype, ref, metric, outs):
         err = np.abs(g - r)
     same = (g == r) | (np.isnan(g) & np.isnan(r))       # equal infinities, NaN for NaN
     err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
+    if kind == 'terms':
+        with np.errstate(invalid='ignore', divide='ignore'):
+            excess = np.where(err == 0, 0.0, err / (metric[1] * metric[2]))
+        worst = np.unravel_index(np.argmax(excess), got.shape)
+        if np.max(excess) <= 1:
+            return None
+        return ('terms: %d of %d outside |got-ref| <= %g * sum|terms|; worst at %s: got %r, '
+                'want %r, sum|terms| %.3g' % (int((excess > 1).sum()), got.size, metric[1],
+                                              tuple(int(k) for k in worst), g[worst], r[worst],
+                                              metric[2][worst]))
     if kind == 'norm':
         scale = np.max(np.abs(r)) if np.max(np.abs(r)) > 0 else 1.0
         e = err / scale
@@ -1159,7 +1191,8 @@ def main():
                     print('    ' + p.replace('\n', '\n    '))
             else:
                 passed += 1
-                metrics = sorted({' '.join('%.3g' % x if isinstance(x, float) else str(x)
+                metrics = sorted({' '.join('%.3g' % x if isinstance(x, float) else
+                                           'sum|terms|' if isinstance(x, np.ndarray) else str(x)
                                            for x in m) for _, _, _, m in c.outputs})
                 print('PASS: %s (%s; %.2f s)' % (what, '; '.join(metrics), took))
     print('numpy: %d expected failures (known dyn bugs), %.1f s' % (xfailed, time.time() - start))
