@@ -23,6 +23,17 @@
 #define BIG_BUFFER ((size_t)1 << 20)
 #define ALIGN 64
 
+/* Every buffer has at least ALIGN readable bytes past its data, small ones by rounding (see
+ * buffer_new), large ones by mapping them: a vector that starts at the last element and
+ * loads the rest masked off then stays in mapped memory.  Intel and AMD suppress faults on
+ * masked-off elements of AVX-512 loads, but AVX2's vmaskmovps leaves it to the
+ * implementation on AMD, and QEMU 7.2 faults there, so code compiled for AVX2 read the
+ * unmapped page after a tensor whose bytes ended on a page boundary (A of 2048 x 513 f32). */
+static size_t mapped_bytes(size_t bytes) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (bytes + ALIGN + page - 1) / page * page;
+}
+
 /* ---- creation and lifetime ---- */
 
 static void put_err(char *err, size_t errlen, const char *fmt, ...)
@@ -137,12 +148,11 @@ static void *alloc_big(size_t bytes, bool zero) {
    * tensor then costs 32 page faults instead of 16384, which dominates memory-bound
    * kernels on their first touch.  The slack around the aligned block is given back. */
   const size_t huge = (size_t)2 << 20;
-  size_t len = bytes + huge;
+  size_t len = mapped_bytes(bytes) + huge;
   char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
   char *a = (char *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  size_t used = (bytes + page - 1) / page * page;
+  size_t used = mapped_bytes(bytes);
   if (a > p) munmap(p, (size_t)(a - p));
   if (p + len > a + used) munmap(a + used, (size_t)(p + len - (a + used)));
 #ifdef MADV_HUGEPAGE
@@ -154,8 +164,8 @@ static void *alloc_big(size_t bytes, bool zero) {
 /* A buffer and its header, after `before` bytes for the caller (a tensor's header: see
  * make).  A small buffer shares one block with its header and those bytes: a small call's
  * result then costs one malloc, where separate blocks and posix_memalign's aligned one cost
- * three and the work of splitting off the alignment.  The data is rounded up so the block is
- * never empty and vector loads of the tail stay inside.  A large buffer is mapped on its own
+ * three and the work of splitting off the alignment.  The data is rounded up, and ALIGN
+ * bytes follow it (see mapped_bytes).  A large buffer is mapped on its own
  * (NULL block: the caller allocates its header). */
 static Buffer *buffer_new(size_t bytes, bool zero, size_t before, void **block) {
   Buffer *b;
@@ -166,7 +176,7 @@ static Buffer *buffer_new(size_t bytes, bool zero, size_t before, void **block) 
     b = xmalloc(sizeof *b);
     b->data = data;
   } else {
-    size_t n = bytes ? (bytes + ALIGN - 1) / ALIGN * ALIGN : ALIGN;
+    size_t n = (bytes + ALIGN - 1) / ALIGN * ALIGN + ALIGN;     /* ALIGN bytes past the data */
     char *blk = malloc(before + sizeof *b + ALIGN + n);
     if (!blk) return NULL;
     *block = blk;
@@ -181,8 +191,7 @@ static Buffer *buffer_new(size_t bytes, bool zero, size_t before, void **block) 
 }
 
 static void unmap(void *p, size_t bytes) {
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  munmap(p, (bytes + page - 1) / page * page);
+  munmap(p, mapped_bytes(bytes));
 }
 
 static void buffer_free(Buffer *b) {

@@ -283,6 +283,25 @@ START_TEST(new_aligned_zeroed) {
 }
 END_TEST
 
+/* Every buffer is followed by at least 64 readable bytes, so that a vector loaded from its
+ * last element with the rest masked off stays in mapped memory (AVX2's vmaskmovps may fault
+ * on masked-off elements).  Sizes that end a small block's rounding or a mapping's page
+ * exactly: reading past them faulted when a large buffer ended on a page boundary. */
+START_TEST(new_readable_tail) {
+  int64_t sizes[] = {0, 1, 16, 1000, 1024, (1 << 20) / 4, (1 << 20) / 4 + 1024, 2048 * 513};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    for (int rep = 0; rep < 2; rep++) {        /* the second gets a reused large buffer */
+      Tensor *t = make(DYN_F32, 1, &sizes[i]);
+      volatile const unsigned char *tail = (const unsigned char *)tensor_data(t) + sizes[i] * 4;
+      unsigned sum = 0;
+      for (int k = 0; k < 64; k++) sum += tail[k];
+      (void)sum;
+      tensor_release(t);
+    }
+  }
+}
+END_TEST
+
 /* ---- access ---- */
 
 START_TEST(access_strides_and_offset) {
@@ -395,6 +414,7 @@ static Suite *tensor_suite(void) {
   tc = tcase_create("new");
   tcase_add_test(tc, new_failures);
   tcase_add_test(tc, new_aligned_zeroed);
+  tcase_add_test(tc, new_readable_tail);
   suite_add_tcase(s, tc);
   tc = tcase_create("access");
   tcase_add_test(tc, access_strides_and_offset);
