@@ -224,8 +224,10 @@ echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of 
 # results take that path: rows of whole lines, rows that start mid-line (1000, 1025), rows
 # shorter than the gap to a boundary (7, 17); results that fit take the plain kernel.  Both
 # must agree with the reference evaluator.
-if grep -q avx512f /proc/cpuinfo 2>/dev/null; then base=zen5; else base=generic-avx2; fi
-if grep -q avx2 /proc/cpuinfo 2>/dev/null; then
+# The small file is the model dyn chose for this CPU (the file :hw names), so that its code
+# runs here, whatever the CPU: never /proc/cpuinfo, which an emulator does not change.
+base=$("$dyn" -e ':hw' 2>/dev/null | sed -n 's/.* from \([A-Za-z0-9_.-]*\)\.hw$/\1/p' | head -n 1)
+if [ -n "$base" ] && [ -f "$top_srcdir/hw/$base.hw" ]; then
   sed -e 's/^l1\.bytes = .*/l1.bytes = 16K/' -e 's/^l2\.bytes = .*/l2.bytes = 32K/' \
       -e 's/^l3\.bytes = .*/l3.bytes = 64K/' "$top_srcdir/hw/$base.hw" > small.hw
   {
