@@ -883,6 +883,153 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
   for (int a = nv - 1; a >= 0; a--) loop_end(g, &L[a]);
 }
 
+/* ---- layout changes, transposed in registers ----
+ * A stage that stores along one axis (v: its innermost loop, the result's rows) while it
+ * loads a tensor along another (u: that tensor's rows) -- a transpose, a permutation that
+ * moves the last axis -- reads one element of each input line per iteration.  Looped
+ * plainly, a row of the result touches a line and a page of the input per element, and
+ * rows a power of two apart fall into one cache set: T = transpose(W) of 4096 x 4096 f32
+ * ran at 2.2 GB/s; blocking the loops alone (tiles of 32 x 64) still ran at a tenth of a
+ * copy, the 64 rows of a tile evicting each other from their set.
+ * So the stage runs in tiles of W x W elements (W: the vector's lanes at the model's
+ * width, at most 16): the first loop computes the tile along u, a whole input line at a
+ * time, into a W x W buffer on the stack (loops of a constant trip count, so each row is
+ * one vector); then the buffer is transposed in registers, log2(W) rounds of two-vector
+ * shuffles that each swap one bit of the row and column index, and stored along v, a whole
+ * output line at a time.  Each line of the input and of the output is touched once per
+ * tile and used whole.  Tiles go along u inside a band of W values of v, so a band reads W
+ * input rows from start to end.  Tiles cut by the edges run the plain loops.  Measured on
+ * 4096 x 4096 f32, 2 threads: 60 ms plainly, 10-13 ms tiled (a copy: 2-3 ms); on a host
+ * without transparent huge pages each tile still touches 2W pages. */
+
+static bool plain_load_of(const KExpr *e, int u, int v) {
+  if (e->kind == KX_LOAD && e->n >= 2 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) {
+    for (int i = 0; i + 1 < e->n; i++)
+      if (e->a[i]->kind == KX_AXIS && e->a[i]->axis == v) return true;
+  }
+  for (int i = 0; i < e->n; i++)
+    if (plain_load_of(e->a[i], u, v)) return true;
+  return false;
+}
+
+/* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
+ * while it stores along another, or -1 when the stage is not such a layout change (or
+ * reduces, which its own loop nests handle, or stores bools). */
+static int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
+  if (kn->nouter || st->naxes < 2 || count_reduces(st->expr) || st->expr->ty == DYN_BOOL) return -1;
+  int v = st->axes[st->naxes - 1];
+  for (int a = 0; a + 1 < st->naxes; a++)
+    if (plain_load_of(st->expr, st->axes[a], v)) return st->axes[a];
+  return -1;
+}
+
+/* The tile's side: the lanes of a vector of the stage's type at the model's width. */
+static int tile_lanes(int vector_bits, DynElem ty) {
+  int w = (vector_bits > 0 ? vector_bits : 256) / (8 * elem_size(ty));
+  return w > 16 ? 16 : w < 2 ? 2 : w;
+}
+
+static LLVMValueRef smin64(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+/* The end of a loop over [lo, hi) in steps of `step`. */
+static void loop_end_by(G *g, Loop *L, int64_t step) {
+  LLVMValueRef nx = LLVMBuildAdd(g->b, L->iv, c64(g, step), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
+  LLVMBuildBr(g->b, L->header);
+  LLVMAddIncoming(L->iv, &nx, &latch, 1);
+  LLVMPositionBuilderAtEnd(g->b, L->exit);
+}
+
+/* rows[0..w) := their transpose, each round swapping bit b of the row and column index:
+ * row i (bit b clear) and row i + b exchange row i's columns with bit b set for row i + b's
+ * columns with it clear. */
+static void transpose_rows(G *g, LLVMValueRef *rows, int w) {
+  LLVMValueRef lo[16], hi[16];
+  for (int b = w / 2; b >= 1; b /= 2)
+    for (int i = 0; i < w; i++) {
+      if (i & b) continue;
+      for (int c = 0; c < w; c++) {
+        lo[c] = LLVMConstInt(g->i32, (unsigned long long)((c & b) ? w + c - b : c), 0);
+        hi[c] = LLVMConstInt(g->i32, (unsigned long long)((c & b) ? w + c : c + b), 0);
+      }
+      LLVMValueRef a = rows[i], d = rows[i + b];
+      rows[i] = LLVMBuildShuffleVector(g->b, a, d, LLVMConstVector(lo, (unsigned)w), "");
+      rows[i + b] = LLVMBuildShuffleVector(g->b, a, d, LLVMConstVector(hi, (unsigned)w), "");
+    }
+}
+
+static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, int u, LLVMValueRef lo, LLVMValueRef hi) {
+  int nv = st->naxes - 1, v = st->axes[nv];
+  DynElem ty = st->expr->ty;
+  int w = tile_lanes(g->vector_bits, ty);
+  LLVMTypeRef et = ty_of(g, ty), vt = LLVMVectorType(et, (unsigned)w);
+  LLVMValueRef buf = entry_alloca(g, LLVMArrayType(et, (unsigned)(w * w)));
+  LLVMSetAlignment(buf, 64);
+  Loop L[DYN_MAX_RANK], UB, VB, U, V;
+  for (int a = 0; a < nv; a++) {
+    int ax = st->axes[a];
+    if (ax == u) continue;
+    bool par = ax == par_axis;
+    g->axv[ax] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, ax));
+  }
+  LLVMValueRef u0 = u == par_axis ? lo : c64(g, 0), u1 = u == par_axis ? hi : load_i64(g, g->ext, u);
+  LLVMValueRef v0 = v == par_axis ? lo : c64(g, 0), v1 = v == par_axis ? hi : load_i64(g, g->ext, v);
+  LLVMValueRef vb = loop_begin(g, &VB, v0, v1);
+  LLVMValueRef ve = LLVMBuildAdd(g->b, vb, c64(g, w), "");
+  LLVMValueRef ub = loop_begin(g, &UB, u0, u1);
+  LLVMValueRef ue = LLVMBuildAdd(g->b, ub, c64(g, w), "");
+  LLVMValueRef whole = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, u1, ""),
+                                    LLVMBuildICmp(g->b, LLVMIntSLE, ve, v1, ""), "");
+  LLVMBasicBlockRef tile = LLVMAppendBasicBlockInContext(g->cx, g->fn, "tile");
+  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->cx, g->fn, "next");
+  LLVMBuildCondBr(g->b, whole, tile, edge);
+  /* a whole tile: buf[v - vb][u - ub] = the stage's value, along u; then transposed */
+  LLVMPositionBuilderAtEnd(g->b, tile);
+  /* loops of a constant trip count, so that each row of the buffer is one vector */
+  LLVMValueRef dv = loop_begin(g, &V, c64(g, 0), c64(g, w));
+  g->axv[v] = LLVMBuildAdd(g->b, vb, dv, "");
+  LLVMValueRef du = loop_begin(g, &U, c64(g, 0), c64(g, w));
+  g->axv[u] = LLVMBuildAdd(g->b, ub, du, "");
+  LLVMValueRef val = gen(g, st->expr, NULL, false);
+  LLVMValueRef at[2] = {c64(g, 0), LLVMBuildAdd(g->b, LLVMBuildMul(g->b, dv, c64(g, w), ""), du, "")};
+  LLVMBuildStore(g->b, val, LLVMBuildGEP2(g->b, LLVMArrayType(et, (unsigned)(w * w)), buf, at, 2, ""));
+  loop_end(g, &U);
+  loop_end(g, &V);
+  LLVMValueRef rows[16];
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef ix[2] = {c64(g, 0), c64(g, (int64_t)r * w)};
+    LLVMValueRef ld = LLVMBuildLoad2(g->b, vt, LLVMBuildGEP2(g->b, LLVMArrayType(et, (unsigned)(w * w)), buf, ix, 2, ""), "");
+    LLVMSetAlignment(ld, (unsigned)elem_size(ty));
+    rows[r] = ld;
+  }
+  transpose_rows(g, rows, w);
+  LLVMValueRef subs[DYN_MAX_RANK];
+  for (int r = 0; r < w; r++) {
+    g->axv[u] = LLVMBuildAdd(g->b, ub, c64(g, r), "");
+    g->axv[v] = vb;
+    for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
+    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], elem_ptr(g, st->out, subs, st->naxes));
+    LLVMSetAlignment(sto, (unsigned)elem_size(ty));
+  }
+  LLVMBuildBr(g->b, next);
+  /* a tile cut by an edge: the plain loops */
+  LLVMPositionBuilderAtEnd(g->b, edge);
+  g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, u1));
+  g->axv[v] = loop_begin(g, &V, vb, smin64(g, ve, v1));
+  gen_body(g, kn, st, NULL, NULL, false);
+  loop_end(g, &V);
+  loop_end(g, &U);
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, next);
+  loop_end_by(g, &UB, w);
+  loop_end_by(g, &VB, w);
+  for (int a = nv - 1; a >= 0; a--)
+    if (st->axes[a] != u) loop_end(g, &L[a]);
+}
+
 /* The kernel body over iterations [lo, hi) of the parallel axis: the outer loops, and in
  * them each stage's loop nest in turn. */
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
@@ -897,6 +1044,12 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     const Stage *st = &kn->stages[s];
     if (interchanged(g->p, kn, s, par_axis)) {
       gen_interchanged(g, kn, st, par_axis, lo, hi);
+      g->fused_red = NULL;
+      continue;
+    }
+    int bu = twin ? -1 : cpu_blocked_axis(kn, st);
+    if (bu >= 0) {
+      gen_blocked(g, kn, st, par_axis, bu, lo, hi);
       g->fused_red = NULL;
       continue;
     }
@@ -1193,6 +1346,7 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
+      cpu_blocked_axis(kn, st) >= 0 ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
@@ -2193,6 +2347,13 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       if (!st->naxes) continue;
       buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
                  interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
+      int bu = cpu_blocked_axis(kn, st);
+      if (bu >= 0) {
+        int w = tile_lanes(be->hw.vector_bits, st->expr->ty);
+        buf_printf(out, "  stage %s: a layout change (it reads along %s, writes along %s), in tiles of %d x %d "
+                   "transposed in registers\n", p->slots[st->out].name, p->axes[bu].name,
+                   p->axes[st->axes[st->naxes - 1]].name, w, w);
+      }
     }
     buf_printf(out, "  cores: %s\n", par ? "" : "one task (no parallel axis)");
     if (par) {

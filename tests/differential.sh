@@ -112,6 +112,31 @@ s=$work/diff.dyn
     echo ":check evens(randn(f32[3, $n]))"
     echo ":check window(randn(f32[2, $n]))"
   done
+  # layout changes (stores along one axis, loads along another: tiles transposed in
+  # registers): every side on either side of the tile's width at any model's vector width
+  # (2 to 16 lanes), each element type, a permutation of rank 3 and 4 that moves the last
+  # axis, a value computed from two layouts, a checked subscript inside a tile
+  echo "fn tr64(A: f64[M, N]) -> f64[N, M] { B[j, i] = A[i, j] * 2.0; return B }"
+  echo "fn tri(A: i32[M, N]) -> i32[N, M] { B[j, i] = A[i, j] - 1; return B }"
+  echo "fn trl(A: i64[M, N]) -> i64[N, M] { B[j, i] = A[i, j]; return B }"
+  echo "fn mix(A: f32[M, N], C: f32[N, M]) -> f32[N, M] { B[j, i] = A[i, j] * 3.0 + C[j, i]; return B }"
+  echo "fn p3(X: f32[A, B, C]) -> f32[C, A, B] { Y[c, a, b] = X[a, b, c]; return Y }"
+  echo "fn p4(X: f32[A, B, C, D]) -> f32[A, D, B, C] { Y[a, d, b, c] = X[a, b, c, d]; return Y }"
+  echo "fn shifted(A: f32[M, N], I: i64[K]) -> f32[N, K] { B[j, k] = A[I[k], j]; return B }"
+  for m in 1 3 7 8 9 15 16 17 33; do for n in 1 2 15 16 17 31 32 65; do
+    echo ":check transpose(randn(f32[$m, $n]))"
+  done; done
+  for mn in "1, 1" "7, 9" "16, 16" "17, 33" "64, 65" "129, 47" "300, 257"; do
+    echo "X = randn(f32[$mn])"
+    echo ":check transpose(X)"
+    echo ":check tr64(f64(X))"
+    echo ":check tri(i32(X * 100))"
+    echo ":check trl(i64(X * 100))"
+    echo ":check mix(X, transpose(X))"
+  done
+  for dims in "2, 3, 17" "5, 16, 33" "3, 31, 64" "1, 1, 1"; do echo ":check p3(randn(f32[$dims]))"; done
+  for dims in "2, 3, 5, 17" "1, 16, 2, 33"; do echo ":check p4(randn(f32[$dims]))"; done
+  echo ":check shifted(randn(f32[40, 35]), i64([39, 0, 5, 17, 3, 3, 38, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 13]))"
   # every standard library function, on shapes with 1 and primes
   echo "import reduce"
   for b in 1 3; do for n in 1 7 33; do
@@ -217,6 +242,15 @@ pwin=$(grep -c "^  gathered: 18 x 64 for each of 1 (rows r, s, c), in 2 parts of
 cwin=$(grep -c "^  gathered: " ic.txt)
 echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of wconv, $hwin + $pwin of hwio at N=2 and N=1, $cwin in all (want 1, 1, 1 + 1 and 4)"
 [ "$win" = 1 ] && [ "$wwin" = 1 ] && [ "$hwin" = 1 ] && [ "$pwin" = 1 ] && [ "$cwin" = 4 ] || { cat ic.txt; exit 1; }
+
+# the layout changes above ran in tiles as wide as the model's vectors of f32 (at most 16)
+bits=$("$dyn" -e ':hw' 2>/dev/null | sed -n 's/.* \([0-9]*\)-bit vectors.*/\1/p' | head -n 1)
+w=$(( ${bits:-256} / 32 )); [ "$w" -gt 16 ] && w=16
+printf 'fn p3(X: f32[A, B, C]) -> f32[C, A, B] { Y[c, a, b] = X[a, b, c]; return Y }\n:sched transpose\n:sched p3\n' |
+  "$dyn" > lay.txt 2>&1
+tiles=$(grep -c "a layout change (it reads along .*, writes along .*), in tiles of $w x $w transposed in registers" lay.txt)
+echo "layout changes: $tiles of transpose, p3 in tiles of $w x $w (want 2)"
+[ "$tiles" = 2 ] || { cat lay.txt; exit 1; }
 
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
