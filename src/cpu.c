@@ -17,6 +17,9 @@
  */
 #include "config.h"
 #include "dyn.h"
+#include "gemm.h"
+#include "jit.h"
+#include "pool.h"
 
 #ifdef HAVE_LLVM
 
