@@ -230,7 +230,9 @@ typedef struct HwLevel {
   double gbs;             /* sustained bandwidth per core (CPU) or per device (GPU), GB/s */
   double total_gbs;       /* the whole chip's (CPU; derived as gbs * cores for caches when a
                            * file omits it) or the device's (GPU: equal to gbs), GB/s */
-  HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total;
+  int ways;               /* associativity of a cache; a CPU's L1 without it in its file has
+                           * bytes / 4 KiB (an x86 L1 is VIPT: one way spans a page); 0: unknown */
+  HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total, prov_ways;
 } HwLevel;
 
 typedef struct HwModel {

@@ -71,7 +71,8 @@
  *    added into C at the end, by all threads (a grid dimension like the others, weighed
  *    by the model).
  * Limits: no TLB, no prefetcher and no frequency model; bandwidths are the hw file's;
- * L1 ways are derived as capacity / 4 KiB (true of x86's VIPT L1s); the call and fork-join
+ * L1 ways are the hw file's (capacity / 4 KiB, x86's VIPT rule, where it has none), but the
+ * set index is taken to repeat every 4 KiB (SET_SPAN) on every CPU; the call and fork-join
  * costs are software constants (gemm_model.c's table).  Calibration runs on whatever the machine is doing at
  * compile time (best of several runs).  C must not overlap A or B; f32 and f64 only; alpha
  * is 1 and beta 0 or 1.

@@ -189,9 +189,10 @@ static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(u
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* L1 associativity: x86 L1 data caches are virtually indexed, physically tagged, so one way
- * spans a 4 KiB page and ways = capacity / 4 KiB (12 for 48 KiB).  The set index repeats
- * every 4 KiB, which is what makes power-of-two leading dimensions collide. */
+/* The span after which L1's set index repeats: x86 L1 data caches are virtually indexed,
+ * physically tagged, so one way spans a 4 KiB page (12 ways for 48 KiB), and operands a
+ * multiple of 4 KiB apart collide.  Taken for every CPU (Neoverse V2's 4 ways of 64 KiB
+ * span 16 KiB); the ways themselves are the hw file's (l1_ways, gemm_model.c). */
 #define SET_SPAN 4096
 
 /* ---- hardware figures, with safe floors for an incomplete model ---- */

@@ -364,8 +364,11 @@ static double rows_sec(const Family *f, int64_t mt, int t, int64_t *ncalls) {
   return full * f->ksec[f->mr] + (r ? f->dec_sec[t][r] : 0);
 }
 
+/* L1 associativity, the hw file's (l1.ways; hw.c gives an L1 without it capacity / 4 KiB,
+ * x86's rule), or capacity / SET_SPAN for a model made without a file. */
 static int l1_ways(const HwModel *h) {
-  int w = (int)(hw_cache_bytes(h, 0) / SET_SPAN);
+  int w = hw_ncaches(h) > 0 && h->level[0].ways > 0 ? h->level[0].ways
+                                                    : (int)(hw_cache_bytes(h, 0) / SET_SPAN);
   return w >= 2 ? w : 8;
 }
 
