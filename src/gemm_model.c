@@ -12,38 +12,67 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Software overheads the model charges (not hardware figures): a kernel call costs about
- * CALL_CYC cycles beyond its FMAs and its C tile, and a fork-join on a pool whose workers
- * spin costs about SYNC_S seconds.  Measured on 2 threads of Zen 5: 0.16 us with empty tasks
- * and 0.2-0.4 us beside small products (241 x 31 x 13: 1.05 us on one thread, 0.73 on two;
- * 172 x 20 x 83: 3.8 and 2.4).  It was 2 us, which kept products of up to 4 us on one
- * thread: 64 x 64 x 64 ran in 2.2 us there and in 1.3 on two.  Workers asleep (no call for
- * 100 us) take about 10 us more to wake; a run of calls pays that once. */
+/* ---- the model's constants ----
+ *
+ * Every other figure the model uses is the hardware's, from the hw file (HwModel) or from
+ * calibration; these are what it charges for software, or corrections fitted where the
+ * measured rates and bandwidths fell short.  All were fitted on 2 threads of a Zen 5 host
+ * (the commits that set them give the runs); "time" is wall time of gemm_run.
+ *
+ *   name          value    what it is                                   how it was fitted
+ *   CALL_CYC      20       cycles a kernel call costs beyond its FMAs    whole runs of small
+ *                          and C tile (edge DP, tiles, inner products)   products (see below)
+ *   SYNC_S        0.3 us   a fork-join on a pool whose workers spin      0.16 us with empty
+ *                                                                        tasks, 0.2-0.4 beside
+ *                                                                        small products
+ *   WS_S          40 ns    a plan's workspace: lock, canaries, packing   2 x 2 x 2: 80 ns
+ *                          calls and thread blocks                       packed, 23 in place
+ *   SHARE_S       60 ns    a C line two cores both write, moving         12 x 100 x 100 x 64
+ *                          between them on every pass over k             split along N: 30-100
+ *   SPLIT_LOADS   5%       kernels reading B in place whose vectors      16 x 511 x 511 x 128,
+ *                          straddle lines run slower than calibrated     12 x 100 x 100 x 64
+ *   CROWDED_L1    7%       ... and when the strip fills most of L1       1000 x 768 x 768
+ *   FAR_PIECE     12       lines more a row's piece of a B strip costs   50 x 2000 x 3000
+ *                          read in place from memory (nothing fetches
+ *                          ahead of it)
+ *   KSPLIT_MAX_C  256 Ki   k is split over threads only for a C of at    16 x 16 x 100000,
+ *   KSPLIT_MIN_K  256      most this many elements and a k this long     1 x 1 x 100000
+ *   BT_SITU       2.0      B^T packed in a plan over packbt's calibrated 2 x 16 x 5000 against
+ *                          time (its rows come from L2 or further)       31 x 16 x 1000
+ *   SPLIT_GAIN    0.95     a wide C's last columns run apart as inner    2048 x 33 x 513,
+ *   SPLIT_S       0.3 us   products when that beats one plan by this     1000 x 97 x 3,
+ *                          factor and this time (the second run's cost)  127 x 65 x 2
+ *
+ * SHARE_S is a figure of the hardware's coherence, the one such here; it stays a constant
+ * until other CPUs' figures are measured.  Values and the notes at their uses are the
+ * measurements' own. */
+
+/* CALL_CYC and SYNC_S: software overheads.  Measured on 2 threads of Zen 5, a fork-join took
+ * 0.16 us with empty tasks and 0.2-0.4 us beside small products (241 x 31 x 13: 1.05 us on
+ * one thread, 0.73 on two; 172 x 20 x 83: 3.8 and 2.4).  It was 2 us, which kept products of
+ * up to 4 us on one thread: 64 x 64 x 64 ran in 2.2 us there and in 1.3 on two.  Workers
+ * asleep (no call for 100 us) take about 10 us more to wake; a run of calls pays that once. */
 #define CALL_CYC 20.0
 #define SYNC_S 0.3e-6
-/* A plan that packs runs through a workspace: its lock, the canaries armed and checked
- * around it, the packing calls and the thread blocks, where a plan reading both operands in
- * place may call one kernel directly (2 x 2 x 2: 80 ns packed, 23 ns in place). */
+/* A plan that packs runs through a workspace, where a plan reading both operands in place
+ * may call one kernel directly (2 x 2 x 2: 80 ns packed, 23 ns in place). */
 #define WS_S 40e-9
-
 /* Cores that split C's columns write the same cache line wherever a block's edge falls
  * inside one; the line then moves between the cores on every pass over k.  Measured
  * around 30-100 ns a line (12 x 100 x 100 x 64 split along N: 1.6-3x the batch split). */
 #define SHARE_S 60e-9
-
-/* How much slower kernels reading B in place run than the measured rates say, when the
- * strip's vectors straddle lines (packed B: 7-10% faster at 16 x 511 x 511 x 128, in place
- * 4% faster at 12 x 100 x 100 x 64, where packing costs relatively more) and when the
- * strip fills most of L1 (packed B 3-5% faster at 1000 x 768 x 768). */
+/* B read in place: packed B ran 7-10% faster at 16 x 511 x 511 x 128 and in place 4% faster
+ * at 12 x 100 x 100 x 64, where packing costs relatively more (SPLIT_LOADS); packed B 3-5%
+ * faster at 1000 x 768 x 768, where the strip fills most of L1 (CROWDED_L1). */
 #define SPLIT_LOADS 0.05
 #define CROWDED_L1 0.07
-/* Lines more that each row's piece of a strip costs when B in place comes from memory
- * (see model_block) */
-#define FAR_PIECE 12
-/* Splitting k over the threads: each block after the first sums its share into its own copy
- * of C, added to C at the end; weighed when C is at most this large and k is long. */
+#define FAR_PIECE 12              /* see model_block */
 #define KSPLIT_MAX_C (256 << 10)
 #define KSPLIT_MIN_K 256
+#define BT_SITU 2.0               /* see plan_eval_dot */
+#define SPLIT_GAIN 0.95           /* see gemm_plan_choose */
+#define SPLIT_S 0.3e-6
+
 /* ---- level 0: enumerate register tiles ---- */
 
 static int tile_ksplit(const HwModel *h, int mr, int v) {
@@ -611,8 +640,7 @@ static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *
  * or further: 2 x 16 x 5000 ran in 3.2 us by inner products where the model said 2.5 with
  * the calibrated figure (the tiles, 2.2 us, were the better choice); with twice that
  * figure the model picks the tiles there and still the inner products on 31 x 16 x 1000,
- * 3 x 2 x 513 and 16 x 16 x 100000, where they are faster. */
-#define BT_SITU 2.0
+ * 3 x 2 x 513 and 16 x 16 x 100000, where they are faster: BT_SITU, the model's table. */
 
 /* The inner-product plan over a tb x tm (x tk) grid: C's columns in strips of at most
  * DOT_WMAX, of nearly equal widths, the strips of a row piece one after the other (its rows
@@ -781,8 +809,6 @@ Prob gemm_part_cols(const GemmKernels *g, const Prob *p, int64_t e) {
  * one run: 1000 x 97 x 3 took 5 us either way; 127 x 65 x 2 took 0.6 us whole and 0.8
  * split, 0.2 more than predicted).  On 2 threads 2048 x 33 x 513 went 263 -> 182 us so,
  * 200 x 33 x 200 10.7 -> 7.0, 129 x 65 x 768 38.6 -> 30.0, 65 x 65 x 65 2.3 -> 1.7. */
-#define SPLIT_GAIN 0.95
-#define SPLIT_S 0.3e-6
 void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                       Plan *cands, int *ncands, int maxc) {
   plan_weigh(g, p, nthreads, best, cands, ncands, maxc);
