@@ -6,6 +6,7 @@
 #include "config.h"
 #include "dyn.h"
 #include "gemm_int.h"
+#include "irb.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +27,7 @@ typedef struct CG {
 
 static LLVMValueRef intrinsic(CG *g, const char *name, LLVMTypeRef *ov, int nov,
                               LLVMTypeRef *ft) {
-  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  *ft = LLVMIntrinsicGetType(g->ctx, id, ov, (size_t)nov);
-  return LLVMGetIntrinsicDeclaration(g->mod, id, ov, (size_t)nov);
+  return irb_intrinsic(g->mod, name, ov, nov, ft);
 }
 
 static void cg_init(CG *g, LLVMContextRef ctx, LLVMModuleRef mod, DynElem elem, int W) {
@@ -103,9 +102,7 @@ static LLVMValueRef lane_mask(CG *g, LLVMValueRef n, int j) {
 static LLVMValueRef new_fn(CG *g, const char *name, LLVMTypeRef *params, int np) {
   LLVMTypeRef ft = LLVMFunctionType(g->t_void, params, (unsigned)np, 0);
   LLVMValueRef f = LLVMAddFunction(g->mod, name, ft);
-  unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                          LLVMCreateEnumAttribute(g->ctx, nounwind, 0));
+  irb_fn_attr(f, "nounwind");
   return f;
 }
 
