@@ -217,7 +217,7 @@ enum {
   HW_F_CORES, HW_F_GHZ, HW_F_PEAK, HW_F_VECTOR_BITS, HW_F_VEC_REGS, HW_F_FMA_UNITS,
   HW_F_FMA_LATENCY, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
   HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
-  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_NFIGURES
+  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_NFIGURES
 };
 
 /* One level of a memory hierarchy.  Every figure comes from an hw file (with its source
@@ -246,6 +246,8 @@ typedef struct HwModel {
   int vec_regs;           /* architectural vector registers */
   int fma_units;          /* FMA pipes per core */
   int fma_latency;        /* cycles */
+  double line_move_ns;    /* a cache line two cores both write, moving from one to the other
+                           * (0: not stated) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];

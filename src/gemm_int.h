@@ -202,6 +202,10 @@ static inline int hw_fma_lat(const HwModel *h) { return h->fma_latency > 0 ? h->
 static inline int hw_vregs(const HwModel *h) { return h->vec_regs >= 8 ? h->vec_regs : 16; }
 static inline int hw_vbits(const HwModel *h) { return h->vector_bits >= 128 ? h->vector_bits : 128; }
 static inline double hw_ghz(const HwModel *h) { return h->ghz > 0 ? h->ghz : 2.0; }
+/* Seconds a C line two cores write takes to move between them (60 ns, Zen 5's, unstated). */
+static inline double hw_line_move_s(const HwModel *h) {
+  return h->line_move_ns > 0 ? h->line_move_ns / 1e9 : 60e-9;
+}
 
 /* Bandwidth (bytes/s per core) of the level where a footprint of F bytes lives. */
 static inline double level_bw(const HwModel *h, double F) {

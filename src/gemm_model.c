@@ -17,7 +17,7 @@
  * Every other figure the model uses is the hardware's, from the hw file (HwModel) or from
  * calibration; these are what it charges for software, or corrections fitted where the
  * measured rates and bandwidths fell short.  All were fitted on 2 threads of a Zen 5 host
- * (the commits that set them give the runs); "time" is wall time of gemm_run.
+ * (the commits that set them give the runs).
  *
  *   name          value    what it is                                   how it was fitted
  *   CALL_CYC      20       cycles a kernel call costs beyond its FMAs    whole runs of small
@@ -27,8 +27,6 @@
  *                                                                        small products
  *   WS_S          40 ns    a plan's workspace: lock, canaries, packing   2 x 2 x 2: 80 ns
  *                          calls and thread blocks                       packed, 23 in place
- *   SHARE_S       60 ns    a C line two cores both write, moving         12 x 100 x 100 x 64
- *                          between them on every pass over k             split along N: 30-100
  *   SPLIT_LOADS   5%       kernels reading B in place whose vectors      16 x 511 x 511 x 128,
  *                          straddle lines run slower than calibrated     12 x 100 x 100 x 64
  *   CROWDED_L1    7%       ... and when the strip fills most of L1       1000 x 768 x 768
@@ -43,9 +41,8 @@
  *   SPLIT_S       0.3 us   products when that beats one plan by this     1000 x 97 x 3,
  *                          factor and this time (the second run's cost)  127 x 65 x 2
  *
- * SHARE_S is a figure of the hardware's coherence, the one such here; it stays a constant
- * until other CPUs' figures are measured.  Values and the notes at their uses are the
- * measurements' own. */
+ * The cost of a C line that two cores both write (an N split whose edge falls inside a
+ * line) is the hardware's, line_move_ns in the hw file (hw_line_move_s). */
 
 /* CALL_CYC and SYNC_S: software overheads.  Measured on 2 threads of Zen 5, a fork-join took
  * 0.16 us with empty tasks and 0.2-0.4 us beside small products (241 x 31 x 13: 1.05 us on
@@ -57,10 +54,6 @@
 /* A plan that packs runs through a workspace, where a plan reading both operands in place
  * may call one kernel directly (2 x 2 x 2: 80 ns packed, 23 ns in place). */
 #define WS_S 40e-9
-/* Cores that split C's columns write the same cache line wherever a block's edge falls
- * inside one; the line then moves between the cores on every pass over k.  Measured
- * around 30-100 ns a line (12 x 100 x 100 x 64 split along N: 1.6-3x the batch split). */
-#define SHARE_S 60e-9
 /* B read in place: packed B ran 7-10% faster at 16 x 511 x 511 x 128 and in place 4% faster
  * at 12 x 100 x 100 x 64, where packing costs relatively more (SPLIT_LOADS); packed B 3-5%
  * faster at 1000 x 768 x 768, where the strip fills most of L1 (CROWDED_L1). */
@@ -585,7 +578,7 @@ static void plan_eval(const GemmKernels *g, const Prob *p0, int fi, bool pa, boo
    * only, which per-core figures already reflect. */
   double comp_mem = pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem;
   pl->t_sync = tb * tm * tn * tk > 1 ? SYNC_S : 0;
-  pl->t_share = (double)share_lines(g, p, pl, bt, mt) * cdiv(p->k, pl->kc) * SHARE_S;
+  pl->t_share = (double)share_lines(g, p, pl, bt, mt) * cdiv(p->k, pl->kc) * hw_line_move_s(&g->hw);
   pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync + pl->t_share + pl->t_red;
 }
 
@@ -613,7 +606,7 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   pl->t_mem = (double)bt * ((double)p->k * nt * es / bwB + (double)nch * p->m * p->k * es / bwA +
                             (double)p->m * nt * es * (p->acc ? 2 : 1) / bwC);
   pl->t_sync = users > 1 ? SYNC_S : 0;
-  pl->t_share = (double)share_lines(g, p, pl, bt, p->m) * SHARE_S;
+  pl->t_share = (double)share_lines(g, p, pl, bt, p->m) * hw_line_move_s(&g->hw);
   pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_sync + pl->t_share;
 }
 

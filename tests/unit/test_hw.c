@@ -108,9 +108,11 @@ static const char *const FIGURES[] = {
   "cores", "ghz", "peak_gflops_f32", "vector_bits", "vec_regs", "fma_units", "fma_latency",
   "sm_count", "cc", "warp_size", "regs_per_sm", "regs_per_thread_max", "smem_per_sm",
   "smem_per_block", "max_threads_per_block", "fp32_tflops", "tf32_tflops", "bf16_tflops",
+  "line_move_ns",
 };
 static const char *const LEVEL_PREFIXES[] = {"l1", "smem", "l2", "l3", "dram", "hbm", "gddr"};
-static const char *const LEVEL_FIELDS[] = {"bytes", "line", "gbs", "total_gbs", "shared_by"};
+static const char *const LEVEL_FIELDS[] = {"bytes", "line", "gbs", "total_gbs", "shared_by",
+                                           "ways"};
 
 /* Each figure of a file in hw/ has a comment that says where it comes from (hw/README.md,
  * "Where figures come from"): none is untagged or unsourced. */
