@@ -8,6 +8,7 @@
 
 #include "gemm.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,7 +51,6 @@ typedef void (*PackAFn)(int64_t kc, const void *a, int64_t lda, void *out, int64
 #define ROWS_U 4
 typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_t a_sk,
                        const void *b, int64_t b_sk, void *c, int64_t c_sm);
-
 
 /* The inner-product kernels (emit_dot), for a C of at most DOT_MAXN columns: a tile of h
  * rows and w <= DOT_WMAX columns, vectors along k. */
@@ -219,6 +219,8 @@ static inline double level_bw(const HwModel *h, double F) {
   return 10e9;
 }
 
+/* The plan cache's key for a problem on nthreads, and its slot (gemm_run's lookup, on every
+ * call that misses the thread's last plan). */
 static inline void plan_key(const Prob *p, int nthreads, int64_t *key) {
   int64_t k[KEY_LEN] = { p->batch, p->m, p->n, p->k, p->a_sb, p->a_sm, p->a_sk, p->b_sb, p->b_sk,
                          p->b_sn, p->c_sb, p->c_sm, p->c_sn,
@@ -234,8 +236,8 @@ static inline unsigned key_hash(const int64_t *key) {
   h *= 0xBF58476D1CE4E5B9ull;
   return (unsigned)(h >> 40) % PLAN_CACHE;
 }
-/* The names of the generated functions, which gemm_emit.c gives and gemm.c looks up. */
 
+/* The names of the generated functions, which gemm_emit.c gives and gemm.c looks up. */
 static inline void rows_name(char *out, size_t n, const GemmKernels *g, int h) {
   snprintf(out, n, "gemm_%s_rows%d", elem_name(g->elem), h);
 }

@@ -612,7 +612,6 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
 
 /* ---- inner products: the model ---- */
 
-
 /* Seconds per vector of k for mt rows of the plan's strips, and per pass over them (the
  * calls' fixed costs). */
 static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *pass_s) {

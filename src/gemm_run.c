@@ -56,7 +56,6 @@ bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err,
 
 /* ---- execution ---- */
 
-
 /* A thread block's workspace: packed A, packed B and a C tile, each 64-byte aligned and
  * followed by a 64-byte canary.  Builds without NDEBUG check the canaries after every run,
  * so generated code that writes past its panel stops with an internal error. */
@@ -204,7 +203,6 @@ static void merge_tile(const GemmKernels *g, const char *tmp, int nr, char *c, i
   for (int i = 0; i < h; i++)
     merge_row(g, c + (size_t)(i * c_sm) * g->esize, c_sn, tmp + (size_t)i * nr * g->esize, w, add);
 }
-
 
 /* A thread block's place in the grid (k outermost) and where it writes: C itself, or for a
  * block past the first in k its own copy of C (unit strides, C =), added in at the end.
