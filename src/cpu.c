@@ -20,6 +20,10 @@
 
 #ifdef HAVE_LLVM
 
+#include "gemm.h"
+#include "irb.h"
+#include "jit.h"
+#include "pool.h"
 #include "vmath.h"
 
 #include <llvm-c/Analysis.h>
@@ -174,11 +178,7 @@ static LLVMValueRef load_i64(G *g, LLVMValueRef base, int64_t idx) {
 }
 
 static LLVMValueRef intrinsic(G *g, const char *name, LLVMTypeRef t, LLVMValueRef *args, int n) {
-  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  LLVMTypeRef tys[1] = {t};
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(g->m, id, tys, 1);
-  LLVMTypeRef ft = LLVMIntrinsicGetType(g->cx, id, tys, 1);
-  return LLVMBuildCall2(g->b, ft, f, args, (unsigned)n, "");
+  return irb_call_intrinsic(g->b, g->m, name, t, args, n);
 }
 
 static void fast(LLVMValueRef v) {
@@ -762,12 +762,11 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
 static void set_vector_width(LLVMValueRef fn, int bits) {
   if (bits <= 0) return;
   char w[16];
-  int n = snprintf(w, sizeof w, "%d", bits);
-  LLVMContextRef cx = LLVMGetModuleContext(LLVMGetGlobalParent(fn));
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(cx, "prefer-vector-width", 19, w, (unsigned)n));
+  snprintf(w, sizeof w, "%d", bits);
+  irb_fn_string_attr(fn, "prefer-vector-width", w);
   /* Divisions may use exact reciprocals (fast: x / s as x * (1/s)), never the targets'
    * estimates: with them 1.0 / sqrt(x) became an rsqrtps estimate, NaN at x = 0. */
-  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(cx, "reciprocal-estimates", 20, "none", 4));
+  irb_fn_string_attr(fn, "reciprocal-estimates", "none");
 }
 
 /* The function of one kernel; twin: the streaming twin (see mark_streaming), whose last

@@ -217,7 +217,7 @@ enum {
   HW_F_CORES, HW_F_GHZ, HW_F_PEAK, HW_F_VECTOR_BITS, HW_F_VEC_REGS, HW_F_FMA_UNITS,
   HW_F_FMA_LATENCY, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
   HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
-  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_NFIGURES
+  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_NFIGURES
 };
 
 /* One level of a memory hierarchy.  Every figure comes from an hw file (with its source
@@ -230,7 +230,9 @@ typedef struct HwLevel {
   double gbs;             /* sustained bandwidth per core (CPU) or per device (GPU), GB/s */
   double total_gbs;       /* the whole chip's (CPU; derived as gbs * cores for caches when a
                            * file omits it) or the device's (GPU: equal to gbs), GB/s */
-  HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total;
+  int ways;               /* associativity of a cache; a CPU's L1 without it in its file has
+                           * bytes / 4 KiB (an x86 L1 is VIPT: one way spans a page); 0: unknown */
+  HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total, prov_ways;
 } HwLevel;
 
 typedef struct HwModel {
@@ -244,6 +246,8 @@ typedef struct HwModel {
   int vec_regs;           /* architectural vector registers */
   int fma_units;          /* FMA pipes per core */
   int fma_latency;        /* cycles */
+  double line_move_ns;    /* a cache line two cores both write, moving from one to the other
+                           * (0: not stated) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];
@@ -828,133 +832,5 @@ void session_banner(Session *s, Buf *out);
  * else lineedit.  When standard input is not a terminal: no prompt, no banner, plain lines.
  * Returns the process exit status. */
 int repl_main(Session *s, bool quiet, bool force);
-
-/* ---- jit.c / pool.c / gemm.c ------------------------------------------------------------ */
-
-/* jit.c: ORC LLJIT for one target.  LLVM types appear only as opaque struct pointers (the
- * same types as LLVMContextRef / LLVMModuleRef), so this header needs no LLVM headers. */
-struct LLVMOpaqueContext;
-struct LLVMOpaqueModule;
-typedef struct Jit Jit;
-/* A JIT for hw's llvm_cpu and llvm_features, or the host CPU's when hw is NULL or names
- * "" or "host".  NULL with a message when LLVM cannot target it.  Free with jit_free.
- * For a model this CPU cannot run (jit_runnable), the Jit builds, optimises and prints
- * modules for that model's instruction set and CPU, and never loads code: jit_add_module(s),
- * jit_lookup and jit_define_symbol fail.  Code a runnable model's Jit makes uses no
- * extension the host lacks, whatever its CPU name implies. */
-Jit *jit_new(const HwModel *hw, char *err, size_t errlen);
-/* Can this CPU run code for hw (same instruction set, every extension in llvm_features)?
- * False with the reason ("zen5 needs avx512f, avx512dq, ..., which this CPU lacks"). */
-bool jit_runnable(const HwModel *hw, char *why, size_t whylen);
-bool jit_can_run(const Jit *j);           /* was it made for a runnable model? */
-void jit_free(Jit *j);                                /* NULL-safe; frees all JIT'd code */
-const char *jit_cpu_name(const Jit *j);
-const char *jit_cpu_features(const Jit *j);
-/* The context modules for this JIT are built in (not thread-safe: one builder at a time). */
-struct LLVMOpaqueContext *jit_context(Jit *j);
-/* A module with the JIT's triple and data layout, in ctx (NULL: jit_context). */
-struct LLVMOpaqueModule *jit_module_new(Jit *j, struct LLVMOpaqueContext *ctx,
-                                        const char *name);
-/* Run a new-pass-manager pipeline (NULL: "default<O3>") with the JIT's target machine. */
-bool jit_optimize(Jit *j, struct LLVMOpaqueModule *m, const char *pipeline, char *err,
-                  size_t errlen);
-/* Verify and hand over a module built in jit_context; the JIT owns it even on failure.
- * With code non-NULL, *code names the module's machine code, which jit_code_free removes
- * from the JIT (before jit_free, and once nothing runs it); with NULL it stays until jit_free. */
-typedef struct JitCode JitCode;
-bool jit_add_module(Jit *j, struct LLVMOpaqueModule *m, JitCode **code, char *err, size_t errlen);
-void jit_code_free(JitCode *code);                    /* NULL-safe */
-/* Optimise (pipeline as above) and compile n modules in parallel (up to one thread per
- * CPU, the caller's included), and add the code.  Each module must be in its own context
- * (LLVMContextCreate), which the caller disposes afterwards; the modules are disposed
- * here, on success or failure. */
-bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *pipeline,
-                     char *err, size_t errlen);
-/* The address of a symbol (compiles its module on first use); NULL with a message. */
-void *jit_lookup(Jit *j, const char *name, char *err, size_t errlen);
-/* Make a C function or datum visible to generated code under name. */
-bool jit_define_symbol(Jit *j, const char *name, void *addr, char *err, size_t errlen);
-/* Text of a module: its IR, or its assembly for the JIT's CPU (code generation mutates the
- * module, so pass one that will not be JIT'd).  Appended to out. */
-void jit_print_ir(struct LLVMOpaqueModule *m, Buf *out);
-bool jit_print_asm(Jit *j, struct LLVMOpaqueModule *m, Buf *out, char *err, size_t errlen);
-
-/* pool.c: a pthread pool.  nthreads counts the calling thread (<= 0: one per online CPU). */
-typedef struct Pool Pool;
-Pool *pool_new(int nthreads);
-void pool_free(Pool *p);                              /* NULL-safe; joins the workers */
-void pool_set_threads(Pool *p, int nthreads);         /* not while a job runs on p */
-int pool_threads(const Pool *p);                      /* 1 for NULL */
-/* The C ABI generated code calls: run fn(ctx, t) for t in [0, ntasks) on the pool's threads
- * and the caller, return when all are done.  pool NULL, or a nested call from inside a
- * task, runs serially on the calling thread.  Concurrent callers take turns. */
-void dyn_parallel_for(void *pool, int64_t ntasks, void (*fn)(void *ctx, int64_t task),
-                      void *ctx);
-
-/* gemm.c: the CPU contraction engine.  C[b,m,n] (+)= sum_k A[b,m,k] * B[b,k,n], every
- * operand addressed by element strides given at run time; compiled once per element type
- * and hardware, any shape and layout at run time (see the design note in gemm.c). */
-typedef struct GemmKernels GemmKernels;
-typedef struct GemmArgs {
-  int64_t batch, m, n, k;                 /* batch >= 1 (0 is a no-op); m, n, k >= 0 */
-  const void *a; int64_t a_sb, a_sm, a_sk; /* element strides: batch, row, reduction */
-  const void *b; int64_t b_sb, b_sk, b_sn;
-  void *c; int64_t c_sb, c_sm, c_sn;      /* must not overlap a or b */
-  bool accumulate;                        /* C += A.B instead of C = A.B */
-  volatile int *stop;                     /* when set (Ctrl-C), stop early: C is then undefined */
-} GemmArgs;
-/* Compile every micro-kernel variant and packing routine for elem (DYN_F32 or DYN_F64) on
- * hw (copied), then time each kernel once on L1-resident data (about a millisecond; the
- * model's per-tile rates).  NULL with a message when the type is unsupported or LLVM
- * fails.  The object owns the JIT'd code; free with gemm_free.  Thread-safe to run. */
-GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen);
-void gemm_free(GemmKernels *g);                       /* NULL-safe */
-double gemm_compile_ms(const GemmKernels *g);         /* wall time gemm_compile took */
-/* What compiling the row-streaming and the inner-product kernels took, when a shape first
- * made them candidates (0: not compiled yet). */
-void gemm_later_ms(const GemmKernels *g, double *rows_ms, double *dots_ms);
-/* Run on pool (NULL: the calling thread only; the plan may use fewer threads than the pool
- * has).  False with a message on invalid sizes or strides (nothing is written then), or
- * with "interrupted" when x->stop was set part-way. */
-bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
-/* What gemm_run would do with nthreads threads, for `:sched`: the levels, the tiles, the
- * candidates the model weighed and their predicted times.  Appended to out. */
-void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
-/* The generated code as text for `:code`: what is "llvm" (optimised IR) or "asm". */
-bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
-/* The plan gemm_run would follow, as numbers (tests, :sched).  False if x is invalid. */
-typedef struct GemmPlanInfo {
-  bool rows;                    /* the row-streaming kernel (then mr, nr are 0) */
-  bool dot;                     /* the inner-product kernels (mr: tallest tile, nr: widest) */
-  int mr, nr;                   /* the register tile family */
-  bool pack_a, pack_b, swapped, c_buffered;
-  bool pack_b_fused;            /* B packed by the first tile of each strip as it computes */
-  int64_t kc, mc, nc;           /* cache blocks */
-  int tb, tm, tn, tk;           /* thread grid over batch, M, N, K */
-  int64_t edge;                 /* > 0: C's last `edge` columns by inner products, apart;
-                                   the rest of the fields describe the other columns' plan */
-  double predicted_s;
-} GemmPlanInfo;
-bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInfo *out);
-/* The plan the calling thread's last gemm_run on g followed (its sizes, its forcing);
- * false when there is none since g was made or last forced.  swapped and c_buffered: 0. */
-bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out);
-/* Override the model (tests, experiments): each field <= 0 leaves that choice to it; fam is
- * 1 + an index into the kept families (1 = best scored), pack_* are 1 (pack) or 2 (in
- * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
-/* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it; dot: the
- * same for the inner-product kernels (C of at most 16 columns, A with unit k stride) */
-/* tk: thread blocks over k (each after the first sums into its own copy of C) */
-typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot, tk; } GemmForce;
-void gemm_force(GemmKernels *g, const GemmForce *f);
-int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */
-/* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its
- * operands in L1 and a long reduction, timed for about `seconds`. */
-double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds);
-/* The best rate of one core in GFLOP/s that calibration measured (each family's tallest
- * tile, operands in L1), or 0 when nothing was measured. */
-double gemm_core_gflops(const GemmKernels *g);
-/* The model's predicted seconds for x with nthreads (the time :time is held to). */
-double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
 
 #endif

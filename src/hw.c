@@ -56,6 +56,7 @@ static const KeyDef KEYS[] = {
   {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs), HW_F_VEC_REGS},
   {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
   {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
+  {"line_move_ns", V_NUM, FOR_CPU, false, AT(line_move_ns), HW_F_LINE_MOVE_NS},
   {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
   {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu), -1},
   {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback), -1},
@@ -92,8 +93,9 @@ static const LevelDef LEVELS[] = {
 };
 #define NLEVELS ((int)(sizeof LEVELS / sizeof LEVELS[0]))
 
-enum { LF_BYTES, LF_LINE, LF_GBS, LF_TOTAL, LF_SHARED, NLF };
-static const char *const LFIELDS[NLF] = {"bytes", "line", "gbs", "total_gbs", "shared_by"};
+enum { LF_BYTES, LF_LINE, LF_GBS, LF_TOTAL, LF_SHARED, LF_WAYS, NLF };
+static const char *const LFIELDS[NLF] = {"bytes", "line", "gbs", "total_gbs", "shared_by",
+                                           "ways"};
 
 _Static_assert(sizeof(((HwModel *)0)->level) / sizeof(HwLevel) >= 4,
                "level[] must hold L1, L2, L3 and main memory");
@@ -282,6 +284,7 @@ typedef struct {
   int lvl_linesz[NLEVELS];
   double lvl_gbs[NLEVELS], lvl_total[NLEVELS];
   int lvl_shared[NLEVELS];        /* 0 = "all" (or unset): the whole chip or device */
+  int lvl_ways[NLEVELS];
   HwProv lvl_prov[NLEVELS][NLF];
 } ParseState;
 
@@ -465,6 +468,16 @@ static bool set_level(ParseState *st, int l, int f, const char *key, const char 
       return false;
     }
     return true;
+  case LF_WAYS:
+    if (LEVELS[l].main || !strcmp(LEVELS[l].prefix, "smem")) {
+      snprintf(why, wl, "'%s': only a cache has ways", key);
+      return false;
+    }
+    if (!parse_int(val, &st->lvl_ways[l])) {
+      snprintf(why, wl, "bad number '%s' for '%s' (expected a positive integer)", val, key);
+      return false;
+    }
+    return true;
   }
   return false;
 }
@@ -566,6 +579,11 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
     /* Unset, a cache is private and main memory the chip's: what its size's comment says. */
     lv->prov_shared = st->lvl_line[l][LF_SHARED] ? pv[LF_SHARED]
                       : lv->prov_bytes ? lv->prov_bytes : lv->prov_gbs;
+    /* Unset, a CPU's L1 is taken for x86's: virtually indexed and physically tagged, one way
+     * spanning a 4 KiB page (12 ways for 48 KiB), a default. */
+    bool l1 = !gpu && !strcmp(LEVELS[l].prefix, "l1");
+    lv->ways = st->lvl_line[l][LF_WAYS] ? st->lvl_ways[l] : l1 ? (int)(lv->bytes / 4096) : 0;
+    lv->prov_ways = st->lvl_line[l][LF_WAYS] ? pv[LF_WAYS] : l1 ? HW_GUESSED : HW_NOT_TRACKED;
     int all = gpu ? out->sm_count : out->cores;
     bool whole = LEVELS[l].main || (gpu && !strcmp(LEVELS[l].prefix, "l2"));
     lv->shared_by = st->lvl_line[l][LF_SHARED] ? (st->lvl_shared[l] ? st->lvl_shared[l] : all)
@@ -727,8 +745,9 @@ int hw_prov(const HwModel *h, const char *key) {
     const HwLevel *lv = &h->level[i];
     if (strcmp(lv->name, LEVELS[l].name)) continue;
     if (f == LF_BYTES && !lv->bytes) return -1;      /* main memory of unstated size */
+    if (f == LF_WAYS && !lv->ways) return -1;        /* a cache of unstated ways */
     const HwProv by_field[NLF] = {lv->prov_bytes, lv->prov_line, lv->prov_gbs, lv->prov_total,
-                                  lv->prov_shared};
+                                  lv->prov_shared, lv->prov_ways};
     return (int)by_field[f];
   }
   return -1;
@@ -1472,10 +1491,17 @@ void hw_detect_host_in(const char *root, HwModel *out) {
       lv->prov_bytes = lv->prov_line = lv->prov_shared = HW_MEASURED;
       lv->gbs = mem.gbs;
       lv->prov_gbs = HW_GUESSED;
+      /* Ways: the file's for a level of its size, else the x86 default for an L1 (hw_parse) */
+      lv->ways = l == 0 ? (int)(lv->bytes / 4096) : 0;
+      lv->prov_ways = l == 0 ? HW_GUESSED : HW_NOT_TRACKED;
       for (int j = 0; j < base.nlevels - 1; j++)
         if (!strcmp(base.level[j].name, lv->name)) {
           lv->gbs = base.level[j].gbs;
           lv->prov_gbs = base.level[j].prov_gbs;
+          if (base.level[j].ways && base.level[j].bytes == lv->bytes) {
+            lv->ways = base.level[j].ways;
+            lv->prov_ways = base.level[j].prov_ways;
+          }
         }
     }
     out->level[n++] = mem;

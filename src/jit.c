@@ -6,6 +6,7 @@
  */
 #include "config.h"
 #include "dyn.h"
+#include "jit.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

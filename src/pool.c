@@ -9,6 +9,7 @@
  */
 #include "config.h"
 #include "dyn.h"
+#include "pool.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -33,6 +33,7 @@
 
 #ifdef HAVE_LLVM
 
+#include "irb.h"
 #include "vmath.h"
 
 #include <math.h>
@@ -69,10 +70,7 @@ static LLVMValueRef K(const V *v, double c) { return splat(v, LLVMConstReal(v->e
 static LLVMValueRef KI(const V *v, int64_t c) { return splat(v, LLVMConstInt(v->iet, (unsigned long long)c, 1)); }
 
 static LLVMValueRef intr(const V *v, const char *name, LLVMValueRef *args, int n) {
-  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  LLVMTypeRef tys[1] = {v->t};
-  LLVMValueRef f = LLVMGetIntrinsicDeclaration(v->vm->m, id, tys, 1);
-  return LLVMBuildCall2(v->b, LLVMIntrinsicGetType(v->vm->cx, id, tys, 1), f, args, (unsigned)n, "");
+  return irb_call_intrinsic(v->b, v->vm->m, name, v->t, args, n);
 }
 
 static LLVMValueRef add(const V *v, LLVMValueRef a, LLVMValueRef c) { return LLVMBuildFAdd(v->b, a, c, ""); }
@@ -174,14 +172,9 @@ static LLVMValueRef exp_of(const V *v, LLVMValueRef x, bool scalef) {
 
 static void set_fn_attrs(VMath *vm, LLVMValueRef f) {
   static const char *attrs[] = {"noinline", "nounwind", "willreturn", "nosync", "nofree"};
-  for (size_t a = 0; a < sizeof attrs / sizeof *attrs; a++)
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(vm->cx, LLVMGetEnumAttributeKindForName(attrs[a], strlen(attrs[a])), 0));
-  /* memory(none): reads and writes nothing */
-  LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(vm->cx, LLVMGetEnumAttributeKindForName("memory", 6), 0));
-  if (vm->width[0])
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(vm->cx, "prefer-vector-width", 19, vm->width, (unsigned)strlen(vm->width)));
+  for (size_t a = 0; a < sizeof attrs / sizeof *attrs; a++) irb_fn_attr(f, attrs[a]);
+  irb_fn_attr(f, "memory");   /* memory(none): reads and writes nothing */
+  if (vm->width[0]) irb_fn_string_attr(f, "prefer-vector-width", vm->width);
 }
 
 /* The AVX-512 exp: a call of <prefix>_vm_exp<32|64>, whose vector variants are declared at

@@ -53,6 +53,7 @@
  */
 #include "config.h"
 #include "dyn.h"
+#include "gemm.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 #include "dyn.h"
+#include "gemm.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "dyn.h"
+#include "gemm.h"
 
 #include <check.h>
 #include <math.h>

@@ -108,9 +108,11 @@ static const char *const FIGURES[] = {
   "cores", "ghz", "peak_gflops_f32", "vector_bits", "vec_regs", "fma_units", "fma_latency",
   "sm_count", "cc", "warp_size", "regs_per_sm", "regs_per_thread_max", "smem_per_sm",
   "smem_per_block", "max_threads_per_block", "fp32_tflops", "tf32_tflops", "bf16_tflops",
+  "line_move_ns",
 };
 static const char *const LEVEL_PREFIXES[] = {"l1", "smem", "l2", "l3", "dram", "hbm", "gddr"};
-static const char *const LEVEL_FIELDS[] = {"bytes", "line", "gbs", "total_gbs", "shared_by"};
+static const char *const LEVEL_FIELDS[] = {"bytes", "line", "gbs", "total_gbs", "shared_by",
+                                           "ways"};
 
 /* Each figure of a file in hw/ has a comment that says where it comes from (hw/README.md,
  * "Where figures come from"): none is untagged or unsourced. */
@@ -238,6 +240,11 @@ START_TEST(test_file_figures) {
   ck_assert_int_eq(level(&m, "L3")->shared_by, 8);
   ck_assert_int_eq(level(&m, "DRAM")->shared_by, m.cores);
   ck_assert(near(m.peak_gflops_f32, 128 * 2.7 * 2 * 2 * 16, 1e-9));
+  ck_assert_int_eq(m.level[0].ways, 12);
+  load("neoverse-v2", &m);                          /* not capacity / 4 KiB, x86's rule */
+  ck_assert_int_eq(m.level[0].bytes, 64 * 1024);
+  ck_assert_int_eq(m.level[0].ways, 4);
+  ck_assert_int_eq(hw_prov(&m, "l1.ways"), HW_SOURCED);
   load("skylake-avx512", &m);
   ck_assert_int_eq(level(&m, "L3")->bytes, 38 * 1048576 + 524288);
   load("h100", &m);
@@ -266,6 +273,10 @@ START_TEST(test_parse_valid) {
   ck_assert_int_eq(m.level[2].shared_by, 8);      /* main memory: the whole chip */
   ck_assert_int_eq(m.level[2].line, 64);          /* inherited from the cache above */
   ck_assert(near(m.level[0].total_gbs, 200 * 8, 1e-12));   /* derived: gbs x cores */
+  ck_assert_int_eq(m.level[0].ways, 8);           /* derived: 32 KiB / 4 KiB, a guess */
+  ck_assert_int_eq(hw_prov(&m, "l1.ways"), HW_GUESSED);
+  ck_assert_int_eq(m.level[1].ways, 0);           /* unknown beyond L1 */
+  ck_assert_int_eq(hw_prov(&m, "dram.ways"), -1);
   ck_assert(near(m.level[2].total_gbs, 60, 1e-12));
   ck_assert(near(m.peak_gflops_f32, 8 * 3.5 * 2 * 2 * 8, 1e-12));
   ck_assert_str_eq(m.path, "");
@@ -306,6 +317,8 @@ START_TEST(test_parse_errors) {
     {0, NULL, "foo = 1\n", "t.hw:20: unknown key 'foo'"},
     {0, NULL, "l9.bytes = 1\n", "t.hw:20: unknown key 'l9.bytes'"},
     {0, NULL, "l1.size = 1\n", "t.hw:20: unknown key 'l1.size'"},
+    {0, NULL, "l1.ways = 0\n", "t.hw:20: bad number '0' for 'l1.ways' (expected a positive integer)"},
+    {0, NULL, "dram.ways = 4\n", "t.hw:20: 'dram.ways': only a cache has ways"},
     {4, "cores = abc", NULL, "t.hw:4: bad number 'abc' for 'cores' (expected a positive integer)"},
     {4, "cores = 0", NULL, "t.hw:4: bad number '0' for 'cores' (expected a positive integer)"},
     {4, "cores = 4.5", NULL, "t.hw:4: bad number '4.5' for 'cores' (expected a positive integer)"},

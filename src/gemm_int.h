@@ -1,0 +1,363 @@
+/* gemm_int.h -- what the files of the CPU contraction engine share: the limits, the kernels'
+ * signatures, the families, problems and plans, the engine object, the symbol names the
+ * emitter gives and the binder looks up, and the small helpers the hot paths call (kept
+ * static inline, as they were in one file).  gemm.c holds the design note; gemm_emit.c the
+ * code generation, gemm_model.c the model, gemm_run.c the execution. */
+#ifndef DYN_GEMM_INT_H
+#define DYN_GEMM_INT_H
+
+#include "gemm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <llvm-c/Core.h>
+
+#define MAX_MR 16        /* rows of a register tile: strided A rows need a pointer or index
+                            register each, and x86-64 has 16 general registers */
+#define MAX_V 4          /* vectors across a tile */
+#define MAX_FAM 2        /* families kept (each costs about 1/3 of compile time) */
+#define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
+#define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
+#define MAX_CAND 64      /* enumerated tiles remembered for gemm_describe */
+#define MAX_MODS 8       /* modules, compiled by up to one thread per CPU */
+#define PLAN_CACHE 64    /* remembered shapes */
+
+/* A micro-kernel's beta: bit 0 adds to C; UK_PREFETCH_C asks it to fetch the C tile for
+ * writing before its k loop.  That pays where C lives beyond L2 or its rows alias in L1
+ * (C rows a multiple of 4 KiB apart): 4096 x 4096 x 1 ran in 1.85 ms with it and 3.0
+ * without, 1024^3 6-8% faster.  Where C stays in L2 and k is short, the fetches crowd
+ * the stores: 672 x 448 x 3 took 30.7 us with them, 12.7 without (14x32 tiles). */
+#define UK_PREFETCH_C 2
+typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
+                     int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
+                     int32_t beta);
+typedef void (*UkPackFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
+                         int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
+                         int32_t beta, void *packed);
+typedef void (*UkPfFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
+                       int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
+                       int32_t beta, const void *pf, int64_t pf_rs, int64_t l0, int64_t l1, int64_t sh);
+#define PACK_AHEAD 16       /* rows (77 x 4096 x 4096: 4 rows 2% slower, 32 1% slower) */
+typedef void (*PackBFn)(int64_t kc, int64_t nc, const void *b, int64_t b_rs, void *out,
+                        int64_t nr);
+typedef void (*PackAFn)(int64_t kc, const void *a, int64_t lda, void *out, int64_t h);
+/* The row-streaming kernel (emit_rows) for C of up to ROWS_MAX rows, ROWS_U rows of B a step. */
+#define ROWS_MAX 4
+#define ROWS_U 4
+typedef void (*RowsFn)(int64_t k, int64_t n, const void *a, int64_t a_sm, int64_t a_sk,
+                       const void *b, int64_t b_sk, void *c, int64_t c_sm);
+
+/* The inner-product kernels (emit_dot), for a C of at most DOT_MAXN columns: a tile of h
+ * rows and w <= DOT_WMAX columns, vectors along k. */
+#define DOT_WMAX 4
+#define DOT_STRIPS 4
+#define DOT_MAXN (DOT_STRIPS * DOT_WMAX)
+/* Tiles of 8 rows ran at the speed of 6 (8x1 240 against 6x1 233 GFLOP/s a core in L1, 8x2
+ * 271 against 270, 8x3 266 against 267 on Zen 5) and were three more functions: compiling
+ * the inner products took 37-41 ms with them, 32-34 without. */
+#define DOT_HMAX 6
+typedef void (*DotFn)(int64_t kc, const void *a, int64_t a_rs, const void *b, int64_t b_rs,
+                      void *c, int64_t c_rs, int64_t c_cs, int64_t m_rem, int64_t n_rem,
+                      int32_t beta);
+/* B^T's rows from a B with unit column stride, W columns at most (emit_packbt). */
+typedef void (*PackBtFn)(int64_t kc, const void *b, int64_t b_sk, void *out, int64_t n);
+typedef struct DotSet {
+  int hmax[DOT_WMAX + 1];                     /* the tallest height of each width */
+  bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted (dot_setup) */
+  int ks[DOT_WMAX + 1][DOT_HMAX + 1];         /* accumulator sets */
+  DotFn fn[DOT_WMAX + 1][DOT_HMAX + 1];
+  PackBtFn packbt;
+  double bt_block;                            /* seconds packbt takes for W rows (measured) */
+  double vsec[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per vector of k (measured) */
+  double call[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per call besides: lane sums, C */
+} DotSet;
+
+typedef struct Tile { int mr, v, regs, ksplit; double score; bool kept; } Tile;
+
+typedef struct Family {
+  int mr, v, nr;
+  UkFn uk[MAX_MR + 1];           /* by height, masked: any n_rem in 1..nr, m_rem in 1..h */
+  UkFn ukf[MAX_MR + 1];          /* by height, full tiles only (== uk with AVX-512); height
+                                    mr is ukq's (tile_call), and uk[mr] only without cheap masks */
+  UkPackFn ukp;                  /* height mr, masked, reading B in place and packing it */
+  UkPfFn ukq;                    /* height mr (full tiles; all where masks are cheap), fetching
+                                    lines of the next strip into L2 when asked */
+  bool has[MAX_MR + 1];          /* heights emitted */
+  int ksplit[MAX_MR + 1];
+  double ksec[MAX_MR + 1];       /* seconds per k step of a tile of this height: measured
+                                    by gemm_calibrate(), else from the FMA model */
+  double call_s[MAX_MR + 1];     /* seconds a call costs beyond its k steps (its set-up, the
+                                    C tile's stores), measured (0: not measured) */
+  bool measured;
+  /* The best split of an edge of r rows (r < 2*mr) into emitted heights, the last piece
+   * possibly taller than the rows it stores: [0] when B is packed (a piece re-reads its
+   * strip from L1), [1] when B is read in place (a piece re-reads it from L2). */
+  uint8_t dec_n[2][2 * MAX_MR];
+  uint8_t dec[2][2 * MAX_MR][MAX_PIECES];
+  double dec_sec[2][2 * MAX_MR];
+  double score;
+} Family;
+
+/* A problem after normalisation: C has unit column stride (or ctmp), sizes > 0. */
+typedef struct Prob {
+  int64_t batch, m, n, k;
+  int64_t k_all;                  /* k of the whole problem (k: a thread block's share) */
+  const char *a; int64_t a_sb, a_sm, a_sk;
+  const char *b; int64_t b_sb, b_sk, b_sn;
+  char *c; int64_t c_sb, c_sm, c_sn;
+  bool acc;
+  bool swapped, ctmp;
+  volatile int *stop;
+} Prob;
+
+typedef struct Plan {
+  int fam;
+  bool pack_a, pack_b;
+  int64_t kc, mc, nc;
+  int tb, tm, tn, tk;             /* thread grid over batch, m, n and k */
+  int64_t bb, mb, nbk, kb;        /* per-block extents: batches, rows, columns, k */
+  bool nc_l2;                     /* nc sized for the packed B panel to stay in L2 */
+  bool rows;                      /* the row-streaming kernel (m <= ROWS_MAX); nc: its chunk */
+  bool dot;                       /* inner products (n <= DOT_MAXN); pack_b: B^T packed */
+  bool fused;                     /* B packed by the first tiles (the busiest block's) */
+  int dw[DOT_STRIPS];             /* ... their strips' widths (0 past the last) */
+  int64_t edge;                   /* > 0: C's last `edge` columns are a problem of their own
+                                     (inner products); the rest is this plan (plan_choose) */
+  double t_comp, t_mem, t_stall, t_pack, t_sync, t_share, t_red, t_edge, t;
+} Plan;
+
+/* A remembered choice: the normalised problem's sizes, strides and flags, and its plan. */
+#define KEY_LEN 14
+struct CacheEntry { bool used; int64_t key[KEY_LEN]; Plan plan; };
+
+struct GemmKernels {
+  DynElem elem;
+  int esize, W;                  /* bytes per element, elements per vector */
+  bool cheap_masks;              /* AVX-512: masked loads/stores cost as much as plain ones */
+  HwModel hw;
+  Jit *jit;
+  PackAFn packa;                 /* row-major A -> panels, any height up to the largest mr */
+  PackBFn packb;                 /* unit-stride B -> panels of any nr */
+  RowsFn rows[ROWS_MAX + 1];     /* by rows of C: the row-streaming kernels */
+  double rows_sec[ROWS_MAX + 1]; /* their seconds per step of one row of B, one vector wide */
+  int nfam;
+  Family fam[MAX_FAM];
+  int ncand;
+  Tile cand[MAX_CAND];
+  double compile_ms;
+  int nfuncs;
+  double call_base;               /* the cheapest family's tallest tile's call_s (calibrate): the
+                                     model charges a tile its call_s beyond this */
+  /* The row-streaming kernels are compiled the first time a plan would weigh them (B larger
+   * than the last cache): most programs never need them, and they are a tenth of the
+   * compile.  rows_state: 0 not yet, 1 ready, -1 failed (plans then leave them out). */
+  pthread_mutex_t part_lock;       /* compiling a part on first need */
+  _Atomic int rows_state;
+  double rows_ms;
+  /* The inner-product kernels, compiled the same way, the first time a C of at most
+   * DOT_MAXN columns is weighed. */
+  DotSet dot;
+  _Atomic int dot_state;
+  double dot_ms;
+  int dot_nfuncs;
+  GemmForce force;               /* tests and experiments override the model */
+  /* Chosen plans by shape (direct-mapped): a repeated shape skips the model. */
+  pthread_mutex_t cache_lock;
+  struct CacheEntry *cache;
+  _Atomic uint64_t epoch;        /* names this set and its forcing for last_plan */
+  /* Packing buffers per thread block, reused across calls; a concurrent second caller
+   * allocates its own. */
+  pthread_mutex_t ws_lock;
+  int nws;
+  void **ws;
+  size_t *ws_bytes;
+};
+
+static inline double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* The span after which L1's set index repeats: x86 L1 data caches are virtually indexed,
+ * physically tagged, so one way spans a 4 KiB page (12 ways for 48 KiB), and operands a
+ * multiple of 4 KiB apart collide.  Taken for every CPU (Neoverse V2's 4 ways of 64 KiB
+ * span 16 KiB); the ways themselves are the hw file's (l1_ways, gemm_model.c). */
+#define SET_SPAN 4096
+
+/* ---- hardware figures, with safe floors for an incomplete model ---- */
+
+static inline int hw_fma_units(const HwModel *h) { return h->fma_units > 0 ? h->fma_units : 1; }
+static inline int hw_fma_lat(const HwModel *h) { return h->fma_latency > 0 ? h->fma_latency : 4; }
+static inline int hw_vregs(const HwModel *h) { return h->vec_regs >= 8 ? h->vec_regs : 16; }
+static inline int hw_vbits(const HwModel *h) { return h->vector_bits >= 128 ? h->vector_bits : 128; }
+static inline double hw_ghz(const HwModel *h) { return h->ghz > 0 ? h->ghz : 2.0; }
+/* Seconds a C line two cores write takes to move between them (60 ns, Zen 5's, unstated). */
+static inline double hw_line_move_s(const HwModel *h) {
+  return h->line_move_ns > 0 ? h->line_move_ns / 1e9 : 60e-9;
+}
+
+/* Bandwidth (bytes/s per core) of the level where a footprint of F bytes lives. */
+static inline double level_bw(const HwModel *h, double F) {
+  int nc = hw_ncaches(h);
+  for (int i = 0; i < nc; i++) {
+    double cap = (double)h->level[i].bytes;
+    if (F <= cap && h->level[i].gbs > 0) return h->level[i].gbs * 1e9;
+  }
+  if (h->nlevels > 0 && h->level[h->nlevels - 1].gbs > 0)
+    return h->level[h->nlevels - 1].gbs * 1e9;
+  return 10e9;
+}
+
+/* The plan cache's key for a problem on nthreads, and its slot (gemm_run's lookup, on every
+ * call that misses the thread's last plan). */
+static inline void plan_key(const Prob *p, int nthreads, int64_t *key) {
+  int64_t k[KEY_LEN] = { p->batch, p->m, p->n, p->k, p->a_sb, p->a_sm, p->a_sk, p->b_sb, p->b_sk,
+                         p->b_sn, p->c_sb, p->c_sm, p->c_sn,
+                         nthreads * 4 + p->acc * 2 + p->ctmp };
+  memcpy(key, k, sizeof k);
+}
+
+/* Independent products summed, then mixed: a chain of 14 multiplies took longer. */
+static inline unsigned key_hash(const int64_t *key) {
+  uint64_t h = 0;
+  for (int i = 0; i < KEY_LEN; i++) h += (uint64_t)key[i] * (0x9E3779B97F4A7C15ull + 2 * (uint64_t)i);
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  return (unsigned)(h >> 40) % PLAN_CACHE;
+}
+
+/* The names of the generated functions, which gemm_emit.c gives and gemm.c looks up. */
+static inline void rows_name(char *out, size_t n, const GemmKernels *g, int h) {
+  snprintf(out, n, "gemm_%s_rows%d", elem_name(g->elem), h);
+}
+
+static inline void packa_name(char *out, size_t n, const GemmKernels *g) {
+  snprintf(out, n, "gemm_%s_packa", elem_name(g->elem));
+}
+
+static inline void uk_name(char *out, size_t n, const GemmKernels *g, const Family *f, int h,
+                    bool masked) {
+  snprintf(out, n, "gemm_%s_uk%dx%d_h%d%s", elem_name(g->elem), f->mr, f->nr, h,
+           masked ? "_m" : "");
+}
+
+static inline void ukp_name(char *out, size_t n, const GemmKernels *g, const Family *f) {
+  snprintf(out, n, "gemm_%s_uk%dx%d_pack", elem_name(g->elem), f->mr, f->nr);
+}
+
+static inline void ukq_name(char *out, size_t n, const GemmKernels *g, const Family *f) {
+  snprintf(out, n, "gemm_%s_uk%dx%d_pf", elem_name(g->elem), f->mr, f->nr);
+}
+
+static inline void packbt_name(char *out, size_t n, const GemmKernels *g) {
+  snprintf(out, n, "gemm_%s_packbt", elem_name(g->elem));
+}
+
+static inline void dot_name(char *out, size_t n, const GemmKernels *g, int h, int w) {
+  snprintf(out, n, "gemm_%s_dot%dx%d", elem_name(g->elem), h, w);
+}
+
+static inline void packb_name(char *out, size_t n, const GemmKernels *g) {
+  snprintf(out, n, "gemm_%s_packb", elem_name(g->elem));
+}
+/* Run the kernel for a piece of hs rows on a tile of height h, w columns wide: the
+ * unmasked one when the piece fills the tile.  The full height is the fetching kernel's
+ * (UK_PF), asking for the lines fe names or none: it is the family's only one where masks
+ * are cheap, and serves the full tiles elsewhere (one kernel fewer to compile each: 6 ms
+ * of the 40). */
+typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
+static inline void tile_call(const GemmKernels *g, const Family *f, int h, int hs, int64_t w, int64_t kc,
+                      const void *a, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs,
+                      void *c, int64_t c_rs, int32_t beta, const Fetch *fe) {
+  static const Fetch none = { 0 };
+  if (!fe) fe = &none;
+  if (h == f->mr && (g->cheap_masks || (hs == h && w == f->nr)))
+    f->ukq(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta, fe->pf, fe->pf_rs, fe->l0, fe->l1, fe->sh);
+  else
+    (w == f->nr && hs == h ? f->ukf[h] : f->uk[h])(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta);
+}
+/* The row pieces of an m-extent of mt rows: full mr-row tiles, then the edge (the last
+ * mr + r rows when there is a full tile to borrow from, so 16 = 8 + 8 rather than 14 + 2)
+ * split as the compile-time DP said. */
+typedef struct Pieces { const Family *f; int64_t full, t, r0, mt; int rem, d, tab; } Pieces;
+
+static inline void pieces_init(Pieces *it, const Family *f, int64_t mt, int tab) {
+  it->f = f;
+  it->mt = mt;
+  it->full = mt / f->mr;
+  it->rem = (int)(mt % f->mr);
+  if (it->rem && it->full) { it->full--; it->rem += f->mr; }
+  it->t = 0;
+  it->d = 0;
+  it->r0 = 0;
+  it->tab = tab;
+}
+
+/* The next piece: rows [r0, r0 + hs) computed by a tile of height h >= hs. */
+static inline bool pieces_next(Pieces *it, int64_t *r0, int *h, int *hs) {
+  if (it->t < it->full) *h = it->f->mr, it->t++;
+  else if (it->rem && it->d < it->f->dec_n[it->tab][it->rem])
+    *h = it->f->dec[it->tab][it->rem][it->d++];
+  else return false;
+  *r0 = it->r0;
+  *hs = (int)imin(*h, it->mt - it->r0);
+  it->r0 += *hs;
+  return true;
+}
+
+/* Whether a block of mt rows packs B in its first tiles (ukp) rather than before them: B
+ * with unit column stride, and a first piece of full height. */
+static inline bool fused_packing(const Family *f, const Prob *p, const Plan *pl, int64_t mt) {
+  int64_t rows = imin(pl->mc, mt);
+  return pl->pack_b && p->b_sn == 1 && f->ukp && rows / f->mr > (rows % f->mr ? 1 : 0);
+}
+/* The height of the next row piece with `left` rows to go: the tallest tile while it fits,
+ * then the tallest emitted height that fits the rest.  One strip of width w takes w's
+ * heights; several take the widest's (emitted for every width). */
+static inline int dot_piece(const DotSet *d, int w, int64_t left) {
+  int h = d->hmax[w];
+  while (h > 1 && (h > left || !d->has[w][h])) h--;
+  return h;
+}
+
+static inline int dot_hw(const Plan *pl) { return pl->dw[1] ? DOT_WMAX : pl->dw[0]; }
+
+/* ---- what crosses the files ---- */
+
+/* gemm_emit.c: emit the functions `what` names (EMIT_*) into nmod modules, one context
+ * each, balanced by estimated work; returns how many functions. */
+enum { EMIT_TILES = 1, EMIT_ROWS = 2, EMIT_DOTS = 4 };
+int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod, int what);
+
+/* gemm.c: compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS);
+ * false when it cannot be had. */
+bool gemm_part_ensure(GemmKernels *g, int what);
+
+/* gemm_model.c: the register tiles and inner-product tiles with their modelled rates, the
+ * edge DP, calibration, and the choice of a plan. */
+void gemm_enumerate_tiles(GemmKernels *g);
+void gemm_dot_setup(GemmKernels *g);
+void gemm_plan_edges(const GemmKernels *g, Family *f);
+void gemm_calibrate(GemmKernels *g);
+void gemm_calibrate_rows(GemmKernels *g);
+void gemm_calibrate_dots(GemmKernels *g);
+void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best, Plan *cands, int *ncands,
+                      int maxc);
+Prob gemm_part_cols(const GemmKernels *g, const Prob *p, int64_t e);
+void gemm_plan_summary(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out);
+
+/* gemm_run.c: validate and normalise a call's arguments into a problem. */
+bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err, size_t errlen);
+
+#endif
