@@ -29,7 +29,7 @@ syn match   dynReduction    "\<\%(sum\|max\|min\|prod\)\ze\s*\["
 syn keyword dynMath         exp log sqrt rsqrt abs sin cos tanh sigmoid erf floor ceil round pow
 syn match   dynMath         "\<\%(max\|min\)\ze\s*("
 
-" Built-in functions (src/session.c)
+" Built-in functions (src/builtins.c)
 syn keyword dynBuiltin      zeros ones full rand randn seed shape print load save allclose
 
 " The name after fn

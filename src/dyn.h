@@ -766,7 +766,8 @@ bool cuda_gemm_plan(const HwModel *hw, CudaMath math, int64_t batch, int64_t m, 
  * restore the model. */
 void cuda_force(CudaBackend *be, const char *variant, int splits);
 
-/* ---- session.c: a session -- bindings, functions, options -- and running top-level input */
+/* ---- session.c: a session -- bindings, functions, options -- and running top-level input
+ * (with value.c, toplevel.c, builtins.c and commands.c; their shared parts: session_int.h) */
 
 typedef struct Session Session;
 typedef enum { RUN_OK, RUN_ERROR, RUN_INCOMPLETE, RUN_QUIT } RunStatus;

@@ -161,7 +161,7 @@ if grep -q "gpu vs ref" build-gpu/check.txt; then
   echo "dyn :check: $n_ok ok, $n_bad mismatches"
   [ "$n_bad" -eq 0 ] && [ "$n_ok" -ge 30 ] || fail "dyn :check found mismatches or missing results"
 else
-  echo "device-check: dyn's :check did not report the GPU (is the GPU back end integrated in session.c?);"
+  echo "device-check: dyn's :check did not report the GPU (is the GPU back end integrated in src/toplevel.c?);"
   echo "              bench_gpu --check below covers the same functions"
 fi
 

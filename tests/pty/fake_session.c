@@ -1,9 +1,10 @@
-/* fake_session.c -- a stand-in for session.c, so that repl.c can be driven through a
- * terminal (tests/pty/ptydrive) before and apart from the real compiler.  Linked with
- * repl.c, lineedit.c and util.c it makes a program `fake_repl [-q]` whose "language" is:
- * unbalanced ( [ { or a trailing + - * / = , is incomplete (when interactive); ":quit"
- * quits; input starting with "error" fails; "spin" runs until interrupted; anything else
- * is echoed as "ORIGIN = TEXT" with newlines shown as " | ".
+/* fake_session.c -- a stand-in for the session (session.c and the files beside it), so that
+ * repl.c can be driven through a terminal (tests/pty/ptydrive) before and apart from the
+ * real compiler.  Linked with repl.c, lineedit.c and util.c it makes a program
+ * `fake_repl [-q]` whose "language" is: unbalanced ( [ { or a trailing + - * / = , is
+ * incomplete (when interactive); ":quit" quits; input starting with "error" fails; "spin"
+ * runs until interrupted; anything else is echoed as "ORIGIN = TEXT" with newlines shown
+ * as " | ".
  */
 #include "config.h"
 #include "dyn.h"

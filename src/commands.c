@@ -1,0 +1,765 @@
+/* commands.c -- the REPL's commands (:help, :type, :vars, :reset, :ir, :sched, :cost, :code,
+ * :time, :check, :target, :hw, :threads, :load, :quit): one table of names, arguments and
+ * help, and cmd_run, which a statement `:name arg` reaches from session.c.  Commands show
+ * the session's functions as each stage of the pipeline sees them (IR, schedule, cost,
+ * code), run statements through toplevel.c, and set the session's options (target, threads,
+ * hardware) in place.
+ */
+#include "config.h"
+#include "session_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef RunStatus (*CmdFn)(Session *s, const char *arg, Span at);
+
+static RunStatus cmd_help(Session *s, const char *arg, Span at);
+
+static RunStatus cmd_quit(Session *s, const char *arg, Span at) { return RUN_QUIT; }
+
+static RunStatus cmd_load(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    session_error(s, at, E_COMMAND, ":load needs a file name");
+    return RUN_ERROR;
+  }
+  return session_run_file_in(s, arg, at);
+}
+
+/* A command's argument as a source of its own, placed where it stands in the command's
+ * source (at, the command's span): the last copy of its bytes there, since the command's
+ * text ends with it (trimmed), and an earlier one may be the command's name (:time t). */
+static Source *arg_source(Session *s, const char *arg, Span at, const char *origin) {
+  size_t n = strlen(arg);
+  Source *src = session_add_source(s, at.src ? at.src->name : origin, xstrdup(arg), n);
+  if (at.src && n && at.hi <= at.src->len && at.hi - at.lo >= n)
+    for (size_t p = at.hi - n + 1; p-- > at.lo;)
+      if (!memcmp(at.src->text + p, arg, n)) {
+        src->parent = at.src;
+        src->base = (uint32_t)p;
+        break;
+      }
+  return src;
+}
+
+static Expr *parse_arg_expr(Session *s, const char *arg, Span at) {
+  return parse_expression(s->tmp, arg_source(s, arg, at, "<command>"), &s->diags);
+}
+
+static RunStatus cmd_type(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    session_error(s, at, E_COMMAND, ":type needs a name or an expression");
+    return RUN_ERROR;
+  }
+  Buf b = {0};
+  Func *f = session_find_fn(s, arg);
+  Binding *v = session_find_var(s, arg);
+  if (v) {
+    buf_printf(&b, "%s: ", arg);
+    val_type_str(&v->v, &b);
+  } else if (f) {
+    func_signature(f, &b);
+  } else if (builtin_find(arg)) {
+    buf_puts(&b, builtin_find(arg)->help);
+  } else {
+    Expr *e = parse_arg_expr(s, arg, at);
+    if (!e) return RUN_ERROR;
+    Value val = top_eval(s, e);
+    if (session_failed(s)) return RUN_ERROR;
+    val_type_str(&val, &b);
+    val_free(&val);
+  }
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static int cmp_binding(const void *a, const void *b) {
+  return strcmp(((const Binding *)a)->name, ((const Binding *)b)->name);
+}
+
+static RunStatus cmd_vars(Session *s, const char *arg, Span at) {
+  if (!s->vars.n) {
+    session_print_line(s, "(no bindings)");
+    return RUN_OK;
+  }
+  Binding *sorted = xmalloc(sizeof(Binding) * (size_t)s->vars.n);
+  memcpy(sorted, s->vars.a, sizeof(Binding) * (size_t)s->vars.n);
+  qsort(sorted, (size_t)s->vars.n, sizeof(Binding), cmp_binding);
+  int w = 0;
+  for (int i = 0; i < s->vars.n; i++) {
+    int l = (int)strlen(sorted[i].name);
+    if (l > w) w = l;
+  }
+  Buf b = {0};
+  for (int i = 0; i < s->vars.n; i++) {
+    buf_printf(&b, "%-*s  ", w, sorted[i].name);
+    val_type_str(&sorted[i].v, &b);
+    if (i + 1 < s->vars.n) buf_putc(&b, '\n');
+  }
+  session_print_line(s, b.s);
+  buf_free(&b);
+  free(sorted);
+  return RUN_OK;
+}
+
+static RunStatus cmd_reset(Session *s, const char *arg, Span at) {
+  session_reset(s);
+  session_print_line(s, "all bindings and user functions forgotten");
+  return RUN_OK;
+}
+
+/* The first word of text in out (at most size - 1 bytes of it); its length. */
+static int first_word(const char *text, char *out, int size) {
+  int n = 0;
+  while (text[n] && !isspace((unsigned char)text[n]) && n < size - 1) {
+    out[n] = text[n];
+    n++;
+  }
+  out[n] = 0;
+  return n;
+}
+
+static Func *want_fn(Session *s, const char *arg, Span at, const char *cmd) {
+  char name[128];
+  int n = first_word(arg, name, sizeof name);
+  if (!n) {
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s needs the name of a function", cmd));
+    return NULL;
+  }
+  Func *f = session_find_fn(s, name);
+  if (!f) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: no function named '%s'", cmd, name));
+  return f;
+}
+
+static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
+  Func *f = want_fn(s, arg, at, ":ir");
+  if (!f) return RUN_ERROR;
+  Buf b = {0};
+  func_signature(f, &b);
+  buf_putc(&b, '\n');
+  lower_print(f->prog, &b);
+  if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+/* "NAME DIM=VAL ..." after the function name: the sizes, in session memory of this input. */
+static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes *out, bool *given) {
+  const char *p = arg + strlen(f->name);
+  int cap = 16, n = 0;
+  const char **names = arena_alloc(s->tmp, sizeof(char *) * (size_t)cap);
+  int64_t *vals = arena_alloc(s->tmp, sizeof(int64_t) * (size_t)cap);
+  while (*p) {
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) break;
+    const char *nb = p;
+    while (*p && *p != '=' && !isspace((unsigned char)*p)) p++;
+    if (*p != '=' || p == nb || n == cap) {
+      session_error(s, at, E_COMMAND, "sizes are written NAME=VALUE, such as M=100 N=768");
+      return false;
+    }
+    const char *nm = arena_strndup(s->tmp, nb, (size_t)(p - nb));
+    char *end;
+    errno = 0;
+    long long v = strtoll(p + 1, &end, 10);
+    if (end == p + 1 || v < 0 || (*end && !isspace((unsigned char)*end))) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, "the size %s needs a value of 0 or more", nm));
+      return false;
+    }
+    if (errno == ERANGE) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, "the size %s=%.*s does not fit in 64 bits", nm, (int)(end - p - 1), p + 1));
+      return false;
+    }
+    bool known = false;
+    for (int i = 0; i < f->nsizes; i++) known = known || !strcmp(f->sizes[i].name, nm);
+    if (!known) {
+      Buf b = {0};
+      for (int i = 0; i < f->nsizes; i++) buf_printf(&b, "%s%s", i ? ", " : "", f->sizes[i].name);
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s has no size %s (its sizes: %s)", f->name, nm, b.s ? b.s : "none"));
+      buf_free(&b);
+      return false;
+    }
+    names[n] = nm;
+    vals[n++] = v;
+    p = end;
+  }
+  *given = n > 0;
+  if (n && n < f->nsizes) {
+    for (int i = 0; i < f->nsizes; i++) {
+      bool have = false;
+      for (int j = 0; j < n; j++) have = have || !strcmp(names[j], f->sizes[i].name);
+      if (!have) {
+        session_error(s, at, E_COMMAND, session_tmp_printf(s, "give every size of %s: %s is missing", f->name, f->sizes[i].name));
+        return false;
+      }
+    }
+  }
+  *out = (EvalSizes){names, vals, n};
+  /* every tensor of the function must be one that could exist at these sizes */
+  const Program *prog = f->prog;
+  for (int i = 0; n && prog && i < prog->nslots; i++) {
+    const Slot *sl = &prog->slots[i];
+    int64_t bytes = elem_size(sl->type.elem), d;
+    bool ok = true, zero = false;
+    const char *why;
+    for (int k = 0; k < sl->type.rank && ok; k++) {
+      ok = poly_eval(sl->type.dims[k], eval_size_lookup, out, &d, &why);
+      zero = zero || (ok && d == 0);
+      ok = ok && (zero || size_mul_ok(bytes, d, &bytes));
+    }
+    if (!ok && !zero) {
+      Buf t = {0};
+      type_str(&sl->type, &t);
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, "at these sizes %s (%s) would not fit in memory: its size does not fit in 64 bits",
+                                         sl->name, t.s));
+      buf_free(&t);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* "NAME [DIM=VAL ...]": the function and the sizes given (*given: any), or NULL after an error. */
+static Func *want_fn_sizes(Session *s, const char *arg, Span at, const char *cmd, EvalSizes *sz, bool *given) {
+  Func *f = want_fn(s, arg, at, cmd);
+  return f && parse_sizes(s, arg, f, at, sz, given) ? f : NULL;
+}
+
+static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
+  EvalSizes sz;
+  bool given;
+  Func *f = want_fn_sizes(s, arg, at, ":sched", &sz, &given);
+  if (!f) return RUN_ERROR;
+  Buf b = {0};
+  if (!strcmp(s->target, "gpu") || (strcmp(s->target, "cpu") && s->have_gpu_hw)) {
+    /* the GPU schedule: on the device, else on the GPU model loaded with :hw */
+    CudaProgram *cp = f->gpu_backend;
+    bool own = !cp;
+    if (own) cp = cuda_program_new(f->prog, top_gpu_model(s), s->gpu_math);
+    buf_printf(&b, "%s: GPU schedule on %s (compiled %d time%s)\n", f->name, s->gpu ? cuda_backend_device(s->gpu) : s->gpu_hw.name,
+               f->compiles, f->compiles == 1 ? "" : "s");
+    double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
+    if (given) buf_printf(&b, "predicted %.3f ms", t * 1e3);
+    if (own) cuda_program_free(cp);
+  } else if (strcmp(s->target, "cpu") || !top_model_backend(s, &(const char *){0})) {
+    buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
+               ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target, f->compiles,
+               f->compiles == 1 ? "" : "s");
+  } else {
+    const char *why;
+    CpuBackend *be = top_model_backend(s, &why);
+    CpuProgram *cp = top_model_program(s, f, be, at);
+    if (!cp) return RUN_ERROR;
+    if (s->hw_foreign)
+      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run: statements run on code for this CPU; "
+                 "cpu %s, %d thread%s\n", f->name, s->hw.name, cpu_program_compile_ms(cp), cpu_backend_cpu(be),
+                 s->threads, s->threads == 1 ? "" : "s");
+    else
+      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms); cpu %s, %d thread%s, hardware %s\n", f->name,
+                 f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(cp), cpu_backend_cpu(be),
+                 s->threads, s->threads == 1 ? "" : "s", s->hw.name);
+    if (s->gpu_hw_chosen)
+      buf_printf(&b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
+                 s->gpu_hw.name);
+    double t = cpu_schedule(be, cp, s->pc, given ? &sz : NULL, s->threads, &b);
+    if (given) {
+      buf_puts(&b, "at");
+      for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
+      buf_printf(&b, ": predicted %.3f ms", t * 1e3);
+    }
+  }
+  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
+  EvalSizes sz;
+  bool given;
+  Func *f = want_fn_sizes(s, arg, at, ":cost", &sz, &given);
+  if (!f) return RUN_ERROR;
+  const Poly *fl, *by;
+  cost_program(f->prog, s->pc, &fl, &by);
+  Buf b = {0};
+  buf_printf(&b, "%s:\n  FLOPs      ", f->name);
+  poly_str(fl, &b);
+  buf_puts(&b, "\n  bytes      ");
+  poly_str(by, &b);
+  buf_puts(&b, "\n  intensity  (");
+  poly_str(fl, &b);
+  buf_puts(&b, ") / (");
+  poly_str(by, &b);
+  buf_puts(&b, ") FLOP/byte");
+  if (given) {
+    int64_t fv = 0, bv = 0;
+    const char *why;
+    poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+    poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+    buf_puts(&b, "\nat");
+    for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
+    buf_printf(&b, ": %lld FLOPs, %lld bytes, %.3g FLOP/byte", (long long)fv, (long long)bv, bv ? (double)fv / (double)bv : 0.0);
+  }
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static RunStatus cmd_code(Session *s, const char *arg, Span at) {
+  Func *f = want_fn(s, arg, at, ":code");
+  if (!f) return RUN_ERROR;
+  const char *what = arg + strlen(f->name);
+  while (isspace((unsigned char)*what)) what++;
+  if (!*what) what = "llvm";
+  if (strcmp(what, "llvm") && strcmp(what, "asm") && strcmp(what, "cuda") && strcmp(what, "ptx")) {
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
+    return RUN_ERROR;
+  }
+  if (!strcmp(what, "cuda") || !strcmp(what, "ptx")) {
+    /* rendering and PTX need no GPU: for the device if there is one, else the GPU model */
+    CudaProgram *cp = f->gpu_backend;
+    bool own = false;
+    if (!cp) {
+      const HwModel *g = top_gpu_model(s);
+      if (!g) {
+        session_error(s, at, E_COMMAND, ":code: no GPU model (hw/h100.hw is missing)");
+        return RUN_ERROR;
+      }
+      cp = cuda_program_new(f->prog, g, s->gpu_math);
+      own = true;
+    }
+    Buf b = {0};
+    char msg[512];
+    bool ok = cuda_program_code(cp, what, &b, msg, sizeof msg);
+    if (own) cuda_program_free(cp);
+    if (!ok) {
+      buf_free(&b);
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code %s: %s", what, msg));
+      return RUN_ERROR;
+    }
+    while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+    session_print_line(s, b.s ? b.s : "");
+    buf_free(&b);
+    return RUN_OK;
+  }
+  const char *why;
+  CpuBackend *be = top_model_backend(s, &why);
+  if (!be) {
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", why));
+    return RUN_ERROR;
+  }
+  CpuProgram *cp = top_model_program(s, f, be, at);
+  if (!cp) return RUN_ERROR;
+  Buf b = {0};
+  char msg[512];
+  if (!cpu_program_code(be, cp, what, &b, msg, sizeof msg)) {
+    buf_free(&b);
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", msg));
+    return RUN_ERROR;
+  }
+  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  session_print_line(s, b.s ? b.s : "");
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static RunStatus cmd_time(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    session_error(s, at, E_COMMAND, ":time needs a statement");
+    return RUN_ERROR;
+  }
+  double t[1000];
+  int n = 0;
+  /* one run first: it compiles what needs compiling, and warms the caches; every run reads
+   * the same source (the session keeps each source it is given) */
+  Source *src = arg_source(s, arg, at, "<time>");
+  RunStatus r0 = session_run_arg(s, src, true);
+  if (r0 != RUN_OK) return r0;
+  unsigned last_before = s->last_fn_calls;
+  double start = now_s();
+  while (n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
+    double t0 = now_s();
+    RunStatus r = session_run_arg(s, src, true);
+    t[n++] = now_s() - t0;
+    if (r != RUN_OK) return r;
+  }
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  double med = t[n / 2];
+  Buf b = {0};
+  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target);
+  Func *f = s->last_fn;
+  if (f && last_before != s->last_fn_calls) {
+    EvalSizes sz = {s->last_names, s->last_vals, s->last_n};
+    const Poly *fl, *by;
+    cost_program(f->prog, s->pc, &fl, &by);
+    int64_t fv = 0, bv = 0;
+    const char *why;
+    poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+    poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+    const HwModel *hw = top_run_hw(s);
+    bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
+    int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
+    double peak = hw->peak_gflops_f32 * th / cores;
+    /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
+     * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
+     * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
+    const char *whose = "";
+    double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+    if (kernel > peak) {
+      peak = kernel;
+      whose = " (the micro-kernel's rate, measured)";
+    }
+    buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
+    /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
+    const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+    double bw = mem ? mem->gbs * th : 0;
+    if (mem && mem->total_gbs > 0 && bw > mem->total_gbs) bw = mem->total_gbs;
+    bool mem_bound = bw > 0 && peak > 0 && (double)fv / peak < (double)bv / bw;
+    if (mem_bound)
+      buf_printf(&b, ", %.0f%% of the %.0f GB/s memory bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
+                 th, th == 1 ? "" : "s");
+    else if (peak > 0)
+      buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
+                 th == 1 ? "" : "s", whose);
+    double pred = 0;
+    if (!strcmp(s->target, "cpu") && f->backend) {
+      Buf junk = {0};
+      pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
+      buf_free(&junk);
+    } else {
+      pred = cost_roofline(hw, s->threads, (double)fv, (double)bv);
+    }
+    if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
+  }
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+/* One run of a :check expression on the current target: a call of a function reuses the
+ * arguments evaluated once (so random inputs agree), anything else is evaluated afresh. */
+static Value check_run(Session *s, const char *arg, Span at, Expr *e, Func *fn, Value *args) {
+  if (fn) return top_call(s, fn, e, args);
+  Expr *again = parse_arg_expr(s, arg, at);
+  return again ? top_eval(s, again) : (Value){0};
+}
+
+static RunStatus cmd_check(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    session_error(s, at, E_COMMAND, ":check needs an expression");
+    return RUN_ERROR;
+  }
+  char saved[8];
+  memcpy(saved, s->target, sizeof saved);
+  Value ref = {0};
+  Value *args = NULL;
+  Buf b = {0};
+  bool ok = true;
+  snprintf(s->target, sizeof s->target, "ref");
+  /* every back end draws the same random numbers: rand() in the expression starts from the
+   * same state each time, and the session goes on from where the reference left it */
+  uint64_t rng0[4], rng1[4];
+  memcpy(rng0, s->rng, sizeof rng0);
+  memcpy(rng1, s->rng, sizeof rng1);
+  Expr *e = parse_arg_expr(s, arg, at);
+  if (!e) goto out;
+  Func *fn = e->kind == EX_CALL ? session_find_fn(s, e->name) : NULL;
+  if (fn) {
+    args = xcalloc((size_t)e->nargs + 1, sizeof(Value));
+    for (int i = 0; i < e->nargs && !session_failed(s); i++) args[i] = top_eval(s, e->args[i]);
+  }
+  if (!session_failed(s)) ref = check_run(s, arg, at, e, fn, args);
+  memcpy(rng1, s->rng, sizeof rng1);
+  if (session_failed(s)) goto out;
+  val_type_str(&ref, &b);
+  buf_puts(&b, ": ref computed");
+  /* every other back end, against the reference */
+  static const char *targets[] = {"cpu", "gpu"};
+  for (int t = 0; t < 2; t++) {
+    bool have = t == 0 ? top_cpu_backend(s) != NULL : top_gpu_backend(s) != NULL;
+    if (!have) {
+      buf_printf(&b, "; %s not available (%s)", targets[t], t == 0 ? s->cpu_why : s->gpu_why);
+      continue;
+    }
+    snprintf(s->target, sizeof s->target, "%s", targets[t]);
+    memcpy(s->rng, rng0, sizeof rng0);
+    unsigned ran = s->ran_compiled, instead = s->ran_instead;
+    s->compile_all = true;
+    Value v = check_run(s, arg, at, e, fn, args);
+    s->compile_all = false;
+    if (session_failed(s)) {
+      val_free(&v);
+      goto out;
+    }
+    if (s->ran_instead != instead) {
+      /* a back end that did not run is not checked: say so, and why */
+      buf_printf(&b, "; %s did not run %s (%s)", targets[t], s->ran_compiled == ran ? "it" : "all of it",
+                 s->instead_why);
+      ok = false;
+      val_free(&v);
+      continue;
+    }
+    /* f32 contractions on the tensor cores round their operands to 10 (tf32) or 7 (bf16)
+     * bits: a relative error of a few units of 2^-11 or 2^-8 of the largest value */
+    double tol = 0;
+    CudaMath m = t == 1 ? cuda_math_on(cuda_backend_hw(s->gpu), s->gpu_math) : CUDA_EXACT;
+    if (m != CUDA_EXACT) {
+      tol = m == CUDA_TF32 ? 5e-3 : 4e-2;
+      buf_printf(&b, "; %s (%s, tolerance %g) vs ref: ", targets[t], cuda_math_name(m), tol);
+    } else {
+      buf_printf(&b, "; %s vs ref: ", targets[t]);
+    }
+    bool same = val_compare(&v, &ref, tol, &b);
+    buf_puts(&b, same ? ": ok" : ": MISMATCH");
+    ok = ok && same;
+    val_free(&v);
+  }
+  session_print_line(s, b.s);
+  if (!ok) session_error(s, at, E_COMMAND, ":check: the back ends disagree");
+out:
+  buf_free(&b);
+  val_free(&ref);
+  if (args) {
+    for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
+    free(args);
+  }
+  memcpy(s->target, saved, sizeof saved);
+  memcpy(s->rng, rng1, sizeof rng1);
+  return session_failed(s) ? RUN_ERROR : RUN_OK;
+}
+
+/* :target gpu [exact|tf32|bf16]: the arithmetic of f32 contractions in GPU code, whether or
+ * not a GPU is here (:code cuda and :sched render for the GPU model).  Code compiled with the
+ * other arithmetic is dropped, to be compiled again on its next use. */
+static void set_gpu_math(Session *s, CudaMath m) {
+  if (m == s->gpu_math) return;
+  s->gpu_math = m;
+  for (int i = 0; i < s->fns.n; i++) {
+    cuda_program_free(s->fns.a[i]->gpu_backend);
+    s->fns.a[i]->gpu_backend = NULL;
+  }
+  for (int i = 0; i < s->retired.n; i++) {
+    cuda_program_free(s->retired.a[i]->gpu_backend);
+    s->retired.a[i]->gpu_backend = NULL;
+  }
+}
+
+/* What f32 contractions compute in on hw: "f32 contractions in tf32 on the tensor cores". */
+static const char *gpu_math_text(Session *s, const HwModel *hw) {
+  if (s->gpu_math == CUDA_EXACT) return "f32 contractions exact";
+  if (hw && cuda_math_on(hw, s->gpu_math) == CUDA_EXACT)
+    return session_tmp_printf(s, "f32 contractions exact: %s needs the tensor cores of compute capability 8.0 (%s has %d.%d)",
+                      cuda_math_name(s->gpu_math), hw->name, hw->cc_major, hw->cc_minor);
+  return session_tmp_printf(s, "f32 contractions in %s on the tensor cores", cuda_math_name(s->gpu_math));
+}
+
+static RunStatus cmd_target(Session *s, const char *arg, Span at) {
+  if (!*arg) {
+    if (s->gpu_math == CUDA_EXACT) session_print_line(s, session_tmp_printf(s, "target: %s", s->target));
+    else if (!strcmp(s->target, "gpu")) session_print_line(s, session_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
+    else session_print_line(s, session_tmp_printf(s, "target: %s (GPU code: %s)", s->target, gpu_math_text(s, NULL)));
+    return RUN_OK;
+  }
+  /* the first word, and for gpu the arithmetic after it */
+  size_t n = strcspn(arg, " \t");
+  const char *rest = arg + n;
+  while (isspace((unsigned char)*rest)) rest++;
+  size_t rn = strlen(rest);
+  while (rn && isspace((unsigned char)rest[rn - 1])) rn--;
+  if (n == 3 && !strncmp(arg, "gpu", 3)) {
+    CudaMath m;
+    if (!rn || (rn == 5 && !strncmp(rest, "exact", 5))) m = CUDA_EXACT;
+    else if (rn == 4 && !strncmp(rest, "tf32", 4)) m = CUDA_TF32;
+    else if (rn == 4 && !strncmp(rest, "bf16", 4)) m = CUDA_BF16;
+    else {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown arithmetic '%.*s' for :target gpu: use exact, tf32 or bf16", (int)rn, rest));
+      return RUN_ERROR;
+    }
+    bool changed = m != s->gpu_math;
+    set_gpu_math(s, m);
+    if (!top_gpu_backend(s)) {
+      session_print_line(s, session_tmp_printf(s, "target: %s -- no GPU: %s", s->target, s->gpu_why));
+      if (m != CUDA_EXACT || changed) {
+        const HwModel *g = top_gpu_model(s);
+        session_print_line(s, session_tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
+      }
+    } else {
+      snprintf(s->target, sizeof s->target, "gpu");
+      if (m != CUDA_EXACT || changed)
+        session_print_line(s, session_tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
+      else
+        session_print_line(s, session_tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
+    }
+    return RUN_OK;
+  }
+  if (!strcmp(arg, "ref")) {
+    snprintf(s->target, sizeof s->target, "ref");
+    session_print_line(s, "target: ref (the reference evaluator)");
+  } else if (!strcmp(arg, "cpu")) {
+    if (!top_cpu_backend(s)) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
+      return RUN_ERROR;
+    }
+    snprintf(s->target, sizeof s->target, "cpu");
+    session_print_line(s, session_tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
+  } else {
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
+    return RUN_ERROR;
+  }
+  return RUN_OK;
+}
+
+static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
+  const HwModel *show = &s->hw;
+  const char *note = NULL;
+  if (*arg) {
+    char msg[512];
+    HwModel hw;
+    if (!hw_load(arg, &hw, msg, sizeof msg)) {
+      session_error(s, at, E_COMMAND, msg);
+      return RUN_ERROR;
+    }
+    if (!strcmp(hw.kind, "gpu")) {
+      /* a GPU model: what :code cuda renders for and :sched plans on; the CPU's stays */
+      s->gpu_hw = hw;
+      s->have_gpu_hw = s->gpu_hw_chosen = true;
+      show = &s->gpu_hw;
+
+    } else {
+      /* `:hw host` is the detected host again, with its calibration */
+      bool host = !strcmp(hw.name, "host") && !hw.path[0];
+      note = top_set_cpu_model(s, host ? &s->host_hw : &hw, host && s->host_peak_measured);
+    }
+  }
+  Buf b = {0};
+  hw_describe(show, &b);
+  if (note) buf_printf(&b, "note: %s\n", note);
+  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+static RunStatus cmd_threads(Session *s, const char *arg, Span at) {
+  if (*arg) {
+    char *end;
+    long n = strtol(arg, &end, 10);
+    if (*end || n < 1 || n > 1024) {
+      session_error(s, at, E_COMMAND, ":threads needs a number from 1 to 1024");
+      return RUN_ERROR;
+    }
+    s->threads = (int)n;
+    if (s->cpu) cpu_backend_set_threads(s->cpu, s->threads);
+  }
+  session_print_line(s, session_tmp_printf(s, "threads: %d%s", s->threads, !strcmp(s->target, "ref") ? " (the reference evaluator uses one)" : ""));
+  return RUN_OK;
+}
+
+static const struct Command {
+  const char *name, *args, *summary, *detail;
+  CmdFn fn;
+} commands[] = {
+  {"help", "[cmd]", "the commands, or one in detail", "With a name, shows how to use that command.", cmd_help},
+  {"quit", "", "leave the REPL", "Leaves the REPL (also Ctrl-D on an empty line). In a script, stops it.", cmd_quit},
+  {"load", "FILE", "run a script in this session", "Runs FILE as if typed here: its functions and bindings stay.", cmd_load},
+  {"type", "EXPR | NAME", "the type, with symbolic dimensions for functions",
+   "For a function, its signature over size variables; for a binding, its type; for an\nexpression, the type of its value.", cmd_type},
+  {"vars", "", "the names bound in the session, with their types", "Lists every binding, sorted by name.", cmd_vars},
+  {"reset", "", "forget all bindings", "Forgets every binding and every function defined in the session (the prelude stays).", cmd_reset},
+  {"ir", "NAME", "the loop-level IR of a function after fusion",
+   "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.", cmd_ir},
+  {"sched", "NAME [DIM=VAL ...]", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled.", cmd_sched},
+  {"cost", "NAME", "FLOPs, bytes and intensity as formulas", "Shows the cost model of a function in its size variables.", cmd_cost},
+  {"code", "NAME [llvm|asm|cuda|ptx]", "the generated code", "Shows the code generated for a function.", cmd_code},
+  {"time", "STMT", "run a statement repeatedly and time it",
+   "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
+  {"check", "EXPR", "run on every back end and compare", "Evaluates the expression on every available back end and compares the results.", cmd_check},
+  {"target", "cpu|gpu [MATH]|ref", "which back end runs the next statements",
+   "Chooses the back end; without an argument shows it.  MATH, after gpu, is the arithmetic of\n"
+   "f32 contractions (matmul, bmm, linear, attention's products): exact (f32, the default), or\n"
+   "tf32 or bf16: the tensor cores of compute capability 8.0 and later, with the operands\n"
+   "rounded to 10 (tf32) or 7 (bf16) bits of mantissa and the sums kept in f32.  It holds for\n"
+   ":code NAME cuda|ptx and :sched too, which need no GPU.",
+   cmd_target},
+  {"hw", "[NAME|FILE]", "the hardware model, or load another", "Shows the hardware model in use; with a name (see hw/) or a file, loads it.", cmd_hw},
+  {"threads", "N", "CPU threads", "Sets the number of CPU threads compiled code may use.", cmd_threads},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static RunStatus cmd_help(Session *s, const char *arg, Span at) {
+  Buf b = {0};
+  if (*arg) {
+    const char *nm = arg[0] == ':' ? arg + 1 : arg;
+    for (int i = 0; i < NCOMMANDS; i++)
+      if (!strcmp(commands[i].name, nm)) {
+        buf_printf(&b, ":%s%s%s\n  %s\n%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args,
+                   commands[i].summary, commands[i].detail);
+        session_print_line(s, b.s);
+        buf_free(&b);
+        return RUN_OK;
+      }
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, "no command ':%s' (try :help)", nm));
+    return RUN_ERROR;
+  }
+  buf_puts(&b, "commands:\n");
+  for (int i = 0; i < NCOMMANDS; i++) {
+    char head[64];
+    snprintf(head, sizeof head, ":%s%s%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args);
+    buf_printf(&b, "  %-28s %s\n", head, commands[i].summary);
+  }
+  buf_puts(&b, "built-in functions:\n");
+  for (int i = 0; i < builtin_count; i++) buf_printf(&b, "  %s\n", builtin_table[i].help);
+  buf_puts(&b, "functions in the session: ");
+  for (int i = 0; i < s->fns.n; i++) buf_printf(&b, "%s%s", i ? " " : "", s->fns.a[i]->name);
+  session_print_line(s, b.s);
+  buf_free(&b);
+  return RUN_OK;
+}
+
+RunStatus cmd_run(Session *s, const char *text, Span at) {
+  char name[32];
+  int n = first_word(text, name, sizeof name);
+  const char *arg = text + n;
+  while (isspace((unsigned char)*arg)) arg++;
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(commands[i].name, name)) return commands[i].fn(s, arg, at);
+  /* suggest the command sharing the longest prefix with what was typed */
+  const char *close = NULL;
+  size_t best = 0;
+  for (int i = 0; i < NCOMMANDS; i++) {
+    size_t k = 0;
+    while (name[k] && commands[i].name[k] == name[k]) k++;
+    if (k > best) {
+      best = k;
+      close = commands[i].name;
+    }
+  }
+  session_error(s, at, E_COMMAND, close ? session_tmp_printf(s, "unknown command ':%s' (did you mean :%s? see :help)", name, close)
+                                : session_tmp_printf(s, "unknown command ':%s' (see :help)", name));
+  return RUN_ERROR;
+}
+
+void cmd_complete(const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie) {
+  size_t n = strlen(prefix);
+  for (int i = 0; i < NCOMMANDS; i++) {
+    char c[40];
+    snprintf(c, sizeof c, ":%s", commands[i].name);
+    if (!strncmp(c, prefix, n)) add(cookie, c);
+  }
+}

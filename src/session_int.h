@@ -1,0 +1,183 @@
+/* session_int.h -- what the files of the session share, and no one else sees: the Session
+ * itself, the values of top-level statements, and the entry points each of value.c,
+ * session.c, toplevel.c, builtins.c and commands.c gives the others, one section per file.
+ * Input flows session.c (a statement) -> toplevel.c (its value, calling builtins.c and the
+ * back ends) or commands.c (`:name`); every one of them holds values, so value.c comes first.
+ */
+#ifndef DYN_SESSION_INT_H
+#define DYN_SESSION_INT_H
+
+#include "dyn.h"
+
+/* ---- value.c: the values of top-level statements ---- */
+
+typedef enum { VAL_NONE, VAL_TENSOR, VAL_STR, VAL_SHAPE, VAL_TYPE, VAL_TUPLE } ValKind;
+
+typedef struct Value {
+  ValKind kind;
+  Tensor *t;                       /* VAL_TENSOR (owned reference) */
+  char *s;                         /* VAL_STR (owned) */
+  int rank;                        /* VAL_SHAPE, VAL_TYPE */
+  int64_t dims[DYN_MAX_RANK];
+  DynElem elem;                    /* VAL_TYPE */
+  struct Value *items; int n;      /* VAL_TUPLE (owned) */
+} Value;
+
+void val_free(Value *v);
+Value val_copy(const Value *v);                  /* deep: a new reference, string, tuple */
+void val_type_str(const Value *v, Buf *out);     /* "f32[2, 3]", "string", "(f32, i64)" */
+void val_format(const Value *v, Buf *out);       /* the value as the REPL prints it */
+/* Compare two results element by element: ints and bools exactly, floats within the element
+ * type's tolerance, or tol (> 0) for f32; says how they differ in out.  True if they agree. */
+bool val_compare(const Value *a, const Value *b, double tol, Buf *out);
+
+/* Only the fields a tensor value reads are set: zeroing all of a Value (its dims make it
+ * 120 bytes) compiles to a `rep stos`, whose start-up cost was a tenth of a small call.
+ * Inline, as it was beside the calls it serves. */
+static inline Value val_tensor(Tensor *t) {
+  Value v;
+  v.kind = VAL_TENSOR;
+  v.t = t;
+  v.s = NULL;
+  v.rank = 0;
+  v.elem = 0;
+  v.items = NULL;
+  v.n = 0;
+  return v;
+}
+
+/* ---- session.c: the session, its bindings and functions, errors, running input ---- */
+
+typedef struct Binding { char *name; Value v; } Binding;
+
+struct Session {
+  PolyCtx *pc;
+  FILE *out, *err;
+  bool interactive;
+  VEC(Binding) vars;
+  int *var_slot;                   /* open-addressed index of vars by name: 1 + index, 0 free */
+  int var_cap;                     /* its size, a power of two over twice vars.n */
+  VEC(Func *) fns;                 /* live functions, by name (latest wins) */
+  VEC(Func *) retired;             /* replaced functions, kept for programs that inlined them */
+  VEC(Source *) sources;
+  VEC(Arena *) kept;               /* parse arenas that defined functions */
+  VEC(char *) imported;
+  int nfns_prelude;
+  int repl_inputs;
+  volatile int interrupt;
+  uint64_t rng[4];
+  int threads;
+  char target[8];
+  HwModel hw;                      /* the CPU model in use: --hw, :hw, else the detected host */
+  HwModel host_hw;                 /* the detected host, with its calibrated peak */
+  bool peak_measured;              /* hw's peak is dyn --calibrate's, for this hardware */
+  bool host_peak_measured;         /* and host_hw's */
+  bool hw_foreign;                 /* this CPU cannot run code for hw: statements run on code
+                                      for host_hw, and :sched and :code show hw's (view) */
+  CpuBackend *cpu;                 /* runs statements; made on first use of the CPU target */
+  bool cpu_failed;
+  char cpu_why[256];
+  CpuBackend *view;                /* hw_foreign: compiles for hw and describes, runs nothing */
+  bool view_failed;
+  char view_why[256];
+  CudaBackend *gpu;                /* made on first use of the GPU target */
+  bool gpu_failed;
+  char gpu_why[256];
+  HwModel gpu_hw;                  /* the GPU model for :code cuda and :sched (:hw NAME of a GPU) */
+  bool have_gpu_hw;
+  bool gpu_hw_chosen;              /* gpu_hw came from :hw or --hw (not the default H100) */
+  CudaMath gpu_math;               /* f32 contractions on the GPU: exact, or tf32/bf16 (:target gpu tf32) */
+  Func *last_fn;                   /* the last function called, and its sizes (for :time) */
+  unsigned last_fn_calls;
+  const char *last_names[64];
+  int64_t last_vals[64];
+  int last_n;
+  Diags diags;
+  Arena *tmp;                      /* the arena of the input being run */
+  Arena *call_tmp;                 /* session_call's, emptied at the start of each call */
+  int found;                       /* where find_fn last found a function */
+  bool compile_all;                /* :check: compile even the smallest top-level statement */
+  unsigned ran_compiled;           /* calls a compiled back end answered (:check counts them) */
+  unsigned ran_instead;            /* calls with target cpu or gpu that the evaluator answered */
+  char instead_why[300];           /* why, the last time */
+  int depth;                       /* nested :load / import */
+  int out_errno;                   /* the first failed write to out (0: none) */
+};
+
+Binding *session_find_var(Session *s, const char *name);            /* NULL: unbound */
+void session_bind(Session *s, const char *name, Value v);            /* takes v */
+Func *session_find_fn(Session *s, const char *name);                 /* NULL: none */
+Func *session_lookup_fn(void *env, const char *name);                /* find_fn for sema and lower */
+static inline SemaEnv session_sema_env(Session *s) { return (SemaEnv){s->pc, session_lookup_fn, s}; }
+/* :reset: forget every binding and every function defined after the prelude. */
+void session_reset(Session *s);
+
+/* Errors go to s->diags; the statement that made one stops, and run_source prints them. */
+static inline bool session_failed(Session *s) { return s->diags.nerrors > 0; }
+Diag *session_error(Session *s, Span at, DiagId id, ...);
+/* Text in the arena of the input being run (s->tmp), for messages and names. */
+const char *session_tmp_printf(Session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *session_ttype(Session *s, const Tensor *t);              /* "f32[2, 3]", in s->tmp */
+/* Output: a line to s->out, flushed; a write that fails is remembered (s->out_errno). */
+void session_print_line(Session *s, const char *text);
+void session_out_flush(Session *s);
+
+/* A source the session keeps (it takes text) until it ends: diagnostics point into it. */
+Source *session_add_source(Session *s, const char *name, char *text, size_t len);
+/* Run the script at path within the current input (:load, import "file"), nested at most
+ * 16 deep; errors located at `at` when the file cannot be read. */
+RunStatus session_run_file_in(Session *s, const char *path, Span at);
+/* Run src, a command's argument (:time STMT), as statements, keeping the caller's s->tmp. */
+RunStatus session_run_arg(Session *s, Source *src, bool quiet_value);
+
+/* ---- toplevel.c: evaluating top-level statements, and the back ends that run them ---- */
+
+Value top_eval(Session *s, Expr *e);                  /* VAL_NONE after an error */
+/* Compile the definition statement def (over concrete tensors) and run it. */
+Value top_eval_def(Session *s, Stmt *def);
+/* Bind f's sizes from args, check shapes and facts, run f: the call's result. */
+Value top_call(Session *s, Func *f, Expr *call, Value *args);
+Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims);  /* NULL: reported */
+
+/* The CPU back end that runs statements, made on first use; NULL with s->cpu_why. */
+CpuBackend *top_cpu_backend(Session *s);
+/* The CPU model whose code runs: s->hw, or the host when this CPU cannot run hw's code. */
+const HwModel *top_run_hw(Session *s);
+/* The CPU back end that shows the model in use (:sched, :code); NULL with the reason in *why. */
+CpuBackend *top_model_backend(Session *s, const char **why);
+/* f compiled for the model in use (:sched, :code), or NULL after an error at `at`. */
+CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at);
+/* Compile f for the CPU once (on first use); false (said on s->err) if it cannot be. */
+bool top_compile(Session *s, Func *f);
+/* Forget every function's code for the CPU (view: for the model shown), and the back end. */
+void top_drop_cpu_code(Session *s, bool view);
+/* Use the CPU model hw from now on; the note to print when this CPU cannot run its code. */
+const char *top_set_cpu_model(Session *s, const HwModel *hw, bool measured);
+/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
+CudaBackend *top_gpu_backend(Session *s);
+/* The GPU model code is rendered for: the device's, one loaded with :hw or --hw, else H100. */
+const HwModel *top_gpu_model(Session *s);
+
+/* ---- builtins.c: the built-in functions and the random numbers ---- */
+
+typedef Value (*BuiltinFn)(Session *s, Expr *call, Value *args);
+typedef struct Builtin {
+  const char *name;
+  int min, max;                /* how many arguments */
+  BuiltinFn fn;
+  bool raw_type;               /* argument 1 is a type, evaluated as one */
+  const char *help;            /* one line, for :help and :type */
+} Builtin;
+extern const Builtin builtin_table[];
+extern const int builtin_count;
+const Builtin *builtin_find(const char *name);        /* NULL: no such built-in */
+void builtin_seed(Session *s, uint64_t seed);         /* restart the random numbers */
+
+/* ---- commands.c: the REPL's commands ---- */
+
+/* Run the command in text (after the colon: "sched f M=4"), located at `at`. */
+RunStatus cmd_run(Session *s, const char *text, Span at);
+/* Every command name (with its colon) that starts with prefix. */
+void cmd_complete(const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie);
+
+#endif

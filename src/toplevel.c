@@ -1,0 +1,923 @@
+/* toplevel.c -- evaluating top-level statements: literals, names, calls of built-ins and of
+ * session functions, and arithmetic and index notation over concrete tensors, which become
+ * anonymous functions checked and lowered like any other (so one checker and one evaluator
+ * serve both).  A call binds the sizes and checks shapes and facts (top_call), then the
+ * back end of the session's target runs the lowered program (run_program).
+ */
+#include "config.h"
+#include "session_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- evaluation of top-level expressions ---- */
+
+/* An integer from a top-level expression (a dimension in a type, a seed, a size argument). */
+static bool eval_int(Session *s, Expr *e, int64_t *out) {
+  switch (e->kind) {
+  case EX_NUM:
+    if (e->is_int) {
+      *out = e->ival;
+      return true;
+    }
+    break;
+  case EX_NAME: {
+    Binding *b = session_find_var(s, e->name);
+    if (!b) {
+      session_error(s, e->span, E_UNDEFINED, e->name);
+      return false;
+    }
+    if (b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && elem_is_int(b->v.t->elem)) {
+      *out = tensor_get_i64(b->v.t, 0);
+      return true;
+    }
+    break;
+  }
+  case EX_UNARY:
+    if (e->op == OP_NEG && eval_int(s, e->args[0], out)) {
+      *out = (int64_t)(0 - (uint64_t)*out);
+      return true;
+    }
+    if (e->op == OP_NEG) return false;
+    break;
+  case EX_BINARY: {
+    int64_t a, b;
+    if (e->op > OP_MOD) break;
+    if (!eval_int(s, e->args[0], &a) || !eval_int(s, e->args[1], &b)) return false;
+    bool ovf = false;
+    switch (e->op) {
+    case OP_ADD: ovf = __builtin_add_overflow(a, b, out); break;
+    case OP_SUB: ovf = __builtin_sub_overflow(a, b, out); break;
+    case OP_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
+    default:
+      if (b == 0) {
+        session_error(s, e->span, E_BUILTIN, "division by zero in a size");
+        return false;
+      }
+      if (b == -1) { *out = e->op == OP_DIV ? -a : 0; return true; }
+      *out = a / b;
+      if (e->op == OP_DIV) { if ((a % b) && ((a < 0) != (b < 0))) (*out)--; }
+      else { *out = a % b; if (*out && ((*out < 0) != (b < 0))) *out += b; }
+    }
+    if (ovf) {
+      session_error(s, e->span, E_BUILTIN, "integer overflow in a size");
+      return false;
+    }
+    return true;
+  }
+  default:
+    break;
+  }
+  Buf b = {0};
+  parse_print_expr(e, &b);
+  session_error(s, e->span, E_BAD_DIM, session_tmp_printf(s, "'%s'", b.s));
+  buf_free(&b);
+  return false;
+}
+
+/* A type with concrete dimensions, such as f32[N, 64]. */
+static bool eval_type(Session *s, Expr *e, Value *out) {
+  if (e->kind != EX_TYPE) {
+    Value v = top_eval(s, e);
+    if (session_failed(s)) return false;
+    if (v.kind == VAL_TYPE) {
+      *out = v;
+      return true;
+    }
+    val_free(&v);
+    session_error(s, e->span, E_BUILTIN, "expected a type such as f32[128, 64]");
+    return false;
+  }
+  memset(out, 0, sizeof *out);
+  out->kind = VAL_TYPE;
+  out->elem = e->elem;
+  out->rank = e->nargs;
+  if (e->nargs > DYN_MAX_RANK) {
+    session_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    return false;
+  }
+  for (int i = 0; i < e->nargs; i++) {
+    if (!eval_int(s, e->args[i], &out->dims[i])) return false;
+    if (out->dims[i] < 0) {
+      session_error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims) {
+  char msg[256];
+  Tensor *t = tensor_new(el, rank, dims, msg, sizeof msg);
+  if (!t) session_error(s, at, E_BUILTIN, msg);
+  return t;
+}
+
+/* Tensor literals: nested lists of numbers, rectangular. */
+static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank) {
+  if (e->kind != EX_LIST) {
+    if (depth != *rank && *rank >= 0) {
+      session_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+      return false;
+    }
+    *rank = depth;
+    return true;
+  }
+  if (depth >= DYN_MAX_RANK) {
+    session_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    return false;
+  }
+  if (*rank >= 0 && depth >= *rank) {
+    session_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+    return false;
+  }
+  if (dims[depth] < 0) dims[depth] = e->nargs;
+  else if (dims[depth] != e->nargs) {
+    session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "a tensor literal must be rectangular: this row has %d item%s, an earlier one %lld", e->nargs, e->nargs == 1 ? "" : "s", (long long)dims[depth]));
+    return false;
+  }
+  if (e->nargs == 0) {
+    if (*rank < 0) *rank = depth + 1;
+    return true;
+  }
+  for (int i = 0; i < e->nargs; i++)
+    if (!list_shape(s, e->args[i], depth + 1, dims, rank)) return false;
+  return true;
+}
+
+static void list_fill(Session *s, Expr *e, Tensor *t, int64_t *pos) {
+  if (e->kind == EX_LIST) {
+    for (int i = 0; i < e->nargs && !session_failed(s); i++) list_fill(s, e->args[i], t, pos);
+    return;
+  }
+  if (e->kind == EX_NUM) {
+    if (elem_is_float(t->elem) || !e->is_int) tensor_set_f64(t, (*pos)++, e->is_int ? (double)e->ival : e->num);
+    else tensor_set_i64(t, (*pos)++, e->ival);
+    return;
+  }
+  if (e->kind == EX_BOOL) {
+    tensor_set_i64(t, (*pos)++, e->ival);
+    return;
+  }
+  session_error(s, e->span, E_BUILTIN, "a tensor literal holds numbers (or true and false)");
+}
+
+static Value eval_list(Session *s, Expr *e) {
+  int64_t dims[DYN_MAX_RANK];
+  for (int i = 0; i < DYN_MAX_RANK; i++) dims[i] = -1;
+  int rank = -1;
+  if (!list_shape(s, e, 0, dims, &rank)) return (Value){0};
+  for (int i = 0; i < rank; i++)
+    if (dims[i] < 0) dims[i] = 0;
+  DynElem el = e->has_elem ? e->elem : DYN_F32;
+  if (!e->has_elem) {
+    /* all true/false: bool */
+    bool allbool = true;
+    Expr *stack[64];
+    int sp = 0;
+    stack[sp++] = e;
+    bool any = false;
+    while (sp && allbool) {
+      Expr *x = stack[--sp];
+      if (x->kind == EX_LIST) {
+        for (int i = 0; i < x->nargs && sp < 64; i++) stack[sp++] = x->args[i];
+      } else {
+        any = true;
+        allbool = x->kind == EX_BOOL;
+      }
+    }
+    if (allbool && any) el = DYN_BOOL;
+    else if (any) {
+      /* true and false only in an all-bool literal */
+      sp = 0;
+      stack[sp++] = e;
+      while (sp) {
+        Expr *x = stack[--sp];
+        if (x->kind == EX_LIST) {
+          for (int i = 0; i < x->nargs && sp < 64; i++) stack[sp++] = x->args[i];
+        } else if (x->kind == EX_BOOL) {
+          session_error(s, x->span, E_BUILTIN, "a tensor literal holds numbers or booleans, not both");
+          return (Value){0};
+        }
+      }
+    }
+  }
+  Tensor *t = top_new_tensor(s, e->span, el, rank, dims);
+  if (!t) return (Value){0};
+  int64_t pos = 0;
+  list_fill(s, e, t, &pos);
+  if (session_failed(s)) {
+    tensor_release(t);
+    return (Value){0};
+  }
+  return val_tensor(t);
+}
+
+/* ---- anonymous functions: top-level arithmetic and index notation ---- */
+
+static bool is_index_name(const char **names, int n, const char *x) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], x)) return true;
+  return false;
+}
+
+typedef struct Anon {
+  VEC(const char *) idx;          /* index names used in the statement */
+  VEC(const char *) params;       /* bindings it reads, in order of first use */
+  VEC(Span) spans;
+  VEC(Value) temps;               /* values computed first (calls, literals) */
+  VEC(const char *) temp_names;
+} Anon;
+
+static void collect_idx(Expr *e, Anon *an) {
+  if (e->kind == EX_REDUCE)
+    for (int i = 0; i < e->nridx; i++) vec_push(an->idx, e->ridx[i]);
+  for (int i = 0; i < e->nargs; i++) collect_idx(e->args[i], an);
+}
+
+/* The name of a value computed first: its source text, so that messages speak of
+ * `softmax(X)` and `[1, 2, 3]`; `_tN` when that is long or already taken. */
+static const char *temp_name(Session *s, Anon *an, Expr *e) {
+  Buf b = {0};
+  parse_print_expr(e, &b);
+  bool ok = b.s && b.len <= 40;
+  for (int i = 0; ok && i < an->params.n; i++) ok = strcmp(an->params.a[i], b.s) != 0;
+  const char *nm = ok ? session_tmp_printf(s, "%s", b.s) : session_tmp_printf(s, "_t%d", an->temps.n);
+  buf_free(&b);
+  return nm;
+}
+
+/* Evaluate the parts that are not element expressions (calls of functions and built-ins,
+ * tensor literals) and replace them by names; collect the bindings read. */
+static void prepare(Session *s, Expr *e, Anon *an) {
+  if (session_failed(s)) return;
+  if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST) {
+    /* named before it runs: running may rewrite the expression's arguments in place */
+    const char *nm = temp_name(s, an, e);
+    Value v = top_eval(s, e);
+    if (session_failed(s)) return;
+    if (v.kind != VAL_TENSOR) {
+      session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
+      val_free(&v);
+      return;
+    }
+    vec_push(an->temps, v);
+    vec_push(an->temp_names, nm);
+    Span sp = e->span;
+    memset(e, 0, sizeof *e);
+    e->kind = EX_NAME;
+    e->name = nm;
+    e->span = e->name_span = sp;
+    vec_push(an->params, nm);
+    vec_push(an->spans, sp);
+    return;
+  }
+  if (e->kind == EX_INDEX && e->base) {
+    /* softmax(X)[0, 1]: the call is computed first, then indexed like a binding */
+    const char *nm = temp_name(s, an, e->base);
+    Value v = top_eval(s, e->base);
+    if (!session_failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
+      Tensor *t = top_new_tensor(s, e->base->span, DYN_I64, 1, (int64_t[]){v.rank});
+      for (int i = 0; t && i < v.rank; i++) tensor_set_i64(t, i, v.dims[i]);
+      val_free(&v);
+      v = t ? val_tensor(t) : (Value){0};
+    }
+    if (session_failed(s)) return;
+    if (v.kind != VAL_TENSOR) {
+      session_error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
+      val_free(&v);
+      return;
+    }
+    vec_push(an->temps, v);
+    vec_push(an->temp_names, nm);
+    vec_push(an->params, nm);
+    vec_push(an->spans, e->base->span);
+    e->name = nm;
+    e->base = NULL;
+    for (int i = 0; i < e->nargs; i++) prepare(s, e->args[i], an);
+    return;
+  }
+  if ((e->kind == EX_NAME || e->kind == EX_INDEX) && !is_index_name(an->idx.a, an->idx.n, e->name)) {
+    Binding *b = session_find_var(s, e->name);
+    bool seen = false;
+    for (int i = 0; i < an->params.n; i++) seen = seen || !strcmp(an->params.a[i], e->name);
+    if (b && !seen) {
+      if (b->v.kind != VAL_TENSOR) {
+        session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a %s, not a tensor", e->name, b->v.kind == VAL_STR ? "string" : b->v.kind == VAL_SHAPE ? "shape" : "type"));
+        return;
+      }
+      vec_push(an->params, e->name);
+      vec_push(an->spans, e->span);
+    }
+  }
+  for (int i = 0; i < e->nargs; i++) prepare(s, e->args[i], an);
+  for (int i = 0; i < e->nridx && e->rbound; i++)
+    if (e->rbound[i]) prepare(s, e->rbound[i], an);   /* sum[k < N] at top level reads N */
+}
+
+/* In the annotation of a top-level definition, a name bound to an integer (N = 128) is
+ * that number, as in rand(f32[N, 64]), so that R[i]: f32[N] agrees with the concrete shapes
+ * of the tensors the definition reads. */
+static void concrete_dim(Session *s, Expr *e) {
+  if (e->kind == EX_NAME) {
+    Binding *b = session_find_var(s, e->name);
+    if (b && b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && b->v.t->elem == DYN_I64) {
+      int64_t v = tensor_get_i64(b->v.t, 0);
+      e->kind = EX_NUM;
+      e->is_int = true;
+      e->ival = v;
+      e->num = (double)v;
+    }
+    return;
+  }
+  for (int i = 0; i < e->nargs; i++) concrete_dim(s, e->args[i]);
+}
+
+static Value *anon_value(Session *s, Anon *an, const char *name) {
+  for (int i = 0; i < an->temps.n; i++)
+    if (!strcmp(an->temp_names.a[i], name)) return &an->temps.a[i];
+  Binding *b = session_find_var(s, name);
+  return b ? &b->v : NULL;
+}
+
+static TypeExpr *concrete_type(Arena *a, const Tensor *t, Span sp) {
+  TypeExpr *te = arena_alloc(a, sizeof *te);
+  te->kind = TY_TENSOR;
+  te->span = sp;
+  te->elem = t->elem;
+  te->ndims = t->rank;
+  te->dims = arena_alloc(a, sizeof(Expr *) * (size_t)(t->rank + 1));
+  for (int k = 0; k < t->rank; k++) {
+    Expr *d = arena_alloc(a, sizeof *d);
+    d->kind = EX_NUM;
+    d->is_int = true;
+    d->ival = t->shape[k];
+    d->num = (double)t->shape[k];
+    d->span = sp;
+    te->dims[k] = d;
+  }
+  return te;
+}
+
+/* ---- the back ends: which one runs a program, and running it ---- */
+
+/* The CPU back end that runs statements, made on first use: for the model in use, or for
+ * the detected host when this CPU cannot run the model's code.  NULL (with s->cpu_why) when
+ * it cannot be had. */
+CpuBackend *top_cpu_backend(Session *s) {
+  if (!s->cpu && !s->cpu_failed) {
+    s->cpu = cpu_backend_new(s->hw_foreign ? &s->host_hw : &s->hw, s->threads, s->cpu_why, sizeof s->cpu_why);
+    s->cpu_failed = !s->cpu;
+  }
+  return s->cpu;
+}
+
+/* The model whose code runs: hw, or the host when hw is for looking only. */
+const HwModel *top_run_hw(Session *s) { return s->hw_foreign ? &s->host_hw : &s->hw; }
+
+/* The CPU back end that shows the model in use (:sched, :code): the one that runs, or one
+ * that compiles for a model this CPU cannot run.  NULL with the reason in *why. */
+CpuBackend *top_model_backend(Session *s, const char **why) {
+  if (!s->hw_foreign) {
+    *why = s->cpu_why;
+    return top_cpu_backend(s);
+  }
+  if (!s->view && !s->view_failed) {
+    s->view = cpu_backend_new(&s->hw, s->threads, s->view_why, sizeof s->view_why);
+    s->view_failed = !s->view;
+  }
+  *why = s->view_why;
+  return s->view;
+}
+
+/* Forget every function's code for the CPU back end (view: the model's), and the back end:
+ * they are made again, for the new model, on next use. */
+void top_drop_cpu_code(Session *s, bool view) {
+  VEC(Func *) *lists[2] = {(void *)&s->fns, (void *)&s->retired};
+  for (int l = 0; l < 2; l++)
+    for (int i = 0; i < lists[l]->n; i++) {
+      Func *f = lists[l]->a[i];
+      void **code = view ? &f->view_backend : &f->backend;
+      cpu_program_free(*code);
+      *code = NULL;
+    }
+  if (view) {
+    cpu_backend_free(s->view);
+    s->view = NULL;
+    s->view_failed = false;
+  } else {
+    cpu_backend_free(s->cpu);
+    s->cpu = NULL;
+    s->cpu_failed = false;
+  }
+}
+
+static bool same_model(const HwModel *a, const HwModel *b) {
+  return !strcmp(a->name, b->name) && !strcmp(a->path, b->path) && !strcmp(a->llvm_cpu, b->llvm_cpu) &&
+         !strcmp(a->llvm_features, b->llvm_features) && a->cores == b->cores && a->vector_bits == b->vector_bits &&
+         a->ghz == b->ghz && a->peak_gflops_f32 == b->peak_gflops_f32;
+}
+
+/* Use hw (a CPU model) from now on.  Code already compiled for another model is dropped and
+ * made again on next use.  Returns the sentence saying that statements run on the host's
+ * code, when this CPU cannot run hw's, else NULL. */
+const char *top_set_cpu_model(Session *s, const HwModel *hw, bool measured) {
+  HwModel ran = *top_run_hw(s);
+  s->hw = *hw;
+  s->peak_measured = measured;
+  static char note[768];
+  char why[256];
+  s->hw_foreign = !cpu_runnable(hw, why, sizeof why);
+  top_drop_cpu_code(s, true);
+  /* the code that runs is kept while it is made for the same model */
+  if (!same_model(&ran, top_run_hw(s))) top_drop_cpu_code(s, false);
+  if (!s->hw_foreign) return NULL;
+  snprintf(note, sizeof note, "%s: statements run on code for this CPU (%s); :sched, :cost and :code show %s", why,
+           s->host_hw.desc, hw->name);
+  return note;
+}
+
+/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
+CudaBackend *top_gpu_backend(Session *s) {
+  if (!s->gpu && !s->gpu_failed) {
+    s->gpu = cuda_backend_new(s->have_gpu_hw ? &s->gpu_hw : NULL, s->gpu_why, sizeof s->gpu_why);
+    s->gpu_failed = !s->gpu;
+    if (s->gpu && !s->have_gpu_hw) {
+      s->gpu_hw = *cuda_backend_hw(s->gpu);
+      s->have_gpu_hw = true;
+    }
+  }
+  return s->gpu;
+}
+
+/* The GPU model code is rendered for: the device's, a GPU loaded with :hw or --hw, else H100. */
+const HwModel *top_gpu_model(Session *s) {
+  if (!s->have_gpu_hw) {
+    char msg[256];
+    if (hw_load("h100", &s->gpu_hw, msg, sizeof msg)) s->have_gpu_hw = true;
+  }
+  return s->have_gpu_hw ? &s->gpu_hw : NULL;
+}
+
+/* Work of a program at these sizes, in loop iterations (to decide whether compiling a
+ * one-off top-level statement pays). */
+static double program_work(const Program *p, const EvalSizes *sz) {
+  double tot = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    const Kernel *kn = &p->kernels[k];
+    double iters = 1;
+    for (int o = 0; o < kn->nouter; o++) {
+      int64_t v = 0;
+      const char *why;
+      poly_eval(p->axes[kn->outer[o]].extent, eval_size_lookup, (void *)sz, &v, &why);
+      iters *= (double)(v > 0 ? v : 1);
+    }
+    for (int st = 0; st < kn->nstages; st++)
+      for (int a = 0; a < kn->stages[st].naxes; a++) {
+        int64_t v = 0;
+        const char *why;
+        poly_eval(p->axes[kn->stages[st].axes[a]].extent, eval_size_lookup, (void *)sz, &v, &why);
+        iters *= (double)(v > 0 ? v : 1);
+      }
+    tot += iters;
+  }
+  return tot;
+}
+
+static bool use_cpu(Session *s, Func *f, const EvalSizes *sz) {
+  if (memcmp(s->target, "cpu", 4)) return false;     /* targets are short: one compare */
+  /* a top-level statement runs once: compiling it pays only for large work */
+  if (f->anonymous && !s->compile_all && program_work(f->prog, sz) < 1e6) {
+    snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
+    return false;
+  }
+  if (!top_cpu_backend(s)) {
+    snprintf(s->instead_why, sizeof s->instead_why, "%s", s->cpu_why);
+    return false;
+  }
+  return true;
+}
+
+/* Compile f for the CPU once (on first use); false if it cannot be. */
+bool top_compile(Session *s, Func *f) {
+  if (f->backend) return true;
+  char msg[512];
+  f->backend = cpu_compile(s->cpu, f->prog, msg, sizeof msg);
+  if (!f->backend) {
+    fprintf(s->err, "dyn: %s: compiling for the CPU failed (%s); the reference evaluator runs it\n", f->name, msg);
+    snprintf(s->instead_why, sizeof s->instead_why, "compiling %s for the CPU failed", f->name);
+    return false;
+  }
+  f->compiles++;
+  return true;
+}
+
+/* Compile f for the model in use (on first use), for :sched and :code: the code that runs,
+ * or the model's own when this CPU cannot run it.  Its program, or NULL after an error. */
+CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at) {
+  if (!s->hw_foreign) return top_compile(s, f) ? f->backend : NULL;
+  if (f->view_backend) return f->view_backend;
+  char msg[512];
+  f->view_backend = cpu_compile(be, f->prog, msg, sizeof msg);
+  if (!f->view_backend) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: compiling for %s failed: %s", f->name, s->hw.name, msg));
+  return f->view_backend;
+}
+
+/* Run the prepared checked function on values; report run-time errors. */
+static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
+  s->interrupt = 0;
+  /* a compiled back end's answer: 1 done, 0 it found an error (the evaluator then says
+   * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
+  int r = 0;
+  char msg[512];
+  if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
+    if (!f->gpu_backend) {
+      f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
+      if (!f->gpu_backend) {
+        session_error(s, at, E_RUNTIME, session_tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
+        return false;
+      }
+      f->compiles++;
+    }
+    r = cuda_run(s->gpu, f->gpu_backend, inputs, sz, outs, msg, sizeof msg);
+  } else if (use_cpu(s, f, sz) && top_compile(s, f)) {
+    r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
+  }
+  if (r == 1) {
+    s->ran_compiled++;
+    return true;
+  }
+  if (r < 0) {
+    session_error(s, at, E_RUNTIME, msg);
+    return false;
+  }
+  if (strcmp(s->target, "ref")) s->ran_instead++;
+  Buf err = {0};
+  Span esp = {0};
+  bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
+  if (!ok) {
+    Diag *d = session_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
+    if (esp.src && at.src && !f->anonymous) diag_note(d, at, "while running %s", f->name);
+  }
+  buf_free(&err);
+  return ok;
+}
+
+/* ---- anonymous functions, compiled and run ---- */
+
+/* Compile `def` (a definition statement over concrete tensors) and run it. */
+Value top_eval_def(Session *s, Stmt *def) {
+  Anon an = {0};
+  Value result = {0};
+  for (int i = 0; i < def->nidx; i++) vec_push(an.idx, def->idx[i]);
+  collect_idx(def->expr, &an);
+  prepare(s, def->expr, &an);
+  if (def->annot)
+    for (int k = 0; k < def->annot->ndims; k++) concrete_dim(s, def->annot->dims[k]);
+  Arena *fa = NULL;
+  Func *f = NULL;
+  Tensor **inputs = NULL;
+  const char **sz_names = NULL;
+  int64_t *sz_vals = NULL;
+  if (session_failed(s)) goto out;
+  fa = arena_new();
+  FnDecl *d = arena_alloc(fa, sizeof *d);
+  d->name = def->name;
+  d->name_span = def->span;
+  d->span = def->span;
+  d->nparams = an.params.n;
+  d->params = arena_alloc(fa, sizeof(Param) * (size_t)(an.params.n + 1));
+  inputs = xcalloc((size_t)an.params.n + 1, sizeof(Tensor *));
+  /* An integer scalar bound at top level (N = 128) is a size: weak in arithmetic, usable
+   * in annotations.  Everything else is a tensor parameter of concrete shape. */
+  sz_names = xcalloc((size_t)an.params.n + 1, sizeof(char *));
+  sz_vals = xcalloc((size_t)an.params.n + 1, sizeof(int64_t));
+  int nsz = 0;
+  for (int i = 0; i < an.params.n; i++) {
+    Value *v = anon_value(s, &an, an.params.a[i]);
+    d->params[i].name = an.params.a[i];
+    d->params[i].span = an.spans.a[i];
+    if (v->t->rank == 0 && v->t->elem == DYN_I64) {
+      TypeExpr *te = arena_alloc(fa, sizeof *te);
+      te->kind = TY_SIZE;
+      te->span = an.spans.a[i];
+      d->params[i].type = te;
+      sz_names[nsz] = an.params.a[i];
+      sz_vals[nsz++] = tensor_get_i64(v->t, 0);
+      continue;
+    }
+    d->params[i].type = concrete_type(fa, v->t, an.spans.a[i]);
+    inputs[i] = v->t;
+  }
+  Stmt *ret = arena_alloc(fa, sizeof *ret);
+  ret->kind = ST_RETURN;
+  ret->span = def->span;
+  ret->names = arena_alloc(fa, sizeof(char *));
+  ret->names[0] = def->name;
+  ret->name_spans = arena_alloc(fa, sizeof(Span));
+  ret->name_spans[0] = def->name_span;
+  ret->nnames = 1;
+  d->nbody = 2;
+  d->body = arena_alloc(fa, 2 * sizeof(Stmt *));
+  d->body[0] = def;
+  d->body[1] = ret;
+  SemaEnv env = session_sema_env(s);
+  f = sema_function(&env, d, fa, &s->diags);
+  if (!f) goto out;
+  f->anonymous = true;
+  f->prog = lower_function(f, s->pc, session_lookup_fn, s);
+  Tensor *outs[1] = {0};
+  EvalSizes sz = {sz_names, sz_vals, nsz};
+  if (run_program(s, f, inputs, &sz, outs, def->span)) result = val_tensor(outs[0]);
+  free(sz_names);
+  free(sz_vals);
+  sz_names = NULL;
+  sz_vals = NULL;
+out:
+  if (f) {
+    cpu_program_free(f->backend);
+    lower_free(f->prog);
+  }
+  arena_free(fa);
+  free(inputs);
+  free(sz_names);
+  free(sz_vals);
+  for (int i = 0; i < an.temps.n; i++) val_free(&an.temps.a[i]);
+  vec_free(an.temps);
+  vec_free(an.temp_names);
+  vec_free(an.idx);
+  vec_free(an.params);
+  vec_free(an.spans);
+  return result;
+}
+
+static Value eval_anon_expr(Session *s, Expr *e, const char *name) {
+  Stmt *st = arena_alloc(s->tmp, sizeof *st);
+  st->kind = ST_DEF;
+  st->span = e->span;
+  st->name = name ? name : "_";
+  st->name_span = e->span;
+  st->expr = e;
+  return top_eval_def(s, st);
+}
+
+/* ---- calls, and the value of an expression ---- */
+
+static Value eval_call(Session *s, Expr *e) {
+  const Builtin *bi = builtin_find(e->name);
+  Func *f = session_find_fn(s, e->name);
+  if (!bi && !f) {
+    OpKind op;
+    if (op_from_name(e->name, &op)) return eval_anon_expr(s, e, NULL);
+    session_error(s, e->name_span, E_UNDEFINED_FN, e->name);
+    return (Value){0};
+  }
+  int n = e->nargs;
+  if (bi && (n < bi->min || n > bi->max)) {
+    if (bi->min == bi->max) session_error(s, e->span, E_ARG_COUNT, bi->name, bi->min, bi->min == 1 ? "" : "s", n);
+    else session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
+    return (Value){0};
+  }
+  Value *args = xcalloc((size_t)n + 1, sizeof(Value));
+  Value r = {0};
+  for (int i = 0; i < n && !session_failed(s); i++) {
+    if (bi && bi->raw_type && i == 0) eval_type(s, e->args[i], &args[i]);
+    else args[i] = top_eval(s, e->args[i]);
+  }
+  if (!session_failed(s)) r = bi ? bi->fn(s, e, args) : top_call(s, f, e, args);
+  for (int i = 0; i < n; i++) val_free(&args[i]);
+  free(args);
+  return r;
+}
+
+/* Bind f's sizes from the arguments, check the shapes and the facts, run it. */
+Value top_call(Session *s, Func *f, Expr *call, Value *args) {
+  if (call->nargs != f->nparams) {
+    Diag *d = session_error(s, call->span, E_ARG_COUNT, f->name, f->nparams, f->nparams == 1 ? "" : "s", call->nargs);
+    Buf b = {0};
+    func_signature(f, &b);
+    diag_note(d, f->span, "%s", b.s);
+    buf_free(&b);
+    return (Value){0};
+  }
+  int nsz = f->nsizes;
+  /* the tables of a call live on the stack when small: a small call is all fixed cost */
+  enum { SMALL = 16 };
+  const char *names_s[SMALL];
+  int64_t vals_s[SMALL];
+  Tensor *inputs_s[SMALL], *outs_s[SMALL];
+  const char **names = nsz < SMALL ? names_s : xcalloc((size_t)nsz + 1, sizeof(char *));
+  int64_t *vals = nsz < SMALL ? vals_s : xcalloc((size_t)nsz + 1, sizeof(int64_t));
+  Tensor **inputs = f->nparams < SMALL ? inputs_s : xcalloc((size_t)f->nparams + 1, sizeof(Tensor *));
+  for (int i = 0; i < f->nparams; i++) inputs[i] = NULL;
+  Value r = val_tensor(NULL);
+  r.kind = VAL_NONE;
+  for (int i = 0; i < f->nparams; i++) {
+    FnParam *p = &f->params[i];
+    Value *a = &args[i];
+    if (p->is_size) {
+      if (a->kind != VAL_TENSOR || a->t->rank != 0 || !elem_is_int(a->t->elem)) {
+        session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "an integer (a size)", "another kind of value");
+        goto out;
+      }
+      continue;
+    }
+    if (a->kind != VAL_TENSOR) {
+      session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
+      goto out;
+    }
+    if (a->t->rank == 0 && p->type.rank == 0 && a->t->elem != p->type.elem && call->args[i]->kind == EX_NUM &&
+        (elem_is_float(p->type.elem) || call->args[i]->is_int)) {
+      /* a number written in the call takes the parameter's type, as literals do */
+      Tensor *c = tensor_new(p->type.elem, 0, NULL, NULL, 0);
+      if (elem_is_float(p->type.elem)) tensor_set_f64(c, 0, call->args[i]->is_int ? (double)call->args[i]->ival : call->args[i]->num);
+      else tensor_set_i64(c, 0, call->args[i]->ival);
+      tensor_release(a->t);
+      a->t = c;
+    }
+    if (a->t->rank != p->type.rank || a->t->elem != p->type.elem) {
+      Buf pb = {0};
+      type_str(&p->type, &pb);
+      Diag *d = session_error(s, call->args[i]->span, E_ARG_TYPE, f->name, p->name, session_tmp_printf(s, "%s", pb.s), session_ttype(s, a->t));
+      diag_note(d, p->span, "parameter %s of %s is declared here", p->name, f->name);
+      buf_free(&pb);
+      goto out;
+    }
+    inputs[i] = a->t;
+  }
+  for (int v = 0; v < nsz; v++) {
+    SizeVar *sv = &f->sizes[v];
+    names[v] = sv->name;
+    vals[v] = sv->dim < 0 ? tensor_get_i64(args[sv->param].t, 0) : args[sv->param].t->shape[sv->dim];
+    if (sv->dim < 0 && vals[v] < 0) {
+      session_error(s, call->args[sv->param]->span, E_BUILTIN, session_tmp_printf(s, "%s: the size %s cannot be negative (it is %lld)", f->name, sv->name, (long long)vals[v]));
+      goto out;
+    }
+  }
+  EvalSizes sz = {names, vals, nsz};
+  s->last_fn = f;
+  s->last_fn_calls++;
+  s->last_n = nsz < 64 ? nsz : 64;
+  for (int v = 0; v < s->last_n; v++) {
+    s->last_names[v] = names[v];
+    s->last_vals[v] = vals[v];
+  }
+  /* The checks below read only the arguments' shapes and size values: a call with the same
+   * ones as the last call that passed them skips them (a loop over one shape). */
+  enum { KEY = (int)(sizeof f->checked / sizeof f->checked[0]) };
+  int64_t key[KEY];
+  int nkey = 0;
+  bool same = true;           /* compared as built (a plain copy loop became a `rep movs`) */
+  for (int i = 0; i < f->nparams && nkey >= 0; i++) {
+    int n = f->params[i].is_size ? 1 : args[i].t->rank;
+    if (nkey + n > KEY) {
+      nkey = -1;
+      break;
+    }
+    for (int k = 0; k < n; k++, nkey++) {
+      key[nkey] = f->params[i].is_size ? tensor_get_i64(args[i].t, 0) : args[i].t->shape[k];
+      same = same && nkey < f->nchecked && f->checked[nkey] == key[nkey];
+    }
+  }
+  if (nkey > 0 && f->nchecked == nkey && same) goto run;
+  /* every dimension: a lone variable must agree with its binding, a compound one evaluate */
+  for (int i = 0; i < f->nparams; i++) {
+    FnParam *p = &f->params[i];
+    if (p->is_size) continue;
+    for (int k = 0; k < p->type.rank; k++) {
+      int64_t got = args[i].t->shape[k];
+      const char *var = poly_as_var(p->type.dims[k]);
+      if (var) {
+        int v = 0;
+        while (v < nsz && names[v] != var) v++;
+        if (v == nsz)
+          for (v = 0; v < nsz && strcmp(names[v], var); v++) {}
+        if (vals[v] == got) continue;
+        SizeVar *sv = &f->sizes[v];
+        Diag *d = session_error(s, call->span, E_SIZE_MISMATCH,
+                        session_tmp_printf(s, "%s: %s is %lld from %s (%s) but %lld from %s (%s)", f->name, var,
+                                   (long long)vals[v], f->params[sv->param].name, session_ttype(s, args[sv->param].t),
+                                   (long long)got, p->name, session_ttype(s, args[i].t)));
+        if (sv->dim >= 0) diag_note(d, sv->span, "%s is bound by parameter %s of %s", var, f->params[sv->param].name, f->name);
+        else diag_note(d, sv->span, "%s is the size parameter of %s", var, f->name);
+        goto out;
+      }
+    }
+  }
+  for (int i = 0; i < f->nparams; i++) {
+    FnParam *p = &f->params[i];
+    if (p->is_size) continue;
+    for (int k = 0; k < p->type.rank; k++) {
+      if (poly_as_var(p->type.dims[k])) continue;
+      int64_t want;
+      const char *why = NULL;
+      if (!poly_eval(p->type.dims[k], eval_size_lookup, &sz, &want, &why)) {
+        Buf pb = {0};
+        poly_str(p->type.dims[k], &pb);
+        session_error(s, call->span, E_SIZE_MISMATCH, session_tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
+        buf_free(&pb);
+        goto out;
+      }
+      int64_t got = args[i].t->shape[k];
+      if (want != got) {
+        Buf pb = {0};
+        poly_str(p->type.dims[k], &pb);
+        Diag *d = session_error(s, call->span, E_SIZE_MISMATCH,
+                        session_tmp_printf(s, "%s: dimension %d of %s must be %s = %lld but it is %lld (%s)", f->name, k,
+                                   p->name, pb.s, (long long)want, (long long)got, session_ttype(s, args[i].t)));
+        diag_note(d, p->dim_span[k], "%s is declared %s", p->name, pb.s);
+        buf_free(&pb);
+        goto out;
+      }
+    }
+  }
+  for (int i = 0; i < f->nfacts; i++) {
+    Fact *ft = &f->facts[i];
+    int64_t l, rr;
+    const char *why = NULL;
+    bool ok = poly_eval(ft->lhs, eval_size_lookup, &sz, &l, &why) &&
+              poly_eval(ft->rhs, eval_size_lookup, &sz, &rr, &why);
+    if (!ok || !fact_holds(ft, l, rr)) {
+      Buf fb = {0}, vb = {0};
+      poly_str(ft->lhs, &fb);
+      buf_printf(&fb, " %s ", cmp_name(ft->cmp));
+      poly_str(ft->rhs, &fb);
+      const char *vars[16];
+      int nv = poly_vars(ft->lhs, vars, 16);
+      for (int j = 0; j < nv; j++) {
+        int64_t x = 0;
+        eval_size_lookup(&sz, vars[j], &x);
+        buf_printf(&vb, "%s%s is %lld", j ? ", " : "", vars[j], (long long)x);
+      }
+      Diag *d = session_error(s, call->span, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
+      diag_note(d, ft->span, "the fact is stated here");
+      buf_free(&fb);
+      buf_free(&vb);
+      goto out;
+    }
+  }
+  if (nkey > 0) {
+    memcpy(f->checked, key, sizeof(int64_t) * (size_t)nkey);
+    f->nchecked = nkey;
+  }
+run: {
+    Tensor **outs = f->nrets < SMALL ? outs_s : xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
+    for (int i = 0; i < f->nrets; i++) outs[i] = NULL;
+    if (run_program(s, f, inputs, &sz, outs, call->span)) {
+      if (f->nrets == 1) {
+        r = val_tensor(outs[0]);
+      } else {
+        r.kind = VAL_TUPLE;
+        r.n = f->nrets;
+        r.items = xcalloc((size_t)f->nrets, sizeof(Value));
+        for (int i = 0; i < f->nrets; i++) r.items[i] = val_tensor(outs[i]);
+      }
+    }
+    if (outs != outs_s) free(outs);
+  }
+out:
+  if (names != names_s) free(names);
+  if (vals != vals_s) free(vals);
+  if (inputs != inputs_s) free(inputs);
+  return r;
+}
+
+Value top_eval(Session *s, Expr *e) {
+  if (session_failed(s)) return (Value){0};
+  switch (e->kind) {
+  case EX_NUM: {
+    Tensor *t = tensor_new(e->is_int ? DYN_I64 : DYN_F32, 0, NULL, NULL, 0);
+    if (e->is_int) tensor_set_i64(t, 0, e->ival);
+    else tensor_set_f64(t, 0, e->num);
+    return val_tensor(t);
+  }
+  case EX_BOOL: {
+    Tensor *t = tensor_new(DYN_BOOL, 0, NULL, NULL, 0);
+    tensor_set_i64(t, 0, e->ival);
+    return val_tensor(t);
+  }
+  case EX_STR:
+    return (Value){.kind = VAL_STR, .s = xstrdup(e->name)};
+  case EX_NAME: {
+    Binding *b = session_find_var(s, e->name);
+    if (b) return val_copy(&b->v);
+    if (session_find_fn(s, e->name) || builtin_find(e->name)) {
+      session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
+      return (Value){0};
+    }
+    session_error(s, e->span, E_UNDEFINED, e->name);
+    return (Value){0};
+  }
+  case EX_LIST:
+    return eval_list(s, e);
+  case EX_TYPE: {
+    Value v;
+    return eval_type(s, e, &v) ? v : (Value){0};
+  }
+  case EX_CALL:
+    return eval_call(s, e);
+  default:
+    return eval_anon_expr(s, e, NULL);
+  }
+}

@@ -1,0 +1,426 @@
+/* test_session.c -- unit tests for the session (session.c, toplevel.c, builtins.c,
+ * commands.c, value.c) through its public entry points: session_new with an output and an
+ * error stream, session_run, session_call, session_predict, session_free.  Results are
+ * compared as the text the session prints or as elements read back, against values worked
+ * out here; errors as their exact located message.  The calibration cache is read from a
+ * directory of the test's own, named by XDG_CACHE_HOME or HOME. */
+#include "config.h"
+#include "dyn.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A stream the session writes to, read back a piece at a time: news() is what was written
+ * since the last call (valid until the next). */
+typedef struct {
+  FILE *f;
+  char *buf;
+  size_t len, seen;
+  char *last;
+} Stream;
+
+static Stream out, err;
+static char cache[256];             /* the test's own cache directory (XDG_CACHE_HOME) */
+
+static void stream_open(Stream *st) {
+  memset(st, 0, sizeof *st);
+  st->f = open_memstream(&st->buf, &st->len);
+  ck_assert_ptr_nonnull(st->f);
+}
+
+static void stream_close(Stream *st) {
+  fclose(st->f);
+  free(st->buf);
+  free(st->last);
+}
+
+static const char *news(Stream *st) {
+  fflush(st->f);
+  free(st->last);
+  st->last = strndup(st->buf + st->seen, st->len - st->seen);
+  st->seen = st->len;
+  return st->last;
+}
+
+static void rm_rf(const char *path) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+static void setup(void) {
+  stream_open(&out);
+  stream_open(&err);
+  snprintf(cache, sizeof cache, "%s/test_session.%d", P_tmpdir, (int)getpid());
+  rm_rf(cache);
+  ck_assert_int_eq(mkdir(cache, 0755), 0);
+  setenv("XDG_CACHE_HOME", cache, 1);    /* no calibration of the user's is read */
+}
+
+static void teardown(void) {
+  stream_close(&out);
+  stream_close(&err);
+  rm_rf(cache);
+}
+
+static Session *new_session(const char *target) {
+  SessionOptions opt = {.target = target, .threads = 1};
+  Session *s = session_new(&opt, out.f, err.f);
+  session_set_interactive(s, true);       /* bare expressions print their value */
+  return s;
+}
+
+/* Run text; its output, with RUN_OK expected and nothing on the error stream. */
+static const char *run_ok(Session *s, const char *text) {
+  RunStatus r = session_run(s, text, "t.dyn");
+  const char *e = news(&err);
+  ck_assert_msg(r == RUN_OK && !*e, "%s: status %d, error %s", text, (int)r, e);
+  return news(&out);
+}
+
+/* Run text that fails; its error stream. */
+static const char *run_error(Session *s, const char *text, const char *origin) {
+  ck_assert_int_eq(session_run(s, text, origin), RUN_ERROR);
+  return news(&err);
+}
+
+static Tensor *vec_f32(int64_t n, const double *v) {
+  char msg[128];
+  Tensor *t = tensor_new(DYN_F32, 1, &n, msg, sizeof msg);
+  ck_assert_ptr_nonnull(t);
+  for (int64_t i = 0; i < n; i++) tensor_set_f64(t, i, v[i]);
+  return t;
+}
+
+static Tensor *mat_f32(int64_t m, int64_t n, double (*f)(int64_t, int64_t)) {
+  char msg[128];
+  int64_t dims[2] = {m, n};
+  Tensor *t = tensor_new(DYN_F32, 2, dims, msg, sizeof msg);
+  ck_assert_ptr_nonnull(t);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) tensor_set_f64(t, i * n + j, f(i, j));
+  return t;
+}
+
+static double cell(int64_t i, int64_t j) { return (double)(i * 10 + j) / 4; }
+
+/* Definitions, then calls: from source (the printed value) and from C (the elements). */
+START_TEST(test_define_and_call) {
+  Session *s = new_session("ref");
+  ck_assert_str_eq(run_ok(s, "fn axpy(A: f32[N], B: f32[N]) -> f32[N] { Y[i] = 2.0 * A[i] + B[i]; return Y }\n"
+                             "fn rows(X: f32[M, N]) -> f32[M] { r[m] = sum[n] X[m, n]; return r }"), "");
+  ck_assert_str_eq(run_ok(s, "axpy([1.0, 2.0, 3.0], [0.5, 0.25, -1.0])"), "f32[3]\n[ 2.5, 4.25,    5]\n");
+  ck_assert_str_eq(run_ok(s, "A = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.5]]\nr = rows(A)\nprint(r)"), "f32[3]\n[   3,    7, 11.5]\n");
+  ck_assert_str_eq(run_ok(s, ":type axpy"), "fn axpy(A: f32[N], B: f32[N]) -> f32[N]\n");
+  ck_assert_str_eq(run_ok(s, ":vars"), "A  f32[3, 2]\nr  f32[3]\n");
+
+  /* from C, on a matrix whose sums are worked out here */
+  Tensor *x = mat_f32(4, 6, cell), *y = NULL;
+  Buf e = {0};
+  ck_assert_msg(session_call(s, "rows", &x, 1, &y, 1, &e), "%s", e.s);
+  ck_assert_int_eq(y->rank, 1);
+  ck_assert_int_eq(y->shape[0], 4);
+  for (int64_t i = 0; i < 4; i++) {
+    double want = 0;
+    for (int64_t j = 0; j < 6; j++) want += cell(i, j);
+    ck_assert_double_eq_tol(tensor_get_f64(y, i), want, 1e-4);
+  }
+  tensor_release(y);
+  Tensor *ab[2] = {vec_f32(2, (double[]){1, -3}), vec_f32(2, (double[]){10, 0.5})};
+  ck_assert_msg(session_call(s, "axpy", ab, 2, &y, 1, &e), "%s", e.s);
+  ck_assert(tensor_get_f64(y, 0) == 12 && tensor_get_f64(y, 1) == -5.5);
+  tensor_release(y);
+  /* the model's time for a call whose arguments bind the sizes, and 0 where they do not */
+  ck_assert(session_predict(s, "rows", &x, 1) > 0);
+  ck_assert(session_predict(s, "rows", ab, 1) == 0);
+  ck_assert(session_predict(s, "nothing", &x, 1) == 0);
+  for (int i = 0; i < 2; i++) tensor_release(ab[i]);
+  tensor_release(x);
+  buf_free(&e);
+  session_free(s);
+}
+END_TEST
+
+/* An error is said once, at its place in the input, and every binding made before it stays
+ * (session_run's promise), in this input and in earlier ones. */
+START_TEST(test_located_error_keeps_bindings) {
+  Session *s = new_session("ref");
+  run_ok(s, "x = 1");
+  ck_assert_str_eq(run_error(s, "y = 2\nz = y + w\nv = 3", "in.dyn"),
+                   "in.dyn:2:9: error: undefined name 'w'\n"
+                   "  2 | z = y + w\n"
+                   "    |         ^\n");
+  ck_assert_str_eq(news(&out), "");
+  ck_assert_str_eq(run_ok(s, ":vars"), "x  i64\ny  i64\n");
+  ck_assert_str_eq(run_ok(s, "x + y"), "i64 3\n");
+  /* an error inside a function, at the argument the call gives it */
+  run_ok(s, "fn two(A: f32[N], B: f32[N]) -> f32[N] { C[i] = A[i] + B[i]; return C }");
+  const char *e = run_error(s, "two([1.0, 2.0], [1.0])", "<repl:2>");
+  ck_assert_msg(!strncmp(e, "<repl:2>:1:1: error: two: N is 2 from A (f32[2]) but 1 from B (f32[1])\n", 70), "%s", e);
+  ck_assert_str_eq(run_ok(s, "x"), "i64 1\n");
+  session_free(s);
+}
+END_TEST
+
+/* :reset forgets every binding and every user function; the prelude stays. */
+START_TEST(test_reset) {
+  Session *s = new_session("ref");
+  run_ok(s, "fn inc(X: f32[N]) -> f32[N] { Y[i] = X[i] + 1.0; return Y }\nk = 4\nv = inc([1.0])");
+  ck_assert_str_eq(run_ok(s, ":reset"), "all bindings and user functions forgotten\n");
+  ck_assert_str_eq(run_ok(s, ":vars"), "(no bindings)\n");
+  ck_assert_str_eq(run_error(s, "k", "r"), "r:1:1: error: undefined name 'k'\n  1 | k\n    | ^\n");
+  const char *e = run_error(s, "inc([1.0])", "r");
+  ck_assert_msg(strstr(e, "r:1:1: error: ") && strstr(e, "'inc'"), "%s", e);
+  /* the prelude (linalg, nn) is still there, and new bindings work as before */
+  ck_assert_str_eq(run_ok(s, "print(transpose([[1.0, 2.0]]))"), "f32[2, 1]\n[[1],\n [2]]\n");
+  ck_assert_str_eq(run_ok(s, "k = 5\nk"), "i64 5\n");
+  session_free(s);
+}
+END_TEST
+
+/* A new definition of a name replaces the function, for source and for C. */
+START_TEST(test_redefinition) {
+  Session *s = new_session("ref");
+  run_ok(s, "fn f(X: f32[N]) -> f32[N] { Y[i] = X[i] * 2.0; return Y }");
+  ck_assert_str_eq(run_ok(s, "f([3.0])"), "f32[1]\n[6]\n");
+  run_ok(s, "fn f(X: f32[N]) -> f32[N] { Y[i] = X[i] - 1.0; return Y }");
+  ck_assert_str_eq(run_ok(s, "f([3.0])"), "f32[1]\n[2]\n");
+  Tensor *x = vec_f32(1, (double[]){10}), *y = NULL;
+  Buf e = {0};
+  ck_assert(session_call(s, "f", &x, 1, &y, 1, &e));
+  ck_assert(tensor_get_f64(y, 0) == 9);
+  tensor_release(y);
+  /* a redefinition with another signature: calls are checked against the new one */
+  run_ok(s, "fn f(X: f32[M, N]) -> f32[M] { r[m] = sum[n] X[m, n]; return r }");
+  ck_assert(!session_call(s, "f", &x, 1, &y, 1, &e));
+  ck_assert_str_eq(e.s, "f: parameter X is f32[M, N] but the argument is f32[1]");
+  ck_assert_str_eq(run_ok(s, ":type f"), "fn f(X: f32[M, N]) -> f32[M]\n");
+  tensor_release(x);
+  buf_free(&e);
+  session_free(s);
+}
+END_TEST
+
+/* session_call with arguments that do not fit: false, and the message in err; the session
+ * goes on. */
+START_TEST(test_call_wrong_shapes) {
+  Session *s = new_session("ref");
+  run_ok(s, "fn two(A: f32[N], B: f32[N]) -> f32[N] { C[i] = A[i] + B[i]; return C }");
+  Tensor *a = vec_f32(3, (double[]){1, 2, 3}), *b = vec_f32(2, (double[]){1, 2}), *y = NULL;
+  Tensor *ab[2] = {a, b};
+  Buf e = {0};
+  ck_assert(!session_call(s, "two", ab, 2, &y, 1, &e));
+  ck_assert_str_eq(e.s, "two: N is 3 from A (f32[3]) but 2 from B (f32[2])");
+  ck_assert_ptr_null(y);
+  buf_free(&e);
+  ck_assert(!session_call(s, "two", ab, 1, &y, 1, &e));
+  ck_assert_str_eq(e.s, "'two' takes 2 arguments but is given 1");
+  buf_free(&e);
+  ck_assert(!session_call(s, "three", ab, 2, &y, 1, &e));
+  ck_assert_str_eq(e.s, "no function named 'three'");
+  buf_free(&e);
+  ab[1] = a;
+  ck_assert_msg(session_call(s, "two", ab, 2, &y, 1, &e), "%s", e.s);
+  ck_assert(tensor_get_f64(y, 2) == 6);
+  tensor_release(y);
+  ck_assert_str_eq(news(&err), "");       /* C callers get the message, not the stream */
+  tensor_release(a);
+  tensor_release(b);
+  session_free(s);
+}
+END_TEST
+
+/* ---- the calibration cache ---- */
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* This machine's fingerprint, as session.c writes it, and the model's peak. */
+static void host_fingerprint(char *fp, size_t n, double *peak) {
+  HwModel hw;
+  hw_detect_host(&hw);
+  snprintf(fp, n, "%s|%s|%d|%.2f|%d", hw.llvm_cpu, hw.llvm_features, hw.cores, hw.ghz, hw.vector_bits);
+  *peak = hw.peak_gflops_f32;
+}
+
+/* The peak line :hw prints. */
+static char *peak_line(Session *s) {
+  const char *t = run_ok(s, ":hw");
+  const char *p = strstr(t, "  peak:");
+  ck_assert_ptr_nonnull(p);
+  return strndup(p, strcspn(p, "\n"));
+}
+
+/* A session started with a cache directory dir holding calibration.txt as text (NULL: none). */
+static Session *start_with(const char *dir, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/dyn", dir);
+  mkdir(path, 0755);
+  snprintf(path, sizeof path, "%s/dyn/calibration.txt", dir);
+  if (text) write_file(path, text);
+  return new_session("ref");
+}
+
+START_TEST(test_calibration_cache) {
+  char fp[600], text[900], path[512], want[400];
+  double model;
+  host_fingerprint(fp, sizeof fp, &model);
+  if (!(model > 0)) model = 100;          /* a model without a peak believes any */
+  Session *s = new_session("ref");
+  ck_assert_str_eq(news(&err), "");
+  char *uncalibrated = peak_line(s);
+  session_free(s);
+
+  /* a plausible peak for this fingerprint is used */
+  snprintf(text, sizeof text, "# dyn --calibrate\nfingerprint = %s\npeak_gflops_f32 = %.3f\nthreads = 1\n", fp, 2 * model);
+  s = start_with(cache, text);
+  ck_assert_str_eq(news(&err), "");
+  char *got = peak_line(s);
+  snprintf(want, sizeof want, "  peak:    %.0f GFLOP/s f32", 2 * model);
+  ck_assert_msg(!strncmp(got, want, strlen(want)), "%s", got);
+  free(got);
+  session_free(s);
+
+  /* another machine's is not */
+  snprintf(text, sizeof text, "fingerprint = other|cpu|1|1.00|128\npeak_gflops_f32 = %.3f\nthreads = 1\n", 2 * model);
+  s = start_with(cache, text);
+  ck_assert_str_eq(news(&err), "");
+  got = peak_line(s);
+  ck_assert_str_eq(got, uncalibrated);
+  free(got);
+  session_free(s);
+
+  /* an absurd peak is ignored, with a note */
+  snprintf(text, sizeof text, "fingerprint = %s\npeak_gflops_f32 = %.3f\nthreads = 1\n", fp, 1000 * model);
+  s = start_with(cache, text);
+  snprintf(path, sizeof path, "dyn: ignoring %s/dyn/calibration.txt: a peak of ", cache);
+  const char *e = news(&err);
+  ck_assert_msg(!strncmp(e, path, strlen(path)) && strstr(e, "is not plausible"), "%s", e);
+  got = peak_line(s);
+  ck_assert_str_eq(got, uncalibrated);
+  free(got);
+  session_free(s);
+
+  /* a directory in the file's place is not read, and not worth a note */
+  snprintf(path, sizeof path, "%s/dyn/calibration.txt", cache);
+  unlink(path);
+  ck_assert_int_eq(mkdir(path, 0755), 0);
+  s = start_with(cache, NULL);
+  ck_assert_str_eq(news(&err), "");
+  got = peak_line(s);
+  ck_assert_str_eq(got, uncalibrated);
+  free(got);
+  session_free(s);
+  rmdir(path);
+
+  /* nor a FIFO (reading it would wait for a writer): that is said */
+  ck_assert_int_eq(mkfifo(path, 0644), 0);
+  snprintf(text, sizeof text, "dyn: ignoring %s: not a regular file\n", path);
+  s = start_with(cache, NULL);
+  ck_assert_str_eq(news(&err), text);
+  session_free(s);
+  unlink(path);
+
+  /* nor a file too large to be a calibration */
+  char *big = malloc(70000);
+  memset(big, '#', 69999);
+  big[69999] = 0;
+  s = start_with(cache, big);
+  free(big);
+  snprintf(text, sizeof text, "dyn: ignoring %s: larger than 64 KiB, not a calibration\n", path);
+  ck_assert_str_eq(news(&err), text);
+  session_free(s);
+  unlink(path);
+
+  /* without XDG_CACHE_HOME (or with it empty) the cache is under $HOME/.cache */
+  char home[300];
+  snprintf(home, sizeof home, "%s/home", cache);
+  ck_assert_int_eq(mkdir(home, 0755), 0);
+  snprintf(path, sizeof path, "%s/.cache", home);
+  ck_assert_int_eq(mkdir(path, 0755), 0);
+  char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+  setenv("HOME", home, 1);
+  setenv("XDG_CACHE_HOME", "", 1);
+  snprintf(text, sizeof text, "fingerprint = %s\npeak_gflops_f32 = %.3f\nthreads = 1\n", fp, 1000 * model);
+  s = start_with(path, text);
+  snprintf(want, sizeof want, "dyn: ignoring %s", home);
+  e = news(&err);
+  ck_assert_msg(!strncmp(e, want, strlen(want)) && strstr(e, "/.cache/dyn/calibration.txt: a peak of "), "%s", e);
+  session_free(s);
+  unsetenv("XDG_CACHE_HOME");
+  s = new_session("ref");
+  ck_assert_msg(strstr(news(&err), "/.cache/dyn/calibration.txt: a peak of "), "HOME is not used");
+  session_free(s);
+  if (saved_home) setenv("HOME", saved_home, 1);
+  free(saved_home);
+  setenv("XDG_CACHE_HOME", cache, 1);
+  free(uncalibrated);
+}
+END_TEST
+
+/* The reference evaluator and the CPU back end print the same values for the same input. */
+START_TEST(test_targets_agree) {
+#ifdef HAVE_LLVM
+  static const char *program =
+      "fn affine(X: f32[M, K], W: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
+      "  Y[m, n] = sum[k] X[m, k] * W[k, n] + b[n]\n"
+      "  return Y\n"
+      "}\n"
+      "fn halves(X: i64[N]) -> i64[N] { H[i] = X[i] / 2; return H }\n";
+  static const char *inputs[] = {
+      "print(affine([[1.0, 2.0], [3.0, 4.0]], [[0.5, -1.0, 2.0], [1.5, 0.0, 0.25]], [1.0, 2.0, 3.0]))",
+      "print(halves(i64([7, -7, 0, 9])))",
+      "print(softmax([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]))",
+  };
+  char *printed[2][3];
+  const char *targets[2] = {"ref", "cpu"};
+  for (int t = 0; t < 2; t++) {
+    Session *s = new_session(targets[t]);
+    ck_assert_str_eq(news(&err), "");
+    run_ok(s, program);
+    for (int i = 0; i < 3; i++) printed[t][i] = strdup(run_ok(s, inputs[i]));
+    /* the CPU target compiled what it ran */
+    ck_assert_int_eq(session_compiles(s, "affine"), t);
+    session_free(s);
+  }
+  for (int i = 0; i < 3; i++) {
+    ck_assert_str_eq(printed[0][i], printed[1][i]);
+    free(printed[0][i]);
+    free(printed[1][i]);
+  }
+#endif
+}
+END_TEST
+
+static Suite *session_suite(void) {
+  Suite *s = suite_create("session");
+  TCase *tc = tcase_create("core");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_define_and_call);
+  tcase_add_test(tc, test_located_error_keeps_bindings);
+  tcase_add_test(tc, test_reset);
+  tcase_add_test(tc, test_redefinition);
+  tcase_add_test(tc, test_call_wrong_shapes);
+  tcase_add_test(tc, test_calibration_cache);
+  tcase_add_test(tc, test_targets_agree);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(session_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
