@@ -97,6 +97,13 @@ struct Session {
   Arena *call_tmp;                 /* session_call's, emptied at the start of each call */
   int found;                       /* where find_fn last found a function */
   bool compile_all;                /* :check: compile even the smallest top-level statement */
+  /* :time runs one statement again and again: while it does (keep_runs), each top-level
+   * statement it runs keeps its checked, lowered and compiled function (TopRun, toplevel.c),
+   * found again by its place in the source and its operands' types; a run found again
+   * compiles whatever its size (rerun), as a function called twice is compiled */
+  struct TopRun *runs;
+  int nruns;
+  bool keep_runs, rerun;
   unsigned ran_compiled;           /* calls a compiled back end answered (:check counts them) */
   unsigned ran_instead;            /* calls with target cpu or gpu that the evaluator answered */
   char instead_why[300];           /* why, the last time */
@@ -135,6 +142,7 @@ RunStatus session_run_arg(Session *s, Source *src, bool quiet_value);
 Value top_eval(Session *s, Expr *e);                  /* VAL_NONE after an error */
 /* Compile the definition statement def (over concrete tensors) and run it. */
 Value top_eval_def(Session *s, Stmt *def);
+void top_forget_runs(Session *s);       /* frees what :time kept (TopRun) */
 /* Bind f's sizes from args, check shapes and facts, run f: the call's result. */
 Value top_call(Session *s, Func *f, Expr *call, Value *args);
 Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims);  /* NULL: reported */
