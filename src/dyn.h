@@ -390,7 +390,7 @@ const char *lex_kind_name(TokKind k);
  * continues on the next.  Errors go to d. */
 Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok);
 
-/* ---- parse.c: the AST -------------------------------------------------------------------- */
+/* ---- op.c: operators, math functions and reductions (lang/ops.def) ---------------------- */
 
 typedef enum {
 #define OP(E, s, arity, kind, prec) OP_##E,
@@ -406,7 +406,9 @@ OpClass op_class(OpKind op);
 bool op_from_name(const char *s, OpKind *out);        /* math functions by name */
 
 typedef enum { RED_SUM, RED_MAX, RED_MIN, RED_PROD } RedOp;
-const char *red_name(RedOp r);
+const char *red_name(RedOp r);                        /* "sum" */
+
+/* ---- parse.c: the AST -------------------------------------------------------------------- */
 
 typedef enum {
   EX_NUM, EX_BOOL, EX_STR, EX_NAME, EX_INDEX, EX_CALL, EX_UNARY, EX_BINARY, EX_REDUCE,

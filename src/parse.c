@@ -24,36 +24,6 @@ typedef struct {
   const uint32_t *lex_errs; int nlex_errs;   /* offsets of the lexer's errors */
 } Parser;
 
-static const OpKind OPTAB[] = {
-#define OP(E, s, arity, kind, prec) OP_##E,
-#include "../lang/ops.def"
-#undef OP
-};
-static const struct { const char *s; int arity; OpClass cls; int prec; } opinfo[] = {
-#define OP(E, s, arity, kind, prec) {s, arity, OPK_##kind, prec},
-#include "../lang/ops.def"
-#undef OP
-};
-
-const char *op_name(OpKind op) { return opinfo[op].s; }
-int op_arity(OpKind op) { return opinfo[op].arity; }
-int op_prec(OpKind op) { return opinfo[op].prec; }
-OpClass op_class(OpKind op) { return opinfo[op].cls; }
-
-bool op_from_name(const char *s, OpKind *out) {
-  for (int i = OP_EXP; i < OP__COUNT; i++)
-    if (!strcmp(opinfo[i].s, s)) {
-      *out = OPTAB[i];
-      return true;
-    }
-  return false;
-}
-
-const char *red_name(RedOp r) {
-  static const char *n[] = {"sum", "max", "min", "prod"};
-  return n[r];
-}
-
 static Token *peek(Parser *P) { return &P->t[P->i]; }
 static Token *peek2(Parser *P) { return &P->t[P->i + 1 < P->n ? P->i + 1 : P->n - 1]; }
 static bool at(Parser *P, TokKind k) { return P->t[P->i].kind == k; }
