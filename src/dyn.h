@@ -483,7 +483,7 @@ Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *inc
 Expr *parse_expression(Arena *a, const Source *src, Diags *d);
 void parse_print_expr(const Expr *e, Buf *out);     /* back to source-like text */
 
-/* ---- sema.c: types, sizes, index ranges, bounds ------------------------------------------ */
+/* ---- type.c: the type of a tensor value ------------------------------------------------- */
 
 typedef struct Type {
   DynElem elem;
@@ -491,7 +491,9 @@ typedef struct Type {
   const Poly *dims[DYN_MAX_RANK];
 } Type;
 void type_str(const Type *t, Buf *out);              /* "f32[M, K]", "f32" */
-bool type_equal(const Type *a, const Type *b);
+bool type_equal(const Type *a, const Type *b);       /* dims compared as (hash-consed) polys */
+
+/* ---- sema.c: types, sizes, index ranges, bounds ------------------------------------------ */
 
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } CmpOp;
 
@@ -540,9 +542,6 @@ typedef struct SemaEnv {
 /* Check a function definition.  On success returns a Func that owns `arena` (the arena the
  * declaration was parsed into); on error returns NULL and the arena stays the caller's. */
 Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d);
-void func_free(Func *f);
-/* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
-void func_signature(const Func *f, Buf *out);
 bool fact_holds(const Fact *f, int64_t lhs, int64_t rhs);
 const char *cmp_name(CmpOp c);
 
@@ -628,6 +627,13 @@ void kexpr_mark_loads(const KExpr *e, bool *mark);
 /* The loop-level IR as :ir prints it. */
 void lower_print(const Program *p, Buf *out);
 void kx_print(const Program *p, const KExpr *e, Buf *out);
+
+/* ---- func.c: a checked function's signature and its end --------------------------------- */
+
+/* Free f, its arena and its lowered program (NULL-safe). */
+void func_free(Func *f);
+/* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
+void func_signature(const Func *f, Buf *out);
 
 /* ---- eval.c: the reference evaluator ----------------------------------------------------- */
 
