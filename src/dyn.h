@@ -1,7 +1,7 @@
 /* dyn.h -- the one header of dyn, a compiler and REPL for tensor programs with symbolic shapes.
  *
  * One section per module, in pipeline order.  Every module is one file whose name is the
- * prefix of what it exports (sched.c -> sched_*).  Ownership: a function that returns a
+ * prefix of what it exports (parse.c -> parse_*).  Ownership: a function that returns a
  * pointer says who frees it; "arena" means the caller's compilation arena owns it.
  */
 #ifndef DYN_H
