@@ -1,7 +1,7 @@
 /* dyn.h -- the one header of dyn, a compiler and REPL for tensor programs with symbolic shapes.
  *
  * One section per module, in pipeline order.  Every module is one file whose name is the
- * prefix of what it exports (sched.c -> sched_*).  Ownership: a function that returns a
+ * prefix of what it exports (parse.c -> parse_*).  Ownership: a function that returns a
  * pointer says who frees it; "arena" means the caller's compilation arena owns it.
  */
 #ifndef DYN_H
@@ -394,7 +394,7 @@ const char *lex_kind_name(TokKind k);
  * continues on the next.  Errors go to d. */
 Token *lex_source(Arena *a, const Source *src, Diags *d, int *ntok);
 
-/* ---- parse.c: the AST -------------------------------------------------------------------- */
+/* ---- op.c: operators, math functions and reductions (lang/ops.def) ---------------------- */
 
 typedef enum {
 #define OP(E, s, arity, kind, prec) OP_##E,
@@ -410,7 +410,9 @@ OpClass op_class(OpKind op);
 bool op_from_name(const char *s, OpKind *out);        /* math functions by name */
 
 typedef enum { RED_SUM, RED_MAX, RED_MIN, RED_PROD } RedOp;
-const char *red_name(RedOp r);
+const char *red_name(RedOp r);                        /* "sum" */
+
+/* ---- parse.c: the AST -------------------------------------------------------------------- */
 
 typedef enum {
   EX_NUM, EX_BOOL, EX_STR, EX_NAME, EX_INDEX, EX_CALL, EX_UNARY, EX_BINARY, EX_REDUCE,
@@ -485,7 +487,7 @@ Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *inc
 Expr *parse_expression(Arena *a, const Source *src, Diags *d);
 void parse_print_expr(const Expr *e, Buf *out);     /* back to source-like text */
 
-/* ---- sema.c: types, sizes, index ranges, bounds ------------------------------------------ */
+/* ---- type.c: the type of a tensor value ------------------------------------------------- */
 
 typedef struct Type {
   DynElem elem;
@@ -493,7 +495,9 @@ typedef struct Type {
   const Poly *dims[DYN_MAX_RANK];
 } Type;
 void type_str(const Type *t, Buf *out);              /* "f32[M, K]", "f32" */
-bool type_equal(const Type *a, const Type *b);
+bool type_equal(const Type *a, const Type *b);       /* dims compared as (hash-consed) polys */
+
+/* ---- sema.c: types, sizes, index ranges, bounds ------------------------------------------ */
 
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } CmpOp;
 
@@ -542,9 +546,6 @@ typedef struct SemaEnv {
 /* Check a function definition.  On success returns a Func that owns `arena` (the arena the
  * declaration was parsed into); on error returns NULL and the arena stays the caller's. */
 Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d);
-void func_free(Func *f);
-/* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
-void func_signature(const Func *f, Buf *out);
 bool fact_holds(const Fact *f, int64_t lhs, int64_t rhs);
 const char *cmp_name(CmpOp c);
 
@@ -630,6 +631,13 @@ void kexpr_mark_loads(const KExpr *e, bool *mark);
 /* The loop-level IR as :ir prints it. */
 void lower_print(const Program *p, Buf *out);
 void kx_print(const Program *p, const KExpr *e, Buf *out);
+
+/* ---- func.c: a checked function's signature and its end --------------------------------- */
+
+/* Free f, its arena and its lowered program (NULL-safe). */
+void func_free(Func *f);
+/* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
+void func_signature(const Func *f, Buf *out);
 
 /* ---- eval.c: the reference evaluator ----------------------------------------------------- */
 

@@ -2,7 +2,7 @@
  * A Jit wraps an ORC LLJIT for one target (the host CPU's name and features, or those an
  * HwModel names), runs the new pass manager over modules before they are handed over, looks
  * symbols up, and prints a module's IR or assembly for `:code NAME llvm|asm`.  Code
- * generators (gemm.c, later codegen.c) build modules in jit_context and never touch ORC.
+ * generators (cpu.c, gemm.c) build modules in jit_context and never touch ORC.
  */
 #include "config.h"
 #include "dyn.h"

@@ -1,5 +1,5 @@
 /* main.c -- the command line: `dyn` (the REPL), `dyn FILE.dyn` (batch), `dyn -e CODE`,
- * `dyn -i FILE` (run, then the REPL), and the options of LANGUAGE.md section 10.
+ * `dyn -i FILE` (run, then the REPL), and the options of lang/reference.md section 13.
  * Exit status: 0 success, 1 an error in the program (or output that could not be written),
  * 2 a usage error. */
 #include "config.h"

@@ -24,36 +24,6 @@ typedef struct {
   const uint32_t *lex_errs; int nlex_errs;   /* offsets of the lexer's errors */
 } Parser;
 
-static const OpKind OPTAB[] = {
-#define OP(E, s, arity, kind, prec) OP_##E,
-#include "../lang/ops.def"
-#undef OP
-};
-static const struct { const char *s; int arity; OpClass cls; int prec; } opinfo[] = {
-#define OP(E, s, arity, kind, prec) {s, arity, OPK_##kind, prec},
-#include "../lang/ops.def"
-#undef OP
-};
-
-const char *op_name(OpKind op) { return opinfo[op].s; }
-int op_arity(OpKind op) { return opinfo[op].arity; }
-int op_prec(OpKind op) { return opinfo[op].prec; }
-OpClass op_class(OpKind op) { return opinfo[op].cls; }
-
-bool op_from_name(const char *s, OpKind *out) {
-  for (int i = OP_EXP; i < OP__COUNT; i++)
-    if (!strcmp(opinfo[i].s, s)) {
-      *out = OPTAB[i];
-      return true;
-    }
-  return false;
-}
-
-const char *red_name(RedOp r) {
-  static const char *n[] = {"sum", "max", "min", "prod"};
-  return n[r];
-}
-
 static Token *peek(Parser *P) { return &P->t[P->i]; }
 static Token *peek2(Parser *P) { return &P->t[P->i + 1 < P->n ? P->i + 1 : P->n - 1]; }
 static bool at(Parser *P, TokKind k) { return P->t[P->i].kind == k; }
@@ -111,7 +81,8 @@ static Expr *new_expr(Parser *P, ExprKind k, Span s) {
 
 static Expr *parse_expr(Parser *P);
 
-/* A comma-separated list up to the closing token; newlines are already gone inside ( [. */
+/* ExprList ::= ( Expr ( ',' Expr )* ','? )?   and then `close`, ')' or ']'.
+ * Newlines are already gone inside ( and [. */
 static Expr **parse_list(Parser *P, TokKind close, int *n) {
   VEC(Expr *) v = {0};
   if (!at(P, close)) {
@@ -151,6 +122,16 @@ static bool type_literal(Expr *e, DynElem el) {
   return true;
 }
 
+/* Primary   ::= NUMBER | STRING | 'true' | 'false' | 'inf' | 'nan' | '(' Expr ')' | List
+ *             | Where | Reduction | Cast | TypedList | TypeValue | IDENT
+ * List      ::= '[' ExprList ']'
+ * Where     ::= 'where' '(' ExprList ')'                  (3 items)
+ * Reduction ::= RedOp '[' RedIndex ( ',' RedIndex )* ']' Expr
+ * RedIndex  ::= IDENT ( '<' Expr )?
+ * Cast      ::= ElemType '(' ExprList ')'                 (1 item)
+ * TypedList ::= ElemType List                             (when '[' '[' follows)
+ * TypeValue ::= ElemType ( '[' ExprList ']' )?
+ * RedOp, ElemType, inf and nan are IDENTs, told apart here by their text. */
 static Expr *parse_primary(Parser *P) {
   Token *t = peek(P);
   Expr *e;
@@ -308,6 +289,9 @@ static Expr *parse_primary(Parser *P) {
   }
 }
 
+/* Postfix ::= IDENT '[' ExprList ']'
+ *           | IDENT '(' ExprList ')' ( '[' ExprList ']' )?    softmax(X)[0, 1]
+ *           | Primary */
 static Expr *parse_postfix(Parser *P) {
   Expr *e = parse_primary(P);
   while (e && (at(P, TK_LBRACK) || at(P, TK_LPAREN))) {
@@ -348,6 +332,7 @@ static Expr *unary(Parser *P, OpKind op, Span at_, Expr *x) {
 
 static Expr *parse_unary(Parser *P);
 
+/* Power ::= Postfix ( '**' Unary )?      right-associative, and 2 ** -1 parses */
 static Expr *parse_pow(Parser *P) {
   Expr *l = parse_postfix(P);
   if (!l) return NULL;
@@ -365,6 +350,7 @@ static Expr *parse_pow(Parser *P) {
   return l;
 }
 
+/* Unary ::= '-' Unary | Power            -NUMBER folds into the literal */
 static Expr *parse_unary(Parser *P) {
   if (at(P, TK_MINUS)) {
     Span s = next(P)->span;
@@ -387,6 +373,7 @@ static Expr *parse_unary(Parser *P) {
   return parse_pow(P);
 }
 
+/* MulExpr ::= Unary ( ( '*' | '/' | '%' ) Unary )* */
 static Expr *parse_mul(Parser *P) {
   Expr *l = parse_unary(P);
   while (l) {
@@ -403,6 +390,7 @@ static Expr *parse_mul(Parser *P) {
   return l;
 }
 
+/* AddExpr ::= MulExpr ( ( '+' | '-' ) MulExpr )* */
 static Expr *parse_add(Parser *P) {
   Expr *l = parse_mul(P);
   while (l && (at(P, TK_PLUS) || at(P, TK_MINUS))) {
@@ -414,6 +402,8 @@ static Expr *parse_add(Parser *P) {
   return l;
 }
 
+/* CmpExpr ::= AddExpr ( CmpOp AddExpr )*
+ * CmpOp   ::= '==' | '!=' | '<' | '<=' | '>' | '>=' */
 static Expr *parse_cmp(Parser *P) {
   Expr *l = parse_add(P);
   while (l) {
@@ -435,6 +425,7 @@ static Expr *parse_cmp(Parser *P) {
   return l;
 }
 
+/* NotExpr ::= 'not' NotExpr | CmpExpr */
 static Expr *parse_not(Parser *P) {
   if (at(P, TK_NOT)) {
     Span s = next(P)->span;
@@ -450,6 +441,7 @@ static Expr *parse_not(Parser *P) {
   return parse_cmp(P);
 }
 
+/* AndExpr ::= NotExpr ( 'and' NotExpr )* */
 static Expr *parse_and(Parser *P) {
   Expr *l = parse_not(P);
   while (l && accept(P, TK_AND)) {
@@ -481,6 +473,9 @@ static bool too_tall(const Expr *e) {
   return tall;
 }
 
+/* Expr ::= AndExpr ( 'or' AndExpr )*
+ * The entry to every expression: it bounds the nesting (MAX_DEPTH) and, at the outermost
+ * level, the height of the tree (MAX_HEIGHT). */
 static Expr *parse_expr(Parser *P) {
   if (++P->depth > MAX_DEPTH) {
     fail(P, E_TOO_DEEP, NULL);
@@ -507,6 +502,8 @@ static Expr *parse_expr(Parser *P) {
 
 /* ---- types ---- */
 
+/* Type     ::= ElemType ( '[' ExprList ']' )? | 'size' | '(' Type ( ',' Type )* ')'
+ * ElemType ::= 'f32' | 'f64' | 'i32' | 'i64' | 'bool'     (IDENTs, as 'size' is) */
 static TypeExpr *parse_type(Parser *P) {
   Token *t = peek(P);
   TypeExpr *ty = arena_alloc(P->a, sizeof *ty);
@@ -597,6 +594,14 @@ static void newlines_before(Parser *P, TokKind k) {
   if (j < P->n && P->t[j].kind == k) P->i = j;
 }
 
+/* FnDef  ::= 'fn' IDENT '(' Params? ')' ( END* '->' Type )? ( END* Facts )?
+ *            END* '{' Body '}'
+ * Params ::= Param ( ',' Param )* ','?
+ * Param  ::= IDENT ':' Type
+ * Facts  ::= 'where' Expr ( ',' Expr )*
+ * Body   ::= END* ( Statement ( END+ Statement )* END* )?
+ * Called after 'fn' (at start); a statement in the body with an error is dropped and the
+ * body goes on after it. */
 static FnDecl *parse_fn(Parser *P, Span start) {
   FnDecl *f = arena_alloc(P->a, sizeof *f);
   Token *nm = peek(P);
@@ -676,7 +681,8 @@ static FnDecl *parse_fn(Parser *P, Span start) {
   return f;
 }
 
-/* `(A, B)` or `A` names, for tuple assignment and return */
+/* Names ::= IDENT | '(' IDENT ( ',' IDENT )* ')'
+ * for Return, and for TupleAssign's left side */
 static bool parse_names(Parser *P, Stmt *st) {
   VEC(const char *) ns = {0};
   VEC(Span) ss = {0};
@@ -705,7 +711,7 @@ static bool parse_names(Parser *P, Stmt *st) {
   return !P->failed;
 }
 
-/* Is the text at the cursor `(a, b, ...) =`?  Decides tuple assignment without backtracking
+/* Is the text at the cursor `(a, b, ...) =`?  Decides TupleAssign without backtracking
  * the diagnostics. */
 static bool looks_like_tuple_assign(Parser *P) {
   int i = P->i;
@@ -724,7 +730,7 @@ static bool looks_like_tuple_assign(Parser *P) {
   }
 }
 
-/* Is the text at the cursor `NAME[i, j] =` or `NAME[i, j]:`, i.e. a definition? */
+/* Is the text at the cursor `NAME[i, j] =` or `NAME[i, j]:`, i.e. a Definition? */
 static bool looks_like_def(Parser *P) {
   int i = P->i;
   if (P->t[i].kind != TK_IDENT || P->t[i + 1].kind != TK_LBRACK) return false;
@@ -740,6 +746,8 @@ static bool looks_like_def(Parser *P) {
   return after == TK_ASSIGN || after == TK_COLON;
 }
 
+/* Definition ::= IDENT ( '[' Indices? ']' )? ( ':' Type )? '=' Expr
+ * Indices    ::= IDENT ( ',' IDENT )* */
 static Stmt *parse_def(Parser *P) {
   Token *nm = next(P);
   Stmt *st = new_stmt(P, ST_DEF, nm->span);
@@ -788,6 +796,16 @@ static Stmt *parse_def(Parser *P) {
   return st;
 }
 
+/* Statement   ::= FnDef | Import | COMMAND | Return | TupleAssign | Definition
+ *               | Assignment | Expr
+ * Import      ::= 'import' ( IDENT | STRING )
+ * Return      ::= 'return' Names
+ * TupleAssign ::= '(' IDENT ( ',' IDENT )* ')' '=' Expr
+ * Assignment  ::= IDENT '=' Expr
+ * The first token decides, but for TupleAssign and Definition, which look further ahead
+ * (looks_like_tuple_assign, looks_like_def).  in_fn: a function body, where FnDef is an
+ * error; what else only a body or only the top level allows is checked later (sema.c,
+ * session.c). */
 static Stmt *parse_stmt(Parser *P, bool in_fn) {
   Token *t = peek(P);
   Stmt *st;
@@ -877,6 +895,8 @@ static Stmt *parse_stmt(Parser *P, bool in_fn) {
   return st;
 }
 
+/* Program ::= END* ( Statement ( END+ Statement )* END* )?
+ * A statement with an error is dropped, and parsing goes on at the next END (sync). */
 Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *incomplete) {
   Parser P = {.a = a, .d = d};
   Diag *last = d->tail;
@@ -911,6 +931,7 @@ Stmt **parse_source(Arena *a, const Source *src, Diags *d, int *nstmt, bool *inc
   return out;
 }
 
+/* END* Expr END*, the whole input: not a rule of the grammar, the argument of :type and -e */
 Expr *parse_expression(Arena *a, const Source *src, Diags *d) {
   Parser P = {.a = a, .d = d};
   P.t = lex_source(a, src, d, &P.n);

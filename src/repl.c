@@ -489,10 +489,10 @@ static int repl_interactive(Session *s, bool quiet, bool echo) {
   return 0;
 }
 
-/* Input that is not a terminal is a script (LANGUAGE.md section 10), and runs exactly as
+/* Input that is not a terminal is a script (lang/reference.md section 13), and runs exactly as
  * batch mode runs a file: all of it at once, named "<stdin>", with no prompt and no banner;
  * bare expressions are evaluated silently and the first error ends it with exit status 1
- * (section 9).  Feeding it line by line instead would need the incomplete-input protocol,
+ * (section 9 there).  Feeding it line by line instead would need the incomplete-input protocol,
  * which the session offers only when interactive (and then prints values), and diagnostics
  * would count lines per input rather than through the script. */
 static int repl_piped(Session *s) {

@@ -72,24 +72,6 @@ bool fact_holds(const Fact *f, int64_t l, int64_t r) {
   return false;
 }
 
-void type_str(const Type *t, Buf *out) {
-  buf_puts(out, elem_name(t->elem));
-  if (t->rank == 0) return;
-  buf_putc(out, '[');
-  for (int i = 0; i < t->rank; i++) {
-    if (i) buf_puts(out, ", ");
-    poly_str(t->dims[i], out);
-  }
-  buf_putc(out, ']');
-}
-
-bool type_equal(const Type *a, const Type *b) {
-  if (a->elem != b->elem || a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
-  return true;
-}
-
 static const char *tstr(S *s, const Type *t) {
   Buf b = {0};
   type_str(t, &b);
@@ -1387,33 +1369,4 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
   vec_free(s.facts);
   vec_free(facts);
   return fn;
-}
-
-void func_free(Func *f) {
-  if (!f) return;
-  lower_free(f->prog);
-  arena_free(f->arena);          /* the Func itself lives in its arena */
-}
-
-void func_signature(const Func *f, Buf *out) {
-  buf_printf(out, "fn %s(", f->name);
-  for (int i = 0; i < f->nparams; i++) {
-    if (i) buf_puts(out, ", ");
-    buf_printf(out, "%s: ", f->params[i].name);
-    if (f->params[i].is_size) buf_puts(out, "size");
-    else type_str(&f->params[i].type, out);
-  }
-  buf_puts(out, ") -> ");
-  if (f->nrets != 1) buf_putc(out, '(');
-  for (int i = 0; i < f->nrets; i++) {
-    if (i) buf_puts(out, ", ");
-    type_str(&f->rets[i], out);
-  }
-  if (f->nrets != 1) buf_putc(out, ')');
-  for (int i = 0; i < f->nfacts; i++) {
-    buf_puts(out, i ? ", " : " where ");
-    poly_str(f->facts[i].lhs, out);
-    buf_printf(out, " %s ", cmp_name(f->facts[i].cmp));
-    poly_str(f->facts[i].rhs, out);
-  }
 }

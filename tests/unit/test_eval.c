@@ -342,7 +342,7 @@ START_TEST(test_where_chosen_branch_only) {
   arg("f64[6]", "-3 -1 0 1 3 9");
   RUNS("fn c(X: f64[N]) -> f64[N] {\n  Y[i] = where(X[i] < -2.0, -2.0, where(X[i] > 2.0, 2.0, X[i]))\n  return Y\n}",
        "f64[6]: -2 -1 0 1 2 2");
-  /* the padding example of LANGUAGE.md section 5 */
+  /* the padding example of lang/reference.md section 6 */
   arg("f32[3]", "1 2 3");
   arg("i64", "2");
   RUNS("fn pad(X: f32[H], P: size) -> f32[H + 2*P] {\n"

@@ -339,7 +339,7 @@ START_TEST(test_bounds) {
 END_TEST
 
 START_TEST(test_bounds_in_where) {
-  /* LANGUAGE.md section 5: the chosen branch of a where knows its condition */
+  /* lang/reference.md section 6: the chosen branch of a where knows its condition */
   CHECKS("fn pad(X: f32[H], P: size) -> f32[H + 2*P] {\n"
          "  Y[i] = where(i >= P and i < H + P, X[i - P], 0.0)\n"
          "  return Y\n"

@@ -1,0 +1,399 @@
+/* test_cpu.c -- Check suite for cpu.c, the compiled CPU back end, through its functions in
+ * dyn.h: a small function is parsed, checked and lowered, compiled with cpu_compile, run with
+ * cpu_run, and its outputs compared with what the reference evaluator (eval_program) gives
+ * on the same inputs, over awkward sizes (0, 1, primes, 17, 33, 65).  Run-time errors, empty
+ * kernels, the schedule (:sched) and the generated code (:code) are compared as the text a
+ * user sees; the vector width expected there comes from the hardware model, not the host.
+ */
+#include "config.h"
+#include "dyn.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int64_t SIZES[] = {0, 1, 2, 3, 7, 17, 33, 65};
+#define NSIZES ((int)(sizeof SIZES / sizeof SIZES[0]))
+
+static HwModel hw;
+static CpuBackend *be;
+static Arena *arena;
+static PolyCtx *pc;
+static Diags diags;
+static Source src;
+static Func *fns[8];
+static int nfns;
+
+static void setup(void) {
+  char err[256];
+  hw_detect_host(&hw);
+  be = cpu_backend_new(&hw, 2, err, sizeof err);
+  ck_assert_msg(be != NULL, "cpu_backend_new: %s", err);
+  arena = arena_new();
+  pc = poly_ctx_new();
+  memset(&diags, 0, sizeof diags);
+  nfns = 0;
+}
+
+static void teardown(void) {
+  for (int i = 0; i < nfns; i++) {
+    cpu_program_free(fns[i]->backend);
+    lower_free(fns[i]->prog);
+  }
+  diag_clear(&diags);
+  arena_free(arena);
+  poly_ctx_free(pc);
+  cpu_backend_free(be);
+}
+
+static Func *lookup(void *env, const char *name) {
+  (void)env;
+  for (int i = 0; i < nfns; i++)
+    if (!strcmp(fns[i]->name, name)) return fns[i];
+  return NULL;
+}
+
+/* Check every function of text; lower the last one and compile it for the back end b.
+ * The program is the Func's (fns[nfns - 1]), its compiled form in ->backend. */
+static Func *compile_on(CpuBackend *b, const char *text) {
+  diag_clear(&diags);
+  size_t len = strlen(text);
+  src = (Source){.name = "t.dyn", .text = arena_strndup(arena, text, len), .len = len};
+  int nst = 0;
+  bool incomplete = false;
+  Stmt **st = parse_source(arena, &src, &diags, &nst, &incomplete);
+  SemaEnv env = {pc, lookup, NULL};
+  for (Stmt **s = st; s < st + nst && !diags.nerrors; s++) {
+    Func *f = (*s)->kind == ST_FN ? sema_function(&env, (*s)->fn, arena, &diags) : NULL;
+    if (f && nfns < 8) fns[nfns++] = f;
+  }
+  if (diags.nerrors) {
+    Buf m = {0};
+    for (Diag *d = diags.head; d; d = d->next) diag_format(d, &m);
+    ck_abort_msg("the test program does not check:\n%s", m.s);
+  }
+  diag_clear(&diags);
+  Func *f = fns[nfns - 1];
+  f->prog = lower_function(f, pc, lookup, NULL);
+  char err[256];
+  f->backend = cpu_compile(b, f->prog, err, sizeof err);
+  ck_assert_msg(f->backend != NULL, "cpu_compile: %s", err);
+  return f;
+}
+
+static Func *compile(const char *text) { return compile_on(be, text); }
+
+/* ---- inputs: values with short exact forms, so any order of summing gives one answer ---- */
+
+static Tensor *input(DynElem el, int rank, const int64_t *shape, int seed) {
+  char err[128];
+  Tensor *t = tensor_new(el, rank, shape, err, sizeof err);
+  ck_assert_msg(t != NULL, "%s", err);
+  uint32_t x = 2463534242u + (uint32_t)seed * 7919u;
+  for (int64_t i = 0; i < tensor_numel(t); i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    int v = (int)(x % 13) - 6;                     /* -6 .. 6 */
+    if (elem_is_float(el)) tensor_set_f64(t, i, v * 0.5);
+    else tensor_set_i64(t, i, v);
+  }
+  return t;
+}
+
+/* The sizes of f bound from its arguments (a size parameter from a scalar argument). */
+typedef struct Bound { const char *names[16]; int64_t vals[16]; EvalSizes sz; } Bound;
+
+static void bind(const Func *f, Tensor **args, Bound *b) {
+  ck_assert_int_le(f->nsizes, 16);
+  for (int v = 0; v < f->nsizes; v++) {
+    const SizeVar *sv = &f->sizes[v];
+    b->names[v] = sv->name;
+    b->vals[v] = sv->dim < 0 ? tensor_get_i64(args[sv->param], 0) : args[sv->param]->shape[sv->dim];
+  }
+  b->sz = (EvalSizes){b->names, b->vals, f->nsizes};
+}
+
+/* ---- comparing with the reference evaluator ---- */
+
+/* Do a (the back end's) and r (the reference's) agree: same type and shape, integers and
+ * booleans equal, floats within a few units in the last place of f32 (exp, division). */
+static void same(const Tensor *a, const Tensor *r, const char *what) {
+  Buf ta = {0}, tr = {0};
+  tensor_type_str(a, &ta);
+  tensor_type_str(r, &tr);
+  ck_assert_msg(!strcmp(ta.s, tr.s), "%s: cpu gives %s, the reference %s", what, ta.s, tr.s);
+  buf_free(&ta);
+  buf_free(&tr);
+  for (int64_t i = 0; i < tensor_numel(r); i++) {
+    if (!elem_is_float(r->elem)) {
+      long long x = tensor_get_i64(a, i), y = tensor_get_i64(r, i);
+      ck_assert_msg(x == y, "%s: element %lld is %lld, the reference %lld", what, (long long)i, x, y);
+      continue;
+    }
+    double x = tensor_get_f64(a, i), y = tensor_get_f64(r, i);
+    bool ok = (isnan(x) && isnan(y)) || x == y || fabs(x - y) <= 1e-6 * fmax(1.0, fabs(y));
+    ck_assert_msg(ok, "%s: element %lld is %.9g, the reference %.9g", what, (long long)i, x, y);
+  }
+}
+
+/* Run f on args on the CPU and with the reference evaluator; both must succeed and agree.
+ * what names the case in messages. */
+static void agree(Func *f, Tensor **args, const char *what) {
+  Bound b;
+  bind(f, args, &b);
+  Tensor *got[8] = {0}, *ref[8] = {0};
+  char err[256] = "";
+  int st = cpu_run(be, f->backend, args, &b.sz, got, NULL, err, sizeof err);
+  ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
+  Buf rerr = {0};
+  Span sp = {0};
+  ck_assert_msg(eval_program(f->prog, args, &b.sz, ref, NULL, &rerr, &sp), "%s: reference: %s", what,
+                rerr.s);
+  for (int i = 0; i < f->nrets; i++) {
+    same(got[i], ref[i], what);
+    tensor_release(got[i]);
+    tensor_release(ref[i]);
+  }
+  buf_free(&rerr);
+}
+
+static void release(Tensor **t, int n) {
+  for (int i = 0; i < n; i++) tensor_release(t[i]);
+}
+
+/* ---- the kinds of kernel, on awkward shapes ---- */
+
+/* Run f on every shape of the given rank with sizes from SIZES, its nargs arguments all of
+ * that shape and element type el, and compare with the reference. */
+static void on_all_shapes(Func *f, DynElem el, int rank, int nargs) {
+  int n = rank == 1 ? NSIZES : NSIZES * NSIZES;
+  for (int c = 0; c < n; c++) {
+    int64_t sh[2] = {SIZES[c % NSIZES], SIZES[c / NSIZES]};
+    Tensor *args[4];
+    for (int i = 0; i < nargs; i++) args[i] = input(el, rank, sh, c + i);
+    char what[96];
+    snprintf(what, sizeof what, "%s on %lld x %lld", f->name, (long long)sh[0], (long long)sh[1]);
+    agree(f, args, what);
+    release(args, nargs);
+  }
+}
+
+/* A function, the element type of its arguments, their rank and how many there are. */
+typedef struct Case { const char *text; DynElem el; int rank, nargs; } Case;
+
+static const Case ELEMENTWISE[] = {
+  {"fn ew(X: f32[N, M], Y: f32[N, M]) -> f32[N, M] {"
+   " Z[i, j] = X[i, j] * 2.0 + Y[i, j] - abs(X[i, j]) + max(X[i, j], Y[i, j]); return Z }", DYN_F32, 2, 2},
+  /* integers: floor division and modulo by a constant, as the reference rounds them */
+  {"fn idiv(X: i64[N]) -> (i64[N], i32[N]) {"
+   " Q[i] = X[i] / 4 + X[i] % 3 * i; R[i] = i32(X[i]) % 5 - i32(i); return (Q, R) }", DYN_I64, 1, 1},
+};
+
+static const Case REDUCTIONS[] = {
+  {"fn red(X: f32[N, M]) -> (f32[N], f32[M], f32) {"
+   " R[i] = sum[j] X[i, j] * X[i, j]; C[j] = max[i] X[i, j]; T = sum[i, j] X[i, j]; return (R, C, T) }",
+   DYN_F32, 2, 1},
+  /* an empty product is 1, an empty sum 0 */
+  {"fn ired(X: i64[N]) -> (i64, i64) { P = prod[i] (X[i] % 3 + 2); S = sum[i] X[i] * i; return (P, S) }",
+   DYN_I64, 1, 1},
+};
+
+/* Row-wise chains, each one kernel per row: a softmax and a layernorm */
+static const Case ROWS[] = {
+  {"fn sm(X: f32[B, N]) -> f32[B, N] {\n"
+   "  m[b] = max[n] X[b, n]\n"
+   "  e[b, n] = exp(X[b, n] - m[b])\n"
+   "  s[b] = sum[n] e[b, n]\n"
+   "  Y[b, n] = e[b, n] / s[b]\n"
+   "  return Y\n}", DYN_F32, 2, 1},
+  {"fn ln(X: f64[B, N]) -> f64[B, N] {\n"
+   "  mu[b] = sum[n] X[b, n] / f64(N)\n"
+   "  d[b, n] = X[b, n] - mu[b]\n"
+   "  v[b] = sum[n] d[b, n] * d[b, n] / f64(N)\n"
+   "  Y[b, n] = d[b, n] * rsqrt(v[b] + 0.00001)\n"
+   "  return Y\n}", DYN_F64, 2, 1},
+};
+
+static void all_cases(const Case *c, int n) {
+  for (int i = 0; i < n; i++) on_all_shapes(compile(c[i].text), c[i].el, c[i].rank, c[i].nargs);
+}
+
+START_TEST(test_elementwise) { all_cases(ELEMENTWISE, 2); }
+END_TEST
+
+START_TEST(test_reductions) { all_cases(REDUCTIONS, 2); }
+END_TEST
+
+START_TEST(test_row_kernels) { all_cases(ROWS, 2); }
+END_TEST
+
+START_TEST(test_contraction) {
+  Func *f = compile("fn mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n"
+                    "  C[i, j] = sum[k] A[i, k] * B[k, j]\n  return C\n}");
+  for (int a = 0; a < NSIZES; a++)
+    for (int b = 0; b < NSIZES; b++)
+      for (int c = 0; c < NSIZES; c += 2 + (a + b) % 2) {
+        int64_t sa[2] = {SIZES[a], SIZES[c]}, sb[2] = {SIZES[c], SIZES[b]};
+        Tensor *args[2] = {input(DYN_F32, 2, sa, a), input(DYN_F32, 2, sb, b)};
+        char what[64];
+        snprintf(what, sizeof what, "matmul %lld x %lld x %lld", (long long)sa[0], (long long)sa[1],
+                 (long long)sb[1]);
+        agree(f, args, what);
+        release(args, 2);
+      }
+  /* batched, f64, B transposed */
+  f = compile("fn bmm(A: f64[P, M, K], B: f64[P, N, K]) -> f64[P, M, N] {\n"
+              "  C[p, i, j] = sum[k] A[p, i, k] * B[p, j, k]\n  return C\n}");
+  for (int a = 0; a < NSIZES; a += 3) {
+    int64_t sa[3] = {3, SIZES[a], 17}, sb[3] = {3, 33, 17};
+    Tensor *args[2] = {input(DYN_F64, 3, sa, 8), input(DYN_F64, 3, sb, 9)};
+    agree(f, args, "bmm");
+    release(args, 2);
+  }
+}
+END_TEST
+
+/* ---- errors at run time ---- */
+
+/* Run f on args on the CPU expecting status want; with want 0 (the code found an error), the
+ * reference's message, which the session then prints, must be msg. */
+static void fails(Func *f, Tensor **args, int want, const char *msg) {
+  Bound b;
+  bind(f, args, &b);
+  Tensor *got[8] = {0};
+  char err[256] = "";
+  int st = cpu_run(be, f->backend, args, &b.sz, got, NULL, err, sizeof err);
+  ck_assert_msg(st == want, "cpu_run gives %d (%s), not %d", st, err, want);
+  if (want == -1) {
+    ck_assert_str_eq(err, msg);
+    return;
+  }
+  Tensor *ref[8] = {0};
+  Buf rerr = {0};
+  Span sp = {0};
+  ck_assert(!eval_program(f->prog, args, &b.sz, ref, NULL, &rerr, &sp));
+  ck_assert_str_eq(rerr.s, msg);
+  ck_assert(sp.src != NULL);                     /* located at the access */
+  buf_free(&rerr);
+}
+
+START_TEST(test_bounds_check) {
+  Func *f = compile("fn gather(X: f32[N], I: i64[M]) -> f32[M] {\n"
+                    "  Y[j] = X[I[j]] * 2.0\n  return Y\n}");
+  int64_t n = 17, m = 33;
+  Tensor *args[2] = {input(DYN_F32, 1, &n, 1), input(DYN_I64, 1, &m, 2)};
+  for (int64_t j = 0; j < m; j++) tensor_set_i64(args[1], j, (j * 5) % n);
+  agree(f, args, "gather in bounds");
+  tensor_set_i64(args[1], 32, 17);
+  fails(f, args, 0, "X[I[j]] is out of bounds: subscript 0 is 17 but dimension 0 of X is 17");
+  tensor_set_i64(args[1], 32, -1);
+  fails(f, args, 0, "X[I[j]] is out of bounds: subscript 0 is -1 but dimension 0 of X is 17");
+  release(args, 2);
+
+  f = compile("fn dv(X: i64[N], d: i64) -> i64[N] {\n  Y[i] = X[i] / d\n  return Y\n}");
+  Tensor *dargs[2] = {input(DYN_I64, 1, &n, 3), input(DYN_I64, 0, NULL, 0)};
+  tensor_set_i64(dargs[1], 0, 0);
+  fails(f, dargs, 0, "integer division by zero in X[i] / d");
+  release(dargs, 2);
+}
+END_TEST
+
+/* A kernel whose results have no elements, and which cannot fail, does not run: 2^50 rows of
+ * nothing take no time (the test's timeout would end a walk over them). */
+START_TEST(test_empty) {
+  Func *f = compile(ROWS[0].text);
+  int64_t sh[2] = {(int64_t)1 << 50, 0};
+  Tensor *args[1] = {input(DYN_F32, 2, sh, 1)};
+  agree(f, args, "softmax of 2^50 x 0");
+  release(args, 1);
+  f = compile("fn colmax(X: f32[N, M]) -> f32[M] {\n  C[j] = max[i] X[i, j]\n  return C\n}");
+  int64_t sh2[2] = {(int64_t)1 << 50, 0};
+  args[0] = input(DYN_F32, 2, sh2, 1);
+  agree(f, args, "column maxima of 2^50 x 0");
+  release(args, 1);
+}
+END_TEST
+
+/* ---- what :sched and :code show, for the model in use ---- */
+
+/* The vector width the model gives the kernels, as :sched and :code name it. */
+static int model_bits(const HwModel *h) { return h->vector_bits >= 128 ? h->vector_bits : 128; }
+
+static void sched_and_code(CpuBackend *b, const HwModel *h) {
+  int bits = model_bits(h);
+  char want[128];
+
+  Func *f = compile_on(b, "fn mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n"
+                          "  C[i, j] = sum[k] A[i, k] * B[k, j]\n  return C\n}");
+  const char *names[3] = {"M", "K", "N"};
+  int64_t vals[3] = {65, 33, 17};
+  EvalSizes sz = {names, vals, 3};
+  Buf out = {0};
+  double t = cpu_schedule(b, f->backend, pc, &sz, 2, &out);
+  ck_assert_msg(strstr(out.s, "kernel mm_C\n") == out.s, "%s", out.s);
+  snprintf(want, sizeof want, "on %s (", h->name);
+  ck_assert_msg(strstr(out.s, want), "the schedule does not name %s:\n%s", h->name, out.s);
+  snprintf(want, sizeof want, ": %d-bit vectors (%d x f32)", bits, bits / 32);
+  ck_assert_msg(strstr(out.s, want), "no \"%s\" in the schedule:\n%s", want, out.s);
+  ck_assert(t > 0);
+  buf_free(&out);
+
+  f = compile_on(b, "fn ew(X: f32[N]) -> f32[N] {\n  Y[i] = X[i] * 3.0 + 1.0\n  return Y\n}");
+  cpu_schedule(b, f->backend, pc, NULL, 2, &out);
+  ck_assert_str_eq(out.s, "kernel ew_Y\n  stage Y: vectorised along i\n  cores: tasks over i\n");
+  buf_free(&out);
+  char err[256];
+  ck_assert_msg(cpu_program_code(b, f->backend, "llvm", &out, err, sizeof err), "%s", err);
+  snprintf(want, sizeof want, "<%d x float>", bits / 32);
+  ck_assert_msg(strstr(out.s, want), "no %s in the code for %s", want, h->name);
+  buf_free(&out);
+  if (!strcmp(h->arch, "x86_64") || !h->arch[0]) {
+    ck_assert_msg(cpu_program_code(b, f->backend, "asm", &out, err, sizeof err), "%s", err);
+    const char *reg = bits >= 512 ? "%zmm" : bits >= 256 ? "%ymm" : "%xmm";
+    ck_assert_msg(strstr(out.s, reg), "no %s in the assembly for %s", reg, h->name);
+    buf_free(&out);
+  }
+}
+
+START_TEST(test_schedule_and_code_host) {
+  sched_and_code(be, &hw);
+}
+END_TEST
+
+/* A model other than the host's: its own width, whatever this CPU has. */
+START_TEST(test_schedule_and_code_model) {
+  HwModel m;
+  char err[256];
+  ck_assert_msg(hw_load("generic-avx2", &m, err, sizeof err), "%s", err);
+  ck_assert_int_eq(m.vector_bits, 256);
+  CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);
+  if (!b) {
+    fprintf(stderr, "test_cpu: no back end for generic-avx2 here (%s): skipped\n", err);
+    return;
+  }
+  sched_and_code(b, &m);
+  for (int i = 0; i < nfns; i++) {           /* compiled on b: freed before b */
+    cpu_program_free(fns[i]->backend);
+    fns[i]->backend = NULL;
+  }
+  cpu_backend_free(b);
+}
+END_TEST
+
+int main(void) {
+  __typeof__(test_elementwise) tests[] = {
+    test_elementwise, test_reductions, test_row_kernels, test_contraction, test_bounds_check,
+    test_empty, test_schedule_and_code_host, test_schedule_and_code_model,
+  };
+  Suite *s = suite_create("cpu");
+  TCase *tc = tcase_create("core");
+  suite_add_tcase(s, tc);
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 120);
+  for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) tcase_add_test(tc, tests[i]);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
