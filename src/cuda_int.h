@@ -55,11 +55,9 @@
  * tensor-core tiles read their fragments with 4- and 8-byte shared-memory loads (no ldmatrix,
  * no wgmma on sm_90) and stage f32, so bf16 moves as many shared-memory bytes as tf32; rows
  * of a row-wise kernel are not split across blocks, so a few very long rows use few SMs;
- * transposes are not staged through shared memory; inputs must be contiguous.  Test hooks: $DYN_NVRTC and $DYN_CUDA_DRIVER name the libraries
- * to open (tests/cuda/fakecuda.cc runs the generated code on the CPU through them).
+ * transposes are not staged through shared memory; inputs must be contiguous.  Test hooks
+ * for the libraries: see cuda_load.c.
  */
-#include "config.h"
-#include "dyn.h"
 #ifndef DYN_CUDA_INT_H
 #define DYN_CUDA_INT_H
 
