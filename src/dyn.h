@@ -701,11 +701,12 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
 /* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory). */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes);
 
-/* ---- cuda.c: the GPU back end (CUDA C -> NVRTC -> PTX -> the driver API) ----------------- */
+/* ---- cuda_*.c: the GPU back end (CUDA C -> NVRTC -> PTX -> the driver API) --------------- */
 
 /* Rendering CUDA C and compiling it to PTX need only NVRTC; running needs the driver and a
  * device.  Both are opened at run time (dlopen through the table in cuda.def), so building
- * needs no CUDA toolkit and dyn runs where there is no GPU. */
+ * needs no CUDA toolkit and dyn runs where there is no GPU.  What its files share is in
+ * cuda_int.h. */
 typedef struct CudaBackend CudaBackend;
 typedef struct CudaProgram CudaProgram;
 /* The arithmetic of f32 contractions (:target gpu [exact|tf32|bf16]): exact f32 on the CUDA

@@ -18,12 +18,12 @@ if ! $cc -g $san "$out/probe.c" -o "$out/probe" >/dev/null 2>&1; then
   echo "fuzz: $cc cannot build a libFuzzer program (clang and libclang-rt-dev are needed): skipped"
   exit 77
 fi
-[ -n "$SOURCES" ] || SOURCES=$(cd "$top_srcdir" && ls src/*.c | grep -v -e src/main.c -e src/stdlib_embed.c)
+[ -n "$SOURCES" ] || SOURCES=$(cd "$top_srcdir" && ls src/*.c | grep -v -e src/main.c -e src/stdlib_embed.c -e src/cuda_prelude.c)
 flags="-g -O1 -std=gnu11 $san -I$top_srcdir/src -I$top_builddir -DDYN_SRCDIR=\"$top_srcdir\" -DDYN_PKGDATADIR=\"$top_srcdir\""
 
 # compile what changed since its object (or since dyn.h did)
 objs=
-for f in $SOURCES src/stdlib_embed.c; do
+for f in $SOURCES src/stdlib_embed.c src/cuda_prelude.c; do
   case $f in *.c) ;; *) continue ;; esac
   src=$top_srcdir/$f
   [ -f "$src" ] || src=$top_builddir/$f

@@ -57,9 +57,11 @@ else
 #endif
 EOF
   sh build-aux/embed.sh "$b/stdlib_embed.c" stdlib/linalg.dyn stdlib/nn.dyn stdlib/reduce.dyn
+  sh build-aux/embed.sh --text "$b/cuda_prelude.c" curender_ src/cuda/prelude.cu src/cuda/prelude_mma.cu
   cflags="-std=gnu11 -O2 -I$b -I$root/src -DDYN_SRCDIR=\"$root\" -DDYN_PKGDATADIR=\"$root\""
   objs=
-  for f in src/*.c "$b/stdlib_embed.c"; do
+  for f in src/*.c "$b/stdlib_embed.c" "$b/cuda_prelude.c"; do
+    case $f in src/stdlib_embed.c|src/cuda_prelude.c) continue ;; esac
     case $(basename "$f") in main.c|jit.c|pool.c|gemm.c) continue ;; esac
     o="$b/obj/$(basename "$f" .c).o"
     ${CC:-cc} $cflags -c "$f" -o "$o" || { fail "cannot compile $f"; exit 1; }

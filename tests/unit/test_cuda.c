@@ -1,10 +1,11 @@
-/* test_cuda.c -- unit tests for cuda.c, the GPU back end, on any machine, GPU or not:
+/* test_cuda.c -- unit tests for cuda_*.c, the GPU back end, on any machine, GPU or not:
  *   - the loader: with no driver, a reason and no crash;
  *   - golden CUDA C: relu (elementwise), softmax (row-wise), matmul (contraction; exact, and
  *     on the tensor cores in tf32) rendered for h100.hw and compared with the files
- *     tests/cuda/NAME.cu (the prelude every module shares is kept once, in
- *     tests/cuda/prelude.cu).  After a deliberate change to the renderer, run with
- *     DYN_UPDATE_GOLDEN=1 to rewrite them, and review the diff;
+ *     tests/cuda/NAME.cu; the prelude every module shares must be rendered exactly as its
+ *     files src/cuda/prelude.cu and prelude_mma.cu hold it (the build embeds them).  After
+ *     a deliberate change to the renderer, run with DYN_UPDATE_GOLDEN=1 to rewrite the golden
+ *     files, and review the diff;
  *   - every stdlib function compiles with NVRTC for sm_80 and sm_90, and `ptxas -v` reports no
  *     spills for any kernel; so do the tf32 and bf16 variants of every stdlib function with a
  *     contraction (skipped when NVRTC or ptxas is absent);
@@ -241,6 +242,20 @@ END_TEST
 
 /* ---- golden CUDA C ---- */
 
+/* text against the file at path, which a golden file's name (fix) says how to update. */
+static void compare_file(const char *what, const char *text, const char *path, const char *fix) {
+  char *want = read_file(path);
+  ck_assert_msg(want != NULL, "no %s (%s)", path, fix);
+  if (strcmp(want, text)) {
+    size_t i = 0;
+    while (want[i] && want[i] == text[i]) i++;
+    size_t from = i > 200 ? i - 200 : 0;
+    ck_abort_msg("%s differs from %s at byte %zu (%s):\n--- expected ...%.400s\n--- got ...%.400s", what, path, i, fix,
+                 want + from, text + from);
+  }
+  free(want);
+}
+
 /* text against the golden file SRCDIR/file (DYN_UPDATE_GOLDEN=1 rewrites the file). */
 static void compare_golden(const char *what, const char *text, const char *file) {
   char path[1024];
@@ -252,21 +267,23 @@ static void compare_golden(const char *what, const char *text, const char *file)
     fputs(text, f);
     fclose(f);
   }
-  char *want = read_file(path);
-  ck_assert_msg(want != NULL, "no %s (DYN_UPDATE_GOLDEN=1 creates it)", path);
-  if (strcmp(want, text)) {
-    size_t i = 0;
-    while (want[i] && want[i] == text[i]) i++;
-    size_t from = i > 200 ? i - 200 : 0;
-    ck_abort_msg("%s differs from %s at byte %zu (DYN_UPDATE_GOLDEN=1 rewrites it):\n--- expected ...%.400s\n--- got ...%.400s", what,
-                 path, i, want + from, text + from);
-  }
-  free(want);
+  compare_file(what, text, path, "DYN_UPDATE_GOLDEN=1 rewrites it");
 }
 
-/* A module's CUDA C against its golden file.  Every module starts with the same prelude, kept
- * once in prelude.cu: each rendering's prelude must equal it, and the module's own file holds
- * the rest, with a line in the prelude's place. */
+/* The text from `from` to `to` against the prelude file src/cuda/NAME, which the build embeds
+ * in cuda_render.c: the renderer must write it whole, byte for byte. */
+static void compare_prelude(const char *what, const char *from, const char *to, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/src/cuda/%s", DYN_SRCDIR, name);
+  char *text = xstrndup(from, (size_t)(to - from));
+  compare_file(what, text, path, "the prelude is not rendered as its file is");
+  free(text);
+}
+
+/* A module's CUDA C against its golden file.  Every module starts with the prelude of
+ * src/cuda/prelude.cu, and one whose contractions run on the tensor cores goes on with
+ * src/cuda/prelude_mma.cu: each rendering must hold them as they are, and the module's own
+ * file holds the rest, with a line in their place. */
 static void golden(const char *fname, CudaMath math, const char *file) {
   HwModel hw = gpu_model("h100");
   Buf src = {0};
@@ -274,15 +291,14 @@ static void golden(const char *fname, CudaMath math, const char *file) {
   const char *p0 = strstr(src.s, "/* ---- prelude:");
   ck_assert_msg(p0 != NULL, "%s: no prelude", fname);
   const char *k = strstr(p0, "\n/* ==== kernel "), *t = strstr(p0, "\n/* ---- the tensor cores");
-  const char *p1 = t && (!k || t < k) ? t : k;
-  ck_assert_msg(p1 != NULL, "%s: nothing after the prelude", fname);
-  p1++;
-  char *prelude = xstrndup(p0, (size_t)(p1 - p0));
-  compare_golden(fname, prelude, "prelude.cu");
+  ck_assert_msg(k != NULL, "%s: nothing after the prelude", fname);
+  if (t && t > k) t = NULL;
+  compare_prelude(fname, p0, t ? t : k, "prelude.cu");
+  if (t) compare_prelude(fname, t + 1, k, "prelude_mma.cu");
   Buf own = {0};
-  buf_printf(&own, "%.*s/* ---- prelude: tests/cuda/prelude.cu ---- */\n\n%s", (int)(p0 - src.s), src.s, p1);
+  buf_printf(&own, "%.*s/* ---- prelude: src/cuda/prelude.cu%s ---- */\n\n%s", (int)(p0 - src.s), src.s,
+             t ? " and prelude_mma.cu" : "", k + 1);
   compare_golden(fname, own.s, file);
-  free(prelude);
   buf_free(&own);
   buf_free(&src);
 }
