@@ -833,5 +833,8 @@ void session_banner(Session *s, Buf *out);
  * else lineedit.  When standard input is not a terminal: no prompt, no banner, plain lines.
  * Returns the process exit status. */
 int repl_main(Session *s, bool quiet, bool force);
+/* Standard input as a script, whether or not it is a terminal (`dyn -`, and repl_main on a
+ * pipe): read whole, run as "<stdin>"; the exit status. */
+int repl_run_stdin(Session *s);
 
 #endif
