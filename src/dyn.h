@@ -778,6 +778,7 @@ typedef struct SessionOptions {
   const char *hw;             /* a name or file for --hw, or NULL for the host */
   int threads;                /* 0: all cores */
   bool no_prelude;            /* do not import linalg and nn */
+  bool check_only;            /* dyn --check: define functions and import, run no statement */
 } SessionOptions;
 
 /* A new session writing values to out and diagnostics to err.  Never fails; an unusable

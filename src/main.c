@@ -32,6 +32,7 @@ static void usage(FILE *f) {
   fputs("usage: dyn [options] [FILE.dyn] [NAME=INTEGER ...]\n"
         "       dyn [options] -e CODE [NAME=INTEGER ...]\n"
         "       dyn [options] -i FILE.dyn [NAME=INTEGER ...]\n"
+        "       dyn [options] --check FILE.dyn ...\n"
         "\n"
         "With no file, dyn starts the REPL (or, when standard input is not a terminal, runs\n"
         "the script it reads from there); the file - is standard input, read as a script.\n"
@@ -47,6 +48,8 @@ static void usage(FILE *f) {
         "                    gpu:bf16 puts f32 contractions on the tensor cores (:target)\n"
         "  --hw=NAME|FILE    the hardware model (see hw/); default: this machine\n"
         "  --threads=N       CPU threads\n"
+        "  --check           type-check the files (or -e CODE) without running a statement:\n"
+        "                    functions and imports are checked; status 1 if any error\n"
         "  --calibrate       measure this machine's micro-kernel throughput once and keep it\n"
         "  --version         print the version and exit\n"
         "  -h, --help        print this help and exit\n", f);
@@ -71,12 +74,37 @@ static bool binding_ok(const char *arg) {
   return !*end && errno != ERANGE;
 }
 
+/* dyn --check: each file (- is standard input), or the -e code, in a session of its own
+ * that defines functions and imports but runs no statement (SessionOptions.check_only).
+ * The exit status: 1 if any error was reported, 0 otherwise, 2 if there is nothing to check. */
+static int check_files(const SessionOptions *opt, const char *code, char **files, int nfiles) {
+  if (!code && nfiles == 0) {
+    fprintf(stderr, "dyn: --check needs a file (or -e CODE)\n");
+    return 2;
+  }
+  if (code && nfiles) {
+    fprintf(stderr, "dyn: -e and a script file cannot be combined\n");
+    return 2;
+  }
+  int status = 0;
+  for (int i = 0; i < (code ? 1 : nfiles); i++) {
+    Session *s = session_new(opt, stdout, stderr);
+    RunStatus r = code ? session_run(s, code, "-e")
+                : !strcmp(files[i], "-") ? (repl_run_stdin(s) ? RUN_ERROR : RUN_OK)
+                : session_run_file(s, files[i]);
+    if (r == RUN_ERROR) status = 1;
+    session_free(s);
+  }
+  return close_stdout(status, 0);
+}
+
 int main(int argc, char **argv) {
-  enum { OPT_TARGET = 256, OPT_HW, OPT_THREADS, OPT_CALIBRATE, OPT_VERSION };
+  enum { OPT_TARGET = 256, OPT_HW, OPT_THREADS, OPT_CALIBRATE, OPT_VERSION, OPT_CHECK };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"calibrate", no_argument, NULL, OPT_CALIBRATE},
+    {"check", no_argument, NULL, OPT_CHECK},
     {"target", required_argument, NULL, OPT_TARGET},
     {"hw", required_argument, NULL, OPT_HW},
     {"threads", required_argument, NULL, OPT_THREADS},
@@ -108,6 +136,9 @@ int main(int argc, char **argv) {
       break;
     case OPT_CALIBRATE:
       calibrate = true;
+      break;
+    case OPT_CHECK:
+      opt.check_only = true;
       break;
     case OPT_TARGET: {
       opt.target = optarg;
@@ -146,6 +177,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (opt.check_only) return check_files(&opt, code, argv + optind, argc - optind);
   /* The operands: the script (unless -e or -i gave the code), then NAME=INTEGER bindings. */
   int first_binding = optind;
   if (!code && !then_repl && optind < argc) {

@@ -69,6 +69,27 @@ check sizes-bad 2 "dyn: 'N=abc': an argument after the script binds a size, as N
 check sizes-keyword 2 "dyn: 'fn=3': an argument after the script binds a size" -- sizes.dyn fn=3
 check sizes-unbound 1 "sizes.dyn:1:7: error: undefined name 'N'" -- sizes.dyn
 
+# --check: functions checked, statements parsed and not run; 1 if any error, else 0
+cat > fnbad.dyn <<'EOF'
+fn f(X: f32[N]) -> f32[N] {
+  Y[i] = X[i + 1]
+  return Y
+}
+print("ran")
+EOF
+check check-error 1 "fnbad.dyn:2:10: error: X[i + 1] is out of bounds" -- --check fnbad.dyn
+cat > runbad.dyn <<'EOF'
+fn h(X: f32[N]) -> f32[N] { return X }
+print("ran")
+x = load("nosuch.npy")
+y = h(zeros(f32[3, 3]))
+EOF
+"$dyn" --check runbad.dyn > out.txt 2>&1
+if [ $? = 0 ] && [ ! -s out.txt ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL check-clean: status or output:"; cat out.txt; fi
+check check-runs 1 "nosuch.npy" -- runbad.dyn
+check check-several 1 "fnbad.dyn:2:10" -- --check runbad.dyn fnbad.dyn
+check check-nothing 2 "dyn: --check needs a file" -- --check
+
 # exp in compiled loops is inlined after vectorisation: no call is left and the code is
 # vector code, and where the hardware model has AVX-512 (its llvm_features, as `:hw` prints
 # them) the vector form scales by vscalefps; for the model in use and two named ones
