@@ -358,7 +358,7 @@ void span_linecol(Span s, int *line, int *col);
  * notes can be added. */
 Diag *diag_report(Diags *d, Span at, DiagId id, ...);
 Diag *diag_reportv(Diags *d, Span at, DiagId id, va_list ap);
-/* A note; if at.src is set, " (FILE:LINE:COL)" is appended to the text. */
+/* A note; if at.src is set, it prints as FILE:LINE:COL: note: TEXT, else note: TEXT. */
 void diag_note(Diag *dg, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "FILE:LINE:COL: error: MSG", the source line, a caret under the span, then the notes. */
 void diag_format(const Diag *dg, Buf *out);
