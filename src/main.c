@@ -205,10 +205,12 @@ int main(int argc, char **argv) {
   int status = 0;
   /* the bindings, each run as the statement NAME = INTEGER before the script */
   for (int i = first_binding; i < argc && !calibrate; i++) {
-    char stmt[256];
+    Buf stmt = {0};
     const char *eq = strchr(argv[i], '=');
-    snprintf(stmt, sizeof stmt, "%.*s = %s", (int)(eq - argv[i]), argv[i], eq + 1);
-    if (session_run(s, stmt, "<command line>") != RUN_OK) {
+    buf_printf(&stmt, "%.*s = %s", (int)(eq - argv[i]), argv[i], eq + 1);
+    RunStatus r = session_run(s, stmt.s, "<command line>");
+    buf_free(&stmt);
+    if (r != RUN_OK) {
       session_free(s);
       return 2;
     }
