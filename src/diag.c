@@ -74,11 +74,6 @@ void diag_note(Diag *dg, Span at, const char *fmt, ...) {
   va_start(ap, fmt);
   buf_vprintf(&b, fmt, ap);
   va_end(ap);
-  if (at.src) {
-    int l, c;
-    span_linecol(at, &l, &c);
-    buf_printf(&b, " (%s:%d:%d)", at.src->name, l, c);
-  }
   n->span = at;
   n->msg = b.s ? b.s : xstrdup("");
   if (dg->last_note) dg->last_note->next = n;
@@ -122,7 +117,17 @@ void diag_format(const Diag *dg, Buf *out) {
   } else {
     buf_printf(out, "dyn: %s: %s\n", lv, dg->msg);
   }
-  for (DiagNote *n = dg->notes; n; n = n->next) buf_printf(out, "note: %s\n", n->msg);
+  /* a note with a place starts with it, as the error does, so that an editor that parses
+   * FILE:LINE:COL: lines takes every one */
+  for (DiagNote *n = dg->notes; n; n = n->next) {
+    if (n->span.src) {
+      int l, c;
+      span_linecol(n->span, &l, &c);
+      buf_printf(out, "%s:%d:%d: note: %s\n", n->span.src->name, l, c, n->msg);
+    } else {
+      buf_printf(out, "note: %s\n", n->msg);
+    }
+  }
 }
 
 void diag_print_all(const Diags *d, FILE *f) {

@@ -358,7 +358,7 @@ void span_linecol(Span s, int *line, int *col);
  * notes can be added. */
 Diag *diag_report(Diags *d, Span at, DiagId id, ...);
 Diag *diag_reportv(Diags *d, Span at, DiagId id, va_list ap);
-/* A note; if at.src is set, " (FILE:LINE:COL)" is appended to the text. */
+/* A note; if at.src is set, it prints as FILE:LINE:COL: note: TEXT, else note: TEXT. */
 void diag_note(Diag *dg, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "FILE:LINE:COL: error: MSG", the source line, a caret under the span, then the notes. */
 void diag_format(const Diag *dg, Buf *out);
@@ -787,6 +787,7 @@ typedef struct SessionOptions {
   const char *hw;             /* a name or file for --hw, or NULL for the host */
   int threads;                /* 0: all cores */
   bool no_prelude;            /* do not import linalg and nn */
+  bool check_only;            /* dyn --check: define functions and import, run no statement */
 } SessionOptions;
 
 /* A new session writing values to out and diagnostics to err.  Never fails; an unusable
@@ -842,5 +843,8 @@ void session_banner(Session *s, Buf *out);
  * else lineedit.  When standard input is not a terminal: no prompt, no banner, plain lines.
  * Returns the process exit status. */
 int repl_main(Session *s, bool quiet, bool force);
+/* Standard input as a script, whether or not it is a terminal (`dyn -`, and repl_main on a
+ * pipe): read whole, run as "<stdin>"; the exit status. */
+int repl_run_stdin(Session *s);
 
 #endif

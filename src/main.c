@@ -1,11 +1,14 @@
 /* main.c -- the command line: `dyn` (the REPL), `dyn FILE.dyn` (batch), `dyn -e CODE`,
- * `dyn -i FILE` (run, then the REPL), and the options of lang/reference.md section 13.
+ * `dyn -i FILE` (run, then the REPL), NAME=INTEGER bindings after the script, and the
+ * options of lang/reference.md section 13, parsed by getopt_long as other tools parse theirs.
  * Exit status: 0 success, 1 an error in the program (or output that could not be written),
  * 2 a usage error. */
 #include "config.h"
 #include "dyn.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,12 +29,15 @@ static int close_stdout(int status, int err_seen) {
 }
 
 static void usage(FILE *f) {
-  fputs("usage: dyn [options] [FILE.dyn]\n"
-        "       dyn [options] -e CODE\n"
-        "       dyn [options] -i FILE.dyn\n"
+  fputs("usage: dyn [options] [FILE.dyn] [NAME=INTEGER ...]\n"
+        "       dyn [options] -e CODE [NAME=INTEGER ...]\n"
+        "       dyn [options] -i FILE.dyn [NAME=INTEGER ...]\n"
+        "       dyn [options] --check FILE.dyn ...\n"
         "\n"
         "With no file, dyn starts the REPL (or, when standard input is not a terminal, runs\n"
-        "the script it reads from there).\n"
+        "the script it reads from there); the file - is standard input, read as a script.\n"
+        "NAME=INTEGER after the script binds NAME before it runs, as `NAME = INTEGER` would.\n"
+        "Options and their arguments may be written --opt ARG or --opt=ARG; -- ends them.\n"
         "\n"
         "options:\n"
         "  -e CODE           run CODE and exit\n"
@@ -42,41 +48,100 @@ static void usage(FILE *f) {
         "                    gpu:bf16 puts f32 contractions on the tensor cores (:target)\n"
         "  --hw=NAME|FILE    the hardware model (see hw/); default: this machine\n"
         "  --threads=N       CPU threads\n"
+        "  --check           type-check the files (or -e CODE) without running a statement:\n"
+        "                    functions and imports are checked; status 1 if any error\n"
         "  --calibrate       measure this machine's micro-kernel throughput once and keep it\n"
         "  --version         print the version and exit\n"
-        "  --help            print this help and exit\n", f);
+        "  -h, --help        print this help and exit\n", f);
+}
+
+/* An argument after the script: NAME=INTEGER, a name as the language spells one (a letter
+ * or underscore, then letters, digits and underscores; not a keyword) and a decimal integer
+ * that fits in an i64.  True if arg has that form. */
+static bool binding_ok(const char *arg) {
+  static const char *keywords[] = {"fn", "return", "where", "import", "and", "or", "not", "true", "false"};
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg || !(isalpha((unsigned char)arg[0]) || arg[0] == '_')) return false;
+  for (const char *p = arg; p < eq; p++)
+    if (!(isalnum((unsigned char)*p) || *p == '_')) return false;
+  for (size_t k = 0; k < sizeof keywords / sizeof *keywords; k++)
+    if (strlen(keywords[k]) == (size_t)(eq - arg) && !strncmp(arg, keywords[k], (size_t)(eq - arg))) return false;
+  const char *v = eq + 1 + (eq[1] == '-');
+  if (!isdigit((unsigned char)*v)) return false;
+  char *end;
+  errno = 0;
+  (void)strtoll(eq + 1, &end, 10);
+  return !*end && errno != ERANGE;
+}
+
+/* dyn --check: each file (- is standard input), or the -e code, in a session of its own
+ * that defines functions and imports but runs no statement (SessionOptions.check_only).
+ * The exit status: 1 if any error was reported, 0 otherwise, 2 if there is nothing to check. */
+static int check_files(const SessionOptions *opt, const char *code, char **files, int nfiles) {
+  if (!code && nfiles == 0) {
+    fprintf(stderr, "dyn: --check needs a file (or -e CODE)\n");
+    return 2;
+  }
+  if (code && nfiles) {
+    fprintf(stderr, "dyn: -e and a script file cannot be combined\n");
+    return 2;
+  }
+  int status = 0;
+  for (int i = 0; i < (code ? 1 : nfiles); i++) {
+    Session *s = session_new(opt, stdout, stderr);
+    RunStatus r = code ? session_run(s, code, "-e")
+                : !strcmp(files[i], "-") ? (repl_run_stdin(s) ? RUN_ERROR : RUN_OK)
+                : session_run_file(s, files[i]);
+    if (r == RUN_ERROR) status = 1;
+    session_free(s);
+  }
+  return close_stdout(status, 0);
 }
 
 int main(int argc, char **argv) {
+  enum { OPT_TARGET = 256, OPT_HW, OPT_THREADS, OPT_CALIBRATE, OPT_VERSION, OPT_CHECK };
+  static const struct option longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"calibrate", no_argument, NULL, OPT_CALIBRATE},
+    {"check", no_argument, NULL, OPT_CHECK},
+    {"target", required_argument, NULL, OPT_TARGET},
+    {"hw", required_argument, NULL, OPT_HW},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {NULL, 0, NULL, 0},
+  };
   SessionOptions opt = {0};
   const char *code = NULL, *file = NULL;
-  bool then_repl = false, quiet = false, calibrate = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+  bool then_repl = false, quiet = false, calibrate = false, std_in = false;
+  int c;
+  opterr = 0;                /* the messages below are dyn's own */
+  while ((c = getopt_long(argc, argv, ":he:i:q", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'h':
       usage(stdout);
       return close_stdout(0, 0);
-    } else if (!strcmp(a, "--version")) {
+    case OPT_VERSION:
       printf("dyn %s\n", PACKAGE_VERSION);
       return close_stdout(0, 0);
-    } else if (!strcmp(a, "-e") || !strcmp(a, "-i")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "dyn: %s needs an argument\n", a);
-        usage(stderr);
-        return 2;
-      }
-      if (a[1] == 'e') code = argv[++i];
-      else {
-        file = argv[++i];
-        then_repl = true;
-        if (!strcmp(file, "-")) file = NULL;     /* -i -: the REPL, even on a pipe */
-      }
-    } else if (!strcmp(a, "--calibrate")) {
-      calibrate = true;
-    } else if (!strcmp(a, "-q")) {
+    case 'e':
+      code = optarg;
+      break;
+    case 'i':
+      file = optarg;
+      then_repl = true;
+      if (!strcmp(file, "-")) file = NULL;     /* -i -: the REPL, even on a pipe */
+      break;
+    case 'q':
       quiet = true;
-    } else if (!strncmp(a, "--target=", 9)) {
-      opt.target = a + 9;
+      break;
+    case OPT_CALIBRATE:
+      calibrate = true;
+      break;
+    case OPT_CHECK:
+      opt.check_only = true;
+      break;
+    case OPT_TARGET: {
+      opt.target = optarg;
       static const char *ok[] = {"cpu", "gpu", "ref", "gpu:exact", "gpu:tf32", "gpu:bf16"};
       bool known = false;
       for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) known = known || !strcmp(opt.target, ok[k]);
@@ -84,26 +149,53 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dyn: unknown target '%s': use cpu, gpu (gpu:tf32, gpu:bf16) or ref\n", opt.target);
         return 2;
       }
-    } else if (!strncmp(a, "--hw=", 5)) {
-      opt.hw = a + 5;
-    } else if (!strncmp(a, "--threads=", 10)) {
+      break;
+    }
+    case OPT_HW:
+      opt.hw = optarg;
+      break;
+    case OPT_THREADS: {
       char *end;
-      long n = strtol(a + 10, &end, 10);
-      if (*end || n < 1 || n > 1024) {
+      long n = strtol(optarg, &end, 10);
+      if (!*optarg || *end || n < 1 || n > 1024) {
         fprintf(stderr, "dyn: --threads needs a number from 1 to 1024\n");
         return 2;
       }
       opt.threads = (int)n;
-    } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "dyn: unknown option '%s'\n", a);
+      break;
+    }
+    case ':':                /* the option (argv[optind - 1]) lacks its argument */
+      fprintf(stderr, "dyn: %s needs an argument\n", argv[optind - 1]);
       usage(stderr);
       return 2;
-    } else if (!file) {
-      file = a;
-    } else {
-      fprintf(stderr, "dyn: only one script at a time ('%s' and '%s')\n", file, a);
+    default:                 /* '?': a long option is argv[optind - 1]; a short one, optopt */
+      if (!strncmp(argv[optind - 1], "--", 2) || !optopt)
+        fprintf(stderr, "dyn: unknown option '%s'\n", argv[optind - 1]);
+      else
+        fprintf(stderr, "dyn: unknown option '-%c'\n", optopt);
+      usage(stderr);
       return 2;
     }
+  }
+  if (opt.check_only) return check_files(&opt, code, argv + optind, argc - optind);
+  /* The operands: the script (unless -e or -i gave the code), then NAME=INTEGER bindings. */
+  int first_binding = optind;
+  if (!code && !then_repl && optind < argc) {
+    file = argv[optind++];
+    first_binding = optind;
+    if (!strcmp(file, "-")) file = NULL, std_in = true;
+  } else if (code && optind < argc && !strchr(argv[optind], '=')) {
+    fprintf(stderr, "dyn: -e and a script file cannot be combined\n");
+    return 2;
+  }
+  for (int i = first_binding; i < argc; i++) {
+    if (binding_ok(argv[i])) continue;
+    if (!strchr(argv[i], '=') && (file || std_in)) {
+      fprintf(stderr, "dyn: only one script at a time ('%s' and '%s')\n", file ? file : "-", argv[i]);
+      return 2;
+    }
+    fprintf(stderr, "dyn: '%s': an argument after the script binds a size, as NAME=INTEGER (N=128)\n", argv[i]);
+    return 2;
   }
   if (code && file) {
     fprintf(stderr, "dyn: -e and a script file cannot be combined\n");
@@ -111,6 +203,18 @@ int main(int argc, char **argv) {
   }
   Session *s = session_new(&opt, stdout, stderr);
   int status = 0;
+  /* the bindings, each run as the statement NAME = INTEGER before the script */
+  for (int i = first_binding; i < argc && !calibrate; i++) {
+    Buf stmt = {0};
+    const char *eq = strchr(argv[i], '=');
+    buf_printf(&stmt, "%.*s = %s", (int)(eq - argv[i]), argv[i], eq + 1);
+    RunStatus r = session_run(s, stmt.s, "<command line>");
+    buf_free(&stmt);
+    if (r != RUN_OK) {
+      session_free(s);
+      return 2;
+    }
+  }
   if (calibrate) {
     status = session_calibrate(s);
   } else if (code) {
@@ -119,6 +223,8 @@ int main(int argc, char **argv) {
     RunStatus r = session_run_file(s, file);
     if (r == RUN_ERROR) status = 1;
     if (then_repl && r != RUN_QUIT) status = repl_main(s, quiet, true);
+  } else if (std_in) {
+    status = repl_run_stdin(s);
   } else {
     status = repl_main(s, quiet, then_repl);
   }

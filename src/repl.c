@@ -495,7 +495,7 @@ static int repl_interactive(Session *s, bool quiet, bool echo) {
  * (section 9 there).  Feeding it line by line instead would need the incomplete-input protocol,
  * which the session offers only when interactive (and then prints values), and diagnostics
  * would count lines per input rather than through the script. */
-static int repl_piped(Session *s) {
+int repl_run_stdin(Session *s) {
   char *text;
   size_t len;
   int e;
@@ -531,7 +531,7 @@ static int repl_piped(Session *s) {
 
 int repl_main(Session *s, bool quiet, bool force) {
   bool tty = isatty(STDIN_FILENO);
-  if (!tty && !force) return repl_piped(s);
+  if (!tty && !force) return repl_run_stdin(s);
   if (!tty) {
     /* `dyn -i -` on a pipe: REPL semantics (values printed, errors reported and survived)
      * with each input echoed after its prompt, so the output reads as a transcript */

@@ -274,6 +274,9 @@ static void define_fn(Session *s, FnDecl *d, Arena *a, bool *keep) {
 }
 
 static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
+  /* dyn --check: a definition is checked by defining it, an import by importing it (its
+   * statements skipped in turn); the other statements were parsed and are not run */
+  if (s->check_only && st->kind != ST_FN && st->kind != ST_IMPORT && st->kind != ST_RETURN) return RUN_OK;
   switch (st->kind) {
   case ST_FN:
     define_fn(s, st->fn, s->tmp, keep);
@@ -363,12 +366,14 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
   diag_clear(&parse_d);
   bool keep = false;
   RunStatus r = RUN_OK;
-  for (int i = 0; i < nst && r == RUN_OK; i++) {
+  /* a run stops at its first error; a check (dyn --check) reports every one */
+  for (int i = 0; i < nst && (r == RUN_OK || s->check_only); i++) {
     s->tmp = a;
-    r = run_stmt(s, sts[i], &keep, quiet_value);
+    RunStatus ri = run_stmt(s, sts[i], &keep, quiet_value);
     diag_print_all(&s->diags, s->err);
-    if (s->diags.nerrors) r = RUN_ERROR;
+    if (s->diags.nerrors) ri = RUN_ERROR;
     diag_clear(&s->diags);
+    if (r == RUN_OK) r = ri;
   }
   if (keep) vec_push(s->kept, a);
   else arena_free(a);
@@ -709,6 +714,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
     diag_clear(&s->diags);
   }
   s->nfns_prelude = s->fns.n;
+  s->check_only = opt && opt->check_only;   /* after the prelude, which runs whole */
   return s;
 }
 

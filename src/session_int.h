@@ -54,6 +54,7 @@ struct Session {
   PolyCtx *pc;
   FILE *out, *err;
   bool interactive;
+  bool check_only;                 /* SessionOptions.check_only: run_stmt checks, never runs */
   VEC(Binding) vars;
   int *var_slot;                   /* open-addressed index of vars by name: 1 + index, 0 free */
   int var_cap;                     /* its size, a power of two over twice vars.n */

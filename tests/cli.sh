@@ -47,6 +47,49 @@ check script 0 "i64 6" -- ok.dyn
 printf 'x = 2\nprint(x +)\nprint(99)\n' > bad.dyn
 check script-error 1 "bad.dyn:2:" -- bad.dyn
 
+# getopt_long: an option's argument apart or after '=', options after the script, -- and -
+check threads-apart 0 "threads: 3" -- --threads 3 -e ':threads'
+check target-apart 0 "target: ref" -- --target ref -e ':target'
+check hw-apart 0 "generic-avx2" -- --hw generic-avx2 -e ':hw'
+check option-after-script 0 "i64 6" -- ok.dyn --target=ref
+check missing-threads 2 "dyn: --threads needs an argument" -- --threads
+check help-short 0 "usage: dyn" -- -h
+cp ok.dyn ./-dash.dyn
+check double-dash 0 "i64 6" -- -- -dash.dyn
+printf 'print(5 * 5)\n' > five.dyn
+"$dyn" - < five.dyn > out.txt 2>&1
+if [ $? = 0 ] && grep -q '^i64 25$' out.txt; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL stdin-dash:"; cat out.txt; fi
+
+# NAME=INTEGER after the script binds a size before the script runs
+printf 'print(N * 2)\nx = zeros(f32[N, M])\nprint(shape(x))\n' > sizes.dyn
+check sizes 0 "i64 256" -- sizes.dyn N=128 M=64
+check sizes-shape 0 "[128, 64]" -- sizes.dyn N=128 M=64
+check sizes-e 0 "i64 14" -- -e 'print(N * 2)' N=7
+check sizes-bad 2 "dyn: 'N=abc': an argument after the script binds a size, as NAME=INTEGER (N=128)" -- sizes.dyn N=abc
+check sizes-keyword 2 "dyn: 'fn=3': an argument after the script binds a size" -- sizes.dyn fn=3
+check sizes-unbound 1 "sizes.dyn:1:7: error: undefined name 'N'" -- sizes.dyn
+
+# --check: functions checked, statements parsed and not run; 1 if any error, else 0
+cat > fnbad.dyn <<'EOF'
+fn f(X: f32[N]) -> f32[N] {
+  Y[i] = X[i + 1]
+  return Y
+}
+print("ran")
+EOF
+check check-error 1 "fnbad.dyn:2:10: error: X[i + 1] is out of bounds" -- --check fnbad.dyn
+cat > runbad.dyn <<'EOF'
+fn h(X: f32[N]) -> f32[N] { return X }
+print("ran")
+x = load("nosuch.npy")
+y = h(zeros(f32[3, 3]))
+EOF
+"$dyn" --check runbad.dyn > out.txt 2>&1
+if [ $? = 0 ] && [ ! -s out.txt ]; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL check-clean: status or output:"; cat out.txt; fi
+check check-runs 1 "nosuch.npy" -- runbad.dyn
+check check-several 1 "fnbad.dyn:2:10" -- --check runbad.dyn fnbad.dyn
+check check-nothing 2 "dyn: --check needs a file" -- --check
+
 # exp in compiled loops is inlined after vectorisation: no call is left and the code is
 # vector code, and where the hardware model has AVX-512 (its llvm_features, as `:hw` prints
 # them) the vector form scales by vscalefps; for the model in use and two named ones

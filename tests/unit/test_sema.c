@@ -132,7 +132,7 @@ START_TEST(test_canonical_sizes) {
         "t.dyn:3:10: error: 'Z' is f32[N + 1] but the function returns f32[N + 2]\n"
         "  3 |   return Z\n"
         "    |          ^\n"
-        "note: the return type is declared here (t.dyn:1:35)\n");
+        "t.dyn:1:35: note: the return type is declared here\n");
   /* a size used alone binds it; the same name elsewhere must agree */
   CHECKS("fn sq(A: f32[N, N]) -> f32[N] {\n  d[i] = A[i, i]\n  return d\n}",
          "fn sq(A: f32[N, N]) -> f32[N]");
@@ -157,13 +157,13 @@ START_TEST(test_names) {
         "t.dyn:3:3: error: 'Y' is already defined\n"
         "  3 |   Y[i] = X[i] * 2.0\n"
         "    |   ^\n"
-        "note: 'Y' was defined here (t.dyn:2:3)\n");
+        "t.dyn:2:3: note: 'Y' was defined here\n");
   FAILS("fn f(X: f32[N]) -> f32[N] {\n  X[i] = 1.0\n  return X\n}",
         "f: error",
         "t.dyn:2:3: error: 'X' is already defined\n"
         "  2 |   X[i] = 1.0\n"
         "    |   ^\n"
-        "note: 'X' was defined here (t.dyn:1:6)\n");
+        "t.dyn:1:6: note: 'X' was defined here\n");
   FAILS("fn f(X: f32[N], X: f32[N]) -> f32[N] {\n  return X\n}",
         "f: error",
         "t.dyn:1:17: error: parameter 'X' appears twice\n"
@@ -250,20 +250,20 @@ START_TEST(test_range_conflict) {
         "t.dyn:2:19: error: index 'i' ranges over N (dimension 0 of B) here but over M (dimension 0 of A) at t.dyn:2:12\n"
         "  2 |   C[i] = A[i] + B[i]\n"
         "    |                   ^\n"
-        "note: 'i' first ranges over M here (t.dyn:2:12)\n");
+        "t.dyn:2:12: note: 'i' first ranges over M here\n");
   /* the same in a reduction, and against an annotation */
   FAILS("fn g(A: f32[M, K], B: f32[N, K]) -> f32[M, K] {\n  C[i, j] = sum[k] A[i, k] * B[k, j]\n  return C\n}",
         "g: error",
         "t.dyn:2:32: error: index 'k' ranges over N (dimension 0 of B) here but over K (dimension 1 of A) at t.dyn:2:25\n"
         "  2 |   C[i, j] = sum[k] A[i, k] * B[k, j]\n"
         "    |                                ^\n"
-        "note: 'k' first ranges over K here (t.dyn:2:25)\n");
+        "t.dyn:2:25: note: 'k' first ranges over K here\n");
   FAILS("fn h(A: f32[M]) -> f32[M] {\n  C[i]: f32[M + 1] = A[i]\n  return C\n}",
         "h: error",
         "t.dyn:2:24: error: index 'i' ranges over M (dimension 0 of A) here but over M + 1 (the annotation of C) at t.dyn:2:13\n"
         "  2 |   C[i]: f32[M + 1] = A[i]\n"
         "    |                        ^\n"
-        "note: 'i' first ranges over M + 1 here (t.dyn:2:13)\n");
+        "t.dyn:2:13: note: 'i' first ranges over M + 1 here\n");
 }
 END_TEST
 
@@ -370,7 +370,7 @@ START_TEST(test_bounds_in_where) {
         "t.dyn:3:10: error: 'Y' is f32[H] but the function returns f32[H + P]\n"
         "  3 |   return Y\n"
         "    |          ^\n"
-        "note: the return type is declared here (t.dyn:1:33)\n");
+        "t.dyn:1:33: note: the return type is declared here\n");
   /* half a condition proves half the bounds: the upper one is checked at run time */
   FAILS("fn pad1(X: f32[H], P: size) -> f32[H + 2*P] {\n"
         "  Y[i] = where(i >= P, X[i - P], 0.0)\n"
@@ -498,7 +498,7 @@ START_TEST(test_element_types) {
         "t.dyn:3:10: error: 'C' is f32[N] but the function returns f64[N]\n"
         "  3 |   return C\n"
         "    |          ^\n"
-        "note: the return type is declared here (t.dyn:1:20)\n");
+        "t.dyn:1:20: note: the return type is declared here\n");
   FAILS("fn f(A: f32[N]) -> f64[N] {\n  C[i]: f64[N] = A[i]\n  return C\n}",
         "f: error",
         "t.dyn:2:18: error: cannot combine f64 and f32; convert one with f64(...)\n"
@@ -567,7 +567,7 @@ START_TEST(test_calls) {
         "t.dyn:6:7: error: matmul: K is Q from A (f32[P, Q]) but R from B (f32[R, Q])\n"
         "  6 |   T = matmul(A, B)\n"
         "    |       ^~~~~~~~~~~~\n"
-        "note: K is bound by parameter A of matmul (t.dyn:1:21)\n");
+        "t.dyn:1:21: note: K is bound by parameter A of matmul\n");
 }
 END_TEST
 
@@ -652,7 +652,7 @@ START_TEST(test_call_errors) {
   ck_assert_str_eq(msgs.s, "t.dyn:6:7: error: needs8: the fact N % 8 == 0 does not hold: it cannot be proved here; state it in this function's where clause\n"
                            "  6 |   Y = needs8(X)\n"
                            "    |       ^~~~~~~~~\n"
-                           "note: the fact is required by needs8 (t.dyn:1:38)\n");
+                           "t.dyn:1:38: note: the fact is required by needs8\n");
   snprintf(text, sizeof text, "%s%s", needs8,
            "fn c(X: f32[N]) -> f32[N] where N % 8 == 0 {\n  Y = needs8(X)\n  return Y\n}\n");
   ck_assert_str_eq(check(text), "fn needs8(X: f32[K]) -> f32[K] where K % 8 == 0\n"
