@@ -35,7 +35,7 @@ for f in $SOURCES src/stdlib_embed.c src/cuda_prelude.c; do
   fi
   objs="$objs $o"
 done
-npy_objs="$out/obj/util.o $out/obj/tensor.o $out/obj/npy.o"
+npy_objs="$out/obj/util.o $out/obj/tensor.o $out/obj/file.o $out/obj/npy.o"
 # shellcheck disable=SC2086
 $cc $flags $LLVM_CFLAGS "$top_srcdir/tests/fuzz/fuzz_dyn.c" $objs $READLINE_LIBS $LLVM_LIBS -lm -lpthread \
   -o "$out/fuzz_dyn" || exit 99
