@@ -86,8 +86,23 @@ static void retire(Session *s, Func *f) {
   vec_push(s->retired, f);
 }
 
+/* Forget every function the session defined, and bring back a prelude function it
+ * redefined (the prelude's own is live again: out of the retired list, compiled again on
+ * use); the prelude's imports stay done, the session's are forgotten, so that they can be
+ * imported again. */
 static void forget_user_fns(Session *s) {
   while (s->fns.n > s->nfns_prelude) retire(s, s->fns.a[--s->fns.n]);
+  for (int i = 0; i < s->nfns_prelude; i++) {
+    if (s->fns.a[i] == s->prelude[i]) continue;
+    retire(s, s->fns.a[i]);
+    for (int r = 0; r < s->retired.n; r++)
+      if (s->retired.a[r] == s->prelude[i]) {
+        s->retired.a[r] = s->retired.a[--s->retired.n];
+        break;
+      }
+    s->fns.a[i] = s->prelude[i];
+  }
+  while (s->imported.n > s->nimports_prelude) free(s->imported.a[--s->imported.n]);
 }
 
 /* :reset: every binding and every function defined after the prelude goes. */
@@ -714,6 +729,9 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
     diag_clear(&s->diags);
   }
   s->nfns_prelude = s->fns.n;
+  s->prelude = xmalloc(sizeof(Func *) * (size_t)(s->fns.n + 1));
+  memcpy(s->prelude, s->fns.a, sizeof(Func *) * (size_t)s->fns.n);
+  s->nimports_prelude = s->imported.n;
   s->check_only = opt && opt->check_only;   /* after the prelude, which runs whole */
   return s;
 }
@@ -779,6 +797,7 @@ void session_free(Session *s) {
     free(s->sources.a[i]);
   }
   vec_free(s->sources);
+  free(s->prelude);
   for (int i = 0; i < s->imported.n; i++) free(s->imported.a[i]);
   vec_free(s->imported);
   diag_clear(&s->diags);

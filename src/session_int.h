@@ -64,6 +64,10 @@ struct Session {
   VEC(Arena *) kept;               /* parse arenas that defined functions */
   VEC(char *) imported;
   int nfns_prelude;
+  Func **prelude;                  /* the prelude's functions as it defined them, nfns_prelude of
+                                      them, and its imports (nimports_prelude): :reset brings
+                                      both back after the session redefined or added to them */
+  int nimports_prelude;
   int repl_inputs;
   volatile int interrupt;
   uint64_t rng[4];
