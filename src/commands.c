@@ -736,6 +736,9 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
   }
   buf_puts(&b, "built-in functions:\n");
   for (int i = 0; i < builtin_count; i++) buf_printf(&b, "  %s\n", builtin_table[i].help);
+  buf_puts(&b, "math functions, elementwise (lang/reference.md, Math functions):\n ");
+  for (int i = OP_EXP; i < OP__COUNT; i++) buf_printf(&b, " %s", op_name((OpKind)i));
+  buf_puts(&b, "\n");
   buf_puts(&b, "functions in the session: ");
   for (int i = 0; i < s->fns.n; i++) buf_printf(&b, "%s%s", i ? " " : "", s->fns.a[i]->name);
   session_print_line(s, b.s);

@@ -757,6 +757,8 @@ void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, 
     if (!strncmp(s->fns.a[i]->name, prefix, n)) add(cookie, s->fns.a[i]->name);
   for (int i = 0; i < builtin_count; i++)
     if (!strncmp(builtin_table[i].name, prefix, n)) add(cookie, builtin_table[i].name);
+  for (int i = OP_EXP; i < OP__COUNT; i++)
+    if (!strncmp(op_name((OpKind)i), prefix, n)) add(cookie, op_name((OpKind)i));
 }
 
 void session_banner(Session *s, Buf *out) {
