@@ -181,13 +181,17 @@ static LLVMValueRef intrinsic(G *g, const char *name, LLVMTypeRef t, LLVMValueRe
   return irb_call_intrinsic(g->b, g->m, name, t, args, n);
 }
 
-static void fast(LLVMValueRef v) {
-  /* reassociation, contraction and reciprocals (x / s as x * (1/s) when s is invariant):
-   * NaN and infinity keep their meaning */
+/* Reassociation is for a reduction's steps (red_step), which the vectoriser must reorder;
+ * an elementwise operation gets contraction and reciprocals (x / s as x * (1/s) when s is
+ * invariant) only.  With reassociation InstCombine rewrote T0 * -1.62 + T0 as T0 * -0.62:
+ * infinite where the reference evaluator's -inf * -1.62 + -inf is NaN.  NaN and infinity
+ * keep their meaning either way. */
+static void fast_flags(LLVMValueRef v, bool reassoc) {
   if (LLVMIsAInstruction(v) && LLVMCanValueUseFastMathFlags(v))
-    LLVMSetFastMathFlags(v, LLVMFastMathAllowReassoc | LLVMFastMathAllowContract | LLVMFastMathNoSignedZeros |
-                              LLVMFastMathAllowReciprocal);
+    LLVMSetFastMathFlags(v, (reassoc ? LLVMFastMathAllowReassoc : 0) | LLVMFastMathAllowContract |
+                              LLVMFastMathNoSignedZeros | LLVMFastMathAllowReciprocal);
 }
+static void fast(LLVMValueRef v) { fast_flags(v, false); }
 
 static LLVMValueRef fconst(G *g, LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
 
@@ -502,7 +506,7 @@ static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x) {
     }
   }
   }
-  fast(r);
+  fast_flags(r, true);
   LLVMBuildStore(g->b, r, acc);
 }
 
