@@ -444,13 +444,16 @@ static LLVMValueRef loop_begin(G *g, Loop *L, LLVMValueRef lo, LLVMValueRef hi) 
   return L->iv;
 }
 
-static void loop_end(G *g, Loop *L) {
-  LLVMValueRef nx = LLVMBuildAdd(g->b, L->iv, c64(g, 1), "");
+/* The end of a loop over [lo, hi) in steps of `step` (loop_end: of 1). */
+static void loop_end_by(G *g, Loop *L, int64_t step) {
+  LLVMValueRef nx = LLVMBuildAdd(g->b, L->iv, c64(g, step), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMBuildBr(g->b, L->header);
   LLVMAddIncoming(L->iv, &nx, &latch, 1);
   LLVMPositionBuilderAtEnd(g->b, L->exit);
 }
+
+static void loop_end(G *g, Loop *L) { loop_end_by(g, L, 1); }
 
 static LLVMValueRef entry_alloca(G *g, LLVMTypeRef t) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
@@ -918,7 +921,7 @@ static bool plain_load_of(const KExpr *e, int u, int v) {
 /* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
  * while it stores along another, or -1 when the stage is not such a layout change (or
  * reduces, which its own loop nests handle, or stores bools). */
-static int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
+static int blocked_axis(const Kernel *kn, const Stage *st) {
   if (kn->nouter || st->naxes < 2 || count_reduces(st->expr) || st->expr->ty == DYN_BOOL) return -1;
   int v = st->axes[st->naxes - 1];
   for (int a = 0; a + 1 < st->naxes; a++)
@@ -934,15 +937,6 @@ static int tile_lanes(int vector_bits, DynElem ty) {
 
 static LLVMValueRef smin64(G *g, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
-/* The end of a loop over [lo, hi) in steps of `step`. */
-static void loop_end_by(G *g, Loop *L, int64_t step) {
-  LLVMValueRef nx = LLVMBuildAdd(g->b, L->iv, c64(g, step), "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMBuildBr(g->b, L->header);
-  LLVMAddIncoming(L->iv, &nx, &latch, 1);
-  LLVMPositionBuilderAtEnd(g->b, L->exit);
 }
 
 /* rows[0..w) := their transpose, each round swapping bit b of the row and column index:
@@ -1050,7 +1044,7 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
       g->fused_red = NULL;
       continue;
     }
-    int bu = twin ? -1 : cpu_blocked_axis(kn, st);
+    int bu = twin ? -1 : blocked_axis(kn, st);
     if (bu >= 0) {
       gen_blocked(g, kn, st, par_axis, bu, lo, hi);
       g->fused_red = NULL;
@@ -1349,7 +1343,7 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
-      cpu_blocked_axis(kn, st) >= 0 ||
+      blocked_axis(kn, st) >= 0 ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
@@ -2357,7 +2351,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       if (!st->naxes) continue;
       buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
                  interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
-      int bu = cpu_blocked_axis(kn, st);
+      int bu = blocked_axis(kn, st);
       if (bu >= 0) {
         int w = tile_lanes(be->hw.vector_bits, st->expr->ty);
         buf_printf(out, "  stage %s: a layout change (it reads along %s, writes along %s), in tiles of %d x %d "
