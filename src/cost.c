@@ -9,7 +9,7 @@
  * the threads in use; contractions are predicted by the micro-kernel model of gemm.c.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <string.h>
 

@@ -16,7 +16,7 @@
  * which stops at the same place with the exact message.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #ifdef HAVE_LLVM
 

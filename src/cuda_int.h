@@ -1,5 +1,5 @@
 /* cuda_int.h -- what the files of the GPU back end share, and nothing the rest of dyn uses
- * (that is in dyn.h).  The back end is five files, one step each: cuda_load.c opens the
+ * (that is in dyn_int.h).  The back end is five files, one step each: cuda_load.c opens the
  * driver and NVRTC, cuda_analyse.c decides what each kernel of a Program becomes,
  * cuda_render.c writes it as CUDA C (after the prelude in src/cuda/), cuda_plan.c picks a
  * variant and a launch per kernel and shape, and cuda_run.c compiles, loads and launches.
@@ -61,7 +61,7 @@
 #ifndef DYN_CUDA_INT_H
 #define DYN_CUDA_INT_H
 
-#include "dyn.h"
+#include "dyn_int.h"
 
 /* ---- cuda_load.c: stand-in types, the table from cuda.def, dlopen ------------------------- */
 

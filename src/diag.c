@@ -3,7 +3,7 @@
  * them all.  Line and column are computed here, only when a diagnostic is printed; the rest
  * of the compiler carries byte spans. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
  * element.  A stage with no axis of its own vectorises its reductions instead.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <math.h>
 #include <setjmp.h>

@@ -7,7 +7,7 @@
  * file stays as it was.  One file is written at a time (the signal handlers keep its name
  * in a static). */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

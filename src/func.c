@@ -2,7 +2,7 @@
  * it, and its end.  A Func is made by sema.c and lowered on first use by lower.c; freeing it
  * frees its lowered program too, so this sits above both and neither calls the other back. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 void func_free(Func *f) {
   if (!f) return;

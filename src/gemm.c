@@ -78,7 +78,7 @@
  * is 1 and beta 0 or 1.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm_int.h"
 
 #include <pthread.h>

@@ -6,7 +6,7 @@
 #ifndef DYN_GEMM_H
 #define DYN_GEMM_H
 
-#include "dyn.h"
+#include "dyn_int.h"
 #include "jit.h"
 #include "pool.h"
 

@@ -4,7 +4,7 @@
  * vectors, spread over modules that compile in parallel (gemm_emit_all).  What to emit
  * (the tiles, their heights and accumulator sets) is gemm_model.c's; see gemm.c's note. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm_int.h"
 #include "irb.h"
 

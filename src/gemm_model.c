@@ -4,7 +4,7 @@
  * packing, cache blocks and thread grid, each priced in seconds, the cheapest chosen;
  * gemm_describe shows it for :sched.  Its software constants are the table below. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm_int.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
  * the k split's copies of C added back, and the peak measurement.  These are dyn's hottest
  * paths; the model that chose the plan is gemm_model.c, the design note gemm.c. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm_int.h"
 
 #include <math.h>

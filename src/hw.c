@@ -6,7 +6,7 @@
  * machine, or from arithmetic on those two.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <ctype.h>
 #include <dirent.h>

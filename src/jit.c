@@ -5,7 +5,7 @@
  * generators (cpu.c, gemm.c) build modules in jit_context and never touch ORC.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "jit.h"
 
 #include <pthread.h>

@@ -1,12 +1,12 @@
 /* jit.h -- the JIT (jit.c) for the CPU back end alone: cpu.c and the contraction engine
- * (gemm*.c) build LLVM modules for one target and load their code through it.  dyn.h keeps
+ * (gemm*.c) build LLVM modules for one target and load their code through it.  dyn_int.h keeps
  * what crosses the subsystems; this header is private to the compiled CPU path, which is
  * built only with LLVM.
  */
 #ifndef DYN_JIT_H
 #define DYN_JIT_H
 
-#include "dyn.h"
+#include "dyn_int.h"
 
 /* jit.c: ORC LLJIT for one target.  LLVM types appear only as opaque struct pointers (the
  * same types as LLVMContextRef / LLVMModuleRef), so this header needs no LLVM headers. */

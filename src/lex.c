@@ -3,7 +3,7 @@
  * with an operator, where newlines are insignificant.  A top-level line starting with ':' is a command and becomes a single token
  * holding the rest of the line, so commands can take free-form arguments. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <ctype.h>
 #include <errno.h>

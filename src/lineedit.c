@@ -5,7 +5,7 @@
  * piped input behaves like a file.  Only VT100/xterm sequences are emitted (no terminfo).
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <ctype.h>
 #include <errno.h>

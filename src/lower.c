@@ -9,7 +9,7 @@
  * of loop nests with symbolic extents: the input of the scheduler and of the evaluator.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <math.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * Exit status: 0 success, 1 an error in the program (or output that could not be written),
  * 2 a usage error. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
  * allocated before any data is read, and each problem becomes one message naming the file.
  * A save replaces the file whole or leaves it as it was (file_out_open). */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

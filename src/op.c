@@ -4,7 +4,7 @@
  * and every back end (eval.c, cpu.c, cuda.c, lower.c, cost.c) only this module, so none of
  * them needs the parser. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <string.h>
 

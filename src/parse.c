@@ -1,10 +1,10 @@
-/* parse.c -- recursive-descent parser: tokens to the AST of dyn.h.
+/* parse.c -- recursive-descent parser: tokens to the AST of dyn_int.h.
  * Errors are reported and the parser resumes at the next statement boundary, so one run
  * shows every syntax error.  An error at the end of input means the text stopped early
  * (an open bracket, a body, a trailing operator): the parser then sets *incomplete, which
  * the REPL uses to ask for a continuation line instead of reporting. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <math.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * never asks "are these equal?" of anything but a pointer.  Nothing here ever wraps an int64.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

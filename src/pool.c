@@ -8,7 +8,7 @@
  * variable (an idle REPL burns no CPU).
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "pool.h"
 
 #include <pthread.h>

@@ -5,7 +5,7 @@
 #ifndef DYN_POOL_H
 #define DYN_POOL_H
 
-#include "dyn.h"
+#include "dyn_int.h"
 
 /* pool.c: a pthread pool.  nthreads counts the calling thread (<= 0: one per online CPU). */
 typedef struct Pool Pool;

@@ -5,7 +5,7 @@
  * names and, after :load, file names.  Input that is not a terminal is run as a script.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -11,7 +11,7 @@
  * stays weak defaults to f32 (floats) or i64 (integers) at the end of a definition.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <stdlib.h>
 #include <string.h>

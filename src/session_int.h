@@ -7,7 +7,7 @@
 #ifndef DYN_SESSION_INT_H
 #define DYN_SESSION_INT_H
 
-#include "dyn.h"
+#include "dyn_int.h"
 
 /* ---- value.c: the values of top-level statements ---- */
 

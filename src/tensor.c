@@ -5,7 +5,7 @@
  * items, "...", line wrapping at 75 columns) with dyn's literal syntax, so it can be pasted
  * back as a tensor literal. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <assert.h>
 #include <math.h>

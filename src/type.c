@@ -3,7 +3,7 @@
  * messages) prints and compares them.  It sits below sema.c and lower.c, which both print
  * types, so that neither needs the other for it. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 void type_str(const Type *t, Buf *out) {
   buf_puts(out, elem_name(t->elem));

@@ -4,7 +4,7 @@
  * go back to); user-sized allocations (tensors) go through tensor_new, which reports
  * failure instead. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -29,7 +29,7 @@
  * accuracy as |b log a| grows (see vmath_pow).
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #ifdef HAVE_LLVM
 

@@ -52,7 +52,7 @@
  * name: `make bench` adds tests/bench/shapes, shapes the shared suites do not list.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm.h"
 
 #include <errno.h>

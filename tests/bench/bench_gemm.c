@@ -7,7 +7,7 @@
  * environment and builds this file.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm.h"
 
 #include <math.h>

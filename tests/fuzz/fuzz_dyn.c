@@ -25,7 +25,7 @@
  *     -max_total_time=60 -max_len=2048 -timeout=30 CORPUS_DIR tests/fuzz/corpus/dyn tests/golden tests/errors
  * A crash leaves crash-HASH; `./fuzz_dyn crash-HASH` runs it again. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <ctype.h>
 #include <pthread.h>

@@ -7,7 +7,7 @@
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -I. src/util.c src/tensor.c \
  *     src/npy.c tests/fuzz/fuzz_npy.c -lm -o fuzz_npy && ./fuzz_npy -max_total_time=60 */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -21,14 +21,14 @@ fi
 [ -n "$SOURCES" ] || SOURCES=$(cd "$top_srcdir" && ls src/*.c | grep -v -e src/main.c -e src/stdlib_embed.c -e src/cuda_prelude.c)
 flags="-g -O1 -std=gnu11 $san -I$top_srcdir/src -I$top_builddir -DDYN_SRCDIR=\"$top_srcdir\" -DDYN_PKGDATADIR=\"$top_srcdir\""
 
-# compile what changed since its object (or since dyn.h did)
+# compile what changed since its object (or since dyn_int.h did)
 objs=
 for f in $SOURCES src/stdlib_embed.c src/cuda_prelude.c; do
   case $f in *.c) ;; *) continue ;; esac
   src=$top_srcdir/$f
   [ -f "$src" ] || src=$top_builddir/$f
   o=$out/obj/$(basename "$f" .c).o
-  if [ ! "$o" -nt "$src" ] || [ "$top_srcdir/src/dyn.h" -nt "$o" ] || [ "$top_builddir/config.h" -nt "$o" ]; then
+  if [ ! "$o" -nt "$src" ] || [ "$top_srcdir/src/dyn_int.h" -nt "$o" ] || [ "$top_builddir/config.h" -nt "$o" ]; then
     echo "  CC (fuzz) $f"
     # shellcheck disable=SC2086
     $cc $flags $LLVM_CFLAGS -fsanitize=fuzzer-no-link -c "$src" -o "$o" || exit 99

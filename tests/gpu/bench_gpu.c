@@ -14,7 +14,7 @@
  *                                     bandwidth of the hw model
  * Times are kernel times from CUDA events (copies excluded), the median of the runs. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <dlfcn.h>
 #include <math.h>

@@ -7,7 +7,7 @@
  * as " | ".
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  *   npy_tool write TYPE DIM... FILE     write arange data (bool: odd indices true)
  *   npy_tool copy IN OUT                load IN, save OUT */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <stdlib.h>
 #include <string.h>

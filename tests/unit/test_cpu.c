@@ -1,12 +1,12 @@
 /* test_cpu.c -- Check suite for cpu.c, the compiled CPU back end, through its functions in
- * dyn.h: a small function is parsed, checked and lowered, compiled with cpu_compile, run with
+ * dyn_int.h: a small function is parsed, checked and lowered, compiled with cpu_compile, run with
  * cpu_run, and its outputs compared with what the reference evaluator (eval_program) gives
  * on the same inputs, over awkward sizes (0, 1, primes, 17, 33, 65).  Run-time errors, empty
  * kernels, the schedule (:sched) and the generated code (:code) are compared as the text a
  * user sees; the vector width expected there comes from the hardware model, not the host.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <math.h>

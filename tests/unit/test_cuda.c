@@ -17,7 +17,7 @@
  *     stays exact; the roundings are checked bit for bit on chosen values;
  *   - the contraction model's choices and :sched's text. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <math.h>

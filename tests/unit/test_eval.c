@@ -4,7 +4,7 @@
  * worked out by hand (or, for long inputs, by a plain loop here).  Run-time errors are
  * compared as the message, and where it has one, as the diagnostic at the access. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <math.h>

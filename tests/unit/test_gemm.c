@@ -6,7 +6,7 @@
  * cannot see into JIT'd code); C's padding is checked to be untouched.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 #include "gemm.h"
 
 #include <check.h>

@@ -7,7 +7,7 @@
  * LLVM name of fake CPUs (Intel and AMD, by family and model) from a fake /proc/cpuinfo.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <dirent.h>

@@ -4,7 +4,7 @@
  * behaviour users see, not the layout of Token.  The punctuation and keyword tests are
  * driven by lang/tokens.def, so a new token row is tested as soon as it is added. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <stdlib.h>

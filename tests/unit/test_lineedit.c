@@ -5,7 +5,7 @@
  * child's output and compares it with what a correct display would show.
  */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <errno.h>

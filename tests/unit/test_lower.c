@@ -4,7 +4,7 @@
  * were inlined into which, which intermediates live per row, and the symbolic extents.
  * Whole printouts are compared for the canonical kernels, fragments for the rest. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <stdlib.h>

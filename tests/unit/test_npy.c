@@ -4,7 +4,7 @@
  * message each must give, and file-system errors.  tests/npy-numpy.sh checks interchange
  * with NumPy itself. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <errno.h>

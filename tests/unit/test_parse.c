@@ -5,7 +5,7 @@
  * flag (the REPL's "read another line") is checked for texts that stop early and for texts
  * that are complete but wrong. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * unary minus), built through the public constructors, and compared as printed text or, for
  * canonical equality, as pointers -- never through struct internals. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * diagnostics are compared exactly as diag_format prints them.  So the tests pin types,
  * canonical sizes, range inference, bounds proofs and messages as users see them. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * out here; errors as their exact located message.  The calibration cache is read from a
  * directory of the test's own, named by XDG_CACHE_HOME or HOME. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <math.h>

@@ -3,7 +3,7 @@
  * element access through strides, offsets and conversions.  tests/npy-numpy.sh checks the
  * same printer against NumPy itself on random data. */
 #include "config.h"
-#include "dyn.h"
+#include "dyn_int.h"
 
 #include <check.h>
 #include <math.h>

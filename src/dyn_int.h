@@ -1,4 +1,4 @@
-/* dyn.h -- the one header of dyn, a compiler and REPL for tensor programs with symbolic shapes.
+/* dyn_int.h -- the internal header of dyn, a compiler and REPL for tensor programs with symbolic shapes.
  *
  * One section per module, in pipeline order.  Every module is one file whose name is the
  * prefix of what it exports (parse.c -> parse_*).  Ownership: a function that returns a
