@@ -158,5 +158,23 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then   # else the evaluato
   fi
 fi
 
+# scratch("x.npy") names a file in a directory of the session's own under $TMPDIR, which
+# the session removes with what it holds when it ends (after an error too): the examples
+# save and load through it and leave nothing behind.
+mkdir -p scr
+cat > scratch.dyn <<'EOF'
+save([0, 1, 2, 3, 4], scratch("x.npy"))
+save(zeros(f32[7]), scratch("y.npy"))
+print(load(scratch("x.npy")) + 1.0, shape(load(scratch("y.npy"))))
+load("missing-file.npy")
+EOF
+out=$(TMPDIR="$PWD/scr" "$dyn" scratch.dyn 2>&1)
+if [ "$(printf '%s\n' "$out" | head -3 | tr '\n' ' ')" != "f32[5] [1, 2, 3, 4, 5] [7] " ] ||
+   ! printf '%s\n' "$out" | grep -q '^scratch.dyn:4:1: error: .*missing-file.npy' || [ -n "$(ls -A scr)" ]; then
+  fail=$((fail + 1)); echo "FAIL scratch: output or files left behind:"; echo "$out"; ls -lR scr
+else
+  pass=$((pass + 1))
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
