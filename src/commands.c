@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 typedef RunStatus (*CmdFn)(Session *s, const char *arg, Span at);
@@ -379,6 +380,29 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The roofs a call on the session's threads meets: the compute peak in GFLOP/s (returned)
+ * and the memory bandwidth in GB/s, for *threads of them (at most the model's cores). */
+static double roofs(Session *s, int *threads, double *bw, const char **whose) {
+  const HwModel *hw = top_run_hw(s);
+  bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
+  int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
+  double peak = hw->peak_gflops_f32 * th / cores;
+  /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
+   * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
+   * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
+  *whose = "";
+  double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+  if (kernel > peak) {
+    peak = kernel;
+    *whose = " (the micro-kernel's rate, measured)";
+  }
+  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  *bw = mem ? mem->gbs * th : 0;
+  if (mem && mem->total_gbs > 0 && *bw > mem->total_gbs) *bw = mem->total_gbs;
+  *threads = th;
+  return peak;
+}
+
 static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (!*arg) {
     session_error(s, at, E_COMMAND, ":time needs a statement");
@@ -423,24 +447,12 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     const char *why;
     poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
     poly_eval(by, eval_size_lookup, &sz, &bv, &why);
-    const HwModel *hw = top_run_hw(s);
-    bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
-    int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
-    double peak = hw->peak_gflops_f32 * th / cores;
-    /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
-     * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
-     * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
-    const char *whose = "";
-    double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
-    if (kernel > peak) {
-      peak = kernel;
-      whose = " (the micro-kernel's rate, measured)";
-    }
+    int th;
+    double bw;
+    const char *whose;
+    double peak = roofs(s, &th, &bw, &whose);
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
     /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
-    const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
-    double bw = mem ? mem->gbs * th : 0;
-    if (mem && mem->total_gbs > 0 && bw > mem->total_gbs) bw = mem->total_gbs;
     bool mem_bound = bw > 0 && peak > 0 && (double)fv / peak < (double)bv / bw;
     if (mem_bound)
       buf_printf(&b, ", %.0f%% of the %.0f GB/s memory bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
@@ -454,13 +466,216 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
       buf_free(&junk);
     } else {
-      pred = cost_roofline(hw, s->threads, (double)fv, (double)bv);
+      pred = cost_roofline(top_run_hw(s), s->threads, (double)fv, (double)bv);
     }
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
   }
   session_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
+}
+
+/* ---- :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg] ---- */
+
+enum { PLOT_POINTS = 12 };
+
+/* Arguments for f at sizes sz: tensors of its parameters' shapes holding values in [0, 1)
+ * (integers 0, a valid index everywhere), and each size parameter's value.  false after
+ * an error, reported. */
+static bool plot_args(Session *s, Func *f, EvalSizes *sz, Span at, Tensor **args) {
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < f->nparams; i++) {
+    const FnParam *p = &f->params[i];
+    int64_t shape[DYN_MAX_RANK];
+    const char *why;
+    for (int k = 0; k < p->type.rank; k++)
+      if (!poly_eval(p->type.dims[k], eval_size_lookup, sz, &shape[k], &why) || shape[k] < 0) {
+        session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s has no shape at these sizes", p->name));
+        return false;
+      }
+    char msg[256];
+    args[i] = tensor_new(p->type.elem, p->type.rank, shape, msg, sizeof msg);
+    if (!args[i]) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s: %s", p->name, msg));
+      return false;
+    }
+    if (p->is_size) {
+      for (int v = 0; v < sz->n; v++)
+        if (!strcmp(sz->names[v], p->name)) tensor_set_i64(args[i], 0, sz->vals[v]);
+    } else if (elem_is_float(p->type.elem)) {
+      int64_t n = tensor_numel(args[i]);
+      for (int64_t e = 0; e < n; e++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        tensor_set_f64(args[i], e, (double)(x >> 40) * 0x1.0p-24);
+      }
+    }
+  }
+  return true;
+}
+
+/* The median seconds of calls of f on args: at least 3, then up to 0.2 s or 50 calls. */
+static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *secs) {
+  double t[50];
+  int n = 0;
+  double start = now_s();
+  Tensor *outs[8] = {0};
+  Buf err = {0};
+  bool ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);   /* compiles, warms */
+  for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
+  start = now_s();
+  while (ok && (n < 3 || (n < 50 && now_s() - start < 0.2))) {
+    double t0 = now_s();
+    ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);
+    t[n++] = now_s() - t0;
+    for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
+  }
+  if (!ok) session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
+  buf_free(&err);
+  if (!ok) return false;
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  *secs = t[n / 2];
+  return true;
+}
+
+/* The schedule the CPU back end chooses at sz, as the "chosen:" lines :sched prints (one a
+ * kernel that chooses), else words saying that nothing is chosen by shape. */
+static const char *plot_variant(Session *s, Func *f, EvalSizes *sz) {
+  if (strcmp(s->target, "cpu") || !f->backend) return session_tmp_printf(s, "the %s target's code at every size", s->target);
+  Buf b = {0}, v = {0};
+  cpu_schedule(s->cpu, f->backend, s->pc, sz, s->threads, &b);
+  for (const char *p = b.s ? b.s : ""; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    const char *c = memmem(p, n, "chosen: ", 8);
+    if (c) buf_printf(&v, "%s%.*s", v.len ? "; " : "", (int)(n - (size_t)(c + 8 - p)), c + 8);
+    p += n + (e != NULL);
+  }
+  const char *r = v.s ? arena_strndup(s->tmp, v.s, v.len) : "the same code at every size";
+  buf_free(&b);
+  buf_free(&v);
+  return r;
+}
+
+static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
+  /* the swept size: its token becomes NAME=hi for parse_sizes, which checks every name */
+  char *text = arena_strndup(s->tmp, arg, strlen(arg)), *svg = strchr(text, '>');
+  if (svg) {
+    *svg++ = 0;
+    while (isspace((unsigned char)*svg)) svg++;
+    for (char *e = svg + strlen(svg); e > svg && isspace((unsigned char)e[-1]);) *--e = 0;
+    if (!*svg) {
+      session_error(s, at, E_COMMAND, ":plot: '>' needs a file name, such as > plot.svg");
+      return RUN_ERROR;
+    }
+  }
+  char *dots = strstr(text, "..");
+  char *eq = dots ? dots : NULL;
+  while (eq && eq > text && eq[-1] != '=') eq--;
+  long long lo = 0, hi = 0;
+  char *end = NULL;
+  if (dots) {
+    lo = strtoll(eq, &end, 10);
+    if (end == dots) hi = strtoll(dots + 2, &end, 10);
+  }
+  if (!dots || eq == text || end == dots || end == dots + 2 || (*end && !isspace((unsigned char)*end)) || lo < 1 || hi <= lo) {
+    session_error(s, at, E_COMMAND, ":plot sweeps one size from lo to hi: :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg], with 1 <= lo < hi");
+    return RUN_ERROR;
+  }
+  char *name_end = eq - 1, *name = name_end;
+  while (name > text && !isspace((unsigned char)name[-1])) name--;
+  const char *xname = arena_strndup(s->tmp, name, (size_t)(name_end - name));
+  memmove(eq + snprintf(eq, (size_t)(end - eq + 1), "%lld", hi), end, strlen(end) + 1);
+  EvalSizes sz;
+  bool given;
+  Func *f = want_fn_sizes(s, text, at, ":plot", &sz, &given);
+  if (!f) return RUN_ERROR;
+  int xi = -1;
+  for (int i = 0; i < sz.n; i++)
+    if (!strcmp(sz.names[i], xname)) xi = i;
+  /* points: geometric over a wide range, even otherwise, distinct integers */
+  PlotPoint pt[PLOT_POINTS];
+  const char *variants[PLOT_POINTS];
+  int n = 0, nv = 0;
+  bool geo = hi >= 8 * lo, every = hi - lo < PLOT_POINTS;   /* every integer of a short range */
+  for (int i = 0; i < PLOT_POINTS; i++) {
+    double u = (double)i / (PLOT_POINTS - 1);
+    int64_t x = every ? lo + i : geo ? llround(lo * pow((double)hi / (double)lo, u)) : llround(lo + (double)(hi - lo) * u);
+    if (x > hi) break;
+    if (n && x <= pt[n - 1].x) continue;
+    pt[n++] = (PlotPoint){.x = x};
+  }
+  /* the arguments at hi must fit in half the memory: each is filled, so every page is touched */
+  double need = 0, have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  for (int i = 0; i < f->nparams; i++) {
+    double bytes = (double)elem_size(f->params[i].type.elem);
+    int64_t d;
+    const char *why;
+    for (int k = 0; k < f->params[i].type.rank; k++)
+      bytes *= poly_eval(f->params[i].type.dims[k], eval_size_lookup, &sz, &d, &why) ? (double)d : 0;
+    need += bytes;
+  }
+  if (have > 0 && need > have / 2) {
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the arguments at %s=%lld take %.1f GiB, over half of this machine's %.1f GiB",
+                                                       xname, hi, need / (1 << 30), have / (1 << 30)));
+    return RUN_ERROR;
+  }
+  const Poly *fl, *by;
+  cost_program(f->prog, s->pc, &fl, &by);
+  Tensor **args = arena_alloc(s->tmp, sizeof(Tensor *) * (size_t)(f->nparams ? f->nparams : 1));
+  for (int i = 0; i < n; i++) {
+    sz.vals[xi] = pt[i].x;
+    memset(args, 0, sizeof(Tensor *) * (size_t)f->nparams);
+    bool ok = plot_args(s, f, &sz, at, args) && plot_measure(s, f, args, at, &pt[i].measured_s);
+    if (ok) pt[i].predicted_s = session_predict(s, f->name, args, f->nparams);
+    for (int k = 0; k < f->nparams; k++) tensor_release(args[k]);
+    if (!ok) return RUN_ERROR;
+    int64_t fv = 0, bv = 0;
+    const char *why;
+    poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+    poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+    pt[i].flops = (double)fv;
+    pt[i].bytes = (double)bv;
+    const char *v = plot_variant(s, f, &sz);
+    int k = 0;
+    while (k < nv && strcmp(variants[k], v)) k++;
+    if (k == nv) variants[nv++] = v;
+    pt[i].variant = k;
+  }
+  Buf title = {0};
+  buf_printf(&title, "%s on %s, %d thread%s:", f->name, s->target, s->threads, s->threads == 1 ? "" : "s");
+  for (int i = 0; i < sz.n; i++)
+    if (i == xi) buf_printf(&title, " %s=%lld..%lld", xname, lo, hi);
+    else buf_printf(&title, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
+  int th;
+  const char *whose;
+  PlotData d = {title.s, xname, pt, n, variants, nv, 0, 0};
+  d.peak_gflops = roofs(s, &th, &d.bw_gbs, &whose);
+  Buf b = {0};
+  RunStatus r = RUN_OK;
+  if (svg) {
+    plot_svg(&d, &b);
+    char msg[512];
+    s->interrupt = 0;
+    FileOut *o = file_out_open(svg, &s->interrupt, msg, sizeof msg);
+    bool ok = o && file_out_write(o, b.s, b.len, &s->interrupt, msg, sizeof msg);
+    if (o && !ok) file_out_abandon(o);
+    else if (o) ok = file_out_commit(o, msg, sizeof msg);
+    if (!ok) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", svg, msg));
+      r = RUN_ERROR;
+    } else {
+      buf_free(&b);
+      buf_printf(&b, "wrote %s (%d points, %d variant%s)", svg, n, nv, nv == 1 ? "" : "s");
+      session_print_line(s, b.s);
+    }
+  } else {
+    plot_text(&d, 64, 16, &b);
+    while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+    session_print_line(s, b.s);
+  }
+  buf_free(&b);
+  buf_free(&title);
+  return r;
 }
 
 /* One run of a :check expression on the current target: a call of a function reuses the
@@ -700,6 +915,11 @@ static const struct Command {
   {"code", "NAME [llvm|asm|cuda|ptx]", "the generated code", "Shows the code generated for a function.", cmd_code},
   {"time", "STMT", "run a statement repeatedly and time it",
    "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
+  {"plot", "NAME DIM=lo..hi [DIM=v ...] [> FILE.svg]", "measured and predicted speed over a range of sizes",
+   "Sweeps one size over 12 points (geometric when hi >= 8 lo), calls the function on values\n"
+   "  in [0, 1) at each and draws the measured and the predicted GFLOP/s (GB/s for a function\n"
+   "  that computes nothing) against the roofline, marking where the chosen schedule changes;\n"
+   "  > FILE.svg writes the chart as an SVG picture instead.", cmd_plot},
   {"check", "EXPR", "run on every back end and compare", "Evaluates the expression on every available back end and compares the results.", cmd_check},
   {"target", "cpu|gpu [MATH]|ref", "which back end runs the next statements",
    "Chooses the back end; without an argument shows it.  MATH, after gpu, is the arithmetic of\n"

@@ -775,6 +775,26 @@ bool cuda_gemm_plan(const HwModel *hw, CudaMath math, int64_t batch, int64_t m, 
  * restore the model. */
 void cuda_force(CudaBackend *be, const char *variant, int splits);
 
+/* ---- plot.c: the pictures of :plot -- a text chart or an SVG of one size swept ----------- */
+
+typedef struct PlotPoint {
+  int64_t x;                    /* the swept size */
+  double measured_s, predicted_s;
+  double flops, bytes;          /* the function's work at this point (cost.c) */
+  int variant;                  /* index into PlotData.variants: the schedule chosen here */
+} PlotPoint;
+typedef struct PlotData {
+  const char *title, *xname;
+  const PlotPoint *pt; int n;   /* x increasing */
+  const char *const *variants; int nvariants;
+  double peak_gflops, bw_gbs;   /* the roofs for the threads the calls used */
+} PlotData;
+/* GFLOP/s (GB/s when no point computes) measured and predicted, against the roofline, in a
+ * chart width x height characters, then a table of the points and the variants. */
+void plot_text(const PlotData *d, int width, int height, Buf *out);
+/* The same as an SVG document. */
+void plot_svg(const PlotData *d, Buf *out);
+
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input
  * (with value.c, toplevel.c, builtins.c and commands.c; their shared parts: session_int.h) */
 
