@@ -231,7 +231,105 @@ static Func *want_fn_sizes(Session *s, const char *arg, Span at, const char *cmd
   return f && parse_sizes(s, arg, f, at, sz, given) ? f : NULL;
 }
 
+/* Lines of :sched longer than width broken at the last "; ", double space or space
+ * that fits, each continuation indented past its line's own indent, so that the plan reads
+ * in an 80-column terminal; a table row that fits is left as it is. */
+static void wrap_lines(Buf *b, int width) {
+  Buf out = {0};
+  for (const char *p = b->s ? b->s : ""; *p;) {
+    const char *e = strchr(p, '\n');
+    int n = e ? (int)(e - p) : (int)strlen(p), indent = 0;
+    while (indent < n && p[indent] == ' ') indent++;
+    int first = 1;
+    while (n > width - (first ? 0 : indent + 4)) {
+      int room = width - (first ? 0 : indent + 4), cut = -1, skip = 0;
+      static const char *const seps[] = {"; ", "  ", " "};
+      for (int k = 0; k < 3 && cut < 0; k++) {
+        int sl = (int)strlen(seps[k]);
+        for (int i = room - sl; i > (first ? indent : 0) + room / 3; i--)
+          if (!strncmp(p + i, seps[k], (size_t)sl)) {
+            cut = k == 0 ? i + 1 : i;            /* a "; " stays on the first line */
+            skip = k == 0 ? 1 : sl;
+            break;
+          }
+      }
+      if (cut < 0) break;                         /* one long word: leave it */
+      buf_printf(&out, "%*s%.*s\n", first ? 0 : indent + 4, "", cut, p);
+      p += cut + skip;
+      n -= cut + skip;
+      while (n > 0 && *p == ' ') p++, n--;
+      first = 0;
+    }
+    buf_printf(&out, "%*s%.*s\n", first ? 0 : indent + 4, "", n, p);
+    p += n + (e != NULL);
+  }
+  buf_free(b);
+  *b = out;
+}
+
+/* :sched --explain: what the words of a schedule mean, in the order :sched prints them. */
+static const char *const sched_glossary[][2] = {
+  {"compiled N times", "how often the function was compiled: 1 for every shape it met"},
+  {"kernel NAME_OUT", "one fused loop nest, named by its function and the tensor it writes (:ir NAME shows the loops)"},
+  {"contraction over k", "a kernel with a reduction axis whose two inputs each miss one output axis (matmul's shape): run by the GEMM engine below"},
+  {"gemm f32 on ...", "the vector unit the micro-kernels were built for: lanes, registers, FMA units x latency, clock"},
+  {"compiled once: ...", "the micro-kernels made when the function was compiled; * marks those that split k over several accumulator sets"},
+  {"level 0 register tiles", "h x nr tiles of C kept in registers: registers used, FLOPs per element loaded; [kept] the ones that stay, one a family"},
+  {"family, heights", "a kept tile width and the row counts built for it, each with the GFLOP/s per core measured in L1 at compile time and ns a call"},
+  {"inner products h x w", "kernels for a C too narrow for a tile: dot products along k"},
+  {"shape", "the sizes given, as batch x M x N x K, and the threads"},
+  {"chosen", "the variant the model predicts fastest for this shape"},
+  {"A in place / packed", "whether A is read where it lies (strided or unit rows) or first copied into the tile's order; the same for B"},
+  {"cores: b x m x n", "how the blocks of C are split between the cores"},
+  {"L3: nc, L2: mc, L1: kc", "the block sizes kept in each cache: columns of B, rows of A, depth of k; formulas of the sizes and capacities of the levels"},
+  {"k split N ways", "blocks of k summed into copies of C, added at the end (deep K)"},
+  {"predicted", "max(compute, memory) plus stalls, packing and fork-join, from the measured micro-kernel rates and the levels' bandwidths"},
+  {"candidates", "other variants weighed for this shape, best first: tile, A and B direct or packed, grid b x m x n (/kN: k split), block sizes"},
+  {"dot, rows", "inner products along k; B streamed by rows (M = 1)"},
+  {"row-wise: stages", "a kernel whose reductions run along rows: each stage is one loop over a row, intermediates of a row kept in cache"},
+  {"pipelined", "two stages of neighbouring rows run in one loop"},
+  {"vectorised along n", "the axis the vector lanes run over"},
+  {"a layout change", "reads along one axis, writes along another: done in W x W tiles transposed in registers"},
+  {"tasks over b", "the rows split into tasks for the cores"},
+  {"streaming stores", "stores that bypass the caches, for outputs larger than the last cache (a second compiled copy, made on first use)"},
+  {"model: roofline", "FLOPs / peak or bytes / bandwidth, whichever is larger"},
+  {"call", "the fixed cost of a call outside the kernels"},
+  {"at SIZES: predicted", "the whole function's predicted time at those sizes"},
+};
+
+static void sched_explain(Session *s) {
+  enum { TERM = 23, WIDTH = 80 };
+  Buf b = {0};
+  buf_puts(&b, "The words of :sched, in the order it prints them:\n");
+  for (size_t i = 0; i < sizeof sched_glossary / sizeof sched_glossary[0]; i++)
+    buf_printf(&b, "%-*s%s\n", TERM, sched_glossary[i][0], sched_glossary[i][1]);
+  /* the definitions wrap under their own column */
+  Buf w = {0};
+  for (const char *p = b.s; *p;) {
+    const char *e = strchr(p, '\n');
+    int n = (int)(e - p), col = 0;
+    while (n > WIDTH - col) {
+      int cut = WIDTH - col;
+      while (cut > TERM && p[cut] != ' ') cut--;
+      buf_printf(&w, "%*s%.*s\n", col, "", cut, p);
+      p += cut + 1;
+      n -= cut + 1;
+      col = TERM;
+    }
+    buf_printf(&w, "%*s%.*s\n", col, "", n, p);
+    p = e + 1;
+  }
+  w.s[--w.len] = 0;
+  session_print_line(s, w.s);
+  buf_free(&w);
+  buf_free(&b);
+}
+
 static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
+  if (!strcmp(arg, "--explain")) {
+    sched_explain(s);
+    return RUN_OK;
+  }
   EvalSizes sz;
   bool given;
   Func *f = want_fn_sizes(s, arg, at, ":sched", &sz, &given);
@@ -257,11 +355,11 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
     CpuProgram *cp = top_model_program(s, f, be, at);
     if (!cp) return RUN_ERROR;
     if (s->hw_foreign)
-      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run: statements run on code for this CPU; "
+      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run:\n  statements run on code for this CPU; "
                  "cpu %s, %d thread%s\n", f->name, s->hw.name, cpu_program_compile_ms(cp), cpu_backend_cpu(be),
                  s->threads, s->threads == 1 ? "" : "s");
     else
-      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms); cpu %s, %d thread%s, hardware %s\n", f->name,
+      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms)\n  cpu %s, %d thread%s, hardware %s\n", f->name,
                  f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(cp), cpu_backend_cpu(be),
                  s->threads, s->threads == 1 ? "" : "s", s->hw.name);
     if (s->gpu_hw_chosen)
@@ -274,6 +372,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
       buf_printf(&b, ": predicted %.3f ms", t * 1e3);
     }
   }
+  wrap_lines(&b, 80);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
   session_print_line(s, b.s);
   buf_free(&b);
@@ -910,7 +1009,7 @@ static const struct Command {
   {"reset", "", "forget all bindings", "Forgets every binding and every function defined in the session (the prelude stays).", cmd_reset},
   {"ir", "NAME", "the loop-level IR of a function after fusion",
    "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.", cmd_ir},
-  {"sched", "NAME [DIM=VAL ...]", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled.", cmd_sched},
+  {"sched", "NAME [DIM=VAL ...] | --explain", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled; with sizes, the\n  variant chosen for them and its predicted time.  :sched --explain says what its words mean.", cmd_sched},
   {"cost", "NAME", "FLOPs, bytes and intensity as formulas", "Shows the cost model of a function in its size variables.", cmd_cost},
   {"code", "NAME [llvm|asm|cuda|ptx]", "the generated code", "Shows the code generated for a function.", cmd_code},
   {"time", "STMT", "run a statement repeatedly and time it",

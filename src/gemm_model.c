@@ -1023,14 +1023,14 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   char gs[64];
   for (int i = 0; i < nc && i < 8; i++) {
     if (c[i].rows)
-      buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld        %9.2f us\n",
+      buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld       %9.2f us\n",
                  c[i].tb, c[i].tm, c[i].tn, (long long)c[i].nc, c[i].t * 1e6);
     else if (c[i].dot)
-      buf_printf(out, "  dot    B^T %-6s          grid %s  kc %-4lld                    %9.2f us\n",
+      buf_printf(out, "  dot    B^T %-6s          grid %s kc %-4lld                    %9.2f us\n",
                  c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs), (long long)c[i].kc,
                  c[i].t * 1e6);
     else
-      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %s  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
+      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %s kc %-4lld mc %-5lld nc %-5lld%9.2f us\n",
                  g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",
                  c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs),
                  (long long)c[i].kc, (long long)c[i].mc, (long long)c[i].nc, c[i].t * 1e6);
