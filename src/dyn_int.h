@@ -532,6 +532,8 @@ typedef struct Func {
   void *view_backend;           /* the CPU back end's for a model this CPU cannot run, which
                                    :sched and :code show (CpuProgram) */
   bool anonymous;               /* a top-level statement compiled as a function */
+  uint64_t *shapes;             /* hashes of the size values it was called with (func_note_shape): */
+  int nshapes, shapes_cap;      /* an open-addressed set, so :sched can say how many shapes */
 } Func;
 
 /* What sema needs from its surroundings. */
@@ -638,6 +640,11 @@ void kx_print(const Program *p, const KExpr *e, Buf *out);
 void func_free(Func *f);
 /* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
 void func_signature(const Func *f, Buf *out);
+/* Count the size values of a call (vals[0..n), in f->sizes' order) among the shapes f met:
+ * what a compiler that specialised per shape would have compiled for.  The count stops at
+ * FUNC_MAX_SHAPES. */
+#define FUNC_MAX_SHAPES 65536
+void func_note_shape(Func *f, const int64_t *vals, int n);
 
 /* ---- eval.c: the reference evaluator ----------------------------------------------------- */
 
