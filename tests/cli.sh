@@ -176,5 +176,25 @@ else
   pass=$((pass + 1))
 fi
 
+# :sched counts the distinct shapes a function was called at (a repeated shape once, a size
+# parameter's value part of the shape) and prices a compiler that specialised per shape.
+cat > shapes.dyn <<'EOF'
+a = matmul(zeros(f32[2, 3]), zeros(f32[3, 4]))
+b = matmul(zeros(f32[2, 3]), zeros(f32[3, 4]))
+c = matmul(zeros(f32[5, 3]), zeros(f32[3, 4]))
+d = matmul(zeros(f32[4, 3]), zeros(f32[3, 2]))
+:sched matmul
+EOF
+if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
+  "$dyn" --target=cpu shapes.dyn > shapes.txt 2>&1
+  # the line may break anywhere at 80 columns: compared with its breaks undone
+  if ! tr -s ' \n' '  ' < shapes.txt |
+       grep -q ' called at 3 shapes; a compiler that specialised per shape would have compiled 3 times: about [0-9.]* s at this compile time '; then
+    fail=$((fail + 1)); echo "FAIL sched-shapes: not 3 shapes:"; cat shapes.txt
+  else
+    pass=$((pass + 1))
+  fi
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
