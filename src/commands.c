@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <signal.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -418,12 +420,145 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
   return RUN_OK;
 }
 
+/* The name of the function a line of generated code starts, or NULL: "define ... @NAME(" in
+ * LLVM IR, "NAME:" at the margin in assembly (not a local ".L" label), "__global__ ... NAME("
+ * in CUDA C, ".entry NAME(" in PTX.  Its length in *n. */
+static const char *code_fn_start(const char *line, size_t len, bool asm_text, size_t *n) {
+  const char *p = NULL, *e = line + len;
+  if (len > 7 && !strncmp(line, "define ", 7)) {
+    p = memchr(line, '@', len);
+    if (p) p++;
+  } else if ((p = memmem(line, len, ".entry ", 7))) {
+    p += 7;
+  } else if (memmem(line, len, "__global__", 10)) {
+    const char *paren = memchr(line, '(', len);
+    if (!paren) return NULL;
+    /* the identifier before the parenthesis (skipping __launch_bounds__(...)) */
+    const char *q = memmem(line, len, ") ", 2);
+    const char *from = q && q < e ? q + 2 : line;
+    paren = memchr(from, '(', (size_t)(e - from));
+    if (!paren) return NULL;
+    p = paren;
+    while (p > from && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p--;
+    *n = (size_t)(paren - p);
+    return *n ? p : NULL;
+  } else if (asm_text && len > 1 && line[len - 1] == ':' && (isalpha((unsigned char)line[0]) || line[0] == '_')) {
+    *n = len - 1;
+    return line;
+  }
+  if (!p) return NULL;
+  const char *q = p;
+  while (q < e && (isalnum((unsigned char)*q) || *q == '_' || *q == '.')) q++;
+  *n = (size_t)(q - p);
+  return *n ? p : NULL;
+}
+
+/* Keep, of the generated code in b, the functions whose name contains want (the kernel
+ * names of :sched -- matmul_C, softmax_Y -- stand for the CPU back end's kernel functions,
+ * which are numbered: their "_kI" names).  A function runs from its start to the next
+ * one's, less the module text between.  false when none matches, with the names in *names. */
+static bool code_filter(Buf *b, bool asm_text, const char *want, const char *alias, Buf *names) {
+  Buf out = {0};
+  bool keep = false, any = false;
+  for (const char *p = b->s ? b->s : ""; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p), n;
+    const char *fn = code_fn_start(p, len, asm_text, &n);
+    if (fn) {
+      keep = memmem(fn, n, want, strlen(want)) || (alias && memmem(fn, n, alias, strlen(alias)));
+      any = any || keep;
+      buf_printf(names, "%s%.*s", names->len ? ", " : "", (int)n, fn);
+    }
+    if (keep) buf_printf(&out, "%.*s\n", (int)len, p);
+    /* the end of a function: "}" at the margin (IR, CUDA C, PTX), ".Lfunc_end" (assembly) */
+    if (keep && ((len == 1 && *p == '}') || !strncmp(p, ".Lfunc_end", 10))) {
+      keep = false;
+      buf_putc(&out, '\n');
+    }
+    p += len + (e != NULL);
+  }
+  if (any) {
+    buf_free(b);
+    *b = out;
+  } else {
+    buf_free(&out);
+  }
+  return any;
+}
+
+/* Text longer than the terminal goes through $PAGER (else "less -FRX"), as git does, when the
+ * session is interactive and its output is a terminal; else it is printed. */
+static void print_paged(Session *s, const char *text) {
+  struct winsize ws;
+  int fd = fileno(s->out), lines = 0;
+  for (const char *p = text; *p; p++) lines += *p == '\n';
+  const char *pager = getenv("PAGER");
+  if (!pager || !*pager) pager = "less -FRX";
+  if (!s->interactive || !isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) != 0 || lines < ws.ws_row - 1 || !strcmp(pager, "cat")) {
+    session_print_line(s, text);
+    return;
+  }
+  fflush(s->out);
+  FILE *pg = popen(pager, "w");
+  if (!pg) {
+    session_print_line(s, text);
+    return;
+  }
+  void (*old)(int) = signal(SIGPIPE, SIG_IGN);        /* the reader may quit early */
+  fputs(text, pg);
+  fputc('\n', pg);
+  pclose(pg);
+  signal(SIGPIPE, old);
+}
+
+/* Print :code's text (b, freed), only the functions matching `only` when given, through the
+ * pager when long. */
+static RunStatus code_print(Session *s, Func *f, Buf *b, const char *what, const char *only, Span at) {
+  if (only) {
+    /* a kernel's name as :sched prints it stands for the CPU back end's numbered function */
+    const char *alias = NULL;
+    for (int k = 0; f->prog && k < f->prog->nkernels; k++)
+      if (!strcmp(f->prog->kernels[k].name, only)) alias = session_tmp_printf(s, "_k%d", k);
+    Buf names = {0};
+    if (!code_filter(b, !strcmp(what, "asm"), only, alias, &names)) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
+                                                         f->name, what, only, names.s ? names.s : "none"));
+      buf_free(&names);
+      buf_free(b);
+      return RUN_ERROR;
+    }
+    buf_free(&names);
+  }
+  while (b->len && b->s[b->len - 1] == '\n') b->s[--b->len] = 0;
+  print_paged(s, b->s ? b->s : "");
+  buf_free(b);
+  return RUN_OK;
+}
+
 static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   Func *f = want_fn(s, arg, at, ":code");
   if (!f) return RUN_ERROR;
-  const char *what = arg + strlen(f->name);
-  while (isspace((unsigned char)*what)) what++;
-  if (!*what) what = "llvm";
+  /* ":code NAME [KIND] [FUNCTION]" */
+  const char *rest = arg + strlen(f->name), *what = "llvm", *only = NULL;
+  char words[2][128];
+  int nw = 0;
+  while (nw < 3) {
+    while (isspace((unsigned char)*rest)) rest++;
+    if (!*rest) break;
+    if (nw == 2) {
+      session_error(s, at, E_COMMAND, ":code takes a function, a kind and a name to pick: :code NAME [llvm|asm|cuda|ptx] [FUNCTION]");
+      return RUN_ERROR;
+    }
+    int n = first_word(rest, words[nw], sizeof words[nw]);
+    rest += n;
+    nw++;
+  }
+  if (nw >= 1) {
+    bool kind = !strcmp(words[0], "llvm") || !strcmp(words[0], "asm") || !strcmp(words[0], "cuda") || !strcmp(words[0], "ptx");
+    if (kind) what = words[0];
+    if (nw == 2 && !kind) what = words[0];      /* reported as an unknown kind below */
+    if (nw == 2 || !kind) only = words[nw - 1];
+  }
   if (strcmp(what, "llvm") && strcmp(what, "asm") && strcmp(what, "cuda") && strcmp(what, "ptx")) {
     session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
     return RUN_ERROR;
@@ -450,10 +585,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
       session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code %s: %s", what, msg));
       return RUN_ERROR;
     }
-    while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-    session_print_line(s, b.s ? b.s : "");
-    buf_free(&b);
-    return RUN_OK;
+    return code_print(s, f, &b, what, only, at);
   }
   const char *why;
   CpuBackend *be = top_model_backend(s, &why);
@@ -470,10 +602,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", msg));
     return RUN_ERROR;
   }
-  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s ? b.s : "");
-  buf_free(&b);
-  return RUN_OK;
+  return code_print(s, f, &b, what, only, at);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -1019,7 +1148,10 @@ static const struct Command {
    "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.", cmd_ir},
   {"sched", "NAME [DIM=VAL ...] | --explain", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled; with sizes, the\n  variant chosen for them and its predicted time.  :sched --explain says what its words mean.", cmd_sched},
   {"cost", "NAME", "FLOPs, bytes and intensity as formulas", "Shows the cost model of a function in its size variables.", cmd_cost},
-  {"code", "NAME [llvm|asm|cuda|ptx]", "the generated code", "Shows the code generated for a function.", cmd_code},
+  {"code", "NAME [llvm|asm|cuda|ptx] [FUNCTION]", "the generated code",
+   "Shows the code generated for a function; with FUNCTION, only the generated functions whose\n"
+   "  name contains it (a kernel's name from :sched picks its code).  Long output goes through\n"
+   "  $PAGER (else less) on a terminal.", cmd_code},
   {"time", "STMT", "run a statement repeatedly and time it",
    "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
   {"plot", "NAME DIM=lo..hi [DIM=v ...] [> FILE.svg]", "measured and predicted speed over a range of sizes",

@@ -196,5 +196,26 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
   fi
 fi
 
+# :code NAME KIND FUNCTION keeps only the generated functions named like FUNCTION (a
+# kernel's name from :sched picks the CPU back end's function for it), whole; a name that
+# matches nothing is an error listing the functions there are.
+"$dyn" -e ':code softmax cuda softmax_Y_block256' > code.txt 2>&1
+if [ "$(grep -c '__global__' code.txt)" != 1 ] || ! grep -q '__global__ .*softmax_Y_block256(' code.txt ||
+   [ "$(tail -1 code.txt)" != "}" ]; then
+  fail=$((fail + 1)); echo "FAIL code-filter-cuda:"; head -5 code.txt
+else
+  pass=$((pass + 1))
+fi
+if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
+  "$dyn" -e ':code softmax llvm softmax_Y' > code.txt 2>&1
+  if [ "$(grep -c '^define' code.txt)" -lt 1 ] || grep '^define' code.txt | grep -qv '_k0[_(]' ||
+     grep -q '^; ModuleID' code.txt || [ "$(tail -1 code.txt)" != "}" ]; then
+    fail=$((fail + 1)); echo "FAIL code-filter-llvm:"; grep '^define' code.txt
+  else
+    pass=$((pass + 1))
+  fi
+fi
+check code-filter-none 1 "error: :code: no function of softmax's cuda code is named like 'nope'; its functions: softmax_Y_warp, softmax_Y_block256" -- -e ':code softmax cuda nope'
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
