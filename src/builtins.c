@@ -175,7 +175,8 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
   }
   char msg[512];
   s->interrupt = 0;                  /* Ctrl-C stops the write; the old file stays */
-  if (!npy_save(args[0].t, args[1].s, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
+  bool (*saver)(const Tensor *, const char *, volatile int *, char *, size_t) = png_path(args[1].s) ? png_save : npy_save;
+  if (!saver(args[0].t, args[1].s, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
   return (Value){0};
 }
 
@@ -265,7 +266,7 @@ const Builtin builtin_table[] = {
   {"shape", 1, 1, bi_shape, false, "shape(X): the dimensions of X"},
   {"print", 0, 64, bi_print, false, "print(X, ...): print values"},
   {"load", 1, 1, bi_load, false, "load(\"x.npy\"): read a NumPy file"},
-  {"save", 2, 2, bi_save, false, "save(X, \"x.npy\"): write a NumPy file"},
+  {"save", 2, 2, bi_save, false, "save(X, \"x.npy\"): write a NumPy file; save(X, \"x.png\"): a picture of a 2-D X"},
   {"scratch", 1, 1, bi_scratch, false, "scratch(\"x.npy\"): a file name in a directory removed when the session ends"},
   {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
 };

@@ -782,6 +782,15 @@ bool cuda_gemm_plan(const HwModel *hw, CudaMath math, int64_t batch, int64_t m, 
  * restore the model. */
 void cuda_force(CudaBackend *be, const char *variant, int splits);
 
+/* ---- png.c: a tensor saved as a PNG picture ---------------------------------------------- */
+
+/* Save a 2-D tensor as a grey image, a 3-D one of 3 or 4 channels last as RGB(A): floats in
+ * [0, 1] as they are, anything else scaled from its least (black) to its greatest (white).
+ * false with "PATH: why" in err (not an image's shape, no libpng, the disk); the old file
+ * stays then. */
+bool png_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen);
+bool png_path(const char *path);             /* the name ends in .png: save() writes a picture */
+
 /* ---- plot.c: the pictures of :plot -- a text chart or an SVG of one size swept ----------- */
 
 typedef struct PlotPoint {
