@@ -406,8 +406,8 @@ static Tensor *own(Tensor *t) {
   return c;
 }
 
-int dyn_call(dyn_session *ds, const char *name, const DLTensor *args, int nargs, DLManagedTensor **results,
-             int maxresults, int *nresults) {
+static int call(dyn_session *ds, const char *name, const DLTensor *args, const DLTensor *const *argv, int nargs,
+                DLManagedTensor **results, int maxresults, int *nresults) {
   if (ds->diags.n) clear_diags(ds);
   if (nresults) *nresults = 0;
   Func *f = session_find_fn(ds->s, name);
@@ -427,7 +427,7 @@ int dyn_call(dyn_session *ds, const char *name, const DLTensor *args, int nargs,
   for (int i = 0; i < nout; i++) out[i] = NULL;
   int status = 0, wrapped = 0;
   for (; wrapped < nargs; wrapped++)
-    if (!(in[wrapped] = wrap_arg(ds, name, wrapped, &args[wrapped]))) {
+    if (!(in[wrapped] = wrap_arg(ds, name, wrapped, args ? &args[wrapped] : argv[wrapped]))) {
       status = -1;
       break;
     }
@@ -451,6 +451,16 @@ int dyn_call(dyn_session *ds, const char *name, const DLTensor *args, int nargs,
   if (out != out_s) free(out);
   take_err_text(ds, status != 0);
   return status;
+}
+
+int dyn_call(dyn_session *ds, const char *name, const DLTensor *args, int nargs, DLManagedTensor **results,
+             int maxresults, int *nresults) {
+  return call(ds, name, args, NULL, nargs, results, maxresults, nresults);
+}
+
+int dyn_callv(dyn_session *ds, const char *name, const DLTensor *const *args, int nargs, DLManagedTensor **results,
+              int maxresults, int *nresults) {
+  return call(ds, name, NULL, args, nargs, results, maxresults, nresults);
 }
 
 /* ---- :time and :sched as data ---- */

@@ -133,6 +133,11 @@ DYN_API const dyn_signature *dyn_signature_get(dyn_session *s, const char *name)
 DYN_API int dyn_call(dyn_session *s, const char *name, const DLTensor *args, int nargs,
                      DLManagedTensor **results, int maxresults, int *nresults);
 
+/* The same with the arguments given by address (a binding that holds DLManagedTensors, as
+ * Python's __dlpack__ capsules do, passes &m->dl_tensor). */
+DYN_API int dyn_callv(dyn_session *s, const char *name, const DLTensor *const *args, int nargs,
+                      DLManagedTensor **results, int maxresults, int *nresults);
+
 /* How many results dyn_call has handed out and their deleters not yet freed, in every session
  * of the process: for tests of ownership across language boundaries. */
 DYN_API long dyn_live_results(void);
