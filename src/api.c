@@ -408,6 +408,7 @@ static Tensor *own(Tensor *t) {
 
 static int call(dyn_session *ds, const char *name, const DLTensor *args, const DLTensor *const *argv, int nargs,
                 DLManagedTensor **results, int maxresults, int *nresults) {
+  if (!ds) return -1;            /* a binding's session already ended */
   if (ds->diags.n) clear_diags(ds);
   if (nresults) *nresults = 0;
   Func *f = session_find_fn(ds->s, name);

@@ -129,6 +129,8 @@ _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _capsule_new.restype = ctypes.py_object
 _DLTENSOR = b"dltensor"          # lives as long as the module, as the capsules need
 
+_ndarray = np.ndarray
+_from_dlpack = np.from_dlpack
 _ELEMS = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
 _OK_KINDS = frozenset(np.dtype(t).char for t in _ELEMS.values())
 
@@ -205,7 +207,10 @@ class Function:
         self._c_results = ctypes.c_void_p(ctypes.addressof(self._results))
         self._c_argv = ctypes.c_void_p(ctypes.addressof(self._argv))
         self._c_nout = ctypes.c_void_p(ctypes.addressof(self._nout))
+        self._c = session._c     # shared: close() empties it, and a call then fails cleanly
         self._bools = [r["elem"] == "bool" for r in self.signature["results"]]
+        self._single = sg.nresults == 1
+        self._export = _Export()
 
     @staticmethod
     def _param(p):
@@ -235,32 +240,40 @@ class Function:
         return _capsule_get(cap, _DLTENSOR), type(x).__module__.startswith("torch")
 
     def __call__(self, *args):
-        n = len(args)
-        if n > len(self._argv):
-            raise Error([_plain("%s takes %d argument%s, not %d" % (self.name, self._nparams,
-                                                                    "" if self._nparams == 1 else "s", n))])
+        # Written for a small call, where this is most of the cost: locals, no helper calls,
+        # one pass over the arguments.  The fast path takes what exports itself through
+        # DLPack (NumPy's writeable arrays, torch's tensors); _capsule the rest.
         argv = self._argv
-        torch_out = False
+        keep = []
+        foreign = False
+        i = 0
         try:
-            # the fast path: NumPy arrays NumPy exports through DLPack (writeable, not bool)
-            keep = [x.__dlpack__() for x in args]
-            for i in range(n):
-                argv[i] = _capsule_get(keep[i], _DLTENSOR)
             for x in args:
-                if type(x) is not np.ndarray:
-                    torch_out = torch_out or type(x).__module__.startswith("torch")
-        except (AttributeError, BufferError, TypeError, RuntimeError):
-            keep = []
+                c = x.__dlpack__()
+                keep.append(c)
+                argv[i] = _capsule_get(c, _DLTENSOR)
+                i += 1
+                if type(x) is not _ndarray:
+                    foreign = True
+        except (AttributeError, BufferError, TypeError, RuntimeError, IndexError):
+            if len(args) > len(argv):
+                raise Error([_plain("%s takes %d argument%s, not %d" % (
+                    self.name, self._nparams, "" if self._nparams == 1 else "s", len(args)))]) from None
+            keep, foreign = [], False
             for i, x in enumerate(args):
                 argv[i], t = self._capsule(x, i, keep)
-                torch_out = torch_out or t
-        s = self._session
-        if _callv(s._c, self._bname, self._c_argv, n, self._c_results, self._nres, self._c_nout):
-            raise s._error()
-        nout = self._nout.value
+                foreign = foreign or t
+        if _callv(self._c, self._bname, self._c_argv, len(args), self._c_results, self._nres, self._c_nout):
+            raise self._session._error()
         res = self._results
+        if self._single and not foreign:
+            e = self._export        # one per function: a session serves one thread at a time
+            e.capsule = _capsule_new(res[0], _DLTENSOR, None)
+            r = _from_dlpack(e)
+            return r.view(np.bool_) if self._bools[0] else r
         outs = []
-        for k in range(nout):
+        torch_out = foreign and any(type(x).__module__.startswith("torch") for x in args)
+        for k in range(self._nout.value):
             e = _Export()
             e.capsule = _capsule_new(res[k], _DLTENSOR, None)
             if torch_out:
@@ -268,9 +281,9 @@ class Function:
                 r = torch.utils.dlpack.from_dlpack(e.capsule)
                 outs.append(r.view(torch.bool) if self._bools[k] else r)
             else:
-                r = np.from_dlpack(e)
+                r = _from_dlpack(e)
                 outs.append(r.view(np.bool_) if self._bools[k] else r)
-        return outs[0] if nout == 1 else tuple(outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 def _plain(msg):
@@ -315,6 +328,7 @@ class Session:
     def close(self):
         """End the session (results already handed out stay valid)."""
         if getattr(self, "_h", None):
+            self._c.value = None
             _lib.dyn_session_free(self._h)
             self._h = None
 
@@ -340,6 +354,8 @@ class Session:
         return out
 
     def _error(self):
+        if not self._h:
+            return Error([_plain("the session is closed")])
         return Error(self.diagnostics())
 
     def _flush_output(self):

@@ -264,6 +264,19 @@ except ImportError:
 if torch is not None:
     torch_tests(torch)
 
+
+@test
+def closed_session_fails_cleanly():
+    s = dyn.Session(threads=1)
+    f = s["matmul"]
+    s.close()
+    try:
+        f(rand(2, 2), rand(2, 2))
+        raise AssertionError("no error")
+    except dyn.Error as e:
+        assert e.message == "the session is closed", e.message
+
+
 S.close()
 print("%d passed, 0 failed" % len(PASSED))
 sys.exit(0)
