@@ -337,6 +337,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   Func *f = want_fn_sizes(s, arg, at, ":sched", &sz, &given);
   if (!f) return RUN_ERROR;
   Buf b = {0};
+  s->sched = (SessionSched){f->name, f->compiles, 0, 0};
   if (!strcmp(s->target, "gpu") || (strcmp(s->target, "cpu") && s->have_gpu_hw)) {
     /* the GPU schedule: on the device, else on the GPU model loaded with :hw */
     CudaProgram *cp = f->gpu_backend;
@@ -346,6 +347,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
                f->compiles, f->compiles == 1 ? "" : "s");
     double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
     if (given) buf_printf(&b, "predicted %.3f ms", t * 1e3);
+    s->sched.predicted = given ? t : 0;
     if (own) cuda_program_free(cp);
   } else if (strcmp(s->target, "cpu") || !top_model_backend(s, &(const char *){0})) {
     buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
@@ -376,6 +378,9 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
       buf_printf(&b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
                  s->gpu_hw.name);
     double t = cpu_schedule(be, cp, s->pc, given ? &sz : NULL, s->threads, &b);
+    s->sched.compile_ms = cpu_program_compile_ms(cp);
+    s->sched.compiles = f->compiles;
+    s->sched.predicted = given ? t : 0;
     if (given) {
       buf_puts(&b, "at");
       for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
@@ -669,6 +674,8 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (r != RUN_OK) return r;
   qsort(t, (size_t)n, sizeof(double), cmp_double);
   double med = t[n / 2];
+  s->timing = (SessionTiming){.median = med, .min = t[0], .max = t[n - 1], .runs = n,
+                              .instead = s->ran_instead - instead_before};
   Buf b = {0};
   buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target);
   /* a target whose code did not run every time says so: the times are the evaluator's */
@@ -688,8 +695,20 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     const char *whose, *level;
     double peak = roofs(s, (double)bv, &th, &bw, &level, &whose);
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
+    s->timing.fn = f->name;
+    s->timing.gflops = (double)fv / med * 1e-9;
+    s->timing.gbs = (double)bv / med * 1e-9;
     /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
     bool mem_bound = bw > 0 && peak > 0 && (double)fv / peak < (double)bv / bw;
+    if (mem_bound) {
+      s->timing.bound = "memory";
+      s->timing.roof = bw;
+      s->timing.roof_pct = 100.0 * s->timing.gbs / bw;
+    } else if (peak > 0) {
+      s->timing.bound = "compute";
+      s->timing.roof = peak;
+      s->timing.roof_pct = 100.0 * s->timing.gflops / peak;
+    }
     if (mem_bound)
       buf_printf(&b, ", %.0f%% of the %.0f GB/s %s bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
                  level, th, th == 1 ? "" : "s");
@@ -705,6 +724,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       pred = cost_roofline(top_run_hw(s), s->threads, (double)fv, (double)bv);
     }
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
+    s->timing.predicted = pred;
   }
   session_print_line(s, b.s);
   buf_free(&b);

@@ -4,8 +4,8 @@
  * prefix of what it exports (parse.c -> parse_*).  Ownership: a function that returns a
  * pointer says who frees it; "arena" means the caller's compilation arena owns it.
  */
-#ifndef DYN_H
-#define DYN_H
+#ifndef DYN_INT_H
+#define DYN_INT_H
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define DYN_VERSION_STRING PACKAGE_VERSION
 #define DYN_MAX_RANK 8
 
 /* ---- util.c: memory, arenas, growable strings ------------------------------------------- */
@@ -75,6 +74,7 @@ typedef struct Buffer {
   size_t bytes;
   void *data;                 /* 64-byte aligned */
   Tensor *home;               /* the tensor whose block holds this buffer, or NULL */
+  bool borrowed;              /* data is someone else's (tensor_wrap): never freed here */
 } Buffer;
 
 struct Tensor {
@@ -97,6 +97,11 @@ Tensor *tensor_view(Tensor *base, int rank, const int64_t *shape, const int64_t 
 /* The same without zeroing (for outputs a back end writes whole); large buffers may be
  * reused from a small cache of freed ones. */
 Tensor *tensor_new_uninit(DynElem elem, int rank, const int64_t *shape, char *err, size_t errlen);
+/* A tensor over memory the caller owns and keeps alive longer (the library's arguments):
+ * data is element (0, ..., 0); strides in elements, any sign.  Releasing it frees only the
+ * headers.  Its buffer's bytes is 0: nothing may assume the memory is dyn's (aligned to 64,
+ * readable past its end). */
+Tensor *tensor_wrap(DynElem elem, int rank, const int64_t *shape, const int64_t *strides, void *data);
 Tensor *tensor_retain(Tensor *t);
 void tensor_release(Tensor *t);            /* NULL-safe */
 int64_t tensor_numel(const Tensor *t);
@@ -874,6 +879,32 @@ void session_interrupt(Session *s);
  * it).  A script stops at the statement whose output failed, with no diagnostic of its
  * own: the caller says it once (main: "dyn: standard output: REASON", exit status 1). */
 int session_output_error(Session *s);
+/* Diagnostics to sink (the library collects them as data) instead of printed to the error
+ * stream; NULL: printed again.  The Diag lives only for the call. */
+void session_set_diag_sink(Session *s, void (*sink)(void *cookie, const Diag *d), void *cookie);
+/* Where values and print() go from now on; returns the stream used before. */
+FILE *session_set_out(Session *s, FILE *out);
+/* What :time computed the last time it ran (runs 0: never), and :sched. */
+typedef struct SessionTiming {
+  double median, min, max;      /* seconds */
+  int runs;
+  unsigned instead;             /* runs the reference evaluator answered */
+  const char *fn;               /* the function called last, or NULL; then: */
+  double gflops, gbs;           /* its rates at the median */
+  const char *bound;            /* "compute" or "memory", or NULL */
+  double roof, roof_pct;        /* GFLOP/s or GB/s of the bound, and the share reached */
+  double predicted;             /* seconds, 0: none */
+} SessionTiming;
+typedef struct SessionSched {
+  const char *fn;
+  int compiles;
+  double compile_ms, predicted; /* predicted seconds at the sizes given; 0: none given */
+} SessionSched;
+const SessionTiming *session_last_timing(Session *s);
+const SessionSched *session_last_sched(Session *s);
+const char *session_target(Session *s);
+int session_threads(Session *s);
+const char *session_hw_name(Session *s);
 /* One line: "dyn 0.1.0 -- back end: cpu (LLVM 19), hardware: zen5 (2 cores, AVX-512)" */
 void session_banner(Session *s, Buf *out);
 

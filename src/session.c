@@ -120,6 +120,17 @@ void session_reset(Session *s) {
 
 /* Flush what was printed and remember the first write that failed (a full disk, a closed
  * terminal): a script then stops there (run_stmt), and main reports it once. */
+void session_emit(Session *s, const Diags *d) {
+  if (!s->diag_sink) diag_print_all(d, s->err);
+  else
+    for (const Diag *dg = d->head; dg; dg = dg->next) s->diag_sink(s->diag_cookie, dg);
+}
+
+void session_set_diag_sink(Session *s, void (*sink)(void *cookie, const Diag *d), void *cookie) {
+  s->diag_sink = sink;
+  s->diag_cookie = cookie;
+}
+
 void session_out_flush(Session *s) {
   if (fflush(s->out) != 0 && !s->out_errno) s->out_errno = errno ? errno : EIO;
   if (ferror(s->out) && !s->out_errno) s->out_errno = EIO;
@@ -221,7 +232,7 @@ RunStatus session_run_file_in(Session *s, const char *path, Span at) {
     return RUN_ERROR;
   }
   /* the outer input's diagnostics come first */
-  diag_print_all(&s->diags, s->err);
+  session_emit(s, &s->diags);
   diag_clear(&s->diags);
   Source *src = script_source(s, path, text, len);
   if (!src) return RUN_ERROR;
@@ -373,7 +384,7 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
       arena_free(a);
       return RUN_INCOMPLETE;
     }
-    diag_print_all(&parse_d, s->err);
+    session_emit(s, &parse_d);
     diag_clear(&parse_d);
     arena_free(a);
     return RUN_ERROR;
@@ -385,7 +396,7 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
   for (int i = 0; i < nst && (r == RUN_OK || s->check_only); i++) {
     s->tmp = a;
     RunStatus ri = run_stmt(s, sts[i], &keep, quiet_value);
-    diag_print_all(&s->diags, s->err);
+    session_emit(s, &s->diags);
     if (s->diags.nerrors) ri = RUN_ERROR;
     diag_clear(&s->diags);
     if (r == RUN_OK) r = ri;
@@ -421,7 +432,7 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
 static RunStatus run_script(Session *s, char *text, size_t len, const char *origin, bool allow_incomplete) {
   Source *src = script_source(s, origin, text, len);
   if (!src) {
-    diag_print_all(&s->diags, s->err);
+    session_emit(s, &s->diags);
     diag_clear(&s->diags);
     return RUN_ERROR;
   }
@@ -616,6 +627,7 @@ bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor
   bool ok = !session_failed(s);
   if (!ok) {
     for (Diag *d = s->diags.head; d; d = d->next) buf_printf(err, "%s%s", err->len ? "; " : "", d->msg);
+    if (s->diag_sink) session_emit(s, &s->diags);
     diag_clear(&s->diags);
   } else if (r.kind == VAL_TENSOR && maxouts >= 1) {
     outs[0] = tensor_retain(r.t);
@@ -725,7 +737,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   if (!opt || !opt->no_prelude) {
     import_module(s, "linalg", (Span){0}, false);
     import_module(s, "nn", (Span){0}, false);
-    diag_print_all(&s->diags, s->err);
+    session_emit(s, &s->diags);
     diag_clear(&s->diags);
   }
   s->nfns_prelude = s->fns.n;
@@ -737,6 +749,18 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
 }
 
 void session_set_interactive(Session *s, bool on) { s->interactive = on; }
+
+FILE *session_set_out(Session *s, FILE *out) {
+  FILE *old = s->out;
+  s->out = out;
+  return old;
+}
+
+const SessionTiming *session_last_timing(Session *s) { return &s->timing; }
+const SessionSched *session_last_sched(Session *s) { return &s->sched; }
+const char *session_target(Session *s) { return s->target; }
+int session_threads(Session *s) { return s->threads; }
+const char *session_hw_name(Session *s) { return s->hw.name; }
 
 void session_interrupt(Session *s) { s->interrupt = 1; }
 

@@ -115,7 +115,14 @@ struct Session {
   char instead_why[300];           /* why, the last time */
   int depth;                       /* nested :load / import */
   int out_errno;                   /* the first failed write to out (0: none) */
+  void (*diag_sink)(void *cookie, const Diag *d);   /* set: diagnostics go there, not to err */
+  void *diag_cookie;
+  SessionTiming timing;            /* what :time and :sched computed last (the library's */
+  SessionSched sched;              /* dyn_time and dyn_sched read them) */
 };
+
+/* The diagnostics in d to the sink if there is one, else printed to err; d is left as it was. */
+void session_emit(Session *s, const Diags *d);
 
 Binding *session_find_var(Session *s, const char *name);            /* NULL: unbound */
 void session_bind(Session *s, const char *name, Value v);            /* takes v */

@@ -187,6 +187,7 @@ static Buffer *buffer_new(size_t bytes, bool zero, size_t before, void **block) 
   b->refs = 1;
   b->bytes = bytes;
   b->home = NULL;
+  b->borrowed = false;
   return b;
 }
 
@@ -195,6 +196,10 @@ static void unmap(void *p, size_t bytes) {
 }
 
 static void buffer_free(Buffer *b) {
+  if (b->borrowed) {                     /* the caller's memory: only the header is ours */
+    free(b);
+    return;
+  }
   if (b->bytes >= BIG_BUFFER && !cache_give(b->data, b->bytes)) unmap(b->data, b->bytes);
   if (b->home) free(b->home);            /* the block starts with that tensor */
   else free(b);
@@ -289,6 +294,19 @@ Tensor *tensor_view(Tensor *base, int rank, const int64_t *shape, const int64_t 
   t->offset = offset;
   t->buf = base->buf;
   t->buf->refs++;
+  return t;
+}
+
+Tensor *tensor_wrap(DynElem elem, int rank, const int64_t *shape, const int64_t *strides, void *data) {
+  assert(rank >= 0 && rank <= DYN_MAX_RANK);
+  Buffer *b = xmalloc(sizeof *b);
+  *b = (Buffer){.refs = 1, .bytes = 0, .data = data, .home = NULL, .borrowed = true};
+  Tensor *t = xcalloc(1, sizeof *t);
+  t->refs = 1;
+  t->elem = elem;
+  t->rank = rank;
+  for (int i = 0; i < rank; i++) t->shape[i] = shape[i], t->strides[i] = strides[i];
+  t->buf = b;
   return t;
 }
 

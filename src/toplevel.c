@@ -532,7 +532,14 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
   int r = 0;
   char msg[512];
-  if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
+  /* Compiled code reads C-contiguous tensors, and every tensor dyn makes is one; the library
+   * (api.c) hands a caller's strided array over in place, never copied, and the evaluator,
+   * which follows strides, runs the call then. */
+  bool strided = false;
+  for (int i = 0; i < f->nparams; i++) strided = strided || (inputs[i] && !tensor_contiguous(inputs[i]));
+  if (strided) {
+    snprintf(s->instead_why, sizeof s->instead_why, "an argument of %s is strided", f->name);
+  } else if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
     if (!f->gpu_backend) {
       f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
       if (!f->gpu_backend) {

@@ -16,9 +16,9 @@ EOF2
 sh "$top_srcdir/build-aux/embed.sh" "$work/src/stdlib_embed.c" "$top_srcdir"/stdlib/*.dyn || exit 99
 sh "$top_srcdir/build-aux/embed.sh" --text "$work/src/cuda_prelude.c" curender_ "$top_srcdir"/src/cuda/prelude.cu \
   "$top_srcdir"/src/cuda/prelude_mma.cu || exit 99
-# the library's sources as Makefile.am lists them (its LLVM-only part is listed apart), and main
-srcs="$top_srcdir/src/main.c"
-for f in $(sed -n '/^libdyn_a_SOURCES = /,/^[^\t]*$/p' "$top_srcdir/Makefile.am" | tr -d '\\' | tr ' \t' '\n\n' | grep '\.c$'); do
+# the library's sources as Makefile.am lists them (its LLVM-only part is listed apart), main and repl
+srcs="$top_srcdir/src/main.c $top_srcdir/src/repl.c"
+for f in $(sed -n '/^libdyn_int_la_SOURCES = /,/^[^\t]*$/p' "$top_srcdir/Makefile.am" | tr -d '\\' | tr ' \t' '\n\n' | grep '\.c$'); do
   srcs="$srcs $top_srcdir/$f"
 done
 if ! $CC -std=gnu11 -O1 -w -I"$work" -I"$top_srcdir/src" -DDYN_SRCDIR="\"$top_srcdir\"" \

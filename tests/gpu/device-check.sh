@@ -37,7 +37,7 @@ if [ -x configure ]; then
     ./configure $opts >build-gpu-configure.log 2>&1 || { tail -20 build-gpu-configure.log; fail "configure failed"; exit 1; }
   fi
   make -j"$jobs" >build-gpu-make.log 2>&1 || { tail -30 build-gpu-make.log; fail "make failed"; exit 1; }
-  DYN=$root/dyn; LIB=$root/libdyn.a; INC="-I$root -I$root/src"
+  DYN=$root/dyn; LIB=$root/.libs/libdyn_int.a; INC="-I$root -I$root/src"
   LIBS="$(sed -n 's/^LLVM_LIBS = //p' Makefile) $(sed -n 's/^READLINE_LIBS = //p' Makefile)"
   if grep -q '^CHECK_LIBS = .*-lcheck' Makefile && make -j"$jobs" tests/unit/test_cuda >>build-gpu-make.log 2>&1; then
     UNIT=$root/tests/unit/test_cuda
