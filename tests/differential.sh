@@ -221,6 +221,14 @@ bad=$(grep -c 'MISMATCH' out.txt)
 if [ $st != 0 ]; then cat err.txt; grep -B1 MISMATCH out.txt | head -20; fi
 echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
 [ $st = 0 ] || exit 1
+# :sched breaks its lines at 80 columns, each continuation indented 4 past its line: joined
+unwrap() {
+  awk '{ match($0, /^ */); ind = RLENGTH
+         if (have && ind == base + 4) { line = line " " substr($0, ind + 1); next }
+         if (have) print line
+         line = $0; base = ind; have = 1 }
+       END { if (have) print line }'
+}
 # the checks above ran the interchanged loops and the gathered windows: :sched says which
 # kernels get them (conv2d's loop kernel is what a layout the micro-kernels cannot take runs)
 {
@@ -230,7 +238,7 @@ echo "differential: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
   grep '^fn hwio\|^fn cmrs' "$s"
   printf ':sched hwio N=2 C=3 H=6 W=17 R=3 S=2 M=5\n:sched hwio N=1 C=3 H=6 W=17 R=3 S=2 M=5\n'
   printf ':sched cmrs N=2 C=3 H=5 W=17 M=4 R=2 S=3\n'
-} | "$dyn" --threads=2 > ic.txt 2>&1
+} | "$dyn" --threads=2 2>&1 | unwrap > ic.txt
 ic=$(grep -c "inside the reduction's loops" ic.txt)
 echo "interchanged: $ic of conv2d, maxpool2d, softmax, cmrs (want 3)"
 [ "$ic" = 3 ] || { cat ic.txt; exit 1; }
@@ -247,7 +255,7 @@ echo "gathered windows: $win of conv2d at N=2 C=3 H=9 W=8 F=4 S=2 P=1, $wwin of 
 bits=$("$dyn" -e ':hw' 2>/dev/null | sed -n 's/.* \([0-9]*\)-bit vectors.*/\1/p' | head -n 1)
 w=$(( ${bits:-256} / 32 )); [ "$w" -gt 16 ] && w=16
 printf 'fn p3(X: f32[A, B, C]) -> f32[C, A, B] { Y[c, a, b] = X[a, b, c]; return Y }\n:sched transpose\n:sched p3\n' |
-  "$dyn" > lay.txt 2>&1
+  "$dyn" 2>&1 | unwrap > lay.txt
 tiles=$(grep -c "a layout change (it reads along .*, writes along .*), in tiles of $w x $w transposed in registers" lay.txt)
 echo "layout changes: $tiles of transpose, p3 in tiles of $w x $w (want 2)"
 [ "$tiles" = 2 ] || { cat lay.txt; exit 1; }
@@ -297,7 +305,7 @@ if [ -n "$base" ] && [ -f "$top_srcdir/hw/$base.hw" ]; then
   echo "streaming: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
   [ $st = 0 ] && [ "$ok" = "$(grep -c '^:check' stream.dyn)" ] && [ ! -s serr.txt ] || exit 1
   # which kernels have a twin: not gelu (a tanh per element); layernorm (an rsqrt per row) does
-  printf ':sched layernorm\n:sched softmax\n:sched relu\n:sched gelu\n' | "$dyn" --hw=small.hw > sched.txt 2>&1
+  printf ':sched layernorm\n:sched softmax\n:sched relu\n:sched gelu\n' | "$dyn" --hw=small.hw 2>&1 | unwrap > sched.txt
   tw=$(grep -c '^  streaming stores to Y' sched.txt)
   gelu_tw=$(sed -n '/^kernel gelu/,$p' sched.txt | grep -c streaming)
   echo "streaming twins: $tw of layernorm, softmax, relu, gelu (want 3, none for gelu: $gelu_tw)"
@@ -310,7 +318,7 @@ if [ -n "$base" ] && [ -f "$top_srcdir/hw/$base.hw" ]; then
   # when the twin runs: 4 x 1000 (16 KB out, 16 KB in) fits the 64 KiB cache; 10 x 1000
   # (40 KB out, under it) does not with its 40 KB input, so the twin is compiled then
   printf 'Y = softmax(rand(f32[4, 1000]))\n:sched softmax\nY = softmax(rand(f32[10, 1000]))\n:sched softmax\n' |
-    "$dyn" --hw=small.hw > when.txt 2>&1
+    "$dyn" --hw=small.hw 2>&1 | unwrap > when.txt
   grep 'streaming stores to Y' when.txt | sed 's/([0-9.]* ms)/(T ms)/' > when.got
   printf '%s\n' \
     "  streaming stores to Y when it and the kernel's inputs are over 64 KiB (the last cache): twin compiled on first use (not yet)" \
