@@ -1236,19 +1236,17 @@ RunStatus cmd_run(Session *s, const char *text, Span at) {
   while (isspace((unsigned char)*arg)) arg++;
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(commands[i].name, name)) return commands[i].fn(s, arg, at);
-  /* suggest the command sharing the longest prefix with what was typed */
-  const char *close = NULL;
-  size_t best = 0;
+  Diag *dg = session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown command ':%s' (see :help)", name));
+  Suggest sg;
+  suggest_init(&sg, name);
+  const char *only = NULL;       /* the one command that starts with what was typed */
+  int nstart = 0;
   for (int i = 0; i < NCOMMANDS; i++) {
-    size_t k = 0;
-    while (name[k] && commands[i].name[k] == name[k]) k++;
-    if (k > best) {
-      best = k;
-      close = commands[i].name;
-    }
+    suggest_add(&sg, commands[i].name);
+    if (*name && !strncmp(commands[i].name, name, strlen(name))) only = commands[i].name, nstart++;
   }
-  session_error(s, at, E_COMMAND, close ? session_tmp_printf(s, "unknown command ':%s' (did you mean :%s? see :help)", name, close)
-                                : session_tmp_printf(s, "unknown command ':%s' (see :help)", name));
+  const char *best = suggest_best(&sg) ? suggest_best(&sg) : nstart == 1 ? only : NULL;
+  if (best) diag_note(dg, (Span){0}, "did you mean ':%s'?", best);
   return RUN_ERROR;
 }
 

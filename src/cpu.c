@@ -124,6 +124,7 @@ typedef struct G {
   const char *prefix;    /* of the module's symbols */
   VMath vm;              /* the math functions (vmath.c) */
   int vector_bits;       /* the kernels' "prefer-vector-width" (the hardware model's) */
+  LLVMValueRef *aa_scope, *aa_noalias;  /* per slot (slot_alias), made on first use */
 } G;
 
 static LLVMTypeRef ty_of(G *g, DynElem e) {
@@ -238,6 +239,8 @@ static LLVMValueRef offset(G *g, int slot, LLVMValueRef *subs, int first, int n)
   return off;
 }
 
+static void slot_alias(G *g, LLVMValueRef inst, int slot);
+
 static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch) {
   const Slot *s = &g->p->slots[e->slot];
   int first = s->kind == SLOT_LOCAL ? g->kn->nouter : 0;
@@ -274,6 +277,7 @@ static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_b
   LLVMTypeRef mt = mem_ty(g, s->type.elem);
   LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, base, &off, 1, "");
   LLVMValueRef v = LLVMBuildLoad2(g->b, mt, ptr, "");
+  slot_alias(g, v, e->slot);
   if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
   return v;
 }
@@ -520,11 +524,48 @@ static LLVMValueRef elem_ptr(G *g, int slot, LLVMValueRef *subs, int n) {
   return LLVMBuildGEP2(g->b, mem_ty(g, s->type.elem), slot_ptr(g, slot), &off, 1, "");
 }
 
+/* ---- slots do not alias ----
+ * Every slot is its own buffer (outputs and temporaries are fresh; inputs are only read, so
+ * two that share memory are no hazard), but LLVM sees pointers loaded from the context.  For
+ * affine accesses it versions the loop on run-time bounds checks; for a gather, X[I[m]], it
+ * cannot bound the reads of X and gives up ("cannot identify array bounds").  So each slot's
+ * loads and stores name it as their alias scope and every other slot as noalias, which lets
+ * the loop vectoriser take a gather (with the hardware's gather instructions where its cost
+ * model wants them). */
+static void slot_alias(G *g, LLVMValueRef inst, int slot) {
+  int n = g->p->nslots;
+  if (!g->aa_scope) {
+    g->aa_scope = calloc((size_t)n, sizeof(LLVMValueRef));
+    g->aa_noalias = calloc((size_t)n, sizeof(LLVMValueRef));
+    LLVMMetadataRef *sc = malloc((size_t)n * sizeof *sc), *others = malloc((size_t)n * sizeof *others);
+    LLVMMetadataRef dname = LLVMMDStringInContext2(g->cx, "dyn.slots", 9);
+    LLVMMetadataRef dom = LLVMMDNodeInContext2(g->cx, &dname, 1);
+    for (int i = 0; i < n; i++) {
+      char name[32];
+      int len = snprintf(name, sizeof name, "dyn.slot%d", i);
+      LLVMMetadataRef ops[2] = {LLVMMDStringInContext2(g->cx, name, (size_t)len), dom};
+      sc[i] = LLVMMDNodeInContext2(g->cx, ops, 2);
+    }
+    for (int i = 0; i < n; i++) {
+      int k = 0;
+      for (int j = 0; j < n; j++)
+        if (j != i) others[k++] = sc[j];
+      g->aa_scope[i] = LLVMMetadataAsValue(g->cx, LLVMMDNodeInContext2(g->cx, &sc[i], 1));
+      g->aa_noalias[i] = LLVMMetadataAsValue(g->cx, LLVMMDNodeInContext2(g->cx, others, (size_t)k));
+    }
+    free(sc);
+    free(others);
+  }
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(g->cx, "alias.scope", 11), g->aa_scope[slot]);
+  LLVMSetMetadata(inst, LLVMGetMDKindIDInContext(g->cx, "noalias", 7), g->aa_noalias[slot]);
+}
+
 /* A volatile store is never vectorised: the streaming twin's prologue (gen_kernel). */
 static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v, DynElem ty, bool vol) {
   LLVMValueRef ptr = elem_ptr(g, slot, subs, n);
   if (ty == DYN_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
   LLVMValueRef st = LLVMBuildStore(g->b, v, ptr);
+  slot_alias(g, st, slot);
   if (vol) LLVMSetVolatile(st, 1);
 }
 
@@ -1441,6 +1482,8 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
   LLVMDisposeBuilder(g.b);
   free(g.axv);
   free(g.memo);
+  free(g.aa_scope);
+  free(g.aa_noalias);
   return m;
 }
 

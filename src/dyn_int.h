@@ -372,6 +372,21 @@ void diag_clear(Diags *d);
 const char *diag_id_name(DiagId id);     /* "E_UNDEFINED" for the reference's list */
 const char *diag_id_format(DiagId id);
 
+/* ---- suggest.c: "did you mean NAME?" ---------------------------------------------------- */
+
+/* Feed candidates to a Suggest made for an unknown name; suggest_best is the one clearly
+ * nearest (by Damerau-Levenshtein distance, within a third of the name's length), or NULL
+ * when none is near or two are equally near.  Candidates must outlive the Suggest. */
+typedef struct Suggest {
+  const char *name, *best;
+  int limit, best_d, second_d;
+} Suggest;
+void suggest_init(Suggest *sg, const char *name);
+void suggest_add(Suggest *sg, const char *cand);
+void suggest_add_cb(void *sg, const char *cand);     /* for callbacks taking (void *, name) */
+const char *suggest_best(const Suggest *sg);
+int suggest_distance(const char *a, const char *b);
+
 /* ---- lex.c: tokens (lang/tokens.def) ---------------------------------------------------- */
 
 typedef enum {
@@ -546,6 +561,10 @@ typedef struct SemaEnv {
   PolyCtx *pc;
   Func *(*lookup_fn)(void *env, const char *name);
   void *env;
+  /* "Did you mean" candidates, to add(cookie, name) (either may be NULL): every function's
+   * name; and the variables a top-level statement checked as a function could have named. */
+  void (*each_fn)(void *env, void (*add)(void *cookie, const char *name), void *cookie);
+  void (*each_var)(void *env, void (*add)(void *cookie, const char *name), void *cookie);
 } SemaEnv;
 
 /* The most definitions a function may become once its calls are inlined. */

@@ -235,7 +235,26 @@ static void store(Tensor *t, int64_t off, double f, int64_t i, bool from_float) 
   }
 }
 
-static _Noreturn void oob(E *E, const KExpr *e, int k, int64_t v, int64_t dim) {
+/* A subscript that is an element of an integer tensor (a gather, E[tok[t], d]) is named
+ * with its position and value, "tok[2] = 7 is out of range for axis 0 of E (size 3)": the
+ * user fixes the data, not the expression.  Lane j of the subscripts, evaluated under mask. */
+static bool oob_data(E *E, const KExpr *e, int k, int64_t v, int64_t dim, int j, const uint8_t *mask) {
+  const KExpr *x = e->a[k];
+  while (x->kind == KX_CAST && elem_is_int(x->a[0]->ty)) x = x->a[0];
+  if (x->kind != KX_LOAD) return false;
+  int skip = E->p->slots[e->slot].kind == SLOT_LOCAL ? E->nouter : 0;
+  buf_printf(E->err, "%s", E->p->slots[x->slot].name);
+  for (int m = 0; m < x->n; m++) {
+    V sub = ev(E, x->a[m], mask);
+    buf_printf(E->err, "%s%lld", m ? ", " : "[", (long long)in(&sub, j));
+  }
+  buf_printf(E->err, "%s = %lld is out of range for axis %d of %s (size %lld)", x->n ? "]" : "", (long long)v,
+             k - skip, E->p->slots[e->slot].name, (long long)dim);
+  return true;
+}
+
+static _Noreturn void oob(E *E, const KExpr *e, int k, int64_t v, int64_t dim, int j, const uint8_t *mask) {
+  if (oob_data(E, e, k, v, dim, j, mask)) fail(E, e->span, "%s", "");
   Buf t = {0};
   kx_print(E->p, e, &t);
   if (t.len && t.s[t.len - 1] == '!') t.s[--t.len] = 0;
@@ -267,7 +286,7 @@ static V ev_load(E *E, const KExpr *e, const uint8_t *mask) {
     int64_t off = t->offset;
     for (int k = skip; k < e->n; k++) {
       int64_t v = in(&subs[k], j), dim = t->shape[k - skip];
-      if (v < 0 || v >= dim) oob(E, e, k, v, dim);
+      if (v < 0 || v >= dim) oob(E, e, k, v, dim, j, uni ? NULL : mask);
       off += v * t->strides[k - skip];
     }
     if (uni) {

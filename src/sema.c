@@ -32,6 +32,8 @@ typedef struct Idx {
   const char *ext_what;   /* "dimension 1 of X" */
   const Poly *lo, *hi;    /* bounds used by proofs, narrowed inside where(...) branches */
   bool given;             /* sum[k < N/2]: the range is written, accesses are only checked */
+  const char *bare_of;    /* the range is all of dimension bare_dim of this tensor, from */
+  int bare_dim;           /* the bare subscript at ext_span (for the hint towards slices) */
 } Idx;
 
 #define MAX_IDX 64
@@ -123,6 +125,26 @@ static Idx *find_idx(S *s, const char *name) {
   return NULL;
 }
 
+/* An unknown name, with "did you mean 'NAME'?" when one name is clearly nearest: among the
+ * tensors, sizes and indices in scope for a value (E_UNDEFINED), the sizes for a dimension
+ * (E_UNBOUND_SIZE), the session's and the math functions for a call (E_UNDEFINED_FN). */
+static void undefined(S *s, Span at, DiagId id, const char *name) {
+  Diag *dg = id == E_UNBOUND_SIZE ? err(s, at, id, name, name) : err(s, at, id, name);
+  Suggest sg;
+  suggest_init(&sg, name);
+  if (id == E_UNDEFINED_FN) {
+    for (int i = OP_EXP; i < OP__COUNT; i++) suggest_add(&sg, op_name((OpKind)i));
+    if (s->env->each_fn) s->env->each_fn(s->env->env, suggest_add_cb, &sg);
+  } else {
+    for (int i = 0; i < s->syms.n; i++)
+      if (id == E_UNDEFINED || s->syms.a[i].kind == SYM_SIZE) suggest_add(&sg, s->syms.a[i].name);
+    for (int i = 0; i < s->nidx && id == E_UNDEFINED; i++) suggest_add(&sg, s->idx[i].name);
+    if (id == E_UNDEFINED && s->env->each_var) s->env->each_var(s->env->env, suggest_add_cb, &sg);
+  }
+  const char *best = suggest_best(&sg);
+  if (best) diag_note(dg, (Span){0}, "did you mean '%s'?", best);
+}
+
 /* ---- sizes: dimension expressions to polynomials ---- */
 
 /* Convert a size expression.  bind: a lone unknown name becomes a new size variable (only
@@ -139,7 +161,7 @@ static const Poly *dim_poly(S *s, Expr *e, bool quiet) {
     if (ix) return poly_var(s->pc, e->name);
     if (!quiet) {
       if (y) err(s, e->span, E_BAD_DIM, arena_printf(s->a, "the tensor '%s'", e->name));
-      else err(s, e->span, E_UNBOUND_SIZE, e->name, e->name);
+      else undefined(s, e->span, E_UNBOUND_SIZE, e->name);
     }
     return NULL;
   }
@@ -387,8 +409,41 @@ static bool extremes(S *s, const Poly *p, const Poly **lo, const Poly **hi) {
 
 /* Prove an access in bounds, else report (definitely out: error; unknown: warning and a
  * run-time check). */
+/* After "X[i + 1] is out of bounds" where a bare subscript Z[i] gave i all of an axis: the
+ * user meant part of it, and a slice of Z says so (`X[i + 0]` once did, unexplained).  over:
+ * how far past the last element the access reaches (> 0), or under: how far before 0. */
+static const Expr *index_in(S *s, const Expr *e);
+
+static void slice_hint(S *s, Diag *dg, const Expr *sub, int64_t over, int64_t under) {
+  const Expr *iname = index_in(s, sub);
+  Idx *ix = iname ? find_idx(s, iname->name) : NULL;
+  Sym *z = ix && ix->bare_of ? find_sym(s, ix->bare_of) : NULL;
+  if (!z || z->kind != SYM_TENSOR || ix->bare_dim >= z->type.rank) return;
+  diag_note(dg, ix->ext_span, "'%s' ranges over all of dimension %d of %s (%s) because it is a whole subscript here",
+            ix->name, ix->bare_dim, z->name, pstr(s, ix->ext));
+  Buf b = {0};
+  buf_printf(&b, "%s[", z->name);
+  for (int d = 0; d < z->type.rank; d++) {
+    const Poly *lo = poly_const(s->pc, 0), *hi = z->type.dims[d];
+    if (d == ix->bare_dim) {
+      if (over > 0) hi = poly_sub(s->pc, hi, poly_const(s->pc, over));
+      else lo = poly_const(s->pc, under);
+    }
+    buf_printf(&b, "%s%s:%s", d ? ", " : "", pstr(s, lo), pstr(s, hi));
+  }
+  diag_note(dg, (Span){0}, "to use part of the axis, index a slice of %s instead, such as %s]", z->name, b.s);
+  buf_free(&b);
+}
+
+/* A subscript that is an element of an integer tensor, X[I[m]]: a gather, checked at run
+ * time by design (the value is data, which no proof can know), so without W_RUNTIME_CHECK. */
+static bool data_subscript(const Expr *sub) {
+  while (sub->kind == EX_CAST && sub->nargs == 1) sub = sub->args[0];
+  return sub->kind == EX_INDEX;
+}
+
 static void prove_access(S *s, Expr *e, const Type *t) {
-  bool checked = false;
+  bool checked = false, warn = false;
   for (int k = 0; k < e->nargs && k < t->rank; k++) {
     Expr *sub = e->args[k];
     if (sub->kind == EX_NAME && sub->res == RES_INDEX) {
@@ -411,6 +466,7 @@ static void prove_access(S *s, Expr *e, const Type *t) {
     }
     if (!p || !extremes(s, p, &lo, &hi)) {
       checked = true;
+      warn = warn || !data_subscript(sub);
       continue;
     }
     /* The access happens only when every range in scope is non-empty. */
@@ -429,19 +485,19 @@ static void prove_access(S *s, Expr *e, const Type *t) {
     if (ok_lo && ok_hi) continue;
     int64_t v;
     if (!ok_hi && poly_is_const(room, &v) && v < 0) {
-      err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, hi), k, e->name, pstr(s, t->dims[k]));
+      Diag *dg = err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, hi), k, e->name, pstr(s, t->dims[k]));
+      slice_hint(s, dg, sub, -v, 0);
       return;
     }
     if (!ok_lo && poly_is_const(lo, &v) && v < 0) {
-      err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, lo), k, e->name, pstr(s, t->dims[k]));
+      Diag *dg = err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, lo), k, e->name, pstr(s, t->dims[k]));
+      slice_hint(s, dg, sub, 0, -v);
       return;
     }
-    checked = true;
+    checked = warn = true;
   }
-  if (checked) {
-    e->checked = true;
-    err(s, e->span, W_RUNTIME_CHECK, estr(s, e));
-  }
+  e->checked = checked;
+  if (warn) err(s, e->span, W_RUNTIME_CHECK, estr(s, e));
 }
 
 /* Narrow index bounds from a condition (taken when `positive`, else its negation). */
@@ -563,7 +619,7 @@ static void infer(S *s, Expr *e) {
   if ((e->kind == EX_INDEX || e->kind == EX_NAME) && !find_sym(s, e->name) &&
       !(e->kind == EX_NAME && find_idx(s, e->name)) &&
       !(e->kind == EX_NAME && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name))) {
-    if (!s->err) err(s, e->kind == EX_INDEX ? e->name_span : e->span, E_UNDEFINED, e->name);
+    if (!s->err) undefined(s, e->kind == EX_INDEX ? e->name_span : e->span, E_UNDEFINED, e->name);
     return;
   }
   if (e->kind == EX_INDEX) {
@@ -575,6 +631,10 @@ static void infer(S *s, Expr *e) {
           Idx *ix = find_idx(s, sub->name);
           if (ix) set_ext(s, ix, y->type.dims[k], sub->span,
                           arena_printf(s->a, "dimension %d of %s", k, e->name));
+          if (ix && !ix->bare_of && ix->ext_span.src == sub->span.src && ix->ext_span.lo == sub->span.lo) {
+            ix->bare_of = e->name;
+            ix->bare_dim = k;
+          }
         }
       }
     }
@@ -620,6 +680,98 @@ static void infer(S *s, Expr *e) {
   for (int i = 0; i < e->nargs; i++) infer(s, e->args[i]);
 }
 
+/* ---- sum[k] A[i, k] + b[i]: a term the sum repeats ---- */
+
+/* The body of a reduction takes everything to its right (lang/reference.md, section 8), so
+ * sum[k] A[i, k] + b[i] adds b[i] once per k, where a reader of NumPy code means it once.
+ * Such a term, one that uses none of the sum's indices, is warned about at the term, with
+ * the parenthesised form in a note.  Only sums: max and min give the same either way. */
+typedef struct Term { Expr *e; bool neg; } Term;
+
+static int sum_terms(Expr *e, bool neg, Term *t, int n) {
+  if (e->kind == EX_BINARY && (e->op == OP_ADD || e->op == OP_SUB)) {
+    n = sum_terms(e->args[0], neg, t, n);
+    return sum_terms(e->args[1], e->op == OP_SUB ? !neg : neg, t, n);
+  }
+  if (n < 64) t[n] = (Term){e, neg};
+  return n + 1;
+}
+
+static bool uses_name(const Expr *e, const char *name) {
+  if (!e) return false;
+  if (e->kind == EX_NAME && !strcmp(e->name, name)) return true;
+  if (e->kind == EX_REDUCE && e->rbound)
+    for (int i = 0; i < e->nridx; i++)
+      if (uses_name(e->rbound[i], name)) return true;
+  for (int i = 0; i < e->nargs; i++)
+    if (uses_name(e->args[i], name)) return true;
+  return uses_name(e->base, name);
+}
+
+static bool uses_any(const Expr *e, const Expr *red) {
+  for (int i = 0; i < red->nridx; i++)
+    if (uses_name(e, red->ridx[i])) return true;
+  return false;
+}
+
+static Expr *binary(S *s, OpKind op, Expr *l, Expr *r) {
+  Expr *x = arena_alloc(s->a, sizeof *x);
+  x->kind = op == OP_NEG ? EX_UNARY : EX_BINARY;
+  x->op = op;
+  x->nargs = op == OP_NEG ? 1 : 2;
+  x->args = arena_alloc(s->a, 2 * sizeof(Expr *));
+  x->args[0] = l;
+  x->args[1] = r;
+  return x;
+}
+
+/* Called on the body as written, before it is checked (checking may wrap terms in casts);
+ * the warnings go out only if the sum checks. */
+typedef struct SumWarn { Span at[64]; const char *term[64]; int n; const char *fix; } SumWarn;
+
+static void sum_warn_find(S *s, const Expr *red, SumWarn *w) {
+  w->n = 0;
+  if (red->red != RED_SUM) return;
+  Term t[64];
+  int n = sum_terms(red->args[0], false, t, 0);
+  if (n < 2 || n > 64) return;
+  Expr *in = NULL, *out = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!uses_any(t[i].e, red)) continue;
+    Expr *x = in || !t[i].neg ? t[i].e : binary(s, OP_NEG, t[i].e, NULL);
+    in = in ? binary(s, t[i].neg ? OP_SUB : OP_ADD, in, x) : x;
+  }
+  if (!in) return;                        /* nothing uses the index: E_RANGE_UNUSED's case */
+  Expr *r = arena_alloc(s->a, sizeof *r);
+  *r = *red;
+  r->args = arena_alloc(s->a, sizeof(Expr *));
+  r->args[0] = in;
+  out = r;
+  for (int i = 0; i < n; i++) {
+    if (uses_any(t[i].e, red)) continue;
+    out = binary(s, t[i].neg ? OP_SUB : OP_ADD, out, t[i].e);
+    w->at[w->n] = t[i].e->span;
+    w->term[w->n++] = estr(s, t[i].e);
+  }
+  w->fix = estr(s, out);
+}
+
+static void sum_warn_report(S *s, const Expr *red, const SumWarn *w) {
+  if (!w->n) return;
+  Buf names = {0};
+  const Poly *times = poly_const(s->pc, 1);
+  for (int i = 0; i < red->nridx; i++) {
+    buf_printf(&names, "%s'%s'", i == 0 ? "" : i == red->nridx - 1 ? " or " : ", ", red->ridx[i]);
+    times = poly_mul(s->pc, times, red->rext[i]);
+  }
+  for (int i = 0; i < w->n; i++) {
+    Diag *dg = err(s, w->at[i], W_SUM_TERM, w->term[i], names.s, pstr(s, times));
+    diag_note(dg, (Span){0}, "the body of a sum extends to the end of the expression; to add %s once, end the sum first: %s",
+              w->n == 1 ? w->term[i] : "such terms", w->fix);
+  }
+  buf_free(&names);
+}
+
 /* ---- checking (second pass) ---- */
 
 static Expr *chk(S *s, Expr *e);
@@ -627,7 +779,7 @@ static Expr *chk(S *s, Expr *e);
 static Expr *chk_index(S *s, Expr *e) {
   Sym *y = find_sym(s, e->name);
   if (!y) {
-    err(s, e->name_span, E_UNDEFINED, e->name);
+    undefined(s, e->name_span, E_UNDEFINED, e->name);
     return NULL;
   }
   if (y->kind != SYM_TENSOR) {
@@ -679,7 +831,7 @@ static Expr *chk(S *s, Expr *e) {
     if (!y) {
       Func *f = s->env->lookup_fn ? s->env->lookup_fn(s->env->env, e->name) : NULL;
       if (f) err(s, e->span, E_NOT_TENSOR, e->name, "a function");
-      else err(s, e->span, E_UNDEFINED, e->name);
+      else undefined(s, e->span, E_UNDEFINED, e->name);
       return NULL;
     }
     if (y->kind == SYM_SIZE) {
@@ -772,7 +924,7 @@ static Expr *chk(S *s, Expr *e) {
     if (!op_from_name(e->name, &op)) {
       Func *f = s->env->lookup_fn ? s->env->lookup_fn(s->env->env, e->name) : NULL;
       if (f) err(s, e->span, E_STMT_IN_FN, arena_printf(s->a, "a call of '%s' inside an expression (bind it first: T = %s(...))", e->name, e->name));
-      else err(s, e->name_span, E_UNDEFINED_FN, e->name);
+      else undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
       return NULL;
     }
     if (e->nargs != op_arity(op)) {
@@ -849,6 +1001,8 @@ static Expr *chk(S *s, Expr *e) {
       s->idx[base + i].ext = e->rext ? e->rext[i] : NULL;
       s->idx[base + i].hi = s->idx[base + i].ext;
     }
+    SumWarn w;
+    sum_warn_find(s, e, &w);
     Expr *b = chk(s, e->args[0]);
     s->nidx = base;
     if (!b) return NULL;
@@ -856,6 +1010,7 @@ static Expr *chk(S *s, Expr *e) {
       err(s, e->span, E_REDUCE_BOOL, red_name(e->red));
       return NULL;
     }
+    if (e->rext) sum_warn_report(s, e, &w);
     e->args[0] = b;
     e->ty = b->ty;
     e->weak = b->weak;
@@ -1045,7 +1200,7 @@ static void check_call(S *s, Stmt *st) {
     }
     Sym *y = a->kind == EX_NAME ? find_sym(s, a->name) : NULL;
     if (!y || y->kind != SYM_TENSOR) {
-      if (a->kind == EX_NAME && !y) err(s, a->span, E_UNDEFINED, a->name);
+      if (a->kind == EX_NAME && !y) undefined(s, a->span, E_UNDEFINED, a->name);
       else err(s, a->span, E_ARG_KIND, i + 1, g->name, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, a)));
       return;
     }
@@ -1313,7 +1468,8 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
     for (int i = 0; i < ret->nnames && !s.err; i++) {
       Sym *y = find_sym(&s, ret->names[i]);
       if (!y || y->kind != SYM_TENSOR) {
-        err(&s, ret->name_spans[i], y ? E_NOT_TENSOR : E_UNDEFINED, ret->names[i], "a size");
+        if (y) err(&s, ret->name_spans[i], E_NOT_TENSOR, ret->names[i], "a size");
+        else undefined(&s, ret->name_spans[i], E_UNDEFINED, ret->names[i]);
         break;
       }
       if (decl->ret) {

@@ -74,6 +74,26 @@ Func *session_find_fn(Session *s, const char *name) {
 
 Func *session_lookup_fn(void *env, const char *name) { return session_find_fn(env, name); }
 
+void session_each_fn(void *env, void (*add)(void *cookie, const char *name), void *cookie) {
+  Session *s = env;
+  for (int i = 0; i < s->fns.n; i++) add(cookie, s->fns.a[i]->name);
+}
+
+void session_each_var(void *env, void (*add)(void *cookie, const char *name), void *cookie) {
+  Session *s = env;
+  for (int i = 0; i < s->vars.n; i++) add(cookie, s->vars.a[i].name);
+}
+
+Diag *session_undefined(Session *s, Span at, DiagId id, const char *name) {
+  Diag *dg = session_error(s, at, id, name);
+  Suggest sg;
+  suggest_init(&sg, name);
+  session_complete(s, "", suggest_add_cb, &sg);
+  const char *best = suggest_best(&sg);
+  if (best) diag_note(dg, (Span){0}, "did you mean '%s'?", best);
+  return dg;
+}
+
 /* A function replaced by a new definition or forgotten by :reset can no longer be called,
  * so its compiled code goes (about 28 KB a compile); the function itself stays, for the
  * programs that inlined it. */

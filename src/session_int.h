@@ -128,7 +128,16 @@ Binding *session_find_var(Session *s, const char *name);            /* NULL: unb
 void session_bind(Session *s, const char *name, Value v);            /* takes v */
 Func *session_find_fn(Session *s, const char *name);                 /* NULL: none */
 Func *session_lookup_fn(void *env, const char *name);                /* find_fn for sema and lower */
-static inline SemaEnv session_sema_env(Session *s) { return (SemaEnv){s->pc, session_lookup_fn, s}; }
+/* Every function's name, for "did you mean" (SemaEnv.each_fn). */
+void session_each_fn(void *env, void (*add)(void *cookie, const char *name), void *cookie);
+/* Every variable's name (SemaEnv.each_var of a top-level statement). */
+void session_each_var(void *env, void (*add)(void *cookie, const char *name), void *cookie);
+static inline SemaEnv session_sema_env(Session *s) {
+  return (SemaEnv){.pc = s->pc, .lookup_fn = session_lookup_fn, .each_fn = session_each_fn, .env = s};
+}
+/* Report an unknown name at top level (E_UNDEFINED, E_UNDEFINED_FN), with "did you mean"
+ * the nearest name the session knows when one is clearly nearest. */
+Diag *session_undefined(Session *s, Span at, DiagId id, const char *name);
 /* :reset: forget every binding and every function defined after the prelude. */
 void session_reset(Session *s);
 

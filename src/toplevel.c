@@ -25,7 +25,7 @@ static bool eval_int(Session *s, Expr *e, int64_t *out) {
   case EX_NAME: {
     Binding *b = session_find_var(s, e->name);
     if (!b) {
-      session_error(s, e->span, E_UNDEFINED, e->name);
+      session_undefined(s, e->span, E_UNDEFINED, e->name);
       return false;
     }
     if (b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && elem_is_int(b->v.t->elem)) {
@@ -692,6 +692,7 @@ Value top_eval_def(Session *s, Stmt *def) {
   d->body[0] = def;
   d->body[1] = ret;
   SemaEnv env = session_sema_env(s);
+  env.each_var = session_each_var;
   f = sema_function(&env, d, fa, &s->diags);
   if (!f) goto out;
   f->anonymous = true;
@@ -738,7 +739,7 @@ static Value eval_call(Session *s, Expr *e) {
   if (!bi && !f) {
     OpKind op;
     if (op_from_name(e->name, &op)) return eval_anon_expr(s, e, NULL);
-    session_error(s, e->name_span, E_UNDEFINED_FN, e->name);
+    session_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
     return (Value){0};
   }
   int n = e->nargs;
@@ -975,7 +976,7 @@ Value top_eval(Session *s, Expr *e) {
       session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
       return (Value){0};
     }
-    session_error(s, e->span, E_UNDEFINED, e->name);
+    session_undefined(s, e->span, E_UNDEFINED, e->name);
     return (Value){0};
   }
   case EX_LIST:

@@ -952,6 +952,52 @@ for B, N in [(1, 1), (7, 13), (64, 65), (RAND[2], RAND[1])]:
           out('v', F32, f64(X).var(1))])
 
 
+# ---- gathers: an integer tensor (i32 or i64) as a subscript, checked at run time ----
+GATHER = '''
+fn embed(E: f32[V, D], tok: IT[T]) -> f32[T, D] {
+  Y[t, d] = E[tok[t], d]
+  return Y
+}
+fn embed_t(E: f32[D, V], tok: IT[T]) -> f32[T, D] {
+  Y[t, d] = E[d, tok[t]]
+  return Y
+}
+fn along(X: f32[B, N], I: IT[B, K]) -> f32[B, K] {
+  Y[b, k] = X[b, I[b, k]]
+  return Y
+}
+fn pick_sum(X: f32[B, N], I: IT[B, K], w: f32[K]) -> f32[B] {
+  s[b] = sum[k] X[b, I[b, k]] * w[k]
+  return s
+}
+fn take(X: f64[N], I: IT[M], W: f64[M]) -> f64[M] {
+  Y[m] = X[I[m]] * 2.0 + W[m]
+  return Y
+}
+'''
+for dtype, ty in [(I32, 'i32'), (I64, 'i64')]:
+    for V, D, T, K in [(1, 1, 1, 1), (3, 7, 13, 2), (17, 64, 5, 31), (RAND[0], RAND[1], RAND[2], 7),
+                       (5, 0, 3, 1), (5, 3, 0, 0)]:
+        E = randn((V, D))
+        Et = np.ascontiguousarray(E.T)
+        tok = rng.integers(0, V, T).astype(dtype)
+        X = randn((T, V))
+        I = rng.integers(0, V, (T, K)).astype(dtype)
+        w = randn((K,))
+        Xd = rng.standard_normal(V)
+        Wd = rng.standard_normal(T)
+        prods = np.take_along_axis(f64(X), I.astype(np.int64), 1) * f64(w)
+        case('gather %s: embedding, its transpose, take_along_axis, in a sum, 1-D V=%d D=%d T=%d K=%d'
+             % (ty, V, D, T, K),
+             [('E', E), ('Et', Et), ('tok', tok), ('X', X), ('I', I), ('w', w), ('Xd', Xd), ('Wd', Wd)],
+             GATHER.replace('IT[', ty + '[') +
+             'Y = embed(E, tok)\nYt = embed_t(Et, tok)\nA = along(X, I)\nS = pick_sum(X, I, w)\n'
+             'G = take(Xd, tok, Wd)',
+             [out('Y', F32, E[tok.astype(np.int64)], EXACT), out('Yt', F32, E[tok.astype(np.int64)], EXACT),
+              out('A', F32, np.take_along_axis(X, I.astype(np.int64), 1), EXACT),
+              summed('S', F32, prods.sum(1), np.abs(prods).sum(1)),
+              out('G', F64, Xd[tok.astype(np.int64)] * 2.0 + Wd)])
+
 # ---- the runner ----
 def dyn_string(path):
     return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'

@@ -86,6 +86,19 @@ static const char *EXTRA =
   "  Y[b, n] = e[b, n] / s[b]\n"
   "  return Y\n"
   "}\n"
+  "fn gath(E: f32[V, D], I: i32[T]) -> f32[T, D] {\n"
+  "  Y[t, d] = E[I[t], d]\n"
+  "  return Y\n"
+  "}\n"
+  "fn gathm(E: f32[V, D], I: i64[T]) -> f32[T, D] {\n"
+  "  Y[t, d] = E[I[t] % V, d] + E[V - 1 - I[t] % V, d]\n"
+  "  return Y\n"
+  "}\n"
+  "fn along(X: f64[B, N], I: i32[B, K]) -> (f64[B, K], f64[B]) {\n"
+  "  Y[b, k] = X[b, I[b, k] % N]\n"
+  "  s[b] = sum[k] X[b, I[b, k] % N] * f64(k)\n"
+  "  return (Y, s)\n"
+  "}\n"
   "fn gsum(X: f32[A, N]) -> f32 {\n"
   "  s = (sum[a, n] X[a, n] * 0.5) + 1.0\n"
   "  return s\n"
@@ -1032,6 +1045,20 @@ START_TEST(test_run_semantics) {
 }
 END_TEST
 
+/* Gathers: an element of an integer tensor as a subscript.  The inputs' integers are in
+ * [-10, 10], so E[I[t], d] goes out of range (an error on both), and I[t] % V stays in. */
+START_TEST(test_run_gather) {
+  if (!emulator()) return;
+  run_case("gath", "V=7 D=33 T=20", NULL, 0);
+  run_case("gath", "V=7 D=33 T=0", NULL, 0);
+  run_case("gathm", "V=7 D=33 T=20", NULL, 0);
+  run_case("gathm", "V=1 D=130 T=3", NULL, 0);
+  run_case("gathm", "V=13 D=1 T=65", "loop", 0);
+  run_case("along", "B=5 N=11 K=40", NULL, 0);
+  run_case("along", "B=1 N=3 K=257", NULL, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cuda");
   TCase *tc = tcase_create("render");
@@ -1060,6 +1087,7 @@ int main(void) {
   tcase_add_test(run, test_run_rowwise);
   tcase_add_test(run, test_run_contractions);
   tcase_add_test(run, test_run_semantics);
+  tcase_add_test(run, test_run_gather);
   tcase_add_test(run, test_run_tf32);
   tcase_add_test(run, test_run_bf16);
   tcase_add_test(run, test_run_exact_stays_exact);

@@ -466,13 +466,18 @@ START_TEST(test_out_of_bounds) {
   const char *prog = "fn g(X: f32[N], I: i64[M]) -> f32[M] {\n  Y[j] = X[I[j]] * 2.0\n  return Y\n}";
   arg("f32[3]", "1 2 3");
   arg("i64[4]", "0 2 5 1");
-  ck_assert_str_eq(run(prog), "error: X[I[j]] is out of bounds: subscript 0 is 5 but dimension 0 of X is 3");
-  ck_assert_str_eq(msgs.s, "t.dyn:2:10: error: X[I[j]] is out of bounds: subscript 0 is 5 but dimension 0 of X is 3\n"
+  ck_assert_str_eq(run(prog), "error: I[2] = 5 is out of range for axis 0 of X (size 3)");
+  ck_assert_str_eq(msgs.s, "t.dyn:2:10: error: I[2] = 5 is out of range for axis 0 of X (size 3)\n"
                            "  2 |   Y[j] = X[I[j]] * 2.0\n"
                            "    |          ^~~~~~~\n");
   arg("f32[3]", "1 2 3");
   arg("i64[2]", "-1 0");
-  ck_assert_str_eq(run(prog), "error: X[I[j]] is out of bounds: subscript 0 is -1 but dimension 0 of X is 3");
+  ck_assert_str_eq(run(prog), "error: I[0] = -1 is out of range for axis 0 of X (size 3)");
+  /* an index computed from data is named as the access, with the subscript's value */
+  arg("f32[3]", "1 2 3");
+  arg("i64[2]", "0 2");
+  ck_assert_str_eq(run("fn g1(X: f32[N], I: i64[M]) -> f32[M] {\n  Y[j] = X[I[j] + 1]\n  return Y\n}"),
+                   "error: X[I[j] + 1] is out of bounds: subscript 0 is 3 but dimension 0 of X is 3");
   /* in range: no error */
   arg("f32[3]", "1 2 3");
   arg("i64[2]", "2 0");

@@ -372,7 +372,7 @@ START_TEST(test_targets_agree) {
 #ifdef HAVE_LLVM
   static const char *program =
       "fn affine(X: f32[M, K], W: f32[K, N], b: f32[N]) -> f32[M, N] {\n"
-      "  Y[m, n] = sum[k] X[m, k] * W[k, n] + b[n]\n"
+      "  Y[m, n] = (sum[k] X[m, k] * W[k, n]) + b[n]\n"
       "  return Y\n"
       "}\n"
       "fn halves(X: i64[N]) -> i64[N] { H[i] = X[i] / 2; return H }\n";
