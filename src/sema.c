@@ -48,6 +48,7 @@ typedef struct S {
   VEC(SizeVar) sizes;
   VEC(const Poly *) facts;    /* polynomials known to be >= 0 */
   Fact *ufacts; int nufacts;
+  FactVec vfacts;             /* conditions of views, checked at every call (Fact.what) */
   Idx idx[MAX_IDX];
   int nidx;
   bool err;
@@ -202,6 +203,8 @@ static bool type_from_expr(S *s, TypeExpr *te, Type *out) {
   }
   return true;
 }
+
+static void assume(S *s, const Poly *l, CmpOp c, const Poly *r);
 
 static bool nonneg(S *s, const Poly *p) {
   return poly_nonneg(s->pc, p, s->facts.a, s->facts.n);
@@ -560,6 +563,11 @@ static void infer(S *s, Expr *e) {
     if (!s->err) err(s, e->span, E_STMT_IN_FN, "indexing the result of a call");
     return;
   }
+  if (e->kind == EX_NAME && e->res == RES_SIZE && e->size) return;   /* view_size */
+  if (expr_is_slice(e)) {
+    if (!s->err) err(s, e->span, E_SLICE_PLACE, estr(s, e), estr(s, e));
+    return;
+  }
   if ((e->kind == EX_INDEX || e->kind == EX_NAME) && !find_sym(s, e->name) &&
       !(e->kind == EX_NAME && find_idx(s, e->name)) &&
       !(e->kind == EX_NAME && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name))) {
@@ -651,7 +659,7 @@ static Expr *chk_index(S *s, Expr *e) {
   e->res = RES_TENSOR;
   e->ty = y->type.elem;
   e->weak = false;
-  prove_access(s, e, &y->type);
+  if (!e->view) prove_access(s, e, &y->type);
   return e;
 }
 
@@ -668,6 +676,11 @@ static Expr *chk(S *s, Expr *e) {
     err(s, e->span, E_TYPE_EXPECTED, "an expression", "a number or a tensor element", "a string");
     return NULL;
   case EX_NAME: {
+    if (e->res == RES_SIZE && e->size) {     /* a size a view wrote (view_size) */
+      e->ty = DYN_I64;
+      e->weak = true;
+      return e;
+    }
     Idx *ix = find_idx(s, e->name);
     if (ix) {
       e->res = RES_INDEX;
@@ -700,6 +713,9 @@ static Expr *chk(S *s, Expr *e) {
   }
   case EX_INDEX:
     return chk_index(s, e);
+  case EX_SLICE:
+    err(s, e->span, E_SLICE_PLACE, estr(s, e), estr(s, e));
+    return NULL;
   case EX_CAST: {
     Expr *a = chk(s, e->args[0]);
     if (!a) return NULL;
@@ -945,8 +961,187 @@ static bool elementwise_rewrite(S *s, Stmt *st) {
   return true;
 }
 
+/* ---- views: slices, reshape, concat and stack inside functions ----
+ *
+ * `T = X[a:b:c, i, :]`, `T = reshape(X, [B, H, D])`, `T = concat(A, B, 1)` and
+ * `T = stack(A, B, 0)` become index-notation definitions whose subscripts are affine in new
+ * indices (`T[_0, _1] = X[a + _0*c, i, _1]`), with the view's shape as the indices' ranges.
+ * Fusion inlines such a definition into its readers like any elementwise one, so a slice read
+ * by an index expression is an offset and a stride of that read, one loop nest on every back
+ * end.  What the view needs of its sizes (0 <= a <= b <= dim, equal element counts) is proved
+ * here where it can be, an error where it is false, and otherwise checked at every call as a
+ * fact the function did not state (Fact.what).  The accesses it writes are then in bounds by
+ * construction and are not proved again (Expr.view). */
+
+static bool view_call(const Expr *e, const char *name) {
+  return e->kind == EX_CALL && !strcmp(e->name, name);
+}
+
+static bool view_form(S *s, const Expr *e) {
+  if (expr_is_slice(e)) return true;
+  bool user = e->kind == EX_CALL && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name);
+  return !user && (view_call(e, "reshape") || view_call(e, "concat") || view_call(e, "stack"));
+}
+
+static Expr *view_new(S *s, ExprKind k, Span at, int nargs) {
+  Expr *e = arena_alloc(s->a, sizeof *e);
+  e->kind = k;
+  e->span = e->name_span = at;
+  e->nargs = nargs;
+  e->args = arena_alloc(s->a, sizeof(Expr *) * (size_t)(nargs + 1));
+  return e;
+}
+
+/* A size as an expression, already resolved (chk and infer take it as it is). */
+static Expr *view_size(S *s, const Poly *p, Span at) {
+  int64_t v;
+  if (poly_is_const(p, &v)) {
+    Expr *e = view_new(s, EX_NUM, at, 0);
+    e->is_int = true;
+    e->ival = v;
+    e->num = (double)v;
+    return e;
+  }
+  Expr *e = view_new(s, EX_NAME, at, 0);
+  e->name = pstr(s, p);
+  e->res = RES_SIZE;
+  e->size = p;
+  return e;
+}
+
+static Expr *view_index(S *s, const char *name, Span at) {
+  Expr *e = view_new(s, EX_NAME, at, 0);
+  e->name = name;
+  return e;
+}
+
+static Expr *view_bin(S *s, OpKind op, Expr *l, Expr *r) {
+  Expr *e = view_new(s, EX_BINARY, l->span, 2);
+  e->op = op;
+  e->args[0] = l;
+  e->args[1] = r;
+  return e;
+}
+
+/* a + i*c, without the + 0 and the *1 */
+static Expr *view_affine(S *s, const Poly *a, Expr *i, const Poly *c) {
+  int64_t v;
+  Expr *e = poly_is_const(c, &v) && v == 1 ? i : view_bin(s, OP_MUL, i, view_size(s, c, i->span));
+  return poly_is_const(a, &v) && v == 0 ? e : view_bin(s, OP_ADD, view_size(s, a, i->span), e);
+}
+
+static Expr *view_load(S *s, const char *x, Expr **subs, int n, Span at) {
+  Expr *e = view_new(s, EX_INDEX, at, n);
+  e->name = x;
+  e->view = true;
+  for (int k = 0; k < n; k++) e->args[k] = subs[k];
+  return e;
+}
+
+/* The view `what` needs l c r (CMP_LE or CMP_EQ): proved, an error when false whatever the
+ * sizes (detail says where the sizes come from), else a fact checked at every call. */
+static bool view_need(S *s, const Poly *l, CmpOp c, const Poly *r, Span at, const char *what, const char *detail) {
+  const Poly *d = poly_sub(s->pc, r, l);
+  if (c == CMP_LT) d = poly_sub(s->pc, d, poly_const(s->pc, 1));
+  int64_t v;
+  if (poly_is_const(d, &v)) {
+    if (c == CMP_EQ ? v == 0 : v >= 0) return true;
+    err(s, at, E_VIEW_BOUNDS, what, arena_printf(s->a, "%s %s %s", pstr(s, l), cmp_name(c), pstr(s, r)), detail);
+    return false;
+  }
+  if (c != CMP_EQ && nonneg(s, d)) return true;
+  Fact f = {l, c, r, at, what};
+  vec_push(s->vfacts, f);
+  assume(s, l, c, r);            /* the rest of the function runs only where it holds */
+  return true;
+}
+
+/* The names of a view's n indices, _0 ... */
+static void view_indices(S *s, Stmt *st, int n) {
+  st->nidx = n;
+  st->idx = arena_alloc(s->a, sizeof(char *) * (size_t)(n + 1));
+  st->idx_span = arena_alloc(s->a, sizeof(Span) * (size_t)(n + 1));
+  for (int k = 0; k < n; k++) {
+    st->idx[k] = arena_printf(s->a, "_%d", k);
+    st->idx_span[k] = st->name_span;
+  }
+}
+
+/* A tensor argument of a view: a name of a tensor in scope. */
+static Sym *view_tensor(S *s, Expr *x, const char *view, int argno) {
+  Sym *y = x->kind == EX_NAME || x->kind == EX_INDEX ? find_sym(s, x->name) : NULL;
+  if (!y && (x->kind == EX_NAME || x->kind == EX_INDEX)) {
+    err(s, x->kind == EX_INDEX ? x->name_span : x->span, E_UNDEFINED, x->name);
+    return NULL;
+  }
+  if (!y || y->kind != SYM_TENSOR || (x->kind == EX_NAME && y->type.rank == 0)) {
+    err(s, x->span, E_ARG_KIND, argno, view, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, x)));
+    return NULL;
+  }
+  return y;
+}
+
+static bool view_slice(S *s, Stmt *st) {
+  Expr *x = st->expr;
+  Sym *y = view_tensor(s, x, "a slice", 1);
+  if (!y) return false;
+  int r = y->type.rank;
+  if (x->nargs != r) {
+    err(s, x->span, E_RANK, x->name, r, r == 1 ? "" : "s", x->nargs, x->nargs == 1 ? "" : "s");
+    return false;
+  }
+  const char *what = arena_printf(s->a, "the slice %s", estr(s, x));
+  Type *t = arena_alloc(s->a, sizeof *t);
+  t->elem = y->type.elem;
+  Expr **subs = arena_alloc(s->a, sizeof(Expr *) * (size_t)(r + 1));
+  const Poly *zero = poly_const(s->pc, 0), *one = poly_const(s->pc, 1);
+  int n = 0;
+  for (int k = 0; k < r; k++) {
+    Expr *a = x->args[k];
+    const Poly *dim = y->type.dims[k];
+    const char *detail = arena_printf(s->a, "dimension %d of %s is %s", k, x->name, pstr(s, dim));
+    if (a->kind != EX_SLICE) {               /* a fixed subscript drops the dimension */
+      const Poly *p = dim_poly(s, a, false);
+      if (!p || !view_need(s, zero, CMP_LE, p, a->span, what, detail) ||
+          !view_need(s, p, CMP_LT, dim, a->span, what, detail))
+        return false;
+      subs[k] = view_size(s, p, a->span);
+      continue;
+    }
+    const Poly *part[3] = {zero, dim, one};
+    for (int j = 0; j < 3; j++)
+      if (slice_part(a, j) && !(part[j] = dim_poly(s, slice_part(a, j), false))) return false;
+    Span at[3] = {a->span, a->span, a->span};
+    for (int j = 0; j < 3; j++)
+      if (slice_part(a, j)) at[j] = slice_part(a, j)->span;
+    if (!view_need(s, zero, CMP_LE, part[0], at[0], what, detail) ||
+        !view_need(s, part[0], CMP_LE, part[1], a->span, what, "a slice starts at most where it stops") ||
+        !view_need(s, part[1], CMP_LE, dim, at[1], what, detail) ||
+        !view_need(s, one, CMP_LE, part[2], at[2], what, "a step is at least 1"))
+      return false;
+    const Poly *len = poly_sub(s->pc, part[1], part[0]);
+    if (part[2] != one)                      /* ceil((b - a) / c) */
+      len = poly_div(s->pc, poly_add(s->pc, len, poly_sub(s->pc, part[2], one)), part[2]);
+    t->dims[n] = len;
+    subs[k] = view_affine(s, part[0], view_index(s, arena_printf(s->a, "_%d", n), a->span), part[2]);
+    n++;
+  }
+  t->rank = n;
+  view_indices(s, st, n);
+  st->shape = t;
+  st->expr = view_load(s, x->name, subs, r, x->span);
+  return true;
+}
+
+/* View rewrites of `T = X[...]`, reshape, concat and stack: false after reporting. */
+static bool view_rewrite(S *s, Stmt *st) {
+  if (expr_is_slice(st->expr)) return view_slice(s, st);
+  return false;
+}
+
 static void check_def(S *s, Stmt *st, const Type *ret_hint) {
   if (defined(s, st->name, st->name_span)) return;
+  if (st->nidx == 0 && view_form(s, st->expr) && !view_rewrite(s, st)) return;
   if (st->nidx == 0 && !elementwise_rewrite(s, st)) return;
   int base = s->nidx;
   for (int i = 0; i < st->nidx; i++)
@@ -954,6 +1149,13 @@ static void check_def(S *s, Stmt *st, const Type *ret_hint) {
       s->nidx = base;
       return;
     }
+  for (int i = 0; st->shape && i < st->nidx; i++) {   /* a view: its shape gives the ranges */
+    Idx *ix = &s->idx[base + i];
+    ix->ext = ix->hi = st->shape->dims[i];
+    ix->ext_span = st->span;
+    ix->ext_what = "the view";
+    ix->given = true;
+  }
   Type annot;
   bool has_annot = false;
   if (st->annot) {
@@ -1118,6 +1320,11 @@ static void check_call(S *s, Stmt *st) {
     else if (ft->cmp == CMP_LT) ok = nonneg(s, poly_sub(s->pc, poly_neg(s->pc, d), poly_const(s->pc, 1)));
     for (int j = 0; !ok && j < s->nufacts; j++)
       ok = s->ufacts[j].lhs == l && s->ufacts[j].rhs == r && s->ufacts[j].cmp == ft->cmp;
+    if (!ok && ft->what) {         /* a view's condition: checked at the caller's calls too */
+      Fact vf = {l, ft->cmp, r, ft->span, arena_printf(s->a, "%s (in %s)", ft->what, g->name)};
+      vec_push(s->vfacts, vf);
+      continue;
+    }
     if (!ok) {
       Diag *dg = err(s, call->span, E_FACT_FAILS, g->name,
                      arena_printf(s->a, "%s %s %s", pstr(s, l), cmp_name(ft->cmp), pstr(s, r)),
@@ -1155,9 +1362,13 @@ static void check_fact_expr(S *s, Expr *e, FactVec *out) {
   if (!r) return;
   CmpOp c = e->op == OP_EQ ? CMP_EQ : e->op == OP_NE ? CMP_NE : e->op == OP_LT ? CMP_LT :
             e->op == OP_LE ? CMP_LE : e->op == OP_GT ? CMP_GT : CMP_GE;
-  Fact f = {l, c, r, e->span};
+  Fact f = {l, c, r, e->span, NULL};
   vec_push(*out, f);
-  /* as >= 0 facts for the prover */
+  assume(s, l, c, r);
+}
+
+/* l c r as >= 0 facts for the prover. */
+static void assume(S *s, const Poly *l, CmpOp c, const Poly *r) {
   const Poly *d = poly_sub(s->pc, l, r), *one = poly_const(s->pc, 1);
   switch (c) {
   case CMP_GE: vec_push(s->facts, d); break;
@@ -1350,9 +1561,11 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
     vec_free(s.syms);
     vec_free(s.sizes);
     vec_free(s.facts);
+    vec_free(s.vfacts);
     vec_free(facts);
     return NULL;
   }
+  for (int i = 0; i < s.vfacts.n; i++) vec_push(facts, s.vfacts.a[i]);
   fn->rets = rets;
   fn->nrets = nrets;
   fn->facts = arena_alloc(arena, sizeof(Fact) * (size_t)(facts.n + 1));
@@ -1367,6 +1580,7 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
   vec_free(s.syms);
   vec_free(s.sizes);
   vec_free(s.facts);
+  vec_free(s.vfacts);
   vec_free(facts);
   return fn;
 }

@@ -952,6 +952,42 @@ for B, N in [(1, 1), (7, 13), (64, 65), (RAND[2], RAND[1])]:
           out('v', F32, f64(X).var(1))])
 
 
+# ---- views: slices in functions (affine reads) and of values at top level ----
+SLICES = '''
+fn heads(X: f32[B, N], D: size) -> (f32[B, D], f32[B, D], f32[B, N - 2*D]) {
+  Q = X[:, 0:D]
+  K = X[:, D:2*D]
+  R = X[:, 2*D:]
+  return (Q, K, R)
+}
+fn strided(X: f32[B, N]) -> (f32[(B + 1)/2, (N + 1)/3], f32[N - 1]) {
+  S = X[::2, 1::3]
+  T = X[B - 1, 1:N]
+  return (S, T)
+}
+fn tail_dot(X: f32[B, N], W: f32[N - 1]) -> f32[B] {
+  L = X[:, 1:N]
+  s[b] = sum[n] L[b, n] * W[n]
+  return s
+}
+'''
+for B, N, D in [(1, 1, 0), (1, 2, 1), (3, 4, 2), (7, 13, 5), (17, 31, 1), (RAND[0], RAND[1] + 1, RAND[1] // 2)]:
+    X, W = randn((B, N)), randn(N - 1)
+    case('slices in functions %dx%d D=%d' % (B, N, D), [('X', X), ('W', W)],
+         SLICES + '(Q, K, R) = heads(X, %d)\n(S, T) = strided(X)\nL = tail_dot(X, W)' % D,
+         [out('Q', F32, X[:, 0:D], EXACT), out('K', F32, X[:, D:2 * D], EXACT),
+          out('R', F32, X[:, 2 * D:], EXACT), out('S', F32, X[::2, 1::3], EXACT),
+          out('T', F32, X[B - 1, 1:N], EXACT),
+          summed('L', F32, f64(X[:, 1:]) @ f64(W), np.abs(f64(X[:, 1:])) @ np.abs(f64(W)))])
+for B, N in [(0, 3), (1, 1), (5, 7), (13, 2), (RAND[2], RAND[3])]:
+    X = randn((B, N))
+    case('slices of values %dx%d' % (B, N), [('X', X)],
+         'N = %d\nV = X[:, 1:]\nE = X[0:0, :]\nM = X[::3, N - 1:N] * 2\nP = matmul(X[:, ::2], ones(f32[(N + 1)/2, 3]))' % N,
+         [out('V', F32, X[:, 1:], EXACT), out('E', F32, X[0:0, :], EXACT),
+          out('M', F32, X[::3, N - 1:N] * 2, EXACT),
+          summed('P', F32, f64(X[:, ::2]) @ np.ones(((N + 1) // 2, 3)), np.abs(f64(X[:, ::2])) @ np.ones(((N + 1) // 2, 3)))])
+
+
 # ---- the runner ----
 def dyn_string(path):
     return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'
