@@ -218,6 +218,7 @@ const Builtin builtin_table[] = {
   {"load", 1, 1, bi_load, false, "load(\"x.npy\"): read a NumPy file"},
   {"save", 2, 2, bi_save, false, "save(X, \"x.npy\"): write a NumPy file"},
   {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
+  {"reshape", 2, 2, view_reshape, false, "reshape(X, [D1, ...]): X with new dimensions, the same elements in order", true},
 };
 const int builtin_count = (int)(sizeof builtin_table / sizeof builtin_table[0]);
 

@@ -1069,13 +1069,14 @@ static void view_indices(S *s, Stmt *st, int n) {
 
 /* A tensor argument of a view: a name of a tensor in scope. */
 static Sym *view_tensor(S *s, Expr *x, const char *view, int argno) {
-  Sym *y = x->kind == EX_NAME || x->kind == EX_INDEX ? find_sym(s, x->name) : NULL;
-  if (!y && (x->kind == EX_NAME || x->kind == EX_INDEX)) {
+  bool sliced = x->kind == EX_INDEX && argno == 0;     /* X of X[a:b] */
+  Sym *y = x->kind == EX_NAME || sliced ? find_sym(s, x->name) : NULL;
+  if (!y && (x->kind == EX_NAME || sliced)) {
     err(s, x->kind == EX_INDEX ? x->name_span : x->span, E_UNDEFINED, x->name);
     return NULL;
   }
   if (!y || y->kind != SYM_TENSOR || (x->kind == EX_NAME && y->type.rank == 0)) {
-    err(s, x->span, E_ARG_KIND, argno, view, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, x)));
+    err(s, x->span, E_ARG_KIND, argno ? argno : 1, view, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, x)));
     return NULL;
   }
   return y;
@@ -1083,7 +1084,7 @@ static Sym *view_tensor(S *s, Expr *x, const char *view, int argno) {
 
 static bool view_slice(S *s, Stmt *st) {
   Expr *x = st->expr;
-  Sym *y = view_tensor(s, x, "a slice", 1);
+  Sym *y = view_tensor(s, x, "a slice", 0);
   if (!y) return false;
   int r = y->type.rank;
   if (x->nargs != r) {
@@ -1133,9 +1134,88 @@ static bool view_slice(S *s, Stmt *st) {
   return true;
 }
 
+static const Poly *view_prod(S *s, const Poly *const *dims, int from, int to) {
+  const Poly *p = poly_const(s->pc, 1);
+  for (int k = from; k < to; k++) p = poly_mul(s->pc, p, dims[k]);
+  return p;
+}
+
+/* One group of a reshape: source dimensions [i, i2) of y hold target dimensions [j, j2) of
+ * t.  The target indices make one flat position (Horner's rule), which floor division and
+ * modulo split into the source subscripts; a group of one dimension needs neither. */
+static void view_group(S *s, const Type *y, const Type *t, int i, int i2, int j, int j2, Expr **subs, Span at) {
+  Expr *flat = NULL;
+  for (int k = j; k < j2; k++) {
+    Expr *ix = view_index(s, arena_printf(s->a, "_%d", k), at);
+    flat = flat ? view_bin(s, OP_ADD, view_bin(s, OP_MUL, flat, view_size(s, t->dims[k], at)), ix) : ix;
+  }
+  if (!flat) flat = view_size(s, poly_const(s->pc, 0), at);
+  for (int k = i; k < i2; k++) {
+    const Poly *inner = view_prod(s, y->dims, k + 1, i2);
+    int64_t v;
+    Expr *e = poly_is_const(inner, &v) && v == 1 ? flat : view_bin(s, OP_DIV, flat, view_size(s, inner, at));
+    subs[k] = k > i ? view_bin(s, OP_MOD, e, view_size(s, y->dims[k], at)) : e;
+  }
+}
+
+/* T = reshape(X, [D1, ...]): the same elements in C order.  Dimensions equal in both shapes
+ * map one to one; the others form groups whose sizes multiply to the same size (N to H, D
+ * when N = H*D is written N), or one group of all the rest.  The element counts must be
+ * equal. */
+static bool view_reshape(S *s, Stmt *st) {
+  Expr *c = st->expr;
+  if (c->nargs != 2 || c->args[1]->kind != EX_LIST) {
+    err(s, c->span, E_VIEW_ARG, "reshape", "write reshape(X, [D1, D2, ...]) with the new dimensions as a list of sizes");
+    return false;
+  }
+  Sym *y = view_tensor(s, c->args[0], "reshape", 1);
+  if (!y) return false;
+  Expr *list = c->args[1];
+  if (list->nargs > DYN_MAX_RANK) {
+    err(s, list->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    return false;
+  }
+  Type *t = arena_alloc(s->a, sizeof *t);
+  t->elem = y->type.elem;
+  t->rank = list->nargs;
+  for (int k = 0; k < t->rank; k++) {
+    int64_t v;
+    if (!(t->dims[k] = dim_poly(s, list->args[k], false))) return false;
+    if (poly_is_const(t->dims[k], &v) && v < 0) {
+      err(s, list->args[k]->span, E_NEG_DIM, k, (long long)v);
+      return false;
+    }
+  }
+  const Type *x = &y->type;
+  if (!view_need(s, view_prod(s, x->dims, 0, x->rank), CMP_EQ, view_prod(s, t->dims, 0, t->rank), c->span,
+                 estr(s, c), arena_printf(s->a, "%s is %s", c->args[0]->name, tstr(s, x))))
+    return false;
+  Expr **subs = arena_alloc(s->a, sizeof(Expr *) * (size_t)(x->rank + 1));
+  int i = 0, j = 0;
+  while (i < x->rank || j < t->rank) {
+    if (i < x->rank && j < t->rank && x->dims[i] == t->dims[j]) {
+      subs[i++] = view_index(s, arena_printf(s->a, "_%d", j++), c->span);
+      continue;
+    }
+    int bi = x->rank, bj = t->rank;          /* the smallest group of equal sizes, else the rest */
+    for (int i2 = i + 1; i2 <= x->rank; i2++)
+      for (int j2 = j + 1; j2 <= t->rank; j2++)
+        if (i2 - i + j2 - j < bi - i + bj - j && view_prod(s, x->dims, i, i2) == view_prod(s, t->dims, j, j2))
+          bi = i2, bj = j2;
+    view_group(s, x, t, i, bi, j, bj, subs, c->span);
+    i = bi;
+    j = bj;
+  }
+  view_indices(s, st, t->rank);
+  st->shape = t;
+  st->expr = view_load(s, c->args[0]->name, subs, x->rank, c->span);
+  return true;
+}
+
 /* View rewrites of `T = X[...]`, reshape, concat and stack: false after reporting. */
 static bool view_rewrite(S *s, Stmt *st) {
   if (expr_is_slice(st->expr)) return view_slice(s, st);
+  if (view_call(st->expr, "reshape")) return view_reshape(s, st);
   return false;
 }
 

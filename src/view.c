@@ -127,10 +127,8 @@ Value view_reshape(Session *s, Expr *call, Value *args) {
   if (ok && n != tensor_numel(v.t)) {
     Buf b = {0};
     parse_print_expr(call, &b);
-    const char *prod = session_tmp_printf(s, "%lld", (long long)shape[0]);
-    for (int k = 1; k < list->nargs; k++) prod = session_tmp_printf(s, "%s*%lld", prod, (long long)shape[k]);
     session_error(s, call->span, E_VIEW_BOUNDS, b.s,
-                  session_tmp_printf(s, "%s == %lld", list->nargs ? prod : "1", (long long)tensor_numel(v.t)),
+                  session_tmp_printf(s, "%lld == %s", (long long)tensor_numel(v.t), n < 0 ? "more than 2^63" : session_tmp_printf(s, "%lld", (long long)n)),
                   session_tmp_printf(s, "%s is %s", x->kind == EX_NAME ? x->name : "its argument", session_ttype(s, v.t)));
     buf_free(&b);
     ok = false;

@@ -988,6 +988,31 @@ for B, N in [(0, 3), (1, 1), (5, 7), (13, 2), (RAND[2], RAND[3])]:
           summed('P', F32, f64(X[:, ::2]) @ np.ones(((N + 1) // 2, 3)), np.abs(f64(X[:, ::2])) @ np.ones(((N + 1) // 2, 3)))])
 
 
+RESHAPES = '''
+fn split_heads(X: f32[B, N], H: size) -> f32[B, H, N / H] where N % H == 0 {
+  Y = reshape(X, [B, H, N / H])
+  return Y
+}
+fn merge(X: f32[B, H, D]) -> f32[B, H * D] {
+  Y = reshape(X, [B, H * D])
+  return Y
+}
+fn flip(X: f32[B, H, D]) -> f32[D, H, B] {
+  Y = reshape(X, [D, H, B])
+  return Y
+}
+'''
+for B, H, D in [(0, 2, 3), (1, 1, 1), (2, 3, 5), (3, 7, 1), (5, 2, 13), (RAND[0], 3, RAND[3])]:
+    X = randn((B, H * D))
+    Z = randn((B, H, D))
+    case('reshape %dx%dx%d' % (B, H, D), [('X', X), ('Z', Z)],
+         RESHAPES + 'S = split_heads(X, %d)\nM = merge(Z)\nF = flip(Z)\nV = reshape(X, [%d, %d])\n'
+         'G = reshape(Z[:, :, ::2], [%d])' % (H, H * D, B, B * H * ((D + 1) // 2)),
+         [out('S', F32, X.reshape(B, H, D), EXACT), out('M', F32, Z.reshape(B, H * D), EXACT),
+          out('F', F32, Z.reshape(D, H, B), EXACT), out('V', F32, X.reshape(H * D, B), EXACT),
+          out('G', F32, Z[:, :, ::2].reshape(-1), EXACT)])
+
+
 # ---- the runner ----
 def dyn_string(path):
     return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'

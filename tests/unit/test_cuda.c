@@ -139,6 +139,14 @@ static const char *VIEWS =
   "  S = X[1::3, ::2]\n"
   "  s[b] = sum[n] S[b, n] * W[n]\n"
   "  return s\n"
+  "}\n"
+  "fn v_merge(X: f32[B, H, D]) -> f32[B, H * D] {\n"
+  "  Y = reshape(X, [B, H * D])\n"
+  "  return Y\n"
+  "}\n"
+  "fn v_split(X: f32[B, N], H: size) -> f32[B, H, N / H] where N % H == 0 {\n"
+  "  Y = reshape(X, [B, H, N / H])\n"
+  "  return Y\n"
   "}\n";
 
 static PolyCtx *pc;
@@ -490,6 +498,8 @@ START_TEST(test_views_render) {
   static const struct { const char *fn, *read; } want[] = {
     {"v_heads", "a.X[x_0 * a.X_s0 + dyn_add(a.sz_D, x_1)]"},
     {"v_strided", "a.X[(dyn_add(1LL, dyn_mul(b, 3LL))) * a.X_s0 + dyn_mul(n, 2LL)]"},
+    {"v_merge", "/* Y[_0, _1] = X[_0, _1 / D, _1 % D] */"},
+    {"v_split", "/* Y[_0, _1, _2] = X[_0, _1 * (N/H) + _2] */"},
   };
   char why[512];
   bool nvrtc = cuda_nvrtc_available(why, sizeof why);
@@ -799,10 +809,13 @@ static void emu_setup(void) {
 START_TEST(test_run_views) {
   if (!emulator()) return;
   check_source("views.dyn", VIEWS);
-  run_case("v_heads", "B=3 N=11 D=4", NULL, 0);
-  run_case("v_heads", "B=1 N=1 D=0", NULL, 0);
-  run_case("v_strided", "B=7 N=13", NULL, 0);
-  run_case("v_strided", "B=2 N=1", "loop", 0);
+  static const char *const cases[][3] = {
+    {"v_heads", "B=3 N=11 D=4", NULL}, {"v_heads", "B=1 N=1 D=0", NULL},
+    {"v_strided", "B=7 N=13", NULL}, {"v_strided", "B=2 N=1", "loop"},
+    {"v_merge", "B=3 H=5 D=7", NULL}, {"v_merge", "B=2 H=0 D=3", NULL},
+    {"v_split", "B=3 N=12 H=4", NULL}, {"v_split", "B=1 N=13 H=13", "loop"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i][0], cases[i][1], cases[i][2], 0);
 }
 END_TEST
 
