@@ -1212,11 +1212,91 @@ static bool view_reshape(S *s, Stmt *st) {
   return true;
 }
 
+/* T = concat(A, B, ..., axis) and T = stack(A, B, ..., axis): the axis is an integer literal
+ * after the tensors (0 when left out), since it decides the shape the function is checked
+ * with.  concat joins along an existing axis, whose size is the sum; stack adds an axis of
+ * size the count.  Each element reads one operand, chosen by where(...) on the axis's index,
+ * so only the chosen read happens. */
+static bool view_join(S *s, Stmt *st, bool stack) {
+  Expr *c = st->expr;
+  const char *name = stack ? "stack" : "concat";
+  int n = c->nargs;
+  int64_t axis = 0;
+  Expr *last = n ? c->args[n - 1] : NULL;
+  if (last && last->kind == EX_NUM && last->is_int) {
+    axis = last->ival;
+    n--;
+  }
+  if (n < 1) {
+    err(s, c->span, E_VIEW_ARG, name, arena_printf(s->a, "write %s(A, B, ..., axis) with the tensors to join", name));
+    return false;
+  }
+  Sym **ys = arena_alloc(s->a, sizeof(Sym *) * (size_t)n);
+  for (int k = 0; k < n; k++)
+    if (!(ys[k] = view_tensor(s, c->args[k], name, k + 1))) return false;
+  const Type *a = &ys[0]->type;
+  const char *an = c->args[0]->name;
+  if (axis < 0 || axis >= a->rank + stack) {
+    err(s, last->span, E_VIEW_ARG, name, arena_printf(s->a, "axis %lld is not an axis of %s, which has %d", (long long)axis,
+                                                      stack ? "the result" : an, a->rank + stack));
+    return false;
+  }
+  const Poly *sum = poly_const(s->pc, 0);
+  const Poly **off = arena_alloc(s->a, sizeof(Poly *) * (size_t)(n + 1));
+  for (int k = 0; k < n; k++) {
+    const Type *b = &ys[k]->type;
+    const char *bn = c->args[k]->name;
+    if (b->elem != a->elem || b->rank != a->rank) {
+      err(s, c->args[k]->span, E_VIEW_ARG, name, arena_printf(s->a, "%s is %s but %s is %s", bn, tstr(s, b), an, tstr(s, a)));
+      return false;
+    }
+    for (int d = 0; d < a->rank; d++)
+      if (b->dims[d] != a->dims[d] && (stack || d != axis)) {
+        err(s, c->args[k]->span, E_VIEW_ARG, name,
+            stack ? arena_printf(s->a, "%s is %s but %s is %s; the tensors stacked have one shape", bn, tstr(s, b), an, tstr(s, a))
+                  : arena_printf(s->a, "dimension %d of %s is %s but of %s is %s; only dimension %lld, the axis, may differ", d, bn,
+                                 pstr(s, b->dims[d]), an, pstr(s, a->dims[d]), (long long)axis));
+        return false;
+      }
+    off[k] = sum;
+    if (!stack) sum = poly_add(s->pc, sum, b->dims[axis]);
+  }
+  Type *t = arena_alloc(s->a, sizeof *t);
+  t->elem = a->elem;
+  t->rank = a->rank + stack;
+  for (int d = 0; d < t->rank; d++)
+    t->dims[d] = d == axis ? (stack ? poly_const(s->pc, n) : sum) : a->dims[d < axis || !stack ? d : d - 1];
+  view_indices(s, st, t->rank);
+  Expr *ax = view_index(s, st->idx[axis], c->span);
+  Expr *e = NULL;
+  for (int k = n - 1; k >= 0; k--) {
+    Expr **subs = arena_alloc(s->a, sizeof(Expr *) * (size_t)(a->rank + 1));
+    for (int d = 0, j = 0; d < t->rank; d++) {
+      if (stack && d == axis) continue;
+      subs[j++] = d == axis ? view_affine(s, poly_neg(s->pc, off[k]), ax, poly_const(s->pc, 1)) : view_index(s, st->idx[d], c->span);
+    }
+    Expr *ld = view_load(s, c->args[k]->name, subs, a->rank, c->args[k]->span);
+    if (!e) {
+      e = ld;
+      continue;
+    }
+    Expr *w = view_new(s, EX_WHERE, c->span, 3);
+    w->args[0] = stack ? view_bin(s, OP_EQ, ax, view_size(s, poly_const(s->pc, k), c->span))
+                       : view_bin(s, OP_LT, ax, view_size(s, off[k + 1], c->span));
+    w->args[1] = ld;
+    w->args[2] = e;
+    e = w;
+  }
+  st->shape = t;
+  st->expr = e;
+  return true;
+}
+
 /* View rewrites of `T = X[...]`, reshape, concat and stack: false after reporting. */
 static bool view_rewrite(S *s, Stmt *st) {
   if (expr_is_slice(st->expr)) return view_slice(s, st);
   if (view_call(st->expr, "reshape")) return view_reshape(s, st);
-  return false;
+  return view_join(s, st, view_call(st->expr, "stack"));
 }
 
 static void check_def(S *s, Stmt *st, const Type *ret_hint) {

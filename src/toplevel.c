@@ -248,29 +248,34 @@ static const char *temp_name(Session *s, Anon *an, Expr *e) {
   return nm;
 }
 
+/* Compute e (a call, a literal, a slice) first and read it as a parameter named by its text. */
+static void temp_value(Session *s, Expr *e, Anon *an) {
+  /* named before it runs: running may rewrite the expression's arguments in place */
+  const char *nm = temp_name(s, an, e);
+  Value v = top_eval(s, e);
+  if (session_failed(s)) return;
+  if (v.kind != VAL_TENSOR) {
+    session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
+    val_free(&v);
+    return;
+  }
+  vec_push(an->temps, v);
+  vec_push(an->temp_names, nm);
+  Span sp = e->span;
+  memset(e, 0, sizeof *e);
+  e->kind = EX_NAME;
+  e->name = nm;
+  e->span = e->name_span = sp;
+  vec_push(an->params, nm);
+  vec_push(an->spans, sp);
+}
+
 /* Evaluate the parts that are not element expressions (calls of functions and built-ins,
  * tensor literals) and replace them by names; collect the bindings read. */
 static void prepare(Session *s, Expr *e, Anon *an) {
   if (session_failed(s)) return;
   if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST || expr_is_slice(e)) {
-    /* named before it runs: running may rewrite the expression's arguments in place */
-    const char *nm = temp_name(s, an, e);
-    Value v = top_eval(s, e);
-    if (session_failed(s)) return;
-    if (v.kind != VAL_TENSOR) {
-      session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
-      val_free(&v);
-      return;
-    }
-    vec_push(an->temps, v);
-    vec_push(an->temp_names, nm);
-    Span sp = e->span;
-    memset(e, 0, sizeof *e);
-    e->kind = EX_NAME;
-    e->name = nm;
-    e->span = e->name_span = sp;
-    vec_push(an->params, nm);
-    vec_push(an->spans, sp);
+    temp_value(s, e, an);
     return;
   }
   if (e->kind == EX_INDEX && e->base) {
@@ -644,9 +649,13 @@ Value top_eval_def(Session *s, Stmt *def) {
   if (def->expr->kind == EX_CALL && view_is_form(def->expr)) {
     /* concat(A, f(B), 1) itself: its operands are read or computed first, its dimensions
      * ([N, 4]) and axis stay sizes for the checker's rewrite */
+    bool dims = !strcmp(def->expr->name, "reshape");
     for (int i = 0; i < def->expr->nargs; i++) {
       Expr *a = def->expr->args[i];
-      for (int j = 0; j < (a->kind == EX_LIST ? a->nargs : 1); j++) prepare(s, a->kind == EX_LIST ? a->args[j] : a, &an);
+      if (a->kind == EX_NAME) prepare(s, a, &an);
+      else if (dims && i == 1 && a->kind == EX_LIST)
+        for (int j = 0; j < a->nargs; j++) prepare(s, a->args[j], &an);
+      else if (!(a->kind == EX_NUM && a->is_int)) temp_value(s, a, &an);
     }
   } else {
     prepare(s, def->expr, &an);

@@ -632,7 +632,7 @@ fn outer(a: f32[M], c: f32[N]) -> (f32[M, N], f32[M, N]) {
   R[i, j] = a[i]
   return (O, R)
 }
-fn concat(X: f32[B, D], Z: f32[B, D]) -> f32[B, 2 * D] {
+fn concat_cols(X: f32[B, D], Z: f32[B, D]) -> f32[B, 2 * D] {
   # X[b, i] would make i range over D, against the return type's 2 * D: hence min and max
   Y[b, i] = where(i < D, X[b, min(i, D - 1)], Z[b, max(i - D, 0)])
   return Y
@@ -662,7 +662,7 @@ for B, D, H, E in [(1, 1, 1, 1), (7, 13, 31, 5), (16, 64, 65, 17), (RAND[0], 33,
     ii, jj = np.meshgrid(np.arange(B), np.arange(D), indexing='ij')
     case('composition: mlp, outer, concat, strided %dx%dx%dx%d' % (B, D, H, E),
          [('X', X), ('W1', W1), ('b1', b1), ('W2', W2), ('Z', Z), ('V', V), ('Xd', Xd)],
-         COMPOSE + 'Y = mlp(X, W1, b1, W2)\n(O, R) = outer(b1, V)\nC = concat(X, Z)\n'
+         COMPOSE + 'Y = mlp(X, W1, b1, W2)\n(O, R) = outer(b1, V)\nC = concat_cols(X, Z)\n'
          '(Dn, Rv) = strided(V)\n(Ck, Ki) = checker(Xd)',
          [out('Y', F32, hid @ f64(W2), ('elem', 1e-5, mlp_atol)),
           out('O', F32, np.outer(f64(b1), f64(V)), ELEM32),
@@ -1011,6 +1011,30 @@ for B, H, D in [(0, 2, 3), (1, 1, 1), (2, 3, 5), (3, 7, 1), (5, 2, 13), (RAND[0]
          [out('S', F32, X.reshape(B, H, D), EXACT), out('M', F32, Z.reshape(B, H * D), EXACT),
           out('F', F32, Z.reshape(D, H, B), EXACT), out('V', F32, X.reshape(H * D, B), EXACT),
           out('G', F32, Z[:, :, ::2].reshape(-1), EXACT)])
+
+
+JOINS = '''
+fn cat1(A: f32[M, N], B: f32[M, K]) -> f32[M, N + K] {
+  C = concat(A, B, 1)
+  return C
+}
+fn cat0(A: f32[M, N], B: f32[K, N], C: f32[M, N]) -> f32[2 * M + K, N] {
+  D = concat(A, B, C)
+  return D
+}
+fn st(A: f32[M, N], C: f32[M, N]) -> (f32[2, M, N], f32[M, N, 2]) {
+  S = stack(A, C)
+  T = stack(A, C, 2)
+  return (S, T)
+}
+'''
+for M, N, K in [(0, 3, 2), (1, 1, 1), (3, 5, 0), (7, 2, 13), (RAND[1], RAND[2], 3)]:
+    A, B, C, Bt = randn((M, N)), randn((M, K)), randn((M, N)), randn((K, N))
+    case('concat, stack %dx%dx%d' % (M, N, K), [('A', A), ('B', B), ('C', C), ('Bt', Bt)],
+         JOINS + 'X = cat1(A, B)\nY = cat0(A, Bt, C)\n(S, T) = st(A, C)\nU = concat(A, C, B, 1)\nV = stack(A, C, A, 1)',
+         [out('X', F32, np.concatenate([A, B], 1), EXACT), out('Y', F32, np.concatenate([A, Bt, C], 0), EXACT),
+          out('S', F32, np.stack([A, C]), EXACT), out('T', F32, np.stack([A, C], 2), EXACT),
+          out('U', F32, np.concatenate([A, C, B], 1), EXACT), out('V', F32, np.stack([A, C, A], 1), EXACT)])
 
 
 # ---- the runner ----

@@ -147,6 +147,14 @@ static const char *VIEWS =
   "fn v_split(X: f32[B, N], H: size) -> f32[B, H, N / H] where N % H == 0 {\n"
   "  Y = reshape(X, [B, H, N / H])\n"
   "  return Y\n"
+  "}\n"
+  "fn v_cat(A: f32[M, N], B: f32[M, K]) -> f32[M, N + K] {\n"
+  "  C = concat(A, B, 1)\n"
+  "  return C\n"
+  "}\n"
+  "fn v_stack(A: f32[M, N], B: f32[M, N]) -> f32[M, 2, N] {\n"
+  "  S = stack(A, B, 1)\n"
+  "  return S\n"
   "}\n";
 
 static PolyCtx *pc;
@@ -500,6 +508,8 @@ START_TEST(test_views_render) {
     {"v_strided", "a.X[(dyn_add(1LL, dyn_mul(b, 3LL))) * a.X_s0 + dyn_mul(n, 2LL)]"},
     {"v_merge", "/* Y[_0, _1] = X[_0, _1 / D, _1 % D] */"},
     {"v_split", "/* Y[_0, _1, _2] = X[_0, _1 * (N/H) + _2] */"},
+    {"v_cat", "/* C[_0, _1] = where(_1 < N, A[_0, _1], B[_0, -N + _1]) */"},
+    {"v_stack", "/* S[_0, _1, _2] = where(_1 == 0, A[_0, _2], B[_0, _2]) */"},
   };
   char why[512];
   bool nvrtc = cuda_nvrtc_available(why, sizeof why);
@@ -814,6 +824,8 @@ START_TEST(test_run_views) {
     {"v_strided", "B=7 N=13", NULL}, {"v_strided", "B=2 N=1", "loop"},
     {"v_merge", "B=3 H=5 D=7", NULL}, {"v_merge", "B=2 H=0 D=3", NULL},
     {"v_split", "B=3 N=12 H=4", NULL}, {"v_split", "B=1 N=13 H=13", "loop"},
+    {"v_cat", "M=5 N=3 K=7", NULL}, {"v_cat", "M=2 N=0 K=1", NULL},
+    {"v_stack", "M=3 N=17", NULL}, {"v_stack", "M=1 N=1", "loop"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i][0], cases[i][1], cases[i][2], 0);
 }
