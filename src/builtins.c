@@ -269,6 +269,9 @@ const Builtin builtin_table[] = {
   {"save", 2, 2, bi_save, false, "save(X, \"x.npy\"): write a NumPy file; save(X, \"x.png\"): a picture of a 2-D X"},
   {"scratch", 1, 1, bi_scratch, false, "scratch(\"x.npy\"): a file name in a directory removed when the session ends"},
   {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
+  {"reshape", 2, 2, view_reshape, false, "reshape(X, [D1, ...]): X with new dimensions, the same elements in order", true},
+  {"concat", 1, 64, view_concat, false, "concat(A, B, ..., axis): A, B, ... joined along axis (default 0)", true},
+  {"stack", 1, 64, view_concat, false, "stack(A, B, ..., axis): A, B, ... of one shape along a new axis (default 0)", true},
 };
 const int builtin_count = (int)(sizeof builtin_table / sizeof builtin_table[0]);
 

@@ -107,6 +107,9 @@ void tensor_release(Tensor *t);            /* NULL-safe */
 int64_t tensor_numel(const Tensor *t);
 void *tensor_data(const Tensor *t);        /* address of element (0, ..., 0) */
 bool tensor_contiguous(const Tensor *t);
+/* t itself (a new reference) when it is C-contiguous, else a C-order copy of a view (a
+ * slice); NULL with a message when memory cannot be had. */
+Tensor *tensor_contiguous_copy(Tensor *t, char *err, size_t errlen);
 double tensor_get_f64(const Tensor *t, int64_t flat);   /* flat C-order index, any elem */
 int64_t tensor_get_i64(const Tensor *t, int64_t flat);
 void tensor_set_f64(Tensor *t, int64_t flat, double v);  /* converts (rounds to f32, truncs) */
@@ -436,7 +439,8 @@ const char *red_name(RedOp r);                        /* "sum" */
 
 typedef enum {
   EX_NUM, EX_BOOL, EX_STR, EX_NAME, EX_INDEX, EX_CALL, EX_UNARY, EX_BINARY, EX_REDUCE,
-  EX_WHERE, EX_LIST, EX_TYPE, EX_CAST
+  EX_WHERE, EX_LIST, EX_TYPE, EX_CAST,
+  EX_SLICE                    /* a subscript start:stop:step, each part optional (slice_part) */
 } ExprKind;
 
 /* What a name in an expression turned out to be (set by sema). */
@@ -463,7 +467,15 @@ struct Expr {
   bool is_math;                            /* EX_CALL of a math function (op) */
   const Poly **rext;                       /* EX_REDUCE: the extent of each index */
   bool checked;                            /* EX_INDEX: bounds not proven, checked at run time */
+  bool view;                               /* EX_INDEX made from a view (slice, reshape, concat,
+                                              stack): in bounds by the view's own checks */
 };
+
+/* An EX_SLICE's start (0), stop (1) or step (2), or NULL where it is left out: its args hold
+ * the parts written, ival the bit (1 << part) of each. */
+Expr *slice_part(const Expr *e, int part);
+/* Does an EX_INDEX have an EX_SLICE among its subscripts? */
+bool expr_is_slice(const Expr *e);
 
 struct TypeExpr {
   enum { TY_TENSOR, TY_SIZE, TY_TUPLE } kind;
@@ -497,6 +509,8 @@ struct Stmt {
   const char *text;                       /* ST_COMMAND: the line after ':' */
   FnDecl *fn;                             /* ST_FN */
   const struct Type *type;                /* ST_DEF: the defined tensor's type (sema) */
+  const struct Type *shape;               /* ST_DEF made from a view: its shape, which gives the
+                                             indices their ranges (sema) */
 };
 
 /* Parse a whole source.  Errors go to d, with recovery at statement boundaries.
@@ -521,7 +535,10 @@ bool type_equal(const Type *a, const Type *b);       /* dims compared as (hash-c
 
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } CmpOp;
 
-typedef struct Fact { const Poly *lhs; CmpOp cmp; const Poly *rhs; Span span; } Fact;
+/* A fact about sizes.  what: NULL for a `where` fact; for a condition a view needs that the
+ * checker could not prove ("the slice X[:, D:2*D]"), that view: checked at every call like a
+ * where fact, but not part of the signature. */
+typedef struct Fact { const Poly *lhs; CmpOp cmp; const Poly *rhs; Span span; const char *what; } Fact;
 
 typedef struct FnParam {
   const char *name; Span span;

@@ -28,8 +28,9 @@ void func_signature(const Func *f, Buf *out) {
     type_str(&f->rets[i], out);
   }
   if (f->nrets != 1) buf_putc(out, ')');
-  for (int i = 0; i < f->nfacts; i++) {
-    buf_puts(out, i ? ", " : " where ");
+  for (int i = 0, shown = 0; i < f->nfacts; i++) {
+    if (f->facts[i].what) continue;          /* a view's condition, not the user's */
+    buf_puts(out, shown++ ? ", " : " where ");
     poly_str(f->facts[i].lhs, out);
     buf_printf(out, " %s ", cmp_name(f->facts[i].cmp));
     poly_str(f->facts[i].rhs, out);

@@ -83,12 +83,16 @@ static Expr *parse_expr(Parser *P);
 
 /* ExprList ::= ( Expr ( ',' Expr )* ','? )?   and then `close`, ')' or ']'.
  * Newlines are already gone inside ( and [. */
-static Expr **parse_list(Parser *P, TokKind close, int *n) {
+static Expr **parse_items(Parser *P, TokKind close, int *n, Expr *(*item)(Parser *));
+static Expr **parse_list(Parser *P, TokKind close, int *n) { return parse_items(P, close, n, parse_expr); }
+
+/* The same with `item` parsing each item (a subscript may be a slice). */
+static Expr **parse_items(Parser *P, TokKind close, int *n, Expr *(*item)(Parser *)) {
   VEC(Expr *) v = {0};
   if (!at(P, close)) {
     do {
       if (at(P, close)) break;            /* trailing comma */
-      Expr *e = parse_expr(P);
+      Expr *e = item(P);
       if (!e) break;
       vec_push(v, e);
     } while (accept(P, TK_COMMA));
@@ -289,6 +293,45 @@ static Expr *parse_primary(Parser *P) {
   }
 }
 
+Expr *slice_part(const Expr *e, int part) {
+  int k = 0;
+  for (int i = 0; i < part; i++) k += (int)(e->ival >> i) & 1;
+  return (e->ival >> part) & 1 ? e->args[k] : NULL;
+}
+
+bool expr_is_slice(const Expr *e) {
+  if (e->kind != EX_INDEX) return false;
+  for (int i = 0; i < e->nargs; i++)
+    if (e->args[i]->kind == EX_SLICE) return true;
+  return false;
+}
+
+/* Subscript ::= Expr | Expr? ':' Expr? ( ':' Expr? )?     X[1:N-1, :, ::2] */
+static Expr *parse_subscript(Parser *P) {
+  Token *t = peek(P);
+  Expr *parts[3] = {0};
+  if (!at(P, TK_COLON)) {
+    parts[0] = parse_expr(P);
+    if (!parts[0] || !at(P, TK_COLON)) return parts[0];
+  }
+  next(P);
+  for (int k = 1; k < 3; k++) {
+    if (!at(P, TK_COMMA) && !at(P, TK_RBRACK) && !at(P, TK_COLON)) {
+      parts[k] = parse_expr(P);
+      if (!parts[k]) return NULL;
+    }
+    if (k == 1 && !accept(P, TK_COLON)) break;
+  }
+  Expr *e = new_expr(P, EX_SLICE, span_join(t->span, prev_span(P)));
+  e->args = arena_alloc(P->a, 3 * sizeof(Expr *));
+  for (int k = 0; k < 3; k++)
+    if (parts[k]) {
+      e->args[e->nargs++] = parts[k];
+      e->ival |= 1 << k;
+    }
+  return e;
+}
+
 /* Postfix ::= IDENT '[' ExprList ']'
  *           | IDENT '(' ExprList ')' ( '[' ExprList ']' )?    softmax(X)[0, 1]
  *           | Primary */
@@ -303,7 +346,7 @@ static Expr *parse_postfix(Parser *P) {
     x->name = e->name;
     x->name_span = e->kind == EX_CALL ? e->name_span : e->span;
     if (e->kind == EX_CALL) x->base = e;
-    x->args = parse_list(P, call ? TK_RPAREN : TK_RBRACK, &x->nargs);
+    x->args = call ? parse_list(P, TK_RPAREN, &x->nargs) : parse_items(P, TK_RBRACK, &x->nargs, parse_subscript);
     x->span = span_join(e->span, prev_span(P));
     if (P->failed) return NULL;
     e = x;
@@ -1040,6 +1083,13 @@ void parse_print_expr(const Expr *e, Buf *out) {
     if (conv) buf_putc(out, ')');
     break;
   }
+  case EX_SLICE:
+    for (int k = 0; k < 3; k++) {
+      if (k == 2 && !slice_part(e, 2)) break;
+      if (k) buf_putc(out, ':');
+      if (slice_part(e, k)) parse_print_expr(slice_part(e, k), out);
+    }
+    break;
   case EX_TYPE:
     buf_puts(out, elem_name(e->elem));
     if (e->nargs) {

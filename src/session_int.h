@@ -168,6 +168,11 @@ void top_forget_runs(Session *s);       /* frees what :time kept (TopRun) */
 /* Bind f's sizes from args, check shapes and facts, run f: the call's result. */
 Value top_call(Session *s, Func *f, Expr *call, Value *args);
 Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims);  /* NULL: reported */
+/* An integer from a top-level size expression (N, 2*N + 1); false after reporting. */
+bool top_eval_int(Session *s, Expr *e, int64_t *out);
+/* The value of e computed as an anonymous function over the bindings it reads (name: the
+ * defined name, or NULL). */
+Value top_eval_anon(Session *s, Expr *e, const char *name);
 
 /* The CPU back end that runs statements, made on first use; NULL with s->cpu_why. */
 CpuBackend *top_cpu_backend(Session *s);
@@ -197,12 +202,26 @@ typedef struct Builtin {
   BuiltinFn fn;
   bool raw_type;               /* argument 1 is a type, evaluated as one */
   const char *help;            /* one line, for :help and :type */
+  bool raw;                    /* no argument is evaluated first: the function does it */
 } Builtin;
 extern const Builtin builtin_table[];
 extern const int builtin_count;
 const Builtin *builtin_find(const char *name);        /* NULL: no such built-in */
 void builtin_seed(Session *s, uint64_t seed);         /* restart the random numbers */
 void builtin_scratch_remove(Session *s);              /* the scratch() directory, if made */
+
+/* ---- view.c: views of tensor values at top level ---- */
+
+/* X[a:b:c, i, :] of a binding or a call's result: a tensor_view of its buffer, no copy.
+ * VAL_NONE after a located error (a bound outside the dimension, a step below 1). */
+Value view_slice(Session *s, Expr *e);
+/* The built-ins reshape(X, [d, ...]) (a view when X is contiguous), concat(A, B, ..., axis)
+ * and stack(A, B, ..., axis) (new tensors, computed as anonymous functions).  They take their
+ * arguments unevaluated (Builtin.raw). */
+Value view_reshape(Session *s, Expr *call, Value *args);
+Value view_concat(Session *s, Expr *call, Value *args);
+/* Is e a call of reshape, concat or stack, or a slice: a view the checker rewrites? */
+bool view_is_form(const Expr *e);
 
 /* ---- commands.c: the REPL's commands ---- */
 

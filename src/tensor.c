@@ -360,6 +360,17 @@ static void *flat_ptr(const Tensor *t, int64_t flat) {
   return (char *)t->buf->data + off * elem_size(t->elem);
 }
 
+Tensor *tensor_contiguous_copy(Tensor *t, char *err, size_t errlen) {
+  if (tensor_contiguous(t)) return tensor_retain(t);
+  Tensor *c = tensor_new_uninit(t->elem, t->rank, t->shape, err, errlen);
+  if (!c) return NULL;
+  int64_t n = tensor_numel(t);
+  size_t es = (size_t)elem_size(t->elem);
+  char *dst = tensor_data(c);
+  for (int64_t i = 0; i < n; i++) memcpy(dst + (size_t)i * es, flat_ptr(t, i), es);
+  return c;
+}
+
 /* Float to integer: truncate toward zero, NaN to 0, saturate out-of-range values (a plain C
  * cast would be undefined behaviour there). */
 static int64_t f64_to_i64(double v) {

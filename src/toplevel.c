@@ -14,7 +14,7 @@
 /* ---- evaluation of top-level expressions ---- */
 
 /* An integer from a top-level expression (a dimension in a type, a seed, a size argument). */
-static bool eval_int(Session *s, Expr *e, int64_t *out) {
+bool top_eval_int(Session *s, Expr *e, int64_t *out) {
   switch (e->kind) {
   case EX_NUM:
     if (e->is_int) {
@@ -35,7 +35,7 @@ static bool eval_int(Session *s, Expr *e, int64_t *out) {
     break;
   }
   case EX_UNARY:
-    if (e->op == OP_NEG && eval_int(s, e->args[0], out)) {
+    if (e->op == OP_NEG && top_eval_int(s, e->args[0], out)) {
       *out = (int64_t)(0 - (uint64_t)*out);
       return true;
     }
@@ -44,7 +44,7 @@ static bool eval_int(Session *s, Expr *e, int64_t *out) {
   case EX_BINARY: {
     int64_t a, b;
     if (e->op > OP_MOD) break;
-    if (!eval_int(s, e->args[0], &a) || !eval_int(s, e->args[1], &b)) return false;
+    if (!top_eval_int(s, e->args[0], &a) || !top_eval_int(s, e->args[1], &b)) return false;
     bool ovf = false;
     switch (e->op) {
     case OP_ADD: ovf = __builtin_add_overflow(a, b, out); break;
@@ -98,7 +98,7 @@ static bool eval_type(Session *s, Expr *e, Value *out) {
     return false;
   }
   for (int i = 0; i < e->nargs; i++) {
-    if (!eval_int(s, e->args[i], &out->dims[i])) return false;
+    if (!top_eval_int(s, e->args[i], &out->dims[i])) return false;
     if (out->dims[i] < 0) {
       session_error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
       return false;
@@ -248,29 +248,34 @@ static const char *temp_name(Session *s, Anon *an, Expr *e) {
   return nm;
 }
 
+/* Compute e (a call, a literal, a slice) first and read it as a parameter named by its text. */
+static void temp_value(Session *s, Expr *e, Anon *an) {
+  /* named before it runs: running may rewrite the expression's arguments in place */
+  const char *nm = temp_name(s, an, e);
+  Value v = top_eval(s, e);
+  if (session_failed(s)) return;
+  if (v.kind != VAL_TENSOR) {
+    session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
+    val_free(&v);
+    return;
+  }
+  vec_push(an->temps, v);
+  vec_push(an->temp_names, nm);
+  Span sp = e->span;
+  memset(e, 0, sizeof *e);
+  e->kind = EX_NAME;
+  e->name = nm;
+  e->span = e->name_span = sp;
+  vec_push(an->params, nm);
+  vec_push(an->spans, sp);
+}
+
 /* Evaluate the parts that are not element expressions (calls of functions and built-ins,
  * tensor literals) and replace them by names; collect the bindings read. */
 static void prepare(Session *s, Expr *e, Anon *an) {
   if (session_failed(s)) return;
-  if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST) {
-    /* named before it runs: running may rewrite the expression's arguments in place */
-    const char *nm = temp_name(s, an, e);
-    Value v = top_eval(s, e);
-    if (session_failed(s)) return;
-    if (v.kind != VAL_TENSOR) {
-      session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
-      val_free(&v);
-      return;
-    }
-    vec_push(an->temps, v);
-    vec_push(an->temp_names, nm);
-    Span sp = e->span;
-    memset(e, 0, sizeof *e);
-    e->kind = EX_NAME;
-    e->name = nm;
-    e->span = e->name_span = sp;
-    vec_push(an->params, nm);
-    vec_push(an->spans, sp);
+  if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST || expr_is_slice(e)) {
+    temp_value(s, e, an);
     return;
   }
   if (e->kind == EX_INDEX && e->base) {
@@ -526,7 +531,29 @@ CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at) {
 }
 
 /* Run the prepared checked function on values; report run-time errors. */
+static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at);
+
+/* The back ends take C-contiguous inputs: a view that is not (a slice with a step, a column
+ * range) is gathered once here, the only copy a top-level view costs. */
 static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
+  int n = f->nparams, copies = 0;
+  for (int i = 0; i < n; i++) copies += inputs[i] && !tensor_contiguous(inputs[i]);
+  if (!copies) return run_program_on(s, f, inputs, sz, outs, at);
+  Tensor **in = xcalloc((size_t)n + 1, sizeof(Tensor *));
+  char msg[256];
+  bool ok = true;
+  for (int i = 0; i < n && ok; i++)
+    if (inputs[i] && !(in[i] = tensor_contiguous_copy(inputs[i], msg, sizeof msg))) {
+      session_error(s, at, E_RUNTIME, msg);
+      ok = false;
+    }
+  ok = ok && run_program_on(s, f, in, sz, outs, at);
+  for (int i = 0; i < n; i++) tensor_release(in[i]);
+  free(in);
+  return ok;
+}
+
+static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
   s->interrupt = 0;
   /* a compiled back end's answer: 1 done, 0 it found an error (the evaluator then says
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
@@ -619,12 +646,27 @@ static bool keep_run(Session *s, Span at, const char *key, Arena *fa, Func *f) {
 }
 
 /* Compile `def` (a definition statement over concrete tensors) and run it. */
+static bool top_check_facts(Session *s, Func *f, const EvalSizes *sz, Span at);
+
 Value top_eval_def(Session *s, Stmt *def) {
   Anon an = {0};
   Value result = {0};
   for (int i = 0; i < def->nidx; i++) vec_push(an.idx, def->idx[i]);
   collect_idx(def->expr, &an);
-  prepare(s, def->expr, &an);
+  if (def->expr->kind == EX_CALL && view_is_form(def->expr)) {
+    /* concat(A, f(B), 1) itself: its operands are read or computed first, its dimensions
+     * ([N, 4]) and axis stay sizes for the checker's rewrite */
+    bool dims = !strcmp(def->expr->name, "reshape");
+    for (int i = 0; i < def->expr->nargs; i++) {
+      Expr *a = def->expr->args[i];
+      if (a->kind == EX_NAME) prepare(s, a, &an);
+      else if (dims && i == 1 && a->kind == EX_LIST)
+        for (int j = 0; j < a->nargs; j++) prepare(s, a->args[j], &an);
+      else if (!(a->kind == EX_NUM && a->is_int)) temp_value(s, a, &an);
+    }
+  } else {
+    prepare(s, def->expr, &an);
+  }
   if (def->annot)
     for (int k = 0; k < def->annot->ndims; k++) concrete_dim(s, def->annot->dims[k]);
   Arena *fa = NULL;
@@ -674,7 +716,8 @@ Value top_eval_def(Session *s, Stmt *def) {
       Tensor *outs[1] = {0};
       EvalSizes sz = {sz_names, sz_vals, nsz};
       s->rerun = true;
-      if (run_program(s, r->f, inputs, &sz, outs, def->span)) result = val_tensor(outs[0]);
+      if (top_check_facts(s, r->f, &sz, def->span) && run_program(s, r->f, inputs, &sz, outs, def->span))
+        result = val_tensor(outs[0]);
       s->rerun = false;
       goto out;
     }
@@ -699,7 +742,8 @@ Value top_eval_def(Session *s, Stmt *def) {
   f->prog = lower_function(f, s->pc, session_lookup_fn, s);
   Tensor *outs[1] = {0};
   EvalSizes sz = {sz_names, sz_vals, nsz};
-  if (run_program(s, f, inputs, &sz, outs, def->span)) result = val_tensor(outs[0]);
+  if (top_check_facts(s, f, &sz, def->span) && run_program(s, f, inputs, &sz, outs, def->span))
+    result = val_tensor(outs[0]);
   if (s->keep_runs && !session_failed(s) && keep_run(s, def->span, key.s ? key.s : "", fa, f)) f = NULL, fa = NULL;
 out:
   buf_free(&key);
@@ -721,7 +765,7 @@ out:
   return result;
 }
 
-static Value eval_anon_expr(Session *s, Expr *e, const char *name) {
+Value top_eval_anon(Session *s, Expr *e, const char *name) {
   Stmt *st = arena_alloc(s->tmp, sizeof *st);
   st->kind = ST_DEF;
   st->span = e->span;
@@ -738,7 +782,7 @@ static Value eval_call(Session *s, Expr *e) {
   Func *f = session_find_fn(s, e->name);
   if (!bi && !f) {
     OpKind op;
-    if (op_from_name(e->name, &op)) return eval_anon_expr(s, e, NULL);
+    if (op_from_name(e->name, &op)) return top_eval_anon(s, e, NULL);
     session_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
     return (Value){0};
   }
@@ -748,6 +792,7 @@ static Value eval_call(Session *s, Expr *e) {
     else session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
     return (Value){0};
   }
+  if (bi && bi->raw) return bi->fn(s, e, NULL);
   Value *args = xcalloc((size_t)n + 1, sizeof(Value));
   Value r = {0};
   for (int i = 0; i < n && !session_failed(s); i++) {
@@ -758,6 +803,45 @@ static Value eval_call(Session *s, Expr *e) {
   for (int i = 0; i < n; i++) val_free(&args[i]);
   free(args);
   return r;
+}
+
+/* Check f's facts for the sizes in sz: its where facts, and what its views need (Fact.what).
+ * False after reporting the first that does not hold, at `at`. */
+static bool top_check_facts(Session *s, Func *f, const EvalSizes *sz, Span at) {
+  for (int i = 0; i < f->nfacts; i++) {
+    Fact *ft = &f->facts[i];
+    int64_t l, rr;
+    const char *why = NULL;
+    bool ok = poly_eval(ft->lhs, eval_size_lookup, (void *)sz, &l, &why) &&
+              poly_eval(ft->rhs, eval_size_lookup, (void *)sz, &rr, &why);
+    if (ok && fact_holds(ft, l, rr)) continue;
+    Buf fb = {0}, vb = {0};
+    poly_str(ft->lhs, &fb);
+    buf_printf(&fb, " %s ", cmp_name(ft->cmp));
+    poly_str(ft->rhs, &fb);
+    const char *vars[16];
+    int nv = poly_vars(ft->lhs, vars, 16);
+    if (ft->what) nv += poly_vars(ft->rhs, vars + nv, 16 - nv);   /* a view's: both sides */
+    for (int j = 0; j < nv; j++) {
+      bool seen = false;
+      for (int k = 0; k < j; k++) seen = seen || !strcmp(vars[k], vars[j]);
+      int64_t x = 0;
+      if (seen || !eval_size_lookup((void *)sz, vars[j], &x)) continue;
+      buf_printf(&vb, "%s%s is %lld", vb.len ? ", " : "", vars[j], (long long)x);
+    }
+    Diag *d;
+    if (ft->what) {
+      d = session_error(s, at, E_VIEW_CHECK, f->anonymous ? "" : session_tmp_printf(s, "%s: ", f->name), ft->what, fb.s, vb.s ? vb.s : "it is false");
+      diag_note(d, ft->span, "%s is here", ft->what);
+    } else {
+      d = session_error(s, at, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
+      diag_note(d, ft->span, "the fact is stated here");
+    }
+    buf_free(&fb);
+    buf_free(&vb);
+    return false;
+  }
+  return true;
 }
 
 /* Bind f's sizes from the arguments, check the shapes and the facts, run it. */
@@ -901,31 +985,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
       }
     }
   }
-  for (int i = 0; i < f->nfacts; i++) {
-    Fact *ft = &f->facts[i];
-    int64_t l, rr;
-    const char *why = NULL;
-    bool ok = poly_eval(ft->lhs, eval_size_lookup, &sz, &l, &why) &&
-              poly_eval(ft->rhs, eval_size_lookup, &sz, &rr, &why);
-    if (!ok || !fact_holds(ft, l, rr)) {
-      Buf fb = {0}, vb = {0};
-      poly_str(ft->lhs, &fb);
-      buf_printf(&fb, " %s ", cmp_name(ft->cmp));
-      poly_str(ft->rhs, &fb);
-      const char *vars[16];
-      int nv = poly_vars(ft->lhs, vars, 16);
-      for (int j = 0; j < nv; j++) {
-        int64_t x = 0;
-        eval_size_lookup(&sz, vars[j], &x);
-        buf_printf(&vb, "%s%s is %lld", j ? ", " : "", vars[j], (long long)x);
-      }
-      Diag *d = session_error(s, call->span, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
-      diag_note(d, ft->span, "the fact is stated here");
-      buf_free(&fb);
-      buf_free(&vb);
-      goto out;
-    }
-  }
+  if (!top_check_facts(s, f, &sz, call->span)) goto out;
   if (nkey > 0) {
     memcpy(f->checked, key, sizeof(int64_t) * (size_t)nkey);
     f->nchecked = nkey;
@@ -987,7 +1047,10 @@ Value top_eval(Session *s, Expr *e) {
   }
   case EX_CALL:
     return eval_call(s, e);
+  case EX_INDEX:
+    if (expr_is_slice(e)) return view_slice(s, e);
+    return top_eval_anon(s, e, NULL);
   default:
-    return eval_anon_expr(s, e, NULL);
+    return top_eval_anon(s, e, NULL);
   }
 }

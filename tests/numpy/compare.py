@@ -632,7 +632,7 @@ fn outer(a: f32[M], c: f32[N]) -> (f32[M, N], f32[M, N]) {
   R[i, j] = a[i]
   return (O, R)
 }
-fn concat(X: f32[B, D], Z: f32[B, D]) -> f32[B, 2 * D] {
+fn concat_cols(X: f32[B, D], Z: f32[B, D]) -> f32[B, 2 * D] {
   # X[b, i] would make i range over D, against the return type's 2 * D: hence min and max
   Y[b, i] = where(i < D, X[b, min(i, D - 1)], Z[b, max(i - D, 0)])
   return Y
@@ -662,7 +662,7 @@ for B, D, H, E in [(1, 1, 1, 1), (7, 13, 31, 5), (16, 64, 65, 17), (RAND[0], 33,
     ii, jj = np.meshgrid(np.arange(B), np.arange(D), indexing='ij')
     case('composition: mlp, outer, concat, strided %dx%dx%dx%d' % (B, D, H, E),
          [('X', X), ('W1', W1), ('b1', b1), ('W2', W2), ('Z', Z), ('V', V), ('Xd', Xd)],
-         COMPOSE + 'Y = mlp(X, W1, b1, W2)\n(O, R) = outer(b1, V)\nC = concat(X, Z)\n'
+         COMPOSE + 'Y = mlp(X, W1, b1, W2)\n(O, R) = outer(b1, V)\nC = concat_cols(X, Z)\n'
          '(Dn, Rv) = strided(V)\n(Ck, Ki) = checker(Xd)',
          [out('Y', F32, hid @ f64(W2), ('elem', 1e-5, mlp_atol)),
           out('O', F32, np.outer(f64(b1), f64(V)), ELEM32),
@@ -997,6 +997,91 @@ for dtype, ty in [(I32, 'i32'), (I64, 'i64')]:
               out('A', F32, np.take_along_axis(X, I.astype(np.int64), 1), EXACT),
               summed('S', F32, prods.sum(1), np.abs(prods).sum(1)),
               out('G', F64, Xd[tok.astype(np.int64)] * 2.0 + Wd)])
+
+# ---- views: slices in functions (affine reads) and of values at top level ----
+SLICES = '''
+fn heads(X: f32[B, N], D: size) -> (f32[B, D], f32[B, D], f32[B, N - 2*D]) {
+  Q = X[:, 0:D]
+  K = X[:, D:2*D]
+  R = X[:, 2*D:]
+  return (Q, K, R)
+}
+fn strided(X: f32[B, N]) -> (f32[(B + 1)/2, (N + 1)/3], f32[N - 1]) {
+  S = X[::2, 1::3]
+  T = X[B - 1, 1:N]
+  return (S, T)
+}
+fn tail_dot(X: f32[B, N], W: f32[N - 1]) -> f32[B] {
+  L = X[:, 1:N]
+  s[b] = sum[n] L[b, n] * W[n]
+  return s
+}
+'''
+for B, N, D in [(1, 1, 0), (1, 2, 1), (3, 4, 2), (7, 13, 5), (17, 31, 1), (RAND[0], RAND[1] + 1, RAND[1] // 2)]:
+    X, W = randn((B, N)), randn(N - 1)
+    case('slices in functions %dx%d D=%d' % (B, N, D), [('X', X), ('W', W)],
+         SLICES + '(Q, K, R) = heads(X, %d)\n(S, T) = strided(X)\nL = tail_dot(X, W)' % D,
+         [out('Q', F32, X[:, 0:D], EXACT), out('K', F32, X[:, D:2 * D], EXACT),
+          out('R', F32, X[:, 2 * D:], EXACT), out('S', F32, X[::2, 1::3], EXACT),
+          out('T', F32, X[B - 1, 1:N], EXACT),
+          summed('L', F32, f64(X[:, 1:]) @ f64(W), np.abs(f64(X[:, 1:])) @ np.abs(f64(W)))])
+for B, N in [(0, 3), (1, 1), (5, 7), (13, 2), (RAND[2], RAND[3])]:
+    X = randn((B, N))
+    case('slices of values %dx%d' % (B, N), [('X', X)],
+         'N = %d\nV = X[:, 1:]\nE = X[0:0, :]\nM = X[::3, N - 1:N] * 2\nP = matmul(X[:, ::2], ones(f32[(N + 1)/2, 3]))' % N,
+         [out('V', F32, X[:, 1:], EXACT), out('E', F32, X[0:0, :], EXACT),
+          out('M', F32, X[::3, N - 1:N] * 2, EXACT),
+          summed('P', F32, f64(X[:, ::2]) @ np.ones(((N + 1) // 2, 3)), np.abs(f64(X[:, ::2])) @ np.ones(((N + 1) // 2, 3)))])
+
+
+RESHAPES = '''
+fn split_heads(X: f32[B, N], H: size) -> f32[B, H, N / H] where N % H == 0 {
+  Y = reshape(X, [B, H, N / H])
+  return Y
+}
+fn merge(X: f32[B, H, D]) -> f32[B, H * D] {
+  Y = reshape(X, [B, H * D])
+  return Y
+}
+fn flip(X: f32[B, H, D]) -> f32[D, H, B] {
+  Y = reshape(X, [D, H, B])
+  return Y
+}
+'''
+for B, H, D in [(0, 2, 3), (1, 1, 1), (2, 3, 5), (3, 7, 1), (5, 2, 13), (RAND[0], 3, RAND[3])]:
+    X = randn((B, H * D))
+    Z = randn((B, H, D))
+    case('reshape %dx%dx%d' % (B, H, D), [('X', X), ('Z', Z)],
+         RESHAPES + 'S = split_heads(X, %d)\nM = merge(Z)\nF = flip(Z)\nV = reshape(X, [%d, %d])\n'
+         'G = reshape(Z[:, :, ::2], [%d])' % (H, H * D, B, B * H * ((D + 1) // 2)),
+         [out('S', F32, X.reshape(B, H, D), EXACT), out('M', F32, Z.reshape(B, H * D), EXACT),
+          out('F', F32, Z.reshape(D, H, B), EXACT), out('V', F32, X.reshape(H * D, B), EXACT),
+          out('G', F32, Z[:, :, ::2].reshape(-1), EXACT)])
+
+
+JOINS = '''
+fn cat1(A: f32[M, N], B: f32[M, K]) -> f32[M, N + K] {
+  C = concat(A, B, 1)
+  return C
+}
+fn cat0(A: f32[M, N], B: f32[K, N], C: f32[M, N]) -> f32[2 * M + K, N] {
+  D = concat(A, B, C)
+  return D
+}
+fn st(A: f32[M, N], C: f32[M, N]) -> (f32[2, M, N], f32[M, N, 2]) {
+  S = stack(A, C)
+  T = stack(A, C, 2)
+  return (S, T)
+}
+'''
+for M, N, K in [(0, 3, 2), (1, 1, 1), (3, 5, 0), (7, 2, 13), (RAND[1], RAND[2], 3)]:
+    A, B, C, Bt = randn((M, N)), randn((M, K)), randn((M, N)), randn((K, N))
+    case('concat, stack %dx%dx%d' % (M, N, K), [('A', A), ('B', B), ('C', C), ('Bt', Bt)],
+         JOINS + 'X = cat1(A, B)\nY = cat0(A, Bt, C)\n(S, T) = st(A, C)\nU = concat(A, C, B, 1)\nV = stack(A, C, A, 1)',
+         [out('X', F32, np.concatenate([A, B], 1), EXACT), out('Y', F32, np.concatenate([A, Bt, C], 0), EXACT),
+          out('S', F32, np.stack([A, C]), EXACT), out('T', F32, np.stack([A, C], 2), EXACT),
+          out('U', F32, np.concatenate([A, C, B], 1), EXACT), out('V', F32, np.stack([A, C, A], 1), EXACT)])
+
 
 # ---- the runner ----
 def dyn_string(path):

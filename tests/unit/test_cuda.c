@@ -141,6 +141,35 @@ static const char *F64 =
   "  return Y\n"
   "}\n";
 
+/* Views (lang/reference.md, "Views"): slices, rewritten by the checker into index notation
+ * whose reads are affine in the view's indices, render as offsets and strides of the reads. */
+static const char *VIEWS =
+  "fn v_heads(X: f32[B, N], D: size) -> f32[B, D] {\n"
+  "  K = X[:, D:2*D]\n"
+  "  return K\n"
+  "}\n"
+  "fn v_strided(X: f32[B, N], W: f32[(N + 1)/2]) -> f32[(B + 1)/3] {\n"
+  "  S = X[1::3, ::2]\n"
+  "  s[b] = sum[n] S[b, n] * W[n]\n"
+  "  return s\n"
+  "}\n"
+  "fn v_merge(X: f32[B, H, D]) -> f32[B, H * D] {\n"
+  "  Y = reshape(X, [B, H * D])\n"
+  "  return Y\n"
+  "}\n"
+  "fn v_split(X: f32[B, N], H: size) -> f32[B, H, N / H] where N % H == 0 {\n"
+  "  Y = reshape(X, [B, H, N / H])\n"
+  "  return Y\n"
+  "}\n"
+  "fn v_cat(A: f32[M, N], B: f32[M, K]) -> f32[M, N + K] {\n"
+  "  C = concat(A, B, 1)\n"
+  "  return C\n"
+  "}\n"
+  "fn v_stack(A: f32[M, N], B: f32[M, N]) -> f32[M, 2, N] {\n"
+  "  S = stack(A, B, 1)\n"
+  "  return S\n"
+  "}\n";
+
 static PolyCtx *pc;
 static Func *fns[128];
 static int nfns;
@@ -483,6 +512,32 @@ static void ptx_check(int major, int minor, CudaMath math) {
   buf_free(&ptx);
 }
 
+/* Each view renders as the affine read it becomes, and the CUDA C compiles where NVRTC is. */
+START_TEST(test_views_render) {
+  check_source("views.dyn", VIEWS);
+  HwModel hw = gpu_model("h100");
+  static const struct { const char *fn, *read; } want[] = {
+    {"v_heads", "a.X[x_0 * a.X_s0 + dyn_add(a.sz_D, x_1)]"},
+    {"v_strided", "a.X[(dyn_add(1LL, dyn_mul(b, 3LL))) * a.X_s0 + dyn_mul(n, 2LL)]"},
+    {"v_merge", "/* Y[_0, _1] = X[_0, _1 / D, _1 % D] */"},
+    {"v_split", "/* Y[_0, _1, _2] = X[_0, _1 * (N/H) + _2] */"},
+    {"v_cat", "/* C[_0, _1] = where(_1 < N, A[_0, _1], B[_0, -N + _1]) */"},
+    {"v_stack", "/* S[_0, _1, _2] = where(_1 == 0, A[_0, _2], B[_0, _2]) */"},
+  };
+  char why[512];
+  bool nvrtc = cuda_nvrtc_available(why, sizeof why);
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    Buf src = {0}, ptx = {0};
+    cuda_render(program(want[i].fn), &hw, CUDA_EXACT, &src);
+    ck_assert_msg(strstr(src.s, want[i].read) != NULL, "%s: no read %s in\n%s", want[i].fn, want[i].read, src.s);
+    char err[4096] = "";
+    if (nvrtc) ck_assert_msg(cuda_compile_ptx(src.s, 9, 0, &ptx, err, sizeof err), "%s: %s", want[i].fn, err);
+    buf_free(&src);
+    buf_free(&ptx);
+  }
+}
+END_TEST
+
 START_TEST(test_ptx_sm80) { ptx_check(8, 0, CUDA_EXACT); }
 END_TEST
 START_TEST(test_ptx_sm90) { ptx_check(9, 0, CUDA_EXACT); }
@@ -773,6 +828,21 @@ static void emu_setup(void) {
   setup();
   check_source("extra.dyn", EXTRA);
 }
+
+START_TEST(test_run_views) {
+  if (!emulator()) return;
+  check_source("views.dyn", VIEWS);
+  static const char *const cases[][3] = {
+    {"v_heads", "B=3 N=11 D=4", NULL}, {"v_heads", "B=1 N=1 D=0", NULL},
+    {"v_strided", "B=7 N=13", NULL}, {"v_strided", "B=2 N=1", "loop"},
+    {"v_merge", "B=3 H=5 D=7", NULL}, {"v_merge", "B=2 H=0 D=3", NULL},
+    {"v_split", "B=3 N=12 H=4", NULL}, {"v_split", "B=1 N=13 H=13", "loop"},
+    {"v_cat", "M=5 N=3 K=7", NULL}, {"v_cat", "M=2 N=0 K=1", NULL},
+    {"v_stack", "M=3 N=17", NULL}, {"v_stack", "M=1 N=1", "loop"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i][0], cases[i][1], cases[i][2], 0);
+}
+END_TEST
 
 START_TEST(test_run_loops) {
   if (!emulator()) return;
@@ -1075,6 +1145,7 @@ int main(void) {
   tcase_add_test(tc, test_gemm_model);
   tcase_add_test(tc, test_gemm_model_tensor_cores);
   tcase_add_test(tc, test_describe);
+  tcase_add_test(tc, test_views_render);
   tcase_add_test(tc, test_ptx_sm80);
   tcase_add_test(tc, test_ptx_sm90);
   tcase_add_test(tc, test_ptx_tensor_cores);
@@ -1082,6 +1153,7 @@ int main(void) {
   TCase *run = tcase_create("emulated");
   tcase_add_checked_fixture(run, emu_setup, teardown);
   tcase_set_timeout(run, 900);
+  tcase_add_test(run, test_run_views);
   tcase_add_test(run, test_run_loops);
   tcase_add_test(run, test_run_reductions);
   tcase_add_test(run, test_run_rowwise);
