@@ -221,7 +221,7 @@ RunStatus session_run_file_in(Session *s, const char *path, Span at) {
     return RUN_ERROR;
   }
   /* the outer input's diagnostics come first */
-  diag_print_all(&s->diags, s->err);
+  diag_print_all(&s->diags, s->err, s->diag_json);
   diag_clear(&s->diags);
   Source *src = script_source(s, path, text, len);
   if (!src) return RUN_ERROR;
@@ -373,7 +373,7 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
       arena_free(a);
       return RUN_INCOMPLETE;
     }
-    diag_print_all(&parse_d, s->err);
+    diag_print_all(&parse_d, s->err, s->diag_json);
     diag_clear(&parse_d);
     arena_free(a);
     return RUN_ERROR;
@@ -385,7 +385,7 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
   for (int i = 0; i < nst && (r == RUN_OK || s->check_only); i++) {
     s->tmp = a;
     RunStatus ri = run_stmt(s, sts[i], &keep, quiet_value);
-    diag_print_all(&s->diags, s->err);
+    diag_print_all(&s->diags, s->err, s->diag_json);
     if (s->diags.nerrors) ri = RUN_ERROR;
     diag_clear(&s->diags);
     if (r == RUN_OK) r = ri;
@@ -421,7 +421,7 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
 static RunStatus run_script(Session *s, char *text, size_t len, const char *origin, bool allow_incomplete) {
   Source *src = script_source(s, origin, text, len);
   if (!src) {
-    diag_print_all(&s->diags, s->err);
+    diag_print_all(&s->diags, s->err, s->diag_json);
     diag_clear(&s->diags);
     return RUN_ERROR;
   }
@@ -688,6 +688,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   s->pc = poly_ctx_new();
   s->out = out;
   s->err = err;
+  s->diag_json = opt && opt->diag_json;
   builtin_seed(s, 0);
 #ifdef HAVE_LLVM
   snprintf(s->target, sizeof s->target, "cpu");
@@ -725,7 +726,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   if (!opt || !opt->no_prelude) {
     import_module(s, "linalg", (Span){0}, false);
     import_module(s, "nn", (Span){0}, false);
-    diag_print_all(&s->diags, s->err);
+    diag_print_all(&s->diags, s->err, s->diag_json);
     diag_clear(&s->diags);
   }
   s->nfns_prelude = s->fns.n;

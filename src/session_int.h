@@ -55,6 +55,7 @@ struct Session {
   FILE *out, *err;
   bool interactive;
   bool check_only;                 /* SessionOptions.check_only: run_stmt checks, never runs */
+  bool diag_json;                  /* SessionOptions.diag_json: diagnostics as JSON lines */
   VEC(Binding) vars;
   int *var_slot;                   /* open-addressed index of vars by name: 1 + index, 0 free */
   int var_cap;                     /* its size, a power of two over twice vars.n */
