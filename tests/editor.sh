@@ -75,7 +75,7 @@ grammar=${VSCODE_DIR:+$VSCODE_DIR/syntaxes/dyn.tmLanguage.json}
 grammar=${grammar:-$top_srcdir/lang/dyn.tmLanguage.json}
 if [ -n "$py" ]; then
   ran=1
-  version=$("$top_builddir/dyn" --version | sed 's/^dyn //')
+  version=$("${DYN:-$top_builddir/dyn}" --version | sed 's/^dyn //')
   if "$py" - "$vscode" "$grammar" "$version" <<'PY'
 import json, os, sys
 folder, grammar_file, version = sys.argv[1:]
