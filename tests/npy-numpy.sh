@@ -1,7 +1,8 @@
 #!/bin/sh
 # npy-numpy.sh -- checks dyn's .npy files against NumPy itself: files dyn writes load in NumPy
 # with equal values, files NumPy writes (C and Fortran order, format 1.0, 2.0, 3.0) load in
-# dyn bit for bit, and dyn's printed form matches NumPy's layout (edge items, wrapping,
+# dyn bit for bit, every integer width and both byte orders load as the dyn type that holds
+# them (and a u64 beyond i64 is refused), and dyn's printed form matches NumPy's layout (edge items, wrapping,
 # blank lines) when NumPy is given dyn's element format.  Skips (77) without Python+NumPy.
 # Uses $NPY_TOOL, else $top_builddir/tests/unit/npy_tool; $PYTHON_NUMPY, else python3.
 
@@ -144,10 +145,47 @@ for dt in names:
                 fail('print of %s %s:\n--- dyn\n%s--- want\n%s' % (a.dtype, shape, r.stdout
                                                                     + r.stderr, want))
 
-# 3. NumPy files dyn must refuse, with the reason.
-refuse = [(np.arange(3, dtype='>f4'), 'big-endian data is not supported'),
-          (np.arange(3, dtype=np.uint8), "unsupported dtype '|u1'"),
-          (np.arange(3, dtype=np.float16), "unsupported dtype '<f2'"),
+# 3. Every width and byte order NumPy writes: dyn holds each in the type that keeps every
+# value (i1 i2 u1 u2 in i32, u4 u8 in i64, floats and bools as they are), swapped from
+# big-endian, in C and Fortran order; the values over each type's whole range, u8 up to the
+# i64 limit.
+widen = {'i1': np.int32, 'i2': np.int32, 'i4': np.int32, 'i8': np.int64, 'u1': np.int32,
+         'u2': np.int32, 'u4': np.int64, 'u8': np.int64, 'f4': np.float32, 'f8': np.float64,
+         'b1': np.bool_}
+for code, target in widen.items():
+    for order in ('<', '>'):
+        dt = np.dtype(order + code)
+        for shape in [(), (1,), (13,), (3, 5), (2, 3, 7), (0, 4)]:
+            n = int(np.prod(shape))
+            if dt.kind in 'iu':
+                info = np.iinfo(dt)
+                hi = min(int(info.max), 2**63 - 1)
+                v = rng.integers(int(info.min), hi, n, dtype=np.int64 if dt.kind == 'i' or code != 'u8' else np.uint64, endpoint=True)
+                if n >= 2:
+                    v[0], v[-1] = info.min, hi
+                a = v.astype(dt).reshape(shape)
+            else:
+                a = sample(target, shape).astype(dt)
+            for tag, arr in [('c', a)] + ([('f', np.asfortranarray(a))] if a.ndim >= 2 else []):
+                k += 1
+                src, dst = '%s/w%d_%s.npy' % (d, k, tag), '%s/w%d_%s_out.npy' % (d, k, tag)
+                np.save(src, arr)
+                r = run('copy', src, dst)
+                if r.returncode:
+                    fail('copy %s %s %s: %s' % (dt.str, shape, tag, r.stderr))
+                    continue
+                b = np.load(dst)
+                want = a.astype(target)
+                if b.dtype != np.dtype(target) or b.shape != a.shape or \
+                        want.tobytes() != np.ascontiguousarray(b).tobytes():
+                    fail('NumPy wrote %s %s (%s); dyn read %s %r' % (dt.str, shape, tag, b.dtype, b))
+
+# 4. NumPy files dyn must refuse, with the reason (and for a value, where it is).
+over = np.array([[1, 2, 3], [4, 2**63, 6]], dtype='>u8')
+refuse = [(np.arange(3, dtype=np.float16), "dtype '<f2' is f16, which dyn does not support yet"),
+          (over, 'the u64 value 9223372036854775808 at [1, 1] is above the i64 range'),
+          (np.asfortranarray(over), 'the u64 value 9223372036854775808 at [1, 1] is above the i64 range'),
+          (np.arange(3, dtype=np.complex64), "unsupported dtype '<c8'"),
           (np.zeros(2, dtype=[('x', '<f4')]), 'structured arrays')]
 for i, (arr, msg) in enumerate(refuse):
     path = '%s/bad%d.npy' % (d, i)
