@@ -158,6 +158,20 @@ Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen)
 bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen);
 /* The same on memory, for tests and fuzzing: parse a whole file image. */
 Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, size_t errlen);
+/* The whole .npy file of t appended to out (npz.c stores it in an archive). */
+void npy_encode(const Tensor *t, Buf *out);
+
+/* ---- npz.c: NumPy .npz archives (zip, stored or deflated, zip64 read) ------------------ */
+
+/* The array `member` ("W", or "W.npy") of the archive, or with member NULL its only one;
+ * NULL with a message naming the file, the member and the problem.  Without zlib, every
+ * .npz is refused with a message that says so. */
+Tensor *npz_load(const char *path, const char *member, volatile int *stop, char *err, size_t errlen);
+/* Save n tensors as members names[i].npy, deflated, replacing the file whole. */
+bool npz_save(const char *path, Tensor *const *ts, const char *const *names, int n, volatile int *stop,
+              char *err, size_t errlen);
+/* True if path ends in .npz (load and save choose the format by the name). */
+bool npz_is_npz(const char *path);
 
 /* ---- poly.c: symbolic sizes as canonical polynomials ------------------------------------ */
 

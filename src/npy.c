@@ -648,16 +648,14 @@ static void build_header(const Tensor *t, Buf *out) {
   buf_free(&d);
 }
 
-bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen) {
-  char why[256] = "";
-  FileOut *o = file_out_open(path, stop, why, sizeof why);
-  if (!o) {
-    put_err(err, errlen, path, "%s", why);
-    return false;
-  }
+/* The header and the data of t, in C order, handed to put in pieces; false as soon as put
+ * fails (put has then said why). */
+typedef bool (*PutFn)(void *ctx, const void *p, size_t n);
+
+static bool write_npy(const Tensor *t, PutFn put, void *ctx) {
   Buf head = {0};
   build_header(t, &head);
-  bool ok = file_out_write(o, head.s, head.len, stop, why, sizeof why);
+  bool ok = put(ctx, head.s, head.len);
   buf_free(&head);
   int64_t n = tensor_numel(t);
   int es = elem_size(t->elem);
@@ -665,7 +663,7 @@ bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, 
     const unsigned char *p = tensor_data(t);
     for (size_t left = (size_t)n * (size_t)es; ok && left > 0;) {
       size_t k = left < CHUNK ? left : CHUNK;
-      ok = file_out_write(o, p, k, stop, why, sizeof why);
+      ok = put(ctx, p, k);
       p += k;
       left -= k;
     }
@@ -686,13 +684,41 @@ bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, 
       }
       used += (size_t)es;
       if (used + 8 > sizeof chunk || k == n - 1) {
-        ok = file_out_write(o, chunk, used, stop, why, sizeof why);
+        ok = put(ctx, chunk, used);
         used = 0;
       }
     }
   }
-  if (ok) ok = file_out_commit(o, why, sizeof why);
-  else file_out_abandon(o);
-  if (!ok) put_err(err, errlen, path, "%s", why);
+  return ok;
+}
+
+typedef struct {
+  FileOut *o;
+  volatile int *stop;
+  char why[256];
+} FilePut;
+
+static bool put_file(void *ctx, const void *p, size_t n) {
+  FilePut *f = ctx;
+  return file_out_write(f->o, p, n, f->stop, f->why, sizeof f->why);
+}
+
+static bool put_buf(void *ctx, const void *p, size_t n) {
+  buf_putn(ctx, p, n);
+  return true;
+}
+
+void npy_encode(const Tensor *t, Buf *out) { write_npy(t, put_buf, out); }
+
+bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen) {
+  FilePut f = {.stop = stop};
+  if (!(f.o = file_out_open(path, stop, f.why, sizeof f.why))) {
+    put_err(err, errlen, path, "%s", f.why);
+    return false;
+  }
+  bool ok = write_npy(t, put_file, &f);
+  if (ok) ok = file_out_commit(f.o, f.why, sizeof f.why);
+  else file_out_abandon(f.o);
+  if (!ok) put_err(err, errlen, path, "%s", f.why);
   return ok;
 }
