@@ -7,9 +7,12 @@
 #include "config.h"
 #include "session_int.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
 
@@ -188,11 +191,12 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
   s->interrupt = 0;                  /* Ctrl-C stops the write; the old file stays */
   if (!npz_is_npz(path)) {
     if (n != 1) {
-      session_error(s, call->args[1]->span, E_BUILTIN, session_tmp_printf(s, "save: a .npy file holds one array; "
+      session_error(s, call->args[1]->span, E_BUILTIN, session_tmp_printf(s, "save: a .npy or .png file holds one array; "
                     "save several in a .npz file (save(W, b, \"model.npz\"))"));
       return (Value){0};
     }
-    if (!npy_save(args[0].t, path, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
+    bool (*saver)(const Tensor *, const char *, volatile int *, char *, size_t) = png_path(path) ? png_save : npy_save;
+    if (!saver(args[0].t, path, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
     return (Value){0};
   }
   Tensor *ts[64];
@@ -209,6 +213,52 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
   }
   if (!npz_save(path, ts, names, n, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
   return (Value){0};
+}
+
+/* scratch("x.npy"): a path in a directory of this session's own, made on first use under
+ * $TMPDIR (else /tmp) and removed with what it holds when the session ends, so that
+ * examples and the tour can save and load without writing where they were run from. */
+static char *path_join(const char *dir, const char *name) {
+  Buf b = {0};
+  buf_printf(&b, "%s/%s", dir, name);
+  return b.s;                        /* malloc'd: the caller owns it */
+}
+
+static Value bi_scratch(Session *s, Expr *call, Value *args) {
+  const char *name = args[0].kind == VAL_STR ? args[0].s : NULL;
+  if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
+    session_error(s, call->args[0]->span, E_ARG_KIND, 1, "scratch", "a file name in quotes, without '/'", name ? "another name" : "another kind of value");
+    return (Value){0};
+  }
+  if (!s->scratch_dir) {
+    const char *tmp = getenv("TMPDIR");
+    char *dir = path_join(tmp && *tmp ? tmp : "/tmp", "dyn-scratch.XXXXXX");
+    if (!mkdtemp(dir)) {
+      session_error(s, call->span, E_BUILTIN, session_tmp_printf(s, "scratch: cannot make a directory in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno)));
+      free(dir);
+      return (Value){0};
+    }
+    s->scratch_dir = dir;
+  }
+  return (Value){.kind = VAL_STR, .s = path_join(s->scratch_dir, name)};
+}
+
+void builtin_scratch_remove(Session *s) {
+  if (!s->scratch_dir) return;
+  DIR *d = opendir(s->scratch_dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char *p = path_join(s->scratch_dir, e->d_name);
+      unlink(p);
+      free(p);
+    }
+    closedir(d);
+  }
+  rmdir(s->scratch_dir);
+  free(s->scratch_dir);
+  s->scratch_dir = NULL;
 }
 
 static Value bi_allclose(Session *s, Expr *call, Value *args) {
@@ -251,7 +301,8 @@ const Builtin builtin_table[] = {
   {"shape", 1, 1, bi_shape, false, "shape(X): the dimensions of X"},
   {"print", 0, 64, bi_print, false, "print(X, ...): print values"},
   {"load", 1, 2, bi_load, false, "load(\"x.npy\"), load(\"a.npz\", \"W\"): read a NumPy file"},
-  {"save", 2, 64, bi_save, false, "save(X, \"x.npy\"), save(W, b, \"a.npz\"): write a NumPy file"},
+  {"save", 2, 64, bi_save, false, "save(X, \"x.npy\"), save(W, b, \"a.npz\"): write a NumPy file; save(X, \"x.png\"): a picture of a 2-D X"},
+  {"scratch", 1, 1, bi_scratch, false, "scratch(\"x.npy\"): a file name in a directory removed when the session ends"},
   {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
 };
 const int builtin_count = (int)(sizeof builtin_table / sizeof builtin_table[0]);

@@ -13,6 +13,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <signal.h>
+#include <unistd.h>
 #include <time.h>
 
 typedef RunStatus (*CmdFn)(Session *s, const char *arg, Span at);
@@ -230,7 +233,105 @@ static Func *want_fn_sizes(Session *s, const char *arg, Span at, const char *cmd
   return f && parse_sizes(s, arg, f, at, sz, given) ? f : NULL;
 }
 
+/* Lines of :sched longer than width broken at the last "; ", double space or space
+ * that fits, each continuation indented past its line's own indent, so that the plan reads
+ * in an 80-column terminal; a table row that fits is left as it is. */
+static void wrap_lines(Buf *b, int width) {
+  Buf out = {0};
+  for (const char *p = b->s ? b->s : ""; *p;) {
+    const char *e = strchr(p, '\n');
+    int n = e ? (int)(e - p) : (int)strlen(p), indent = 0;
+    while (indent < n && p[indent] == ' ') indent++;
+    int first = 1;
+    while (n > width - (first ? 0 : indent + 4)) {
+      int room = width - (first ? 0 : indent + 4), cut = -1, skip = 0;
+      static const char *const seps[] = {"; ", "  ", " "};
+      for (int k = 0; k < 3 && cut < 0; k++) {
+        int sl = (int)strlen(seps[k]);
+        for (int i = room - sl; i > (first ? indent : 0) + room / 3; i--)
+          if (!strncmp(p + i, seps[k], (size_t)sl)) {
+            cut = k == 0 ? i + 1 : i;            /* a "; " stays on the first line */
+            skip = k == 0 ? 1 : sl;
+            break;
+          }
+      }
+      if (cut < 0) break;                         /* one long word: leave it */
+      buf_printf(&out, "%*s%.*s\n", first ? 0 : indent + 4, "", cut, p);
+      p += cut + skip;
+      n -= cut + skip;
+      while (n > 0 && *p == ' ') p++, n--;
+      first = 0;
+    }
+    buf_printf(&out, "%*s%.*s\n", first ? 0 : indent + 4, "", n, p);
+    p += n + (e != NULL);
+  }
+  buf_free(b);
+  *b = out;
+}
+
+/* :sched --explain: what the words of a schedule mean, in the order :sched prints them. */
+static const char *const sched_glossary[][2] = {
+  {"compiled N times", "how often the function was compiled: 1 for every shape it met"},
+  {"kernel NAME_OUT", "one fused loop nest, named by its function and the tensor it writes (:ir NAME shows the loops)"},
+  {"contraction over k", "a kernel with a reduction axis whose two inputs each miss one output axis (matmul's shape): run by the GEMM engine below"},
+  {"gemm f32 on ...", "the vector unit the micro-kernels were built for: lanes, registers, FMA units x latency, clock"},
+  {"compiled once: ...", "the micro-kernels made when the function was compiled; * marks those that split k over several accumulator sets"},
+  {"level 0 register tiles", "h x nr tiles of C kept in registers: registers used, FLOPs per element loaded; [kept] the ones that stay, one a family"},
+  {"family, heights", "a kept tile width and the row counts built for it, each with the GFLOP/s per core measured in L1 at compile time and ns a call"},
+  {"inner products h x w", "kernels for a C too narrow for a tile: dot products along k"},
+  {"shape", "the sizes given, as batch x M x N x K, and the threads"},
+  {"chosen", "the variant the model predicts fastest for this shape"},
+  {"A in place / packed", "whether A is read where it lies (strided or unit rows) or first copied into the tile's order; the same for B"},
+  {"cores: b x m x n", "how the blocks of C are split between the cores"},
+  {"L3: nc, L2: mc, L1: kc", "the block sizes kept in each cache: columns of B, rows of A, depth of k; formulas of the sizes and capacities of the levels"},
+  {"k split N ways", "blocks of k summed into copies of C, added at the end (deep K)"},
+  {"predicted", "max(compute, memory) plus stalls, packing and fork-join, from the measured micro-kernel rates and the levels' bandwidths"},
+  {"candidates", "other variants weighed for this shape, best first: tile, A and B direct or packed, grid b x m x n (/kN: k split), block sizes"},
+  {"dot, rows", "inner products along k; B streamed by rows (M = 1)"},
+  {"row-wise: stages", "a kernel whose reductions run along rows: each stage is one loop over a row, intermediates of a row kept in cache"},
+  {"pipelined", "two stages of neighbouring rows run in one loop"},
+  {"vectorised along n", "the axis the vector lanes run over"},
+  {"a layout change", "reads along one axis, writes along another: done in W x W tiles transposed in registers"},
+  {"tasks over b", "the rows split into tasks for the cores"},
+  {"streaming stores", "stores that bypass the caches, for outputs larger than the last cache (a second compiled copy, made on first use)"},
+  {"model: roofline", "FLOPs / peak or bytes / bandwidth, whichever is larger"},
+  {"call", "the fixed cost of a call outside the kernels"},
+  {"at SIZES: predicted", "the whole function's predicted time at those sizes"},
+};
+
+static void sched_explain(Session *s) {
+  enum { TERM = 23, WIDTH = 80 };
+  Buf b = {0};
+  buf_puts(&b, "The words of :sched, in the order it prints them:\n");
+  for (size_t i = 0; i < sizeof sched_glossary / sizeof sched_glossary[0]; i++)
+    buf_printf(&b, "%-*s%s\n", TERM, sched_glossary[i][0], sched_glossary[i][1]);
+  /* the definitions wrap under their own column */
+  Buf w = {0};
+  for (const char *p = b.s; *p;) {
+    const char *e = strchr(p, '\n');
+    int n = (int)(e - p), col = 0;
+    while (n > WIDTH - col) {
+      int cut = WIDTH - col;
+      while (cut > TERM && p[cut] != ' ') cut--;
+      buf_printf(&w, "%*s%.*s\n", col, "", cut, p);
+      p += cut + 1;
+      n -= cut + 1;
+      col = TERM;
+    }
+    buf_printf(&w, "%*s%.*s\n", col, "", n, p);
+    p = e + 1;
+  }
+  w.s[--w.len] = 0;
+  session_print_line(s, w.s);
+  buf_free(&w);
+  buf_free(&b);
+}
+
 static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
+  if (!strcmp(arg, "--explain")) {
+    sched_explain(s);
+    return RUN_OK;
+  }
   EvalSizes sz;
   bool given;
   Func *f = want_fn_sizes(s, arg, at, ":sched", &sz, &given);
@@ -256,13 +357,21 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
     CpuProgram *cp = top_model_program(s, f, be, at);
     if (!cp) return RUN_ERROR;
     if (s->hw_foreign)
-      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run: statements run on code for this CPU; "
+      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run:\n  statements run on code for this CPU; "
                  "cpu %s, %d thread%s\n", f->name, s->hw.name, cpu_program_compile_ms(cp), cpu_backend_cpu(be),
                  s->threads, s->threads == 1 ? "" : "s");
     else
-      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms); cpu %s, %d thread%s, hardware %s\n", f->name,
+      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms)\n  cpu %s, %d thread%s, hardware %s\n", f->name,
                  f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(cp), cpu_backend_cpu(be),
                  s->threads, s->threads == 1 ? "" : "s", s->hw.name);
+    if (!s->hw_foreign && f->nshapes > 0) {
+      /* what the method saves: a compiler that specialises per shape compiles once a shape */
+      double ms = cpu_program_compile_ms(cp);
+      buf_printf(&b, "  called at %d%s shape%s; a compiler that specialised per shape would have compiled %d%s "
+                 "time%s: about %.1f s at this compile time\n", f->nshapes, f->nshapes >= FUNC_MAX_SHAPES ? " or more" : "",
+                 f->nshapes == 1 ? "" : "s", f->nshapes, f->nshapes >= FUNC_MAX_SHAPES ? " or more" : "",
+                 f->nshapes == 1 ? "" : "s", f->nshapes * ms * 1e-3);
+    }
     if (s->gpu_hw_chosen)
       buf_printf(&b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
                  s->gpu_hw.name);
@@ -273,6 +382,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
       buf_printf(&b, ": predicted %.3f ms", t * 1e3);
     }
   }
+  wrap_lines(&b, 80);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
   session_print_line(s, b.s);
   buf_free(&b);
@@ -310,12 +420,145 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
   return RUN_OK;
 }
 
+/* The name of the function a line of generated code starts, or NULL: "define ... @NAME(" in
+ * LLVM IR, "NAME:" at the margin in assembly (not a local ".L" label), "__global__ ... NAME("
+ * in CUDA C, ".entry NAME(" in PTX.  Its length in *n. */
+static const char *code_fn_start(const char *line, size_t len, bool asm_text, size_t *n) {
+  const char *p = NULL, *e = line + len;
+  if (len > 7 && !strncmp(line, "define ", 7)) {
+    p = memchr(line, '@', len);
+    if (p) p++;
+  } else if ((p = memmem(line, len, ".entry ", 7))) {
+    p += 7;
+  } else if (memmem(line, len, "__global__", 10)) {
+    const char *paren = memchr(line, '(', len);
+    if (!paren) return NULL;
+    /* the identifier before the parenthesis (skipping __launch_bounds__(...)) */
+    const char *q = memmem(line, len, ") ", 2);
+    const char *from = q && q < e ? q + 2 : line;
+    paren = memchr(from, '(', (size_t)(e - from));
+    if (!paren) return NULL;
+    p = paren;
+    while (p > from && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) p--;
+    *n = (size_t)(paren - p);
+    return *n ? p : NULL;
+  } else if (asm_text && len > 1 && line[len - 1] == ':' && (isalpha((unsigned char)line[0]) || line[0] == '_')) {
+    *n = len - 1;
+    return line;
+  }
+  if (!p) return NULL;
+  const char *q = p;
+  while (q < e && (isalnum((unsigned char)*q) || *q == '_' || *q == '.')) q++;
+  *n = (size_t)(q - p);
+  return *n ? p : NULL;
+}
+
+/* Keep, of the generated code in b, the functions whose name contains want (the kernel
+ * names of :sched -- matmul_C, softmax_Y -- stand for the CPU back end's kernel functions,
+ * which are numbered: their "_kI" names).  A function runs from its start to the next
+ * one's, less the module text between.  false when none matches, with the names in *names. */
+static bool code_filter(Buf *b, bool asm_text, const char *want, const char *alias, Buf *names) {
+  Buf out = {0};
+  bool keep = false, any = false;
+  for (const char *p = b->s ? b->s : ""; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p), n;
+    const char *fn = code_fn_start(p, len, asm_text, &n);
+    if (fn) {
+      keep = memmem(fn, n, want, strlen(want)) || (alias && memmem(fn, n, alias, strlen(alias)));
+      any = any || keep;
+      buf_printf(names, "%s%.*s", names->len ? ", " : "", (int)n, fn);
+    }
+    if (keep) buf_printf(&out, "%.*s\n", (int)len, p);
+    /* the end of a function: "}" at the margin (IR, CUDA C, PTX), ".Lfunc_end" (assembly) */
+    if (keep && ((len == 1 && *p == '}') || !strncmp(p, ".Lfunc_end", 10))) {
+      keep = false;
+      buf_putc(&out, '\n');
+    }
+    p += len + (e != NULL);
+  }
+  if (any) {
+    buf_free(b);
+    *b = out;
+  } else {
+    buf_free(&out);
+  }
+  return any;
+}
+
+/* Text longer than the terminal goes through $PAGER (else "less -FRX"), as git does, when the
+ * session is interactive and its output is a terminal; else it is printed. */
+static void print_paged(Session *s, const char *text) {
+  struct winsize ws;
+  int fd = fileno(s->out), lines = 0;
+  for (const char *p = text; *p; p++) lines += *p == '\n';
+  const char *pager = getenv("PAGER");
+  if (!pager || !*pager) pager = "less -FRX";
+  if (!s->interactive || !isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) != 0 || lines < ws.ws_row - 1 || !strcmp(pager, "cat")) {
+    session_print_line(s, text);
+    return;
+  }
+  fflush(s->out);
+  FILE *pg = popen(pager, "w");
+  if (!pg) {
+    session_print_line(s, text);
+    return;
+  }
+  void (*old)(int) = signal(SIGPIPE, SIG_IGN);        /* the reader may quit early */
+  fputs(text, pg);
+  fputc('\n', pg);
+  pclose(pg);
+  signal(SIGPIPE, old);
+}
+
+/* Print :code's text (b, freed), only the functions matching `only` when given, through the
+ * pager when long. */
+static RunStatus code_print(Session *s, Func *f, Buf *b, const char *what, const char *only, Span at) {
+  if (only) {
+    /* a kernel's name as :sched prints it stands for the CPU back end's numbered function */
+    const char *alias = NULL;
+    for (int k = 0; f->prog && k < f->prog->nkernels; k++)
+      if (!strcmp(f->prog->kernels[k].name, only)) alias = session_tmp_printf(s, "_k%d", k);
+    Buf names = {0};
+    if (!code_filter(b, !strcmp(what, "asm"), only, alias, &names)) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
+                                                         f->name, what, only, names.s ? names.s : "none"));
+      buf_free(&names);
+      buf_free(b);
+      return RUN_ERROR;
+    }
+    buf_free(&names);
+  }
+  while (b->len && b->s[b->len - 1] == '\n') b->s[--b->len] = 0;
+  print_paged(s, b->s ? b->s : "");
+  buf_free(b);
+  return RUN_OK;
+}
+
 static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   Func *f = want_fn(s, arg, at, ":code");
   if (!f) return RUN_ERROR;
-  const char *what = arg + strlen(f->name);
-  while (isspace((unsigned char)*what)) what++;
-  if (!*what) what = "llvm";
+  /* ":code NAME [KIND] [FUNCTION]" */
+  const char *rest = arg + strlen(f->name), *what = "llvm", *only = NULL;
+  char words[2][128];
+  int nw = 0;
+  while (nw < 3) {
+    while (isspace((unsigned char)*rest)) rest++;
+    if (!*rest) break;
+    if (nw == 2) {
+      session_error(s, at, E_COMMAND, ":code takes a function, a kind and a name to pick: :code NAME [llvm|asm|cuda|ptx] [FUNCTION]");
+      return RUN_ERROR;
+    }
+    int n = first_word(rest, words[nw], sizeof words[nw]);
+    rest += n;
+    nw++;
+  }
+  if (nw >= 1) {
+    bool kind = !strcmp(words[0], "llvm") || !strcmp(words[0], "asm") || !strcmp(words[0], "cuda") || !strcmp(words[0], "ptx");
+    if (kind) what = words[0];
+    if (nw == 2 && !kind) what = words[0];      /* reported as an unknown kind below */
+    if (nw == 2 || !kind) only = words[nw - 1];
+  }
   if (strcmp(what, "llvm") && strcmp(what, "asm") && strcmp(what, "cuda") && strcmp(what, "ptx")) {
     session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
     return RUN_ERROR;
@@ -342,10 +585,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
       session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code %s: %s", what, msg));
       return RUN_ERROR;
     }
-    while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-    session_print_line(s, b.s ? b.s : "");
-    buf_free(&b);
-    return RUN_OK;
+    return code_print(s, f, &b, what, only, at);
   }
   const char *why;
   CpuBackend *be = top_model_backend(s, &why);
@@ -362,10 +602,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", msg));
     return RUN_ERROR;
   }
-  while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s ? b.s : "");
-  buf_free(&b);
-  return RUN_OK;
+  return code_print(s, f, &b, what, only, at);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -377,6 +614,29 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The roofs a call on the session's threads meets: the compute peak in GFLOP/s (returned)
+ * and the memory bandwidth in GB/s, for *threads of them (at most the model's cores). */
+static double roofs(Session *s, int *threads, double *bw, const char **whose) {
+  const HwModel *hw = top_run_hw(s);
+  bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
+  int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
+  double peak = hw->peak_gflops_f32 * th / cores;
+  /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
+   * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
+   * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
+  *whose = "";
+  double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+  if (kernel > peak) {
+    peak = kernel;
+    *whose = " (the micro-kernel's rate, measured)";
+  }
+  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  *bw = mem ? mem->gbs * th : 0;
+  if (mem && mem->total_gbs > 0 && *bw > mem->total_gbs) *bw = mem->total_gbs;
+  *threads = th;
+  return peak;
 }
 
 static RunStatus cmd_time(Session *s, const char *arg, Span at) {
@@ -423,24 +683,12 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     const char *why;
     poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
     poly_eval(by, eval_size_lookup, &sz, &bv, &why);
-    const HwModel *hw = top_run_hw(s);
-    bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
-    int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
-    double peak = hw->peak_gflops_f32 * th / cores;
-    /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
-     * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
-     * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
-    const char *whose = "";
-    double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
-    if (kernel > peak) {
-      peak = kernel;
-      whose = " (the micro-kernel's rate, measured)";
-    }
+    int th;
+    double bw;
+    const char *whose;
+    double peak = roofs(s, &th, &bw, &whose);
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
     /* the share of whichever roof binds at this intensity: compute or memory bandwidth */
-    const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
-    double bw = mem ? mem->gbs * th : 0;
-    if (mem && mem->total_gbs > 0 && bw > mem->total_gbs) bw = mem->total_gbs;
     bool mem_bound = bw > 0 && peak > 0 && (double)fv / peak < (double)bv / bw;
     if (mem_bound)
       buf_printf(&b, ", %.0f%% of the %.0f GB/s memory bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
@@ -454,13 +702,216 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
       buf_free(&junk);
     } else {
-      pred = cost_roofline(hw, s->threads, (double)fv, (double)bv);
+      pred = cost_roofline(top_run_hw(s), s->threads, (double)fv, (double)bv);
     }
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
   }
   session_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
+}
+
+/* ---- :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg] ---- */
+
+enum { PLOT_POINTS = 12 };
+
+/* Arguments for f at sizes sz: tensors of its parameters' shapes holding values in [0, 1)
+ * (integers 0, a valid index everywhere), and each size parameter's value.  false after
+ * an error, reported. */
+static bool plot_args(Session *s, Func *f, EvalSizes *sz, Span at, Tensor **args) {
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < f->nparams; i++) {
+    const FnParam *p = &f->params[i];
+    int64_t shape[DYN_MAX_RANK];
+    const char *why;
+    for (int k = 0; k < p->type.rank; k++)
+      if (!poly_eval(p->type.dims[k], eval_size_lookup, sz, &shape[k], &why) || shape[k] < 0) {
+        session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s has no shape at these sizes", p->name));
+        return false;
+      }
+    char msg[256];
+    args[i] = tensor_new(p->type.elem, p->type.rank, shape, msg, sizeof msg);
+    if (!args[i]) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s: %s", p->name, msg));
+      return false;
+    }
+    if (p->is_size) {
+      for (int v = 0; v < sz->n; v++)
+        if (!strcmp(sz->names[v], p->name)) tensor_set_i64(args[i], 0, sz->vals[v]);
+    } else if (elem_is_float(p->type.elem)) {
+      int64_t n = tensor_numel(args[i]);
+      for (int64_t e = 0; e < n; e++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        tensor_set_f64(args[i], e, (double)(x >> 40) * 0x1.0p-24);
+      }
+    }
+  }
+  return true;
+}
+
+/* The median seconds of calls of f on args: at least 3, then up to 0.2 s or 50 calls. */
+static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *secs) {
+  double t[50];
+  int n = 0;
+  double start = now_s();
+  Tensor *outs[8] = {0};
+  Buf err = {0};
+  bool ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);   /* compiles, warms */
+  for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
+  start = now_s();
+  while (ok && (n < 3 || (n < 50 && now_s() - start < 0.2))) {
+    double t0 = now_s();
+    ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);
+    t[n++] = now_s() - t0;
+    for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
+  }
+  if (!ok) session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
+  buf_free(&err);
+  if (!ok) return false;
+  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  *secs = t[n / 2];
+  return true;
+}
+
+/* The schedule the CPU back end chooses at sz, as the "chosen:" lines :sched prints (one a
+ * kernel that chooses), else words saying that nothing is chosen by shape. */
+static const char *plot_variant(Session *s, Func *f, EvalSizes *sz) {
+  if (strcmp(s->target, "cpu") || !f->backend) return session_tmp_printf(s, "the %s target's code at every size", s->target);
+  Buf b = {0}, v = {0};
+  cpu_schedule(s->cpu, f->backend, s->pc, sz, s->threads, &b);
+  for (const char *p = b.s ? b.s : ""; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    const char *c = memmem(p, n, "chosen: ", 8);
+    if (c) buf_printf(&v, "%s%.*s", v.len ? "; " : "", (int)(n - (size_t)(c + 8 - p)), c + 8);
+    p += n + (e != NULL);
+  }
+  const char *r = v.s ? arena_strndup(s->tmp, v.s, v.len) : "the same code at every size";
+  buf_free(&b);
+  buf_free(&v);
+  return r;
+}
+
+static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
+  /* the swept size: its token becomes NAME=hi for parse_sizes, which checks every name */
+  char *text = arena_strndup(s->tmp, arg, strlen(arg)), *svg = strchr(text, '>');
+  if (svg) {
+    *svg++ = 0;
+    while (isspace((unsigned char)*svg)) svg++;
+    for (char *e = svg + strlen(svg); e > svg && isspace((unsigned char)e[-1]);) *--e = 0;
+    if (!*svg) {
+      session_error(s, at, E_COMMAND, ":plot: '>' needs a file name, such as > plot.svg");
+      return RUN_ERROR;
+    }
+  }
+  char *dots = strstr(text, "..");
+  char *eq = dots ? dots : NULL;
+  while (eq && eq > text && eq[-1] != '=') eq--;
+  long long lo = 0, hi = 0;
+  char *end = NULL;
+  if (dots) {
+    lo = strtoll(eq, &end, 10);
+    if (end == dots) hi = strtoll(dots + 2, &end, 10);
+  }
+  if (!dots || eq == text || end == dots || end == dots + 2 || (*end && !isspace((unsigned char)*end)) || lo < 1 || hi <= lo) {
+    session_error(s, at, E_COMMAND, ":plot sweeps one size from lo to hi: :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg], with 1 <= lo < hi");
+    return RUN_ERROR;
+  }
+  char *name_end = eq - 1, *name = name_end;
+  while (name > text && !isspace((unsigned char)name[-1])) name--;
+  const char *xname = arena_strndup(s->tmp, name, (size_t)(name_end - name));
+  memmove(eq + snprintf(eq, (size_t)(end - eq + 1), "%lld", hi), end, strlen(end) + 1);
+  EvalSizes sz;
+  bool given;
+  Func *f = want_fn_sizes(s, text, at, ":plot", &sz, &given);
+  if (!f) return RUN_ERROR;
+  int xi = -1;
+  for (int i = 0; i < sz.n; i++)
+    if (!strcmp(sz.names[i], xname)) xi = i;
+  /* points: geometric over a wide range, even otherwise, distinct integers */
+  PlotPoint pt[PLOT_POINTS];
+  const char *variants[PLOT_POINTS];
+  int n = 0, nv = 0;
+  bool geo = hi >= 8 * lo, every = hi - lo < PLOT_POINTS;   /* every integer of a short range */
+  for (int i = 0; i < PLOT_POINTS; i++) {
+    double u = (double)i / (PLOT_POINTS - 1);
+    int64_t x = every ? lo + i : geo ? llround(lo * pow((double)hi / (double)lo, u)) : llround(lo + (double)(hi - lo) * u);
+    if (x > hi) break;
+    if (n && x <= pt[n - 1].x) continue;
+    pt[n++] = (PlotPoint){.x = x};
+  }
+  /* the arguments at hi must fit in half the memory: each is filled, so every page is touched */
+  double need = 0, have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+  for (int i = 0; i < f->nparams; i++) {
+    double bytes = (double)elem_size(f->params[i].type.elem);
+    int64_t d;
+    const char *why;
+    for (int k = 0; k < f->params[i].type.rank; k++)
+      bytes *= poly_eval(f->params[i].type.dims[k], eval_size_lookup, &sz, &d, &why) ? (double)d : 0;
+    need += bytes;
+  }
+  if (have > 0 && need > have / 2) {
+    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the arguments at %s=%lld take %.1f GiB, over half of this machine's %.1f GiB",
+                                                       xname, hi, need / (1 << 30), have / (1 << 30)));
+    return RUN_ERROR;
+  }
+  const Poly *fl, *by;
+  cost_program(f->prog, s->pc, &fl, &by);
+  Tensor **args = arena_alloc(s->tmp, sizeof(Tensor *) * (size_t)(f->nparams ? f->nparams : 1));
+  for (int i = 0; i < n; i++) {
+    sz.vals[xi] = pt[i].x;
+    memset(args, 0, sizeof(Tensor *) * (size_t)f->nparams);
+    bool ok = plot_args(s, f, &sz, at, args) && plot_measure(s, f, args, at, &pt[i].measured_s);
+    if (ok) pt[i].predicted_s = session_predict(s, f->name, args, f->nparams);
+    for (int k = 0; k < f->nparams; k++) tensor_release(args[k]);
+    if (!ok) return RUN_ERROR;
+    int64_t fv = 0, bv = 0;
+    const char *why;
+    poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+    poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+    pt[i].flops = (double)fv;
+    pt[i].bytes = (double)bv;
+    const char *v = plot_variant(s, f, &sz);
+    int k = 0;
+    while (k < nv && strcmp(variants[k], v)) k++;
+    if (k == nv) variants[nv++] = v;
+    pt[i].variant = k;
+  }
+  Buf title = {0};
+  buf_printf(&title, "%s on %s, %d thread%s:", f->name, s->target, s->threads, s->threads == 1 ? "" : "s");
+  for (int i = 0; i < sz.n; i++)
+    if (i == xi) buf_printf(&title, " %s=%lld..%lld", xname, lo, hi);
+    else buf_printf(&title, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
+  int th;
+  const char *whose;
+  PlotData d = {title.s, xname, pt, n, variants, nv, 0, 0};
+  d.peak_gflops = roofs(s, &th, &d.bw_gbs, &whose);
+  Buf b = {0};
+  RunStatus r = RUN_OK;
+  if (svg) {
+    plot_svg(&d, &b);
+    char msg[512];
+    s->interrupt = 0;
+    FileOut *o = file_out_open(svg, &s->interrupt, msg, sizeof msg);
+    bool ok = o && file_out_write(o, b.s, b.len, &s->interrupt, msg, sizeof msg);
+    if (o && !ok) file_out_abandon(o);
+    else if (o) ok = file_out_commit(o, msg, sizeof msg);
+    if (!ok) {
+      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", svg, msg));
+      r = RUN_ERROR;
+    } else {
+      buf_free(&b);
+      buf_printf(&b, "wrote %s (%d points, %d variant%s)", svg, n, nv, nv == 1 ? "" : "s");
+      session_print_line(s, b.s);
+    }
+  } else {
+    plot_text(&d, 64, 16, &b);
+    while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
+    session_print_line(s, b.s);
+  }
+  buf_free(&b);
+  buf_free(&title);
+  return r;
 }
 
 /* One run of a :check expression on the current target: a call of a function reuses the
@@ -695,11 +1146,19 @@ static const struct Command {
   {"reset", "", "forget all bindings", "Forgets every binding and every function defined in the session (the prelude stays).", cmd_reset},
   {"ir", "NAME", "the loop-level IR of a function after fusion",
    "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.", cmd_ir},
-  {"sched", "NAME [DIM=VAL ...]", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled.", cmd_sched},
+  {"sched", "NAME [DIM=VAL ...] | --explain", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled; with sizes, the\n  variant chosen for them and its predicted time.  :sched --explain says what its words mean.", cmd_sched},
   {"cost", "NAME", "FLOPs, bytes and intensity as formulas", "Shows the cost model of a function in its size variables.", cmd_cost},
-  {"code", "NAME [llvm|asm|cuda|ptx]", "the generated code", "Shows the code generated for a function.", cmd_code},
+  {"code", "NAME [llvm|asm|cuda|ptx] [FUNCTION]", "the generated code",
+   "Shows the code generated for a function; with FUNCTION, only the generated functions whose\n"
+   "  name contains it (a kernel's name from :sched picks its code).  Long output goes through\n"
+   "  $PAGER (else less) on a terminal.", cmd_code},
   {"time", "STMT", "run a statement repeatedly and time it",
    "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
+  {"plot", "NAME DIM=lo..hi [DIM=v ...] [> FILE.svg]", "measured and predicted speed over a range of sizes",
+   "Sweeps one size over 12 points (geometric when hi >= 8 lo), calls the function on values\n"
+   "  in [0, 1) at each and draws the measured and the predicted GFLOP/s (GB/s for a function\n"
+   "  that computes nothing) against the roofline, marking where the chosen schedule changes;\n"
+   "  > FILE.svg writes the chart as an SVG picture instead.", cmd_plot},
   {"check", "EXPR", "run on every back end and compare", "Evaluates the expression on every available back end and compares the results.", cmd_check},
   {"target", "cpu|gpu [MATH]|ref", "which back end runs the next statements",
    "Chooses the back end; without an argument shows it.  MATH, after gpu, is the arithmetic of\n"

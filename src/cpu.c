@@ -2268,7 +2268,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
     const Kernel *kn = ck->kn;
     buf_printf(out, "kernel %s\n", kn->name);
     if (ck->gemm) {
-      buf_printf(out, "  contraction over %s (%s%s x %s -> %s): packed micro-kernels, sizes chosen at run time\n",
+      buf_printf(out, "  contraction over %s (%s%s x %s -> %s): packed micro-kernels,\n    sizes chosen at run time\n",
                  p->axes[ck->g_ax[3]].name, p->slots[ck->g_a].name, ck->g_ax[0] >= 0 ? ", batched" : "",
                  p->slots[ck->g_b].name, p->slots[ck->g_c].name);
       GemmKernels *gk = gemm_for(be, p->slots[ck->g_c].type.elem, NULL, 0);
@@ -2277,8 +2277,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
         int nf = gemm_families(gk, mr, nr, 8);
         buf_puts(out, "  level 0, registers: micro-kernel candidates (mr x nr):");
         for (int f = 0; f < nf; f++) buf_printf(out, " %dx%d", mr[f], nr[f]);
-        buf_puts(out, "\n  levels 1-3, caches: kc, mc, nc are formulas of the sizes and the cache capacities\n"
-                      "  cores: the split over batch, M and N is chosen per shape (give sizes to see it)\n");
+        buf_puts(out, "\n  levels 1-3, caches: kc, mc, nc: formulas of the sizes and the capacities\n"
+                      "  cores: batch, M and N split per shape (give sizes to see it)\n");
       }
       if (gk && have) {
         GemmArgs x;

@@ -551,6 +551,8 @@ typedef struct Func {
   void *view_backend;           /* the CPU back end's for a model this CPU cannot run, which
                                    :sched and :code show (CpuProgram) */
   bool anonymous;               /* a top-level statement compiled as a function */
+  uint64_t *shapes;             /* hashes of the size values it was called with (func_note_shape): */
+  int nshapes, shapes_cap;      /* an open-addressed set, so :sched can say how many shapes */
 } Func;
 
 /* What sema needs from its surroundings. */
@@ -657,6 +659,11 @@ void kx_print(const Program *p, const KExpr *e, Buf *out);
 void func_free(Func *f);
 /* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
 void func_signature(const Func *f, Buf *out);
+/* Count the size values of a call (vals[0..n), in f->sizes' order) among the shapes f met:
+ * what a compiler that specialised per shape would have compiled for.  The count stops at
+ * FUNC_MAX_SHAPES. */
+#define FUNC_MAX_SHAPES 65536
+void func_note_shape(Func *f, const int64_t *vals, int n);
 
 /* ---- eval.c: the reference evaluator ----------------------------------------------------- */
 
@@ -793,6 +800,35 @@ bool cuda_gemm_plan(const HwModel *hw, CudaMath math, int64_t batch, int64_t m, 
  * conditions hold, and splits K in `splits` parts (0: the model's choice).  NULL and 0
  * restore the model. */
 void cuda_force(CudaBackend *be, const char *variant, int splits);
+
+/* ---- png.c: a tensor saved as a PNG picture ---------------------------------------------- */
+
+/* Save a 2-D tensor as a grey image, a 3-D one of 3 or 4 channels last as RGB(A): floats in
+ * [0, 1] as they are, anything else scaled from its least (black) to its greatest (white).
+ * false with "PATH: why" in err (not an image's shape, no libpng, the disk); the old file
+ * stays then. */
+bool png_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen);
+bool png_path(const char *path);             /* the name ends in .png: save() writes a picture */
+
+/* ---- plot.c: the pictures of :plot -- a text chart or an SVG of one size swept ----------- */
+
+typedef struct PlotPoint {
+  int64_t x;                    /* the swept size */
+  double measured_s, predicted_s;
+  double flops, bytes;          /* the function's work at this point (cost.c) */
+  int variant;                  /* index into PlotData.variants: the schedule chosen here */
+} PlotPoint;
+typedef struct PlotData {
+  const char *title, *xname;
+  const PlotPoint *pt; int n;   /* x increasing */
+  const char *const *variants; int nvariants;
+  double peak_gflops, bw_gbs;   /* the roofs for the threads the calls used */
+} PlotData;
+/* GFLOP/s (GB/s when no point computes) measured and predicted, against the roofline, in a
+ * chart width x height characters, then a table of the points and the variants. */
+void plot_text(const PlotData *d, int width, int height, Buf *out);
+/* The same as an SVG document. */
+void plot_svg(const PlotData *d, Buf *out);
 
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input
  * (with value.c, toplevel.c, builtins.c and commands.c; their shared parts: session_int.h) */

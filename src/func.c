@@ -1,12 +1,15 @@
 /* func.c -- a checked function (Func) as the session holds it: its signature as :type shows
- * it, and its end.  A Func is made by sema.c and lowered on first use by lower.c; freeing it
+ * it, the shapes it was called at, and its end.  A Func is made by sema.c and lowered on first use by lower.c; freeing it
  * frees its lowered program too, so this sits above both and neither calls the other back. */
 #include "config.h"
 #include "dyn_int.h"
 
+#include <stdlib.h>
+
 void func_free(Func *f) {
   if (!f) return;
   lower_free(f->prog);
+  free(f->shapes);
   arena_free(f->arena);          /* the Func itself lives in its arena */
 }
 
@@ -30,5 +33,32 @@ void func_signature(const Func *f, Buf *out) {
     poly_str(f->facts[i].lhs, out);
     buf_printf(out, " %s ", cmp_name(f->facts[i].cmp));
     poly_str(f->facts[i].rhs, out);
+  }
+}
+
+void func_note_shape(Func *f, const int64_t *vals, int n) {
+  uint64_t h = 0xcbf29ce484222325ull;                 /* FNV-1a over the values' bytes */
+  for (int i = 0; i < n; i++)
+    for (int b = 0; b < 64; b += 8) h = (h ^ (uint8_t)((uint64_t)vals[i] >> b)) * 0x100000001b3ull;
+  h |= 1;                                              /* 0 marks a free slot */
+  if (f->nshapes >= FUNC_MAX_SHAPES) return;
+  if (2 * (f->nshapes + 1) > f->shapes_cap) {          /* grow, at most half full */
+    int cap = f->shapes_cap ? 2 * f->shapes_cap : 64;
+    uint64_t *t = xcalloc((size_t)cap, sizeof *t);
+    for (int i = 0; i < f->shapes_cap; i++)
+      if (f->shapes[i]) {
+        size_t j = f->shapes[i] & (size_t)(cap - 1);
+        while (t[j]) j = (j + 1) & (size_t)(cap - 1);
+        t[j] = f->shapes[i];
+      }
+    free(f->shapes);
+    f->shapes = t;
+    f->shapes_cap = cap;
+  }
+  size_t j = h & (size_t)(f->shapes_cap - 1);
+  while (f->shapes[j] && f->shapes[j] != h) j = (j + 1) & (size_t)(f->shapes_cap - 1);
+  if (!f->shapes[j]) {
+    f->shapes[j] = h;
+    f->nshapes++;
   }
 }

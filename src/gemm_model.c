@@ -679,11 +679,17 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   pl->t = fmax(pl->t_comp, pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
 }
 
-/* The plans weighed so far: the best, and each one when cands is given. */
+/* The plans weighed so far: the best, and each one when cands is given.  A plan replaces
+ * the best only when predicted faster by more than PLAN_MARGIN: between plans that near
+ * equal, the choice follows their fixed order of weighing rather than the noise in the
+ * rates measured at compile time (a few percent from one session to the next), so that a
+ * shape gets the same plan in every session.  The plan chosen is within PLAN_MARGIN of the
+ * fastest predicted. */
+#define PLAN_MARGIN 0.03
 typedef struct Weighed { Plan *best, *cands; int nc, maxc; bool any; } Weighed;
 static void weigh(Weighed *w, const Plan *pl) {
   if (w->cands && w->nc < w->maxc) w->cands[w->nc++] = *pl;
-  if (!w->any || pl->t < w->best->t) *w->best = *pl;
+  if (!w->any || pl->t < w->best->t * (1 - PLAN_MARGIN)) *w->best = *pl;
   w->any = true;
 }
 
@@ -1019,18 +1025,28 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   if (best.edge) buf_printf(out, ", the last columns %.2f", best.t_edge * 1e6);
   buf_printf(out, ") = %.1f GFLOP/s\n", flops / best.t * 1e-9);
   qsort(c, (size_t)nc, sizeof *c, cmp_plan);
-  buf_printf(out, "candidates (%d weighed, best first):\n", nc);
+  /* the chosen first: it may be up to PLAN_MARGIN slower than the fastest (weigh) */
+  for (int i = 1; i < nc; i++)
+    if (c[i].t == best.t && c[i].fam == best.fam && c[i].pack_a == best.pack_a && c[i].pack_b == best.pack_b &&
+        c[i].rows == best.rows && c[i].dot == best.dot && c[i].tb == best.tb && c[i].tm == best.tm &&
+        c[i].tn == best.tn && c[i].tk == best.tk && c[i].kc == best.kc && c[i].mc == best.mc && c[i].nc == best.nc) {
+      Plan chosen = c[i];
+      memmove(c + 1, c, sizeof *c * (size_t)i);
+      c[0] = chosen;
+      break;
+    }
+  buf_printf(out, "candidates (%d weighed; the chosen first, then the fastest):\n", nc);
   char gs[64];
   for (int i = 0; i < nc && i < 8; i++) {
     if (c[i].rows)
-      buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld        %9.2f us\n",
+      buf_printf(out, "  rows   B streamed by rows  grid %dx%dx%d  chunks of %-5lld       %9.2f us\n",
                  c[i].tb, c[i].tm, c[i].tn, (long long)c[i].nc, c[i].t * 1e6);
     else if (c[i].dot)
-      buf_printf(out, "  dot    B^T %-6s          grid %s  kc %-4lld                    %9.2f us\n",
+      buf_printf(out, "  dot    B^T %-6s          grid %s kc %-4lld                    %9.2f us\n",
                  c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs), (long long)c[i].kc,
                  c[i].t * 1e6);
     else
-      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %s  kc %-4lld mc %-5lld nc %-5lld %9.2f us\n",
+      buf_printf(out, "  %dx%-3d A %-6s B %-6s grid %s kc %-4lld mc %-5lld nc %-5lld%9.2f us\n",
                  g->fam[c[i].fam].mr, g->fam[c[i].fam].nr, c[i].pack_a ? "packed" : "direct",
                  c[i].pack_b ? "packed" : "direct", grid_str(&c[i], gs),
                  (long long)c[i].kc, (long long)c[i].mc, (long long)c[i].nc, c[i].t * 1e6);

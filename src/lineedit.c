@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
@@ -242,20 +243,39 @@ static void ed_set(Ed *e, const char *s) {
   e->len = e->pos = n;
 }
 
+/* The row and column at which byte i of the line starts (the prompt on row 0): characters
+ * advance a column and wrap at the margin; a newline (a multi-line entry recalled from
+ * history) starts the next row. */
+static void ed_rowcol(const Ed *e, size_t i, int *row, int *col) {
+  int r = e->pwidth / e->cols, c = e->pwidth % e->cols;
+  for (size_t k = 0; k < i; k++) {
+    if (e->b[k] == '\n') {
+      r++, c = 0;
+    } else if (!is_cont((unsigned char)e->b[k]) && ++c == e->cols) {
+      r++, c = 0;
+    }
+  }
+  *row = r;
+  *col = c;
+}
+
 /* Redraw prompt and line from the prompt's first row.  The terminal is left in a known
  * place even when the text ends exactly at the right margin: there terminals keep the
- * cursor in the last column with a wrap pending, so we move to the next row ourselves. */
+ * cursor in the last column with a wrap pending, so we move to the next row ourselves.
+ * A newline in the line is drawn as a new row (the terminal is raw: "\r\n"). */
 static void refresh(Ed *e) {
   Buf o = {0};
-  int cols = e->cols = term_cols(e->le);
+  e->cols = term_cols(e->le);
   if (e->crow > 0) buf_printf(&o, "\x1b[%dA", e->crow);
   buf_puts(&o, "\r\x1b[J");
   buf_puts(&o, e->prompt);
-  buf_putn(&o, e->b, e->len);
-  int end = e->pwidth + text_width(e->b, e->len);
-  int cur = e->pwidth + text_width(e->b, e->pos);
-  if (end > 0 && end % cols == 0) buf_puts(&o, "\r\n");
-  int erow = end / cols, crow = cur / cols, ccol = cur % cols;
+  for (size_t k = 0; k < e->len; k++)
+    if (e->b[k] == '\n') buf_puts(&o, "\r\n");
+    else buf_putc(&o, e->b[k]);
+  int erow, ecol, crow, ccol;
+  ed_rowcol(e, e->len, &erow, &ecol);
+  ed_rowcol(e, e->pos, &crow, &ccol);
+  if (ecol == 0 && e->len > 0 && e->b[e->len - 1] != '\n') buf_puts(&o, "\r\n");   /* a pending wrap */
   if (erow > crow) buf_printf(&o, "\x1b[%dA", erow - crow);
   buf_putc(&o, '\r');
   if (ccol > 0) buf_printf(&o, "\x1b[%dC", ccol);
@@ -526,10 +546,11 @@ static void ed_finish(Ed *e, const char *tail) {
     e->pos = e->len;
     refresh(e);
   }
-  int end = e->pwidth + text_width(e->b, e->len);
+  int erow, ecol;
+  ed_rowcol(e, e->len, &erow, &ecol);
   write_str(e->le->out, tail);
   /* refresh already started a new row if the line ended at the margin */
-  if (!(end > 0 && end % e->cols == 0) || *tail) write_str(e->le->out, "\r\n");
+  if (!(ecol == 0 && e->len > 0 && e->b[e->len - 1] != '\n') || *tail) write_str(e->le->out, "\r\n");
 }
 
 static char *edit(LineEdit *le, const char *prompt, bool *interrupted) {
@@ -671,19 +692,18 @@ static void history_add1(LineEdit *le, const char *s, size_t n) {
   le->hist[le->nhist++] = xstrndup(s, n);
 }
 
-/* The history file holds one entry per line, so an entry with newlines (a multi-line REPL
- * input) is added as its separate lines. */
+/* An entry is a whole REPL input, newlines included (a definition recalled whole). */
 void lineedit_history_add(LineEdit *le, const char *line) {
   if (!line) return;
-  for (const char *p = line;;) {
-    const char *nl = strchr(p, '\n');
-    size_t n = nl ? (size_t)(nl - p) : strlen(p);
-    if (n > 0 && p[n - 1] == '\r') n--;
-    history_add1(le, p, n);
-    if (!nl) break;
-    p = nl + 1;
-  }
+  size_t n = strlen(line);
+  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+  history_add1(le, line, n);
 }
+
+/* The history file is GNU readline's with timestamps, so that either editor reads what the
+ * other wrote: a line "#DIGITS" starts each entry, and the lines up to the next such line
+ * are the entry's (a multi-line input); a file without them holds an entry a line. */
+static bool stamp_line(const char *s) { return s[0] == '#' && isdigit((unsigned char)s[1]); }
 
 bool lineedit_history_load(LineEdit *le, const char *path) {
   FILE *f = fopen(path, "r");
@@ -691,10 +711,25 @@ bool lineedit_history_load(LineEdit *le, const char *path) {
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
+  Buf entry = {0};
+  bool stamped = false, have = false;
   while ((n = getline(&line, &cap, f)) >= 0) {
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-    history_add1(le, line, (size_t)n);
+    if (stamp_line(line)) {
+      if (have) history_add1(le, entry.s ? entry.s : "", entry.len);
+      entry.len = 0;
+      stamped = true;
+      have = false;
+    } else if (stamped) {
+      if (have) buf_putc(&entry, '\n');
+      buf_putn(&entry, line, (size_t)n);
+      have = true;
+    } else {
+      history_add1(le, line, (size_t)n);
+    }
   }
+  if (have) history_add1(le, entry.s ? entry.s : "", entry.len);
+  buf_free(&entry);
   free(line);
   bool ok = !ferror(f);
   fclose(f);
@@ -710,7 +745,8 @@ bool lineedit_history_save(LineEdit *le, const char *path) {
     close(fd);
     return false;
   }
-  for (int i = 0; i < le->nhist; i++) fprintf(f, "%s\n", le->hist[i]);
+  long now = (long)time(NULL);
+  for (int i = 0; i < le->nhist; i++) fprintf(f, "#%ld\n%s\n", now, le->hist[i]);
   bool ok = !ferror(f);
   if (fclose(f) != 0) ok = false;
   return ok;

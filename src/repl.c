@@ -231,6 +231,10 @@ static void rl_reader_open(Reader *r, Session *s) {
   rl_basic_word_break_characters = name_breaks;
   using_history();
   stifle_history(HISTORY_MAX);
+  /* a multi-line input is one entry, kept whole in the file between timestamp lines */
+  history_comment_char = '#';
+  history_write_timestamps = 1;
+  history_multiline_entries = 1;
   r->hist_path = history_path();
   if (r->hist_path) read_history(r->hist_path);     /* none yet is fine */
 }
@@ -460,7 +464,6 @@ static int repl_interactive(Session *s, bool quiet, bool echo) {
       more = false;
       continue;
     }
-    if (!blank(line)) reader_history_add(&r, line);
     if (!more && blank(line)) {
       free(line);
       continue;
@@ -473,6 +476,7 @@ static int repl_interactive(Session *s, bool quiet, bool echo) {
       more = true;
       continue;
     }
+    reader_history_add(&r, pending.s);    /* the whole input: Up recalls a definition whole */
     more = false;
     buf_clear(&pending);
     n++;

@@ -770,6 +770,7 @@ void session_banner(Session *s, Buf *out) {
 
 void session_free(Session *s) {
   if (!s) return;
+  builtin_scratch_remove(s);
   arena_free(s->call_tmp);
   for (int i = 0; i < s->vars.n; i++) {
     free(s->vars.a[i].name);

@@ -56,6 +56,7 @@ struct Session {
   bool interactive;
   bool check_only;                 /* SessionOptions.check_only: run_stmt checks, never runs */
   bool diag_json;                  /* SessionOptions.diag_json: diagnostics as JSON lines */
+  char *scratch_dir;               /* scratch(): made on first use, removed by session_free */
   VEC(Binding) vars;
   int *var_slot;                   /* open-addressed index of vars by name: 1 + index, 0 free */
   int var_cap;                     /* its size, a power of two over twice vars.n */
@@ -186,6 +187,7 @@ extern const Builtin builtin_table[];
 extern const int builtin_count;
 const Builtin *builtin_find(const char *name);        /* NULL: no such built-in */
 void builtin_seed(Session *s, uint64_t seed);         /* restart the random numbers */
+void builtin_scratch_remove(Session *s);              /* the scratch() directory, if made */
 
 /* ---- commands.c: the REPL's commands ---- */
 

@@ -922,6 +922,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     memcpy(f->checked, key, sizeof(int64_t) * (size_t)nkey);
     f->nchecked = nkey;
   }
+  func_note_shape(f, vals, nsz);     /* a new shape, or one met before the last */
 run: {
     Tensor **outs = f->nrets < SMALL ? outs_s : xcalloc((size_t)f->nrets + 1, sizeof(Tensor *));
     for (int i = 0; i < f->nrets; i++) outs[i] = NULL;

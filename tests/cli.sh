@@ -158,5 +158,64 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then   # else the evaluato
   fi
 fi
 
+# scratch("x.npy") names a file in a directory of the session's own under $TMPDIR, which
+# the session removes with what it holds when it ends (after an error too): the examples
+# save and load through it and leave nothing behind.
+mkdir -p scr
+cat > scratch.dyn <<'EOF'
+save([0, 1, 2, 3, 4], scratch("x.npy"))
+save(zeros(f32[7]), scratch("y.npy"))
+print(load(scratch("x.npy")) + 1.0, shape(load(scratch("y.npy"))))
+load("missing-file.npy")
+EOF
+out=$(TMPDIR="$PWD/scr" "$dyn" scratch.dyn 2>&1)
+if [ "$(printf '%s\n' "$out" | head -3 | tr '\n' ' ')" != "f32[5] [1, 2, 3, 4, 5] [7] " ] ||
+   ! printf '%s\n' "$out" | grep -q '^scratch.dyn:4:1: error: .*missing-file.npy' || [ -n "$(ls -A scr)" ]; then
+  fail=$((fail + 1)); echo "FAIL scratch: output or files left behind:"; echo "$out"; ls -lR scr
+else
+  pass=$((pass + 1))
+fi
+
+# :sched counts the distinct shapes a function was called at (a repeated shape once, a size
+# parameter's value part of the shape) and prices a compiler that specialised per shape.
+cat > shapes.dyn <<'EOF'
+a = matmul(zeros(f32[2, 3]), zeros(f32[3, 4]))
+b = matmul(zeros(f32[2, 3]), zeros(f32[3, 4]))
+c = matmul(zeros(f32[5, 3]), zeros(f32[3, 4]))
+d = matmul(zeros(f32[4, 3]), zeros(f32[3, 2]))
+:sched matmul
+EOF
+if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
+  "$dyn" --target=cpu shapes.dyn > shapes.txt 2>&1
+  # the line may break anywhere at 80 columns: compared with its breaks undone
+  if ! tr -s ' \n' '  ' < shapes.txt |
+       grep -q ' called at 3 shapes; a compiler that specialised per shape would have compiled 3 times: about [0-9.]* s at this compile time '; then
+    fail=$((fail + 1)); echo "FAIL sched-shapes: not 3 shapes:"; cat shapes.txt
+  else
+    pass=$((pass + 1))
+  fi
+fi
+
+# :code NAME KIND FUNCTION keeps only the generated functions named like FUNCTION (a
+# kernel's name from :sched picks the CPU back end's function for it), whole; a name that
+# matches nothing is an error listing the functions there are.
+"$dyn" -e ':code softmax cuda softmax_Y_block256' > code.txt 2>&1
+if [ "$(grep -c '__global__' code.txt)" != 1 ] || ! grep -q '__global__ .*softmax_Y_block256(' code.txt ||
+   [ "$(tail -1 code.txt)" != "}" ]; then
+  fail=$((fail + 1)); echo "FAIL code-filter-cuda:"; head -5 code.txt
+else
+  pass=$((pass + 1))
+fi
+if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
+  "$dyn" -e ':code softmax llvm softmax_Y' > code.txt 2>&1
+  if [ "$(grep -c '^define' code.txt)" -lt 1 ] || grep '^define' code.txt | grep -qv '_k0[_(]' ||
+     grep -q '^; ModuleID' code.txt || [ "$(tail -1 code.txt)" != "}" ]; then
+    fail=$((fail + 1)); echo "FAIL code-filter-llvm:"; grep '^define' code.txt
+  else
+    pass=$((pass + 1))
+  fi
+fi
+check code-filter-none 1 "error: :code: no function of softmax's cuda code is named like 'nope'; its functions: softmax_Y_warp, softmax_Y_block256" -- -e ':code softmax cuda nope'
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]

@@ -9,6 +9,8 @@ drive=$top_builddir/tests/pty/ptydrive
 home=$(mktemp -d "${TMPDIR:-/tmp}/dynpty.XXXXXX") || exit 99
 trap 'rm -rf "$home"' EXIT
 pass=0; fail=0
+# pager.pty: a pager that marks the lines it shows
+export PAGER="sed s/^/paged:/"
 editors=builtin
 "$top_builddir/dyn" --version >/dev/null && grep -q "define HAVE_READLINE 1" "$top_builddir/config.h" 2>/dev/null && editors="readline builtin"
 for ed in $editors; do

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -692,10 +693,27 @@ static char *slurp(const char *path) {
   return b.s;
 }
 
+/* The file without its "#TIME" lines, each of which must start an entry; *stamps: their count. */
+static char *unstamp(char *s, int *stamps) {
+  Buf b = {0};
+  buf_puts(&b, "");
+  *stamps = 0;
+  for (char *p = s; *p;) {
+    char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) + 1 : strlen(p);
+    if (p[0] == '#' && isdigit((unsigned char)p[1])) (*stamps)++;
+    else buf_putn(&b, p, n);
+    p += n;
+  }
+  free(s);
+  return b.s;
+}
+
 START_TEST(test_history_files) {
   char path[512], path2[512];
   temp_file(path, sizeof path, "f");
   temp_file(path2, sizeof path2, "g");
+  int stamps;
 
   LineEdit *le = lineedit_new(-1, -1);
   lineedit_history_add(le, "a");
@@ -703,19 +721,35 @@ START_TEST(test_history_files) {
   lineedit_history_add(le, "");           /* empty: skipped */
   lineedit_history_add(le, "b");
   lineedit_history_add(le, "a");          /* not a repeat of the last: kept */
-  lineedit_history_add(le, "f(1,\n  2)"); /* a multi-line input: one entry a line */
+  lineedit_history_add(le, "f(1,\n  2)"); /* a multi-line input: one entry, its lines kept */
   ck_assert(lineedit_history_save(le, path));
-  char *s = slurp(path);
+  char *s = unstamp(slurp(path), &stamps);
   ck_assert_str_eq(s, "a\nb\na\nf(1,\n  2)\n");
+  ck_assert_int_eq(stamps, 4);            /* readline's format: "#TIME" before each entry */
   free(s);
   lineedit_free(le);
 
-  /* load then save gives the same file */
+  /* load then save gives the same entries: the multi-line one stays one */
   le = lineedit_new(-1, -1);
   ck_assert(lineedit_history_load(le, path));
   ck_assert(lineedit_history_save(le, path2));
-  s = slurp(path2);
+  s = unstamp(slurp(path2), &stamps);
   ck_assert_str_eq(s, "a\nb\na\nf(1,\n  2)\n");
+  ck_assert_int_eq(stamps, 4);
+  free(s);
+  lineedit_free(le);
+
+  /* a file from before the timestamps holds an entry a line */
+  FILE *old = fopen(path, "w");
+  ck_assert_ptr_nonnull(old);
+  fputs("x = 1\ny = (2,\n3)\n", old);
+  fclose(old);
+  le = lineedit_new(-1, -1);
+  ck_assert(lineedit_history_load(le, path));
+  ck_assert(lineedit_history_save(le, path2));
+  s = unstamp(slurp(path2), &stamps);
+  ck_assert_str_eq(s, "x = 1\ny = (2,\n3)\n");
+  ck_assert_int_eq(stamps, 3);
   free(s);
   lineedit_free(le);
 
@@ -728,10 +762,11 @@ START_TEST(test_history_files) {
   }
   ck_assert(lineedit_history_save(le, path));
   lineedit_free(le);
-  s = slurp(path);
+  s = unstamp(slurp(path), &stamps);
   int lines = 0;
   for (char *q = s; *q; q++) lines += *q == '\n';
   ck_assert_int_eq(lines, 1000);
+  ck_assert_int_eq(stamps, 1000);
   ck_assert(strncmp(s, "entry 100\n", 10) == 0);
   ck_assert_ptr_nonnull(strstr(s, "\nentry 1099\n"));
   free(s);
@@ -742,7 +777,7 @@ START_TEST(test_history_files) {
   ck_assert(lineedit_history_load(le, path));
   ck_assert(lineedit_history_save(le, path2));
   lineedit_free(le);
-  s = slurp(path2);
+  s = unstamp(slurp(path2), &stamps);
   ck_assert(strncmp(s, "entry 100\n", 10) == 0);
   free(s);
 
