@@ -5,7 +5,7 @@
 set -e
 cd "$(dirname "$0")/.."
 pkgs="build-essential autoconf automake libtool pkg-config llvm-19-dev libreadline-dev check
-      libopenblas-dev libdnnl-dev python3-numpy python3-torch qemu-user libpng-dev"
+      libopenblas-dev libdnnl-dev python3-numpy python3-torch qemu-user libpng-dev vim zlib1g-dev"
 missing=
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -152,14 +152,23 @@ static Value bi_print(Session *s, Expr *call, Value *args) {
   return (Value){0};
 }
 
+/* load("x.npy"), load("a.npz") (an archive of one array), load("a.npz", "W") */
 static Value bi_load(Session *s, Expr *call, Value *args) {
-  if (args[0].kind != VAL_STR) {
-    session_error(s, call->args[0]->span, E_ARG_KIND, 1, "load", "a file name in quotes", "another kind of value");
-    return (Value){0};
-  }
+  for (int i = 0; i < call->nargs; i++)
+    if (args[i].kind != VAL_STR) {
+      session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, "load", i ? "an array's name in quotes" : "a file name in quotes",
+                    "another kind of value");
+      return (Value){0};
+    }
   char msg[512];
   s->interrupt = 0;                  /* Ctrl-C stops the read between chunks */
-  Tensor *t = npy_load(args[0].s, &s->interrupt, msg, sizeof msg);
+  const char *path = args[0].s, *member = call->nargs > 1 ? args[1].s : NULL;
+  if (member && !npz_is_npz(path)) {
+    session_error(s, call->args[1]->span, E_BUILTIN, session_tmp_printf(s, "load: an array's name is for a .npz file, and %s is not one", path));
+    return (Value){0};
+  }
+  Tensor *t = npz_is_npz(path) ? npz_load(path, member, &s->interrupt, msg, sizeof msg)
+                               : npy_load(path, &s->interrupt, msg, sizeof msg);
   if (!t) {
     session_error(s, call->span, E_BUILTIN, msg);
     return (Value){0};
@@ -167,16 +176,42 @@ static Value bi_load(Session *s, Expr *call, Value *args) {
   return val_tensor(t);
 }
 
+/* save(X, "x.npy"); save(W, b, ..., "a.npz"): each tensor a member named as the variable
+ * passed (np.savez(f, W=W, b=b)), or arr_K for an expression (np.savez's positional name) */
 static Value bi_save(Session *s, Expr *call, Value *args) {
-  if (!want_tensor(s, call, args, 0)) return (Value){0};
-  if (args[1].kind != VAL_STR) {
-    session_error(s, call->args[1]->span, E_ARG_KIND, 2, "save", "a file name in quotes", "another kind of value");
+  int n = call->nargs - 1;
+  for (int i = 0; i < n; i++)
+    if (!want_tensor(s, call, args, i)) return (Value){0};
+  if (args[n].kind != VAL_STR) {
+    session_error(s, call->args[n]->span, E_ARG_KIND, n + 1, "save", "a file name in quotes", "another kind of value");
     return (Value){0};
   }
+  const char *path = args[n].s;
   char msg[512];
   s->interrupt = 0;                  /* Ctrl-C stops the write; the old file stays */
-  bool (*saver)(const Tensor *, const char *, volatile int *, char *, size_t) = png_path(args[1].s) ? png_save : npy_save;
-  if (!saver(args[0].t, args[1].s, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
+  if (!npz_is_npz(path)) {
+    if (n != 1) {
+      session_error(s, call->args[1]->span, E_BUILTIN, session_tmp_printf(s, "save: a .npy or .png file holds one array; "
+                    "save several in a .npz file (save(W, b, \"model.npz\"))"));
+      return (Value){0};
+    }
+    bool (*saver)(const Tensor *, const char *, volatile int *, char *, size_t) = png_path(path) ? png_save : npy_save;
+    if (!saver(args[0].t, path, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
+    return (Value){0};
+  }
+  Tensor *ts[64];
+  const char *names[64];
+  for (int i = 0; i < n; i++) {
+    Expr *a = call->args[i];
+    ts[i] = args[i].t;
+    names[i] = a->kind == EX_NAME ? a->name : session_tmp_printf(s, "arr_%d", i);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(names[i], names[j])) {
+        session_error(s, a->span, E_BUILTIN, session_tmp_printf(s, "save: two arrays named '%s' in %s", names[i], path));
+        return (Value){0};
+      }
+  }
+  if (!npz_save(path, ts, names, n, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
   return (Value){0};
 }
 
@@ -265,8 +300,8 @@ const Builtin builtin_table[] = {
   {"seed", 1, 1, bi_seed, false, "seed(n): restart the random numbers"},
   {"shape", 1, 1, bi_shape, false, "shape(X): the dimensions of X"},
   {"print", 0, 64, bi_print, false, "print(X, ...): print values"},
-  {"load", 1, 1, bi_load, false, "load(\"x.npy\"): read a NumPy file"},
-  {"save", 2, 2, bi_save, false, "save(X, \"x.npy\"): write a NumPy file; save(X, \"x.png\"): a picture of a 2-D X"},
+  {"load", 1, 2, bi_load, false, "load(\"x.npy\"), load(\"a.npz\", \"W\"): read a NumPy file"},
+  {"save", 2, 64, bi_save, false, "save(X, \"x.npy\"), save(W, b, \"a.npz\"): write a NumPy file; save(X, \"x.png\"): a picture of a 2-D X"},
   {"scratch", 1, 1, bi_scratch, false, "scratch(\"x.npy\"): a file name in a directory removed when the session ends"},
   {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
   {"reshape", 2, 2, view_reshape, false, "reshape(X, [D1, ...]): X with new dimensions, the same elements in order", true},

@@ -117,22 +117,99 @@ void diag_format(const Diag *dg, Buf *out) {
   } else {
     buf_printf(out, "dyn: %s: %s\n", lv, dg->msg);
   }
-  /* a note with a place starts with it, as the error does, so that an editor that parses
-   * FILE:LINE:COL: lines takes every one */
+  /* a note starts with its place, as the error does, so that an editor that parses
+   * FILE:LINE:COL: lines takes every one; a note of no place of its own ("did you mean")
+   * has its diagnostic's */
   for (DiagNote *n = dg->notes; n; n = n->next) {
-    if (n->span.src) {
+    Span at = n->span.src ? n->span : dg->span;
+    if (at.src) {
       int l, c;
-      span_linecol(n->span, &l, &c);
-      buf_printf(out, "%s:%d:%d: note: %s\n", n->span.src->name, l, c, n->msg);
+      span_linecol(at, &l, &c);
+      buf_printf(out, "%s:%d:%d: note: %s\n", at.src->name, l, c, n->msg);
     } else {
-      buf_printf(out, "note: %s\n", n->msg);
+      buf_printf(out, "dyn: note: %s\n", n->msg);
     }
   }
 }
 
-void diag_print_all(const Diags *d, FILE *f) {
+/* ---- --diagnostics=json: one object a line, for editors and CI ----
+ * The fields are those of the text form, each in one place: severity, code (the row of
+ * lang/diag.def), file, line, column, span (start and end; the end is the position just
+ * after the span's last character, as LSP's ranges), message and notes.  Lines and columns
+ * count from 1 and columns count characters, as the text form does; a diagnostic without a
+ * place has null for file, line, column and span.  Strings are escaped as RFC 8259 asks;
+ * a byte that is not part of well-formed UTF-8 (a file name can hold one) becomes U+FFFD,
+ * so every line is valid JSON. */
+
+static void json_string(Buf *out, const char *s) {
+  buf_putc(out, '"');
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    if (*p == '"' || *p == '\\') {
+      buf_putc(out, '\\');
+      buf_putc(out, (char)*p++);
+    } else if (*p < 0x20) {
+      const char *short_esc = *p == '\n' ? "\\n" : *p == '\t' ? "\\t" : *p == '\r' ? "\\r"
+                            : *p == '\b' ? "\\b" : *p == '\f' ? "\\f" : NULL;
+      if (short_esc) buf_puts(out, short_esc);
+      else buf_printf(out, "\\u%04x", *p);
+      p++;
+    } else {
+      int n = utf8_len(p, strlen((const char *)p));
+      if (n) buf_putn(out, (const char *)p, (size_t)n);
+      else buf_puts(out, "\\ufffd");
+      p += n ? n : 1;
+    }
+  }
+  buf_putc(out, '"');
+}
+
+/* "file": ..., "line": L, "column": C of a span's start; nulls without a place */
+static void json_place(Buf *out, Span s) {
+  if (!s.src) {
+    buf_puts(out, "\"file\":null,\"line\":null,\"column\":null");
+    return;
+  }
+  int l, c;
+  span_linecol(s, &l, &c);
+  buf_puts(out, "\"file\":");
+  json_string(out, s.src->name);
+  buf_printf(out, ",\"line\":%d,\"column\":%d", l, c);
+}
+
+void diag_format_json(const Diag *dg, Buf *out) {
+  buf_printf(out, "{\"severity\":\"%s\",\"code\":\"%s\",", dg->level == DIAG_ERROR ? "error" : "warning",
+             diag_id_name(dg->id));
+  json_place(out, dg->span);
+  if (dg->span.src) {
+    int l0, c0, l1, c1;
+    Span end = dg->span;
+    end.lo = end.hi > end.lo ? end.hi : end.lo;
+    span_linecol(dg->span, &l0, &c0);
+    span_linecol(end, &l1, &c1);
+    buf_printf(out, ",\"span\":{\"start\":{\"line\":%d,\"column\":%d},\"end\":{\"line\":%d,\"column\":%d}}",
+               l0, c0, l1, c1);
+  } else {
+    buf_puts(out, ",\"span\":null");
+  }
+  buf_puts(out, ",\"message\":");
+  json_string(out, dg->msg);
+  buf_puts(out, ",\"notes\":[");
+  for (DiagNote *n = dg->notes; n; n = n->next) {
+    buf_putc(out, '{');
+    json_place(out, n->span.src ? n->span : dg->span);   /* as the text form places it */
+    buf_puts(out, ",\"message\":");
+    json_string(out, n->msg);
+    buf_puts(out, n->next ? "}," : "}");
+  }
+  buf_puts(out, "]}\n");
+}
+
+void diag_print_all(const Diags *d, FILE *f, bool json) {
   Buf b = {0};
-  for (Diag *dg = d->head; dg; dg = dg->next) diag_format(dg, &b);
+  for (Diag *dg = d->head; dg; dg = dg->next) {
+    if (json) diag_format_json(dg, &b);
+    else diag_format(dg, &b);
+  }
   if (b.len) fputs(b.s, f);
   fflush(f);
   buf_free(&b);

@@ -50,6 +50,9 @@ void buf_free(Buf *b);
 
 /* Checked size arithmetic: false on overflow. */
 bool size_mul_ok(int64_t a, int64_t b, int64_t *out);
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), at most left bytes long; 0 if there is none. */
+int utf8_len(const unsigned char *s, size_t left);
 
 /* ---- element types (lang/elem.def) ------------------------------------------------------ */
 
@@ -163,6 +166,20 @@ Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen)
 bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen);
 /* The same on memory, for tests and fuzzing: parse a whole file image. */
 Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, size_t errlen);
+/* The whole .npy file of t appended to out (npz.c stores it in an archive). */
+void npy_encode(const Tensor *t, Buf *out);
+
+/* ---- npz.c: NumPy .npz archives (zip, stored or deflated, zip64 read) ------------------ */
+
+/* The array `member` ("W", or "W.npy") of the archive, or with member NULL its only one;
+ * NULL with a message naming the file, the member and the problem.  Without zlib, every
+ * .npz is refused with a message that says so. */
+Tensor *npz_load(const char *path, const char *member, volatile int *stop, char *err, size_t errlen);
+/* Save n tensors as members names[i].npy, deflated, replacing the file whole. */
+bool npz_save(const char *path, Tensor *const *ts, const char *const *names, int n, volatile int *stop,
+              char *err, size_t errlen);
+/* True if path ends in .npz (load and save choose the format by the name). */
+bool npz_is_npz(const char *path);
 
 /* ---- poly.c: symbolic sizes as canonical polynomials ------------------------------------ */
 
@@ -370,7 +387,9 @@ Diag *diag_reportv(Diags *d, Span at, DiagId id, va_list ap);
 void diag_note(Diag *dg, Span at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* "FILE:LINE:COL: error: MSG", the source line, a caret under the span, then the notes. */
 void diag_format(const Diag *dg, Buf *out);
-void diag_print_all(const Diags *d, FILE *f);
+/* The same as one line of JSON (dyn --diagnostics=json; the fields in lang/diagnostics.md). */
+void diag_format_json(const Diag *dg, Buf *out);
+void diag_print_all(const Diags *d, FILE *f, bool json);
 void diag_clear(Diags *d);
 const char *diag_id_name(DiagId id);     /* "E_UNDEFINED" for the reference's list */
 const char *diag_id_format(DiagId id);
@@ -871,6 +890,7 @@ typedef struct SessionOptions {
   int threads;                /* 0: all cores */
   bool no_prelude;            /* do not import linalg and nn */
   bool check_only;            /* dyn --check: define functions and import, run no statement */
+  bool diag_json;             /* --diagnostics=json: diagnostics as JSON lines on err */
 } SessionOptions;
 
 /* A new session writing values to out and diagnostics to err.  Never fails; an unusable

@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -760,18 +759,12 @@ void hw_set_measured_peak(HwModel *h, double gflops) {
 
 /* ---- hw_dir and hw_load ------------------------------------------------------------------ */
 
-static bool is_dir(const char *path) {
-  struct stat sb;
-  return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
+/* $DYN_HW_DIR, else the installed models.  No path of the build tree is compiled in: an
+ * installed dyn must read what was installed with it, whatever is left where it was built.
+ * The build tree's own models are used through DYN_HW_DIR, which make check sets. */
 const char *hw_dir(void) {
   const char *env = getenv("DYN_HW_DIR");
   if (env && *env) return env;
-#ifdef DYN_SRCDIR
-  /* Running from the build tree: use the sources' hw/ so edits take effect at once. */
-  if (is_dir(DYN_SRCDIR "/hw")) return DYN_SRCDIR "/hw";
-#endif
   return DYN_PKGDATADIR "/hw";
 }
 

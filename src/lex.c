@@ -134,21 +134,6 @@ static void lex_string(Lexer *L) {
   vec_push(L->toks, tok);
 }
 
-/* The length of a valid UTF-8 sequence at s, or 0.  Valid excludes overlong forms, UTF-16
- * surrogates and code points above U+10FFFF (RFC 3629), so what is echoed back in a message
- * is always well-formed text. */
-static int utf8_len(const unsigned char *s, size_t left) {
-  int n = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : (s[0] >> 4) == 0xE ? 3
-        : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
-  if (n == 0 || (size_t)n > left) return 0;
-  for (int i = 1; i < n; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0) ||
-      (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] >= 0x90))
-    return 0;
-  return n;
-}
-
 /* A line that ends with an operator, '=', ',' or '->' continues on the next line, so
  * `y = x *` at the end of a REPL line asks for more instead of failing. */
 static bool continues(TokKind k) {

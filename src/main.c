@@ -1,6 +1,7 @@
 /* main.c -- the command line: `dyn` (the REPL), `dyn FILE.dyn` (batch), `dyn -e CODE`,
  * `dyn -i FILE` (run, then the REPL), NAME=INTEGER bindings after the script, and the
- * options of lang/reference.md section 13, parsed by getopt_long as other tools parse theirs.
+ * options of lang/reference.md section 13 (--diagnostics=json among them), parsed by
+ * getopt_long as other tools parse theirs.
  * Exit status: 0 success, 1 an error in the program (or output that could not be written),
  * 2 a usage error. */
 #include "config.h"
@@ -50,6 +51,8 @@ static void usage(FILE *f) {
         "  --threads=N       CPU threads\n"
         "  --check           type-check the files (or -e CODE) without running a statement:\n"
         "                    functions and imports are checked; status 1 if any error\n"
+        "  --diagnostics=FMT text (the default: FILE:LINE:COL: error: ..., the line, a caret)\n"
+        "                    or json (one object a line on standard error, for tools)\n"
         "  --calibrate       measure this machine's micro-kernel throughput once and keep it\n"
         "  --version         print the version and exit\n"
         "  -h, --help        print this help and exit\n", f);
@@ -99,12 +102,13 @@ static int check_files(const SessionOptions *opt, const char *code, char **files
 }
 
 int main(int argc, char **argv) {
-  enum { OPT_TARGET = 256, OPT_HW, OPT_THREADS, OPT_CALIBRATE, OPT_VERSION, OPT_CHECK };
+  enum { OPT_TARGET = 256, OPT_HW, OPT_THREADS, OPT_CALIBRATE, OPT_VERSION, OPT_CHECK, OPT_DIAGNOSTICS };
   static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, OPT_VERSION},
     {"calibrate", no_argument, NULL, OPT_CALIBRATE},
     {"check", no_argument, NULL, OPT_CHECK},
+    {"diagnostics", required_argument, NULL, OPT_DIAGNOSTICS},
     {"target", required_argument, NULL, OPT_TARGET},
     {"hw", required_argument, NULL, OPT_HW},
     {"threads", required_argument, NULL, OPT_THREADS},
@@ -151,6 +155,13 @@ int main(int argc, char **argv) {
       }
       break;
     }
+    case OPT_DIAGNOSTICS:
+      if (strcmp(optarg, "text") && strcmp(optarg, "json")) {
+        fprintf(stderr, "dyn: unknown diagnostics format '%s': use text or json\n", optarg);
+        return 2;
+      }
+      opt.diag_json = !strcmp(optarg, "json");
+      break;
     case OPT_HW:
       opt.hw = optarg;
       break;

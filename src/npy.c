@@ -1,7 +1,9 @@
 /* npy.c -- NumPy .npy files: the way tensors enter and leave dyn (load(), save()).
- * Reads format versions 1.0, 2.0 and 3.0, little-endian f32 f64 i32 i64 bool, in C order or
- * Fortran order (transposed into C order on load); writes 1.0, or 2.0 when the header needs
- * it.  Input is untrusted: every length is checked before it is used, the data size is
+ * Reads format versions 1.0, 2.0 and 3.0, in C order or Fortran order (transposed into C
+ * order on load), of every NumPy integer width, f4, f8 and bool, little- or big-endian
+ * (swapped on load): a dtype dyn lacks becomes the dyn type that holds every value (u8 and
+ * i16 i32, u32 i64; u64 i64 unless a value is above the i64 range, which is refused with
+ * the value and its place).  Writes 1.0, or 2.0 when the header needs it.  Input is untrusted: every length is checked before it is used, the data size is
  * checked against the file (from a pipe, against the machine's memory) and the tensor
  * allocated before any data is read, and each problem becomes one message naming the file.
  * A save replaces the file whole or leaves it as it was (file_out_open). */
@@ -15,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The file format stores little-endian data and the loader copies it as is. */
+/* dyn's tensors are little-endian, as NumPy's '<' files: those the loader copies as is. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npy.c assumes a little-endian host");
 
 static const char MAGIC[6] = "\x93NUMPY";
@@ -24,7 +26,10 @@ static const char MAGIC[6] = "\x93NUMPY";
 #define PREAMBLE_V2 12
 
 typedef struct {
-  DynElem elem;
+  DynElem elem;               /* what the tensor holds */
+  char kind;                  /* the file's: 'f', 'i', 'u' or 'b' */
+  int size;                   /* bytes of one of the file's elements */
+  bool swap;                  /* big-endian in the file */
   bool fortran;
   int rank;
   int64_t shape[DYN_MAX_RANK];
@@ -159,29 +164,32 @@ static bool read_shape(Lexer *L, Header *h) {
   }
 }
 
-static bool is_multibyte_order(char c) { return c == '<' || c == '='; }
-
-/* '<f4' -> f32 and so on.  '|' (not applicable) and any order are fine for one-byte bools;
- * multi-byte types must be little-endian ('<', or '=' on this little-endian host). */
-static bool parse_descr(Lexer *L, const char *s, size_t n, DynElem *out) {
-  static const struct { char kind; char size; DynElem elem; } types[] = {
-      {'f', '4', DYN_F32}, {'f', '8', DYN_F64}, {'i', '4', DYN_I32},
-      {'i', '8', DYN_I64}, {'b', '1', DYN_BOOL},
+/* The dtype string: '<f4', '>i2', '|u1', '|b1', '=f8' ...  The kind and size are the file's;
+ * h->elem is the dyn type that holds every value of it: floats and i4/i8 as they are, the
+ * narrower integers (i1 i2 u1 u2) in i32, u4 in i64, u8 in i64 when each value fits (checked
+ * while converting).  '<' and '=' (this host) are little-endian, '>' big-endian; one-byte
+ * types may say '|'.  f2 is read but refused until dyn has an f16. */
+static bool parse_descr(Lexer *L, const char *s, size_t n, Header *h) {
+  static const struct { char kind; int size; DynElem elem; } types[] = {
+      {'f', 4, DYN_F32}, {'f', 8, DYN_F64}, {'i', 1, DYN_I32}, {'i', 2, DYN_I32},
+      {'i', 4, DYN_I32}, {'i', 8, DYN_I64}, {'u', 1, DYN_I32}, {'u', 2, DYN_I32},
+      {'u', 4, DYN_I64}, {'u', 8, DYN_I64}, {'b', 1, DYN_BOOL}, {'f', 2, DYN_F32},
   };
-  if (n == 3) {
+  if (n == 3 && (s[0] == '<' || s[0] == '=' || s[0] == '>' || s[0] == '|')) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-      if (s[1] != types[i].kind || s[2] != types[i].size) continue;
-      bool onebyte = types[i].size == '1';
-      if (s[0] == '>' && !onebyte) {
+      if (s[1] != types[i].kind || s[2] != '0' + types[i].size) continue;
+      if (s[0] == '|' && types[i].size != 1) break;
+      if (types[i].kind == 'f' && types[i].size == 2) {
         put_err(L->err, L->errlen, L->name,
-                "big-endian data is not supported (dtype '%.*s'); convert it with "
-                "a.astype('<%c%c') in NumPy", (int)n, s, s[1], s[2]);
+                "dtype '%.3s' is f16, which dyn does not support yet; convert it with "
+                "a.astype('<f4') in NumPy", s);
         return false;
       }
-      if (is_multibyte_order(s[0]) || (onebyte && (s[0] == '|' || s[0] == '>'))) {
-        *out = types[i].elem;
-        return true;
-      }
+      h->elem = types[i].elem;
+      h->kind = types[i].kind;
+      h->size = types[i].size;
+      h->swap = s[0] == '>' && types[i].size > 1;
+      return true;
     }
   }
   char shown[40];
@@ -191,9 +199,71 @@ static bool parse_descr(Lexer *L, const char *s, size_t n, DynElem *out) {
   if (k < n) shown[k++] = '.', shown[k++] = '.', shown[k++] = '.';
   shown[k] = 0;
   put_err(L->err, L->errlen, L->name,
-          "unsupported dtype '%s' (dyn reads f32 '<f4', f64 '<f8', i32 '<i4', i64 '<i8' "
-          "and bool '|b1')", shown);
+          "unsupported dtype '%s' (dyn reads floats f4 and f8, integers i1 to i8 and u1 to "
+          "u8, and bool b1, of either byte order)", shown);
   return false;
+}
+
+/* True when the file's elements are dyn's, byte for byte. */
+static bool as_is(const Header *h) {
+  return !h->swap && h->kind != 'u' && h->size == elem_size(h->elem);
+}
+
+/* Where the k-th element of the file (in its own order) is, as "[i, j]" in the array. */
+static void place(const Header *h, int64_t k, char *s, size_t n) {
+  int64_t idx[DYN_MAX_RANK] = {0};
+  for (int a = 0; a < h->rank; a++) {
+    int i = h->fortran ? a : h->rank - 1 - a;    /* the axis that moves fastest first */
+    idx[i] = k % h->shape[i];
+    k /= h->shape[i];
+  }
+  size_t used = (size_t)snprintf(s, n, "[");
+  for (int i = 0; i < h->rank && used < n; i++)
+    used += (size_t)snprintf(s + used, n - used, "%s%lld", i ? ", " : "", (long long)idx[i]);
+  if (used < n) snprintf(s + used, n - used, "]");
+}
+
+/* count elements of the file's type at src into dyn's h->elem at dst (both in the file's
+ * order).  False, with the value and its place, when a u8 value is above the i64 range. */
+static bool convert(const Header *h, const unsigned char *src, int64_t count, unsigned char *dst,
+                    const char *name, char *err, size_t errlen) {
+  int sz = h->size, es = elem_size(h->elem);
+  for (int64_t k = 0; k < count; k++, src += sz, dst += es) {
+    unsigned char b[8];
+    for (int j = 0; j < sz; j++) b[j] = src[h->swap ? sz - 1 - j : j];
+    uint64_t u = 0;
+    for (int j = sz - 1; j >= 0; j--) u = u << 8 | b[j];
+    if (h->kind == 'f') {
+      memcpy(dst, b, (size_t)sz);
+      continue;
+    }
+    if (h->kind == 'b') {
+      *dst = u != 0;
+      continue;
+    }
+    int64_t v;
+    if (h->kind == 'u') {
+      if (u > (uint64_t)INT64_MAX) {
+        char at[160];
+        place(h, k, at, sizeof at);
+        put_err(err, errlen, name, "the u64 value %llu at %s is above the i64 range, the widest "
+                "integer dyn has: the array cannot be loaded without changing it",
+                (unsigned long long)u, h->rank ? at : "the scalar");
+        return false;
+      }
+      v = (int64_t)u;
+    } else {
+      int shift = 64 - 8 * sz;       /* sign-extend the file's width */
+      v = (int64_t)(u << shift) >> shift;
+    }
+    if (es == 4) {
+      int32_t w = (int32_t)v;
+      memcpy(dst, &w, 4);
+    } else {
+      memcpy(dst, &v, 8);
+    }
+  }
+  return true;
 }
 
 static bool parse_header(const char *text, size_t len, const char *name, Header *h, char *err,
@@ -219,7 +289,7 @@ static bool parse_header(const char *text, size_t len, const char *name, Header 
       const char *d;
       size_t dlen;
       if (!read_string(&L, &d, &dlen)) return false;
-      if (!parse_descr(&L, d, dlen, &h->elem)) return false;
+      if (!parse_descr(&L, d, dlen, h)) return false;
     } else if (klen == 13 && !memcmp(key, "fortran_order", 13)) {
       seen = &seen_order;
       if (!read_bool(&L, &h->fortran)) return false;
@@ -295,7 +365,7 @@ static bool data_bytes(const Header *h, const char *name, int64_t *bytes, char *
     if (h->shape[i] && !size_mul_ok(n, h->shape[i], &n)) over = true;
   for (int i = 0; i < h->rank; i++)
     if (!h->shape[i]) n = 0;
-  if (over || !size_mul_ok(n, elem_size(h->elem), bytes)) {
+  if (over || !size_mul_ok(n, h->size, bytes)) {
     Buf s = {0};
     for (int i = 0; i < h->rank; i++)
       buf_printf(&s, "%s%lld", i ? ", " : "", (long long)h->shape[i]);
@@ -376,7 +446,19 @@ Tensor *npy_parse(const void *data, size_t len, const char *name, char *err, siz
     return NULL;
   }
   Tensor *t = make(&h, name, err, errlen);
-  if (t) fill(t, &h, p + off);
+  if (!t || as_is(&h)) {
+    if (t) fill(t, &h, p + off);
+    return t;
+  }
+  /* another width or byte order: converted in the file's order, then placed */
+  Tensor *conv = make(&h, name, err, errlen);
+  bool ok = conv && convert(&h, p + off, tensor_numel(t), tensor_data(conv), name, err, errlen);
+  if (ok) fill(t, &h, tensor_data(conv));
+  tensor_release(conv);
+  if (!ok) {
+    tensor_release(t);
+    return NULL;
+  }
   return t;
 }
 
@@ -457,6 +539,7 @@ Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen)
   bool regular = have_stat && S_ISREG(st.st_mode);
   uint64_t fsize = regular ? (uint64_t)st.st_size : UINT64_MAX;
   Tensor *t = NULL, *staged = NULL;
+  unsigned char *raw = NULL;
   Bytes front = {0};
   size_t start, hlen, off, got;
   Header h;
@@ -495,15 +578,21 @@ Tensor *npy_load(const char *path, volatile int *stop, char *err, size_t errlen)
     goto out;
   }
   if (!(t = make(&h, path, err, errlen))) goto out;
-  /* Fortran order is read into a tensor of its own and transposed from there. */
+  /* Fortran order is read into a tensor of its own and transposed from there; another
+   * width or byte order is read whole into memory of its own and converted from there. */
   bool transpose = h.fortran && h.rank >= 2;
   if (transpose && !(staged = make(&h, path, err, errlen))) goto fail;
   unsigned char *dst = tensor_data(transpose ? staged : t);
-  if ((r = read_full(fd, dst, (size_t)bytes, stop, &got)) > READ_SHORT) goto read_failed;
+  if (!as_is(&h) && !(raw = malloc(bytes ? (size_t)bytes : 1))) {
+    put_err(err, errlen, path, "out of memory while reading");
+    goto fail;
+  }
+  if ((r = read_full(fd, raw ? raw : dst, (size_t)bytes, stop, &got)) > READ_SHORT) goto read_failed;
   if (got < (size_t)bytes) {
     truncated(path, bytes, got, err, errlen);  /* a pipe's end, or a file that shrank */
     goto fail;
   }
+  if (raw && !convert(&h, raw, tensor_numel(t), dst, path, err, errlen)) goto fail;
   if (transpose) {
     fill(t, &h, dst);
   } else if (t->elem == DYN_BOOL) {
@@ -522,6 +611,7 @@ fail:
   t = NULL;
 out:
   tensor_release(staged);
+  free(raw);
   free(front.s);
   close(fd);
   return t;
@@ -558,16 +648,14 @@ static void build_header(const Tensor *t, Buf *out) {
   buf_free(&d);
 }
 
-bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen) {
-  char why[256] = "";
-  FileOut *o = file_out_open(path, stop, why, sizeof why);
-  if (!o) {
-    put_err(err, errlen, path, "%s", why);
-    return false;
-  }
+/* The header and the data of t, in C order, handed to put in pieces; false as soon as put
+ * fails (put has then said why). */
+typedef bool (*PutFn)(void *ctx, const void *p, size_t n);
+
+static bool write_npy(const Tensor *t, PutFn put, void *ctx) {
   Buf head = {0};
   build_header(t, &head);
-  bool ok = file_out_write(o, head.s, head.len, stop, why, sizeof why);
+  bool ok = put(ctx, head.s, head.len);
   buf_free(&head);
   int64_t n = tensor_numel(t);
   int es = elem_size(t->elem);
@@ -575,7 +663,7 @@ bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, 
     const unsigned char *p = tensor_data(t);
     for (size_t left = (size_t)n * (size_t)es; ok && left > 0;) {
       size_t k = left < CHUNK ? left : CHUNK;
-      ok = file_out_write(o, p, k, stop, why, sizeof why);
+      ok = put(ctx, p, k);
       p += k;
       left -= k;
     }
@@ -596,13 +684,41 @@ bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, 
       }
       used += (size_t)es;
       if (used + 8 > sizeof chunk || k == n - 1) {
-        ok = file_out_write(o, chunk, used, stop, why, sizeof why);
+        ok = put(ctx, chunk, used);
         used = 0;
       }
     }
   }
-  if (ok) ok = file_out_commit(o, why, sizeof why);
-  else file_out_abandon(o);
-  if (!ok) put_err(err, errlen, path, "%s", why);
+  return ok;
+}
+
+typedef struct {
+  FileOut *o;
+  volatile int *stop;
+  char why[256];
+} FilePut;
+
+static bool put_file(void *ctx, const void *p, size_t n) {
+  FilePut *f = ctx;
+  return file_out_write(f->o, p, n, f->stop, f->why, sizeof f->why);
+}
+
+static bool put_buf(void *ctx, const void *p, size_t n) {
+  buf_putn(ctx, p, n);
+  return true;
+}
+
+void npy_encode(const Tensor *t, Buf *out) { write_npy(t, put_buf, out); }
+
+bool npy_save(const Tensor *t, const char *path, volatile int *stop, char *err, size_t errlen) {
+  FilePut f = {.stop = stop};
+  if (!(f.o = file_out_open(path, stop, f.why, sizeof f.why))) {
+    put_err(err, errlen, path, "%s", f.why);
+    return false;
+  }
+  bool ok = write_npy(t, put_file, &f);
+  if (ok) ok = file_out_commit(f.o, f.why, sizeof f.why);
+  else file_out_abandon(f.o);
+  if (!ok) put_err(err, errlen, path, "%s", f.why);
   return ok;
 }

@@ -141,7 +141,7 @@ void session_reset(Session *s) {
 /* Flush what was printed and remember the first write that failed (a full disk, a closed
  * terminal): a script then stops there (run_stmt), and main reports it once. */
 void session_emit(Session *s, const Diags *d) {
-  if (!s->diag_sink) diag_print_all(d, s->err);
+  if (!s->diag_sink) diag_print_all(d, s->err, s->diag_json);
   else
     for (const Diag *dg = d->head; dg; dg = dg->next) s->diag_sink(s->diag_cookie, dg);
 }
@@ -720,6 +720,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   s->pc = poly_ctx_new();
   s->out = out;
   s->err = err;
+  s->diag_json = opt && opt->diag_json;
   builtin_seed(s, 0);
 #ifdef HAVE_LLVM
   snprintf(s->target, sizeof s->target, "cpu");

@@ -55,6 +55,7 @@ struct Session {
   FILE *out, *err;
   bool interactive;
   bool check_only;                 /* SessionOptions.check_only: run_stmt checks, never runs */
+  bool diag_json;                  /* SessionOptions.diag_json: diagnostics as JSON lines */
   char *scratch_dir;               /* scratch(): made on first use, removed by session_free */
   VEC(Binding) vars;
   int *var_slot;                   /* open-addressed index of vars by name: 1 + index, 0 free */

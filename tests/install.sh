@@ -1,84 +1,66 @@
 #!/bin/sh
-# install.sh -- libdyn as someone who embeds it gets it: make install into a temporary
-# prefix, then examples/embed.c built with pkg-config against what was installed (shared,
-# then static), examples/embed.py run with the installed module (which must load the
-# installed library, by the path make install wrote into it), and the shared library's
-# dynamic symbols: dyn_* alone.  The examples run from the build tree first.  Skips (77)
-# without pkg-config or the shared library.
-srcdir_=$(cd "$(dirname "$0")" && pwd)
-top_srcdir=${top_srcdir:-$srcdir_/..}
+# An installed dyn stands alone.  Under make check: `make install DESTDIR=...` puts the
+# program, its manual page, the hardware models, the standard library, the Vim files and the
+# VS Code extension folder where they belong; no path of the source tree is compiled into the
+# program; and the installed program, run from elsewhere without DYN_HW_DIR, looks for its
+# hardware models where they were installed ($(pkgdatadir)/hw), never in the source tree's
+# hw/, though that is there.  Under make installcheck (and so distcheck), with the real
+# prefix: tests/install.sh --installed BINDIR PKGDATADIR DATADIR, where :hw a100 must say it
+# read $(pkgdatadir)/hw/a100.hw, a program runs with the prelude, and the installed editor
+# files pass tests/editor.sh.
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
-cc=${CC:-cc}
+work=$(mktemp -d "${TMPDIR:-/tmp}/dyninstall.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-if ! command -v pkg-config >/dev/null 2>&1; then echo "install.sh: no pkg-config; skipped"; exit 77; fi
-if [ ! -f "$top_builddir/.libs/libdyn.so.0" ]; then echo "install.sh: no shared libdyn; skipped"; exit 77; fi
-py=
-for p in "${PYTHON_NUMPY:-}" /usr/bin/python3 python3; do
-  if [ -n "$p" ] && "$p" -c 'import numpy' >/dev/null 2>&1; then py=$p; break; fi
-done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dyn-install.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-want_c="1.5 3 4.5 6 7.5"
-want_py="[1.5 3.  4.5 6.  7.5]
-24.0
-error: matmul: K is 3 from A (f32[2, 3]) but 2 from B (f32[2, 3])"
+no() { fail=$((fail + 1)); echo "FAIL $*"; }
+unset DYN_HW_DIR
 
-# ---- from the build tree ----
-if $cc -I"$top_srcdir/include" "$top_srcdir/examples/embed.c" -L"$top_builddir/.libs" -ldyn \
-     -Wl,-rpath,"$top_builddir/.libs" -o "$tmp/embed-tree" 2>"$tmp/cc.log" &&
-   [ "$("$tmp/embed-tree")" = "$want_c" ]; then ok; else bad "examples/embed.c from the build tree"; cat "$tmp/cc.log"; fi
-if [ -n "$py" ]; then
-  out=$(cd "$tmp" && DYN_LIBRARY="$top_builddir/.libs/libdyn.so.0" PYTHONPATH="$top_srcdir/python" "$py" "$top_srcdir/examples/embed.py" 2>&1)
-  if [ "$out" = "$want_py" ]; then ok; else bad "examples/embed.py from the build tree"; echo "$out"; fi
+# The installed dyn, run from an empty directory: :hw a100 and a line of arithmetic.
+run_hw() {
+  (cd "$work/elsewhere" && "$1" -e ':hw a100' > "$work/hw.out" 2> "$work/hw.err" < /dev/null)
+}
+mkdir -p "$work/elsewhere"
+
+if [ "$1" = --installed ]; then
+  bindir=$2; pkgdatadir=$3; datadir=$4
+  run_hw "$bindir/dyn"
+  if grep -qx "  from:    $pkgdatadir/hw/a100.hw" "$work/hw.out"; then ok
+  else no ":hw a100 did not read $pkgdatadir/hw/a100.hw:"; cat "$work/hw.out" "$work/hw.err"; fi
+  out=$(cd "$work/elsewhere" && "$bindir/dyn" -e 'print(dot(full(f32[5], 2.0), full(f32[5], 1.0)))' 2>&1)
+  [ "$out" = "f32 10" ] && ok || no "the installed dyn computed '$out', expected f32 10"
+  VIMFILES=$datadir/vim/vimfiles VSCODE_DIR=$pkgdatadir/vscode/dyn DYN=$bindir/dyn \
+    sh "$top_srcdir/tests/editor.sh" && ok || no "the installed editor files (above)"
+  echo "install: $pass passed, $fail failed"
+  [ $fail = 0 ]; exit
 fi
 
-# ---- installed ----
-prefix=$tmp/usr
-if ! (cd "$top_builddir" && env -u MAKEFLAGS -u MFLAGS make install prefix="$prefix" >"$tmp/install.log" 2>&1); then
-  tail -20 "$tmp/install.log"; echo "install: $pass passed, $((fail + 1)) failed"; exit 1
-fi
-for f in lib/libdyn.so.0 lib/libdyn.a include/dyn/dyn.h include/dyn/dlpack.h lib/pkgconfig/dyn.pc bin/dyn; do
-  if [ -e "$prefix/$f" ]; then ok; else bad "make install did not install $f"; fi
+dest=$work/dest
+(unset MAKEFLAGS MFLAGS; ${MAKE:-make} -s -C "$top_builddir" install DESTDIR="$dest") > "$work/make.log" 2>&1 ||
+  { echo "FAIL make install DESTDIR=...:"; tail -20 "$work/make.log"; exit 1; }
+# where configure's prefix put things, read back from the tree
+hwdir=$(cd "$dest" && find . -type d -path '*/share/dyn/hw' | sed 's/^\.//')
+bin=$(cd "$dest" && find . -type f -path '*/bin/dyn' | sed 's/^\.//')
+[ -n "$hwdir" ] && [ -n "$bin" ] || { echo "FAIL make install: no bin/dyn or share/dyn/hw under DESTDIR"; exit 1; }
+pkgdatadir=${hwdir%/hw}; datadir=${pkgdatadir%/dyn}
+for f in "$pkgdatadir/hw/a100.hw" "$pkgdatadir/hw/generic-avx2.hw" "$pkgdatadir/stdlib/nn.dyn" \
+         "$datadir/man/man1/dyn.1" "$datadir/vim/vimfiles/syntax/dyn.vim" \
+         "$datadir/vim/vimfiles/ftdetect/dyn.vim" "$pkgdatadir/vscode/dyn/package.json" \
+         "$pkgdatadir/vscode/dyn/language-configuration.json" \
+         "$pkgdatadir/vscode/dyn/syntaxes/dyn.tmLanguage.json"; do
+  [ -f "$dest$f" ] && ok || no "make install did not install $f"
 done
-# dyn.pc names the configured prefix; --define-prefix takes it from where the file lies
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-pkgconf() { pkg-config --define-prefix "$@"; }
-if [ "$(pkgconf --modversion dyn)" = "$(sed -n 's/^#define DYN_VERSION_STRING "\(.*\)"/\1/p' "$top_srcdir/include/dyn/dyn.h")" ]; then ok
-else bad "pkg-config --modversion dyn is not the header's version"; fi
-# shared, found at run time through LD_LIBRARY_PATH as an uninstalled prefix must be
-# shellcheck disable=SC2046
-if $cc -Wall -Wextra -Werror "$top_srcdir/examples/embed.c" $(pkgconf --cflags --libs dyn) -o "$tmp/embed" 2>"$tmp/cc.log" &&
-   [ "$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/embed")" = "$want_c" ]; then ok; else bad "embed.c against the installed libdyn.so"; cat "$tmp/cc.log"; fi
-# static: libdyn.a, then what it needs (pkg-config's Libs.private)
-# shellcheck disable=SC2046
-if $cc "$top_srcdir/examples/embed.c" $(pkgconf --cflags dyn) "$prefix/lib/libdyn.a" \
-     $(pkgconf --static --libs-only-other --libs-only-l dyn | sed 's/-ldyn\( \|$\)//') $(pkgconf --static --libs-only-L dyn) \
-     -o "$tmp/embed-static" 2>"$tmp/cc.log" &&
-   ! ldd "$tmp/embed-static" | grep -q libdyn && [ "$("$tmp/embed-static")" = "$want_c" ]; then ok
-else bad "embed.c against the installed libdyn.a"; cat "$tmp/cc.log"; fi
-# the header alone, strictly, in C and C++
-if printf '#include <dyn/dyn.h>\n' | $cc -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" -x c - 2>"$tmp/cc.log"; then ok
-else bad "dyn/dyn.h is not C99 on its own"; cat "$tmp/cc.log"; fi
-if command -v c++ >/dev/null 2>&1; then
-  if printf '#include <dyn/dyn.h>\nint main() { return dyn_version() == 0; }\n' | c++ -Wall -Werror -fsyntax-only -I"$prefix/include" -x c++ - 2>"$tmp/cc.log"; then ok
-  else bad "dyn/dyn.h does not compile as C++"; cat "$tmp/cc.log"; fi
-fi
-# every dynamic symbol is dyn_*, less what the toolchain adds, and every DYN_API one is there
-others=$(nm -D --defined-only "$prefix/lib/libdyn.so.0" | awk '{ print $3 }' | grep -v -e '^dyn_' -e '^_init$' -e '^_fini$')
-if [ -z "$others" ]; then ok; else bad "libdyn.so exports more than dyn_*:"; echo "$others" | head -20; fi
-declared=$(sed -n 's/^DYN_API [^(]*[ *]\(dyn_[a-z_]*\)(.*/\1/p' "$top_srcdir/include/dyn/dyn.h" | sort)
-exported=$(nm -D --defined-only "$prefix/lib/libdyn.so.0" | awk '{ print $3 }' | grep '^dyn_' | sort)
-if [ -n "$declared" ] && [ "$declared" = "$exported" ]; then ok; else bad "the exports are not dyn.h's functions"; echo "$declared" > "$tmp/d"; echo "$exported" > "$tmp/e"; diff "$tmp/d" "$tmp/e"; fi
-if [ -n "$py" ]; then
-  site=$(dirname "$(find "$prefix" -path '*/dyn/__init__.py' | head -1)")
-  site=$(dirname "$site")
-  out=$(cd "$tmp" && PYTHONPATH="$site" "$py" -c 'import dyn; print(dyn._lib._name)')
-  if [ "$out" = "$prefix/lib/libdyn.so.0" ]; then ok; else bad "the installed module loads $out, not the installed library"; fi
-  out=$(cd "$tmp" && PYTHONPATH="$site" "$py" "$top_srcdir/examples/embed.py" 2>&1)
-  if [ "$out" = "$want_py" ]; then ok; else bad "examples/embed.py with the installed module"; echo "$out"; fi
-fi
+# the source tree's hw/ is in no string of the program
+if grep -aqF "$top_srcdir/hw" "$dest$bin"; then no "the installed dyn holds the path $top_srcdir/hw"; else ok; fi
+# The program from DESTDIR looks in $(pkgdatadir)/hw: not there yet (unless an install is),
+# but never the source tree's hw/, which holds a100.hw.
+run_hw "$dest$bin"
+if grep -qx "  from:    $pkgdatadir/hw/a100.hw" "$work/hw.out" ||
+   grep -qF "cannot read the hardware directory $pkgdatadir/hw" "$work/hw.err"; then ok
+else no ":hw a100 of the installed dyn did not look in $pkgdatadir/hw:"; cat "$work/hw.out" "$work/hw.err"; fi
+if grep -qF "$top_srcdir" "$work/hw.out" "$work/hw.err"; then no "the installed dyn read the source tree"; else ok; fi
+VIMFILES=$dest$datadir/vim/vimfiles VSCODE_DIR=$dest$pkgdatadir/vscode/dyn \
+  sh "$top_srcdir/tests/editor.sh" && ok || no "the installed editor files (above)"
 echo "install: $pass passed, $fail failed"
-[ "$fail" = 0 ]
+[ $fail = 0 ]

@@ -624,10 +624,14 @@ START_TEST(test_load_path) {
   ck_assert(!hw_load("zen5", &m, err, sizeof err));
   ck_assert_msg(strstr(err, "cannot read the hardware directory") != NULL, "%s", err);
 
-  /* Unset, the build tree's hw/ is used. */
+  /* Unset, the installed models (an installed dyn never reads the build tree), whether or
+   * not they are installed yet. */
   unsetenv("DYN_HW_DIR");
-  ck_assert_str_eq(hw_dir(), DYN_SRCDIR "/hw");
-  ck_assert_msg(hw_load("zen5", &m, err, sizeof err), "%s", err);
+  ck_assert_str_eq(hw_dir(), DYN_PKGDATADIR "/hw");
+  if (!hw_load("zen5", &m, err, sizeof err))
+    ck_assert_msg(strstr(err, "cannot read the hardware directory " DYN_PKGDATADIR "/hw") != NULL, "%s", err);
+  else
+    ck_assert_str_eq(m.path, DYN_PKGDATADIR "/hw/zen5.hw");
   if (saved) setenv("DYN_HW_DIR", saved, 1);
   free(saved);
 }
