@@ -534,7 +534,9 @@ CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at) {
 static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at);
 
 /* The back ends take C-contiguous inputs: a view that is not (a slice with a step, a column
- * range) is gathered once here, the only copy a top-level view costs. */
+ * range, a caller's strided array through the library) is gathered once here, the only copy
+ * a view costs: the compiled code then runs, where the evaluator, which follows strides,
+ * would be many times slower. */
 static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
   int n = f->nparams, copies = 0;
   for (int i = 0; i < n; i++) copies += inputs[i] && !tensor_contiguous(inputs[i]);
@@ -559,14 +561,8 @@ static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
   int r = 0;
   char msg[512];
-  /* Compiled code reads C-contiguous tensors, and every tensor dyn makes is one; the library
-   * (api.c) hands a caller's strided array over in place, never copied, and the evaluator,
-   * which follows strides, runs the call then. */
-  bool strided = false;
-  for (int i = 0; i < f->nparams; i++) strided = strided || (inputs[i] && !tensor_contiguous(inputs[i]));
-  if (strided) {
-    snprintf(s->instead_why, sizeof s->instead_why, "an argument of %s is strided", f->name);
-  } else if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
+  /* the inputs are C-contiguous (run_program) */
+  if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
     if (!f->gpu_backend) {
       f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
       if (!f->gpu_backend) {

@@ -124,8 +124,9 @@ typedef struct dyn_signature {
  * session owns it; it lives until the session ends. */
 DYN_API const dyn_signature *dyn_signature_get(dyn_session *s, const char *name);
 
-/* Call name on nargs tensors in host memory (kDLCPU), of any strides, read in place and never
- * copied: the caller keeps them alive and unchanged for the length of the call.  Results go
+/* Call name on nargs tensors in host memory (kDLCPU), of any strides: C-contiguous ones read
+ * in place, strided ones gathered into a contiguous copy for the length of the call (compiled
+ * code reads contiguous tensors); the caller keeps them alive and unchanged meanwhile.  Results go
  * to results[0..maxresults): new DLManagedTensors, C-contiguous, that the caller frees with
  * their deleter (DLPack's rule); *nresults (may be NULL) gets how many the function returns.
  * 0, or -1 with diagnostics (a shape that does not match, a fact that does not hold, a

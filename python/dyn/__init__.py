@@ -181,8 +181,8 @@ class _Export:
 
 class Function:
     """A function of a session, called on arrays: f(A, B) -> array, or a tuple of them.
-    Arguments: NumPy arrays of f32, f64, i32, i64 or bool (C-ordered or strided, read in
-    place), PyTorch CPU tensors, or Python numbers (for size parameters and scalars)."""
+    Arguments: NumPy arrays of f32, f64, i32, i64 or bool (C-ordered ones read in place,
+    strided ones gathered at each call), PyTorch CPU tensors, or Python numbers (for size parameters and scalars)."""
 
     def __init__(self, session, name):
         self._session = session
