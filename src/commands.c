@@ -621,10 +621,9 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The roofs a call on the session's threads meets with `bytes` of data: the compute peak in
- * GFLOP/s (returned) and the bandwidth in GB/s of the level the data stay in (cost_level;
- * its name in *level), for *threads of them (at most the model's cores). */
-static double roofs(Session *s, double bytes, int *threads, double *bw, const char **level, const char **whose) {
+/* The roofs a call on the session's threads meets: the compute peak in GFLOP/s (returned)
+ * and the memory bandwidth in GB/s, for *threads of them (at most the model's cores). */
+static double roofs(Session *s, int *threads, double *bw, const char **whose) {
   const HwModel *hw = top_run_hw(s);
   bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
   int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
@@ -638,8 +637,9 @@ static double roofs(Session *s, double bytes, int *threads, double *bw, const ch
     peak = kernel;
     *whose = " (the micro-kernel's rate, measured)";
   }
-  const HwLevel *l = cost_level(hw, th, bytes, bw);
-  *level = l ? l->name : "memory";
+  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  *bw = mem ? mem->gbs * th : 0;
+  if (mem && mem->total_gbs > 0 && *bw > mem->total_gbs) *bw = mem->total_gbs;
   *threads = th;
   return peak;
 }
@@ -692,8 +692,8 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     poly_eval(by, eval_size_lookup, &sz, &bv, &why);
     int th;
     double bw;
-    const char *whose, *level;
-    double peak = roofs(s, (double)bv, &th, &bw, &level, &whose);
+    const char *whose;
+    double peak = roofs(s, &th, &bw, &whose);
     buf_printf(&b, "\n%s: %.2f GFLOP/s, %.2f GB/s", f->name, (double)fv / med * 1e-9, (double)bv / med * 1e-9);
     s->timing.fn = f->name;
     s->timing.gflops = (double)fv / med * 1e-9;
@@ -710,8 +710,8 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       s->timing.roof_pct = 100.0 * s->timing.gflops / peak;
     }
     if (mem_bound)
-      buf_printf(&b, ", %.0f%% of the %.0f GB/s %s bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
-                 level, th, th == 1 ? "" : "s");
+      buf_printf(&b, ", %.0f%% of the %.0f GB/s memory bandwidth of %d thread%s", 100.0 * (double)bv / med * 1e-9 / bw, bw,
+                 th, th == 1 ? "" : "s");
     else if (peak > 0)
       buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
                  th == 1 ? "" : "s", whose);
@@ -891,9 +891,6 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     poly_eval(by, eval_size_lookup, &sz, &bv, &why);
     pt[i].flops = (double)fv;
     pt[i].bytes = (double)bv;
-    int th;
-    const char *level, *whose;
-    roofs(s, pt[i].bytes, &th, &pt[i].bw_gbs, &level, &whose);
     const char *v = plot_variant(s, f, &sz);
     int k = 0;
     while (k < nv && strcmp(variants[k], v)) k++;
@@ -906,10 +903,9 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     if (i == xi) buf_printf(&title, " %s=%lld..%lld", xname, lo, hi);
     else buf_printf(&title, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
   int th;
-  double bw;
-  const char *whose, *level;
-  PlotData d = {title.s, xname, pt, n, variants, nv, 0};
-  d.peak_gflops = roofs(s, 0, &th, &bw, &level, &whose);
+  const char *whose;
+  PlotData d = {title.s, xname, pt, n, variants, nv, 0, 0};
+  d.peak_gflops = roofs(s, &th, &d.bw_gbs, &whose);
   Buf b = {0};
   RunStatus r = RUN_OK;
   if (svg) {

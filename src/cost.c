@@ -81,36 +81,13 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
   *bytes = b;
 }
 
-/* The level `bytes` of data fit in on `threads` of hw, and its bandwidth for them in GB/s:
- * the first level whose capacity for those threads (a private cache's times the threads, a
- * shared one's times the units they span) holds the bytes twice over, leaving room for the
- * lines of everything else.  The model predicts a call made again and again, as :time and
- * the benchmark make it, whose data stay in that level between calls; main memory, the
- * last level, takes what fits nowhere (and every GPU kernel: its levels are per SM). */
-const HwLevel *cost_level(const HwModel *hw, int threads, double bytes, double *gbs) {
-  int cores = hw->cores > 0 ? hw->cores : 1;
-  int t = threads < 1 ? 1 : threads < cores ? threads : cores;
-  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
-  for (int i = 0; strcmp(hw->kind, "cpu") == 0 && i + 1 < hw->nlevels; i++) {
-    const HwLevel *l = &hw->level[i];
-    int share = l->shared_by > 1 ? l->shared_by : 1, units = (t + share - 1) / share;
-    if (l->bytes > 0 && l->gbs > 0 && 2 * bytes <= (double)l->bytes * units) {
-      mem = l;
-      break;
-    }
-  }
-  *gbs = mem ? (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) : 10;
-  return mem;
-}
-
-/* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw: compute at the
- * peak, memory at the bandwidth of the level the data fit in (cost_level). */
+/* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw. */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes) {
   int cores = hw->cores > 0 ? hw->cores : 1;
   int t = threads < cores ? threads : cores;
-  double peak = hw->peak_gflops_f32 * 1e9 * t / cores, gbs;
-  cost_level(hw, threads, bytes, &gbs);
-  double bw = gbs * 1e9;
+  double peak = hw->peak_gflops_f32 * 1e9 * t / cores;
+  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  double bw = mem ? (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) * 1e9 : 10e9;
   if (peak <= 0) peak = 1e9;
   if (bw <= 0) bw = 1e9;
   double tf = flops / peak, tb = bytes / bw;

@@ -765,13 +765,8 @@ double cpu_core_gflops(const CpuBackend *be);
 
 void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **flops, const Poly **bytes);
 void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly **bytes);
-/* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory), memory at the
- * bandwidth of the level the bytes fit in (cost_level). */
+/* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory). */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes);
-/* The level of hw that `bytes` of data stay in between calls on `threads` cores (the
- * smallest that holds them twice over; main memory past the last cache), with its
- * bandwidth for those threads in *gbs. */
-const HwLevel *cost_level(const HwModel *hw, int threads, double bytes, double *gbs);
 
 /* ---- cuda_*.c: the GPU back end (CUDA C -> NVRTC -> PTX -> the driver API) --------------- */
 
@@ -862,14 +857,13 @@ typedef struct PlotPoint {
   int64_t x;                    /* the swept size */
   double measured_s, predicted_s;
   double flops, bytes;          /* the function's work at this point (cost.c) */
-  double bw_gbs;                /* the bandwidth of the level its data stay in (cost_level) */
   int variant;                  /* index into PlotData.variants: the schedule chosen here */
 } PlotPoint;
 typedef struct PlotData {
   const char *title, *xname;
   const PlotPoint *pt; int n;   /* x increasing */
   const char *const *variants; int nvariants;
-  double peak_gflops;           /* the compute roof for the threads the calls used */
+  double peak_gflops, bw_gbs;   /* the roofs for the threads the calls used */
 } PlotData;
 /* GFLOP/s (GB/s when no point computes) measured and predicted, against the roofline, in a
  * chart width x height characters, then a table of the points and the variants. */

@@ -12,7 +12,7 @@
 
 /* The rate drawn at a point: GFLOP/s when the function computes, else GB/s (a copy or a
  * transpose); the roof at that point is the compute peak or the bandwidth times the
- * point's intensity, whichever binds (the bandwidth of the level its data stay in). */
+ * point's intensity, whichever binds. */
 static bool plot_flops(const PlotData *d) {
   for (int i = 0; i < d->n; i++)
     if (d->pt[i].flops > 0) return true;
@@ -25,8 +25,8 @@ static double rate(const PlotData *d, const PlotPoint *p, double secs) {
 }
 
 static double roof(const PlotData *d, const PlotPoint *p) {
-  if (!plot_flops(d)) return p->bw_gbs;
-  double mem = p->bytes > 0 ? p->flops / p->bytes * p->bw_gbs : d->peak_gflops;
+  if (!plot_flops(d)) return d->bw_gbs;
+  double mem = p->bytes > 0 ? p->flops / p->bytes * d->bw_gbs : d->peak_gflops;
   return d->peak_gflops > 0 && d->peak_gflops < mem ? d->peak_gflops : mem;
 }
 
