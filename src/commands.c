@@ -651,26 +651,65 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   }
   double t[1000];
   int n = 0;
+  /* A call of a function, bound or not (C = matmul(rand(...), B)), some of whose arguments
+   * are built in the statement: they are built once, outside the timed runs, and only the
+   * call is timed -- what the function costs, not the making of its random inputs. */
+  const char *bind = NULL, *call_text = arg;
+  {
+    const char *p = arg;
+    while (isalnum((unsigned char)*p) || *p == '_') p++;
+    const char *q = p;
+    while (*q == ' ' || *q == '\t') q++;
+    if (p > arg && !isdigit((unsigned char)*arg) && q[0] == '=' && q[1] != '=') {
+      bind = arena_strndup(s->tmp, arg, (size_t)(p - arg));
+      for (call_text = q + 1; *call_text == ' ' || *call_text == '\t'; call_text++) {}
+    }
+  }
+  Func *fn = NULL;
+  Expr *call = NULL;
+  const char *cp = call_text;
+  while (isalnum((unsigned char)*cp) || *cp == '_') cp++;
+  if (cp > call_text && *cp == '(' && session_find_fn(s, arena_strndup(s->tmp, call_text, (size_t)(cp - call_text))))
+    call = parse_arg_expr(s, call_text, at);
+  if (session_failed(s)) return RUN_ERROR;
+  if (call && call->kind == EX_CALL && (fn = session_find_fn(s, call->name))) {
+    bool built = false;
+    for (int i = 0; i < call->nargs; i++) built = built || call->args[i]->kind != EX_NAME;
+    if (!built) fn = NULL;
+  }
+  Value *args = NULL, result = {0};
+  if (fn) {
+    args = arena_alloc(s->tmp, sizeof(Value) * (size_t)(call->nargs + 1));
+    for (int i = 0; i < call->nargs; i++) args[i] = (Value){0};
+    for (int i = 0; i < call->nargs && !session_failed(s); i++) args[i] = top_eval(s, call->args[i]);
+    if (!session_failed(s)) result = top_call(s, fn, call, args);     /* compiles, warms */
+  }
   /* one run first: it compiles what needs compiling, and warms the caches; every run reads
    * the same source (the session keeps each source it is given) */
-  Source *src = arg_source(s, arg, at, "<time>");
-  s->keep_runs = true;          /* its top-level statements are checked and compiled once */
-  RunStatus r0 = session_run_arg(s, src, true);
-  if (r0 != RUN_OK) {
-    s->keep_runs = false;
-    top_forget_runs(s);
-    return r0;
-  }
+  Source *src = fn ? NULL : arg_source(s, arg, at, "<time>");
+  s->keep_runs = !fn;           /* its top-level statements are checked and compiled once */
+  RunStatus r0 = fn ? (session_failed(s) ? RUN_ERROR : RUN_OK) : session_run_arg(s, src, true);
   unsigned last_before = s->last_fn_calls, instead_before = s->ran_instead;
   double start = now_s();
-  RunStatus r = RUN_OK;
+  RunStatus r = r0;
   while (r == RUN_OK && n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
     double t0 = now_s();
-    r = session_run_arg(s, src, true);
+    if (fn) {
+      val_free(&result);
+      result = top_call(s, fn, call, args);
+      r = session_failed(s) ? RUN_ERROR : RUN_OK;
+    } else {
+      r = session_run_arg(s, src, true);
+    }
     t[n++] = now_s() - t0;
   }
   s->keep_runs = false;
   top_forget_runs(s);
+  if (fn) {
+    for (int i = 0; i < call->nargs; i++) val_free(&args[i]);
+    if (r == RUN_OK && bind) session_bind(s, bind, result);
+    else val_free(&result);
+  }
   if (r != RUN_OK) return r;
   qsort(t, (size_t)n, sizeof(double), cmp_double);
   double med = t[n / 2];
@@ -681,6 +720,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   /* a target whose code did not run every time says so: the times are the evaluator's */
   if (s->ran_instead != instead_before)
     buf_printf(&b, "\n(the reference evaluator ran %u of the %d runs: %s)", s->ran_instead - instead_before, n, s->instead_why);
+  if (fn) buf_printf(&b, "\n(the call of %s alone: its arguments were built once, before the timed runs)", fn->name);
   Func *f = s->last_fn;
   if (f && last_before != s->last_fn_calls) {
     EvalSizes sz = {s->last_names, s->last_vals, s->last_n};

@@ -217,5 +217,23 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
 fi
 check code-filter-none 1 "error: :code: no function of softmax's cuda code is named like 'nope'; its functions: softmax_Y_warp, softmax_Y_block256" -- -e ':code softmax cuda nope'
 
+# :time of a call whose arguments are built in the statement times the call alone, says so,
+# and binds its result; a call of bound names is timed as the statement it is.
+cat > tcall.dyn <<'EOF'
+A = rand(f32[20, 30])
+:time Z = matmul(rand(f32[20, 30]), rand(f32[30, 40]))
+:time Y = matmul(A, zeros(f32[30, 5]))
+B = ones(f32[30, 5])
+:time X = matmul(A, B)
+print(shape(Z), shape(Y), shape(X), allclose(Y, zeros(f32[20, 5])))
+EOF
+"$dyn" tcall.dyn > tcall.txt 2>&1
+if [ "$(grep -c '^(the call of matmul alone: its arguments were built once, before the timed runs)$' tcall.txt)" != 2 ] ||
+   [ "$(grep -c '^time: median' tcall.txt)" != 3 ] || ! grep -q '^\[20, 40\] \[20, 5\] \[20, 5\] bool true$' tcall.txt; then
+  fail=$((fail + 1)); echo "FAIL time-call:"; cat tcall.txt
+else
+  pass=$((pass + 1))
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
