@@ -190,6 +190,7 @@ dyn_session *dyn_session_new(const dyn_options *opt, char **err) {
   SessionOptions so = {.target = o.target, .hw = o.hw, .threads = o.threads, .no_prelude = o.no_prelude};
   ds->s = session_new(&so, o.out ? o.out : ds->out, ds->err);
   session_set_diag_sink(ds->s, sink, ds);
+  if (o.interactive) session_set_interactive(ds->s, true);
   /* what the prelude or the options said is kept for the first call to show */
   return ds;
 }

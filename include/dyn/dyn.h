@@ -50,6 +50,8 @@ typedef struct dyn_options {
   const char *hw;         /* a hardware model by name (hw/NAME.hw) or file; NULL: the host */
   int no_prelude;         /* nonzero: do not import linalg and nn */
   FILE *out;              /* where print() and bare expressions write; NULL: nowhere */
+  int interactive;        /* nonzero: a bare expression prints its value, as in the REPL
+                             (a notebook's cells); zero: evaluated silently, as in a script */
 } dyn_options;
 
 DYN_API void dyn_options_init(dyn_options *opt);

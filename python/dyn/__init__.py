@@ -57,7 +57,8 @@ _DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_
 
 class _Options(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("threads", ctypes.c_int), ("target", ctypes.c_char_p),
-                ("hw", ctypes.c_char_p), ("no_prelude", ctypes.c_int), ("out", ctypes.c_void_p)]
+                ("hw", ctypes.c_char_p), ("no_prelude", ctypes.c_int), ("out", ctypes.c_void_p),
+                ("interactive", ctypes.c_int)]
 
 
 class _Note(ctypes.Structure):
@@ -310,12 +311,13 @@ def _dltensor(x, keep):
 class Session:
     """A dyn session: definitions, imports and bindings, as the REPL keeps them.
     threads: 0 for every core; target: "cpu", "gpu", "gpu:tf32", "gpu:bf16" or "ref";
-    hw: a hardware model's name or file; prelude: import linalg and nn at the start.
+    hw: a hardware model's name or file; prelude: import linalg and nn at the start;
+    interactive: a bare expression prints its value, as in the REPL (a notebook).
     One thread uses a session at a time; different sessions run in parallel."""
 
-    def __init__(self, threads=0, target=None, hw=None, prelude=True):
+    def __init__(self, threads=0, target=None, hw=None, prelude=True, interactive=False):
         o = _Options(ctypes.sizeof(_Options), threads, target.encode() if target else None,
-                     hw.encode() if hw else None, 0 if prelude else 1, None)
+                     hw.encode() if hw else None, 0 if prelude else 1, None, 1 if interactive else 0)
         why = ctypes.c_void_p()
         self._h = _lib.dyn_session_new(ctypes.byref(o), ctypes.byref(why))
         if not self._h:
