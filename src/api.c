@@ -527,3 +527,15 @@ int dyn_sched(dyn_session *ds, const char *name, const char *const *size_names, 
     .text = ds->sched_text.s ? ds->sched_text.s : ""};
   return 0;
 }
+
+int dyn_get(dyn_session *ds, const char *name, DLManagedTensor **out) {
+  clear_diags(ds);
+  *out = NULL;
+  Binding *b = session_find_var(ds->s, name);
+  if (!b || b->v.kind != VAL_TENSOR) {
+    api_error(ds, b ? "'%s' is not a tensor" : "nothing is bound to '%s'", name);
+    return -1;
+  }
+  *out = manage(tensor_retain(b->v.t));
+  return 0;
+}

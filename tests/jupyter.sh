@@ -2,7 +2,8 @@
 # The Jupyter kernel (python/dyn/kernel.py) and the tour as notebooks: every numbered chapter
 # of examples/ made into a notebook by build-aux/dyn2nb.py and run headless by nbconvert
 # with no cell in error; then a notebook of its own for what a cell shows beside text: a
-# :plot drawn inline as SVG, a saved PNG shown, a value printed as the REPL prints it, and an
+# :plot drawn inline as SVG, a saved PNG shown, a small tensor as an HTML table beside the
+# text the REPL prints for it, and an
 # error with its place and caret after which the next cell still has the bindings.  Skips
 # (77) without Jupyter (Debian python3-ipykernel and jupyter-nbconvert) or the library.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -63,7 +64,10 @@ import json, sys
 c = [cell["outputs"] for cell in json.load(open(sys.argv[1]))["cells"]]
 def text(outs): return "".join("".join(o.get("text", "")) for o in outs)
 def data(o, mime): return "".join(o.get("data", {}).get(mime, ""))
-assert "f32[4, 6]" in text(c[0]) and "[18, 19, 20, 21, 22, 23]" in text(c[0]), text(c[0])
+shown = [o for o in c[0] if o["output_type"] == "display_data"]
+assert shown and "f32[4, 6]" in data(shown[0], "text/plain") and "[18, 19, 20, 21, 22, 23]" in data(shown[0], "text/plain"), c[0]
+table = data(shown[0], "text/html")
+assert table.count("<tr>") == 4 and "<td>23</td>" in table and "f32[4, 6]" in table, table
 assert any("<svg" in data(o, "image/svg+xml") for o in c[1]) and "wrote" not in text(c[1]), c[1]
 import base64
 assert any(base64.b64decode(data(o, "image/png"))[:8] == b"\x89PNG\r\n\x1a\n" for o in c[2]), c[2]

@@ -141,6 +141,11 @@ DYN_API int dyn_call(dyn_session *s, const char *name, const DLTensor *args, int
 DYN_API int dyn_callv(dyn_session *s, const char *name, const DLTensor *const *args, int nargs,
                       DLManagedTensor **results, int maxresults, int *nresults);
 
+/* The tensor bound to name at top level, as a result of dyn_call is: a DLManagedTensor the
+ * caller frees with its deleter.  It shares the binding's memory (no copy): read it, do not
+ * write it.  0, or -1 with a diagnostic (nothing bound to name, or not a tensor). */
+DYN_API int dyn_get(dyn_session *s, const char *name, DLManagedTensor **out);
+
 /* How many results dyn_call has handed out and their deleters not yet freed, in every session
  * of the process: for tests of ownership across language boundaries. */
 DYN_API long dyn_live_results(void);

@@ -118,6 +118,7 @@ _lib.dyn_signature_get.restype = ctypes.POINTER(_Signature)
 # no argtypes: Function.__call__ passes ready ctypes objects, and converting is the cost
 _callv = _lib.dyn_callv
 _lib.dyn_live_results.restype = ctypes.c_long
+_lib.dyn_get.argtypes = [_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
 _lib.dyn_time.argtypes = [_P, ctypes.c_char_p, ctypes.POINTER(_Timing)]
 _lib.dyn_sched.argtypes = [_P, ctypes.c_char_p, _P, _P, ctypes.c_int, ctypes.POINTER(_Schedule)]
 
@@ -384,6 +385,17 @@ class Session:
         self._flush_output()
         if r:
             raise self._error()
+
+    def value(self, name):
+        """The tensor bound to name at top level, as a NumPy array over the session's memory
+        (no copy; read it, do not write it).  Error when nothing is bound or not a tensor."""
+        p = ctypes.c_void_p()
+        if _lib.dyn_get(self._h, name.encode(), ctypes.byref(p)):
+            raise self._error()
+        e = _Export()
+        e.capsule = _capsule_new(p.value, _DLTENSOR, None)
+        r = _from_dlpack(e)
+        return r.view(np.bool_) if r.dtype == np.uint8 else r    # dyn's one byte type is bool
 
     def __getitem__(self, name):
         f = self._functions.get(name)

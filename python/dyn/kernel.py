@@ -5,11 +5,13 @@ interactive as the REPL is: a bare expression prints its value.  What the cell p
 cell's output; an error is the cell's error, with its place and caret as the REPL shows it,
 and the bindings made before it stay.  Pictures go inline: `:plot` without `> FILE.svg`
 draws its chart as SVG, and a picture a cell saves (`save(X, "x.png")`) is shown under it.
+A cell that ends in the name of a small 1-D or 2-D tensor shows it as an HTML table.
 
 Run by Jupyter through a kernel spec (share/jupyter/kernels/dyn/kernel.json, which
 `make install` writes):  python3 -m dyn.kernel -f CONNECTION_FILE
 """
 import base64
+import html
 import io
 import os
 import re
@@ -21,6 +23,7 @@ from ipykernel.kernelbase import Kernel
 
 import dyn
 
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLOT = re.compile(r"^(\s*:plot\b[^>\n]*?)\s*$")
 _PNG = re.compile(r'\bsave\s*\(.*"([^"]+\.png)"\s*\)')
 
@@ -67,7 +70,44 @@ class DynKernel(Kernel):
     def _display(self, mime, data):
         self.send_response(self.iopub_socket, "display_data", {"data": {mime: data}, "metadata": {}})
 
+    def _table(self, name, text):
+        """A small 1-D or 2-D tensor bound to name as an HTML table under its type line (text:
+        what the REPL prints for it); None for anything else."""
+        try:
+            x = self.dyn_session.value(name)
+        except dyn.Error:
+            return None
+        if x.ndim not in (1, 2) or x.size == 0 or x.size > 400:
+            return None
+        rows = x.reshape(1, -1) if x.ndim == 1 else x
+        cell = (lambda v: "true" if v else "false") if x.dtype == bool else (lambda v: "%.6g" % v)
+        body = "".join("<tr>%s</tr>" % "".join("<td>%s</td>" % cell(v) for v in r) for r in rows)
+        head = html.escape(text.splitlines()[0]) if text else name
+        return "<div><code>%s</code><table>%s</table></div>" % (head, body)
+
     def do_execute(self, code, silent, store_history=True, user_expressions=None, allow_stdin=False):
+        # a cell that ends in a bare name shows its tensor as a table: the rest runs first
+        lines = code.rstrip().split("\n")
+        last = lines[-1].strip() if lines else ""
+        if len(lines) > 1 and _NAME.match(last) and not silent:
+            reply = self.do_execute("\n".join(lines[:-1]), silent, store_history, user_expressions, allow_stdin)
+            if reply["status"] != "ok":
+                return reply
+            out, saved = io.StringIO(), sys.stdout
+            sys.stdout = out
+            try:
+                self.dyn_session.run(last, origin="<cell %d>" % self.execution_count)
+            except dyn.Error:
+                pass                # not a binding after all: what it printed says so
+            finally:
+                sys.stdout = saved
+            table = self._table(last, out.getvalue())
+            if table:
+                self.send_response(self.iopub_socket, "display_data",
+                                   {"data": {"text/plain": out.getvalue().rstrip("\n"), "text/html": table},
+                                    "metadata": {}})
+                return reply
+            return self.do_execute(last, silent, store_history, user_expressions, allow_stdin)
         source, svgs = self._inline_plots(code)
         # what the session prints (the module writes it to sys.stdout) is the cell's output
         out, saved = io.StringIO(), sys.stdout

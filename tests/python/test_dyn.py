@@ -277,6 +277,33 @@ def closed_session_fails_cleanly():
         assert e.message == "the session is closed", e.message
 
 
+@test
+def values_of_bindings_and_interactive_sessions():
+    s = dyn.Session(threads=1, interactive=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        s.run("x[i, j]: f64[3, 4] = i * 4 + j\nm = x > 5.5\nx")
+    assert "f64[3, 4]" in out.getvalue(), out.getvalue()          # the bare x printed
+    assert np.array_equal(s.value("x"), np.arange(12.0).reshape(3, 4))
+    m = s.value("m")
+    assert m.dtype == np.bool_ and m.sum() == 6
+    n0 = dyn.live_results()
+    del m
+    gc.collect()
+    assert dyn.live_results() == n0 - 1
+    for name, msg in [("nothing", "nothing is bound to 'nothing'"), ("matmul", "nothing is bound to 'matmul'")]:
+        try:
+            s.value(name)
+            raise AssertionError("no error for " + name)
+        except dyn.Error as e:
+            assert e.message == msg, e.message
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet):
+        S.run("y = [1, 2]\ny")                                     # not interactive: silent
+    assert quiet.getvalue() == "", quiet.getvalue()
+    s.close()
+
+
 S.close()
 print("%d passed, 0 failed" % len(PASSED))
 sys.exit(0)
