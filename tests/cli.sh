@@ -235,5 +235,26 @@ else
   pass=$((pass + 1))
 fi
 
+# The GEMM model's choice keeps the plan weighed first among those predicted within 3% of the
+# fastest, so that noise in the measured rates does not flip it: :sched lists the chosen
+# candidate first, and it is never more than 3% slower than the fastest listed.
+if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
+  for shape in "M=64 N=64 K=64" "M=31 N=37 K=41" "M=300 N=200 K=100" "M=1 N=512 K=512" "M=257 N=3 K=129" "M=1000 N=1000 K=64"; do
+    printf ':sched matmul %s\n' "$shape"
+  done > margin.dyn
+  "$dyn" margin.dyn > margin.txt 2>&1
+  if [ "$(grep -c 'candidates (.* weighed; the chosen first, then the fastest):' margin.txt)" != 6 ] ||
+     ! awk '/candidates \(/ { if (n) check(); n = 0; inlist = 1; next }
+            inlist && / us$/ { t[++n] = $(NF - 1) + 0; next }
+            inlist { check(); inlist = 0 }
+            function check() { if (!n) return; m = t[1]; for (i = 2; i <= n; i++) if (t[i] < m) m = t[i]
+                               if (t[1] > m * 1.03 + 1e-9) { print "chosen " t[1] " us, fastest " m " us"; bad = 1 }; n = 0 }
+            END { if (inlist) check(); exit bad }' margin.txt; then
+    fail=$((fail + 1)); echo "FAIL plan-margin:"; grep -A4 'candidates' margin.txt | head -40
+  else
+    pass=$((pass + 1))
+  fi
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
