@@ -116,7 +116,7 @@ done
 # --calibrate, the calibrated peak.
 printf 'A = rand(f32[256, 256])\nB = rand(f32[256, 256])\n:time C = matmul(A, B)\n' > peak.dyn
 "$dyn" --target=cpu peak.dyn > peak.txt 2>&1
-if grep -q "GFLOP/s peak of" peak.txt; then      # the CPU back end is there
+if grep -q "GFLOP/s peak of" peak.txt && grep -q '^time: .*(cpu)$' peak.txt; then   # the CPU back end ran
   share=$(sed -n 's/.* \([0-9]*\)% of the [0-9]* GFLOP\/s peak of .*/\1/p' peak.txt)
   if ! grep -qF "(the micro-kernel's rate, measured)" peak.txt || [ -z "$share" ] || [ "$share" -gt 200 ]; then
     fail=$((fail + 1)); echo "FAIL time-peak: no measured roof, or a share past it:"; cat peak.txt
