@@ -97,17 +97,21 @@ class DynKernel(Kernel):
             sys.stdout = out
             try:
                 self.dyn_session.run(last, origin="<cell %d>" % self.execution_count)
+                failed = False
             except dyn.Error:
-                pass                # not a binding after all: what it printed says so
+                failed = True
             finally:
                 sys.stdout = saved
+            if failed:      # an unbound name: run as any cell, for the error's place and caret
+                return self.do_execute(last, silent, store_history, user_expressions, allow_stdin)
             table = self._table(last, out.getvalue())
             if table:
                 self.send_response(self.iopub_socket, "display_data",
                                    {"data": {"text/plain": out.getvalue().rstrip("\n"), "text/html": table},
                                     "metadata": {}})
-                return reply
-            return self.do_execute(last, silent, store_history, user_expressions, allow_stdin)
+            else:
+                self._stream("stdout", out.getvalue())
+            return reply
         source, svgs = self._inline_plots(code)
         # what the session prints (the module writes it to sys.stdout) is the cell's output
         out, saved = io.StringIO(), sys.stdout
