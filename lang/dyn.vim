@@ -22,8 +22,8 @@ syn keyword dynFloatConst   inf nan
 " Element types (lang/elem.def) and size parameters
 syn keyword dynType         f32 f64 i32 i64 bool size
 
-" Reductions: sum max min prod, only when '[' follows (max(a, b) is the math function)
-syn match   dynReduction    "\<\%(sum\|max\|min\|prod\)\ze\s*\["
+" Reductions: sum max min prod, and scan, only when '[' follows (max(a, b) is the math function)
+syn match   dynReduction    "\<\%(sum\|max\|min\|prod\|scan\)\ze\s*\["
 
 " Math functions (lang/ops.def); max and min only when '(' follows
 syn keyword dynMath         exp log sqrt rsqrt abs sin cos tanh sigmoid erf floor ceil round pow

@@ -29,6 +29,9 @@ static const Poly *flops_of(PolyCtx *pc, const Program *p, const KExpr *e) {
     f = poly_mul(pc, r, poly_add(pc, f, poly_const(pc, elem_is_float(e->ty) ? 1 : 0)));
     break;
   }
+  case KX_SCAN:                  /* one combination per element */
+    if (elem_is_float(e->ty)) f = poly_add(pc, f, poly_const(pc, 1));
+    break;
   default:
     break;
   }

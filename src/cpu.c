@@ -20,6 +20,7 @@
 
 #ifdef HAVE_LLVM
 
+#include "cpu_scan.h"
 #include "gemm.h"
 #include "irb.h"
 #include "jit.h"
@@ -334,6 +335,8 @@ static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch
     return load_i64(g, g->szv, e->id);
   case KX_LOAD:
     return gen_load(g, e, guard, in_branch);
+  case KX_SCAN:                 /* a stage's value: its body is stored, then cpu_scan.c scans */
+    return gen(g, e->a[0], guard, in_branch);
   case KX_CAST:
     return cast(g, gen(g, e->a[0], guard, in_branch), e->opty, e->ty);
   case KX_SELECT: {
@@ -574,7 +577,7 @@ static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v,
  * The sum can be accumulated in the loop that writes e, saving a pass over the row. */
 
 static int count_reduces(const KExpr *e) {
-  int n = e->kind == KX_REDUCE;
+  int n = e->kind == KX_REDUCE || e->kind == KX_SCAN;
   for (int i = 0; i < e->n; i++) n += count_reduces(e->a[i]);
   return n;
 }
@@ -1070,6 +1073,35 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
 
 /* The kernel body over iterations [lo, hi) of the parallel axis: the outer loops, and in
  * them each stage's loop nest in turn. */
+/* ---- a scan's in-order pass (cpu_scan.c), through these helpers ---- */
+
+typedef struct ScanEnv { G *g; Loop L[DYN_MAX_RANK + 4]; int n; } ScanEnv;
+static LLVMValueRef scan_ext(void *v, int axis) { return load_i64(((ScanEnv *)v)->g, ((ScanEnv *)v)->g->ext, axis); }
+static LLVMValueRef scan_addr(void *v, LLVMValueRef *subs) {
+  G *g = ((ScanEnv *)v)->g;
+  const Stage *st = &g->kn->stages[0];
+  return elem_ptr(g, st->out, subs, st->naxes);
+}
+static void scan_mark(void *v, LLVMValueRef x) { slot_alias(((ScanEnv *)v)->g, x, ((ScanEnv *)v)->g->kn->stages[0].out); }
+static LLVMValueRef scan_loop(void *v, LLVMValueRef lo, LLVMValueRef hi) {
+  ScanEnv *s = v;
+  return loop_begin(s->g, &s->L[s->n++], lo, hi);
+}
+static void scan_end(void *v, int64_t step) { ScanEnv *s = v; loop_end_by(s->g, &s->L[--s->n], step); }
+static LLVMValueRef scan_slot(void *v, LLVMTypeRef t) { return entry_alloca(((ScanEnv *)v)->g, t); }
+static void scan_transpose(void *v, LLVMValueRef *rows, int w) { transpose_rows(((ScanEnv *)v)->g, rows, w); }
+
+static void gen_scan(G *g, const Stage *st, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+  ScanEnv env = {.g = g};
+  CpuScanGen sg = {
+    .cx = g->cx, .b = g->b, .st = st, .ty = ty_of(g, st->expr->ty),
+    .lanes = tile_lanes(g->vector_bits, st->expr->ty), .par_axis = par_axis, .lo = lo, .hi = hi,
+    .g = &env, .ext = scan_ext, .addr = scan_addr, .mark = scan_mark, .loop = scan_loop,
+    .end = scan_end, .slot = scan_slot, .transpose = scan_transpose,
+  };
+  cpu_scan_gen(&sg);
+}
+
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
   int no = kn->nouter;
@@ -1145,6 +1177,7 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     } else {
       g->fused_red = NULL;
     }
+    if (st->expr->kind == KX_SCAN) gen_scan(g, st, par_axis, lo, hi);
   }
   g->fused_red = NULL;
   free(pf_mark);
@@ -1335,7 +1368,10 @@ static void g_init(G *g, LLVMContextRef cx, LLVMModuleRef m, const Program *p) {
 
 static int par_axis_of(const Kernel *kn) {
   if (kn->nouter) return kn->outer[0];
-  if (kn->nstages == 1 && kn->stages[0].naxes) return kn->stages[0].axes[0];
+  const Stage *st = &kn->stages[0];
+  if (kn->nstages == 1 && st->naxes && st->expr->kind == KX_SCAN)   /* never the scanned axis */
+    return st->naxes < 2 ? -1 : st->axes[st->axes[0] == st->expr->raxes[0]];
+  if (kn->nstages == 1 && st->naxes) return st->axes[0];
   return -1;
 }
 
@@ -1384,6 +1420,7 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
+      st->expr->kind == KX_SCAN ||
       blocked_axis(kn, st) >= 0 ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;

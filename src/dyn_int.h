@@ -459,7 +459,8 @@ const char *red_name(RedOp r);                        /* "sum" */
 typedef enum {
   EX_NUM, EX_BOOL, EX_STR, EX_NAME, EX_INDEX, EX_CALL, EX_UNARY, EX_BINARY, EX_REDUCE,
   EX_WHERE, EX_LIST, EX_TYPE, EX_CAST,
-  EX_SLICE                    /* a subscript start:stop:step, each part optional (slice_part) */
+  EX_SLICE,                   /* a subscript start:stop:step, each part optional (slice_part) */
+  EX_SCAN                     /* scan[j] +(body): red the operator, ridx[0] the index, args[0] */
 } ExprKind;
 
 /* What a name in an expression turned out to be (set by sema). */
@@ -614,7 +615,9 @@ const char *cmp_name(CmpOp c);
 /* ---- lower.c: tensor graph -> fused kernels (loop nests with symbolic extents) ---------- */
 
 typedef enum {
-  KX_CONST, KX_AXIS, KX_SIZE, KX_LOAD, KX_UN, KX_BIN, KX_CAST, KX_SELECT, KX_REDUCE
+  KX_CONST, KX_AXIS, KX_SIZE, KX_LOAD, KX_UN, KX_BIN, KX_CAST, KX_SELECT, KX_REDUCE,
+  KX_SCAN                       /* a stage's whole value only: the running red of a[0] along
+                                   raxes[0], one of the stage's axes, in order (nraxes 1) */
 } KxKind;
 
 typedef struct KExpr KExpr;
@@ -628,7 +631,7 @@ struct KExpr {
   const Poly *size;             /* KX_SIZE */
   int slot;                     /* KX_LOAD */
   KExpr **a; int n;             /* operands, subscripts; KX_SELECT: cond, then, else */
-  RedOp red; int *raxes; int nraxes;   /* KX_REDUCE: body is a[0] */
+  RedOp red; int *raxes; int nraxes;   /* KX_REDUCE, KX_SCAN: body is a[0] */
   bool checked;                 /* KX_LOAD: not proven in bounds */
   Span span;                    /* KX_LOAD, KX_BIN: the access or operation, for run-time errors */
   int id;                       /* unique in its program: 0 .. Program.nkx - 1 */

@@ -429,6 +429,8 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
     return ev_load(E, e, mask);
   case KX_REDUCE:
     return ev_reduce(E, e, mask);
+  case KX_SCAN:                 /* a stage's value: run_stage evaluates its body, then scans */
+    return ev(E, e->a[0], mask);
   case KX_CAST: {
     V a = ev(E, e->a[0], mask);
     r = a.u ? (V){.u = true} : lanes(E, e);
@@ -513,6 +515,39 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
   return (V){.u = true};
 }
 
+/* A scan stage after its body's values are stored: T[..., j, ...] = T[..., j - 1, ...] (op)
+ * T[..., j, ...] for j = 1, 2, ... in order, so each step combines its left neighbour's
+ * final value, rounded to the element type as every element of T is (no wider
+ * accumulator: the CPU and GPU back ends compute exactly this).  base and first as in
+ * run_stage. */
+static void scan_pass(E *E, const Stage *st, Tensor *t, int64_t base, int first) {
+  const KExpr *e = st->expr;
+  int na = st->naxes, s = 0;
+  while (st->axes[s] != e->raxes[0]) s++;
+  int64_t len = E->ext[st->axes[s]], step = t->strides[first + s], at[DYN_MAX_RANK] = {0};
+  bool fo = isf(e->ty);
+  for (;;) {
+    int64_t off = base;
+    for (int a = 0; a < na; a++) off += at[a] * t->strides[first + a];
+    for (int64_t j = 1; j < len; j++) {
+      int64_t o = off + j * step;
+      if (fo) {
+        double acc = load_f(t, o - step);
+        red_step_f(e->red, &acc, load_f(t, o));
+        store(t, o, acc, 0, true);
+      } else {
+        int64_t acc = load_i(t, o - step);
+        red_step_i(e, &acc, load_i(t, o));
+        store(t, o, 0, acc, false);
+      }
+    }
+    poll(E);
+    int a = na - 1;
+    while (a >= 0 && (a == s || ++at[a] == E->ext[st->axes[a]])) at[a--] = 0;
+    if (a < 0) break;
+  }
+}
+
 /* Run one stage at the current outer point. */
 static void run_stage(E *E, const Kernel *kn, const Stage *st) {
   Tensor *t = E->t[st->out];
@@ -526,6 +561,7 @@ static void run_stage(E *E, const Kernel *kn, const Stage *st) {
     for (int o = 0; o < kn->nouter; o++) base += E->ax[kn->outer[o]] * t->strides[o];
   int first = local ? 0 : kn->nouter;
   bool fo = isf(st->expr->ty);
+  const KExpr *body = st->expr->kind == KX_SCAN ? st->expr->a[0] : st->expr;
   if (na == 0) {
     E->vax = -1;
     E->n = 1;
@@ -543,7 +579,7 @@ static void run_stage(E *E, const Kernel *kn, const Stage *st) {
       E->vax = last;
       E->n = (int)(len - c < CH ? len - c : CH);
       E->ax[last] = c;
-      V v = ev(E, st->expr, NULL);
+      V v = ev(E, body, NULL);
       for (int j = 0; j < E->n; j++) store(t, off + (c + j) * stride, fl(&v, j), in(&v, j), fo);
     }
     poll(E);
@@ -552,6 +588,7 @@ static void run_stage(E *E, const Kernel *kn, const Stage *st) {
     while (a >= 0 && ++E->ax[st->axes[a]] == E->ext[st->axes[a]]) E->ax[st->axes[a--]] = 0;
     if (a < 0) break;
   }
+  if (body != st->expr) scan_pass(E, st, t, base, first);
 }
 
 bool eval_size_lookup(void *env, const char *name, int64_t *v) {

@@ -161,13 +161,22 @@ static KExpr *kx_from(L *l, Inst *in, const Expr *e) {
     in->nix = saved;
     return k;
   }
+  case EX_SCAN:                           /* along the definition's own axis of that name */
+    k = kx_args(l, kx_new(l, KX_SCAN, e->ty), 1);
+    k->red = e->red;
+    k->nraxes = 1;
+    k->raxes = arena_alloc(l->a, sizeof(int));
+    k->raxes[0] = scope_axis(in, e->ridx[0]);
+    k->a[0] = kx_from(l, in, e->args[0]);
+    return k;
   default:
     return kx_new(l, KX_CONST, DYN_F32);      /* unreachable for checked input */
   }
 }
 
+/* A scan counts as a reduction: its stage is never inlined into its readers. */
 static bool has_reduce(const KExpr *e) {
-  if (e->kind == KX_REDUCE) return true;
+  if (e->kind == KX_REDUCE || e->kind == KX_SCAN) return true;
   for (int i = 0; i < e->n; i++)
     if (has_reduce(e->a[i])) return true;
   return false;
@@ -706,7 +715,9 @@ static void number(Program *p, KExpr *e, int *next) {
     number(p, e->a[i], next);
     e->axmask |= e->a[i]->axmask;
   }
-  /* a reduction depends on its axes only inside its body */
+  /* a reduction depends on its axes only inside its body; a scan on its axis whatever
+   * its body reads */
+  if (e->kind == KX_SCAN) e->axmask |= 1ull << (e->raxes[0] % 64);
   (void)p;
 }
 
@@ -721,11 +732,12 @@ static void build_kernels(L *l, const int *outs, int nout, const char *fname) {
     int row_axis = first->naxes ? first->axes[0] : -1;
     int gslots[64], ng = 1;
     gslots[0] = first->slot;
-    if (row_axis >= 0 && !contraction(first)) {
+    /* a scan is a kernel of its own: its sequential axis may be any of its axes */
+    if (row_axis >= 0 && !contraction(first) && first->expr->kind != KX_SCAN) {
       const Poly *ext = l->axes.a[row_axis].extent;
       while (end < live.n && ng < 64) {
         Node *n = &l->nodes.a[live.a[end]];
-        if (!n->naxes || contraction(n) || l->axes.a[n->axes[0]].extent != ext) break;
+        if (!n->naxes || contraction(n) || n->expr->kind == KX_SCAN || l->axes.a[n->axes[0]].extent != ext) break;
         /* the candidate must read the group, and only within its own row */
         KExpr *renamed = n->expr;
         int from = n->axes[0];
@@ -839,6 +851,7 @@ static int kprec(const KExpr *e) {
   if (e->kind == KX_BIN && e->op != OP_MAX && e->op != OP_MIN && e->op != OP_POWF) return op_prec(e->op);
   if (e->kind == KX_UN && (e->op == OP_NEG || e->op == OP_NOT)) return op_prec(e->op);
   if (e->kind == KX_REDUCE) return 0;
+  if (e->kind == KX_SCAN) return 10;
   if (e->kind == KX_SIZE) {
     int64_t v;
     return poly_is_const(e->size, &v) || poly_as_var(e->size) ? 10 : 5;
@@ -925,6 +938,15 @@ void kx_print(const Program *p, const KExpr *e, Buf *out) {
     buf_puts(out, "] ");
     kx_print(p, e->a[0], out);
     break;
+  case KX_SCAN: {
+    static const char *sym[] = {"+", "max", "min", "*"};
+    buf_printf(out, "scan[%s < ", p->axes[e->raxes[0]].name);
+    poly_str(p->axes[e->raxes[0]].extent, out);
+    buf_printf(out, "] %s(", sym[e->red]);
+    kx_print(p, e->a[0], out);
+    buf_putc(out, ')');
+    break;
+  }
   }
 }
 
@@ -958,11 +980,14 @@ void lower_print(const Program *p, Buf *out) {
     for (int s = 0; s < kn->nstages; s++) {
       const Stage *st = &kn->stages[s];
       int in2 = ind;
+      /* a scan runs in order along its axis, in parallel over the first of the others */
+      int sax = st->expr->kind == KX_SCAN ? st->expr->raxes[0] : -1;
+      int par = !kn->nouter && st->naxes > 1 ? st->axes[st->axes[0] == sax] : -1;
       for (int a = 0; a < st->naxes; a++) {
         const Axis *ax = &p->axes[st->axes[a]];
         buf_printf(out, "%*sfor %s < ", in2, "", ax->name);
         poly_str(ax->extent, out);
-        buf_puts(out, a == 0 && !kn->nouter && st->naxes > 1 ? ":   # parallel\n" : ":\n");
+        buf_puts(out, st->axes[a] == par ? ":   # parallel\n" : st->axes[a] == sax ? ":   # in order\n" : ":\n");
         in2 += 2;
       }
       const Slot *os = &p->slots[st->out];

@@ -136,6 +136,45 @@ static bool type_literal(Expr *e, DynElem el) {
  * TypedList ::= ElemType List                             (when '[' '[' follows)
  * TypeValue ::= ElemType ( '[' ExprList ']' )?
  * RedOp, ElemType, inf and nan are IDENTs, told apart here by their text. */
+/* scan[j] +(body): the running combination of body along the left index j.  The operator
+ * is + * max or min, and the body is parenthesised, so that where it ends is never in doubt
+ * (a reduction's body extends to the right).  Whether j is a left index, and whether the
+ * scan is the whole right-hand side, is the checker's (sema.c). */
+static Expr *parse_scan(Parser *P, Token *t) {
+  next(P);                                      /* '[' */
+  Token *it = peek(P);
+  if (it->kind != TK_IDENT) {
+    fail(P, E_EXPECTED, "the index to scan along");
+    return NULL;
+  }
+  next(P);
+  if (!expect(P, TK_RBRACK)) return NULL;
+  Expr *e = new_expr(P, EX_SCAN, t->span);
+  Token *o = peek(P);
+  if (o->kind == TK_PLUS) e->red = RED_SUM;
+  else if (o->kind == TK_STAR) e->red = RED_PROD;
+  else if (o->kind == TK_IDENT && !strcmp(o->text, "max")) e->red = RED_MAX;
+  else if (o->kind == TK_IDENT && !strcmp(o->text, "min")) e->red = RED_MIN;
+  else {
+    fail(P, E_EXPECTED, "'+', '*', max or min after scan[...]");
+    return NULL;
+  }
+  next(P);
+  if (!expect(P, TK_LPAREN)) return NULL;
+  Expr *body = parse_expr(P);
+  if (!body || !expect(P, TK_RPAREN)) return NULL;
+  e->nridx = 1;
+  e->ridx = arena_alloc(P->a, sizeof(char *));
+  e->ridx_span = arena_alloc(P->a, sizeof(Span));
+  e->ridx[0] = it->text;
+  e->ridx_span[0] = it->span;
+  e->args = arena_alloc(P->a, sizeof(Expr *));
+  e->args[0] = body;
+  e->nargs = 1;
+  e->span = span_join(t->span, prev_span(P));
+  return e;
+}
+
 static Expr *parse_primary(Parser *P) {
   Token *t = peek(P);
   Expr *e;
@@ -189,6 +228,7 @@ static Expr *parse_primary(Parser *P) {
     next(P);
     const char *nm = t->text;
     DynElem el;
+    if (!strcmp(nm, "scan") && at(P, TK_LBRACK)) return parse_scan(P, t);
     bool isred = !strcmp(nm, "sum") || !strcmp(nm, "max") || !strcmp(nm, "min") || !strcmp(nm, "prod");
     if (isred && at(P, TK_LBRACK)) {
       /* sum[k, l] body -- the body extends as far right as possible */
@@ -1068,6 +1108,13 @@ void parse_print_expr(const Expr *e, Buf *out) {
     buf_puts(out, "] ");
     parse_print_expr(e->args[0], out);
     break;
+  case EX_SCAN: {
+    static const char *sym[] = {"+", "max", "min", "*"};
+    buf_printf(out, "scan[%s] %s(", e->ridx[0], sym[e->red]);
+    parse_print_expr(e->args[0], out);
+    buf_putc(out, ')');
+    break;
+  }
   case EX_WHERE:
     buf_puts(out, "where(");
     print_args(e->args, e->nargs, out);

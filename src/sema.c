@@ -54,6 +54,7 @@ typedef struct S {
   Idx idx[MAX_IDX];
   int nidx;
   bool err;
+  const Expr *scan_ok;        /* the scan that is the definition's whole right-hand side */
 } S;
 
 /* ---- small helpers ---- */
@@ -268,7 +269,7 @@ static Expr *coerce(S *s, Expr *e, DynElem to) {
     if (to != DYN_I64) return wrap_cast(s, coerce(s, e, DYN_I64), to);
     e->weak = false;
     e->ty = DYN_I64;
-    if (e->kind == EX_BINARY || e->kind == EX_UNARY || e->kind == EX_REDUCE ||
+    if (e->kind == EX_BINARY || e->kind == EX_UNARY || e->kind == EX_REDUCE || e->kind == EX_SCAN ||
         (e->kind == EX_CALL && e->is_math))
       for (int i = 0; i < e->nargs; i++) e->args[i] = coerce(s, e->args[i], DYN_I64);
     if (e->kind == EX_WHERE) {
@@ -283,7 +284,7 @@ static Expr *coerce(S *s, Expr *e, DynElem to) {
   if (e->kind == EX_WHERE) {
     e->args[1] = coerce(s, e->args[1], to);
     e->args[2] = coerce(s, e->args[2], to);
-  } else if (e->kind == EX_BINARY || e->kind == EX_UNARY || e->kind == EX_REDUCE ||
+  } else if (e->kind == EX_BINARY || e->kind == EX_UNARY || e->kind == EX_REDUCE || e->kind == EX_SCAN ||
              (e->kind == EX_CALL && e->is_math)) {
     for (int i = 0; i < e->nargs; i++) e->args[i] = coerce(s, e->args[i], to);
   }
@@ -646,6 +647,10 @@ static void infer(S *s, Expr *e) {
         }
       }
     }
+  }
+  if (e->kind == EX_SCAN && e != s->scan_ok) {
+    if (!s->err) err(s, e->span, E_SCAN_PLACE);
+    return;
   }
   if (e->kind == EX_REDUCE) {
     int base = s->nidx;
@@ -1027,6 +1032,22 @@ static Expr *chk(S *s, Expr *e) {
       return NULL;
     }
     if (e->rext) sum_warn_report(s, e, &w);
+    e->args[0] = b;
+    e->ty = b->ty;
+    e->weak = b->weak;
+    return e;
+  }
+  case EX_SCAN: {
+    if (e != s->scan_ok) {          /* only the whole right-hand side of a definition */
+      err(s, e->span, E_SCAN_PLACE);
+      return NULL;
+    }
+    Expr *b = chk(s, e->args[0]);
+    if (!b) return NULL;
+    if (b->ty == DYN_BOOL) {
+      err(s, e->span, E_REDUCE_BOOL, "scan");
+      return NULL;
+    }
     e->args[0] = b;
     e->ty = b->ty;
     e->weak = b->weak;
@@ -1454,8 +1475,31 @@ static bool view_rewrite(S *s, Stmt *st) {
   return view_join(s, st, view_call(st->expr, "stack"));
 }
 
+/* Y[i, j] = scan[j] +(...): the scan runs along one of the left indices, and is the whole
+ * right-hand side (infer() reports one anywhere else).  False after an error. */
+static bool scan_def(S *s, Stmt *st) {
+  Expr *e = st->expr;
+  s->scan_ok = NULL;
+  if (e->kind != EX_SCAN) return true;
+  if (st->nidx == 0) {
+    err(s, e->span, E_SCAN_PLACE);
+    return false;
+  }
+  for (int i = 0; i < st->nidx; i++)
+    if (!strcmp(st->idx[i], e->ridx[0])) {
+      s->scan_ok = e;
+      return true;
+    }
+  Buf b = {0};
+  for (int i = 0; i < st->nidx; i++) buf_printf(&b, "%s%s", i ? ", " : "", st->idx[i]);
+  err(s, e->ridx_span[0], E_SCAN_INDEX, e->ridx[0], st->name, arena_printf(s->a, "%s[%s]", st->name, b.s));
+  buf_free(&b);
+  return false;
+}
+
 static void check_def(S *s, Stmt *st, const Type *ret_hint) {
   if (defined(s, st->name, st->name_span)) return;
+  if (!scan_def(s, st)) return;
   if (st->nidx == 0 && view_form(s, st->expr) && !view_rewrite(s, st)) return;
   if (st->nidx == 0 && !elementwise_rewrite(s, st)) return;
   int base = s->nidx;
@@ -1525,6 +1569,7 @@ static void check_def(S *s, Stmt *st, const Type *ret_hint) {
   st->type = tp;
 out:
   s->nidx = base;
+  s->scan_ok = NULL;
 }
 
 /* Bind a callee's sizes from argument types; used for calls inside functions.  On success
