@@ -469,7 +469,8 @@ void cuana_analyse(CudaProgram *cp) {
     } else {
       ck->kind = CK_LOOP;
       const KExpr *co[8];
-      cuana_find_coop(st0->expr, co, &ck->ncoop, 8);
+      /* a scan: one thread per line along its axis (render_scan), its reductions its own */
+      if (st0->expr->kind != KX_SCAN) cuana_find_coop(st0->expr, co, &ck->ncoop, 8);
       ck->coop = ck->ncoop ? co[0] : NULL;
       if (ck->ncoop) {
         ck->virt = true;
@@ -480,7 +481,8 @@ void cuana_analyse(CudaProgram *cp) {
         ck->o_contig = count_contig(ck->coop->a[0], oin);
       }
       DynElem oe = p->slots[st0->out].type.elem;
-      ck->vec4 = cp->buf[st0->out] && (oe == DYN_F32 || oe == DYN_I32) && !count_reduce(st0->expr);
+      ck->vec4 = cp->buf[st0->out] && (oe == DYN_F32 || oe == DYN_I32) && !count_reduce(st0->expr) &&
+                 st0->expr->kind != KX_SCAN;
       if (ck->vec4) find_vec(cp, st0->expr, st0->axes[st0->naxes - 1], ck);
     }
     switch (ck->kind) {

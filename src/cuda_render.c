@@ -330,6 +330,9 @@ static void ex(Rd *r, const KExpr *e, Buf *o) {
     buf_printf(o, "(%s ? %s : %s)", c, x, y);
     return;
   }
+  case KX_SCAN:                 /* a stage's value: render_scan writes its steps, this the body */
+    ex(r, e->a[0], o);
+    return;
   case KX_REDUCE:
     if (acc_ty(e->ty) != e->ty) {
       Buf b = {0};
@@ -577,12 +580,58 @@ static void reset_axes(Rd *r) {
   for (int a = 0; a < r->p->naxes; a++) r->ax[a] = NULL;
 }
 
+/* A scan, Y[..., j, ...] = scan[j] op(body): a thread per line of the other axes, walking j
+ * in order with the running value in a register, combined by the prelude's operators as
+ * reductions are.  It takes the launch of a loop kernel (any grid), numbering its threads
+ * flat, so the host's launch code needs nothing of its own. */
+static void render_scan(Rd *r, const Var *v) {
+  CK *ck = r->ck;
+  CudaProgram *cp = r->cp;
+  const Stage *st = &ck->kn->stages[0];
+  const KExpr *e = st->expr;
+  Buf *o = r->o;
+  int na = st->naxes, other[DYN_MAX_RANK], no = 0, s = e->raxes[0];
+  for (int a = 0; a < na; a++)
+    if (st->axes[a] != s) other[no++] = st->axes[a];
+  DynElem t = acc_ty(e->ty);
+  buf_printf(o, "/* %s, variant loop: a scan along %s, in order\n", ck->base, r->p->axes[s].name);
+  buf_puts(o, " *   grid:   the loop kernels' launch, its threads numbered flat, grid-stride over the lines\n");
+  buf_printf(o, " *   thread: one line of (");
+  curender_axes_list(cp, other, no, o);
+  buf_printf(o, "), all of %s in order, the running value in a register */\n", r->p->axes[s].name);
+  kernel_open(r, v, 1);
+  reset_axes(r);
+  buf_printf(o, "  const i64 nlines_ = %s;\n", ext_product(r, other, no));
+  buf_puts(o, "  const i64 nthreads_ = (i64)gridDim.x * blockDim.x * gridDim.y * blockDim.y;\n");
+  buf_puts(o, "  for (i64 line_ = ((i64)blockIdx.y * blockDim.y + threadIdx.y) * ((i64)gridDim.x * blockDim.x) +\n"
+              "                   (i64)blockIdx.x * blockDim.x + threadIdx.x; line_ < nlines_; line_ += nthreads_) {\n");
+  decompose(r, other, no, "line_", 4);
+  const char *in = cp->aname[s];
+  buf_printf(o, "    %s run_ = %s(0);\n", cty(t), cty(t));
+  buf_printf(o, "    for (i64 %s = 0; %s < %s; %s++) {\n", in, in, ext_of(r, s), in);
+  r->ax[s] = in;
+  stage_comment(r, ck->kn, st, 6, NULL);
+  buf_printf(o, "      const %s x_ = %s;\n", cty(t), ex_as_str(r, e->a[0], t));
+  buf_printf(o, "      run_ = %s == 0 ? x_ : %s::op(run_, x_);\n", in, red_op(e->red));
+  const char *subs[DYN_MAX_RANK];
+  for (int k = 0; k < na; k++) subs[k] = cp->aname[st->axes[k]];
+  indent(o, 6);
+  store_text(r, st->out, subs, na, "run_", t, o);
+  buf_puts(o, "\n    }\n  }\n");
+  kernel_close(r);
+}
+
+
 /* Elementwise and general loop nests: a thread per element of the innermost axis. */
 static void render_loop(Rd *r, const Var *v) {
   CK *ck = r->ck;
   CudaProgram *cp = r->cp;
   const Stage *st = &ck->kn->stages[0];
   Buf *o = r->o;
+  if (st->expr->kind == KX_SCAN) {
+    render_scan(r, v);
+    return;
+  }
   int na = st->naxes, inner = st->axes[na - 1];
   bool v4 = v->kind == V_LOOP4;
   const char *in = cp->aname[inner];

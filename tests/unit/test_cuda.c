@@ -15,6 +15,7 @@
  *     The tensor-core variants run there too (emu.h emulates mma.sync warp by warp), within
  *     the error their rounding allows, on shapes of 1, primes and the tiles' sizes +-1; exact
  *     stays exact; the roundings are checked bit for bit on chosen values;
+ *   - scans render as a thread per line walking the axis in order, compile, and run emulated;
  *   - the contraction model's choices and :sched's text. */
 #include "config.h"
 #include "dyn_int.h"
@@ -168,6 +169,26 @@ static const char *VIEWS =
   "fn v_stack(A: f32[M, N], B: f32[M, N]) -> f32[M, 2, N] {\n"
   "  S = stack(A, B, 1)\n"
   "  return S\n"
+  "}\n";
+
+/* Scans along the last axis, the first, a middle one; integers; a reduction in the body. */
+static const char *SCANS =
+  "fn s_rows(X: f32[B, N]) -> f32[B, N] {\n"
+  "  Y[b, n] = scan[n] +(X[b, n] * 2.0)\n"
+  "  return Y\n"
+  "}\n"
+  "fn s_cols(X: f32[B, N]) -> f32[B, N] {\n"
+  "  Y[b, n] = scan[b] max(X[b, n])\n"
+  "  return Y\n"
+  "}\n"
+  "fn s_mid(X: f32[A, B, N]) -> f32[A, B, N] {\n"
+  "  Y[a, b, n] = scan[b] *(X[a, b, n] + 1.0)\n"
+  "  return Y\n"
+  "}\n"
+  "fn s_int(X: i32[N], Z: i64[M, N]) -> (i32[N], i64[M, N]) {\n"
+  "  Y[n] = scan[n] min(X[n])\n"
+  "  W[m, n] = scan[n] +(sum[k < 3] Z[m, n] * k)\n"
+  "  return (Y, W)\n"
   "}\n";
 
 static PolyCtx *pc;
@@ -538,6 +559,31 @@ START_TEST(test_views_render) {
 }
 END_TEST
 
+/* A scan renders as a thread per line walking the axis in order, and compiles where NVRTC is. */
+START_TEST(test_scans_render) {
+  check_source("scans.dyn", SCANS);
+  HwModel hw = gpu_model("h100");
+  static const struct { const char *fn, *step; } want[] = {
+    {"s_rows", "run_ = n == 0 ? x_ : DynSum::op(run_, x_);"},
+    {"s_cols", "run_ = b == 0 ? x_ : DynMax::op(run_, x_);"},
+    {"s_mid", "run_ = b == 0 ? x_ : DynProd::op(run_, x_);"},
+    {"s_int", "run_ = n == 0 ? x_ : DynMin::op(run_, x_);"},
+  };
+  char why[512];
+  bool nvrtc = cuda_nvrtc_available(why, sizeof why);
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    Buf src = {0}, ptx = {0};
+    cuda_render(program(want[i].fn), &hw, CUDA_EXACT, &src);
+    ck_assert_msg(strstr(src.s, want[i].step) != NULL, "%s: no step %s in\n%s", want[i].fn, want[i].step, src.s);
+    ck_assert_msg(strstr(src.s, "line_ += nthreads_") != NULL, "%s: no loop over the lines in\n%s", want[i].fn, src.s);
+    char err[4096] = "";
+    if (nvrtc) ck_assert_msg(cuda_compile_ptx(src.s, 9, 0, &ptx, err, sizeof err), "%s: %s", want[i].fn, err);
+    buf_free(&src);
+    buf_free(&ptx);
+  }
+}
+END_TEST
+
 START_TEST(test_ptx_sm80) { ptx_check(8, 0, CUDA_EXACT); }
 END_TEST
 START_TEST(test_ptx_sm90) { ptx_check(9, 0, CUDA_EXACT); }
@@ -844,6 +890,18 @@ START_TEST(test_run_views) {
 }
 END_TEST
 
+START_TEST(test_run_scans) {
+  if (!emulator()) return;
+  check_source("scans.dyn", SCANS);
+  static const char *const cases[][2] = {
+    {"s_rows", "B=3 N=37"}, {"s_rows", "B=1 N=1"}, {"s_rows", "B=0 N=5"}, {"s_rows", "B=5 N=0"},
+    {"s_rows", "B=300 N=2"}, {"s_cols", "B=17 N=13"}, {"s_cols", "B=1 N=64"}, {"s_mid", "A=2 B=7 N=5"},
+    {"s_mid", "A=3 B=1 N=1"}, {"s_int", "N=31 M=3"}, {"s_int", "N=1 M=0"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(cases[i][0], cases[i][1], NULL, 0);
+}
+END_TEST
+
 START_TEST(test_run_loops) {
   if (!emulator()) return;
   run_case("relu", "B=3 N=37", NULL, 0);
@@ -1146,6 +1204,7 @@ int main(void) {
   tcase_add_test(tc, test_gemm_model_tensor_cores);
   tcase_add_test(tc, test_describe);
   tcase_add_test(tc, test_views_render);
+  tcase_add_test(tc, test_scans_render);
   tcase_add_test(tc, test_ptx_sm80);
   tcase_add_test(tc, test_ptx_sm90);
   tcase_add_test(tc, test_ptx_tensor_cores);
@@ -1154,6 +1213,7 @@ int main(void) {
   tcase_add_checked_fixture(run, emu_setup, teardown);
   tcase_set_timeout(run, 900);
   tcase_add_test(run, test_run_views);
+  tcase_add_test(run, test_run_scans);
   tcase_add_test(run, test_run_loops);
   tcase_add_test(run, test_run_reductions);
   tcase_add_test(run, test_run_rowwise);
