@@ -998,6 +998,54 @@ for dtype, ty in [(I32, 'i32'), (I64, 'i64')]:
               summed('S', F32, prods.sum(1), np.abs(prods).sum(1)),
               out('G', F64, Xd[tok.astype(np.int64)] * 2.0 + Wd)])
 
+# ---- scans: running sums, products, maxima and minima, in order along one axis ----
+# Each step is rounded to the element type, as NumPy's accumulate on that dtype does, so the
+# results are compared exactly: along the last axis (the stdlib's cumsum family, tiles of
+# rows), along the first and a middle axis (rows combined a vector at a time), in integers
+# (wrapping) and f64; shapes of 0, 1, primes and more than one vector at any width.
+SCANS = '''
+import reduce
+fn down(X: f32[B, N]) -> (f32[B, N], f32[B, N]) {
+  S[b, n] = scan[b] +(X[b, n])
+  M[b, n] = scan[b] min(X[b, n])
+  return (S, M)
+}
+fn mid(X: f32[A, B, N]) -> f32[A, B, N] {
+  P[a, b, n] = scan[b] *(X[a, b, n])
+  return P
+}
+fn ints(I: i32[B, N], L: i64[N]) -> (i32[B, N], i32[B, N], i64[N]) {
+  S[b, n] = scan[n] +(I[b, n] * 100000000)
+  M[b, n] = scan[b] max(I[b, n])
+  T[n] = scan[n] +(L[n])
+  return (S, M, T)
+}
+fn wide(X: f64[B, N]) -> f64[B, N] {
+  S[b, n] = scan[n] +(X[b, n] * 0.5)
+  return S
+}
+'''
+for B, N in [(0, 3), (3, 0), (1, 1), (1, 17), (17, 1), (7, 13), (16, 16), (5, 131), (33, 47),
+             (RAND[0], RAND[1])]:
+    X = randn((B, N))
+    X3 = (randn((2, B, N)) * 0.25 + 1).astype(F32)
+    I = rng.integers(-50, 50, (B, N)).astype(I32)
+    L = rng.integers(-2**62, 2**62, N).astype(I64)
+    Xd = rng.standard_normal((B, N))
+    with np.errstate(over='ignore'):
+        Iw = np.cumsum(I * np.int32(100000000), 1, dtype=I32)
+        Lw = np.cumsum(L, dtype=I64)
+    case('scans %dx%d: cumsum cumprod cummax cummin, down the rows, a middle axis, i32 i64 f64' % (B, N),
+         [('X', X), ('X3', X3), ('I', I), ('L', L), ('Xd', Xd)],
+         SCANS + 'Cs = cumsum(X)\nCp = cumprod(X)\nCx = cummax(X)\nCn = cummin(X)\n'
+         '(Ds, Dm) = down(X)\nP = mid(X3)\n(Is, Im, Ls) = ints(I, L)\nW = wide(Xd)',
+         [out('Cs', F32, np.cumsum(X, 1, dtype=F32), EXACT), out('Cp', F32, np.cumprod(X, 1, dtype=F32), EXACT),
+          out('Cx', F32, np.maximum.accumulate(X, 1), EXACT), out('Cn', F32, np.minimum.accumulate(X, 1), EXACT),
+          out('Ds', F32, np.cumsum(X, 0, dtype=F32), EXACT), out('Dm', F32, np.minimum.accumulate(X, 0), EXACT),
+          out('P', F32, np.cumprod(X3, 1, dtype=F32), EXACT),
+          out('Is', I32, Iw, EXACT), out('Im', I32, np.maximum.accumulate(I, 0), EXACT),
+          out('Ls', I64, Lw, EXACT), out('W', F64, np.cumsum(Xd * 0.5, 1), EXACT)])
+
 # ---- views: slices in functions (affine reads) and of values at top level ----
 SLICES = '''
 fn heads(X: f32[B, N], D: size) -> (f32[B, D], f32[B, D], f32[B, N - 2*D]) {

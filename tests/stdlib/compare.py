@@ -221,6 +221,11 @@ for b, n in matrix_shapes() + [(3, 50)]:
     case('std', [('X', x)], f64(x).std(1), module=R)
     case('amax', [('X', x)], x.max(1), metric=EXACT, module=R)
     case('argmax', [('X', x)], x.argmax(1), metric=EXACT, dtype=I64, module=R)
+    # running forms (scans): each step rounded to f32 in order, as NumPy's accumulate does
+    case('cumsum', [('X', x)], np.cumsum(x, 1, dtype=F32), metric=EXACT, module=R)
+    case('cumprod', [('X', x)], np.cumprod(x, 1, dtype=F32), metric=EXACT, module=R)
+    case('cummax', [('X', x)], np.maximum.accumulate(x, 1), metric=EXACT, module=R)
+    case('cummin', [('X', x)], np.minimum.accumulate(x, 1), metric=EXACT, module=R)
     ties = rng.integers(0, 3, (b, n)).astype(F32)          # many equal maxima: the first wins
     case('argmax', [('X', ties)], ties.argmax(1), metric=EXACT, dtype=I64, module=R, tag='ties')
 nans = randn(3, 6)
@@ -228,6 +233,8 @@ nans[0, 2] = nans[0, 4] = np.nan
 nans[2, 5] = np.nan
 case('amax', [('X', nans)], nans.max(1), metric=EXACT, module='reduce', tag='NaN')
 case('argmax', [('X', nans)], nans.argmax(1), metric=EXACT, dtype=I64, module='reduce', tag='NaN')
+case('cummax', [('X', nans)], np.maximum.accumulate(nans, 1), metric=EXACT, module='reduce', tag='NaN')
+case('cummin', [('X', nans)], np.minimum.accumulate(nans, 1), metric=EXACT, module='reduce', tag='NaN')
 
 
 # ---- running and comparing ----

@@ -198,6 +198,16 @@ static const Case REDUCTIONS[] = {
    DYN_I64, 1, 1},
 };
 
+/* Scans along the last and the first axis (tiles of rows, rows combined a vector at a time),
+ * f32 and i32, against the evaluator on every shape */
+static const Case SCANS[] = {
+  {"fn sc(X: f32[N, M]) -> (f32[N, M], f32[N, M], f32[N, M]) {"
+   " R[i, j] = scan[j] +(X[i, j]); D[i, j] = scan[i] max(X[i, j] * 2.0); P[i, j] = scan[j] *(X[i, j] + 1.0);"
+   " return (R, D, P) }", DYN_F32, 2, 1},
+  {"fn isc(X: i32[N, M]) -> (i32[N, M], i32[N, M]) {"
+   " R[i, j] = scan[j] min(X[i, j]); D[i, j] = scan[i] +(X[i, j] * 3); return (R, D) }", DYN_I32, 2, 1},
+};
+
 /* Row-wise chains, each one kernel per row: a softmax and a layernorm */
 static const Case ROWS[] = {
   {"fn sm(X: f32[B, N]) -> f32[B, N] {\n"
@@ -222,6 +232,9 @@ START_TEST(test_elementwise) { all_cases(ELEMENTWISE, 2); }
 END_TEST
 
 START_TEST(test_reductions) { all_cases(REDUCTIONS, 2); }
+END_TEST
+
+START_TEST(test_scans) { all_cases(SCANS, 2); }
 END_TEST
 
 START_TEST(test_row_kernels) { all_cases(ROWS, 2); }
@@ -402,10 +415,50 @@ START_TEST(test_gather_code) {
 }
 END_TEST
 
+/* A scan's in-order pass is vectorised across the other axis at the model's width: a scan
+ * along the last axis a vector of rows at a time, one along the first a vector along the
+ * rows.  Each kernel's code must hold the combining step, named "scan", on vectors of
+ * vector_bits / 32 floats (at most 16) -- for two models, never the host's width. */
+START_TEST(test_scan_code) {
+  static const char *const models[] = {"skylake-avx512", "zen3"};
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    HwModel m;
+    char err[256], want[64];
+    ck_assert_msg(hw_load(models[i], &m, err, sizeof err), "%s", err);
+    CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);   /* any x86-64 host: code only */
+    ck_assert_msg(b, "no back end for %s: %s", models[i], err);
+    Func *f = compile_on(b, "fn sc(X: f32[B, N]) -> (f32[B, N], f32[B, N]) {\n"
+                            "  R[b, n] = scan[n] +(X[b, n])\n  D[b, n] = scan[b] +(X[b, n])\n  return (R, D)\n}");
+    Buf out = {0};
+    ck_assert_msg(cpu_program_code(b, f->backend, "llvm", &out, err, sizeof err), "%s", err);
+    int w = m.vector_bits / 32 > 16 ? 16 : m.vector_bits / 32;
+    snprintf(want, sizeof want, " = fadd <%d x float>", w);
+    int vectorised = 0;
+    for (char *k = strstr(out.s, "\ndefine "); k; ) {
+      char *next = strstr(k + 1, "\ndefine "), *at = k, *hit = NULL;
+      while ((at = strstr(at + 1, want)) && (!next || at < next) && !hit) {
+        char *line = at;
+        while (line > out.s && line[-1] != '\n') line--;
+        if (strncmp(line, "  %scan", 7) == 0) hit = at;
+      }
+      vectorised += hit != NULL;
+      k = next;
+    }
+    ck_assert_msg(vectorised == 2, "%s: %d of 2 scan kernels combine%s in:\n%s", models[i], vectorised, want, out.s);
+    buf_free(&out);
+    for (int j = 0; j < nfns; j++) {          /* compiled on b: freed before b */
+      cpu_program_free(fns[j]->backend);
+      fns[j]->backend = NULL;
+    }
+    cpu_backend_free(b);
+  }
+}
+END_TEST
+
 int main(void) {
   __typeof__(test_elementwise) tests[] = {
-    test_elementwise, test_reductions, test_row_kernels, test_contraction, test_bounds_check,
-    test_empty, test_schedule_and_code_host, test_schedule_and_code_model, test_gather_code,
+    test_elementwise, test_reductions, test_scans, test_row_kernels, test_contraction, test_bounds_check,
+    test_empty, test_schedule_and_code_host, test_schedule_and_code_model, test_gather_code, test_scan_code,
   };
   Suite *s = suite_create("cpu");
   TCase *tc = tcase_create("core");
