@@ -393,6 +393,15 @@ START_TEST(test_schedule_and_code_model) {
 }
 END_TEST
 
+/* Free back end b and the programs compiled on it (before it). */
+static void free_backend(CpuBackend *b) {
+  for (int i = 0; i < nfns; i++) {
+    cpu_program_free(fns[i]->backend);
+    fns[i]->backend = NULL;
+  }
+  cpu_backend_free(b);
+}
+
 /* A gather, X[I[j]], is vectorised: the slots' alias scopes let the loop vectoriser bound
  * its reads, and on a model whose gathers LLVM's cost model takes (AVX-512) it uses them.
  * The model is named, not the host's: the code is only looked at. */
@@ -407,11 +416,7 @@ START_TEST(test_gather_code) {
   ck_assert_msg(cpu_program_code(b, f->backend, "llvm", &out, err, sizeof err), "%s", err);
   ck_assert_msg(strstr(out.s, "@llvm.masked.gather.v16f32"), "no 16-lane gather in:\n%s", out.s);
   buf_free(&out);
-  for (int i = 0; i < nfns; i++) {           /* compiled on b: freed before b */
-    cpu_program_free(fns[i]->backend);
-    fns[i]->backend = NULL;
-  }
-  cpu_backend_free(b);
+  free_backend(b);
 }
 END_TEST
 
@@ -446,11 +451,7 @@ START_TEST(test_scan_code) {
     }
     ck_assert_msg(vectorised == 2, "%s: %d of 2 scan kernels combine%s in:\n%s", models[i], vectorised, want, out.s);
     buf_free(&out);
-    for (int j = 0; j < nfns; j++) {          /* compiled on b: freed before b */
-      cpu_program_free(fns[j]->backend);
-      fns[j]->backend = NULL;
-    }
-    cpu_backend_free(b);
+    free_backend(b);
   }
 }
 END_TEST

@@ -533,11 +533,29 @@ static void ptx_check(int major, int minor, CudaMath math) {
   buf_free(&ptx);
 }
 
+/* Render each function fns[i] for h100: its CUDA C must hold texts[i] and `also` (when not
+ * NULL), and compile where NVRTC is. */
+typedef struct { const char *fn, *text; } Want;
+static void renders(const Want *want, size_t n, const char *also) {
+  HwModel hw = gpu_model("h100");
+  char why[512];
+  bool nvrtc = cuda_nvrtc_available(why, sizeof why);
+  for (size_t i = 0; i < n; i++) {
+    Buf src = {0}, ptx = {0};
+    cuda_render(program(want[i].fn), &hw, CUDA_EXACT, &src);
+    ck_assert_msg(strstr(src.s, want[i].text) != NULL, "%s: no %s in\n%s", want[i].fn, want[i].text, src.s);
+    ck_assert_msg(!also || strstr(src.s, also) != NULL, "%s: no %s in\n%s", want[i].fn, also, src.s);
+    char err[4096] = "";
+    if (nvrtc) ck_assert_msg(cuda_compile_ptx(src.s, 9, 0, &ptx, err, sizeof err), "%s: %s", want[i].fn, err);
+    buf_free(&src);
+    buf_free(&ptx);
+  }
+}
+
 /* Each view renders as the affine read it becomes, and the CUDA C compiles where NVRTC is. */
 START_TEST(test_views_render) {
   check_source("views.dyn", VIEWS);
-  HwModel hw = gpu_model("h100");
-  static const struct { const char *fn, *read; } want[] = {
+  static const Want want[] = {
     {"v_heads", "a.X[x_0 * a.X_s0 + dyn_add(a.sz_D, x_1)]"},
     {"v_strided", "a.X[(dyn_add(1LL, dyn_mul(b, 3LL))) * a.X_s0 + dyn_mul(n, 2LL)]"},
     {"v_merge", "/* Y[_0, _1] = X[_0, _1 / D, _1 % D] */"},
@@ -545,42 +563,21 @@ START_TEST(test_views_render) {
     {"v_cat", "/* C[_0, _1] = where(_1 < N, A[_0, _1], B[_0, -N + _1]) */"},
     {"v_stack", "/* S[_0, _1, _2] = where(_1 == 0, A[_0, _2], B[_0, _2]) */"},
   };
-  char why[512];
-  bool nvrtc = cuda_nvrtc_available(why, sizeof why);
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    Buf src = {0}, ptx = {0};
-    cuda_render(program(want[i].fn), &hw, CUDA_EXACT, &src);
-    ck_assert_msg(strstr(src.s, want[i].read) != NULL, "%s: no read %s in\n%s", want[i].fn, want[i].read, src.s);
-    char err[4096] = "";
-    if (nvrtc) ck_assert_msg(cuda_compile_ptx(src.s, 9, 0, &ptx, err, sizeof err), "%s: %s", want[i].fn, err);
-    buf_free(&src);
-    buf_free(&ptx);
-  }
+  renders(want, sizeof want / sizeof want[0], NULL);
 }
 END_TEST
 
-/* A scan renders as a thread per line walking the axis in order, and compiles where NVRTC is. */
+/* A scan renders as a thread per line walking the axis in order (its step below), over a
+ * grid-stride loop of the lines, and compiles where NVRTC is. */
 START_TEST(test_scans_render) {
   check_source("scans.dyn", SCANS);
-  HwModel hw = gpu_model("h100");
-  static const struct { const char *fn, *step; } want[] = {
+  static const Want want[] = {
     {"s_rows", "run_ = n == 0 ? x_ : DynSum::op(run_, x_);"},
     {"s_cols", "run_ = b == 0 ? x_ : DynMax::op(run_, x_);"},
     {"s_mid", "run_ = b == 0 ? x_ : DynProd::op(run_, x_);"},
     {"s_int", "run_ = n == 0 ? x_ : DynMin::op(run_, x_);"},
   };
-  char why[512];
-  bool nvrtc = cuda_nvrtc_available(why, sizeof why);
-  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-    Buf src = {0}, ptx = {0};
-    cuda_render(program(want[i].fn), &hw, CUDA_EXACT, &src);
-    ck_assert_msg(strstr(src.s, want[i].step) != NULL, "%s: no step %s in\n%s", want[i].fn, want[i].step, src.s);
-    ck_assert_msg(strstr(src.s, "line_ += nthreads_") != NULL, "%s: no loop over the lines in\n%s", want[i].fn, src.s);
-    char err[4096] = "";
-    if (nvrtc) ck_assert_msg(cuda_compile_ptx(src.s, 9, 0, &ptx, err, sizeof err), "%s: %s", want[i].fn, err);
-    buf_free(&src);
-    buf_free(&ptx);
-  }
+  renders(want, sizeof want / sizeof want[0], "line_ += nthreads_");
 }
 END_TEST
 
