@@ -144,7 +144,7 @@ static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
   Buf b = {0};
   func_signature(f, &b);
   buf_putc(&b, '\n');
-  lower_print(f->prog, &b);
+  lower_print(f->code.prog, &b);
   if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
   session_print_line(s, b.s);
   buf_free(&b);
@@ -204,7 +204,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
   }
   *out = (EvalSizes){names, vals, n};
   /* every tensor of the function must be one that could exist at these sizes */
-  const Program *prog = f->prog;
+  const Program *prog = f->code.prog;
   for (int i = 0; n && prog && i < prog->nslots; i++) {
     const Slot *sl = &prog->slots[i];
     int64_t bytes = elem_size(sl->type.elem), d;
@@ -338,54 +338,13 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   if (!f) return RUN_ERROR;
   Buf b = {0};
   s->sched = (SessionSched){f->name, f->compiles, 0, 0};
-  if (!strcmp(s->target, "gpu") || (strcmp(s->target, "cpu") && s->have_gpu_hw)) {
-    /* the GPU schedule: on the device, else on the GPU model loaded with :hw */
-    CudaProgram *cp = f->gpu_backend;
-    bool own = !cp;
-    if (own) cp = cuda_program_new(f->prog, top_gpu_model(s), s->gpu_math);
-    buf_printf(&b, "%s: GPU schedule on %s (compiled %d time%s)\n", f->name, s->gpu ? cuda_backend_device(s->gpu) : s->gpu_hw.name,
-               f->compiles, f->compiles == 1 ? "" : "s");
-    double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
-    if (given) buf_printf(&b, "predicted %.3f ms", t * 1e3);
-    s->sched.predicted = given ? t : 0;
-    if (own) cuda_program_free(cp);
-  } else if (strcmp(s->target, "cpu") || !top_model_backend(s, &(const char *){0})) {
-    buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
-               ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target, f->compiles,
-               f->compiles == 1 ? "" : "s");
-  } else {
-    const char *why;
-    CpuBackend *be = top_model_backend(s, &why);
-    CpuProgram *cp = top_model_program(s, f, be, at);
-    if (!cp) return RUN_ERROR;
-    if (s->hw_foreign)
-      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run:\n  statements run on code for this CPU; "
-                 "cpu %s, %d thread%s\n", f->name, s->hw.name, cpu_program_compile_ms(cp), cpu_backend_cpu(be),
-                 s->threads, s->threads == 1 ? "" : "s");
-    else
-      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms)\n  cpu %s, %d thread%s, hardware %s\n", f->name,
-                 f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(cp), cpu_backend_cpu(be),
-                 s->threads, s->threads == 1 ? "" : "s", s->hw.name);
-    if (!s->hw_foreign && f->nshapes > 0) {
-      /* what the method saves: a compiler that specialises per shape compiles once a shape */
-      double ms = cpu_program_compile_ms(cp);
-      buf_printf(&b, "  called at %d%s shape%s; a compiler that specialised per shape would have compiled %d%s "
-                 "time%s: about %.1f s at this compile time\n", f->nshapes, f->nshapes >= FUNC_MAX_SHAPES ? " or more" : "",
-                 f->nshapes == 1 ? "" : "s", f->nshapes, f->nshapes >= FUNC_MAX_SHAPES ? " or more" : "",
-                 f->nshapes == 1 ? "" : "s", f->nshapes * ms * 1e-3);
-    }
-    if (s->gpu_hw_chosen)
-      buf_printf(&b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
-                 s->gpu_hw.name);
-    double t = cpu_schedule(be, cp, s->pc, given ? &sz : NULL, s->threads, &b);
-    s->sched.compile_ms = cpu_program_compile_ms(cp);
-    s->sched.compiles = f->compiles;
-    s->sched.predicted = given ? t : 0;
-    if (given) {
-      buf_puts(&b, "at");
-      for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
-      buf_printf(&b, ": predicted %.3f ms", t * 1e3);
-    }
+  /* the target's schedule; with the target ref, a GPU model's when one is loaded (:hw) */
+  const Backend *be = s->target;
+  if (be->id == BE_REF && s->have_gpu_hw) be = &be_table[BE_GPU];
+  else if (be->id == BE_CPU && !be_model_cpu(s, &(const char *){0})) be = &be_table[BE_REF];
+  if (!be->describe(s, f, given ? &sz : NULL, at, &b)) {
+    buf_free(&b);
+    return RUN_ERROR;
   }
   wrap_lines(&b, 80);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
@@ -400,7 +359,7 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
   Func *f = want_fn_sizes(s, arg, at, ":cost", &sz, &given);
   if (!f) return RUN_ERROR;
   const Poly *fl, *by;
-  cost_program(f->prog, s->pc, &fl, &by);
+  cost_program(f->code.prog, s->pc, &fl, &by);
   Buf b = {0};
   buf_printf(&b, "%s:\n  FLOPs      ", f->name);
   poly_str(fl, &b);
@@ -522,8 +481,8 @@ static RunStatus code_print(Session *s, Func *f, Buf *b, const char *what, const
   if (only) {
     /* a kernel's name as :sched prints it stands for the CPU back end's numbered function */
     const char *alias = NULL;
-    for (int k = 0; f->prog && k < f->prog->nkernels; k++)
-      if (!strcmp(f->prog->kernels[k].name, only)) alias = session_tmp_printf(s, "_k%d", k);
+    for (int k = 0; f->code.prog && k < f->code.prog->nkernels; k++)
+      if (!strcmp(f->code.prog->kernels[k].name, only)) alias = session_tmp_printf(s, "_k%d", k);
     Buf names = {0};
     if (!code_filter(b, !strcmp(what, "asm"), only, alias, &names)) {
       session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
@@ -568,43 +527,10 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
     return RUN_ERROR;
   }
-  if (!strcmp(what, "cuda") || !strcmp(what, "ptx")) {
-    /* rendering and PTX need no GPU: for the device if there is one, else the GPU model */
-    CudaProgram *cp = f->gpu_backend;
-    bool own = false;
-    if (!cp) {
-      const HwModel *g = top_gpu_model(s);
-      if (!g) {
-        session_error(s, at, E_COMMAND, ":code: no GPU model (hw/h100.hw is missing)");
-        return RUN_ERROR;
-      }
-      cp = cuda_program_new(f->prog, g, s->gpu_math);
-      own = true;
-    }
-    Buf b = {0};
-    char msg[512];
-    bool ok = cuda_program_code(cp, what, &b, msg, sizeof msg);
-    if (own) cuda_program_free(cp);
-    if (!ok) {
-      buf_free(&b);
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code %s: %s", what, msg));
-      return RUN_ERROR;
-    }
-    return code_print(s, f, &b, what, only, at);
-  }
-  const char *why;
-  CpuBackend *be = top_model_backend(s, &why);
-  if (!be) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", why));
-    return RUN_ERROR;
-  }
-  CpuProgram *cp = top_model_program(s, f, be, at);
-  if (!cp) return RUN_ERROR;
+  const Backend *be = &be_table[!strcmp(what, "cuda") || !strcmp(what, "ptx") ? BE_GPU : BE_CPU];
   Buf b = {0};
-  char msg[512];
-  if (!cpu_program_code(be, cp, what, &b, msg, sizeof msg)) {
+  if (!be->code(s, f, what, at, &b)) {
     buf_free(&b);
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", msg));
     return RUN_ERROR;
   }
   return code_print(s, f, &b, what, only, at);
@@ -624,7 +550,7 @@ static double now_s(void) {
 /* The roofs a call on the session's threads meets: the compute peak in GFLOP/s (returned)
  * and the memory bandwidth in GB/s, for *threads of them (at most the model's cores). */
 static double roofs(Session *s, int *threads, double *bw, const char **whose) {
-  const HwModel *hw = top_run_hw(s);
+  const HwModel *hw = be_run_hw(s);
   bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
   int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
   double peak = hw->peak_gflops_f32 * th / cores;
@@ -632,7 +558,7 @@ static double roofs(Session *s, int *threads, double *bw, const char **whose) {
    * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
    * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
   *whose = "";
-  double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+  double kernel = !measured && s->cpu && s->target->id == BE_CPU ? cpu_core_gflops(s->cpu) * th : 0;
   if (kernel > peak) {
     peak = kernel;
     *whose = " (the micro-kernel's rate, measured)";
@@ -716,7 +642,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   s->timing = (SessionTiming){.median = med, .min = t[0], .max = t[n - 1], .runs = n,
                               .instead = s->ran_instead - instead_before};
   Buf b = {0};
-  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target);
+  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target->name);
   /* a target whose code did not run every time says so: the times are the evaluator's */
   if (s->ran_instead != instead_before)
     buf_printf(&b, "\n(the reference evaluator ran %u of the %d runs: %s)", s->ran_instead - instead_before, n, s->instead_why);
@@ -725,7 +651,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (f && last_before != s->last_fn_calls) {
     EvalSizes sz = {s->last_names, s->last_vals, s->last_n};
     const Poly *fl, *by;
-    cost_program(f->prog, s->pc, &fl, &by);
+    cost_program(f->code.prog, s->pc, &fl, &by);
     int64_t fv = 0, bv = 0;
     const char *why;
     poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
@@ -756,12 +682,12 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
                  th == 1 ? "" : "s", whose);
     double pred = 0;
-    if (!strcmp(s->target, "cpu") && f->backend) {
+    if (s->target->id == BE_CPU && f->code.cpu) {
       Buf junk = {0};
-      pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
+      pred = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
       buf_free(&junk);
     } else {
-      pred = cost_roofline(top_run_hw(s), s->threads, (double)fv, (double)bv);
+      pred = cost_roofline(be_run_hw(s), s->threads, (double)fv, (double)bv);
     }
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
     s->timing.predicted = pred;
@@ -836,9 +762,9 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
 /* The schedule the CPU back end chooses at sz, as the "chosen:" lines :sched prints (one a
  * kernel that chooses), else words saying that nothing is chosen by shape. */
 static const char *plot_variant(Session *s, Func *f, EvalSizes *sz) {
-  if (strcmp(s->target, "cpu") || !f->backend) return session_tmp_printf(s, "the %s target's code at every size", s->target);
+  if (s->target->id != BE_CPU || !f->code.cpu) return session_tmp_printf(s, "the %s target's code at every size", s->target->name);
   Buf b = {0}, v = {0};
-  cpu_schedule(s->cpu, f->backend, s->pc, sz, s->threads, &b);
+  cpu_schedule(s->cpu, f->code.cpu, s->pc, sz, s->threads, &b);
   for (const char *p = b.s ? b.s : ""; *p;) {
     const char *e = strchr(p, '\n');
     size_t n = e ? (size_t)(e - p) : strlen(p);
@@ -916,7 +842,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     return RUN_ERROR;
   }
   const Poly *fl, *by;
-  cost_program(f->prog, s->pc, &fl, &by);
+  cost_program(f->code.prog, s->pc, &fl, &by);
   Tensor **args = arena_alloc(s->tmp, sizeof(Tensor *) * (size_t)(f->nparams ? f->nparams : 1));
   for (int i = 0; i < n; i++) {
     sz.vals[xi] = pt[i].x;
@@ -938,7 +864,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     pt[i].variant = k;
   }
   Buf title = {0};
-  buf_printf(&title, "%s on %s, %d thread%s:", f->name, s->target, s->threads, s->threads == 1 ? "" : "s");
+  buf_printf(&title, "%s on %s, %d thread%s:", f->name, s->target->name, s->threads, s->threads == 1 ? "" : "s");
   for (int i = 0; i < sz.n; i++)
     if (i == xi) buf_printf(&title, " %s=%lld..%lld", xname, lo, hi);
     else buf_printf(&title, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
@@ -987,13 +913,12 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     session_error(s, at, E_COMMAND, ":check needs an expression");
     return RUN_ERROR;
   }
-  char saved[8];
-  memcpy(saved, s->target, sizeof saved);
+  const Backend *saved = s->target;
   Value ref = {0};
   Value *args = NULL;
   Buf b = {0};
   bool ok = true;
-  snprintf(s->target, sizeof s->target, "ref");
+  s->target = &be_table[BE_REF];
   /* every back end draws the same random numbers: rand() in the expression starts from the
    * same state each time, and the session goes on from where the reference left it */
   uint64_t rng0[4], rng1[4];
@@ -1011,15 +936,14 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   if (session_failed(s)) goto out;
   val_type_str(&ref, &b);
   buf_puts(&b, ": ref computed");
-  /* every other back end, against the reference */
-  static const char *targets[] = {"cpu", "gpu"};
-  for (int t = 0; t < 2; t++) {
-    bool have = t == 0 ? top_cpu_backend(s) != NULL : top_gpu_backend(s) != NULL;
-    if (!have) {
-      buf_printf(&b, "; %s not available (%s)", targets[t], t == 0 ? s->cpu_why : s->gpu_why);
+  /* every other back end of the table, against the reference */
+  for (const Backend *be = be_table + 1; be < be_table + BE__COUNT; be++) {
+    const char *why;
+    if (!be->available(s, &why)) {
+      buf_printf(&b, "; %s not available (%s)", be->name, why);
       continue;
     }
-    snprintf(s->target, sizeof s->target, "%s", targets[t]);
+    s->target = be;
     memcpy(s->rng, rng0, sizeof rng0);
     unsigned ran = s->ran_compiled, instead = s->ran_instead;
     s->compile_all = true;
@@ -1031,7 +955,7 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     }
     if (s->ran_instead != instead) {
       /* a back end that did not run is not checked: say so, and why */
-      buf_printf(&b, "; %s did not run %s (%s)", targets[t], s->ran_compiled == ran ? "it" : "all of it",
+      buf_printf(&b, "; %s did not run %s (%s)", be->name, s->ran_compiled == ran ? "it" : "all of it",
                  s->instead_why);
       ok = false;
       val_free(&v);
@@ -1040,12 +964,12 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     /* f32 contractions on the tensor cores round their operands to 10 (tf32) or 7 (bf16)
      * bits: a relative error of a few units of 2^-11 or 2^-8 of the largest value */
     double tol = 0;
-    CudaMath m = t == 1 ? cuda_math_on(cuda_backend_hw(s->gpu), s->gpu_math) : CUDA_EXACT;
+    CudaMath m = be->id == BE_GPU ? cuda_math_on(cuda_backend_hw(s->gpu), s->gpu_math) : CUDA_EXACT;
     if (m != CUDA_EXACT) {
       tol = m == CUDA_TF32 ? 5e-3 : 4e-2;
-      buf_printf(&b, "; %s (%s, tolerance %g) vs ref: ", targets[t], cuda_math_name(m), tol);
+      buf_printf(&b, "; %s (%s, tolerance %g) vs ref: ", be->name, cuda_math_name(m), tol);
     } else {
-      buf_printf(&b, "; %s vs ref: ", targets[t]);
+      buf_printf(&b, "; %s vs ref: ", be->name);
     }
     bool same = val_compare(&v, &ref, tol, &b);
     buf_puts(&b, same ? ": ok" : ": MISMATCH");
@@ -1061,25 +985,9 @@ out:
     for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
     free(args);
   }
-  memcpy(s->target, saved, sizeof saved);
+  s->target = saved;
   memcpy(s->rng, rng1, sizeof rng1);
   return session_failed(s) ? RUN_ERROR : RUN_OK;
-}
-
-/* :target gpu [exact|tf32|bf16]: the arithmetic of f32 contractions in GPU code, whether or
- * not a GPU is here (:code cuda and :sched render for the GPU model).  Code compiled with the
- * other arithmetic is dropped, to be compiled again on its next use. */
-static void set_gpu_math(Session *s, CudaMath m) {
-  if (m == s->gpu_math) return;
-  s->gpu_math = m;
-  for (int i = 0; i < s->fns.n; i++) {
-    cuda_program_free(s->fns.a[i]->gpu_backend);
-    s->fns.a[i]->gpu_backend = NULL;
-  }
-  for (int i = 0; i < s->retired.n; i++) {
-    cuda_program_free(s->retired.a[i]->gpu_backend);
-    s->retired.a[i]->gpu_backend = NULL;
-  }
 }
 
 /* What f32 contractions compute in on hw: "f32 contractions in tf32 on the tensor cores". */
@@ -1093,9 +1001,9 @@ static const char *gpu_math_text(Session *s, const HwModel *hw) {
 
 static RunStatus cmd_target(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    if (s->gpu_math == CUDA_EXACT) session_print_line(s, session_tmp_printf(s, "target: %s", s->target));
-    else if (!strcmp(s->target, "gpu")) session_print_line(s, session_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
-    else session_print_line(s, session_tmp_printf(s, "target: %s (GPU code: %s)", s->target, gpu_math_text(s, NULL)));
+    if (s->gpu_math == CUDA_EXACT) session_print_line(s, session_tmp_printf(s, "target: %s", s->target->name));
+    else if (s->target->id == BE_GPU) session_print_line(s, session_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
+    else session_print_line(s, session_tmp_printf(s, "target: %s (GPU code: %s)", s->target->name, gpu_math_text(s, NULL)));
     return RUN_OK;
   }
   /* the first word, and for gpu the arithmetic after it */
@@ -1114,15 +1022,15 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
       return RUN_ERROR;
     }
     bool changed = m != s->gpu_math;
-    set_gpu_math(s, m);
-    if (!top_gpu_backend(s)) {
-      session_print_line(s, session_tmp_printf(s, "target: %s -- no GPU: %s", s->target, s->gpu_why));
+    be_set_gpu_math(s, m);
+    if (!be_gpu(s)) {
+      session_print_line(s, session_tmp_printf(s, "target: %s -- no GPU: %s", s->target->name, s->gpu_why));
       if (m != CUDA_EXACT || changed) {
-        const HwModel *g = top_gpu_model(s);
+        const HwModel *g = be_gpu_model(s);
         session_print_line(s, session_tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
       }
     } else {
-      snprintf(s->target, sizeof s->target, "gpu");
+      s->target = &be_table[BE_GPU];
       if (m != CUDA_EXACT || changed)
         session_print_line(s, session_tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
       else
@@ -1131,14 +1039,14 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     return RUN_OK;
   }
   if (!strcmp(arg, "ref")) {
-    snprintf(s->target, sizeof s->target, "ref");
+    s->target = &be_table[BE_REF];
     session_print_line(s, "target: ref (the reference evaluator)");
   } else if (!strcmp(arg, "cpu")) {
-    if (!top_cpu_backend(s)) {
+    if (!be_cpu(s)) {
       session_error(s, at, E_COMMAND, session_tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
       return RUN_ERROR;
     }
-    snprintf(s->target, sizeof s->target, "cpu");
+    s->target = &be_table[BE_CPU];
     session_print_line(s, session_tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
   } else {
     session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
@@ -1166,7 +1074,8 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
     } else {
       /* `:hw host` is the detected host again, with its calibration */
       bool host = !strcmp(hw.name, "host") && !hw.path[0];
-      note = top_set_cpu_model(s, host ? &s->host_hw : &hw, host && s->host_peak_measured);
+      top_forget_runs(s);          /* what :time kept was compiled for the old model */
+      note = be_set_cpu_model(s, host ? &s->host_hw : &hw, host && s->host_peak_measured);
     }
   }
   Buf b = {0};
@@ -1189,7 +1098,7 @@ static RunStatus cmd_threads(Session *s, const char *arg, Span at) {
     s->threads = (int)n;
     if (s->cpu) cpu_backend_set_threads(s->cpu, s->threads);
   }
-  session_print_line(s, session_tmp_printf(s, "threads: %d%s", s->threads, !strcmp(s->target, "ref") ? " (the reference evaluator uses one)" : ""));
+  session_print_line(s, session_tmp_printf(s, "threads: %d%s", s->threads, s->target->id == BE_REF ? " (the reference evaluator uses one)" : ""));
   return RUN_OK;
 }
 

@@ -98,10 +98,7 @@ Diag *session_undefined(Session *s, Span at, DiagId id, const char *name) {
  * so its compiled code goes (about 28 KB a compile); the function itself stays, for the
  * programs that inlined it. */
 static void retire(Session *s, Func *f) {
-  cpu_program_free(f->backend);
-  cpu_program_free(f->view_backend);
-  cuda_program_free(f->gpu_backend);
-  f->backend = f->view_backend = f->gpu_backend = NULL;
+  func_free_code(f);
   if (s->last_fn == f) s->last_fn = NULL;
   vec_push(s->retired, f);
 }
@@ -305,11 +302,10 @@ static void define_fn(Session *s, FnDecl *d, Arena *a, bool *keep) {
     return;
   }
   SemaEnv env = session_sema_env(s);
-  Func *f = sema_function(&env, d, a, &s->diags);
+  Func *f = top_define(s, d, a, &env);
   if (!f) return;
   f->arena = NULL;            /* the input's arena is kept by the session instead */
   *keep = true;
-  f->prog = lower_function(f, s->pc, session_lookup_fn, s);
   for (int i = 0; i < s->fns.n; i++)
     if (!strcmp(s->fns.a[i]->name, f->name)) {
       retire(s, s->fns.a[i]);
@@ -557,7 +553,7 @@ int session_calibrate(Session *s) {
     fprintf(s->err, "dyn: --calibrate measures this CPU, and %s is a model of another: calibrate without --hw\n", s->hw.name);
     return 1;
   }
-  if (!top_cpu_backend(s)) {
+  if (!be_cpu(s)) {
     fprintf(s->err, "dyn: --calibrate: %s\n", s->cpu_why);
     return 1;
   }
@@ -676,16 +672,16 @@ double session_predict(Session *s, const char *name, Tensor **args, int nargs) {
     vals[v] = sv->dim < 0 ? tensor_get_i64(t, 0) : t->shape[sv->dim];
   }
   EvalSizes sz = {names, vals, f->nsizes};
-  if (!strcmp(s->target, "cpu") && f->backend) {
+  if (s->target->id == BE_CPU && f->code.cpu) {
     Buf junk = {0};
-    double t = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
+    double t = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
     buf_free(&junk);
     return t;
   }
   const Poly *fl, *by;
   int64_t fv = 0, bv = 0;
   const char *why;
-  cost_program(f->prog, s->pc, &fl, &by);
+  cost_program(f->code.prog, s->pc, &fl, &by);
   poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
   poly_eval(by, eval_size_lookup, &sz, &bv, &why);
   return cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
@@ -697,15 +693,15 @@ double session_compile(Session *s, const char *name, Buf *err) {
     buf_printf(err, "no function named '%s'", name);
     return -1;
   }
-  if (!top_cpu_backend(s)) {
+  if (!be_cpu(s)) {
     buf_puts(err, s->cpu_why);
     return -1;
   }
-  if (!top_compile(s, f)) {
+  if (!be_cpu_compile(s, f)) {
     buf_puts(err, "compilation failed");
     return -1;
   }
-  return cpu_program_compile_ms(f->backend);
+  return cpu_program_compile_ms(f->code.cpu);
 }
 
 int session_compiles(Session *s, const char *name) {
@@ -723,9 +719,9 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   s->diag_json = opt && opt->diag_json;
   builtin_seed(s, 0);
 #ifdef HAVE_LLVM
-  snprintf(s->target, sizeof s->target, "cpu");
+  s->target = &be_table[BE_CPU];
 #else
-  snprintf(s->target, sizeof s->target, "ref");
+  s->target = &be_table[BE_REF];
 #endif
   hw_detect_host(&s->host_hw);
   load_calibration(s);
@@ -741,7 +737,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
       s->gpu_hw = hw;
       s->have_gpu_hw = s->gpu_hw_chosen = true;
     } else if (strcmp(hw.name, "host") || hw.path[0]) {
-      const char *note = top_set_cpu_model(s, &hw, false);
+      const char *note = be_set_cpu_model(s, &hw, false);
       if (note) fprintf(err, "dyn: %s\n", note);
     }
   }
@@ -751,9 +747,12 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
       s->gpu_math = !strcmp(t + 4, "tf32") ? CUDA_TF32 : !strcmp(t + 4, "bf16") ? CUDA_BF16 : CUDA_EXACT;
       t = "gpu";
     }
-    if (!strcmp(t, "cpu") && !top_cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
-    else if (!strcmp(t, "gpu") && !top_gpu_backend(s)) fprintf(err, "dyn: no GPU (%s); using %s\n", s->gpu_why, s->target);
-    else snprintf(s->target, sizeof s->target, "%s", t);
+    const Backend *be = be_find(t);
+    const char *why;
+    if (!be) {}                 /* main and the library refuse an unknown target first */
+    else if (be->id == BE_CPU && !be->available(s, &why)) fprintf(err, "dyn: %s\n", why);
+    else if (be->id == BE_GPU && !be->available(s, &why)) fprintf(err, "dyn: no GPU (%s); using %s\n", why, s->target->name);
+    else s->target = be;
   }
   if (!opt || !opt->no_prelude) {
     import_module(s, "linalg", (Span){0}, false);
@@ -779,7 +778,7 @@ FILE *session_set_out(Session *s, FILE *out) {
 
 const SessionTiming *session_last_timing(Session *s) { return &s->timing; }
 const SessionSched *session_last_sched(Session *s) { return &s->sched; }
-const char *session_target(Session *s) { return s->target; }
+const char *session_target(Session *s) { return s->target->name; }
 int session_threads(Session *s) { return s->threads; }
 const char *session_hw_name(Session *s) { return s->hw.name; }
 
@@ -808,7 +807,7 @@ void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, 
 
 void session_banner(Session *s, Buf *out) {
   buf_printf(out, "dyn %s -- back end: %s, hardware: %s (%d cores, %d-bit vectors%s) -- :help for help",
-             PACKAGE_VERSION, !strcmp(s->target, "ref") ? "reference evaluator" : "cpu (LLVM)", s->hw.name,
+             PACKAGE_VERSION, s->target->id == BE_REF ? "reference evaluator" : "cpu (LLVM)", s->hw.name,
              s->hw.cores, s->hw.vector_bits, s->hw_foreign ? "; for looking, statements run on this CPU's code" : "");
 }
 
@@ -822,17 +821,10 @@ void session_free(Session *s) {
   }
   vec_free(s->vars);
   free(s->var_slot);
-  top_drop_cpu_code(s, true);
-  for (int i = 0; i < s->fns.n; i++) {
-    cpu_program_free(s->fns.a[i]->backend);
-    cuda_program_free(s->fns.a[i]->gpu_backend);
-    func_free(s->fns.a[i]);
-  }
-  for (int i = 0; i < s->retired.n; i++) {
-    cpu_program_free(s->retired.a[i]->backend);
-    cuda_program_free(s->retired.a[i]->gpu_backend);
-    func_free(s->retired.a[i]);
-  }
+  top_forget_runs(s);
+  be_drop_cpu_code(s, true);      /* the code shown for another model goes with its back end */
+  for (int i = 0; i < s->fns.n; i++) func_free(s->fns.a[i]);
+  for (int i = 0; i < s->retired.n; i++) func_free(s->retired.a[i]);
   cpu_backend_free(s->cpu);
   cuda_backend_free(s->gpu);
   vec_free(s->fns);

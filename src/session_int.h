@@ -46,6 +46,59 @@ static inline Value val_tensor(Tensor *t) {
   return v;
 }
 
+/* ---- backend.c: the back ends, one table ---- */
+
+typedef enum { BE_REF, BE_CPU, BE_GPU, BE__COUNT } BackendId;
+
+/* One back end: what the session asks of each.  The reference evaluator (ref) is always
+ * here and compiles nothing; its run is eval_program, which top_run calls for every back
+ * end that declines or finds an error, so that errors are located alike on all of them. */
+typedef struct Backend {
+  BackendId id;
+  const char *name;                /* "ref", "cpu", "gpu": what :target takes and prints */
+  bool small_on_ref;               /* a one-off top-level statement of little work runs on
+                                      the evaluator: compiling it would cost more than it saves */
+  /* Is it here?  Made on first use; false with the reason in *why. */
+  bool (*available)(Session *s, const char **why);
+  /* f's code, compiled once, on first use: 1 ready, 0 the evaluator is to run it (said on
+   * s->err), -1 an error of the call, reported at `at`. */
+  int (*compile)(Session *s, Func *f, Span at);
+  /* Run f's code: 1 done, 0 it found an error (the evaluator then says exactly what and
+   * where), negative it failed as msg says.  NULL for ref. */
+  int (*run)(Session *s, Func *f, Tensor **in, const EvalSizes *sz, Tensor **outs, char *msg, size_t len);
+  /* :sched: how f runs at sz (NULL: at every size), appended to out; false after an error
+   * at `at`.  Fills s->sched. */
+  bool (*describe)(Session *s, Func *f, const EvalSizes *sz, Span at, Buf *out);
+  /* :code: f's code of a kind (llvm, asm; cuda, ptx) in out; false after an error at `at`.
+   * NULL for ref. */
+  bool (*code)(Session *s, Func *f, const char *kind, Span at, Buf *out);
+  void (*free_code)(Func *f);      /* its code for f, freed (made again on next use) */
+} Backend;
+
+extern const Backend be_table[BE__COUNT];
+const Backend *be_find(const char *name);             /* NULL: no such back end */
+
+/* The CPU back end that runs statements, made on first use; NULL with s->cpu_why. */
+CpuBackend *be_cpu(Session *s);
+/* The CPU model whose code runs: s->hw, or the host when this CPU cannot run hw's code. */
+const HwModel *be_run_hw(Session *s);
+/* The CPU back end that shows the model in use (:sched, :code); NULL with the reason in *why. */
+CpuBackend *be_model_cpu(Session *s, const char **why);
+/* f compiled for the model in use (:sched, :code), or NULL after an error at `at`. */
+CpuProgram *be_model_program(Session *s, Func *f, CpuBackend *be, Span at);
+/* Compile f for the CPU once (on first use); false (said on s->err) if it cannot be. */
+bool be_cpu_compile(Session *s, Func *f);
+/* Forget every function's code for the CPU (view: for the model shown), and the back end. */
+void be_drop_cpu_code(Session *s, bool view);
+/* Use the CPU model hw from now on; the note to print when this CPU cannot run its code. */
+const char *be_set_cpu_model(Session *s, const HwModel *hw, bool measured);
+/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
+CudaBackend *be_gpu(Session *s);
+/* The GPU model code is rendered for: the device's, one loaded with :hw or --hw, else H100. */
+const HwModel *be_gpu_model(Session *s);
+/* f32 contractions in GPU code from now on in m; code made with another is dropped. */
+void be_set_gpu_math(Session *s, CudaMath m);
+
 /* ---- session.c: the session, its bindings and functions, errors, running input ---- */
 
 typedef struct Binding { char *name; Value v; } Binding;
@@ -74,7 +127,7 @@ struct Session {
   volatile int interrupt;
   uint64_t rng[4];
   int threads;
-  char target[8];
+  const Backend *target;           /* the back end statements run on (be_table) */
   HwModel hw;                      /* the CPU model in use: --hw, :hw, else the detected host */
   HwModel host_hw;                 /* the detected host, with its calibrated peak */
   bool peak_measured;              /* hw's peak is dyn --calibrate's, for this hardware */
@@ -120,6 +173,10 @@ struct Session {
   void *diag_cookie;
   SessionTiming timing;            /* what :time and :sched computed last (the library's */
   SessionSched sched;              /* dyn_time and dyn_sched read them) */
+  /* called after each stage of defining a function (top_define): to print, verify or time
+   * it; NULL: none */
+  void (*stage_hook)(void *cookie, int stage, const Func *f, double ms);
+  void *stage_cookie;
 };
 
 /* The diagnostics in d to the sink if there is one, else printed to err; d is left as it was. */
@@ -160,13 +217,24 @@ RunStatus session_run_file_in(Session *s, const char *path, Span at);
 /* Run src, a command's argument (:time STMT), as statements, keeping the caller's s->tmp. */
 RunStatus session_run_arg(Session *s, Source *src, bool quiet_value);
 
-/* ---- toplevel.c: evaluating top-level statements, and the back ends that run them ---- */
+/* ---- toplevel.c: evaluating top-level statements: defining and running functions ---- */
+
+/* The stages of defining a function (top_define), as its hook sees them. */
+typedef enum { TOP_SEMA, TOP_LOWER } TopStage;
+/* Define the function d (parsed into a): check it (sema.c), then lower and fuse it into
+ * its program (lower.c), calling s->stage_hook after each.  The Func, owning a, or NULL
+ * after errors in s->diags (a stays the caller's). */
+Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env);
 
 Value top_eval(Session *s, Expr *e);                  /* VAL_NONE after an error */
 /* Compile the definition statement def (over concrete tensors) and run it. */
 Value top_eval_def(Session *s, Stmt *def);
 void top_forget_runs(Session *s);       /* frees what :time kept (TopRun) */
-/* Bind f's sizes from args, check shapes and facts, run f: the call's result. */
+/* A call, in order: bind f's sizes from args once, for every back end; check the shapes
+ * and the facts (skipped for the shapes of the last call that passed them); choose the back
+ * end (the target, when it is here and the call is worth compiling); compile once; launch;
+ * fall back to the evaluator, which also locates any error the compiled code finds.  The
+ * call's result, VAL_NONE after an error. */
 Value top_call(Session *s, Func *f, Expr *call, Value *args);
 Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims);  /* NULL: reported */
 /* An integer from a top-level size expression (N, 2*N + 1); false after reporting. */
@@ -175,24 +243,6 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out);
  * defined name, or NULL). */
 Value top_eval_anon(Session *s, Expr *e, const char *name);
 
-/* The CPU back end that runs statements, made on first use; NULL with s->cpu_why. */
-CpuBackend *top_cpu_backend(Session *s);
-/* The CPU model whose code runs: s->hw, or the host when this CPU cannot run hw's code. */
-const HwModel *top_run_hw(Session *s);
-/* The CPU back end that shows the model in use (:sched, :code); NULL with the reason in *why. */
-CpuBackend *top_model_backend(Session *s, const char **why);
-/* f compiled for the model in use (:sched, :code), or NULL after an error at `at`. */
-CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at);
-/* Compile f for the CPU once (on first use); false (said on s->err) if it cannot be. */
-bool top_compile(Session *s, Func *f);
-/* Forget every function's code for the CPU (view: for the model shown), and the back end. */
-void top_drop_cpu_code(Session *s, bool view);
-/* Use the CPU model hw from now on; the note to print when this CPU cannot run its code. */
-const char *top_set_cpu_model(Session *s, const HwModel *hw, bool measured);
-/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
-CudaBackend *top_gpu_backend(Session *s);
-/* The GPU model code is rendered for: the device's, one loaded with :hw or --hw, else H100. */
-const HwModel *top_gpu_model(Session *s);
 
 /* ---- builtins.c: the built-in functions and the random numbers ---- */
 

@@ -1,8 +1,9 @@
 /* toplevel.c -- evaluating top-level statements: literals, names, calls of built-ins and of
  * session functions, and arithmetic and index notation over concrete tensors, which become
  * anonymous functions checked and lowered like any other (so one checker and one evaluator
- * serve both).  A call binds the sizes and checks shapes and facts (top_call), then the
- * back end of the session's target runs the lowered program (run_program).
+ * serve both).  The two straight pipelines live here: top_define (check, lower and fuse a
+ * definition, with a hook after each stage) and a call (top_call binds the sizes and checks
+ * shapes and facts, run_program chooses a back end from backend.c's table and falls back).
  */
 #include "config.h"
 #include "session_int.h"
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- evaluation of top-level expressions ---- */
 
@@ -365,106 +367,34 @@ static TypeExpr *concrete_type(Arena *a, const Tensor *t, Span sp) {
   return te;
 }
 
-/* ---- the back ends: which one runs a program, and running it ---- */
+/* ---- defining a function: the stages, in order ---- */
 
-/* The CPU back end that runs statements, made on first use: for the model in use, or for
- * the detected host when this CPU cannot run the model's code.  NULL (with s->cpu_why) when
- * it cannot be had. */
-CpuBackend *top_cpu_backend(Session *s) {
-  if (!s->cpu && !s->cpu_failed) {
-    s->cpu = cpu_backend_new(s->hw_foreign ? &s->host_hw : &s->hw, s->threads, s->cpu_why, sizeof s->cpu_why);
-    s->cpu_failed = !s->cpu;
-  }
-  return s->cpu;
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* The model whose code runs: hw, or the host when hw is for looking only. */
-const HwModel *top_run_hw(Session *s) { return s->hw_foreign ? &s->host_hw : &s->hw; }
-
-/* The CPU back end that shows the model in use (:sched, :code): the one that runs, or one
- * that compiles for a model this CPU cannot run.  NULL with the reason in *why. */
-CpuBackend *top_model_backend(Session *s, const char **why) {
-  if (!s->hw_foreign) {
-    *why = s->cpu_why;
-    return top_cpu_backend(s);
-  }
-  if (!s->view && !s->view_failed) {
-    s->view = cpu_backend_new(&s->hw, s->threads, s->view_why, sizeof s->view_why);
-    s->view_failed = !s->view;
-  }
-  *why = s->view_why;
-  return s->view;
+/* After each stage, the session's hook (if any) sees the function as the stage left it and
+ * the stage's time: what :ir prints is the lowered program it is shown. */
+static void stage_done(Session *s, TopStage st, const Func *f, double t0) {
+  if (s->stage_hook) s->stage_hook(s->stage_cookie, st, f, now_ms() - t0);
 }
 
-/* Forget every function's code for the CPU back end (view: the model's), and the back end:
- * they are made again, for the new model, on next use. */
-void top_drop_cpu_code(Session *s, bool view) {
-  top_forget_runs(s);
-  VEC(Func *) *lists[2] = {(void *)&s->fns, (void *)&s->retired};
-  for (int l = 0; l < 2; l++)
-    for (int i = 0; i < lists[l]->n; i++) {
-      Func *f = lists[l]->a[i];
-      void **code = view ? &f->view_backend : &f->backend;
-      cpu_program_free(*code);
-      *code = NULL;
-    }
-  if (view) {
-    cpu_backend_free(s->view);
-    s->view = NULL;
-    s->view_failed = false;
-  } else {
-    cpu_backend_free(s->cpu);
-    s->cpu = NULL;
-    s->cpu_failed = false;
-  }
+Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env) {
+  /* lexing and parsing were done once for the whole input (session.c), which may hold
+   * several definitions and statements */
+  double t0 = s->stage_hook ? now_ms() : 0;
+  Func *f = sema_function(env, d, a, &s->diags);     /* types, sizes, facts, bounds */
+  if (!f) return NULL;
+  stage_done(s, TOP_SEMA, f, t0);
+  t0 = s->stage_hook ? now_ms() : 0;
+  f->code.prog = lower_function(f, s->pc, session_lookup_fn, s);   /* kernels, fused */
+  stage_done(s, TOP_LOWER, f, t0);
+  return f;
 }
 
-static bool same_model(const HwModel *a, const HwModel *b) {
-  return !strcmp(a->name, b->name) && !strcmp(a->path, b->path) && !strcmp(a->llvm_cpu, b->llvm_cpu) &&
-         !strcmp(a->llvm_features, b->llvm_features) && a->cores == b->cores && a->vector_bits == b->vector_bits &&
-         a->ghz == b->ghz && a->peak_gflops_f32 == b->peak_gflops_f32;
-}
-
-/* Use hw (a CPU model) from now on.  Code already compiled for another model is dropped and
- * made again on next use.  Returns the sentence saying that statements run on the host's
- * code, when this CPU cannot run hw's, else NULL. */
-const char *top_set_cpu_model(Session *s, const HwModel *hw, bool measured) {
-  HwModel ran = *top_run_hw(s);
-  s->hw = *hw;
-  s->peak_measured = measured;
-  static char note[768];
-  char why[256];
-  s->hw_foreign = !cpu_runnable(hw, why, sizeof why);
-  top_drop_cpu_code(s, true);
-  /* the code that runs is kept while it is made for the same model */
-  if (!same_model(&ran, top_run_hw(s))) top_drop_cpu_code(s, false);
-  if (!s->hw_foreign) return NULL;
-  snprintf(note, sizeof note, "%s: statements run on code for this CPU (%s); :sched, :cost and :code show %s", why,
-           s->host_hw.desc, hw->name);
-  return note;
-}
-
-/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
-CudaBackend *top_gpu_backend(Session *s) {
-  if (!s->gpu && !s->gpu_failed) {
-    s->gpu = cuda_backend_new(s->have_gpu_hw ? &s->gpu_hw : NULL, s->gpu_why, sizeof s->gpu_why);
-    s->gpu_failed = !s->gpu;
-    if (s->gpu && !s->have_gpu_hw) {
-      s->gpu_hw = *cuda_backend_hw(s->gpu);
-      s->have_gpu_hw = true;
-    }
-  }
-  return s->gpu;
-}
-
-/* The GPU model code is rendered for: the device's, a GPU loaded with :hw or --hw, else H100. */
-const HwModel *top_gpu_model(Session *s) {
-  if (!s->have_gpu_hw) {
-    char msg[256];
-    if (hw_load("h100", &s->gpu_hw, msg, sizeof msg)) s->have_gpu_hw = true;
-  }
-  return s->have_gpu_hw ? &s->gpu_hw : NULL;
-}
+/* ---- running a call: choose the back end, compile once, launch, fall back ---- */
 
 /* Work of a program at these sizes, in loop iterations (to decide whether compiling a
  * one-off top-level statement pays). */
@@ -489,45 +419,6 @@ static double program_work(const Program *p, const EvalSizes *sz) {
     tot += iters;
   }
   return tot;
-}
-
-static bool use_cpu(Session *s, Func *f, const EvalSizes *sz) {
-  if (memcmp(s->target, "cpu", 4)) return false;     /* targets are short: one compare */
-  /* a top-level statement runs once: compiling it pays only for large work */
-  if (f->anonymous && !s->compile_all && !s->rerun && program_work(f->prog, sz) < 1e6) {
-    snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
-    return false;
-  }
-  if (!top_cpu_backend(s)) {
-    snprintf(s->instead_why, sizeof s->instead_why, "%s", s->cpu_why);
-    return false;
-  }
-  return true;
-}
-
-/* Compile f for the CPU once (on first use); false if it cannot be. */
-bool top_compile(Session *s, Func *f) {
-  if (f->backend) return true;
-  char msg[512];
-  f->backend = cpu_compile(s->cpu, f->prog, msg, sizeof msg);
-  if (!f->backend) {
-    fprintf(s->err, "dyn: %s: compiling for the CPU failed (%s); the reference evaluator runs it\n", f->name, msg);
-    snprintf(s->instead_why, sizeof s->instead_why, "compiling %s for the CPU failed", f->name);
-    return false;
-  }
-  f->compiles++;
-  return true;
-}
-
-/* Compile f for the model in use (on first use), for :sched and :code: the code that runs,
- * or the model's own when this CPU cannot run it.  Its program, or NULL after an error. */
-CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at) {
-  if (!s->hw_foreign) return top_compile(s, f) ? f->backend : NULL;
-  if (f->view_backend) return f->view_backend;
-  char msg[512];
-  f->view_backend = cpu_compile(be, f->prog, msg, sizeof msg);
-  if (!f->view_backend) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: compiling for %s failed: %s", f->name, s->hw.name, msg));
-  return f->view_backend;
 }
 
 /* Run the prepared checked function on values; report run-time errors. */
@@ -555,6 +446,24 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   return ok;
 }
 
+/* The back end that runs this call: the target, when it is here and the call is worth
+ * compiling; NULL for the evaluator, with the reason in s->instead_why. */
+static const Backend *choose(Session *s, Func *f, const EvalSizes *sz) {
+  const Backend *be = s->target;
+  if (be->id == BE_REF) return NULL;
+  /* a top-level statement runs once: compiling it pays only for large work */
+  if (be->small_on_ref && f->anonymous && !s->compile_all && !s->rerun && program_work(f->code.prog, sz) < 1e6) {
+    snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
+    return NULL;
+  }
+  const char *why;
+  if (!be->available(s, &why)) {
+    snprintf(s->instead_why, sizeof s->instead_why, "%s", why ? why : "");
+    return NULL;
+  }
+  return be;
+}
+
 static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
   s->interrupt = 0;
   /* a compiled back end's answer: 1 done, 0 it found an error (the evaluator then says
@@ -562,18 +471,11 @@ static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes
   int r = 0;
   char msg[512];
   /* the inputs are C-contiguous (run_program) */
-  if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
-    if (!f->gpu_backend) {
-      f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
-      if (!f->gpu_backend) {
-        session_error(s, at, E_RUNTIME, session_tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
-        return false;
-      }
-      f->compiles++;
-    }
-    r = cuda_run(s->gpu, f->gpu_backend, inputs, sz, outs, msg, sizeof msg);
-  } else if (use_cpu(s, f, sz) && top_compile(s, f)) {
-    r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
+  const Backend *be = choose(s, f, sz);
+  if (be) {
+    int c = be->compile(s, f, at);
+    if (c < 0) return false;
+    if (c > 0) r = be->run(s, f, inputs, sz, outs, msg, sizeof msg);
   }
   if (r == 1) {
     s->ran_compiled++;
@@ -583,10 +485,10 @@ static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes
     session_error(s, at, E_RUNTIME, msg);
     return false;
   }
-  if (strcmp(s->target, "ref")) s->ran_instead++;
+  if (s->target->id != BE_REF) s->ran_instead++;
   Buf err = {0};
   Span esp = {0};
-  bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
+  bool ok = eval_program(f->code.prog, inputs, sz, outs, &s->interrupt, &err, &esp);
   if (!ok) {
     Diag *d = session_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
     if (esp.src && at.src && !f->anonymous) diag_note(d, at, "while running %s", f->name);
@@ -610,10 +512,7 @@ typedef struct TopRun {
 enum { MAX_RUNS = 8 };
 
 static void run_free(TopRun *r) {
-  cpu_program_free(r->f->backend);
-  cuda_program_free(r->f->gpu_backend);
-  lower_free(r->f->prog);
-  arena_free(r->fa);
+  func_free(r->f);                 /* and r->fa, f's arena */
   free(r->key);
 }
 
@@ -732,10 +631,9 @@ Value top_eval_def(Session *s, Stmt *def) {
   d->body[1] = ret;
   SemaEnv env = session_sema_env(s);
   env.each_var = session_each_var;
-  f = sema_function(&env, d, fa, &s->diags);
+  f = top_define(s, d, fa, &env);
   if (!f) goto out;
   f->anonymous = true;
-  f->prog = lower_function(f, s->pc, session_lookup_fn, s);
   Tensor *outs[1] = {0};
   EvalSizes sz = {sz_names, sz_vals, nsz};
   if (top_check_facts(s, f, &sz, def->span) && run_program(s, f, inputs, &sz, outs, def->span))
@@ -743,12 +641,8 @@ Value top_eval_def(Session *s, Stmt *def) {
   if (s->keep_runs && !session_failed(s) && keep_run(s, def->span, key.s ? key.s : "", fa, f)) f = NULL, fa = NULL;
 out:
   buf_free(&key);
-  if (f) {
-    cpu_program_free(f->backend);
-    cuda_program_free(f->gpu_backend);
-    lower_free(f->prog);
-  }
-  arena_free(fa);
+  if (f) func_free(f);             /* and fa, f's arena */
+  else arena_free(fa);
   free(inputs);
   free(sz_names);
   free(sz_vals);
