@@ -156,7 +156,7 @@ CpuProgram *be_model_program(Session *s, Func *f, CpuBackend *be, Span at) {
   if (f->code.view) return f->code.view;
   char msg[512];
   f->code.view = cpu_compile(be, f->code.prog, msg, sizeof msg);
-  if (!f->code.view) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: compiling for %s failed: %s", f->name, s->hw.name, msg));
+  if (!f->code.view) state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s: compiling for %s failed: %s", f->name, s->hw.name, msg));
   return f->code.view;
 }
 
@@ -247,14 +247,14 @@ static bool cpu_code(Session *s, Func *f, const char *kind, Span at, Buf *b) {
   const char *why;
   CpuBackend *be = be_model_cpu(s, &why);
   if (!be) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", why));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code: %s", why));
     return false;
   }
   CpuProgram *cp = be_model_program(s, f, be, at);
   if (!cp) return false;
   char msg[512];
   if (!cpu_program_code(be, cp, kind, b, msg, sizeof msg)) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", msg));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code: %s", msg));
     return false;
   }
   return true;
@@ -273,7 +273,7 @@ static int gpu_compile_fn(Session *s, Func *f, Span at) {
   char msg[512];
   f->code.gpu = cuda_compile(s->gpu, f->code.prog, s->gpu_math, msg, sizeof msg);
   if (!f->code.gpu) {
-    session_error(s, at, E_RUNTIME, session_tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
+    state_error(s, at, E_RUNTIME, state_tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
     return -1;
   }
   f->compiles++;
@@ -291,7 +291,7 @@ static CudaProgram *gpu_program(Session *s, Func *f, bool *own, Span at, const c
   *own = !f->code.gpu;
   if (!*own) return f->code.gpu;
   const HwModel *g = be_gpu_model(s);
-  if (!g) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: no GPU model (hw/h100.hw is missing)", cmd));
+  if (!g) state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s: no GPU model (hw/h100.hw is missing)", cmd));
   return g ? cuda_program_new(f->code.prog, g, s->gpu_math) : NULL;
 }
 
@@ -317,7 +317,7 @@ static bool gpu_code(Session *s, Func *f, const char *kind, Span at, Buf *b) {
   char msg[512];
   bool ok = cuda_program_code(cp, kind, b, msg, sizeof msg);
   if (own) cuda_program_free(cp);
-  if (!ok) session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code %s: %s", kind, msg));
+  if (!ok) state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code %s: %s", kind, msg));
   return ok;
 }
 

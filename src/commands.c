@@ -26,10 +26,10 @@ static RunStatus cmd_quit(Session *s, const char *arg, Span at) { return RUN_QUI
 
 static RunStatus cmd_load(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":load needs a file name");
+    state_error(s, at, E_COMMAND, ":load needs a file name");
     return RUN_ERROR;
   }
-  return session_run_file_in(s, arg, at);
+  return s->run_file(s, arg, at);
 }
 
 /* A command's argument as a source of its own, placed where it stands in the command's
@@ -37,7 +37,7 @@ static RunStatus cmd_load(Session *s, const char *arg, Span at) {
  * text ends with it (trimmed), and an earlier one may be the command's name (:time t). */
 static Source *arg_source(Session *s, const char *arg, Span at, const char *origin) {
   size_t n = strlen(arg);
-  Source *src = session_add_source(s, at.src ? at.src->name : origin, xstrdup(arg), n);
+  Source *src = state_add_source(s, at.src ? at.src->name : origin, xstrdup(arg), n);
   if (at.src && n && at.hi <= at.src->len && at.hi - at.lo >= n)
     for (size_t p = at.hi - n + 1; p-- > at.lo;)
       if (!memcmp(at.src->text + p, arg, n)) {
@@ -54,12 +54,12 @@ static Expr *parse_arg_expr(Session *s, const char *arg, Span at) {
 
 static RunStatus cmd_type(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":type needs a name or an expression");
+    state_error(s, at, E_COMMAND, ":type needs a name or an expression");
     return RUN_ERROR;
   }
   Buf b = {0};
-  Func *f = session_find_fn(s, arg);
-  Binding *v = session_find_var(s, arg);
+  Func *f = state_find_fn(s, arg);
+  Binding *v = state_find_var(s, arg);
   if (v) {
     buf_printf(&b, "%s: ", arg);
     val_type_str(&v->v, &b);
@@ -71,11 +71,11 @@ static RunStatus cmd_type(Session *s, const char *arg, Span at) {
     Expr *e = parse_arg_expr(s, arg, at);
     if (!e) return RUN_ERROR;
     Value val = top_eval(s, e);
-    if (session_failed(s)) return RUN_ERROR;
+    if (state_failed(s)) return RUN_ERROR;
     val_type_str(&val, &b);
     val_free(&val);
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -86,7 +86,7 @@ static int cmp_binding(const void *a, const void *b) {
 
 static RunStatus cmd_vars(Session *s, const char *arg, Span at) {
   if (!s->vars.n) {
-    session_print_line(s, "(no bindings)");
+    state_print_line(s, "(no bindings)");
     return RUN_OK;
   }
   Binding *sorted = xmalloc(sizeof(Binding) * (size_t)s->vars.n);
@@ -103,15 +103,15 @@ static RunStatus cmd_vars(Session *s, const char *arg, Span at) {
     val_type_str(&sorted[i].v, &b);
     if (i + 1 < s->vars.n) buf_putc(&b, '\n');
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   free(sorted);
   return RUN_OK;
 }
 
 static RunStatus cmd_reset(Session *s, const char *arg, Span at) {
-  session_reset(s);
-  session_print_line(s, "all bindings and user functions forgotten");
+  state_reset(s);
+  state_print_line(s, "all bindings and user functions forgotten");
   return RUN_OK;
 }
 
@@ -130,11 +130,11 @@ static Func *want_fn(Session *s, const char *arg, Span at, const char *cmd) {
   char name[128];
   int n = first_word(arg, name, sizeof name);
   if (!n) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s needs the name of a function", cmd));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s needs the name of a function", cmd));
     return NULL;
   }
-  Func *f = session_find_fn(s, name);
-  if (!f) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: no function named '%s'", cmd, name));
+  Func *f = state_find_fn(s, name);
+  if (!f) state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s: no function named '%s'", cmd, name));
   return f;
 }
 
@@ -146,7 +146,7 @@ static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
   buf_putc(&b, '\n');
   lower_print(f->code.prog, &b);
   if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -163,7 +163,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     const char *nb = p;
     while (*p && *p != '=' && !isspace((unsigned char)*p)) p++;
     if (*p != '=' || p == nb || n == cap) {
-      session_error(s, at, E_COMMAND, "sizes are written NAME=VALUE, such as M=100 N=768");
+      state_error(s, at, E_COMMAND, "sizes are written NAME=VALUE, such as M=100 N=768");
       return false;
     }
     const char *nm = arena_strndup(s->tmp, nb, (size_t)(p - nb));
@@ -171,11 +171,11 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     errno = 0;
     long long v = strtoll(p + 1, &end, 10);
     if (end == p + 1 || v < 0 || (*end && !isspace((unsigned char)*end))) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "the size %s needs a value of 0 or more", nm));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "the size %s needs a value of 0 or more", nm));
       return false;
     }
     if (errno == ERANGE) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "the size %s=%.*s does not fit in 64 bits", nm, (int)(end - p - 1), p + 1));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "the size %s=%.*s does not fit in 64 bits", nm, (int)(end - p - 1), p + 1));
       return false;
     }
     bool known = false;
@@ -183,7 +183,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     if (!known) {
       Buf b = {0};
       for (int i = 0; i < f->nsizes; i++) buf_printf(&b, "%s%s", i ? ", " : "", f->sizes[i].name);
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s has no size %s (its sizes: %s)", f->name, nm, b.s ? b.s : "none"));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s has no size %s (its sizes: %s)", f->name, nm, b.s ? b.s : "none"));
       buf_free(&b);
       return false;
     }
@@ -197,7 +197,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
       bool have = false;
       for (int j = 0; j < n; j++) have = have || !strcmp(names[j], f->sizes[i].name);
       if (!have) {
-        session_error(s, at, E_COMMAND, session_tmp_printf(s, "give every size of %s: %s is missing", f->name, f->sizes[i].name));
+        state_error(s, at, E_COMMAND, state_tmp_printf(s, "give every size of %s: %s is missing", f->name, f->sizes[i].name));
         return false;
       }
     }
@@ -218,7 +218,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     if (!ok && !zero) {
       Buf t = {0};
       type_str(&sl->type, &t);
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "at these sizes %s (%s) would not fit in memory: its size does not fit in 64 bits",
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "at these sizes %s (%s) would not fit in memory: its size does not fit in 64 bits",
                                          sl->name, t.s));
       buf_free(&t);
       return false;
@@ -322,7 +322,7 @@ static void sched_explain(Session *s) {
     p = e + 1;
   }
   w.s[--w.len] = 0;
-  session_print_line(s, w.s);
+  state_print_line(s, w.s);
   buf_free(&w);
   buf_free(&b);
 }
@@ -348,7 +348,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   }
   wrap_lines(&b, 80);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -379,7 +379,7 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
     for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
     buf_printf(&b, ": %lld FLOPs, %lld bytes, %.3g FLOP/byte", (long long)fv, (long long)bv, bv ? (double)fv / (double)bv : 0.0);
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -459,13 +459,13 @@ static void print_paged(Session *s, const char *text) {
   const char *pager = getenv("PAGER");
   if (!pager || !*pager) pager = "less -FRX";
   if (!s->interactive || !isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) != 0 || lines < ws.ws_row - 1 || !strcmp(pager, "cat")) {
-    session_print_line(s, text);
+    state_print_line(s, text);
     return;
   }
   fflush(s->out);
   FILE *pg = popen(pager, "w");
   if (!pg) {
-    session_print_line(s, text);
+    state_print_line(s, text);
     return;
   }
   void (*old)(int) = signal(SIGPIPE, SIG_IGN);        /* the reader may quit early */
@@ -482,10 +482,10 @@ static RunStatus code_print(Session *s, Func *f, Buf *b, const char *what, const
     /* a kernel's name as :sched prints it stands for the CPU back end's numbered function */
     const char *alias = NULL;
     for (int k = 0; f->code.prog && k < f->code.prog->nkernels; k++)
-      if (!strcmp(f->code.prog->kernels[k].name, only)) alias = session_tmp_printf(s, "_k%d", k);
+      if (!strcmp(f->code.prog->kernels[k].name, only)) alias = state_tmp_printf(s, "_k%d", k);
     Buf names = {0};
     if (!code_filter(b, !strcmp(what, "asm"), only, alias, &names)) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
                                                          f->name, what, only, names.s ? names.s : "none"));
       buf_free(&names);
       buf_free(b);
@@ -510,7 +510,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     while (isspace((unsigned char)*rest)) rest++;
     if (!*rest) break;
     if (nw == 2) {
-      session_error(s, at, E_COMMAND, ":code takes a function, a kind and a name to pick: :code NAME [llvm|asm|cuda|ptx] [FUNCTION]");
+      state_error(s, at, E_COMMAND, ":code takes a function, a kind and a name to pick: :code NAME [llvm|asm|cuda|ptx] [FUNCTION]");
       return RUN_ERROR;
     }
     int n = first_word(rest, words[nw], sizeof words[nw]);
@@ -524,7 +524,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     if (nw == 2 || !kind) only = words[nw - 1];
   }
   if (strcmp(what, "llvm") && strcmp(what, "asm") && strcmp(what, "cuda") && strcmp(what, "ptx")) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
     return RUN_ERROR;
   }
   const Backend *be = &be_table[!strcmp(what, "cuda") || !strcmp(what, "ptx") ? BE_GPU : BE_CPU];
@@ -572,7 +572,7 @@ static double roofs(Session *s, int *threads, double *bw, const char **whose) {
 
 static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":time needs a statement");
+    state_error(s, at, E_COMMAND, ":time needs a statement");
     return RUN_ERROR;
   }
   double t[1000];
@@ -595,10 +595,10 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   Expr *call = NULL;
   const char *cp = call_text;
   while (isalnum((unsigned char)*cp) || *cp == '_') cp++;
-  if (cp > call_text && *cp == '(' && session_find_fn(s, arena_strndup(s->tmp, call_text, (size_t)(cp - call_text))))
+  if (cp > call_text && *cp == '(' && state_find_fn(s, arena_strndup(s->tmp, call_text, (size_t)(cp - call_text))))
     call = parse_arg_expr(s, call_text, at);
-  if (session_failed(s)) return RUN_ERROR;
-  if (call && call->kind == EX_CALL && (fn = session_find_fn(s, call->name))) {
+  if (state_failed(s)) return RUN_ERROR;
+  if (call && call->kind == EX_CALL && (fn = state_find_fn(s, call->name))) {
     bool built = false;
     for (int i = 0; i < call->nargs; i++) built = built || call->args[i]->kind != EX_NAME;
     if (!built) fn = NULL;
@@ -607,14 +607,14 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (fn) {
     args = arena_alloc(s->tmp, sizeof(Value) * (size_t)(call->nargs + 1));
     for (int i = 0; i < call->nargs; i++) args[i] = (Value){0};
-    for (int i = 0; i < call->nargs && !session_failed(s); i++) args[i] = top_eval(s, call->args[i]);
-    if (!session_failed(s)) result = top_call(s, fn, call, args);     /* compiles, warms */
+    for (int i = 0; i < call->nargs && !state_failed(s); i++) args[i] = top_eval(s, call->args[i]);
+    if (!state_failed(s)) result = top_call(s, fn, call, args);     /* compiles, warms */
   }
   /* one run first: it compiles what needs compiling, and warms the caches; every run reads
    * the same source (the session keeps each source it is given) */
   Source *src = fn ? NULL : arg_source(s, arg, at, "<time>");
   s->keep_runs = !fn;           /* its top-level statements are checked and compiled once */
-  RunStatus r0 = fn ? (session_failed(s) ? RUN_ERROR : RUN_OK) : session_run_arg(s, src, true);
+  RunStatus r0 = fn ? (state_failed(s) ? RUN_ERROR : RUN_OK) : s->run_arg(s, src, true);
   unsigned last_before = s->last_fn_calls, instead_before = s->ran_instead;
   double start = now_s();
   RunStatus r = r0;
@@ -623,9 +623,9 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     if (fn) {
       val_free(&result);
       result = top_call(s, fn, call, args);
-      r = session_failed(s) ? RUN_ERROR : RUN_OK;
+      r = state_failed(s) ? RUN_ERROR : RUN_OK;
     } else {
-      r = session_run_arg(s, src, true);
+      r = s->run_arg(s, src, true);
     }
     t[n++] = now_s() - t0;
   }
@@ -633,7 +633,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   top_forget_runs(s);
   if (fn) {
     for (int i = 0; i < call->nargs; i++) val_free(&args[i]);
-    if (r == RUN_OK && bind) session_bind(s, bind, result);
+    if (r == RUN_OK && bind) state_bind(s, bind, result);
     else val_free(&result);
   }
   if (r != RUN_OK) return r;
@@ -692,7 +692,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
     s->timing.predicted = pred;
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -712,13 +712,13 @@ static bool plot_args(Session *s, Func *f, EvalSizes *sz, Span at, Tensor **args
     const char *why;
     for (int k = 0; k < p->type.rank; k++)
       if (!poly_eval(p->type.dims[k], eval_size_lookup, sz, &shape[k], &why) || shape[k] < 0) {
-        session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s has no shape at these sizes", p->name));
+        state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: the argument %s has no shape at these sizes", p->name));
         return false;
       }
     char msg[256];
     args[i] = tensor_new(p->type.elem, p->type.rank, shape, msg, sizeof msg);
     if (!args[i]) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s: %s", p->name, msg));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: the argument %s: %s", p->name, msg));
       return false;
     }
     if (p->is_size) {
@@ -742,16 +742,16 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
   double start = now_s();
   Tensor *outs[8] = {0};
   Buf err = {0};
-  bool ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);   /* compiles, warms */
+  bool ok = top_call_tensors(s, f->name, args, f->nparams, outs, 8, &err);   /* compiles, warms */
   for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
   start = now_s();
   while (ok && (n < 3 || (n < 50 && now_s() - start < 0.2))) {
     double t0 = now_s();
-    ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);
+    ok = top_call_tensors(s, f->name, args, f->nparams, outs, 8, &err);
     t[n++] = now_s() - t0;
     for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
   }
-  if (!ok) session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
+  if (!ok) state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
   buf_free(&err);
   if (!ok) return false;
   qsort(t, (size_t)n, sizeof(double), cmp_double);
@@ -762,7 +762,7 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
 /* The schedule the CPU back end chooses at sz, as the "chosen:" lines :sched prints (one a
  * kernel that chooses), else words saying that nothing is chosen by shape. */
 static const char *plot_variant(Session *s, Func *f, EvalSizes *sz) {
-  if (s->target->id != BE_CPU || !f->code.cpu) return session_tmp_printf(s, "the %s target's code at every size", s->target->name);
+  if (s->target->id != BE_CPU || !f->code.cpu) return state_tmp_printf(s, "the %s target's code at every size", s->target->name);
   Buf b = {0}, v = {0};
   cpu_schedule(s->cpu, f->code.cpu, s->pc, sz, s->threads, &b);
   for (const char *p = b.s ? b.s : ""; *p;) {
@@ -786,7 +786,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     while (isspace((unsigned char)*svg)) svg++;
     for (char *e = svg + strlen(svg); e > svg && isspace((unsigned char)e[-1]);) *--e = 0;
     if (!*svg) {
-      session_error(s, at, E_COMMAND, ":plot: '>' needs a file name, such as > plot.svg");
+      state_error(s, at, E_COMMAND, ":plot: '>' needs a file name, such as > plot.svg");
       return RUN_ERROR;
     }
   }
@@ -800,7 +800,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     if (end == dots) hi = strtoll(dots + 2, &end, 10);
   }
   if (!dots || eq == text || end == dots || end == dots + 2 || (*end && !isspace((unsigned char)*end)) || lo < 1 || hi <= lo) {
-    session_error(s, at, E_COMMAND, ":plot sweeps one size from lo to hi: :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg], with 1 <= lo < hi");
+    state_error(s, at, E_COMMAND, ":plot sweeps one size from lo to hi: :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg], with 1 <= lo < hi");
     return RUN_ERROR;
   }
   char *name_end = eq - 1, *name = name_end;
@@ -837,7 +837,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     need += bytes;
   }
   if (have > 0 && need > have / 2) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the arguments at %s=%lld take %.1f GiB, over half of this machine's %.1f GiB",
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: the arguments at %s=%lld take %.1f GiB, over half of this machine's %.1f GiB",
                                                        xname, hi, need / (1 << 30), have / (1 << 30)));
     return RUN_ERROR;
   }
@@ -848,7 +848,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     sz.vals[xi] = pt[i].x;
     memset(args, 0, sizeof(Tensor *) * (size_t)f->nparams);
     bool ok = plot_args(s, f, &sz, at, args) && plot_measure(s, f, args, at, &pt[i].measured_s);
-    if (ok) pt[i].predicted_s = session_predict(s, f->name, args, f->nparams);
+    if (ok) pt[i].predicted_s = top_predict(s, f->name, args, f->nparams);
     for (int k = 0; k < f->nparams; k++) tensor_release(args[k]);
     if (!ok) return RUN_ERROR;
     int64_t fv = 0, bv = 0;
@@ -883,17 +883,17 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     if (o && !ok) file_out_abandon(o);
     else if (o) ok = file_out_commit(o, msg, sizeof msg);
     if (!ok) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", svg, msg));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: %s: %s", svg, msg));
       r = RUN_ERROR;
     } else {
       buf_free(&b);
       buf_printf(&b, "wrote %s (%d points, %d variant%s)", svg, n, nv, nv == 1 ? "" : "s");
-      session_print_line(s, b.s);
+      state_print_line(s, b.s);
     }
   } else {
     plot_text(&d, 64, 16, &b);
     while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-    session_print_line(s, b.s);
+    state_print_line(s, b.s);
   }
   buf_free(&b);
   buf_free(&title);
@@ -910,7 +910,7 @@ static Value check_run(Session *s, const char *arg, Span at, Expr *e, Func *fn, 
 
 static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":check needs an expression");
+    state_error(s, at, E_COMMAND, ":check needs an expression");
     return RUN_ERROR;
   }
   const Backend *saved = s->target;
@@ -926,14 +926,14 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   memcpy(rng1, s->rng, sizeof rng1);
   Expr *e = parse_arg_expr(s, arg, at);
   if (!e) goto out;
-  Func *fn = e->kind == EX_CALL ? session_find_fn(s, e->name) : NULL;
+  Func *fn = e->kind == EX_CALL ? state_find_fn(s, e->name) : NULL;
   if (fn) {
     args = xcalloc((size_t)e->nargs + 1, sizeof(Value));
-    for (int i = 0; i < e->nargs && !session_failed(s); i++) args[i] = top_eval(s, e->args[i]);
+    for (int i = 0; i < e->nargs && !state_failed(s); i++) args[i] = top_eval(s, e->args[i]);
   }
-  if (!session_failed(s)) ref = check_run(s, arg, at, e, fn, args);
+  if (!state_failed(s)) ref = check_run(s, arg, at, e, fn, args);
   memcpy(rng1, s->rng, sizeof rng1);
-  if (session_failed(s)) goto out;
+  if (state_failed(s)) goto out;
   val_type_str(&ref, &b);
   buf_puts(&b, ": ref computed");
   /* every other back end of the table, against the reference */
@@ -949,7 +949,7 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     s->compile_all = true;
     Value v = check_run(s, arg, at, e, fn, args);
     s->compile_all = false;
-    if (session_failed(s)) {
+    if (state_failed(s)) {
       val_free(&v);
       goto out;
     }
@@ -976,8 +976,8 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     ok = ok && same;
     val_free(&v);
   }
-  session_print_line(s, b.s);
-  if (!ok) session_error(s, at, E_COMMAND, ":check: the back ends disagree");
+  state_print_line(s, b.s);
+  if (!ok) state_error(s, at, E_COMMAND, ":check: the back ends disagree");
 out:
   buf_free(&b);
   val_free(&ref);
@@ -987,23 +987,23 @@ out:
   }
   s->target = saved;
   memcpy(s->rng, rng1, sizeof rng1);
-  return session_failed(s) ? RUN_ERROR : RUN_OK;
+  return state_failed(s) ? RUN_ERROR : RUN_OK;
 }
 
 /* What f32 contractions compute in on hw: "f32 contractions in tf32 on the tensor cores". */
 static const char *gpu_math_text(Session *s, const HwModel *hw) {
   if (s->gpu_math == CUDA_EXACT) return "f32 contractions exact";
   if (hw && cuda_math_on(hw, s->gpu_math) == CUDA_EXACT)
-    return session_tmp_printf(s, "f32 contractions exact: %s needs the tensor cores of compute capability 8.0 (%s has %d.%d)",
+    return state_tmp_printf(s, "f32 contractions exact: %s needs the tensor cores of compute capability 8.0 (%s has %d.%d)",
                       cuda_math_name(s->gpu_math), hw->name, hw->cc_major, hw->cc_minor);
-  return session_tmp_printf(s, "f32 contractions in %s on the tensor cores", cuda_math_name(s->gpu_math));
+  return state_tmp_printf(s, "f32 contractions in %s on the tensor cores", cuda_math_name(s->gpu_math));
 }
 
 static RunStatus cmd_target(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    if (s->gpu_math == CUDA_EXACT) session_print_line(s, session_tmp_printf(s, "target: %s", s->target->name));
-    else if (s->target->id == BE_GPU) session_print_line(s, session_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
-    else session_print_line(s, session_tmp_printf(s, "target: %s (GPU code: %s)", s->target->name, gpu_math_text(s, NULL)));
+    if (s->gpu_math == CUDA_EXACT) state_print_line(s, state_tmp_printf(s, "target: %s", s->target->name));
+    else if (s->target->id == BE_GPU) state_print_line(s, state_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
+    else state_print_line(s, state_tmp_printf(s, "target: %s (GPU code: %s)", s->target->name, gpu_math_text(s, NULL)));
     return RUN_OK;
   }
   /* the first word, and for gpu the arithmetic after it */
@@ -1018,38 +1018,38 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     else if (rn == 4 && !strncmp(rest, "tf32", 4)) m = CUDA_TF32;
     else if (rn == 4 && !strncmp(rest, "bf16", 4)) m = CUDA_BF16;
     else {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown arithmetic '%.*s' for :target gpu: use exact, tf32 or bf16", (int)rn, rest));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "unknown arithmetic '%.*s' for :target gpu: use exact, tf32 or bf16", (int)rn, rest));
       return RUN_ERROR;
     }
     bool changed = m != s->gpu_math;
     be_set_gpu_math(s, m);
     if (!be_gpu(s)) {
-      session_print_line(s, session_tmp_printf(s, "target: %s -- no GPU: %s", s->target->name, s->gpu_why));
+      state_print_line(s, state_tmp_printf(s, "target: %s -- no GPU: %s", s->target->name, s->gpu_why));
       if (m != CUDA_EXACT || changed) {
         const HwModel *g = be_gpu_model(s);
-        session_print_line(s, session_tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
+        state_print_line(s, state_tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
       }
     } else {
       s->target = &be_table[BE_GPU];
       if (m != CUDA_EXACT || changed)
-        session_print_line(s, session_tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
+        state_print_line(s, state_tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
       else
-        session_print_line(s, session_tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
+        state_print_line(s, state_tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
     }
     return RUN_OK;
   }
   if (!strcmp(arg, "ref")) {
     s->target = &be_table[BE_REF];
-    session_print_line(s, "target: ref (the reference evaluator)");
+    state_print_line(s, "target: ref (the reference evaluator)");
   } else if (!strcmp(arg, "cpu")) {
     if (!be_cpu(s)) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
       return RUN_ERROR;
     }
     s->target = &be_table[BE_CPU];
-    session_print_line(s, session_tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
+    state_print_line(s, state_tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
   } else {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
     return RUN_ERROR;
   }
   return RUN_OK;
@@ -1062,7 +1062,7 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
     char msg[512];
     HwModel hw;
     if (!hw_load(arg, &hw, msg, sizeof msg)) {
-      session_error(s, at, E_COMMAND, msg);
+      state_error(s, at, E_COMMAND, msg);
       return RUN_ERROR;
     }
     if (!strcmp(hw.kind, "gpu")) {
@@ -1082,7 +1082,7 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
   hw_describe(show, &b);
   if (note) buf_printf(&b, "note: %s\n", note);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -1092,13 +1092,13 @@ static RunStatus cmd_threads(Session *s, const char *arg, Span at) {
     char *end;
     long n = strtol(arg, &end, 10);
     if (*end || n < 1 || n > 1024) {
-      session_error(s, at, E_COMMAND, ":threads needs a number from 1 to 1024");
+      state_error(s, at, E_COMMAND, ":threads needs a number from 1 to 1024");
       return RUN_ERROR;
     }
     s->threads = (int)n;
     if (s->cpu) cpu_backend_set_threads(s->cpu, s->threads);
   }
-  session_print_line(s, session_tmp_printf(s, "threads: %d%s", s->threads, s->target->id == BE_REF ? " (the reference evaluator uses one)" : ""));
+  state_print_line(s, state_tmp_printf(s, "threads: %d%s", s->threads, s->target->id == BE_REF ? " (the reference evaluator uses one)" : ""));
   return RUN_OK;
 }
 
@@ -1149,11 +1149,11 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
       if (!strcmp(commands[i].name, nm)) {
         buf_printf(&b, ":%s%s%s\n  %s\n%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args,
                    commands[i].summary, commands[i].detail);
-        session_print_line(s, b.s);
+        state_print_line(s, b.s);
         buf_free(&b);
         return RUN_OK;
       }
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, "no command ':%s' (try :help)", nm));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, "no command ':%s' (try :help)", nm));
     return RUN_ERROR;
   }
   buf_puts(&b, "commands:\n");
@@ -1169,7 +1169,7 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
   buf_puts(&b, "\n");
   buf_puts(&b, "functions in the session: ");
   for (int i = 0; i < s->fns.n; i++) buf_printf(&b, "%s%s", i ? " " : "", s->fns.a[i]->name);
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -1181,7 +1181,7 @@ RunStatus cmd_run(Session *s, const char *text, Span at) {
   while (isspace((unsigned char)*arg)) arg++;
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(commands[i].name, name)) return commands[i].fn(s, arg, at);
-  Diag *dg = session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown command ':%s' (see :help)", name));
+  Diag *dg = state_error(s, at, E_COMMAND, state_tmp_printf(s, "unknown command ':%s' (see :help)", name));
   Suggest sg;
   suggest_init(&sg, name);
   const char *only = NULL;       /* the one command that starts with what was typed */

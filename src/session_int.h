@@ -1,8 +1,9 @@
 /* session_int.h -- what the files of the session share, and no one else sees: the Session
  * itself, the values of top-level statements, and the entry points each of value.c,
- * session.c, toplevel.c, builtins.c and commands.c gives the others, one section per file.
- * Input flows session.c (a statement) -> toplevel.c (its value, calling builtins.c and the
- * back ends) or commands.c (`:name`); every one of them holds values, so value.c comes first.
+ * backend.c, state.c, toplevel.c, builtins.c, commands.c and session.c gives the others, one
+ * section per file, lowest first.  Input flows session.c (a statement) -> toplevel.c (its
+ * value, run by a back end of backend.c) or commands.c (`:name`); each file calls only the
+ * ones below it, and every one of them reads the state (state.c) and holds values (value.c).
  */
 #ifndef DYN_SESSION_INT_H
 #define DYN_SESSION_INT_H
@@ -99,7 +100,7 @@ const HwModel *be_gpu_model(Session *s);
 /* f32 contractions in GPU code from now on in m; code made with another is dropped. */
 void be_set_gpu_math(Session *s, CudaMath m);
 
-/* ---- session.c: the session, its bindings and functions, errors, running input ---- */
+/* ---- the Session (session.c makes and frees it), its bindings and functions ---- */
 
 typedef struct Binding { char *name; Value v; } Binding;
 
@@ -177,40 +178,57 @@ struct Session {
    * it; NULL: none */
   void (*stage_hook)(void *cookie, int stage, const Func *f, double ms);
   void *stage_cookie;
+  const struct Builtin *builtins;  /* the built-in functions (builtins.c's table), for the */
+  int nbuiltins;                   /* files below it: set by session_new */
+  /* Running statements, for :load and :time (commands.c): session.c's, set by session_new,
+   * so that the commands it dispatches do not call back into the file above them */
+  RunStatus (*run_file)(Session *s, const char *path, Span at);
+  RunStatus (*run_arg)(Session *s, Source *src, bool quiet_value);
 };
 
-/* The diagnostics in d to the sink if there is one, else printed to err; d is left as it was. */
-void session_emit(Session *s, const Diags *d);
+/* ---- state.c: bindings and functions by name, errors, output and sources ---- */
 
-Binding *session_find_var(Session *s, const char *name);            /* NULL: unbound */
-void session_bind(Session *s, const char *name, Value v);            /* takes v */
-Func *session_find_fn(Session *s, const char *name);                 /* NULL: none */
-Func *session_lookup_fn(void *env, const char *name);                /* find_fn for sema and lower */
+/* The diagnostics in d to the sink if there is one, else printed to err; d is left as it was. */
+void state_emit(Session *s, const Diags *d);
+
+Binding *state_find_var(Session *s, const char *name);            /* NULL: unbound */
+void state_bind(Session *s, const char *name, Value v);            /* takes v */
+Func *state_find_fn(Session *s, const char *name);                 /* NULL: none */
+Func *state_lookup_fn(void *env, const char *name);                /* find_fn for sema and lower */
 /* Every function's name, for "did you mean" (SemaEnv.each_fn). */
-void session_each_fn(void *env, void (*add)(void *cookie, const char *name), void *cookie);
+void state_each_fn(void *env, void (*add)(void *cookie, const char *name), void *cookie);
 /* Every variable's name (SemaEnv.each_var of a top-level statement). */
-void session_each_var(void *env, void (*add)(void *cookie, const char *name), void *cookie);
-static inline SemaEnv session_sema_env(Session *s) {
-  return (SemaEnv){.pc = s->pc, .lookup_fn = session_lookup_fn, .each_fn = session_each_fn, .env = s};
+void state_each_var(void *env, void (*add)(void *cookie, const char *name), void *cookie);
+static inline SemaEnv state_sema_env(Session *s) {
+  return (SemaEnv){.pc = s->pc, .lookup_fn = state_lookup_fn, .each_fn = state_each_fn, .env = s};
 }
 /* Report an unknown name at top level (E_UNDEFINED, E_UNDEFINED_FN), with "did you mean"
  * the nearest name the session knows when one is clearly nearest. */
-Diag *session_undefined(Session *s, Span at, DiagId id, const char *name);
+Diag *state_undefined(Session *s, Span at, DiagId id, const char *name);
 /* :reset: forget every binding and every function defined after the prelude. */
-void session_reset(Session *s);
+void state_reset(Session *s);
+/* f is replaced or forgotten: its code goes, f stays (retired) for programs that inlined it. */
+void state_retire(Session *s, Func *f);
+/* Every variable, function, built-in and math function whose name starts with prefix. */
+void state_names(Session *s, const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie);
+/* The built-in function called name, or NULL. */
+const struct Builtin *state_builtin(Session *s, const char *name);
 
 /* Errors go to s->diags; the statement that made one stops, and run_source prints them. */
-static inline bool session_failed(Session *s) { return s->diags.nerrors > 0; }
-Diag *session_error(Session *s, Span at, DiagId id, ...);
+static inline bool state_failed(Session *s) { return s->diags.nerrors > 0; }
+Diag *state_error(Session *s, Span at, DiagId id, ...);
 /* Text in the arena of the input being run (s->tmp), for messages and names. */
-const char *session_tmp_printf(Session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const char *session_ttype(Session *s, const Tensor *t);              /* "f32[2, 3]", in s->tmp */
+const char *state_tmp_printf(Session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *state_ttype(Session *s, const Tensor *t);              /* "f32[2, 3]", in s->tmp */
 /* Output: a line to s->out, flushed; a write that fails is remembered (s->out_errno). */
-void session_print_line(Session *s, const char *text);
-void session_out_flush(Session *s);
+void state_print_line(Session *s, const char *text);
+void state_out_flush(Session *s);
 
 /* A source the session keeps (it takes text) until it ends: diagnostics point into it. */
-Source *session_add_source(Session *s, const char *name, char *text, size_t len);
+Source *state_add_source(Session *s, const char *name, char *text, size_t len);
+
+/* ---- session.c: running input, imports, calibration, the C entry points ---- */
+
 /* Run the script at path within the current input (:load, import "file"), nested at most
  * 16 deep; errors located at `at` when the file cannot be read. */
 RunStatus session_run_file_in(Session *s, const char *path, Span at);
@@ -242,6 +260,20 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out);
 /* The value of e computed as an anonymous function over the bindings it reads (name: the
  * defined name, or NULL). */
 Value top_eval_anon(Session *s, Expr *e, const char *name);
+/* session_call and session_predict (dyn_int.h), which commands.c uses too. */
+bool top_call_tensors(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err);
+double top_predict(Session *s, const char *name, Tensor **args, int nargs);
+/* Views of tensor values at top level. */
+/* X[a:b:c, i, :] of a binding or a call's result: a tensor_view of its buffer, no copy.
+ * VAL_NONE after a located error (a bound outside the dimension, a step below 1). */
+Value top_view_slice(Session *s, Expr *e);
+/* The built-ins reshape(X, [d, ...]) (a view when X is contiguous), concat(A, B, ..., axis)
+ * and stack(A, B, ..., axis) (new tensors, computed as anonymous functions).  They take their
+ * arguments unevaluated (Builtin.raw). */
+Value top_view_reshape(Session *s, Expr *call, Value *args);
+Value top_view_concat(Session *s, Expr *call, Value *args);
+/* Is e a call of reshape, concat or stack, or a slice: a view the checker rewrites? */
+bool top_view_is_form(const Expr *e);
 
 
 /* ---- builtins.c: the built-in functions and the random numbers ---- */
@@ -260,19 +292,6 @@ extern const int builtin_count;
 const Builtin *builtin_find(const char *name);        /* NULL: no such built-in */
 void builtin_seed(Session *s, uint64_t seed);         /* restart the random numbers */
 void builtin_scratch_remove(Session *s);              /* the scratch() directory, if made */
-
-/* ---- view.c: views of tensor values at top level ---- */
-
-/* X[a:b:c, i, :] of a binding or a call's result: a tensor_view of its buffer, no copy.
- * VAL_NONE after a located error (a bound outside the dimension, a step below 1). */
-Value view_slice(Session *s, Expr *e);
-/* The built-ins reshape(X, [d, ...]) (a view when X is contiguous), concat(A, B, ..., axis)
- * and stack(A, B, ..., axis) (new tensors, computed as anonymous functions).  They take their
- * arguments unevaluated (Builtin.raw). */
-Value view_reshape(Session *s, Expr *call, Value *args);
-Value view_concat(Session *s, Expr *call, Value *args);
-/* Is e a call of reshape, concat or stack, or a slice: a view the checker rewrites? */
-bool view_is_form(const Expr *e);
 
 /* ---- commands.c: the REPL's commands ---- */
 

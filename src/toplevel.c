@@ -25,9 +25,9 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
     }
     break;
   case EX_NAME: {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     if (!b) {
-      session_undefined(s, e->span, E_UNDEFINED, e->name);
+      state_undefined(s, e->span, E_UNDEFINED, e->name);
       return false;
     }
     if (b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && elem_is_int(b->v.t->elem)) {
@@ -54,7 +54,7 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
     case OP_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
     default:
       if (b == 0) {
-        session_error(s, e->span, E_BUILTIN, "division by zero in a size");
+        state_error(s, e->span, E_BUILTIN, "division by zero in a size");
         return false;
       }
       if (b == -1) { *out = e->op == OP_DIV ? -a : 0; return true; }
@@ -63,7 +63,7 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
       else { *out = a % b; if (*out && ((*out < 0) != (b < 0))) *out += b; }
     }
     if (ovf) {
-      session_error(s, e->span, E_BUILTIN, "integer overflow in a size");
+      state_error(s, e->span, E_BUILTIN, "integer overflow in a size");
       return false;
     }
     return true;
@@ -73,7 +73,7 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
   }
   Buf b = {0};
   parse_print_expr(e, &b);
-  session_error(s, e->span, E_BAD_DIM, session_tmp_printf(s, "'%s'", b.s));
+  state_error(s, e->span, E_BAD_DIM, state_tmp_printf(s, "'%s'", b.s));
   buf_free(&b);
   return false;
 }
@@ -82,13 +82,13 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
 static bool eval_type(Session *s, Expr *e, Value *out) {
   if (e->kind != EX_TYPE) {
     Value v = top_eval(s, e);
-    if (session_failed(s)) return false;
+    if (state_failed(s)) return false;
     if (v.kind == VAL_TYPE) {
       *out = v;
       return true;
     }
     val_free(&v);
-    session_error(s, e->span, E_BUILTIN, "expected a type such as f32[128, 64]");
+    state_error(s, e->span, E_BUILTIN, "expected a type such as f32[128, 64]");
     return false;
   }
   memset(out, 0, sizeof *out);
@@ -96,13 +96,13 @@ static bool eval_type(Session *s, Expr *e, Value *out) {
   out->elem = e->elem;
   out->rank = e->nargs;
   if (e->nargs > DYN_MAX_RANK) {
-    session_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    state_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
     return false;
   }
   for (int i = 0; i < e->nargs; i++) {
     if (!top_eval_int(s, e->args[i], &out->dims[i])) return false;
     if (out->dims[i] < 0) {
-      session_error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
+      state_error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
       return false;
     }
   }
@@ -112,7 +112,7 @@ static bool eval_type(Session *s, Expr *e, Value *out) {
 Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims) {
   char msg[256];
   Tensor *t = tensor_new(el, rank, dims, msg, sizeof msg);
-  if (!t) session_error(s, at, E_BUILTIN, msg);
+  if (!t) state_error(s, at, E_BUILTIN, msg);
   return t;
 }
 
@@ -120,23 +120,23 @@ Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t 
 static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank) {
   if (e->kind != EX_LIST) {
     if (depth != *rank && *rank >= 0) {
-      session_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+      state_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
       return false;
     }
     *rank = depth;
     return true;
   }
   if (depth >= DYN_MAX_RANK) {
-    session_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    state_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
     return false;
   }
   if (*rank >= 0 && depth >= *rank) {
-    session_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+    state_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
     return false;
   }
   if (dims[depth] < 0) dims[depth] = e->nargs;
   else if (dims[depth] != e->nargs) {
-    session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "a tensor literal must be rectangular: this row has %d item%s, an earlier one %lld", e->nargs, e->nargs == 1 ? "" : "s", (long long)dims[depth]));
+    state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "a tensor literal must be rectangular: this row has %d item%s, an earlier one %lld", e->nargs, e->nargs == 1 ? "" : "s", (long long)dims[depth]));
     return false;
   }
   if (e->nargs == 0) {
@@ -150,7 +150,7 @@ static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank)
 
 static void list_fill(Session *s, Expr *e, Tensor *t, int64_t *pos) {
   if (e->kind == EX_LIST) {
-    for (int i = 0; i < e->nargs && !session_failed(s); i++) list_fill(s, e->args[i], t, pos);
+    for (int i = 0; i < e->nargs && !state_failed(s); i++) list_fill(s, e->args[i], t, pos);
     return;
   }
   if (e->kind == EX_NUM) {
@@ -162,7 +162,7 @@ static void list_fill(Session *s, Expr *e, Tensor *t, int64_t *pos) {
     tensor_set_i64(t, (*pos)++, e->ival);
     return;
   }
-  session_error(s, e->span, E_BUILTIN, "a tensor literal holds numbers (or true and false)");
+  state_error(s, e->span, E_BUILTIN, "a tensor literal holds numbers (or true and false)");
 }
 
 static Value eval_list(Session *s, Expr *e) {
@@ -199,7 +199,7 @@ static Value eval_list(Session *s, Expr *e) {
         if (x->kind == EX_LIST) {
           for (int i = 0; i < x->nargs && sp < 64; i++) stack[sp++] = x->args[i];
         } else if (x->kind == EX_BOOL) {
-          session_error(s, x->span, E_BUILTIN, "a tensor literal holds numbers or booleans, not both");
+          state_error(s, x->span, E_BUILTIN, "a tensor literal holds numbers or booleans, not both");
           return (Value){0};
         }
       }
@@ -209,7 +209,7 @@ static Value eval_list(Session *s, Expr *e) {
   if (!t) return (Value){0};
   int64_t pos = 0;
   list_fill(s, e, t, &pos);
-  if (session_failed(s)) {
+  if (state_failed(s)) {
     tensor_release(t);
     return (Value){0};
   }
@@ -245,7 +245,7 @@ static const char *temp_name(Session *s, Anon *an, Expr *e) {
   parse_print_expr(e, &b);
   bool ok = b.s && b.len <= 40;
   for (int i = 0; ok && i < an->params.n; i++) ok = strcmp(an->params.a[i], b.s) != 0;
-  const char *nm = ok ? session_tmp_printf(s, "%s", b.s) : session_tmp_printf(s, "_t%d", an->temps.n);
+  const char *nm = ok ? state_tmp_printf(s, "%s", b.s) : state_tmp_printf(s, "_t%d", an->temps.n);
   buf_free(&b);
   return nm;
 }
@@ -255,9 +255,9 @@ static void temp_value(Session *s, Expr *e, Anon *an) {
   /* named before it runs: running may rewrite the expression's arguments in place */
   const char *nm = temp_name(s, an, e);
   Value v = top_eval(s, e);
-  if (session_failed(s)) return;
+  if (state_failed(s)) return;
   if (v.kind != VAL_TENSOR) {
-    session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
+    state_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
     val_free(&v);
     return;
   }
@@ -275,7 +275,7 @@ static void temp_value(Session *s, Expr *e, Anon *an) {
 /* Evaluate the parts that are not element expressions (calls of functions and built-ins,
  * tensor literals) and replace them by names; collect the bindings read. */
 static void prepare(Session *s, Expr *e, Anon *an) {
-  if (session_failed(s)) return;
+  if (state_failed(s)) return;
   if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST || expr_is_slice(e)) {
     temp_value(s, e, an);
     return;
@@ -284,15 +284,15 @@ static void prepare(Session *s, Expr *e, Anon *an) {
     /* softmax(X)[0, 1]: the call is computed first, then indexed like a binding */
     const char *nm = temp_name(s, an, e->base);
     Value v = top_eval(s, e->base);
-    if (!session_failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
+    if (!state_failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
       Tensor *t = top_new_tensor(s, e->base->span, DYN_I64, 1, (int64_t[]){v.rank});
       for (int i = 0; t && i < v.rank; i++) tensor_set_i64(t, i, v.dims[i]);
       val_free(&v);
       v = t ? val_tensor(t) : (Value){0};
     }
-    if (session_failed(s)) return;
+    if (state_failed(s)) return;
     if (v.kind != VAL_TENSOR) {
-      session_error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
+      state_error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
       val_free(&v);
       return;
     }
@@ -306,12 +306,12 @@ static void prepare(Session *s, Expr *e, Anon *an) {
     return;
   }
   if ((e->kind == EX_NAME || e->kind == EX_INDEX) && !is_index_name(an->idx.a, an->idx.n, e->name)) {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     bool seen = false;
     for (int i = 0; i < an->params.n; i++) seen = seen || !strcmp(an->params.a[i], e->name);
     if (b && !seen) {
       if (b->v.kind != VAL_TENSOR) {
-        session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a %s, not a tensor", e->name, b->v.kind == VAL_STR ? "string" : b->v.kind == VAL_SHAPE ? "shape" : "type"));
+        state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "'%s' is a %s, not a tensor", e->name, b->v.kind == VAL_STR ? "string" : b->v.kind == VAL_SHAPE ? "shape" : "type"));
         return;
       }
       vec_push(an->params, e->name);
@@ -328,7 +328,7 @@ static void prepare(Session *s, Expr *e, Anon *an) {
  * of the tensors the definition reads. */
 static void concrete_dim(Session *s, Expr *e) {
   if (e->kind == EX_NAME) {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     if (b && b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && b->v.t->elem == DYN_I64) {
       int64_t v = tensor_get_i64(b->v.t, 0);
       e->kind = EX_NUM;
@@ -344,7 +344,7 @@ static void concrete_dim(Session *s, Expr *e) {
 static Value *anon_value(Session *s, Anon *an, const char *name) {
   for (int i = 0; i < an->temps.n; i++)
     if (!strcmp(an->temp_names.a[i], name)) return &an->temps.a[i];
-  Binding *b = session_find_var(s, name);
+  Binding *b = state_find_var(s, name);
   return b ? &b->v : NULL;
 }
 
@@ -389,7 +389,7 @@ Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env) {
   if (!f) return NULL;
   stage_done(s, TOP_SEMA, f, t0);
   t0 = s->stage_hook ? now_ms() : 0;
-  f->code.prog = lower_function(f, s->pc, session_lookup_fn, s);   /* kernels, fused */
+  f->code.prog = lower_function(f, s->pc, state_lookup_fn, s);   /* kernels, fused */
   stage_done(s, TOP_LOWER, f, t0);
   return f;
 }
@@ -437,7 +437,7 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   bool ok = true;
   for (int i = 0; i < n && ok; i++)
     if (inputs[i] && !(in[i] = tensor_contiguous_copy(inputs[i], msg, sizeof msg))) {
-      session_error(s, at, E_RUNTIME, msg);
+      state_error(s, at, E_RUNTIME, msg);
       ok = false;
     }
   ok = ok && run_program_on(s, f, in, sz, outs, at);
@@ -482,7 +482,7 @@ static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes
     return true;
   }
   if (r < 0) {
-    session_error(s, at, E_RUNTIME, msg);
+    state_error(s, at, E_RUNTIME, msg);
     return false;
   }
   if (s->target->id != BE_REF) s->ran_instead++;
@@ -490,7 +490,7 @@ static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes
   Span esp = {0};
   bool ok = eval_program(f->code.prog, inputs, sz, outs, &s->interrupt, &err, &esp);
   if (!ok) {
-    Diag *d = session_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
+    Diag *d = state_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
     if (esp.src && at.src && !f->anonymous) diag_note(d, at, "while running %s", f->name);
   }
   buf_free(&err);
@@ -548,7 +548,7 @@ Value top_eval_def(Session *s, Stmt *def) {
   Value result = {0};
   for (int i = 0; i < def->nidx; i++) vec_push(an.idx, def->idx[i]);
   collect_idx(def->expr, &an);
-  if (def->expr->kind == EX_CALL && view_is_form(def->expr)) {
+  if (def->expr->kind == EX_CALL && top_view_is_form(def->expr)) {
     /* concat(A, f(B), 1) itself: its operands are read or computed first, its dimensions
      * ([N, 4]) and axis stay sizes for the checker's rewrite */
     bool dims = !strcmp(def->expr->name, "reshape");
@@ -570,7 +570,7 @@ Value top_eval_def(Session *s, Stmt *def) {
   const char **sz_names = NULL;
   int64_t *sz_vals = NULL;
   Buf key = {0};
-  if (session_failed(s)) goto out;
+  if (state_failed(s)) goto out;
   fa = arena_new();
   FnDecl *d = arena_alloc(fa, sizeof *d);
   d->name = def->name;
@@ -629,8 +629,8 @@ Value top_eval_def(Session *s, Stmt *def) {
   d->body = arena_alloc(fa, 2 * sizeof(Stmt *));
   d->body[0] = def;
   d->body[1] = ret;
-  SemaEnv env = session_sema_env(s);
-  env.each_var = session_each_var;
+  SemaEnv env = state_sema_env(s);
+  env.each_var = state_each_var;
   f = top_define(s, d, fa, &env);
   if (!f) goto out;
   f->anonymous = true;
@@ -638,7 +638,7 @@ Value top_eval_def(Session *s, Stmt *def) {
   EvalSizes sz = {sz_names, sz_vals, nsz};
   if (top_check_facts(s, f, &sz, def->span) && run_program(s, f, inputs, &sz, outs, def->span))
     result = val_tensor(outs[0]);
-  if (s->keep_runs && !session_failed(s) && keep_run(s, def->span, key.s ? key.s : "", fa, f)) f = NULL, fa = NULL;
+  if (s->keep_runs && !state_failed(s) && keep_run(s, def->span, key.s ? key.s : "", fa, f)) f = NULL, fa = NULL;
 out:
   buf_free(&key);
   if (f) func_free(f);             /* and fa, f's arena */
@@ -668,28 +668,28 @@ Value top_eval_anon(Session *s, Expr *e, const char *name) {
 /* ---- calls, and the value of an expression ---- */
 
 static Value eval_call(Session *s, Expr *e) {
-  const Builtin *bi = builtin_find(e->name);
-  Func *f = session_find_fn(s, e->name);
+  const Builtin *bi = state_builtin(s, e->name);
+  Func *f = state_find_fn(s, e->name);
   if (!bi && !f) {
     OpKind op;
     if (op_from_name(e->name, &op)) return top_eval_anon(s, e, NULL);
-    session_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
+    state_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
     return (Value){0};
   }
   int n = e->nargs;
   if (bi && (n < bi->min || n > bi->max)) {
-    if (bi->min == bi->max) session_error(s, e->span, E_ARG_COUNT, bi->name, bi->min, bi->min == 1 ? "" : "s", n);
-    else session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
+    if (bi->min == bi->max) state_error(s, e->span, E_ARG_COUNT, bi->name, bi->min, bi->min == 1 ? "" : "s", n);
+    else state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
     return (Value){0};
   }
   if (bi && bi->raw) return bi->fn(s, e, NULL);
   Value *args = xcalloc((size_t)n + 1, sizeof(Value));
   Value r = {0};
-  for (int i = 0; i < n && !session_failed(s); i++) {
+  for (int i = 0; i < n && !state_failed(s); i++) {
     if (bi && bi->raw_type && i == 0) eval_type(s, e->args[i], &args[i]);
     else args[i] = top_eval(s, e->args[i]);
   }
-  if (!session_failed(s)) r = bi ? bi->fn(s, e, args) : top_call(s, f, e, args);
+  if (!state_failed(s)) r = bi ? bi->fn(s, e, args) : top_call(s, f, e, args);
   for (int i = 0; i < n; i++) val_free(&args[i]);
   free(args);
   return r;
@@ -721,10 +721,10 @@ static bool top_check_facts(Session *s, Func *f, const EvalSizes *sz, Span at) {
     }
     Diag *d;
     if (ft->what) {
-      d = session_error(s, at, E_VIEW_CHECK, f->anonymous ? "" : session_tmp_printf(s, "%s: ", f->name), ft->what, fb.s, vb.s ? vb.s : "it is false");
+      d = state_error(s, at, E_VIEW_CHECK, f->anonymous ? "" : state_tmp_printf(s, "%s: ", f->name), ft->what, fb.s, vb.s ? vb.s : "it is false");
       diag_note(d, ft->span, "%s is here", ft->what);
     } else {
-      d = session_error(s, at, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
+      d = state_error(s, at, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
       diag_note(d, ft->span, "the fact is stated here");
     }
     buf_free(&fb);
@@ -737,7 +737,7 @@ static bool top_check_facts(Session *s, Func *f, const EvalSizes *sz, Span at) {
 /* Bind f's sizes from the arguments, check the shapes and the facts, run it. */
 Value top_call(Session *s, Func *f, Expr *call, Value *args) {
   if (call->nargs != f->nparams) {
-    Diag *d = session_error(s, call->span, E_ARG_COUNT, f->name, f->nparams, f->nparams == 1 ? "" : "s", call->nargs);
+    Diag *d = state_error(s, call->span, E_ARG_COUNT, f->name, f->nparams, f->nparams == 1 ? "" : "s", call->nargs);
     Buf b = {0};
     func_signature(f, &b);
     diag_note(d, f->span, "%s", b.s);
@@ -761,13 +761,13 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     Value *a = &args[i];
     if (p->is_size) {
       if (a->kind != VAL_TENSOR || a->t->rank != 0 || !elem_is_int(a->t->elem)) {
-        session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "an integer (a size)", "another kind of value");
+        state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "an integer (a size)", "another kind of value");
         goto out;
       }
       continue;
     }
     if (a->kind != VAL_TENSOR) {
-      session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
+      state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
       goto out;
     }
     if (a->t->rank == 0 && p->type.rank == 0 && a->t->elem != p->type.elem && call->args[i]->kind == EX_NUM &&
@@ -782,7 +782,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     if (a->t->rank != p->type.rank || a->t->elem != p->type.elem) {
       Buf pb = {0};
       type_str(&p->type, &pb);
-      Diag *d = session_error(s, call->args[i]->span, E_ARG_TYPE, f->name, p->name, session_tmp_printf(s, "%s", pb.s), session_ttype(s, a->t));
+      Diag *d = state_error(s, call->args[i]->span, E_ARG_TYPE, f->name, p->name, state_tmp_printf(s, "%s", pb.s), state_ttype(s, a->t));
       diag_note(d, p->span, "parameter %s of %s is declared here", p->name, f->name);
       buf_free(&pb);
       goto out;
@@ -794,7 +794,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     names[v] = sv->name;
     vals[v] = sv->dim < 0 ? tensor_get_i64(args[sv->param].t, 0) : args[sv->param].t->shape[sv->dim];
     if (sv->dim < 0 && vals[v] < 0) {
-      session_error(s, call->args[sv->param]->span, E_BUILTIN, session_tmp_printf(s, "%s: the size %s cannot be negative (it is %lld)", f->name, sv->name, (long long)vals[v]));
+      state_error(s, call->args[sv->param]->span, E_BUILTIN, state_tmp_printf(s, "%s: the size %s cannot be negative (it is %lld)", f->name, sv->name, (long long)vals[v]));
       goto out;
     }
   }
@@ -838,10 +838,10 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
           for (v = 0; v < nsz && strcmp(names[v], var); v++) {}
         if (vals[v] == got) continue;
         SizeVar *sv = &f->sizes[v];
-        Diag *d = session_error(s, call->span, E_SIZE_MISMATCH,
-                        session_tmp_printf(s, "%s: %s is %lld from %s (%s) but %lld from %s (%s)", f->name, var,
-                                   (long long)vals[v], f->params[sv->param].name, session_ttype(s, args[sv->param].t),
-                                   (long long)got, p->name, session_ttype(s, args[i].t)));
+        Diag *d = state_error(s, call->span, E_SIZE_MISMATCH,
+                        state_tmp_printf(s, "%s: %s is %lld from %s (%s) but %lld from %s (%s)", f->name, var,
+                                   (long long)vals[v], f->params[sv->param].name, state_ttype(s, args[sv->param].t),
+                                   (long long)got, p->name, state_ttype(s, args[i].t)));
         if (sv->dim >= 0) diag_note(d, sv->span, "%s is bound by parameter %s of %s", var, f->params[sv->param].name, f->name);
         else diag_note(d, sv->span, "%s is the size parameter of %s", var, f->name);
         goto out;
@@ -858,7 +858,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
       if (!poly_eval(p->type.dims[k], eval_size_lookup, &sz, &want, &why)) {
         Buf pb = {0};
         poly_str(p->type.dims[k], &pb);
-        session_error(s, call->span, E_SIZE_MISMATCH, session_tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
+        state_error(s, call->span, E_SIZE_MISMATCH, state_tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
         buf_free(&pb);
         goto out;
       }
@@ -866,9 +866,9 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
       if (want != got) {
         Buf pb = {0};
         poly_str(p->type.dims[k], &pb);
-        Diag *d = session_error(s, call->span, E_SIZE_MISMATCH,
-                        session_tmp_printf(s, "%s: dimension %d of %s must be %s = %lld but it is %lld (%s)", f->name, k,
-                                   p->name, pb.s, (long long)want, (long long)got, session_ttype(s, args[i].t)));
+        Diag *d = state_error(s, call->span, E_SIZE_MISMATCH,
+                        state_tmp_printf(s, "%s: dimension %d of %s must be %s = %lld but it is %lld (%s)", f->name, k,
+                                   p->name, pb.s, (long long)want, (long long)got, state_ttype(s, args[i].t)));
         diag_note(d, p->dim_span[k], "%s is declared %s", p->name, pb.s);
         buf_free(&pb);
         goto out;
@@ -904,7 +904,7 @@ out:
 }
 
 Value top_eval(Session *s, Expr *e) {
-  if (session_failed(s)) return (Value){0};
+  if (state_failed(s)) return (Value){0};
   switch (e->kind) {
   case EX_NUM: {
     Tensor *t = tensor_new(e->is_int ? DYN_I64 : DYN_F32, 0, NULL, NULL, 0);
@@ -920,13 +920,13 @@ Value top_eval(Session *s, Expr *e) {
   case EX_STR:
     return (Value){.kind = VAL_STR, .s = xstrdup(e->name)};
   case EX_NAME: {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     if (b) return val_copy(&b->v);
-    if (session_find_fn(s, e->name) || builtin_find(e->name)) {
-      session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
+    if (state_find_fn(s, e->name) || state_builtin(s, e->name)) {
+      state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
       return (Value){0};
     }
-    session_undefined(s, e->span, E_UNDEFINED, e->name);
+    state_undefined(s, e->span, E_UNDEFINED, e->name);
     return (Value){0};
   }
   case EX_LIST:
@@ -938,9 +938,245 @@ Value top_eval(Session *s, Expr *e) {
   case EX_CALL:
     return eval_call(s, e);
   case EX_INDEX:
-    if (expr_is_slice(e)) return view_slice(s, e);
+    if (expr_is_slice(e)) return top_view_slice(s, e);
     return top_eval_anon(s, e, NULL);
   default:
     return top_eval_anon(s, e, NULL);
   }
+}
+
+/* ---- views of tensor values: slices, reshape, concat and stack ----
+ *
+ * A slice of a value (X[1:3, :, ::2]) is a tensor_view of its buffer: new shape, strides and
+ * offset, no copy; reshape of a contiguous value is one too.  concat, stack and reshape of a
+ * strided view compute a new tensor through an anonymous function, which the checker
+ * rewrites into index notation exactly as it does these views inside functions (sema.c), so
+ * one rewrite serves both and every back end runs it.  (They evaluate their operands with
+ * top_eval, and top_eval evaluates a slice with them: one module.)
+ */
+
+bool top_view_is_form(const Expr *e) {
+  return expr_is_slice(e) ||
+         (e->kind == EX_CALL && (!strcmp(e->name, "reshape") || !strcmp(e->name, "concat") || !strcmp(e->name, "stack")));
+}
+
+/* The tensor a view reads: a binding or a call's value (softmax(X)[0:2]).  VAL_NONE after
+ * an error. */
+static Value view_base(Session *s, Expr *e) {
+  if (e->kind == EX_INDEX && e->base) return top_eval(s, e->base);
+  Expr nm = *e;
+  nm.kind = EX_NAME;
+  nm.span = e->kind == EX_INDEX ? e->name_span : e->span;
+  nm.nargs = 0;
+  Value v = top_eval(s, &nm);
+  if (!state_failed(s) && v.kind != VAL_TENSOR) {
+    state_error(s, nm.span, E_BUILTIN, state_tmp_printf(s, "'%s' is not a tensor and cannot be sliced", e->name));
+    val_free(&v);
+    return (Value){0};
+  }
+  return v;
+}
+
+/* lo <= hi (lt: lo < hi), or a located error naming the view and where the numbers come
+ * from, worded as the checker words it inside functions. */
+static bool view_cmp(Session *s, Span at, const char *what, int64_t lo, bool lt, int64_t hi, const char *detail) {
+  if (lt ? lo < hi : lo <= hi) return true;
+  state_error(s, at, E_VIEW_BOUNDS, what, state_tmp_printf(s, "%lld %s %lld", (long long)lo, lt ? "<" : "<=", (long long)hi), detail);
+  return false;
+}
+
+static bool view_le(Session *s, Span at, const char *what, int64_t lo, int64_t hi, const char *detail) {
+  return view_cmp(s, at, what, lo, false, hi, detail);
+}
+
+Value top_view_slice(Session *s, Expr *e) {
+  Value v = view_base(s, e);
+  if (state_failed(s)) return (Value){0};
+  Tensor *t = v.t;
+  Buf w = {0};
+  parse_print_expr(e, &w);
+  const char *what = state_tmp_printf(s, "the slice %s", w.s);
+  const char *xname = e->base ? "the value" : e->name;
+  buf_free(&w);
+  if (e->nargs != t->rank) {
+    state_error(s, e->span, E_RANK, e->base ? "the value" : e->name, t->rank, t->rank == 1 ? "" : "s", e->nargs, e->nargs == 1 ? "" : "s");
+    val_free(&v);
+    return (Value){0};
+  }
+  int64_t shape[DYN_MAX_RANK], strides[DYN_MAX_RANK], off = t->offset;
+  int n = 0;
+  for (int k = 0; k < t->rank; k++) {
+    Expr *a = e->args[k];
+    int64_t dim = t->shape[k];
+    const char *detail = state_tmp_printf(s, "dimension %d of %s is %lld", k, xname, (long long)dim);
+    int64_t part[3] = {0, dim, 1};
+    bool ok = true;
+    if (a->kind != EX_SLICE) {               /* a fixed subscript drops the dimension */
+      ok = top_eval_int(s, a, &part[0]) && view_le(s, a->span, what, 0, part[0], detail) &&
+           view_cmp(s, a->span, what, part[0], true, dim, detail);
+      off += ok ? part[0] * t->strides[k] : 0;
+    } else {
+      for (int j = 0; j < 3 && ok; j++)
+        if (slice_part(a, j)) ok = top_eval_int(s, slice_part(a, j), &part[j]);
+      Span at0 = slice_part(a, 0) ? slice_part(a, 0)->span : a->span;
+      Span at1 = slice_part(a, 1) ? slice_part(a, 1)->span : a->span;
+      Span at2 = slice_part(a, 2) ? slice_part(a, 2)->span : a->span;
+      ok = ok && view_le(s, at0, what, 0, part[0], detail) && view_le(s, a->span, what, part[0], part[1], "a slice starts at most where it stops") &&
+           view_le(s, at1, what, part[1], dim, detail) && view_le(s, at2, what, 1, part[2], "a step is at least 1");
+      if (ok) {
+        shape[n] = (part[1] - part[0] + part[2] - 1) / part[2];
+        strides[n++] = t->strides[k] * part[2];
+        off += part[0] * t->strides[k];
+      }
+    }
+    if (!ok) {
+      val_free(&v);
+      return (Value){0};
+    }
+  }
+  Tensor *r = tensor_view(t, n, shape, strides, off);
+  val_free(&v);
+  return val_tensor(r);
+}
+
+Value top_view_reshape(Session *s, Expr *call, Value *args) {
+  (void)args;
+  if (call->nargs != 2 || call->args[1]->kind != EX_LIST) {
+    state_error(s, call->span, E_VIEW_ARG, "reshape", "write reshape(X, [D1, D2, ...]) with the new dimensions as a list of sizes");
+    return (Value){0};
+  }
+  Expr *x = call->args[0], *list = call->args[1];
+  Value v = top_eval(s, x);
+  if (state_failed(s)) return (Value){0};
+  if (v.kind != VAL_TENSOR) {
+    state_error(s, x->span, E_ARG_KIND, 1, "reshape", "a tensor", "another kind of value");
+    val_free(&v);
+    return (Value){0};
+  }
+  if (list->nargs > DYN_MAX_RANK) {
+    state_error(s, list->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    val_free(&v);
+    return (Value){0};
+  }
+  int64_t shape[DYN_MAX_RANK], strides[DYN_MAX_RANK], n = 1;
+  bool ok = true;
+  for (int k = 0; k < list->nargs && ok; k++) {
+    ok = top_eval_int(s, list->args[k], &shape[k]);
+    if (ok && shape[k] < 0) {
+      state_error(s, list->args[k]->span, E_NEG_DIM, k, (long long)shape[k]);
+      ok = false;
+    }
+    if (ok && !size_mul_ok(n, shape[k], &n)) n = -1;
+  }
+  if (ok && n != tensor_numel(v.t)) {
+    Buf b = {0};
+    parse_print_expr(call, &b);
+    state_error(s, call->span, E_VIEW_BOUNDS, b.s,
+                  state_tmp_printf(s, "%lld == %s", (long long)tensor_numel(v.t), n < 0 ? "more than 2^63" : state_tmp_printf(s, "%lld", (long long)n)),
+                  state_tmp_printf(s, "%s is %s", x->kind == EX_NAME ? x->name : "its argument", state_ttype(s, v.t)));
+    buf_free(&b);
+    ok = false;
+  }
+  if (!ok) {
+    val_free(&v);
+    return (Value){0};
+  }
+  if (!tensor_contiguous(v.t)) {      /* a strided view: gathered by an anonymous function */
+    val_free(&v);
+    return top_eval_anon(s, call, NULL);
+  }
+  int64_t st = 1;
+  for (int k = list->nargs - 1; k >= 0; k--) {
+    strides[k] = st;
+    st *= shape[k] ? shape[k] : 1;
+  }
+  Tensor *r = tensor_view(v.t, list->nargs, shape, strides, v.t->offset);
+  val_free(&v);
+  return val_tensor(r);
+}
+
+Value top_view_concat(Session *s, Expr *call, Value *args) {
+  (void)args;
+  return top_eval_anon(s, call, NULL);
+}
+
+/* ---- calls from C (session_call, session_predict) ---- */
+
+bool top_call_tensors(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
+  Func *f = state_find_fn(s, name);
+  if (!f) {
+    buf_printf(err, "no function named '%s'", name);
+    return false;
+  }
+  /* one arena for every call, emptied rather than freed: a small call costs about a
+   * microsecond, and a fresh arena's malloc and free were a fifth of it */
+  if (!s->call_tmp) s->call_tmp = arena_new();
+  Arena *a = s->call_tmp;
+  arena_reset(a);
+  Arena *saved = s->tmp;
+  s->tmp = a;
+  /* The call as an expression, for call_fn and its messages: every argument is the same
+   * placeholder name, so one node serves them all and nothing is built per call. */
+  enum { SMALL = 8 };
+  static const Expr argument = {.kind = EX_NAME, .name = "argument"};
+  Expr *argv_s[SMALL];
+  Value vals_s[SMALL];
+  Expr **argv = nargs <= SMALL ? argv_s : arena_alloc(a, sizeof(Expr *) * (size_t)nargs);
+  Value *vals = nargs <= SMALL ? vals_s : arena_alloc(a, sizeof(Value) * (size_t)nargs);
+  Expr call;                 /* the fields call_fn reads; zeroing all of an Expr cost more */
+  call.kind = EX_CALL;
+  call.span = (Span){0};
+  call.name = f->name;
+  call.nargs = nargs;
+  call.args = argv;
+  for (int i = 0; i < nargs; i++) {
+    argv[i] = (Expr *)&argument;
+    vals[i] = val_tensor(args[i]);
+  }
+  Value r = top_call(s, f, &call, vals);
+  bool ok = !state_failed(s);
+  if (!ok) {
+    for (Diag *d = s->diags.head; d; d = d->next) buf_printf(err, "%s%s", err->len ? "; " : "", d->msg);
+    if (s->diag_sink) state_emit(s, &s->diags);
+    diag_clear(&s->diags);
+  } else if (r.kind == VAL_TENSOR && maxouts >= 1) {
+    outs[0] = tensor_retain(r.t);
+  } else if (r.kind == VAL_TUPLE) {
+    for (int i = 0; i < r.n && i < maxouts; i++) outs[i] = tensor_retain(r.items[i].t);
+  }
+  val_free(&r);                    /* vals are the arena's; the arguments stay the caller's */
+  s->tmp = saved;
+  return ok;
+}
+
+/* The model's time for a call of name on args, what :time prints beside the measured one: the
+ * CPU schedule's prediction once the function is compiled for the CPU, else the roofline of
+ * its work.  0 when name is unknown or args do not bind its sizes. */
+double top_predict(Session *s, const char *name, Tensor **args, int nargs) {
+  Func *f = state_find_fn(s, name);
+  enum { MAXSZ = 64 };
+  if (!f || nargs != f->nparams || f->nsizes > MAXSZ) return 0;
+  const char *names[MAXSZ];
+  int64_t vals[MAXSZ];
+  for (int v = 0; v < f->nsizes; v++) {
+    const SizeVar *sv = &f->sizes[v];
+    const Tensor *t = args[sv->param];
+    if (sv->dim >= t->rank || (sv->dim < 0 && (t->rank != 0 || !elem_is_int(t->elem)))) return 0;
+    names[v] = sv->name;
+    vals[v] = sv->dim < 0 ? tensor_get_i64(t, 0) : t->shape[sv->dim];
+  }
+  EvalSizes sz = {names, vals, f->nsizes};
+  if (s->target->id == BE_CPU && f->code.cpu) {
+    Buf junk = {0};
+    double t = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
+    buf_free(&junk);
+    return t;
+  }
+  const Poly *fl, *by;
+  int64_t fv = 0, bv = 0;
+  const char *why;
+  cost_program(f->code.prog, s->pc, &fl, &by);
+  poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+  poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+  return cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
 }
