@@ -882,7 +882,8 @@ void plot_text(const PlotData *d, int width, int height, Buf *out);
 void plot_svg(const PlotData *d, Buf *out);
 
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input
- * (with value.c, toplevel.c, builtins.c and commands.c; their shared parts: session_int.h) */
+ * (with value.c, backend.c, state.c, toplevel.c, builtins.c and commands.c; their shared
+ * parts, the back-end table among them: session_int.h) */
 
 typedef struct Session Session;
 typedef enum { RUN_OK, RUN_ERROR, RUN_INCOMPLETE, RUN_QUIT } RunStatus;
