@@ -277,7 +277,7 @@ static void describe(Arena *a, dyn_param *p, const char *name, const Type *t, bo
 
 const dyn_signature *dyn_signature_get(dyn_session *ds, const char *name) {
   clear_diags(ds);
-  Func *f = session_find_fn(ds->s, name);
+  Func *f = state_find_fn(ds->s, name);
   if (!f) {
     api_error(ds, "no function named '%s'", name);
     return NULL;
@@ -412,7 +412,7 @@ static int call(dyn_session *ds, const char *name, const DLTensor *args, const D
   if (!ds) return -1;            /* a binding's session already ended */
   if (ds->diags.n) clear_diags(ds);
   if (nresults) *nresults = 0;
-  Func *f = session_find_fn(ds->s, name);
+  Func *f = state_find_fn(ds->s, name);
   if (!f) {
     api_error(ds, "no function named '%s'", name);
     return -1;
@@ -531,7 +531,7 @@ int dyn_sched(dyn_session *ds, const char *name, const char *const *size_names, 
 int dyn_get(dyn_session *ds, const char *name, DLManagedTensor **out) {
   clear_diags(ds);
   *out = NULL;
-  Binding *b = session_find_var(ds->s, name);
+  Binding *b = state_find_var(ds->s, name);
   if (!b || b->v.kind != VAL_TENSOR) {
     api_error(ds, b ? "'%s' is not a tensor" : "nothing is bound to '%s'", name);
     return -1;

@@ -47,20 +47,20 @@ static double rng_unit(Session *s) { return (double)(rng_next(s) >> 11) * 0x1.0p
 
 static bool want_tensor(Session *s, Expr *call, Value *args, int i) {
   if (args[i].kind == VAL_TENSOR) return true;
-  session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, call->name, "a tensor", "another kind of value");
+  state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, call->name, "a tensor", "another kind of value");
   return false;
 }
 
 static Value bi_fill(Session *s, Expr *call, Value *args, int how) {
   if (args[0].kind != VAL_TYPE) {
-    session_error(s, call->args[0]->span, E_ARG_KIND, 1, call->name, "a type such as f32[128, 64]", "another kind of value");
+    state_error(s, call->args[0]->span, E_ARG_KIND, 1, call->name, "a type such as f32[128, 64]", "another kind of value");
     return (Value){0};
   }
   double fillv = how;
   if (how == 2) {
     Value *v = &args[1];
     if (v->kind != VAL_TENSOR || v->t->rank != 0) {
-      session_error(s, call->args[1]->span, E_ARG_KIND, 2, "full", "a number", "another kind of value");
+      state_error(s, call->args[1]->span, E_ARG_KIND, 2, "full", "a number", "another kind of value");
       return (Value){0};
     }
     fillv = tensor_get_f64(v->t, 0);
@@ -89,11 +89,11 @@ static Value bi_full(Session *s, Expr *c, Value *a) { return bi_fill(s, c, a, 2)
 
 static Value bi_random(Session *s, Expr *call, Value *args, bool normal) {
   if (args[0].kind != VAL_TYPE) {
-    session_error(s, call->args[0]->span, E_ARG_KIND, 1, call->name, "a type such as f32[128, 64]", "another kind of value");
+    state_error(s, call->args[0]->span, E_ARG_KIND, 1, call->name, "a type such as f32[128, 64]", "another kind of value");
     return (Value){0};
   }
   if (!elem_is_float(args[0].elem)) {
-    session_error(s, call->args[0]->span, E_BUILTIN, session_tmp_printf(s, "%s makes floats: use f32[...] or f64[...]", call->name));
+    state_error(s, call->args[0]->span, E_BUILTIN, state_tmp_printf(s, "%s makes floats: use f32[...] or f64[...]", call->name));
     return (Value){0};
   }
   Tensor *t = top_new_tensor(s, call->span, args[0].elem, args[0].rank, args[0].dims);
@@ -118,7 +118,7 @@ static Value bi_randn(Session *s, Expr *c, Value *a) { return bi_random(s, c, a,
 
 static Value bi_seed(Session *s, Expr *call, Value *args) {
   if (args[0].kind != VAL_TENSOR || args[0].t->rank != 0 || !elem_is_int(args[0].t->elem)) {
-    session_error(s, call->args[0]->span, E_ARG_KIND, 1, "seed", "an integer", "another kind of value");
+    state_error(s, call->args[0]->span, E_ARG_KIND, 1, "seed", "an integer", "another kind of value");
     return (Value){0};
   }
   builtin_seed(s, (uint64_t)tensor_get_i64(args[0].t, 0));
@@ -147,7 +147,7 @@ static Value bi_print(Session *s, Expr *call, Value *args) {
   if (!b.s) buf_puts(&b, "");
   buf_putc(&b, '\n');
   fputs(b.s, s->out);
-  session_out_flush(s);
+  state_out_flush(s);
   buf_free(&b);
   return (Value){0};
 }
@@ -156,7 +156,7 @@ static Value bi_print(Session *s, Expr *call, Value *args) {
 static Value bi_load(Session *s, Expr *call, Value *args) {
   for (int i = 0; i < call->nargs; i++)
     if (args[i].kind != VAL_STR) {
-      session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, "load", i ? "an array's name in quotes" : "a file name in quotes",
+      state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, "load", i ? "an array's name in quotes" : "a file name in quotes",
                     "another kind of value");
       return (Value){0};
     }
@@ -164,13 +164,13 @@ static Value bi_load(Session *s, Expr *call, Value *args) {
   s->interrupt = 0;                  /* Ctrl-C stops the read between chunks */
   const char *path = args[0].s, *member = call->nargs > 1 ? args[1].s : NULL;
   if (member && !npz_is_npz(path)) {
-    session_error(s, call->args[1]->span, E_BUILTIN, session_tmp_printf(s, "load: an array's name is for a .npz file, and %s is not one", path));
+    state_error(s, call->args[1]->span, E_BUILTIN, state_tmp_printf(s, "load: an array's name is for a .npz file, and %s is not one", path));
     return (Value){0};
   }
   Tensor *t = npz_is_npz(path) ? npz_load(path, member, &s->interrupt, msg, sizeof msg)
                                : npy_load(path, &s->interrupt, msg, sizeof msg);
   if (!t) {
-    session_error(s, call->span, E_BUILTIN, msg);
+    state_error(s, call->span, E_BUILTIN, msg);
     return (Value){0};
   }
   return val_tensor(t);
@@ -183,7 +183,7 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
   for (int i = 0; i < n; i++)
     if (!want_tensor(s, call, args, i)) return (Value){0};
   if (args[n].kind != VAL_STR) {
-    session_error(s, call->args[n]->span, E_ARG_KIND, n + 1, "save", "a file name in quotes", "another kind of value");
+    state_error(s, call->args[n]->span, E_ARG_KIND, n + 1, "save", "a file name in quotes", "another kind of value");
     return (Value){0};
   }
   const char *path = args[n].s;
@@ -191,12 +191,12 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
   s->interrupt = 0;                  /* Ctrl-C stops the write; the old file stays */
   if (!npz_is_npz(path)) {
     if (n != 1) {
-      session_error(s, call->args[1]->span, E_BUILTIN, session_tmp_printf(s, "save: a .npy or .png file holds one array; "
+      state_error(s, call->args[1]->span, E_BUILTIN, state_tmp_printf(s, "save: a .npy or .png file holds one array; "
                     "save several in a .npz file (save(W, b, \"model.npz\"))"));
       return (Value){0};
     }
     bool (*saver)(const Tensor *, const char *, volatile int *, char *, size_t) = png_path(path) ? png_save : npy_save;
-    if (!saver(args[0].t, path, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
+    if (!saver(args[0].t, path, &s->interrupt, msg, sizeof msg)) state_error(s, call->span, E_BUILTIN, msg);
     return (Value){0};
   }
   Tensor *ts[64];
@@ -204,14 +204,14 @@ static Value bi_save(Session *s, Expr *call, Value *args) {
   for (int i = 0; i < n; i++) {
     Expr *a = call->args[i];
     ts[i] = args[i].t;
-    names[i] = a->kind == EX_NAME ? a->name : session_tmp_printf(s, "arr_%d", i);
+    names[i] = a->kind == EX_NAME ? a->name : state_tmp_printf(s, "arr_%d", i);
     for (int j = 0; j < i; j++)
       if (!strcmp(names[i], names[j])) {
-        session_error(s, a->span, E_BUILTIN, session_tmp_printf(s, "save: two arrays named '%s' in %s", names[i], path));
+        state_error(s, a->span, E_BUILTIN, state_tmp_printf(s, "save: two arrays named '%s' in %s", names[i], path));
         return (Value){0};
       }
   }
-  if (!npz_save(path, ts, names, n, &s->interrupt, msg, sizeof msg)) session_error(s, call->span, E_BUILTIN, msg);
+  if (!npz_save(path, ts, names, n, &s->interrupt, msg, sizeof msg)) state_error(s, call->span, E_BUILTIN, msg);
   return (Value){0};
 }
 
@@ -227,14 +227,14 @@ static char *path_join(const char *dir, const char *name) {
 static Value bi_scratch(Session *s, Expr *call, Value *args) {
   const char *name = args[0].kind == VAL_STR ? args[0].s : NULL;
   if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
-    session_error(s, call->args[0]->span, E_ARG_KIND, 1, "scratch", "a file name in quotes, without '/'", name ? "another name" : "another kind of value");
+    state_error(s, call->args[0]->span, E_ARG_KIND, 1, "scratch", "a file name in quotes, without '/'", name ? "another name" : "another kind of value");
     return (Value){0};
   }
   if (!s->scratch_dir) {
     const char *tmp = getenv("TMPDIR");
     char *dir = path_join(tmp && *tmp ? tmp : "/tmp", "dyn-scratch.XXXXXX");
     if (!mkdtemp(dir)) {
-      session_error(s, call->span, E_BUILTIN, session_tmp_printf(s, "scratch: cannot make a directory in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno)));
+      state_error(s, call->span, E_BUILTIN, state_tmp_printf(s, "scratch: cannot make a directory in %s: %s", tmp && *tmp ? tmp : "/tmp", strerror(errno)));
       free(dir);
       return (Value){0};
     }
@@ -267,13 +267,13 @@ static Value bi_allclose(Session *s, Expr *call, Value *args) {
   double tol[2] = {1e-5, 1e-8};
   for (int i = 2; i < call->nargs; i++) {
     if (args[i].kind != VAL_TENSOR || args[i].t->rank != 0) {
-      session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, "allclose", "a number", "another kind of value");
+      state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, "allclose", "a number", "another kind of value");
       return (Value){0};
     }
     tol[i - 2] = tensor_get_f64(args[i].t, 0);
   }
   if (a->rank != b->rank || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank)) {
-    session_error(s, call->span, E_BUILTIN, session_tmp_printf(s, "allclose: the shapes differ: %s and %s", session_ttype(s, a), session_ttype(s, b)));
+    state_error(s, call->span, E_BUILTIN, state_tmp_printf(s, "allclose: the shapes differ: %s and %s", state_ttype(s, a), state_ttype(s, b)));
     return (Value){0};
   }
   bool ok = true;
@@ -304,9 +304,9 @@ const Builtin builtin_table[] = {
   {"save", 2, 64, bi_save, false, "save(X, \"x.npy\"), save(W, b, \"a.npz\"): write a NumPy file; save(X, \"x.png\"): a picture of a 2-D X"},
   {"scratch", 1, 1, bi_scratch, false, "scratch(\"x.npy\"): a file name in a directory removed when the session ends"},
   {"allclose", 2, 4, bi_allclose, false, "allclose(A, B[, rtol, atol]): equal within tolerances"},
-  {"reshape", 2, 2, view_reshape, false, "reshape(X, [D1, ...]): X with new dimensions, the same elements in order", true},
-  {"concat", 1, 64, view_concat, false, "concat(A, B, ..., axis): A, B, ... joined along axis (default 0)", true},
-  {"stack", 1, 64, view_concat, false, "stack(A, B, ..., axis): A, B, ... of one shape along a new axis (default 0)", true},
+  {"reshape", 2, 2, top_view_reshape, false, "reshape(X, [D1, ...]): X with new dimensions, the same elements in order", true},
+  {"concat", 1, 64, top_view_concat, false, "concat(A, B, ..., axis): A, B, ... joined along axis (default 0)", true},
+  {"stack", 1, 64, top_view_concat, false, "stack(A, B, ..., axis): A, B, ... of one shape along a new axis (default 0)", true},
 };
 const int builtin_count = (int)(sizeof builtin_table / sizeof builtin_table[0]);
 

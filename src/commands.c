@@ -26,10 +26,10 @@ static RunStatus cmd_quit(Session *s, const char *arg, Span at) { return RUN_QUI
 
 static RunStatus cmd_load(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":load needs a file name");
+    state_error(s, at, E_COMMAND, ":load needs a file name");
     return RUN_ERROR;
   }
-  return session_run_file_in(s, arg, at);
+  return s->run_file(s, arg, at);
 }
 
 /* A command's argument as a source of its own, placed where it stands in the command's
@@ -37,7 +37,7 @@ static RunStatus cmd_load(Session *s, const char *arg, Span at) {
  * text ends with it (trimmed), and an earlier one may be the command's name (:time t). */
 static Source *arg_source(Session *s, const char *arg, Span at, const char *origin) {
   size_t n = strlen(arg);
-  Source *src = session_add_source(s, at.src ? at.src->name : origin, xstrdup(arg), n);
+  Source *src = state_add_source(s, at.src ? at.src->name : origin, xstrdup(arg), n);
   if (at.src && n && at.hi <= at.src->len && at.hi - at.lo >= n)
     for (size_t p = at.hi - n + 1; p-- > at.lo;)
       if (!memcmp(at.src->text + p, arg, n)) {
@@ -54,12 +54,12 @@ static Expr *parse_arg_expr(Session *s, const char *arg, Span at) {
 
 static RunStatus cmd_type(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":type needs a name or an expression");
+    state_error(s, at, E_COMMAND, ":type needs a name or an expression");
     return RUN_ERROR;
   }
   Buf b = {0};
-  Func *f = session_find_fn(s, arg);
-  Binding *v = session_find_var(s, arg);
+  Func *f = state_find_fn(s, arg);
+  Binding *v = state_find_var(s, arg);
   if (v) {
     buf_printf(&b, "%s: ", arg);
     val_type_str(&v->v, &b);
@@ -71,11 +71,11 @@ static RunStatus cmd_type(Session *s, const char *arg, Span at) {
     Expr *e = parse_arg_expr(s, arg, at);
     if (!e) return RUN_ERROR;
     Value val = top_eval(s, e);
-    if (session_failed(s)) return RUN_ERROR;
+    if (state_failed(s)) return RUN_ERROR;
     val_type_str(&val, &b);
     val_free(&val);
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -86,7 +86,7 @@ static int cmp_binding(const void *a, const void *b) {
 
 static RunStatus cmd_vars(Session *s, const char *arg, Span at) {
   if (!s->vars.n) {
-    session_print_line(s, "(no bindings)");
+    state_print_line(s, "(no bindings)");
     return RUN_OK;
   }
   Binding *sorted = xmalloc(sizeof(Binding) * (size_t)s->vars.n);
@@ -103,15 +103,15 @@ static RunStatus cmd_vars(Session *s, const char *arg, Span at) {
     val_type_str(&sorted[i].v, &b);
     if (i + 1 < s->vars.n) buf_putc(&b, '\n');
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   free(sorted);
   return RUN_OK;
 }
 
 static RunStatus cmd_reset(Session *s, const char *arg, Span at) {
-  session_reset(s);
-  session_print_line(s, "all bindings and user functions forgotten");
+  state_reset(s);
+  state_print_line(s, "all bindings and user functions forgotten");
   return RUN_OK;
 }
 
@@ -130,11 +130,11 @@ static Func *want_fn(Session *s, const char *arg, Span at, const char *cmd) {
   char name[128];
   int n = first_word(arg, name, sizeof name);
   if (!n) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s needs the name of a function", cmd));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s needs the name of a function", cmd));
     return NULL;
   }
-  Func *f = session_find_fn(s, name);
-  if (!f) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: no function named '%s'", cmd, name));
+  Func *f = state_find_fn(s, name);
+  if (!f) state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s: no function named '%s'", cmd, name));
   return f;
 }
 
@@ -144,9 +144,9 @@ static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
   Buf b = {0};
   func_signature(f, &b);
   buf_putc(&b, '\n');
-  lower_print(f->prog, &b);
+  lower_print(f->code.prog, &b);
   if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -163,7 +163,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     const char *nb = p;
     while (*p && *p != '=' && !isspace((unsigned char)*p)) p++;
     if (*p != '=' || p == nb || n == cap) {
-      session_error(s, at, E_COMMAND, "sizes are written NAME=VALUE, such as M=100 N=768");
+      state_error(s, at, E_COMMAND, "sizes are written NAME=VALUE, such as M=100 N=768");
       return false;
     }
     const char *nm = arena_strndup(s->tmp, nb, (size_t)(p - nb));
@@ -171,11 +171,11 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     errno = 0;
     long long v = strtoll(p + 1, &end, 10);
     if (end == p + 1 || v < 0 || (*end && !isspace((unsigned char)*end))) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "the size %s needs a value of 0 or more", nm));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "the size %s needs a value of 0 or more", nm));
       return false;
     }
     if (errno == ERANGE) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "the size %s=%.*s does not fit in 64 bits", nm, (int)(end - p - 1), p + 1));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "the size %s=%.*s does not fit in 64 bits", nm, (int)(end - p - 1), p + 1));
       return false;
     }
     bool known = false;
@@ -183,7 +183,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     if (!known) {
       Buf b = {0};
       for (int i = 0; i < f->nsizes; i++) buf_printf(&b, "%s%s", i ? ", " : "", f->sizes[i].name);
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s has no size %s (its sizes: %s)", f->name, nm, b.s ? b.s : "none"));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "%s has no size %s (its sizes: %s)", f->name, nm, b.s ? b.s : "none"));
       buf_free(&b);
       return false;
     }
@@ -197,14 +197,14 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
       bool have = false;
       for (int j = 0; j < n; j++) have = have || !strcmp(names[j], f->sizes[i].name);
       if (!have) {
-        session_error(s, at, E_COMMAND, session_tmp_printf(s, "give every size of %s: %s is missing", f->name, f->sizes[i].name));
+        state_error(s, at, E_COMMAND, state_tmp_printf(s, "give every size of %s: %s is missing", f->name, f->sizes[i].name));
         return false;
       }
     }
   }
   *out = (EvalSizes){names, vals, n};
   /* every tensor of the function must be one that could exist at these sizes */
-  const Program *prog = f->prog;
+  const Program *prog = f->code.prog;
   for (int i = 0; n && prog && i < prog->nslots; i++) {
     const Slot *sl = &prog->slots[i];
     int64_t bytes = elem_size(sl->type.elem), d;
@@ -218,7 +218,7 @@ static bool parse_sizes(Session *s, const char *arg, Func *f, Span at, EvalSizes
     if (!ok && !zero) {
       Buf t = {0};
       type_str(&sl->type, &t);
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "at these sizes %s (%s) would not fit in memory: its size does not fit in 64 bits",
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "at these sizes %s (%s) would not fit in memory: its size does not fit in 64 bits",
                                          sl->name, t.s));
       buf_free(&t);
       return false;
@@ -322,7 +322,7 @@ static void sched_explain(Session *s) {
     p = e + 1;
   }
   w.s[--w.len] = 0;
-  session_print_line(s, w.s);
+  state_print_line(s, w.s);
   buf_free(&w);
   buf_free(&b);
 }
@@ -338,58 +338,17 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   if (!f) return RUN_ERROR;
   Buf b = {0};
   s->sched = (SessionSched){f->name, f->compiles, 0, 0};
-  if (!strcmp(s->target, "gpu") || (strcmp(s->target, "cpu") && s->have_gpu_hw)) {
-    /* the GPU schedule: on the device, else on the GPU model loaded with :hw */
-    CudaProgram *cp = f->gpu_backend;
-    bool own = !cp;
-    if (own) cp = cuda_program_new(f->prog, top_gpu_model(s), s->gpu_math);
-    buf_printf(&b, "%s: GPU schedule on %s (compiled %d time%s)\n", f->name, s->gpu ? cuda_backend_device(s->gpu) : s->gpu_hw.name,
-               f->compiles, f->compiles == 1 ? "" : "s");
-    double t = cuda_describe(cp, s->pc, given ? &sz : NULL, &b);
-    if (given) buf_printf(&b, "predicted %.3f ms", t * 1e3);
-    s->sched.predicted = given ? t : 0;
-    if (own) cuda_program_free(cp);
-  } else if (strcmp(s->target, "cpu") || !top_model_backend(s, &(const char *){0})) {
-    buf_printf(&b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
-               ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target, f->compiles,
-               f->compiles == 1 ? "" : "s");
-  } else {
-    const char *why;
-    CpuBackend *be = top_model_backend(s, &why);
-    CpuProgram *cp = top_model_program(s, f, be, at);
-    if (!cp) return RUN_ERROR;
-    if (s->hw_foreign)
-      buf_printf(&b, "%s: compiled for %s (%.1f ms), which this CPU cannot run:\n  statements run on code for this CPU; "
-                 "cpu %s, %d thread%s\n", f->name, s->hw.name, cpu_program_compile_ms(cp), cpu_backend_cpu(be),
-                 s->threads, s->threads == 1 ? "" : "s");
-    else
-      buf_printf(&b, "%s: compiled %d time%s, for every shape (%.1f ms)\n  cpu %s, %d thread%s, hardware %s\n", f->name,
-                 f->compiles, f->compiles == 1 ? "" : "s", cpu_program_compile_ms(cp), cpu_backend_cpu(be),
-                 s->threads, s->threads == 1 ? "" : "s", s->hw.name);
-    if (!s->hw_foreign && f->nshapes > 0) {
-      /* what the method saves: a compiler that specialises per shape compiles once a shape */
-      double ms = cpu_program_compile_ms(cp);
-      buf_printf(&b, "  called at %d%s shape%s; a compiler that specialised per shape would have compiled %d%s "
-                 "time%s: about %.1f s at this compile time\n", f->nshapes, f->nshapes >= FUNC_MAX_SHAPES ? " or more" : "",
-                 f->nshapes == 1 ? "" : "s", f->nshapes, f->nshapes >= FUNC_MAX_SHAPES ? " or more" : "",
-                 f->nshapes == 1 ? "" : "s", f->nshapes * ms * 1e-3);
-    }
-    if (s->gpu_hw_chosen)
-      buf_printf(&b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
-                 s->gpu_hw.name);
-    double t = cpu_schedule(be, cp, s->pc, given ? &sz : NULL, s->threads, &b);
-    s->sched.compile_ms = cpu_program_compile_ms(cp);
-    s->sched.compiles = f->compiles;
-    s->sched.predicted = given ? t : 0;
-    if (given) {
-      buf_puts(&b, "at");
-      for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
-      buf_printf(&b, ": predicted %.3f ms", t * 1e3);
-    }
+  /* the target's schedule; with the target ref, a GPU model's when one is loaded (:hw) */
+  const Backend *be = s->target;
+  if (be->id == BE_REF && s->have_gpu_hw) be = &be_table[BE_GPU];
+  else if (be->id == BE_CPU && !be_model_cpu(s, &(const char *){0})) be = &be_table[BE_REF];
+  if (!be->describe(s, f, given ? &sz : NULL, at, &b)) {
+    buf_free(&b);
+    return RUN_ERROR;
   }
   wrap_lines(&b, 80);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -400,7 +359,7 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
   Func *f = want_fn_sizes(s, arg, at, ":cost", &sz, &given);
   if (!f) return RUN_ERROR;
   const Poly *fl, *by;
-  cost_program(f->prog, s->pc, &fl, &by);
+  cost_program(f->code.prog, s->pc, &fl, &by);
   Buf b = {0};
   buf_printf(&b, "%s:\n  FLOPs      ", f->name);
   poly_str(fl, &b);
@@ -420,7 +379,7 @@ static RunStatus cmd_cost(Session *s, const char *arg, Span at) {
     for (int i = 0; i < sz.n; i++) buf_printf(&b, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
     buf_printf(&b, ": %lld FLOPs, %lld bytes, %.3g FLOP/byte", (long long)fv, (long long)bv, bv ? (double)fv / (double)bv : 0.0);
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -500,13 +459,13 @@ static void print_paged(Session *s, const char *text) {
   const char *pager = getenv("PAGER");
   if (!pager || !*pager) pager = "less -FRX";
   if (!s->interactive || !isatty(fd) || ioctl(fd, TIOCGWINSZ, &ws) != 0 || lines < ws.ws_row - 1 || !strcmp(pager, "cat")) {
-    session_print_line(s, text);
+    state_print_line(s, text);
     return;
   }
   fflush(s->out);
   FILE *pg = popen(pager, "w");
   if (!pg) {
-    session_print_line(s, text);
+    state_print_line(s, text);
     return;
   }
   void (*old)(int) = signal(SIGPIPE, SIG_IGN);        /* the reader may quit early */
@@ -522,11 +481,11 @@ static RunStatus code_print(Session *s, Func *f, Buf *b, const char *what, const
   if (only) {
     /* a kernel's name as :sched prints it stands for the CPU back end's numbered function */
     const char *alias = NULL;
-    for (int k = 0; f->prog && k < f->prog->nkernels; k++)
-      if (!strcmp(f->prog->kernels[k].name, only)) alias = session_tmp_printf(s, "_k%d", k);
+    for (int k = 0; f->code.prog && k < f->code.prog->nkernels; k++)
+      if (!strcmp(f->code.prog->kernels[k].name, only)) alias = state_tmp_printf(s, "_k%d", k);
     Buf names = {0};
     if (!code_filter(b, !strcmp(what, "asm"), only, alias, &names)) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code: no function of %s's %s code is named like '%s'; its functions: %s",
                                                          f->name, what, only, names.s ? names.s : "none"));
       buf_free(&names);
       buf_free(b);
@@ -551,7 +510,7 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     while (isspace((unsigned char)*rest)) rest++;
     if (!*rest) break;
     if (nw == 2) {
-      session_error(s, at, E_COMMAND, ":code takes a function, a kind and a name to pick: :code NAME [llvm|asm|cuda|ptx] [FUNCTION]");
+      state_error(s, at, E_COMMAND, ":code takes a function, a kind and a name to pick: :code NAME [llvm|asm|cuda|ptx] [FUNCTION]");
       return RUN_ERROR;
     }
     int n = first_word(rest, words[nw], sizeof words[nw]);
@@ -565,46 +524,13 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
     if (nw == 2 || !kind) only = words[nw - 1];
   }
   if (strcmp(what, "llvm") && strcmp(what, "asm") && strcmp(what, "cuda") && strcmp(what, "ptx")) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":code: unknown kind '%s': use llvm, asm, cuda or ptx", what));
     return RUN_ERROR;
   }
-  if (!strcmp(what, "cuda") || !strcmp(what, "ptx")) {
-    /* rendering and PTX need no GPU: for the device if there is one, else the GPU model */
-    CudaProgram *cp = f->gpu_backend;
-    bool own = false;
-    if (!cp) {
-      const HwModel *g = top_gpu_model(s);
-      if (!g) {
-        session_error(s, at, E_COMMAND, ":code: no GPU model (hw/h100.hw is missing)");
-        return RUN_ERROR;
-      }
-      cp = cuda_program_new(f->prog, g, s->gpu_math);
-      own = true;
-    }
-    Buf b = {0};
-    char msg[512];
-    bool ok = cuda_program_code(cp, what, &b, msg, sizeof msg);
-    if (own) cuda_program_free(cp);
-    if (!ok) {
-      buf_free(&b);
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code %s: %s", what, msg));
-      return RUN_ERROR;
-    }
-    return code_print(s, f, &b, what, only, at);
-  }
-  const char *why;
-  CpuBackend *be = top_model_backend(s, &why);
-  if (!be) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", why));
-    return RUN_ERROR;
-  }
-  CpuProgram *cp = top_model_program(s, f, be, at);
-  if (!cp) return RUN_ERROR;
+  const Backend *be = &be_table[!strcmp(what, "cuda") || !strcmp(what, "ptx") ? BE_GPU : BE_CPU];
   Buf b = {0};
-  char msg[512];
-  if (!cpu_program_code(be, cp, what, &b, msg, sizeof msg)) {
+  if (!be->code(s, f, what, at, &b)) {
     buf_free(&b);
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":code: %s", msg));
     return RUN_ERROR;
   }
   return code_print(s, f, &b, what, only, at);
@@ -624,7 +550,7 @@ static double now_s(void) {
 /* The roofs a call on the session's threads meets: the compute peak in GFLOP/s (returned)
  * and the memory bandwidth in GB/s, for *threads of them (at most the model's cores). */
 static double roofs(Session *s, int *threads, double *bw, const char **whose) {
-  const HwModel *hw = top_run_hw(s);
+  const HwModel *hw = be_run_hw(s);
   bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
   int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
   double peak = hw->peak_gflops_f32 * th / cores;
@@ -632,7 +558,7 @@ static double roofs(Session *s, int *threads, double *bw, const char **whose) {
    * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
    * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
   *whose = "";
-  double kernel = !measured && s->cpu && !strcmp(s->target, "cpu") ? cpu_core_gflops(s->cpu) * th : 0;
+  double kernel = !measured && s->cpu && s->target->id == BE_CPU ? cpu_core_gflops(s->cpu) * th : 0;
   if (kernel > peak) {
     peak = kernel;
     *whose = " (the micro-kernel's rate, measured)";
@@ -646,7 +572,7 @@ static double roofs(Session *s, int *threads, double *bw, const char **whose) {
 
 static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":time needs a statement");
+    state_error(s, at, E_COMMAND, ":time needs a statement");
     return RUN_ERROR;
   }
   double t[1000];
@@ -669,10 +595,10 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   Expr *call = NULL;
   const char *cp = call_text;
   while (isalnum((unsigned char)*cp) || *cp == '_') cp++;
-  if (cp > call_text && *cp == '(' && session_find_fn(s, arena_strndup(s->tmp, call_text, (size_t)(cp - call_text))))
+  if (cp > call_text && *cp == '(' && state_find_fn(s, arena_strndup(s->tmp, call_text, (size_t)(cp - call_text))))
     call = parse_arg_expr(s, call_text, at);
-  if (session_failed(s)) return RUN_ERROR;
-  if (call && call->kind == EX_CALL && (fn = session_find_fn(s, call->name))) {
+  if (state_failed(s)) return RUN_ERROR;
+  if (call && call->kind == EX_CALL && (fn = state_find_fn(s, call->name))) {
     bool built = false;
     for (int i = 0; i < call->nargs; i++) built = built || call->args[i]->kind != EX_NAME;
     if (!built) fn = NULL;
@@ -681,14 +607,14 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (fn) {
     args = arena_alloc(s->tmp, sizeof(Value) * (size_t)(call->nargs + 1));
     for (int i = 0; i < call->nargs; i++) args[i] = (Value){0};
-    for (int i = 0; i < call->nargs && !session_failed(s); i++) args[i] = top_eval(s, call->args[i]);
-    if (!session_failed(s)) result = top_call(s, fn, call, args);     /* compiles, warms */
+    for (int i = 0; i < call->nargs && !state_failed(s); i++) args[i] = top_eval(s, call->args[i]);
+    if (!state_failed(s)) result = top_call(s, fn, call, args);     /* compiles, warms */
   }
   /* one run first: it compiles what needs compiling, and warms the caches; every run reads
    * the same source (the session keeps each source it is given) */
   Source *src = fn ? NULL : arg_source(s, arg, at, "<time>");
   s->keep_runs = !fn;           /* its top-level statements are checked and compiled once */
-  RunStatus r0 = fn ? (session_failed(s) ? RUN_ERROR : RUN_OK) : session_run_arg(s, src, true);
+  RunStatus r0 = fn ? (state_failed(s) ? RUN_ERROR : RUN_OK) : s->run_arg(s, src, true);
   unsigned last_before = s->last_fn_calls, instead_before = s->ran_instead;
   double start = now_s();
   RunStatus r = r0;
@@ -697,9 +623,9 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     if (fn) {
       val_free(&result);
       result = top_call(s, fn, call, args);
-      r = session_failed(s) ? RUN_ERROR : RUN_OK;
+      r = state_failed(s) ? RUN_ERROR : RUN_OK;
     } else {
-      r = session_run_arg(s, src, true);
+      r = s->run_arg(s, src, true);
     }
     t[n++] = now_s() - t0;
   }
@@ -707,7 +633,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   top_forget_runs(s);
   if (fn) {
     for (int i = 0; i < call->nargs; i++) val_free(&args[i]);
-    if (r == RUN_OK && bind) session_bind(s, bind, result);
+    if (r == RUN_OK && bind) state_bind(s, bind, result);
     else val_free(&result);
   }
   if (r != RUN_OK) return r;
@@ -716,7 +642,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   s->timing = (SessionTiming){.median = med, .min = t[0], .max = t[n - 1], .runs = n,
                               .instead = s->ran_instead - instead_before};
   Buf b = {0};
-  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target);
+  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target->name);
   /* a target whose code did not run every time says so: the times are the evaluator's */
   if (s->ran_instead != instead_before)
     buf_printf(&b, "\n(the reference evaluator ran %u of the %d runs: %s)", s->ran_instead - instead_before, n, s->instead_why);
@@ -725,7 +651,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (f && last_before != s->last_fn_calls) {
     EvalSizes sz = {s->last_names, s->last_vals, s->last_n};
     const Poly *fl, *by;
-    cost_program(f->prog, s->pc, &fl, &by);
+    cost_program(f->code.prog, s->pc, &fl, &by);
     int64_t fv = 0, bv = 0;
     const char *why;
     poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
@@ -756,17 +682,17 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
       buf_printf(&b, ", %.0f%% of the %.0f GFLOP/s peak of %d thread%s%s", 100.0 * (double)fv / med * 1e-9 / peak, peak, th,
                  th == 1 ? "" : "s", whose);
     double pred = 0;
-    if (!strcmp(s->target, "cpu") && f->backend) {
+    if (s->target->id == BE_CPU && f->code.cpu) {
       Buf junk = {0};
-      pred = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
+      pred = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
       buf_free(&junk);
     } else {
-      pred = cost_roofline(top_run_hw(s), s->threads, (double)fv, (double)bv);
+      pred = cost_roofline(be_run_hw(s), s->threads, (double)fv, (double)bv);
     }
     if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
     s->timing.predicted = pred;
   }
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -786,13 +712,13 @@ static bool plot_args(Session *s, Func *f, EvalSizes *sz, Span at, Tensor **args
     const char *why;
     for (int k = 0; k < p->type.rank; k++)
       if (!poly_eval(p->type.dims[k], eval_size_lookup, sz, &shape[k], &why) || shape[k] < 0) {
-        session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s has no shape at these sizes", p->name));
+        state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: the argument %s has no shape at these sizes", p->name));
         return false;
       }
     char msg[256];
     args[i] = tensor_new(p->type.elem, p->type.rank, shape, msg, sizeof msg);
     if (!args[i]) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the argument %s: %s", p->name, msg));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: the argument %s: %s", p->name, msg));
       return false;
     }
     if (p->is_size) {
@@ -816,16 +742,16 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
   double start = now_s();
   Tensor *outs[8] = {0};
   Buf err = {0};
-  bool ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);   /* compiles, warms */
+  bool ok = top_call_tensors(s, f->name, args, f->nparams, outs, 8, &err);   /* compiles, warms */
   for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
   start = now_s();
   while (ok && (n < 3 || (n < 50 && now_s() - start < 0.2))) {
     double t0 = now_s();
-    ok = session_call(s, f->name, args, f->nparams, outs, 8, &err);
+    ok = top_call_tensors(s, f->name, args, f->nparams, outs, 8, &err);
     t[n++] = now_s() - t0;
     for (int i = 0; i < 8; i++) tensor_release(outs[i]), outs[i] = NULL;
   }
-  if (!ok) session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
+  if (!ok) state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
   buf_free(&err);
   if (!ok) return false;
   qsort(t, (size_t)n, sizeof(double), cmp_double);
@@ -836,9 +762,9 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
 /* The schedule the CPU back end chooses at sz, as the "chosen:" lines :sched prints (one a
  * kernel that chooses), else words saying that nothing is chosen by shape. */
 static const char *plot_variant(Session *s, Func *f, EvalSizes *sz) {
-  if (strcmp(s->target, "cpu") || !f->backend) return session_tmp_printf(s, "the %s target's code at every size", s->target);
+  if (s->target->id != BE_CPU || !f->code.cpu) return state_tmp_printf(s, "the %s target's code at every size", s->target->name);
   Buf b = {0}, v = {0};
-  cpu_schedule(s->cpu, f->backend, s->pc, sz, s->threads, &b);
+  cpu_schedule(s->cpu, f->code.cpu, s->pc, sz, s->threads, &b);
   for (const char *p = b.s ? b.s : ""; *p;) {
     const char *e = strchr(p, '\n');
     size_t n = e ? (size_t)(e - p) : strlen(p);
@@ -860,7 +786,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     while (isspace((unsigned char)*svg)) svg++;
     for (char *e = svg + strlen(svg); e > svg && isspace((unsigned char)e[-1]);) *--e = 0;
     if (!*svg) {
-      session_error(s, at, E_COMMAND, ":plot: '>' needs a file name, such as > plot.svg");
+      state_error(s, at, E_COMMAND, ":plot: '>' needs a file name, such as > plot.svg");
       return RUN_ERROR;
     }
   }
@@ -874,7 +800,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     if (end == dots) hi = strtoll(dots + 2, &end, 10);
   }
   if (!dots || eq == text || end == dots || end == dots + 2 || (*end && !isspace((unsigned char)*end)) || lo < 1 || hi <= lo) {
-    session_error(s, at, E_COMMAND, ":plot sweeps one size from lo to hi: :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg], with 1 <= lo < hi");
+    state_error(s, at, E_COMMAND, ":plot sweeps one size from lo to hi: :plot NAME DIM=lo..hi [DIM=v ...] [> file.svg], with 1 <= lo < hi");
     return RUN_ERROR;
   }
   char *name_end = eq - 1, *name = name_end;
@@ -911,18 +837,18 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     need += bytes;
   }
   if (have > 0 && need > have / 2) {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: the arguments at %s=%lld take %.1f GiB, over half of this machine's %.1f GiB",
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: the arguments at %s=%lld take %.1f GiB, over half of this machine's %.1f GiB",
                                                        xname, hi, need / (1 << 30), have / (1 << 30)));
     return RUN_ERROR;
   }
   const Poly *fl, *by;
-  cost_program(f->prog, s->pc, &fl, &by);
+  cost_program(f->code.prog, s->pc, &fl, &by);
   Tensor **args = arena_alloc(s->tmp, sizeof(Tensor *) * (size_t)(f->nparams ? f->nparams : 1));
   for (int i = 0; i < n; i++) {
     sz.vals[xi] = pt[i].x;
     memset(args, 0, sizeof(Tensor *) * (size_t)f->nparams);
     bool ok = plot_args(s, f, &sz, at, args) && plot_measure(s, f, args, at, &pt[i].measured_s);
-    if (ok) pt[i].predicted_s = session_predict(s, f->name, args, f->nparams);
+    if (ok) pt[i].predicted_s = top_predict(s, f->name, args, f->nparams);
     for (int k = 0; k < f->nparams; k++) tensor_release(args[k]);
     if (!ok) return RUN_ERROR;
     int64_t fv = 0, bv = 0;
@@ -938,7 +864,7 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     pt[i].variant = k;
   }
   Buf title = {0};
-  buf_printf(&title, "%s on %s, %d thread%s:", f->name, s->target, s->threads, s->threads == 1 ? "" : "s");
+  buf_printf(&title, "%s on %s, %d thread%s:", f->name, s->target->name, s->threads, s->threads == 1 ? "" : "s");
   for (int i = 0; i < sz.n; i++)
     if (i == xi) buf_printf(&title, " %s=%lld..%lld", xname, lo, hi);
     else buf_printf(&title, " %s=%lld", sz.names[i], (long long)sz.vals[i]);
@@ -957,17 +883,17 @@ static RunStatus cmd_plot(Session *s, const char *arg, Span at) {
     if (o && !ok) file_out_abandon(o);
     else if (o) ok = file_out_commit(o, msg, sizeof msg);
     if (!ok) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, ":plot: %s: %s", svg, msg));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: %s: %s", svg, msg));
       r = RUN_ERROR;
     } else {
       buf_free(&b);
       buf_printf(&b, "wrote %s (%d points, %d variant%s)", svg, n, nv, nv == 1 ? "" : "s");
-      session_print_line(s, b.s);
+      state_print_line(s, b.s);
     }
   } else {
     plot_text(&d, 64, 16, &b);
     while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-    session_print_line(s, b.s);
+    state_print_line(s, b.s);
   }
   buf_free(&b);
   buf_free(&title);
@@ -984,16 +910,15 @@ static Value check_run(Session *s, const char *arg, Span at, Expr *e, Func *fn, 
 
 static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    session_error(s, at, E_COMMAND, ":check needs an expression");
+    state_error(s, at, E_COMMAND, ":check needs an expression");
     return RUN_ERROR;
   }
-  char saved[8];
-  memcpy(saved, s->target, sizeof saved);
+  const Backend *saved = s->target;
   Value ref = {0};
   Value *args = NULL;
   Buf b = {0};
   bool ok = true;
-  snprintf(s->target, sizeof s->target, "ref");
+  s->target = &be_table[BE_REF];
   /* every back end draws the same random numbers: rand() in the expression starts from the
    * same state each time, and the session goes on from where the reference left it */
   uint64_t rng0[4], rng1[4];
@@ -1001,37 +926,36 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
   memcpy(rng1, s->rng, sizeof rng1);
   Expr *e = parse_arg_expr(s, arg, at);
   if (!e) goto out;
-  Func *fn = e->kind == EX_CALL ? session_find_fn(s, e->name) : NULL;
+  Func *fn = e->kind == EX_CALL ? state_find_fn(s, e->name) : NULL;
   if (fn) {
     args = xcalloc((size_t)e->nargs + 1, sizeof(Value));
-    for (int i = 0; i < e->nargs && !session_failed(s); i++) args[i] = top_eval(s, e->args[i]);
+    for (int i = 0; i < e->nargs && !state_failed(s); i++) args[i] = top_eval(s, e->args[i]);
   }
-  if (!session_failed(s)) ref = check_run(s, arg, at, e, fn, args);
+  if (!state_failed(s)) ref = check_run(s, arg, at, e, fn, args);
   memcpy(rng1, s->rng, sizeof rng1);
-  if (session_failed(s)) goto out;
+  if (state_failed(s)) goto out;
   val_type_str(&ref, &b);
   buf_puts(&b, ": ref computed");
-  /* every other back end, against the reference */
-  static const char *targets[] = {"cpu", "gpu"};
-  for (int t = 0; t < 2; t++) {
-    bool have = t == 0 ? top_cpu_backend(s) != NULL : top_gpu_backend(s) != NULL;
-    if (!have) {
-      buf_printf(&b, "; %s not available (%s)", targets[t], t == 0 ? s->cpu_why : s->gpu_why);
+  /* every other back end of the table, against the reference */
+  for (const Backend *be = be_table + 1; be < be_table + BE__COUNT; be++) {
+    const char *why;
+    if (!be->available(s, &why)) {
+      buf_printf(&b, "; %s not available (%s)", be->name, why);
       continue;
     }
-    snprintf(s->target, sizeof s->target, "%s", targets[t]);
+    s->target = be;
     memcpy(s->rng, rng0, sizeof rng0);
     unsigned ran = s->ran_compiled, instead = s->ran_instead;
     s->compile_all = true;
     Value v = check_run(s, arg, at, e, fn, args);
     s->compile_all = false;
-    if (session_failed(s)) {
+    if (state_failed(s)) {
       val_free(&v);
       goto out;
     }
     if (s->ran_instead != instead) {
       /* a back end that did not run is not checked: say so, and why */
-      buf_printf(&b, "; %s did not run %s (%s)", targets[t], s->ran_compiled == ran ? "it" : "all of it",
+      buf_printf(&b, "; %s did not run %s (%s)", be->name, s->ran_compiled == ran ? "it" : "all of it",
                  s->instead_why);
       ok = false;
       val_free(&v);
@@ -1040,20 +964,20 @@ static RunStatus cmd_check(Session *s, const char *arg, Span at) {
     /* f32 contractions on the tensor cores round their operands to 10 (tf32) or 7 (bf16)
      * bits: a relative error of a few units of 2^-11 or 2^-8 of the largest value */
     double tol = 0;
-    CudaMath m = t == 1 ? cuda_math_on(cuda_backend_hw(s->gpu), s->gpu_math) : CUDA_EXACT;
+    CudaMath m = be->id == BE_GPU ? cuda_math_on(cuda_backend_hw(s->gpu), s->gpu_math) : CUDA_EXACT;
     if (m != CUDA_EXACT) {
       tol = m == CUDA_TF32 ? 5e-3 : 4e-2;
-      buf_printf(&b, "; %s (%s, tolerance %g) vs ref: ", targets[t], cuda_math_name(m), tol);
+      buf_printf(&b, "; %s (%s, tolerance %g) vs ref: ", be->name, cuda_math_name(m), tol);
     } else {
-      buf_printf(&b, "; %s vs ref: ", targets[t]);
+      buf_printf(&b, "; %s vs ref: ", be->name);
     }
     bool same = val_compare(&v, &ref, tol, &b);
     buf_puts(&b, same ? ": ok" : ": MISMATCH");
     ok = ok && same;
     val_free(&v);
   }
-  session_print_line(s, b.s);
-  if (!ok) session_error(s, at, E_COMMAND, ":check: the back ends disagree");
+  state_print_line(s, b.s);
+  if (!ok) state_error(s, at, E_COMMAND, ":check: the back ends disagree");
 out:
   buf_free(&b);
   val_free(&ref);
@@ -1061,41 +985,25 @@ out:
     for (int i = 0; i < e->nargs; i++) val_free(&args[i]);
     free(args);
   }
-  memcpy(s->target, saved, sizeof saved);
+  s->target = saved;
   memcpy(s->rng, rng1, sizeof rng1);
-  return session_failed(s) ? RUN_ERROR : RUN_OK;
-}
-
-/* :target gpu [exact|tf32|bf16]: the arithmetic of f32 contractions in GPU code, whether or
- * not a GPU is here (:code cuda and :sched render for the GPU model).  Code compiled with the
- * other arithmetic is dropped, to be compiled again on its next use. */
-static void set_gpu_math(Session *s, CudaMath m) {
-  if (m == s->gpu_math) return;
-  s->gpu_math = m;
-  for (int i = 0; i < s->fns.n; i++) {
-    cuda_program_free(s->fns.a[i]->gpu_backend);
-    s->fns.a[i]->gpu_backend = NULL;
-  }
-  for (int i = 0; i < s->retired.n; i++) {
-    cuda_program_free(s->retired.a[i]->gpu_backend);
-    s->retired.a[i]->gpu_backend = NULL;
-  }
+  return state_failed(s) ? RUN_ERROR : RUN_OK;
 }
 
 /* What f32 contractions compute in on hw: "f32 contractions in tf32 on the tensor cores". */
 static const char *gpu_math_text(Session *s, const HwModel *hw) {
   if (s->gpu_math == CUDA_EXACT) return "f32 contractions exact";
   if (hw && cuda_math_on(hw, s->gpu_math) == CUDA_EXACT)
-    return session_tmp_printf(s, "f32 contractions exact: %s needs the tensor cores of compute capability 8.0 (%s has %d.%d)",
+    return state_tmp_printf(s, "f32 contractions exact: %s needs the tensor cores of compute capability 8.0 (%s has %d.%d)",
                       cuda_math_name(s->gpu_math), hw->name, hw->cc_major, hw->cc_minor);
-  return session_tmp_printf(s, "f32 contractions in %s on the tensor cores", cuda_math_name(s->gpu_math));
+  return state_tmp_printf(s, "f32 contractions in %s on the tensor cores", cuda_math_name(s->gpu_math));
 }
 
 static RunStatus cmd_target(Session *s, const char *arg, Span at) {
   if (!*arg) {
-    if (s->gpu_math == CUDA_EXACT) session_print_line(s, session_tmp_printf(s, "target: %s", s->target));
-    else if (!strcmp(s->target, "gpu")) session_print_line(s, session_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
-    else session_print_line(s, session_tmp_printf(s, "target: %s (GPU code: %s)", s->target, gpu_math_text(s, NULL)));
+    if (s->gpu_math == CUDA_EXACT) state_print_line(s, state_tmp_printf(s, "target: %s", s->target->name));
+    else if (s->target->id == BE_GPU) state_print_line(s, state_tmp_printf(s, "target: gpu %s", cuda_math_name(s->gpu_math)));
+    else state_print_line(s, state_tmp_printf(s, "target: %s (GPU code: %s)", s->target->name, gpu_math_text(s, NULL)));
     return RUN_OK;
   }
   /* the first word, and for gpu the arithmetic after it */
@@ -1110,38 +1018,38 @@ static RunStatus cmd_target(Session *s, const char *arg, Span at) {
     else if (rn == 4 && !strncmp(rest, "tf32", 4)) m = CUDA_TF32;
     else if (rn == 4 && !strncmp(rest, "bf16", 4)) m = CUDA_BF16;
     else {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown arithmetic '%.*s' for :target gpu: use exact, tf32 or bf16", (int)rn, rest));
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "unknown arithmetic '%.*s' for :target gpu: use exact, tf32 or bf16", (int)rn, rest));
       return RUN_ERROR;
     }
     bool changed = m != s->gpu_math;
-    set_gpu_math(s, m);
-    if (!top_gpu_backend(s)) {
-      session_print_line(s, session_tmp_printf(s, "target: %s -- no GPU: %s", s->target, s->gpu_why));
+    be_set_gpu_math(s, m);
+    if (!be_gpu(s)) {
+      state_print_line(s, state_tmp_printf(s, "target: %s -- no GPU: %s", s->target->name, s->gpu_why));
       if (m != CUDA_EXACT || changed) {
-        const HwModel *g = top_gpu_model(s);
-        session_print_line(s, session_tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
+        const HwModel *g = be_gpu_model(s);
+        state_print_line(s, state_tmp_printf(s, "GPU code for %s (:code cuda, :sched): %s", g ? g->name : "the GPU model", gpu_math_text(s, g)));
       }
     } else {
-      snprintf(s->target, sizeof s->target, "gpu");
+      s->target = &be_table[BE_GPU];
       if (m != CUDA_EXACT || changed)
-        session_print_line(s, session_tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
+        state_print_line(s, state_tmp_printf(s, "target: gpu (%s); %s", cuda_backend_device(s->gpu), gpu_math_text(s, cuda_backend_hw(s->gpu))));
       else
-        session_print_line(s, session_tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
+        state_print_line(s, state_tmp_printf(s, "target: gpu (%s)", cuda_backend_device(s->gpu)));
     }
     return RUN_OK;
   }
   if (!strcmp(arg, "ref")) {
-    snprintf(s->target, sizeof s->target, "ref");
-    session_print_line(s, "target: ref (the reference evaluator)");
+    s->target = &be_table[BE_REF];
+    state_print_line(s, "target: ref (the reference evaluator)");
   } else if (!strcmp(arg, "cpu")) {
-    if (!top_cpu_backend(s)) {
-      session_error(s, at, E_COMMAND, session_tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
+    if (!be_cpu(s)) {
+      state_error(s, at, E_COMMAND, state_tmp_printf(s, "cannot use the CPU back end: %s", s->cpu_why));
       return RUN_ERROR;
     }
-    snprintf(s->target, sizeof s->target, "cpu");
-    session_print_line(s, session_tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
+    s->target = &be_table[BE_CPU];
+    state_print_line(s, state_tmp_printf(s, "target: cpu (LLVM, %s, %d thread%s)", cpu_backend_cpu(s->cpu), s->threads, s->threads == 1 ? "" : "s"));
   } else {
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, "unknown target '%s': use cpu, gpu or ref", arg));
     return RUN_ERROR;
   }
   return RUN_OK;
@@ -1154,7 +1062,7 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
     char msg[512];
     HwModel hw;
     if (!hw_load(arg, &hw, msg, sizeof msg)) {
-      session_error(s, at, E_COMMAND, msg);
+      state_error(s, at, E_COMMAND, msg);
       return RUN_ERROR;
     }
     if (!strcmp(hw.kind, "gpu")) {
@@ -1166,14 +1074,15 @@ static RunStatus cmd_hw(Session *s, const char *arg, Span at) {
     } else {
       /* `:hw host` is the detected host again, with its calibration */
       bool host = !strcmp(hw.name, "host") && !hw.path[0];
-      note = top_set_cpu_model(s, host ? &s->host_hw : &hw, host && s->host_peak_measured);
+      top_forget_runs(s);          /* what :time kept was compiled for the old model */
+      note = be_set_cpu_model(s, host ? &s->host_hw : &hw, host && s->host_peak_measured);
     }
   }
   Buf b = {0};
   hw_describe(show, &b);
   if (note) buf_printf(&b, "note: %s\n", note);
   while (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -1183,13 +1092,13 @@ static RunStatus cmd_threads(Session *s, const char *arg, Span at) {
     char *end;
     long n = strtol(arg, &end, 10);
     if (*end || n < 1 || n > 1024) {
-      session_error(s, at, E_COMMAND, ":threads needs a number from 1 to 1024");
+      state_error(s, at, E_COMMAND, ":threads needs a number from 1 to 1024");
       return RUN_ERROR;
     }
     s->threads = (int)n;
     if (s->cpu) cpu_backend_set_threads(s->cpu, s->threads);
   }
-  session_print_line(s, session_tmp_printf(s, "threads: %d%s", s->threads, !strcmp(s->target, "ref") ? " (the reference evaluator uses one)" : ""));
+  state_print_line(s, state_tmp_printf(s, "threads: %d%s", s->threads, s->target->id == BE_REF ? " (the reference evaluator uses one)" : ""));
   return RUN_OK;
 }
 
@@ -1240,11 +1149,11 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
       if (!strcmp(commands[i].name, nm)) {
         buf_printf(&b, ":%s%s%s\n  %s\n%s", commands[i].name, *commands[i].args ? " " : "", commands[i].args,
                    commands[i].summary, commands[i].detail);
-        session_print_line(s, b.s);
+        state_print_line(s, b.s);
         buf_free(&b);
         return RUN_OK;
       }
-    session_error(s, at, E_COMMAND, session_tmp_printf(s, "no command ':%s' (try :help)", nm));
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, "no command ':%s' (try :help)", nm));
     return RUN_ERROR;
   }
   buf_puts(&b, "commands:\n");
@@ -1260,7 +1169,7 @@ static RunStatus cmd_help(Session *s, const char *arg, Span at) {
   buf_puts(&b, "\n");
   buf_puts(&b, "functions in the session: ");
   for (int i = 0; i < s->fns.n; i++) buf_printf(&b, "%s%s", i ? " " : "", s->fns.a[i]->name);
-  session_print_line(s, b.s);
+  state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
 }
@@ -1272,7 +1181,7 @@ RunStatus cmd_run(Session *s, const char *text, Span at) {
   while (isspace((unsigned char)*arg)) arg++;
   for (int i = 0; i < NCOMMANDS; i++)
     if (!strcmp(commands[i].name, name)) return commands[i].fn(s, arg, at);
-  Diag *dg = session_error(s, at, E_COMMAND, session_tmp_printf(s, "unknown command ':%s' (see :help)", name));
+  Diag *dg = state_error(s, at, E_COMMAND, state_tmp_printf(s, "unknown command ':%s' (see :help)", name));
   Suggest sg;
   suggest_init(&sg, name);
   const char *only = NULL;       /* the one command that starts with what was typed */

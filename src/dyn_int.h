@@ -571,6 +571,18 @@ typedef struct FnParam {
 typedef struct SizeVar { const char *name; int param, dim; Span span; } SizeVar;
 
 typedef struct Program Program;
+
+/* What a checked function becomes: its lowered program and each back end's compiled code,
+ * made on first use and owned here, so that func_free (func.c) ends them all.  The session's
+ * back ends (backend.c) fill it; the reference evaluator runs prog itself. */
+typedef struct Compiled {
+  Program *prog;                /* lowered once, on first use (lower.c) */
+  void *cpu;                    /* the CPU back end's compiled program (CpuProgram) */
+  void *gpu;                    /* the GPU back end's (CudaProgram) */
+  void *view;                   /* the CPU back end's for a model this CPU cannot run, which
+                                   :sched and :code show (CpuProgram) */
+} Compiled;
+
 typedef struct Func {
   const char *name; Span span;
   FnParam *params; int nparams;
@@ -579,15 +591,11 @@ typedef struct Func {
   SizeVar *sizes; int nsizes;
   FnDecl *decl;                 /* the checked, annotated AST */
   Arena *arena;                 /* owns everything above; freed with the function */
-  Program *prog;                /* lowered once, on first use (lower.c) */
+  Compiled code;                /* the lowered program and the compiled code */
   int64_t expanded;             /* definitions with every call inlined (at most FN_MAX_EXPANDED) */
   int compiles;                 /* how many times it was compiled: 1 after any number of shapes */
   int64_t checked[16];          /* the shapes and size values of the last call whose */
   int nchecked;                 /* checks passed, nchecked of them (0: none yet) */
-  void *backend;                /* the CPU back end's compiled program (CpuProgram) */
-  void *gpu_backend;            /* the GPU back end's (CudaProgram) */
-  void *view_backend;           /* the CPU back end's for a model this CPU cannot run, which
-                                   :sched and :code show (CpuProgram) */
   bool anonymous;               /* a top-level statement compiled as a function */
   uint64_t *shapes;             /* hashes of the size values it was called with (func_note_shape): */
   int nshapes, shapes_cap;      /* an open-addressed set, so :sched can say how many shapes */
@@ -697,10 +705,12 @@ void kexpr_mark_loads(const KExpr *e, bool *mark);
 void lower_print(const Program *p, Buf *out);
 void kx_print(const Program *p, const KExpr *e, Buf *out);
 
-/* ---- func.c: a checked function's signature and its end --------------------------------- */
+/* ---- func.c: a checked function's signature, its code and its end -------------------------- */
 
-/* Free f, its arena and its lowered program (NULL-safe). */
+/* Free f, its arena and its Compiled record: the lowered program and the code (NULL-safe). */
 void func_free(Func *f);
+/* Free every back end's code for f (made again on next use); the program stays. */
+void func_free_code(Func *f);
 /* The signature as :type shows it: "fn matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N]" */
 void func_signature(const Func *f, Buf *out);
 /* Count the size values of a call (vals[0..n), in f->sizes' order) among the shapes f met:
@@ -875,7 +885,8 @@ void plot_text(const PlotData *d, int width, int height, Buf *out);
 void plot_svg(const PlotData *d, Buf *out);
 
 /* ---- session.c: a session -- bindings, functions, options -- and running top-level input
- * (with value.c, toplevel.c, builtins.c and commands.c; their shared parts: session_int.h) */
+ * (with value.c, backend.c, state.c, toplevel.c, builtins.c and commands.c; their shared
+ * parts, the back-end table among them: session_int.h) */
 
 typedef struct Session Session;
 typedef enum { RUN_OK, RUN_ERROR, RUN_INCOMPLETE, RUN_QUIT } RunStatus;

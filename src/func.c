@@ -1,14 +1,23 @@
 /* func.c -- a checked function (Func) as the session holds it: its signature as :type shows
- * it, the shapes it was called at, and its end.  A Func is made by sema.c and lowered on first use by lower.c; freeing it
- * frees its lowered program too, so this sits above both and neither calls the other back. */
+ * it, the shapes it was called at, and its end.  A Func is made by sema.c, lowered by lower.c
+ * and compiled by the back ends into its Compiled record; freeing it frees all of that, so
+ * this sits above them and none of them calls it back. */
 #include "config.h"
 #include "dyn_int.h"
 
 #include <stdlib.h>
 
+void func_free_code(Func *f) {
+  cpu_program_free(f->code.cpu);
+  cpu_program_free(f->code.view);
+  cuda_program_free(f->code.gpu);
+  f->code.cpu = f->code.view = f->code.gpu = NULL;
+}
+
 void func_free(Func *f) {
   if (!f) return;
-  lower_free(f->prog);
+  func_free_code(f);
+  lower_free(f->code.prog);
   free(f->shapes);
   arena_free(f->arena);          /* the Func itself lives in its arena */
 }

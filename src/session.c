@@ -1,8 +1,9 @@
-/* session.c -- a session: its bindings and functions, running its input, and its entry
- * points from C.  A script and a REPL session are one sequence of top-level statements.
- * Each input is parsed into an arena (one compilation); an input that defines functions
- * keeps its arena alive for the session, since the checked functions point into it.  The
- * statements themselves are evaluated by toplevel.c; commands are in commands.c.
+/* session.c -- a session: making and ending it, running its input, imports, calibration,
+ * and its entry points from C.  A script and a REPL session are one sequence of top-level
+ * statements.  Each input is parsed into an arena (one compilation); an input that defines
+ * functions keeps its arena alive for the session, since the checked functions point into
+ * it.  It sits on top of the session's files: the statements are evaluated by toplevel.c,
+ * commands are in commands.c, bindings and errors in state.c.
  */
 #include "config.h"
 #include "session_int.h"
@@ -17,176 +18,11 @@
 typedef struct { const char *name; const char *text; } StdlibModule;
 extern const StdlibModule dyn_stdlib[];
 
-/* ---- bindings and functions ---- */
-
-/* Bindings are found by a hash of the name (a script of 100,000 bindings took 48 s with a
- * linear search). */
-static unsigned name_hash(const char *name) {
-  unsigned h = 2166136261u;
-  for (const unsigned char *c = (const unsigned char *)name; *c; c++) h = (h ^ *c) * 16777619u;
-  return h;
-}
-
-static int *var_probe(Session *s, const char *name) {
-  unsigned mask = (unsigned)s->var_cap - 1;
-  for (unsigned i = name_hash(name) & mask;; i = (i + 1) & mask) {
-    int *slot = &s->var_slot[i];
-    if (!*slot || !strcmp(s->vars.a[*slot - 1].name, name)) return slot;
-  }
-}
-
-Binding *session_find_var(Session *s, const char *name) {
-  if (!s->var_cap) return NULL;
-  int *slot = var_probe(s, name);
-  return *slot ? &s->vars.a[*slot - 1] : NULL;
-}
-
-void session_bind(Session *s, const char *name, Value v) {
-  Binding *b = session_find_var(s, name);
-  if (b) {
-    val_free(&b->v);
-    b->v = v;
-    return;
-  }
-  Binding nb = {xstrdup(name), v};
-  vec_push(s->vars, nb);
-  if (2 * s->vars.n > s->var_cap) {
-    free(s->var_slot);
-    s->var_cap = s->var_cap ? 2 * s->var_cap : 64;
-    s->var_slot = xcalloc((size_t)s->var_cap, sizeof(int));
-    for (int i = 0; i < s->vars.n - 1; i++) *var_probe(s, s->vars.a[i].name) = i + 1;
-  }
-  *var_probe(s, name) = s->vars.n;
-}
-
-/* Where the function was found last time is tried first (a loop calls one function), then
- * the whole list, first letters first: the prelude is long.  Names are unique (a new
- * definition replaces the old in place). */
-Func *session_find_fn(Session *s, const char *name) {
-  if (s->found < s->fns.n && !strcmp(s->fns.a[s->found]->name, name)) return s->fns.a[s->found];
-  for (int i = s->fns.n - 1; i >= 0; i--)
-    if (s->fns.a[i]->name[0] == name[0] && !strcmp(s->fns.a[i]->name, name)) {
-      s->found = i;
-      return s->fns.a[i];
-    }
-  return NULL;
-}
-
-Func *session_lookup_fn(void *env, const char *name) { return session_find_fn(env, name); }
-
-void session_each_fn(void *env, void (*add)(void *cookie, const char *name), void *cookie) {
-  Session *s = env;
-  for (int i = 0; i < s->fns.n; i++) add(cookie, s->fns.a[i]->name);
-}
-
-void session_each_var(void *env, void (*add)(void *cookie, const char *name), void *cookie) {
-  Session *s = env;
-  for (int i = 0; i < s->vars.n; i++) add(cookie, s->vars.a[i].name);
-}
-
-Diag *session_undefined(Session *s, Span at, DiagId id, const char *name) {
-  Diag *dg = session_error(s, at, id, name);
-  Suggest sg;
-  suggest_init(&sg, name);
-  session_complete(s, "", suggest_add_cb, &sg);
-  const char *best = suggest_best(&sg);
-  if (best) diag_note(dg, (Span){0}, "did you mean '%s'?", best);
-  return dg;
-}
-
-/* A function replaced by a new definition or forgotten by :reset can no longer be called,
- * so its compiled code goes (about 28 KB a compile); the function itself stays, for the
- * programs that inlined it. */
-static void retire(Session *s, Func *f) {
-  cpu_program_free(f->backend);
-  cpu_program_free(f->view_backend);
-  cuda_program_free(f->gpu_backend);
-  f->backend = f->view_backend = f->gpu_backend = NULL;
-  if (s->last_fn == f) s->last_fn = NULL;
-  vec_push(s->retired, f);
-}
-
-/* Forget every function the session defined, and bring back a prelude function it
- * redefined (the prelude's own is live again: out of the retired list, compiled again on
- * use); the prelude's imports stay done, the session's are forgotten, so that they can be
- * imported again. */
-static void forget_user_fns(Session *s) {
-  while (s->fns.n > s->nfns_prelude) retire(s, s->fns.a[--s->fns.n]);
-  for (int i = 0; i < s->nfns_prelude; i++) {
-    if (s->fns.a[i] == s->prelude[i]) continue;
-    retire(s, s->fns.a[i]);
-    for (int r = 0; r < s->retired.n; r++)
-      if (s->retired.a[r] == s->prelude[i]) {
-        s->retired.a[r] = s->retired.a[--s->retired.n];
-        break;
-      }
-    s->fns.a[i] = s->prelude[i];
-  }
-  while (s->imported.n > s->nimports_prelude) free(s->imported.a[--s->imported.n]);
-}
-
-/* :reset: every binding and every function defined after the prelude goes. */
-void session_reset(Session *s) {
-  for (int i = 0; i < s->vars.n; i++) {
-    free(s->vars.a[i].name);
-    val_free(&s->vars.a[i].v);
-  }
-  s->vars.n = 0;
-  if (s->var_cap) memset(s->var_slot, 0, sizeof(int) * (size_t)s->var_cap);
-  forget_user_fns(s);
-}
-
 /* ---- errors ---- */
-
-/* Flush what was printed and remember the first write that failed (a full disk, a closed
- * terminal): a script then stops there (run_stmt), and main reports it once. */
-void session_emit(Session *s, const Diags *d) {
-  if (!s->diag_sink) diag_print_all(d, s->err, s->diag_json);
-  else
-    for (const Diag *dg = d->head; dg; dg = dg->next) s->diag_sink(s->diag_cookie, dg);
-}
 
 void session_set_diag_sink(Session *s, void (*sink)(void *cookie, const Diag *d), void *cookie) {
   s->diag_sink = sink;
   s->diag_cookie = cookie;
-}
-
-void session_out_flush(Session *s) {
-  if (fflush(s->out) != 0 && !s->out_errno) s->out_errno = errno ? errno : EIO;
-  if (ferror(s->out) && !s->out_errno) s->out_errno = EIO;
-}
-
-Diag *session_error(Session *s, Span at, DiagId id, ...) {
-  va_list ap;
-  va_start(ap, id);
-  Diag *d = diag_reportv(&s->diags, at, id, ap);
-  va_end(ap);
-  return d;
-}
-
-const char *session_tmp_printf(Session *s, const char *fmt, ...) {
-  Buf b = {0};
-  va_list ap;
-  va_start(ap, fmt);
-  buf_vprintf(&b, fmt, ap);
-  va_end(ap);
-  const char *r = arena_strndup(s->tmp, b.s ? b.s : "", b.len);
-  buf_free(&b);
-  return r;
-}
-
-const char *session_ttype(Session *s, const Tensor *t) {
-  Buf b = {0};
-  tensor_type_str(t, &b);
-  const char *r = arena_strndup(s->tmp, b.s, b.len);
-  buf_free(&b);
-  return r;
-}
-
-void session_print_line(Session *s, const char *text) {
-  fputs(text, s->out);
-  fputc('\n', s->out);
-  session_out_flush(s);
 }
 
 /* ---- sources ---- */
@@ -211,15 +47,6 @@ static char *read_script(Session *s, const char *path, size_t *len, char *msg, s
   return NULL;
 }
 
-Source *session_add_source(Session *s, const char *name, char *text, size_t len) {
-  Source *src = xcalloc(1, sizeof *src);
-  src->name = xstrdup(name);
-  src->text = text;
-  src->len = len;
-  vec_push(s->sources, src);
-  return src;
-}
-
 /* A script from a file or standard input as a source (taking text).  A UTF-8 byte-order
  * mark at its start is dropped, as editors that write one expect; a NUL byte anywhere is an
  * error at that byte and nothing of the script runs: such a file is not text (and a C
@@ -229,11 +56,11 @@ static Source *script_source(Session *s, const char *name, char *text, size_t le
     memmove(text, text + 3, len - 3 + 1);
     len -= 3;
   }
-  Source *src = session_add_source(s, name, text, len);
+  Source *src = state_add_source(s, name, text, len);
   const char *nul = memchr(text, 0, len);
   if (nul) {
     uint32_t at = (uint32_t)(nul - text);
-    session_error(s, (Span){src, at, at + 1}, E_NUL_BYTE);
+    state_error(s, (Span){src, at, at + 1}, E_NUL_BYTE);
     return NULL;
   }
   return src;
@@ -241,18 +68,18 @@ static Source *script_source(Session *s, const char *name, char *text, size_t le
 
 RunStatus session_run_file_in(Session *s, const char *path, Span at) {
   if (s->depth > 16) {
-    session_error(s, at, E_IMPORT, session_tmp_printf(s, "%s: files load each other too deeply (more than 16 levels)", path));
+    state_error(s, at, E_IMPORT, state_tmp_printf(s, "%s: files load each other too deeply (more than 16 levels)", path));
     return RUN_ERROR;
   }
   char msg[512];
   size_t len;
   char *text = read_script(s, path, &len, msg, sizeof msg);
   if (!text) {
-    session_error(s, at, E_IMPORT, msg);
+    state_error(s, at, E_IMPORT, msg);
     return RUN_ERROR;
   }
   /* the outer input's diagnostics come first */
-  session_emit(s, &s->diags);
+  state_emit(s, &s->diags);
   diag_clear(&s->diags);
   Source *src = script_source(s, path, text, len);
   if (!src) return RUN_ERROR;
@@ -279,7 +106,7 @@ static RunStatus import_module(Session *s, const char *name, Span at, bool is_pa
     vec_push(s->imported, xstrdup(key));
     char fname[128];
     snprintf(fname, sizeof fname, "stdlib/%s.dyn", name);
-    Source *src = session_add_source(s, fname, xstrdup(m->text), strlen(m->text));
+    Source *src = state_add_source(s, fname, xstrdup(m->text), strlen(m->text));
     Arena *saved = s->tmp;
     s->depth++;
     RunStatus r = run_source(s, src);
@@ -289,30 +116,29 @@ static RunStatus import_module(Session *s, const char *name, Span at, bool is_pa
   }
   Buf known = {0};
   for (const StdlibModule *m = dyn_stdlib; m->name; m++) buf_printf(&known, "%s%s", known.len ? ", " : "", m->name);
-  session_error(s, at, E_IMPORT, session_tmp_printf(s, "no standard module '%s' (there are: %s); to import a file, write import \"%s.dyn\"", name, known.s ? known.s : "none", name));
+  state_error(s, at, E_IMPORT, state_tmp_printf(s, "no standard module '%s' (there are: %s); to import a file, write import \"%s.dyn\"", name, known.s ? known.s : "none", name));
   buf_free(&known);
   return RUN_ERROR;
 }
 
 static void define_fn(Session *s, FnDecl *d, Arena *a, bool *keep) {
   if (builtin_find(d->name)) {
-    session_error(s, d->name_span, E_BUILTIN, session_tmp_printf(s, "'%s' is a built-in function and cannot be redefined", d->name));
+    state_error(s, d->name_span, E_BUILTIN, state_tmp_printf(s, "'%s' is a built-in function and cannot be redefined", d->name));
     return;
   }
   OpKind op;
   if (op_from_name(d->name, &op)) {
-    session_error(s, d->name_span, E_BUILTIN, session_tmp_printf(s, "'%s' is a math function and cannot be redefined", d->name));
+    state_error(s, d->name_span, E_BUILTIN, state_tmp_printf(s, "'%s' is a math function and cannot be redefined", d->name));
     return;
   }
-  SemaEnv env = session_sema_env(s);
-  Func *f = sema_function(&env, d, a, &s->diags);
+  SemaEnv env = state_sema_env(s);
+  Func *f = top_define(s, d, a, &env);
   if (!f) return;
   f->arena = NULL;            /* the input's arena is kept by the session instead */
   *keep = true;
-  f->prog = lower_function(f, s->pc, session_lookup_fn, s);
   for (int i = 0; i < s->fns.n; i++)
     if (!strcmp(s->fns.a[i]->name, f->name)) {
-      retire(s, s->fns.a[i]);
+      state_retire(s, s->fns.a[i]);
       s->fns.a[i] = f;
       return;
     }
@@ -332,11 +158,11 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
   case ST_COMMAND:
     return cmd_run(s, st->text, st->span);
   case ST_RETURN:
-    session_error(s, st->span, E_RETURN_TOP);
+    state_error(s, st->span, E_RETURN_TOP);
     break;
   case ST_DEF: {
     Value v = top_eval_def(s, st);
-    if (!session_failed(s)) session_bind(s, st->name, v);
+    if (!state_failed(s)) state_bind(s, st->name, v);
     break;
   }
   case ST_ASSIGN: {
@@ -344,42 +170,42 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
       DynElem el;
       const char *nm = st->names[i];
       if (!strcmp(nm, "inf") || !strcmp(nm, "nan") || elem_from_name(nm, strlen(nm), &el)) {
-        session_error(s, st->name_spans[i], E_BUILTIN, session_tmp_printf(s, "'%s' names a %s and cannot be bound", nm,
+        state_error(s, st->name_spans[i], E_BUILTIN, state_tmp_printf(s, "'%s' names a %s and cannot be bound", nm,
                                                             nm[0] == 'i' && nm[1] == 'n' ? "constant" : nm[0] == 'n' ? "constant" : "type"));
         return RUN_ERROR;
       }
     }
     Value v = top_eval(s, st->expr);
-    if (session_failed(s)) break;
+    if (state_failed(s)) break;
     if (st->tuple || st->nnames > 1) {
       int have = v.kind == VAL_TUPLE ? v.n : 1;
       if (have != st->nnames) {
-        session_error(s, st->span, E_TUPLE_COUNT, st->expr->kind == EX_CALL ? st->expr->name : "the expression", have,
+        state_error(s, st->span, E_TUPLE_COUNT, st->expr->kind == EX_CALL ? st->expr->name : "the expression", have,
               have == 1 ? "" : "s", st->nnames, st->nnames == 1 ? " is" : "s are");
         val_free(&v);
         break;
       }
       if (v.kind == VAL_TUPLE) {
-        for (int i = 0; i < v.n; i++) session_bind(s, st->names[i], val_copy(&v.items[i]));
+        for (int i = 0; i < v.n; i++) state_bind(s, st->names[i], val_copy(&v.items[i]));
         val_free(&v);
       } else {
-        session_bind(s, st->names[0], v);
+        state_bind(s, st->names[0], v);
       }
       break;
     }
     if (v.kind == VAL_NONE) {
-      session_error(s, st->expr->span, E_BUILTIN, session_tmp_printf(s, "this gives no value to bind to '%s'", st->names[0]));
+      state_error(s, st->expr->span, E_BUILTIN, state_tmp_printf(s, "this gives no value to bind to '%s'", st->names[0]));
       break;
     }
-    session_bind(s, st->names[0], v);
+    state_bind(s, st->names[0], v);
     break;
   }
   case ST_EXPR: {
     Value v = top_eval(s, st->expr);
-    if (!session_failed(s) && s->interactive && !quiet_value && v.kind != VAL_NONE) {
+    if (!state_failed(s) && s->interactive && !quiet_value && v.kind != VAL_NONE) {
       Buf b = {0};
       val_format(&v, &b);
-      session_print_line(s, b.s);
+      state_print_line(s, b.s);
       buf_free(&b);
     }
     val_free(&v);
@@ -387,7 +213,7 @@ static RunStatus run_stmt(Session *s, Stmt *st, bool *keep, bool quiet_value) {
   }
   }
   /* a script whose output is lost stops: what follows would print into the void */
-  return session_failed(s) || (s->out_errno && !s->interactive) ? RUN_ERROR : RUN_OK;
+  return state_failed(s) || (s->out_errno && !s->interactive) ? RUN_ERROR : RUN_OK;
 }
 
 /* Parse and run a source; the caller prints what remains in s->diags. */
@@ -404,7 +230,7 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
       arena_free(a);
       return RUN_INCOMPLETE;
     }
-    session_emit(s, &parse_d);
+    state_emit(s, &parse_d);
     diag_clear(&parse_d);
     arena_free(a);
     return RUN_ERROR;
@@ -416,7 +242,7 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
   for (int i = 0; i < nst && (r == RUN_OK || s->check_only); i++) {
     s->tmp = a;
     RunStatus ri = run_stmt(s, sts[i], &keep, quiet_value);
-    session_emit(s, &s->diags);
+    state_emit(s, &s->diags);
     if (s->diags.nerrors) ri = RUN_ERROR;
     diag_clear(&s->diags);
     if (r == RUN_OK) r = ri;
@@ -437,7 +263,7 @@ RunStatus session_run_arg(Session *s, Source *src, bool quiet_value) {
 }
 
 RunStatus session_run(Session *s, const char *text, const char *origin) {
-  Source *src = session_add_source(s, origin, xstrdup(text), strlen(text));
+  Source *src = state_add_source(s, origin, xstrdup(text), strlen(text));
   RunStatus r = run_source_ex(s, src, s->interactive, false);
   if (r == RUN_INCOMPLETE) {
     /* nothing ran: forget the source so a retry with more lines starts clean */
@@ -452,7 +278,7 @@ RunStatus session_run(Session *s, const char *text, const char *origin) {
 static RunStatus run_script(Session *s, char *text, size_t len, const char *origin, bool allow_incomplete) {
   Source *src = script_source(s, origin, text, len);
   if (!src) {
-    session_emit(s, &s->diags);
+    state_emit(s, &s->diags);
     diag_clear(&s->diags);
     return RUN_ERROR;
   }
@@ -557,7 +383,7 @@ int session_calibrate(Session *s) {
     fprintf(s->err, "dyn: --calibrate measures this CPU, and %s is a model of another: calibrate without --hw\n", s->hw.name);
     return 1;
   }
-  if (!top_cpu_backend(s)) {
+  if (!be_cpu(s)) {
     fprintf(s->err, "dyn: --calibrate: %s\n", s->cpu_why);
     return 1;
   }
@@ -613,103 +439,32 @@ int session_calibrate(Session *s) {
 /* ---- calling from C (the benchmark, embedders) ---- */
 
 bool session_call(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
-  Func *f = session_find_fn(s, name);
-  if (!f) {
-    buf_printf(err, "no function named '%s'", name);
-    return false;
-  }
-  /* one arena for every call, emptied rather than freed: a small call costs about a
-   * microsecond, and a fresh arena's malloc and free were a fifth of it */
-  if (!s->call_tmp) s->call_tmp = arena_new();
-  Arena *a = s->call_tmp;
-  arena_reset(a);
-  Arena *saved = s->tmp;
-  s->tmp = a;
-  /* The call as an expression, for call_fn and its messages: every argument is the same
-   * placeholder name, so one node serves them all and nothing is built per call. */
-  enum { SMALL = 8 };
-  static const Expr argument = {.kind = EX_NAME, .name = "argument"};
-  Expr *argv_s[SMALL];
-  Value vals_s[SMALL];
-  Expr **argv = nargs <= SMALL ? argv_s : arena_alloc(a, sizeof(Expr *) * (size_t)nargs);
-  Value *vals = nargs <= SMALL ? vals_s : arena_alloc(a, sizeof(Value) * (size_t)nargs);
-  Expr call;                 /* the fields call_fn reads; zeroing all of an Expr cost more */
-  call.kind = EX_CALL;
-  call.span = (Span){0};
-  call.name = f->name;
-  call.nargs = nargs;
-  call.args = argv;
-  for (int i = 0; i < nargs; i++) {
-    argv[i] = (Expr *)&argument;
-    vals[i] = val_tensor(args[i]);
-  }
-  Value r = top_call(s, f, &call, vals);
-  bool ok = !session_failed(s);
-  if (!ok) {
-    for (Diag *d = s->diags.head; d; d = d->next) buf_printf(err, "%s%s", err->len ? "; " : "", d->msg);
-    if (s->diag_sink) session_emit(s, &s->diags);
-    diag_clear(&s->diags);
-  } else if (r.kind == VAL_TENSOR && maxouts >= 1) {
-    outs[0] = tensor_retain(r.t);
-  } else if (r.kind == VAL_TUPLE) {
-    for (int i = 0; i < r.n && i < maxouts; i++) outs[i] = tensor_retain(r.items[i].t);
-  }
-  val_free(&r);                    /* vals are the arena's; the arguments stay the caller's */
-  s->tmp = saved;
-  return ok;
+  return top_call_tensors(s, name, args, nargs, outs, maxouts, err);
 }
 
-/* The model's time for a call of name on args, what :time prints beside the measured one: the
- * CPU schedule's prediction once the function is compiled for the CPU, else the roofline of
- * its work.  0 when name is unknown or args do not bind its sizes. */
 double session_predict(Session *s, const char *name, Tensor **args, int nargs) {
-  Func *f = session_find_fn(s, name);
-  enum { MAXSZ = 64 };
-  if (!f || nargs != f->nparams || f->nsizes > MAXSZ) return 0;
-  const char *names[MAXSZ];
-  int64_t vals[MAXSZ];
-  for (int v = 0; v < f->nsizes; v++) {
-    const SizeVar *sv = &f->sizes[v];
-    const Tensor *t = args[sv->param];
-    if (sv->dim >= t->rank || (sv->dim < 0 && (t->rank != 0 || !elem_is_int(t->elem)))) return 0;
-    names[v] = sv->name;
-    vals[v] = sv->dim < 0 ? tensor_get_i64(t, 0) : t->shape[sv->dim];
-  }
-  EvalSizes sz = {names, vals, f->nsizes};
-  if (!strcmp(s->target, "cpu") && f->backend) {
-    Buf junk = {0};
-    double t = cpu_schedule(s->cpu, f->backend, s->pc, &sz, s->threads, &junk);
-    buf_free(&junk);
-    return t;
-  }
-  const Poly *fl, *by;
-  int64_t fv = 0, bv = 0;
-  const char *why;
-  cost_program(f->prog, s->pc, &fl, &by);
-  poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
-  poly_eval(by, eval_size_lookup, &sz, &bv, &why);
-  return cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
+  return top_predict(s, name, args, nargs);
 }
 
 double session_compile(Session *s, const char *name, Buf *err) {
-  Func *f = session_find_fn(s, name);
+  Func *f = state_find_fn(s, name);
   if (!f) {
     buf_printf(err, "no function named '%s'", name);
     return -1;
   }
-  if (!top_cpu_backend(s)) {
+  if (!be_cpu(s)) {
     buf_puts(err, s->cpu_why);
     return -1;
   }
-  if (!top_compile(s, f)) {
+  if (!be_cpu_compile(s, f)) {
     buf_puts(err, "compilation failed");
     return -1;
   }
-  return cpu_program_compile_ms(f->backend);
+  return cpu_program_compile_ms(f->code.cpu);
 }
 
 int session_compiles(Session *s, const char *name) {
-  Func *f = session_find_fn(s, name);
+  Func *f = state_find_fn(s, name);
   return f ? f->compiles : -1;
 }
 
@@ -722,10 +477,14 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
   s->err = err;
   s->diag_json = opt && opt->diag_json;
   builtin_seed(s, 0);
+  s->builtins = builtin_table;
+  s->nbuiltins = builtin_count;
+  s->run_file = session_run_file_in;
+  s->run_arg = session_run_arg;
 #ifdef HAVE_LLVM
-  snprintf(s->target, sizeof s->target, "cpu");
+  s->target = &be_table[BE_CPU];
 #else
-  snprintf(s->target, sizeof s->target, "ref");
+  s->target = &be_table[BE_REF];
 #endif
   hw_detect_host(&s->host_hw);
   load_calibration(s);
@@ -741,7 +500,7 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
       s->gpu_hw = hw;
       s->have_gpu_hw = s->gpu_hw_chosen = true;
     } else if (strcmp(hw.name, "host") || hw.path[0]) {
-      const char *note = top_set_cpu_model(s, &hw, false);
+      const char *note = be_set_cpu_model(s, &hw, false);
       if (note) fprintf(err, "dyn: %s\n", note);
     }
   }
@@ -751,14 +510,17 @@ Session *session_new(const SessionOptions *opt, FILE *out, FILE *err) {
       s->gpu_math = !strcmp(t + 4, "tf32") ? CUDA_TF32 : !strcmp(t + 4, "bf16") ? CUDA_BF16 : CUDA_EXACT;
       t = "gpu";
     }
-    if (!strcmp(t, "cpu") && !top_cpu_backend(s)) fprintf(err, "dyn: %s\n", s->cpu_why);
-    else if (!strcmp(t, "gpu") && !top_gpu_backend(s)) fprintf(err, "dyn: no GPU (%s); using %s\n", s->gpu_why, s->target);
-    else snprintf(s->target, sizeof s->target, "%s", t);
+    const Backend *be = be_find(t);
+    const char *why;
+    if (!be) {}                 /* main and the library refuse an unknown target first */
+    else if (be->id == BE_CPU && !be->available(s, &why)) fprintf(err, "dyn: %s\n", why);
+    else if (be->id == BE_GPU && !be->available(s, &why)) fprintf(err, "dyn: no GPU (%s); using %s\n", why, s->target->name);
+    else s->target = be;
   }
   if (!opt || !opt->no_prelude) {
     import_module(s, "linalg", (Span){0}, false);
     import_module(s, "nn", (Span){0}, false);
-    session_emit(s, &s->diags);
+    state_emit(s, &s->diags);
     diag_clear(&s->diags);
   }
   s->nfns_prelude = s->fns.n;
@@ -779,36 +541,28 @@ FILE *session_set_out(Session *s, FILE *out) {
 
 const SessionTiming *session_last_timing(Session *s) { return &s->timing; }
 const SessionSched *session_last_sched(Session *s) { return &s->sched; }
-const char *session_target(Session *s) { return s->target; }
+const char *session_target(Session *s) { return s->target->name; }
 int session_threads(Session *s) { return s->threads; }
 const char *session_hw_name(Session *s) { return s->hw.name; }
 
 void session_interrupt(Session *s) { s->interrupt = 1; }
 
 int session_output_error(Session *s) {
-  session_out_flush(s);
+  state_out_flush(s);
   return s->out_errno;
 }
 
 void session_complete(Session *s, const char *prefix, void (*add)(void *cookie, const char *cand), void *cookie) {
-  size_t n = strlen(prefix);
   if (prefix[0] == ':') {
     cmd_complete(prefix, add, cookie);
     return;
   }
-  for (int i = 0; i < s->vars.n; i++)
-    if (!strncmp(s->vars.a[i].name, prefix, n)) add(cookie, s->vars.a[i].name);
-  for (int i = 0; i < s->fns.n; i++)
-    if (!strncmp(s->fns.a[i]->name, prefix, n)) add(cookie, s->fns.a[i]->name);
-  for (int i = 0; i < builtin_count; i++)
-    if (!strncmp(builtin_table[i].name, prefix, n)) add(cookie, builtin_table[i].name);
-  for (int i = OP_EXP; i < OP__COUNT; i++)
-    if (!strncmp(op_name((OpKind)i), prefix, n)) add(cookie, op_name((OpKind)i));
+  state_names(s, prefix, add, cookie);
 }
 
 void session_banner(Session *s, Buf *out) {
   buf_printf(out, "dyn %s -- back end: %s, hardware: %s (%d cores, %d-bit vectors%s) -- :help for help",
-             PACKAGE_VERSION, !strcmp(s->target, "ref") ? "reference evaluator" : "cpu (LLVM)", s->hw.name,
+             PACKAGE_VERSION, s->target->id == BE_REF ? "reference evaluator" : "cpu (LLVM)", s->hw.name,
              s->hw.cores, s->hw.vector_bits, s->hw_foreign ? "; for looking, statements run on this CPU's code" : "");
 }
 
@@ -822,17 +576,10 @@ void session_free(Session *s) {
   }
   vec_free(s->vars);
   free(s->var_slot);
-  top_drop_cpu_code(s, true);
-  for (int i = 0; i < s->fns.n; i++) {
-    cpu_program_free(s->fns.a[i]->backend);
-    cuda_program_free(s->fns.a[i]->gpu_backend);
-    func_free(s->fns.a[i]);
-  }
-  for (int i = 0; i < s->retired.n; i++) {
-    cpu_program_free(s->retired.a[i]->backend);
-    cuda_program_free(s->retired.a[i]->gpu_backend);
-    func_free(s->retired.a[i]);
-  }
+  top_forget_runs(s);
+  be_drop_cpu_code(s, true);      /* the code shown for another model goes with its back end */
+  for (int i = 0; i < s->fns.n; i++) func_free(s->fns.a[i]);
+  for (int i = 0; i < s->retired.n; i++) func_free(s->retired.a[i]);
   cpu_backend_free(s->cpu);
   cuda_backend_free(s->gpu);
   vec_free(s->fns);

@@ -1,8 +1,9 @@
 /* toplevel.c -- evaluating top-level statements: literals, names, calls of built-ins and of
  * session functions, and arithmetic and index notation over concrete tensors, which become
  * anonymous functions checked and lowered like any other (so one checker and one evaluator
- * serve both).  A call binds the sizes and checks shapes and facts (top_call), then the
- * back end of the session's target runs the lowered program (run_program).
+ * serve both).  The two straight pipelines live here: top_define (check, lower and fuse a
+ * definition, with a hook after each stage) and a call (top_call binds the sizes and checks
+ * shapes and facts, run_program chooses a back end from backend.c's table and falls back).
  */
 #include "config.h"
 #include "session_int.h"
@@ -10,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- evaluation of top-level expressions ---- */
 
@@ -23,9 +25,9 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
     }
     break;
   case EX_NAME: {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     if (!b) {
-      session_undefined(s, e->span, E_UNDEFINED, e->name);
+      state_undefined(s, e->span, E_UNDEFINED, e->name);
       return false;
     }
     if (b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && elem_is_int(b->v.t->elem)) {
@@ -52,7 +54,7 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
     case OP_MUL: ovf = __builtin_mul_overflow(a, b, out); break;
     default:
       if (b == 0) {
-        session_error(s, e->span, E_BUILTIN, "division by zero in a size");
+        state_error(s, e->span, E_BUILTIN, "division by zero in a size");
         return false;
       }
       if (b == -1) { *out = e->op == OP_DIV ? -a : 0; return true; }
@@ -61,7 +63,7 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
       else { *out = a % b; if (*out && ((*out < 0) != (b < 0))) *out += b; }
     }
     if (ovf) {
-      session_error(s, e->span, E_BUILTIN, "integer overflow in a size");
+      state_error(s, e->span, E_BUILTIN, "integer overflow in a size");
       return false;
     }
     return true;
@@ -71,7 +73,7 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
   }
   Buf b = {0};
   parse_print_expr(e, &b);
-  session_error(s, e->span, E_BAD_DIM, session_tmp_printf(s, "'%s'", b.s));
+  state_error(s, e->span, E_BAD_DIM, state_tmp_printf(s, "'%s'", b.s));
   buf_free(&b);
   return false;
 }
@@ -80,13 +82,13 @@ bool top_eval_int(Session *s, Expr *e, int64_t *out) {
 static bool eval_type(Session *s, Expr *e, Value *out) {
   if (e->kind != EX_TYPE) {
     Value v = top_eval(s, e);
-    if (session_failed(s)) return false;
+    if (state_failed(s)) return false;
     if (v.kind == VAL_TYPE) {
       *out = v;
       return true;
     }
     val_free(&v);
-    session_error(s, e->span, E_BUILTIN, "expected a type such as f32[128, 64]");
+    state_error(s, e->span, E_BUILTIN, "expected a type such as f32[128, 64]");
     return false;
   }
   memset(out, 0, sizeof *out);
@@ -94,13 +96,13 @@ static bool eval_type(Session *s, Expr *e, Value *out) {
   out->elem = e->elem;
   out->rank = e->nargs;
   if (e->nargs > DYN_MAX_RANK) {
-    session_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    state_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
     return false;
   }
   for (int i = 0; i < e->nargs; i++) {
     if (!top_eval_int(s, e->args[i], &out->dims[i])) return false;
     if (out->dims[i] < 0) {
-      session_error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
+      state_error(s, e->args[i]->span, E_NEG_DIM, i, (long long)out->dims[i]);
       return false;
     }
   }
@@ -110,7 +112,7 @@ static bool eval_type(Session *s, Expr *e, Value *out) {
 Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims) {
   char msg[256];
   Tensor *t = tensor_new(el, rank, dims, msg, sizeof msg);
-  if (!t) session_error(s, at, E_BUILTIN, msg);
+  if (!t) state_error(s, at, E_BUILTIN, msg);
   return t;
 }
 
@@ -118,23 +120,23 @@ Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t 
 static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank) {
   if (e->kind != EX_LIST) {
     if (depth != *rank && *rank >= 0) {
-      session_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+      state_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
       return false;
     }
     *rank = depth;
     return true;
   }
   if (depth >= DYN_MAX_RANK) {
-    session_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    state_error(s, e->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
     return false;
   }
   if (*rank >= 0 && depth >= *rank) {
-    session_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
+    state_error(s, e->span, E_BUILTIN, "a tensor literal must be rectangular");
     return false;
   }
   if (dims[depth] < 0) dims[depth] = e->nargs;
   else if (dims[depth] != e->nargs) {
-    session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "a tensor literal must be rectangular: this row has %d item%s, an earlier one %lld", e->nargs, e->nargs == 1 ? "" : "s", (long long)dims[depth]));
+    state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "a tensor literal must be rectangular: this row has %d item%s, an earlier one %lld", e->nargs, e->nargs == 1 ? "" : "s", (long long)dims[depth]));
     return false;
   }
   if (e->nargs == 0) {
@@ -148,7 +150,7 @@ static bool list_shape(Session *s, Expr *e, int depth, int64_t *dims, int *rank)
 
 static void list_fill(Session *s, Expr *e, Tensor *t, int64_t *pos) {
   if (e->kind == EX_LIST) {
-    for (int i = 0; i < e->nargs && !session_failed(s); i++) list_fill(s, e->args[i], t, pos);
+    for (int i = 0; i < e->nargs && !state_failed(s); i++) list_fill(s, e->args[i], t, pos);
     return;
   }
   if (e->kind == EX_NUM) {
@@ -160,7 +162,7 @@ static void list_fill(Session *s, Expr *e, Tensor *t, int64_t *pos) {
     tensor_set_i64(t, (*pos)++, e->ival);
     return;
   }
-  session_error(s, e->span, E_BUILTIN, "a tensor literal holds numbers (or true and false)");
+  state_error(s, e->span, E_BUILTIN, "a tensor literal holds numbers (or true and false)");
 }
 
 static Value eval_list(Session *s, Expr *e) {
@@ -197,7 +199,7 @@ static Value eval_list(Session *s, Expr *e) {
         if (x->kind == EX_LIST) {
           for (int i = 0; i < x->nargs && sp < 64; i++) stack[sp++] = x->args[i];
         } else if (x->kind == EX_BOOL) {
-          session_error(s, x->span, E_BUILTIN, "a tensor literal holds numbers or booleans, not both");
+          state_error(s, x->span, E_BUILTIN, "a tensor literal holds numbers or booleans, not both");
           return (Value){0};
         }
       }
@@ -207,7 +209,7 @@ static Value eval_list(Session *s, Expr *e) {
   if (!t) return (Value){0};
   int64_t pos = 0;
   list_fill(s, e, t, &pos);
-  if (session_failed(s)) {
+  if (state_failed(s)) {
     tensor_release(t);
     return (Value){0};
   }
@@ -243,7 +245,7 @@ static const char *temp_name(Session *s, Anon *an, Expr *e) {
   parse_print_expr(e, &b);
   bool ok = b.s && b.len <= 40;
   for (int i = 0; ok && i < an->params.n; i++) ok = strcmp(an->params.a[i], b.s) != 0;
-  const char *nm = ok ? session_tmp_printf(s, "%s", b.s) : session_tmp_printf(s, "_t%d", an->temps.n);
+  const char *nm = ok ? state_tmp_printf(s, "%s", b.s) : state_tmp_printf(s, "_t%d", an->temps.n);
   buf_free(&b);
   return nm;
 }
@@ -253,9 +255,9 @@ static void temp_value(Session *s, Expr *e, Anon *an) {
   /* named before it runs: running may rewrite the expression's arguments in place */
   const char *nm = temp_name(s, an, e);
   Value v = top_eval(s, e);
-  if (session_failed(s)) return;
+  if (state_failed(s)) return;
   if (v.kind != VAL_TENSOR) {
-    session_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
+    state_error(s, e->span, E_BUILTIN, "this value is not a tensor and cannot be used in arithmetic");
     val_free(&v);
     return;
   }
@@ -273,7 +275,7 @@ static void temp_value(Session *s, Expr *e, Anon *an) {
 /* Evaluate the parts that are not element expressions (calls of functions and built-ins,
  * tensor literals) and replace them by names; collect the bindings read. */
 static void prepare(Session *s, Expr *e, Anon *an) {
-  if (session_failed(s)) return;
+  if (state_failed(s)) return;
   if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST || expr_is_slice(e)) {
     temp_value(s, e, an);
     return;
@@ -282,15 +284,15 @@ static void prepare(Session *s, Expr *e, Anon *an) {
     /* softmax(X)[0, 1]: the call is computed first, then indexed like a binding */
     const char *nm = temp_name(s, an, e->base);
     Value v = top_eval(s, e->base);
-    if (!session_failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
+    if (!state_failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
       Tensor *t = top_new_tensor(s, e->base->span, DYN_I64, 1, (int64_t[]){v.rank});
       for (int i = 0; t && i < v.rank; i++) tensor_set_i64(t, i, v.dims[i]);
       val_free(&v);
       v = t ? val_tensor(t) : (Value){0};
     }
-    if (session_failed(s)) return;
+    if (state_failed(s)) return;
     if (v.kind != VAL_TENSOR) {
-      session_error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
+      state_error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
       val_free(&v);
       return;
     }
@@ -304,12 +306,12 @@ static void prepare(Session *s, Expr *e, Anon *an) {
     return;
   }
   if ((e->kind == EX_NAME || e->kind == EX_INDEX) && !is_index_name(an->idx.a, an->idx.n, e->name)) {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     bool seen = false;
     for (int i = 0; i < an->params.n; i++) seen = seen || !strcmp(an->params.a[i], e->name);
     if (b && !seen) {
       if (b->v.kind != VAL_TENSOR) {
-        session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a %s, not a tensor", e->name, b->v.kind == VAL_STR ? "string" : b->v.kind == VAL_SHAPE ? "shape" : "type"));
+        state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "'%s' is a %s, not a tensor", e->name, b->v.kind == VAL_STR ? "string" : b->v.kind == VAL_SHAPE ? "shape" : "type"));
         return;
       }
       vec_push(an->params, e->name);
@@ -326,7 +328,7 @@ static void prepare(Session *s, Expr *e, Anon *an) {
  * of the tensors the definition reads. */
 static void concrete_dim(Session *s, Expr *e) {
   if (e->kind == EX_NAME) {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     if (b && b->v.kind == VAL_TENSOR && b->v.t->rank == 0 && b->v.t->elem == DYN_I64) {
       int64_t v = tensor_get_i64(b->v.t, 0);
       e->kind = EX_NUM;
@@ -342,7 +344,7 @@ static void concrete_dim(Session *s, Expr *e) {
 static Value *anon_value(Session *s, Anon *an, const char *name) {
   for (int i = 0; i < an->temps.n; i++)
     if (!strcmp(an->temp_names.a[i], name)) return &an->temps.a[i];
-  Binding *b = session_find_var(s, name);
+  Binding *b = state_find_var(s, name);
   return b ? &b->v : NULL;
 }
 
@@ -365,106 +367,34 @@ static TypeExpr *concrete_type(Arena *a, const Tensor *t, Span sp) {
   return te;
 }
 
-/* ---- the back ends: which one runs a program, and running it ---- */
+/* ---- defining a function: the stages, in order ---- */
 
-/* The CPU back end that runs statements, made on first use: for the model in use, or for
- * the detected host when this CPU cannot run the model's code.  NULL (with s->cpu_why) when
- * it cannot be had. */
-CpuBackend *top_cpu_backend(Session *s) {
-  if (!s->cpu && !s->cpu_failed) {
-    s->cpu = cpu_backend_new(s->hw_foreign ? &s->host_hw : &s->hw, s->threads, s->cpu_why, sizeof s->cpu_why);
-    s->cpu_failed = !s->cpu;
-  }
-  return s->cpu;
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-/* The model whose code runs: hw, or the host when hw is for looking only. */
-const HwModel *top_run_hw(Session *s) { return s->hw_foreign ? &s->host_hw : &s->hw; }
-
-/* The CPU back end that shows the model in use (:sched, :code): the one that runs, or one
- * that compiles for a model this CPU cannot run.  NULL with the reason in *why. */
-CpuBackend *top_model_backend(Session *s, const char **why) {
-  if (!s->hw_foreign) {
-    *why = s->cpu_why;
-    return top_cpu_backend(s);
-  }
-  if (!s->view && !s->view_failed) {
-    s->view = cpu_backend_new(&s->hw, s->threads, s->view_why, sizeof s->view_why);
-    s->view_failed = !s->view;
-  }
-  *why = s->view_why;
-  return s->view;
+/* After each stage, the session's hook (if any) sees the function as the stage left it and
+ * the stage's time: what :ir prints is the lowered program it is shown. */
+static void stage_done(Session *s, TopStage st, const Func *f, double t0) {
+  if (s->stage_hook) s->stage_hook(s->stage_cookie, st, f, now_ms() - t0);
 }
 
-/* Forget every function's code for the CPU back end (view: the model's), and the back end:
- * they are made again, for the new model, on next use. */
-void top_drop_cpu_code(Session *s, bool view) {
-  top_forget_runs(s);
-  VEC(Func *) *lists[2] = {(void *)&s->fns, (void *)&s->retired};
-  for (int l = 0; l < 2; l++)
-    for (int i = 0; i < lists[l]->n; i++) {
-      Func *f = lists[l]->a[i];
-      void **code = view ? &f->view_backend : &f->backend;
-      cpu_program_free(*code);
-      *code = NULL;
-    }
-  if (view) {
-    cpu_backend_free(s->view);
-    s->view = NULL;
-    s->view_failed = false;
-  } else {
-    cpu_backend_free(s->cpu);
-    s->cpu = NULL;
-    s->cpu_failed = false;
-  }
+Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env) {
+  /* lexing and parsing were done once for the whole input (session.c), which may hold
+   * several definitions and statements */
+  double t0 = s->stage_hook ? now_ms() : 0;
+  Func *f = sema_function(env, d, a, &s->diags);     /* types, sizes, facts, bounds */
+  if (!f) return NULL;
+  stage_done(s, TOP_SEMA, f, t0);
+  t0 = s->stage_hook ? now_ms() : 0;
+  f->code.prog = lower_function(f, s->pc, state_lookup_fn, s);   /* kernels, fused */
+  stage_done(s, TOP_LOWER, f, t0);
+  return f;
 }
 
-static bool same_model(const HwModel *a, const HwModel *b) {
-  return !strcmp(a->name, b->name) && !strcmp(a->path, b->path) && !strcmp(a->llvm_cpu, b->llvm_cpu) &&
-         !strcmp(a->llvm_features, b->llvm_features) && a->cores == b->cores && a->vector_bits == b->vector_bits &&
-         a->ghz == b->ghz && a->peak_gflops_f32 == b->peak_gflops_f32;
-}
-
-/* Use hw (a CPU model) from now on.  Code already compiled for another model is dropped and
- * made again on next use.  Returns the sentence saying that statements run on the host's
- * code, when this CPU cannot run hw's, else NULL. */
-const char *top_set_cpu_model(Session *s, const HwModel *hw, bool measured) {
-  HwModel ran = *top_run_hw(s);
-  s->hw = *hw;
-  s->peak_measured = measured;
-  static char note[768];
-  char why[256];
-  s->hw_foreign = !cpu_runnable(hw, why, sizeof why);
-  top_drop_cpu_code(s, true);
-  /* the code that runs is kept while it is made for the same model */
-  if (!same_model(&ran, top_run_hw(s))) top_drop_cpu_code(s, false);
-  if (!s->hw_foreign) return NULL;
-  snprintf(note, sizeof note, "%s: statements run on code for this CPU (%s); :sched, :cost and :code show %s", why,
-           s->host_hw.desc, hw->name);
-  return note;
-}
-
-/* The GPU back end, made on first use; NULL (with s->gpu_why) without a driver or device. */
-CudaBackend *top_gpu_backend(Session *s) {
-  if (!s->gpu && !s->gpu_failed) {
-    s->gpu = cuda_backend_new(s->have_gpu_hw ? &s->gpu_hw : NULL, s->gpu_why, sizeof s->gpu_why);
-    s->gpu_failed = !s->gpu;
-    if (s->gpu && !s->have_gpu_hw) {
-      s->gpu_hw = *cuda_backend_hw(s->gpu);
-      s->have_gpu_hw = true;
-    }
-  }
-  return s->gpu;
-}
-
-/* The GPU model code is rendered for: the device's, a GPU loaded with :hw or --hw, else H100. */
-const HwModel *top_gpu_model(Session *s) {
-  if (!s->have_gpu_hw) {
-    char msg[256];
-    if (hw_load("h100", &s->gpu_hw, msg, sizeof msg)) s->have_gpu_hw = true;
-  }
-  return s->have_gpu_hw ? &s->gpu_hw : NULL;
-}
+/* ---- running a call: choose the back end, compile once, launch, fall back ---- */
 
 /* Work of a program at these sizes, in loop iterations (to decide whether compiling a
  * one-off top-level statement pays). */
@@ -491,45 +421,6 @@ static double program_work(const Program *p, const EvalSizes *sz) {
   return tot;
 }
 
-static bool use_cpu(Session *s, Func *f, const EvalSizes *sz) {
-  if (memcmp(s->target, "cpu", 4)) return false;     /* targets are short: one compare */
-  /* a top-level statement runs once: compiling it pays only for large work */
-  if (f->anonymous && !s->compile_all && !s->rerun && program_work(f->prog, sz) < 1e6) {
-    snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
-    return false;
-  }
-  if (!top_cpu_backend(s)) {
-    snprintf(s->instead_why, sizeof s->instead_why, "%s", s->cpu_why);
-    return false;
-  }
-  return true;
-}
-
-/* Compile f for the CPU once (on first use); false if it cannot be. */
-bool top_compile(Session *s, Func *f) {
-  if (f->backend) return true;
-  char msg[512];
-  f->backend = cpu_compile(s->cpu, f->prog, msg, sizeof msg);
-  if (!f->backend) {
-    fprintf(s->err, "dyn: %s: compiling for the CPU failed (%s); the reference evaluator runs it\n", f->name, msg);
-    snprintf(s->instead_why, sizeof s->instead_why, "compiling %s for the CPU failed", f->name);
-    return false;
-  }
-  f->compiles++;
-  return true;
-}
-
-/* Compile f for the model in use (on first use), for :sched and :code: the code that runs,
- * or the model's own when this CPU cannot run it.  Its program, or NULL after an error. */
-CpuProgram *top_model_program(Session *s, Func *f, CpuBackend *be, Span at) {
-  if (!s->hw_foreign) return top_compile(s, f) ? f->backend : NULL;
-  if (f->view_backend) return f->view_backend;
-  char msg[512];
-  f->view_backend = cpu_compile(be, f->prog, msg, sizeof msg);
-  if (!f->view_backend) session_error(s, at, E_COMMAND, session_tmp_printf(s, "%s: compiling for %s failed: %s", f->name, s->hw.name, msg));
-  return f->view_backend;
-}
-
 /* Run the prepared checked function on values; report run-time errors. */
 static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at);
 
@@ -546,13 +437,31 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   bool ok = true;
   for (int i = 0; i < n && ok; i++)
     if (inputs[i] && !(in[i] = tensor_contiguous_copy(inputs[i], msg, sizeof msg))) {
-      session_error(s, at, E_RUNTIME, msg);
+      state_error(s, at, E_RUNTIME, msg);
       ok = false;
     }
   ok = ok && run_program_on(s, f, in, sz, outs, at);
   for (int i = 0; i < n; i++) tensor_release(in[i]);
   free(in);
   return ok;
+}
+
+/* The back end that runs this call: the target, when it is here and the call is worth
+ * compiling; NULL for the evaluator, with the reason in s->instead_why. */
+static const Backend *choose(Session *s, Func *f, const EvalSizes *sz) {
+  const Backend *be = s->target;
+  if (be->id == BE_REF) return NULL;
+  /* a top-level statement runs once: compiling it pays only for large work */
+  if (be->small_on_ref && f->anonymous && !s->compile_all && !s->rerun && program_work(f->code.prog, sz) < 1e6) {
+    snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
+    return NULL;
+  }
+  const char *why;
+  if (!be->available(s, &why)) {
+    snprintf(s->instead_why, sizeof s->instead_why, "%s", why ? why : "");
+    return NULL;
+  }
+  return be;
 }
 
 static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
@@ -562,33 +471,26 @@ static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes
   int r = 0;
   char msg[512];
   /* the inputs are C-contiguous (run_program) */
-  if (s->target[0] == 'g' && !strcmp(s->target, "gpu") && top_gpu_backend(s)) {
-    if (!f->gpu_backend) {
-      f->gpu_backend = cuda_compile(s->gpu, f->prog, s->gpu_math, msg, sizeof msg);
-      if (!f->gpu_backend) {
-        session_error(s, at, E_RUNTIME, session_tmp_printf(s, "%s: compiling for the GPU failed: %s", f->name, msg));
-        return false;
-      }
-      f->compiles++;
-    }
-    r = cuda_run(s->gpu, f->gpu_backend, inputs, sz, outs, msg, sizeof msg);
-  } else if (use_cpu(s, f, sz) && top_compile(s, f)) {
-    r = cpu_run(s->cpu, f->backend, inputs, sz, outs, &s->interrupt, msg, sizeof msg);
+  const Backend *be = choose(s, f, sz);
+  if (be) {
+    int c = be->compile(s, f, at);
+    if (c < 0) return false;
+    if (c > 0) r = be->run(s, f, inputs, sz, outs, msg, sizeof msg);
   }
   if (r == 1) {
     s->ran_compiled++;
     return true;
   }
   if (r < 0) {
-    session_error(s, at, E_RUNTIME, msg);
+    state_error(s, at, E_RUNTIME, msg);
     return false;
   }
-  if (strcmp(s->target, "ref")) s->ran_instead++;
+  if (s->target->id != BE_REF) s->ran_instead++;
   Buf err = {0};
   Span esp = {0};
-  bool ok = eval_program(f->prog, inputs, sz, outs, &s->interrupt, &err, &esp);
+  bool ok = eval_program(f->code.prog, inputs, sz, outs, &s->interrupt, &err, &esp);
   if (!ok) {
-    Diag *d = session_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
+    Diag *d = state_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
     if (esp.src && at.src && !f->anonymous) diag_note(d, at, "while running %s", f->name);
   }
   buf_free(&err);
@@ -610,10 +512,7 @@ typedef struct TopRun {
 enum { MAX_RUNS = 8 };
 
 static void run_free(TopRun *r) {
-  cpu_program_free(r->f->backend);
-  cuda_program_free(r->f->gpu_backend);
-  lower_free(r->f->prog);
-  arena_free(r->fa);
+  func_free(r->f);                 /* and r->fa, f's arena */
   free(r->key);
 }
 
@@ -649,7 +548,7 @@ Value top_eval_def(Session *s, Stmt *def) {
   Value result = {0};
   for (int i = 0; i < def->nidx; i++) vec_push(an.idx, def->idx[i]);
   collect_idx(def->expr, &an);
-  if (def->expr->kind == EX_CALL && view_is_form(def->expr)) {
+  if (def->expr->kind == EX_CALL && top_view_is_form(def->expr)) {
     /* concat(A, f(B), 1) itself: its operands are read or computed first, its dimensions
      * ([N, 4]) and axis stay sizes for the checker's rewrite */
     bool dims = !strcmp(def->expr->name, "reshape");
@@ -671,7 +570,7 @@ Value top_eval_def(Session *s, Stmt *def) {
   const char **sz_names = NULL;
   int64_t *sz_vals = NULL;
   Buf key = {0};
-  if (session_failed(s)) goto out;
+  if (state_failed(s)) goto out;
   fa = arena_new();
   FnDecl *d = arena_alloc(fa, sizeof *d);
   d->name = def->name;
@@ -730,25 +629,20 @@ Value top_eval_def(Session *s, Stmt *def) {
   d->body = arena_alloc(fa, 2 * sizeof(Stmt *));
   d->body[0] = def;
   d->body[1] = ret;
-  SemaEnv env = session_sema_env(s);
-  env.each_var = session_each_var;
-  f = sema_function(&env, d, fa, &s->diags);
+  SemaEnv env = state_sema_env(s);
+  env.each_var = state_each_var;
+  f = top_define(s, d, fa, &env);
   if (!f) goto out;
   f->anonymous = true;
-  f->prog = lower_function(f, s->pc, session_lookup_fn, s);
   Tensor *outs[1] = {0};
   EvalSizes sz = {sz_names, sz_vals, nsz};
   if (top_check_facts(s, f, &sz, def->span) && run_program(s, f, inputs, &sz, outs, def->span))
     result = val_tensor(outs[0]);
-  if (s->keep_runs && !session_failed(s) && keep_run(s, def->span, key.s ? key.s : "", fa, f)) f = NULL, fa = NULL;
+  if (s->keep_runs && !state_failed(s) && keep_run(s, def->span, key.s ? key.s : "", fa, f)) f = NULL, fa = NULL;
 out:
   buf_free(&key);
-  if (f) {
-    cpu_program_free(f->backend);
-    cuda_program_free(f->gpu_backend);
-    lower_free(f->prog);
-  }
-  arena_free(fa);
+  if (f) func_free(f);             /* and fa, f's arena */
+  else arena_free(fa);
   free(inputs);
   free(sz_names);
   free(sz_vals);
@@ -774,28 +668,28 @@ Value top_eval_anon(Session *s, Expr *e, const char *name) {
 /* ---- calls, and the value of an expression ---- */
 
 static Value eval_call(Session *s, Expr *e) {
-  const Builtin *bi = builtin_find(e->name);
-  Func *f = session_find_fn(s, e->name);
+  const Builtin *bi = state_builtin(s, e->name);
+  Func *f = state_find_fn(s, e->name);
   if (!bi && !f) {
     OpKind op;
     if (op_from_name(e->name, &op)) return top_eval_anon(s, e, NULL);
-    session_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
+    state_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
     return (Value){0};
   }
   int n = e->nargs;
   if (bi && (n < bi->min || n > bi->max)) {
-    if (bi->min == bi->max) session_error(s, e->span, E_ARG_COUNT, bi->name, bi->min, bi->min == 1 ? "" : "s", n);
-    else session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
+    if (bi->min == bi->max) state_error(s, e->span, E_ARG_COUNT, bi->name, bi->min, bi->min == 1 ? "" : "s", n);
+    else state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "'%s' takes %d to %d arguments but is given %d", bi->name, bi->min, bi->max, n));
     return (Value){0};
   }
   if (bi && bi->raw) return bi->fn(s, e, NULL);
   Value *args = xcalloc((size_t)n + 1, sizeof(Value));
   Value r = {0};
-  for (int i = 0; i < n && !session_failed(s); i++) {
+  for (int i = 0; i < n && !state_failed(s); i++) {
     if (bi && bi->raw_type && i == 0) eval_type(s, e->args[i], &args[i]);
     else args[i] = top_eval(s, e->args[i]);
   }
-  if (!session_failed(s)) r = bi ? bi->fn(s, e, args) : top_call(s, f, e, args);
+  if (!state_failed(s)) r = bi ? bi->fn(s, e, args) : top_call(s, f, e, args);
   for (int i = 0; i < n; i++) val_free(&args[i]);
   free(args);
   return r;
@@ -827,10 +721,10 @@ static bool top_check_facts(Session *s, Func *f, const EvalSizes *sz, Span at) {
     }
     Diag *d;
     if (ft->what) {
-      d = session_error(s, at, E_VIEW_CHECK, f->anonymous ? "" : session_tmp_printf(s, "%s: ", f->name), ft->what, fb.s, vb.s ? vb.s : "it is false");
+      d = state_error(s, at, E_VIEW_CHECK, f->anonymous ? "" : state_tmp_printf(s, "%s: ", f->name), ft->what, fb.s, vb.s ? vb.s : "it is false");
       diag_note(d, ft->span, "%s is here", ft->what);
     } else {
-      d = session_error(s, at, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
+      d = state_error(s, at, E_FACT_FAILS, f->name, fb.s, vb.s ? vb.s : "it is false");
       diag_note(d, ft->span, "the fact is stated here");
     }
     buf_free(&fb);
@@ -843,7 +737,7 @@ static bool top_check_facts(Session *s, Func *f, const EvalSizes *sz, Span at) {
 /* Bind f's sizes from the arguments, check the shapes and the facts, run it. */
 Value top_call(Session *s, Func *f, Expr *call, Value *args) {
   if (call->nargs != f->nparams) {
-    Diag *d = session_error(s, call->span, E_ARG_COUNT, f->name, f->nparams, f->nparams == 1 ? "" : "s", call->nargs);
+    Diag *d = state_error(s, call->span, E_ARG_COUNT, f->name, f->nparams, f->nparams == 1 ? "" : "s", call->nargs);
     Buf b = {0};
     func_signature(f, &b);
     diag_note(d, f->span, "%s", b.s);
@@ -867,13 +761,13 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     Value *a = &args[i];
     if (p->is_size) {
       if (a->kind != VAL_TENSOR || a->t->rank != 0 || !elem_is_int(a->t->elem)) {
-        session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "an integer (a size)", "another kind of value");
+        state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "an integer (a size)", "another kind of value");
         goto out;
       }
       continue;
     }
     if (a->kind != VAL_TENSOR) {
-      session_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
+      state_error(s, call->args[i]->span, E_ARG_KIND, i + 1, f->name, "a tensor", "another kind of value");
       goto out;
     }
     if (a->t->rank == 0 && p->type.rank == 0 && a->t->elem != p->type.elem && call->args[i]->kind == EX_NUM &&
@@ -888,7 +782,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     if (a->t->rank != p->type.rank || a->t->elem != p->type.elem) {
       Buf pb = {0};
       type_str(&p->type, &pb);
-      Diag *d = session_error(s, call->args[i]->span, E_ARG_TYPE, f->name, p->name, session_tmp_printf(s, "%s", pb.s), session_ttype(s, a->t));
+      Diag *d = state_error(s, call->args[i]->span, E_ARG_TYPE, f->name, p->name, state_tmp_printf(s, "%s", pb.s), state_ttype(s, a->t));
       diag_note(d, p->span, "parameter %s of %s is declared here", p->name, f->name);
       buf_free(&pb);
       goto out;
@@ -900,7 +794,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
     names[v] = sv->name;
     vals[v] = sv->dim < 0 ? tensor_get_i64(args[sv->param].t, 0) : args[sv->param].t->shape[sv->dim];
     if (sv->dim < 0 && vals[v] < 0) {
-      session_error(s, call->args[sv->param]->span, E_BUILTIN, session_tmp_printf(s, "%s: the size %s cannot be negative (it is %lld)", f->name, sv->name, (long long)vals[v]));
+      state_error(s, call->args[sv->param]->span, E_BUILTIN, state_tmp_printf(s, "%s: the size %s cannot be negative (it is %lld)", f->name, sv->name, (long long)vals[v]));
       goto out;
     }
   }
@@ -944,10 +838,10 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
           for (v = 0; v < nsz && strcmp(names[v], var); v++) {}
         if (vals[v] == got) continue;
         SizeVar *sv = &f->sizes[v];
-        Diag *d = session_error(s, call->span, E_SIZE_MISMATCH,
-                        session_tmp_printf(s, "%s: %s is %lld from %s (%s) but %lld from %s (%s)", f->name, var,
-                                   (long long)vals[v], f->params[sv->param].name, session_ttype(s, args[sv->param].t),
-                                   (long long)got, p->name, session_ttype(s, args[i].t)));
+        Diag *d = state_error(s, call->span, E_SIZE_MISMATCH,
+                        state_tmp_printf(s, "%s: %s is %lld from %s (%s) but %lld from %s (%s)", f->name, var,
+                                   (long long)vals[v], f->params[sv->param].name, state_ttype(s, args[sv->param].t),
+                                   (long long)got, p->name, state_ttype(s, args[i].t)));
         if (sv->dim >= 0) diag_note(d, sv->span, "%s is bound by parameter %s of %s", var, f->params[sv->param].name, f->name);
         else diag_note(d, sv->span, "%s is the size parameter of %s", var, f->name);
         goto out;
@@ -964,7 +858,7 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
       if (!poly_eval(p->type.dims[k], eval_size_lookup, &sz, &want, &why)) {
         Buf pb = {0};
         poly_str(p->type.dims[k], &pb);
-        session_error(s, call->span, E_SIZE_MISMATCH, session_tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
+        state_error(s, call->span, E_SIZE_MISMATCH, state_tmp_printf(s, "%s: cannot evaluate dimension %d of %s, %s: %s", f->name, k, p->name, pb.s, why ? why : "unbound"));
         buf_free(&pb);
         goto out;
       }
@@ -972,9 +866,9 @@ Value top_call(Session *s, Func *f, Expr *call, Value *args) {
       if (want != got) {
         Buf pb = {0};
         poly_str(p->type.dims[k], &pb);
-        Diag *d = session_error(s, call->span, E_SIZE_MISMATCH,
-                        session_tmp_printf(s, "%s: dimension %d of %s must be %s = %lld but it is %lld (%s)", f->name, k,
-                                   p->name, pb.s, (long long)want, (long long)got, session_ttype(s, args[i].t)));
+        Diag *d = state_error(s, call->span, E_SIZE_MISMATCH,
+                        state_tmp_printf(s, "%s: dimension %d of %s must be %s = %lld but it is %lld (%s)", f->name, k,
+                                   p->name, pb.s, (long long)want, (long long)got, state_ttype(s, args[i].t)));
         diag_note(d, p->dim_span[k], "%s is declared %s", p->name, pb.s);
         buf_free(&pb);
         goto out;
@@ -1010,7 +904,7 @@ out:
 }
 
 Value top_eval(Session *s, Expr *e) {
-  if (session_failed(s)) return (Value){0};
+  if (state_failed(s)) return (Value){0};
   switch (e->kind) {
   case EX_NUM: {
     Tensor *t = tensor_new(e->is_int ? DYN_I64 : DYN_F32, 0, NULL, NULL, 0);
@@ -1026,13 +920,13 @@ Value top_eval(Session *s, Expr *e) {
   case EX_STR:
     return (Value){.kind = VAL_STR, .s = xstrdup(e->name)};
   case EX_NAME: {
-    Binding *b = session_find_var(s, e->name);
+    Binding *b = state_find_var(s, e->name);
     if (b) return val_copy(&b->v);
-    if (session_find_fn(s, e->name) || builtin_find(e->name)) {
-      session_error(s, e->span, E_BUILTIN, session_tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
+    if (state_find_fn(s, e->name) || state_builtin(s, e->name)) {
+      state_error(s, e->span, E_BUILTIN, state_tmp_printf(s, "'%s' is a function: call it, as %s(...), or see its type with :type %s", e->name, e->name, e->name));
       return (Value){0};
     }
-    session_undefined(s, e->span, E_UNDEFINED, e->name);
+    state_undefined(s, e->span, E_UNDEFINED, e->name);
     return (Value){0};
   }
   case EX_LIST:
@@ -1044,9 +938,245 @@ Value top_eval(Session *s, Expr *e) {
   case EX_CALL:
     return eval_call(s, e);
   case EX_INDEX:
-    if (expr_is_slice(e)) return view_slice(s, e);
+    if (expr_is_slice(e)) return top_view_slice(s, e);
     return top_eval_anon(s, e, NULL);
   default:
     return top_eval_anon(s, e, NULL);
   }
+}
+
+/* ---- views of tensor values: slices, reshape, concat and stack ----
+ *
+ * A slice of a value (X[1:3, :, ::2]) is a tensor_view of its buffer: new shape, strides and
+ * offset, no copy; reshape of a contiguous value is one too.  concat, stack and reshape of a
+ * strided view compute a new tensor through an anonymous function, which the checker
+ * rewrites into index notation exactly as it does these views inside functions (sema.c), so
+ * one rewrite serves both and every back end runs it.  (They evaluate their operands with
+ * top_eval, and top_eval evaluates a slice with them: one module.)
+ */
+
+bool top_view_is_form(const Expr *e) {
+  return expr_is_slice(e) ||
+         (e->kind == EX_CALL && (!strcmp(e->name, "reshape") || !strcmp(e->name, "concat") || !strcmp(e->name, "stack")));
+}
+
+/* The tensor a view reads: a binding or a call's value (softmax(X)[0:2]).  VAL_NONE after
+ * an error. */
+static Value view_base(Session *s, Expr *e) {
+  if (e->kind == EX_INDEX && e->base) return top_eval(s, e->base);
+  Expr nm = *e;
+  nm.kind = EX_NAME;
+  nm.span = e->kind == EX_INDEX ? e->name_span : e->span;
+  nm.nargs = 0;
+  Value v = top_eval(s, &nm);
+  if (!state_failed(s) && v.kind != VAL_TENSOR) {
+    state_error(s, nm.span, E_BUILTIN, state_tmp_printf(s, "'%s' is not a tensor and cannot be sliced", e->name));
+    val_free(&v);
+    return (Value){0};
+  }
+  return v;
+}
+
+/* lo <= hi (lt: lo < hi), or a located error naming the view and where the numbers come
+ * from, worded as the checker words it inside functions. */
+static bool view_cmp(Session *s, Span at, const char *what, int64_t lo, bool lt, int64_t hi, const char *detail) {
+  if (lt ? lo < hi : lo <= hi) return true;
+  state_error(s, at, E_VIEW_BOUNDS, what, state_tmp_printf(s, "%lld %s %lld", (long long)lo, lt ? "<" : "<=", (long long)hi), detail);
+  return false;
+}
+
+static bool view_le(Session *s, Span at, const char *what, int64_t lo, int64_t hi, const char *detail) {
+  return view_cmp(s, at, what, lo, false, hi, detail);
+}
+
+Value top_view_slice(Session *s, Expr *e) {
+  Value v = view_base(s, e);
+  if (state_failed(s)) return (Value){0};
+  Tensor *t = v.t;
+  Buf w = {0};
+  parse_print_expr(e, &w);
+  const char *what = state_tmp_printf(s, "the slice %s", w.s);
+  const char *xname = e->base ? "the value" : e->name;
+  buf_free(&w);
+  if (e->nargs != t->rank) {
+    state_error(s, e->span, E_RANK, e->base ? "the value" : e->name, t->rank, t->rank == 1 ? "" : "s", e->nargs, e->nargs == 1 ? "" : "s");
+    val_free(&v);
+    return (Value){0};
+  }
+  int64_t shape[DYN_MAX_RANK], strides[DYN_MAX_RANK], off = t->offset;
+  int n = 0;
+  for (int k = 0; k < t->rank; k++) {
+    Expr *a = e->args[k];
+    int64_t dim = t->shape[k];
+    const char *detail = state_tmp_printf(s, "dimension %d of %s is %lld", k, xname, (long long)dim);
+    int64_t part[3] = {0, dim, 1};
+    bool ok = true;
+    if (a->kind != EX_SLICE) {               /* a fixed subscript drops the dimension */
+      ok = top_eval_int(s, a, &part[0]) && view_le(s, a->span, what, 0, part[0], detail) &&
+           view_cmp(s, a->span, what, part[0], true, dim, detail);
+      off += ok ? part[0] * t->strides[k] : 0;
+    } else {
+      for (int j = 0; j < 3 && ok; j++)
+        if (slice_part(a, j)) ok = top_eval_int(s, slice_part(a, j), &part[j]);
+      Span at0 = slice_part(a, 0) ? slice_part(a, 0)->span : a->span;
+      Span at1 = slice_part(a, 1) ? slice_part(a, 1)->span : a->span;
+      Span at2 = slice_part(a, 2) ? slice_part(a, 2)->span : a->span;
+      ok = ok && view_le(s, at0, what, 0, part[0], detail) && view_le(s, a->span, what, part[0], part[1], "a slice starts at most where it stops") &&
+           view_le(s, at1, what, part[1], dim, detail) && view_le(s, at2, what, 1, part[2], "a step is at least 1");
+      if (ok) {
+        shape[n] = (part[1] - part[0] + part[2] - 1) / part[2];
+        strides[n++] = t->strides[k] * part[2];
+        off += part[0] * t->strides[k];
+      }
+    }
+    if (!ok) {
+      val_free(&v);
+      return (Value){0};
+    }
+  }
+  Tensor *r = tensor_view(t, n, shape, strides, off);
+  val_free(&v);
+  return val_tensor(r);
+}
+
+Value top_view_reshape(Session *s, Expr *call, Value *args) {
+  (void)args;
+  if (call->nargs != 2 || call->args[1]->kind != EX_LIST) {
+    state_error(s, call->span, E_VIEW_ARG, "reshape", "write reshape(X, [D1, D2, ...]) with the new dimensions as a list of sizes");
+    return (Value){0};
+  }
+  Expr *x = call->args[0], *list = call->args[1];
+  Value v = top_eval(s, x);
+  if (state_failed(s)) return (Value){0};
+  if (v.kind != VAL_TENSOR) {
+    state_error(s, x->span, E_ARG_KIND, 1, "reshape", "a tensor", "another kind of value");
+    val_free(&v);
+    return (Value){0};
+  }
+  if (list->nargs > DYN_MAX_RANK) {
+    state_error(s, list->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
+    val_free(&v);
+    return (Value){0};
+  }
+  int64_t shape[DYN_MAX_RANK], strides[DYN_MAX_RANK], n = 1;
+  bool ok = true;
+  for (int k = 0; k < list->nargs && ok; k++) {
+    ok = top_eval_int(s, list->args[k], &shape[k]);
+    if (ok && shape[k] < 0) {
+      state_error(s, list->args[k]->span, E_NEG_DIM, k, (long long)shape[k]);
+      ok = false;
+    }
+    if (ok && !size_mul_ok(n, shape[k], &n)) n = -1;
+  }
+  if (ok && n != tensor_numel(v.t)) {
+    Buf b = {0};
+    parse_print_expr(call, &b);
+    state_error(s, call->span, E_VIEW_BOUNDS, b.s,
+                  state_tmp_printf(s, "%lld == %s", (long long)tensor_numel(v.t), n < 0 ? "more than 2^63" : state_tmp_printf(s, "%lld", (long long)n)),
+                  state_tmp_printf(s, "%s is %s", x->kind == EX_NAME ? x->name : "its argument", state_ttype(s, v.t)));
+    buf_free(&b);
+    ok = false;
+  }
+  if (!ok) {
+    val_free(&v);
+    return (Value){0};
+  }
+  if (!tensor_contiguous(v.t)) {      /* a strided view: gathered by an anonymous function */
+    val_free(&v);
+    return top_eval_anon(s, call, NULL);
+  }
+  int64_t st = 1;
+  for (int k = list->nargs - 1; k >= 0; k--) {
+    strides[k] = st;
+    st *= shape[k] ? shape[k] : 1;
+  }
+  Tensor *r = tensor_view(v.t, list->nargs, shape, strides, v.t->offset);
+  val_free(&v);
+  return val_tensor(r);
+}
+
+Value top_view_concat(Session *s, Expr *call, Value *args) {
+  (void)args;
+  return top_eval_anon(s, call, NULL);
+}
+
+/* ---- calls from C (session_call, session_predict) ---- */
+
+bool top_call_tensors(Session *s, const char *name, Tensor **args, int nargs, Tensor **outs, int maxouts, Buf *err) {
+  Func *f = state_find_fn(s, name);
+  if (!f) {
+    buf_printf(err, "no function named '%s'", name);
+    return false;
+  }
+  /* one arena for every call, emptied rather than freed: a small call costs about a
+   * microsecond, and a fresh arena's malloc and free were a fifth of it */
+  if (!s->call_tmp) s->call_tmp = arena_new();
+  Arena *a = s->call_tmp;
+  arena_reset(a);
+  Arena *saved = s->tmp;
+  s->tmp = a;
+  /* The call as an expression, for call_fn and its messages: every argument is the same
+   * placeholder name, so one node serves them all and nothing is built per call. */
+  enum { SMALL = 8 };
+  static const Expr argument = {.kind = EX_NAME, .name = "argument"};
+  Expr *argv_s[SMALL];
+  Value vals_s[SMALL];
+  Expr **argv = nargs <= SMALL ? argv_s : arena_alloc(a, sizeof(Expr *) * (size_t)nargs);
+  Value *vals = nargs <= SMALL ? vals_s : arena_alloc(a, sizeof(Value) * (size_t)nargs);
+  Expr call;                 /* the fields call_fn reads; zeroing all of an Expr cost more */
+  call.kind = EX_CALL;
+  call.span = (Span){0};
+  call.name = f->name;
+  call.nargs = nargs;
+  call.args = argv;
+  for (int i = 0; i < nargs; i++) {
+    argv[i] = (Expr *)&argument;
+    vals[i] = val_tensor(args[i]);
+  }
+  Value r = top_call(s, f, &call, vals);
+  bool ok = !state_failed(s);
+  if (!ok) {
+    for (Diag *d = s->diags.head; d; d = d->next) buf_printf(err, "%s%s", err->len ? "; " : "", d->msg);
+    if (s->diag_sink) state_emit(s, &s->diags);
+    diag_clear(&s->diags);
+  } else if (r.kind == VAL_TENSOR && maxouts >= 1) {
+    outs[0] = tensor_retain(r.t);
+  } else if (r.kind == VAL_TUPLE) {
+    for (int i = 0; i < r.n && i < maxouts; i++) outs[i] = tensor_retain(r.items[i].t);
+  }
+  val_free(&r);                    /* vals are the arena's; the arguments stay the caller's */
+  s->tmp = saved;
+  return ok;
+}
+
+/* The model's time for a call of name on args, what :time prints beside the measured one: the
+ * CPU schedule's prediction once the function is compiled for the CPU, else the roofline of
+ * its work.  0 when name is unknown or args do not bind its sizes. */
+double top_predict(Session *s, const char *name, Tensor **args, int nargs) {
+  Func *f = state_find_fn(s, name);
+  enum { MAXSZ = 64 };
+  if (!f || nargs != f->nparams || f->nsizes > MAXSZ) return 0;
+  const char *names[MAXSZ];
+  int64_t vals[MAXSZ];
+  for (int v = 0; v < f->nsizes; v++) {
+    const SizeVar *sv = &f->sizes[v];
+    const Tensor *t = args[sv->param];
+    if (sv->dim >= t->rank || (sv->dim < 0 && (t->rank != 0 || !elem_is_int(t->elem)))) return 0;
+    names[v] = sv->name;
+    vals[v] = sv->dim < 0 ? tensor_get_i64(t, 0) : t->shape[sv->dim];
+  }
+  EvalSizes sz = {names, vals, f->nsizes};
+  if (s->target->id == BE_CPU && f->code.cpu) {
+    Buf junk = {0};
+    double t = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
+    buf_free(&junk);
+    return t;
+  }
+  const Poly *fl, *by;
+  int64_t fv = 0, bv = 0;
+  const char *why;
+  cost_program(f->code.prog, s->pc, &fl, &by);
+  poly_eval(fl, eval_size_lookup, &sz, &fv, &why);
+  poly_eval(by, eval_size_lookup, &sz, &bv, &why);
+  return cost_roofline(&s->hw, s->threads, (double)fv, (double)bv);
 }

@@ -65,20 +65,20 @@ static void load_stdlib(void) {
 static CudaBackend *be;
 static CudaProgram *tf32_progs[128];     /* per function (fns), compiled with CUDA_TF32 */
 
-/* f compiled for the GPU with f32 contractions in math (exact: kept in Func.gpu_backend). */
+/* f compiled for the GPU with f32 contractions in math (exact: kept in Func.code.gpu). */
 static CudaProgram *compiled_math(Func *f, CudaMath math) {
-  if (!f->prog) f->prog = lower_function(f, pc, lookup, NULL);
+  if (!f->code.prog) f->code.prog = lower_function(f, pc, lookup, NULL);
   int fi = 0;
   while (fns[fi] != f) fi++;
-  CudaProgram *cp = math == CUDA_EXACT ? f->gpu_backend : tf32_progs[fi];
+  CudaProgram *cp = math == CUDA_EXACT ? f->code.gpu : tf32_progs[fi];
   if (!cp) {
     char err[4096];
-    cp = cuda_compile(be, f->prog, math, err, sizeof err);
+    cp = cuda_compile(be, f->code.prog, math, err, sizeof err);
     if (!cp) {
       fprintf(stderr, "bench_gpu: %s (%s): %s\n", f->name, cuda_math_name(math), err);
       exit(1);
     }
-    if (math == CUDA_EXACT) f->gpu_backend = cp;
+    if (math == CUDA_EXACT) f->code.gpu = cp;
     else tf32_progs[fi] = cp;
   }
   return cp;
@@ -224,7 +224,7 @@ static int check_all(const char *only, CudaMath math) {
     make_inputs(f, &sz, in);
     Tensor *ref[4] = {0};
     Buf err = {0};
-    if (!eval_program(f->prog, in, &sz, ref, NULL, &err, NULL)) {
+    if (!eval_program(f->code.prog, in, &sz, ref, NULL, &err, NULL)) {
       printf("gpu vs ref%s: %s [%s]: the reference fails: %s\n", tag, f->name, cases[c].sizes, err.s);
       bad++;
       continue;
@@ -243,7 +243,7 @@ static int check_all(const char *only, CudaMath math) {
         cuda_force(be, NULL, 0);
         bool ok = st == 1;
         double worst = 0;
-        for (int i = 0; ok && i < f->prog->nout; i++) ok = same(out[i], ref[i], tc ? 1e-3 : 0, &worst);
+        for (int i = 0; ok && i < f->code.prog->nout; i++) ok = same(out[i], ref[i], tc ? 1e-3 : 0, &worst);
         printf("gpu vs ref%s: %s [%s] %s%s: %s", tag, f->name, cases[c].sizes, variants[v] ? variants[v] : "model",
                splits ? ", K split in 3" : "", ok ? "ok" : "MISMATCH");
         if (st != 1) printf(" (%s)", st == 0 ? "an error detected on the GPU" : e);

@@ -38,8 +38,8 @@ static void setup(void) {
 
 static void teardown(void) {
   for (int i = 0; i < nfns; i++) {
-    cpu_program_free(fns[i]->backend);
-    lower_free(fns[i]->prog);
+    cpu_program_free(fns[i]->code.cpu);
+    lower_free(fns[i]->code.prog);
   }
   diag_clear(&diags);
   arena_free(arena);
@@ -55,7 +55,7 @@ static Func *lookup(void *env, const char *name) {
 }
 
 /* Check every function of text; lower the last one and compile it for the back end b.
- * The program is the Func's (fns[nfns - 1]), its compiled form in ->backend. */
+ * The program is the Func's (fns[nfns - 1]), its compiled form in ->code.cpu. */
 static Func *compile_on(CpuBackend *b, const char *text) {
   diag_clear(&diags);
   size_t len = strlen(text);
@@ -75,10 +75,10 @@ static Func *compile_on(CpuBackend *b, const char *text) {
   }
   diag_clear(&diags);
   Func *f = fns[nfns - 1];
-  f->prog = lower_function(f, pc, lookup, NULL);
+  f->code.prog = lower_function(f, pc, lookup, NULL);
   char err[256];
-  f->backend = cpu_compile(b, f->prog, err, sizeof err);
-  ck_assert_msg(f->backend != NULL, "cpu_compile: %s", err);
+  f->code.cpu = cpu_compile(b, f->code.prog, err, sizeof err);
+  ck_assert_msg(f->code.cpu != NULL, "cpu_compile: %s", err);
   return f;
 }
 
@@ -143,11 +143,11 @@ static void agree(Func *f, Tensor **args, const char *what) {
   bind(f, args, &b);
   Tensor *got[8] = {0}, *ref[8] = {0};
   char err[256] = "";
-  int st = cpu_run(be, f->backend, args, &b.sz, got, NULL, err, sizeof err);
+  int st = cpu_run(be, f->code.cpu, args, &b.sz, got, NULL, err, sizeof err);
   ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
   Buf rerr = {0};
   Span sp = {0};
-  ck_assert_msg(eval_program(f->prog, args, &b.sz, ref, NULL, &rerr, &sp), "%s: reference: %s", what,
+  ck_assert_msg(eval_program(f->code.prog, args, &b.sz, ref, NULL, &rerr, &sp), "%s: reference: %s", what,
                 rerr.s);
   for (int i = 0; i < f->nrets; i++) {
     same(got[i], ref[i], what);
@@ -275,7 +275,7 @@ static void fails(Func *f, Tensor **args, int want, const char *msg) {
   bind(f, args, &b);
   Tensor *got[8] = {0};
   char err[256] = "";
-  int st = cpu_run(be, f->backend, args, &b.sz, got, NULL, err, sizeof err);
+  int st = cpu_run(be, f->code.cpu, args, &b.sz, got, NULL, err, sizeof err);
   ck_assert_msg(st == want, "cpu_run gives %d (%s), not %d", st, err, want);
   if (want == -1) {
     ck_assert_str_eq(err, msg);
@@ -284,7 +284,7 @@ static void fails(Func *f, Tensor **args, int want, const char *msg) {
   Tensor *ref[8] = {0};
   Buf rerr = {0};
   Span sp = {0};
-  ck_assert(!eval_program(f->prog, args, &b.sz, ref, NULL, &rerr, &sp));
+  ck_assert(!eval_program(f->code.prog, args, &b.sz, ref, NULL, &rerr, &sp));
   ck_assert_str_eq(rerr.s, msg);
   ck_assert(sp.src != NULL);                     /* located at the access */
   buf_free(&rerr);
@@ -342,7 +342,7 @@ static void sched_and_code(CpuBackend *b, const HwModel *h) {
   int64_t vals[3] = {65, 33, 17};
   EvalSizes sz = {names, vals, 3};
   Buf out = {0};
-  double t = cpu_schedule(b, f->backend, pc, &sz, 2, &out);
+  double t = cpu_schedule(b, f->code.cpu, pc, &sz, 2, &out);
   ck_assert_msg(strstr(out.s, "kernel mm_C\n") == out.s, "%s", out.s);
   snprintf(want, sizeof want, "on %s (", h->name);
   ck_assert_msg(strstr(out.s, want), "the schedule does not name %s:\n%s", h->name, out.s);
@@ -352,16 +352,16 @@ static void sched_and_code(CpuBackend *b, const HwModel *h) {
   buf_free(&out);
 
   f = compile_on(b, "fn ew(X: f32[N]) -> f32[N] {\n  Y[i] = X[i] * 3.0 + 1.0\n  return Y\n}");
-  cpu_schedule(b, f->backend, pc, NULL, 2, &out);
+  cpu_schedule(b, f->code.cpu, pc, NULL, 2, &out);
   ck_assert_str_eq(out.s, "kernel ew_Y\n  stage Y: vectorised along i\n  cores: tasks over i\n");
   buf_free(&out);
   char err[256];
-  ck_assert_msg(cpu_program_code(b, f->backend, "llvm", &out, err, sizeof err), "%s", err);
+  ck_assert_msg(cpu_program_code(b, f->code.cpu, "llvm", &out, err, sizeof err), "%s", err);
   snprintf(want, sizeof want, "<%d x float>", bits / 32);
   ck_assert_msg(strstr(out.s, want), "no %s in the code for %s", want, h->name);
   buf_free(&out);
   if (!strcmp(h->arch, "x86_64") || !h->arch[0]) {
-    ck_assert_msg(cpu_program_code(b, f->backend, "asm", &out, err, sizeof err), "%s", err);
+    ck_assert_msg(cpu_program_code(b, f->code.cpu, "asm", &out, err, sizeof err), "%s", err);
     const char *reg = bits >= 512 ? "%zmm" : bits >= 256 ? "%ymm" : "%xmm";
     ck_assert_msg(strstr(out.s, reg), "no %s in the assembly for %s", reg, h->name);
     buf_free(&out);
@@ -372,6 +372,15 @@ START_TEST(test_schedule_and_code_host) {
   sched_and_code(be, &hw);
 }
 END_TEST
+
+/* Free back end b and the programs compiled on it (before it). */
+static void free_backend(CpuBackend *b) {
+  for (int i = 0; i < nfns; i++) {
+    cpu_program_free(fns[i]->code.cpu);
+    fns[i]->code.cpu = NULL;
+  }
+  cpu_backend_free(b);
+}
 
 /* A model other than the host's: its own width, whatever this CPU has. */
 START_TEST(test_schedule_and_code_model) {
@@ -385,22 +394,9 @@ START_TEST(test_schedule_and_code_model) {
     return;
   }
   sched_and_code(b, &m);
-  for (int i = 0; i < nfns; i++) {           /* compiled on b: freed before b */
-    cpu_program_free(fns[i]->backend);
-    fns[i]->backend = NULL;
-  }
-  cpu_backend_free(b);
+  free_backend(b);
 }
 END_TEST
-
-/* Free back end b and the programs compiled on it (before it). */
-static void free_backend(CpuBackend *b) {
-  for (int i = 0; i < nfns; i++) {
-    cpu_program_free(fns[i]->backend);
-    fns[i]->backend = NULL;
-  }
-  cpu_backend_free(b);
-}
 
 /* A gather, X[I[j]], is vectorised: the slots' alias scopes let the loop vectoriser bound
  * its reads, and on a model whose gathers LLVM's cost model takes (AVX-512) it uses them.
@@ -413,7 +409,7 @@ START_TEST(test_gather_code) {
   ck_assert_msg(b, "no back end for skylake-avx512: %s", err);
   Func *f = compile_on(b, "fn gat(X: f32[N], I: i32[M]) -> f32[M] {\n  Y[j] = X[I[j]] * 2.0\n  return Y\n}");
   Buf out = {0};
-  ck_assert_msg(cpu_program_code(b, f->backend, "llvm", &out, err, sizeof err), "%s", err);
+  ck_assert_msg(cpu_program_code(b, f->code.cpu, "llvm", &out, err, sizeof err), "%s", err);
   ck_assert_msg(strstr(out.s, "@llvm.masked.gather.v16f32"), "no 16-lane gather in:\n%s", out.s);
   buf_free(&out);
   free_backend(b);
@@ -435,7 +431,7 @@ START_TEST(test_scan_code) {
     Func *f = compile_on(b, "fn sc(X: f32[B, N]) -> (f32[B, N], f32[B, N]) {\n"
                             "  R[b, n] = scan[n] +(X[b, n])\n  D[b, n] = scan[b] +(X[b, n])\n  return (R, D)\n}");
     Buf out = {0};
-    ck_assert_msg(cpu_program_code(b, f->backend, "llvm", &out, err, sizeof err), "%s", err);
+    ck_assert_msg(cpu_program_code(b, f->code.cpu, "llvm", &out, err, sizeof err), "%s", err);
     int w = m.vector_bits / 32 > 16 ? 16 : m.vector_bits / 32;
     snprintf(want, sizeof want, " = fadd <%d x float>", w);
     int vectorised = 0;

@@ -242,8 +242,8 @@ static void teardown(void) {
 static Program *program(const char *fname) {
   Func *f = lookup(NULL, fname);
   ck_assert_msg(f != NULL, "no function %s", fname);
-  if (!f->prog) f->prog = lower_function(f, pc, lookup, NULL);
-  return f->prog;
+  if (!f->code.prog) f->code.prog = lower_function(f, pc, lookup, NULL);
+  return f->code.prog;
 }
 
 static HwModel gpu_model(const char *name) {
@@ -780,7 +780,7 @@ static bool same(const Tensor *x, const Tensor *y, double tol, double *worst, Bu
 }
 
 /* Programs compiled for the emulator with the tensor cores, per arithmetic and function
- * (exact ones live in Func.gpu_backend). */
+ * (exact ones live in Func.code.gpu). */
 static CudaProgram *tc_progs[3][128];
 
 /* Run fname on random inputs of the given sizes ("M=3 N=4") on the emulator with f32
@@ -793,12 +793,12 @@ static double run_math(const char *fname, const char *sizes, const char *force, 
   Program *p = program(fname);
   int fi = 0;
   while (fns[fi] != f) fi++;
-  CudaProgram *cp = math == CUDA_EXACT ? f->gpu_backend : tc_progs[math][fi];
+  CudaProgram *cp = math == CUDA_EXACT ? f->code.gpu : tc_progs[math][fi];
   if (!cp) {
     char err[4096];
     cp = cuda_compile(emu_be, p, math, err, sizeof err);
     ck_assert_msg(cp != NULL, "%s: %s", fname, err);
-    if (math == CUDA_EXACT) f->gpu_backend = cp;
+    if (math == CUDA_EXACT) f->code.gpu = cp;
     else tc_progs[math][fi] = cp;
   }
   const char *names[16];
@@ -1045,7 +1045,7 @@ START_TEST(test_run_exact_stays_exact) {
   double t = run_math("matmul", "M=70 N=40 K=200", NULL, 0, CUDA_TF32, 1e-3);
   ck_assert_msg(e < 1e-6 && e2 < 1e-6, "exact: %g, %g of the largest value", e, e2);
   ck_assert_msg(t > 1e-5, "tf32 as close as exact (%g): are the operands rounded?", t);
-  ck_assert(strstr(cuda_program_source(lookup(NULL, "matmul")->gpu_backend), "mma.sync") == NULL);
+  ck_assert(strstr(cuda_program_source(lookup(NULL, "matmul")->code.gpu), "mma.sync") == NULL);
 }
 END_TEST
 
@@ -1125,7 +1125,7 @@ START_TEST(test_run_f64_contractions) {
   run_case("mm64", "M=20 N=24 K=100", "gemm32x32", 4);
   run_case("mm64", "M=5 N=6 K=0", NULL, 0);
   run_case("bmm64", "B=3 M=17 N=31 K=19", NULL, 0);
-  ck_assert(strstr(cuda_program_source(lookup(NULL, "mm64")->gpu_backend), "DynGemm<64, 64, 16, 4, 4, true, false, double>") != NULL);
+  ck_assert(strstr(cuda_program_source(lookup(NULL, "mm64")->code.gpu), "DynGemm<64, 64, 16, 4, 4, true, false, double>") != NULL);
 }
 END_TEST
 

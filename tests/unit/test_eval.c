@@ -45,7 +45,7 @@ static void clear_args(void) {
 
 static void teardown(void) {
   clear_args();
-  for (int i = 0; i < nfns; i++) lower_free(fns[i]->prog);
+  for (int i = 0; i < nfns; i++) lower_free(fns[i]->code.prog);
   diag_clear(&diags);
   arena_free(arena);
   poly_ctx_free(pc);
@@ -112,7 +112,7 @@ static void fmt_tensor(const Tensor *t, Buf *b) {
  * value of the scalar argument at its place).  Returns the outputs, one per line, or
  * "error: MESSAGE"; with a location, the formatted diagnostic is left in msgs. */
 static const char *run_ex(const char *text, volatile int *interrupt) {
-  for (int i = 0; i < nfns; i++) lower_free(fns[i]->prog), fns[i]->prog = NULL;
+  for (int i = 0; i < nfns; i++) lower_free(fns[i]->code.prog), fns[i]->code.prog = NULL;
   nfns = 0;
   diag_clear(&diags);
   src.name = "t.dyn";
@@ -135,7 +135,7 @@ static const char *run_ex(const char *text, volatile int *interrupt) {
   diag_clear(&diags);                  /* warnings: not what these tests are about */
   Func *f = fns[nfns - 1];
   ck_assert_int_eq(f->nparams, nargs);
-  f->prog = lower_function(f, pc, lookup, NULL);
+  f->code.prog = lower_function(f, pc, lookup, NULL);
   const char *names[16];
   int64_t vals[16];
   ck_assert_int_le(f->nsizes, 16);
@@ -148,7 +148,7 @@ static const char *run_ex(const char *text, volatile int *interrupt) {
   Tensor *outs[8] = {0};
   Buf err = {0};
   Span esp = {0};
-  bool ok = eval_program(f->prog, args, &sz, outs, interrupt, &err, &esp);
+  bool ok = eval_program(f->code.prog, args, &sz, outs, interrupt, &err, &esp);
   buf_free(&out);
   buf_puts(&out, "");
   buf_free(&msgs);

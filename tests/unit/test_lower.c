@@ -26,7 +26,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-  for (int i = 0; i < nfns; i++) lower_free(fns[i]->prog);
+  for (int i = 0; i < nfns; i++) lower_free(fns[i]->code.prog);
   diag_clear(&diags);
   arena_free(arena);
   poly_ctx_free(pc);
@@ -67,7 +67,7 @@ static const char *STDLIB =
 /* Parse and check every function of STDLIB and text (errors fail the test, warnings are
  * allowed), then lower the function named fname and print its IR. */
 static const char *ir(const char *text, const char *fname) {
-  for (int i = 0; i < nfns; i++) lower_free(fns[i]->prog), fns[i]->prog = NULL;
+  for (int i = 0; i < nfns; i++) lower_free(fns[i]->code.prog), fns[i]->code.prog = NULL;
   nfns = 0;
   diag_clear(&diags);
   Buf all = {0};
@@ -93,10 +93,10 @@ static const char *ir(const char *text, const char *fname) {
   }
   Func *f = lookup(NULL, fname);
   ck_assert_msg(f != NULL, "no function %s", fname);
-  f->prog = lower_function(f, pc, lookup, NULL);
+  f->code.prog = lower_function(f, pc, lookup, NULL);
   buf_free(&out);
   buf_puts(&out, "");
-  lower_print(f->prog, &out);
+  lower_print(f->code.prog, &out);
   return out.s;
 }
 

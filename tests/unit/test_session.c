@@ -1,11 +1,12 @@
 /* test_session.c -- unit tests for the session (session.c, toplevel.c, builtins.c,
- * commands.c, value.c) through its public entry points: session_new with an output and an
- * error stream, session_run, session_call, session_predict, session_free.  Results are
+ * commands.c, value.c, backend.c) through its public entry points: session_new with an
+ * output and an error stream, session_run, session_call, session_predict, session_free; and
+ * the table of back ends (be_table), which the session's target points into.  Results are
  * compared as the text the session prints or as elements read back, against values worked
  * out here; errors as their exact located message.  The calibration cache is read from a
  * directory of the test's own, named by XDG_CACHE_HOME or HOME. */
 #include "config.h"
-#include "dyn_int.h"
+#include "session_int.h"
 
 #include <check.h>
 #include <math.h>
@@ -401,6 +402,127 @@ START_TEST(test_targets_agree) {
 }
 END_TEST
 
+/* The table holds the three back ends, each at its id, each found by its name, each with
+ * every function the session calls; the evaluator is always here, and a back end that is
+ * not says why. */
+START_TEST(test_backend_table) {
+  static const char *names[BE__COUNT] = {"ref", "cpu", "gpu"};
+  Session *s = new_session("ref");
+  for (int i = 0; i < BE__COUNT; i++) {
+    const Backend *be = &be_table[i];
+    ck_assert_int_eq(be->id, i);
+    ck_assert_str_eq(be->name, names[i]);
+    ck_assert_ptr_eq(be_find(names[i]), be);
+    ck_assert(be->available && be->compile && be->describe && be->free_code);
+    /* ref runs through eval_program and has no code of its own to show */
+    ck_assert(i == BE_REF ? !be->run && !be->code : be->run && be->code);
+    const char *why = NULL;
+    if (!be->available(s, &why)) ck_assert_msg(why && *why, "%s: unavailable without a reason", be->name);
+  }
+  ck_assert_ptr_null(be_find("tpu"));
+  ck_assert_ptr_null(be_find(""));
+  const char *why = "unset";
+  ck_assert(be_table[BE_REF].available(s, &why));
+#ifdef HAVE_LLVM
+  ck_assert(be_table[BE_CPU].available(s, &why));
+#else
+  ck_assert(!be_table[BE_CPU].available(s, &why));
+#endif
+  session_free(s);
+}
+END_TEST
+
+/* :target points the session at one entry of the table: the next call runs there (the CPU
+ * compiles, the evaluator does not), and an unknown name leaves the target as it was. */
+START_TEST(test_target_switching) {
+  Session *s = new_session("ref");
+  ck_assert_str_eq(session_target(s), "ref");
+  run_ok(s, "fn twice(X: f32[N]) -> f32[N] { Y[i] = 2.0 * X[i]; return Y }");
+  ck_assert_str_eq(run_ok(s, ":target"), "target: ref\n");
+  ck_assert_str_eq(run_ok(s, "twice([1.0, -2.5])"), "f32[2]\n[ 2, -5]\n");
+  ck_assert_int_eq(session_compiles(s, "twice"), 0);
+  ck_assert_str_eq(run_error(s, ":target tpu", "t.dyn"),
+                   "t.dyn:1:1: error: unknown target 'tpu': use cpu, gpu or ref\n  1 | :target tpu\n    | ^~~~~~~~~~~\n");
+  ck_assert_str_eq(session_target(s), "ref");
+#ifdef HAVE_LLVM
+  const char *said = run_ok(s, ":target cpu");
+  ck_assert_msg(!strncmp(said, "target: cpu (LLVM, ", 19), "%s", said);
+  ck_assert_str_eq(session_target(s), "cpu");
+  ck_assert_str_eq(run_ok(s, "twice([1.0, -2.5])"), "f32[2]\n[ 2, -5]\n");
+  ck_assert_int_eq(session_compiles(s, "twice"), 1);
+  ck_assert_str_eq(run_ok(s, "twice([3.0])"), "f32[1]\n[6]\n");
+  ck_assert_int_eq(session_compiles(s, "twice"), 1);        /* once, for every shape */
+#endif
+  ck_assert_str_eq(run_ok(s, ":target ref"), "target: ref (the reference evaluator)\n");
+  ck_assert_str_eq(session_target(s), "ref");
+  session_free(s);
+}
+END_TEST
+
+/* :check runs the expression on every back end of the table after the evaluator: each one
+ * here is compared with it, each one not here is named with its reason; the target stays. */
+START_TEST(test_check_walks_table) {
+  Session *s = new_session("ref");
+  run_ok(s, "fn axpy(A: f32[N], B: f32[N]) -> f32[N] { Y[i] = 2.0 * A[i] + B[i]; return Y }");
+  const char *said = run_ok(s, ":check axpy(rand(f32[7]), rand(f32[7]))");
+  ck_assert_msg(!strncmp(said, "f32[7]: ref computed; ", 22), "%s", said);
+  for (int i = BE_REF + 1; i < BE__COUNT; i++) {
+    const Backend *be = &be_table[i];
+    const char *why;
+    char want[600];
+    if (be->available(s, &why)) snprintf(want, sizeof want, "; %s vs ref: ", be->name);
+    else snprintf(want, sizeof want, "; %s not available (%s)", be->name, why);
+    const char *at = strstr(said, want);
+    ck_assert_msg(at, "no '%s' in: %s", want, said);
+    if (be->available(s, &why)) {
+      const char *end = strchr(at + 2, ';');
+      const char *ok = strstr(at, ": ok");
+      ck_assert_msg(ok && (!end || ok < end), "%s disagrees: %s", be->name, said);
+    }
+  }
+  ck_assert_str_eq(session_target(s), "ref");
+  ck_assert_str_eq(run_ok(s, ":target"), "target: ref\n");
+  session_free(s);
+}
+END_TEST
+
+/* Defining a function runs its stages in order, and the hook sees each: the checked
+ * function after sema, its lowered program after lower, with times that are never negative;
+ * a definition that fails to check stops before lowering. */
+typedef struct { int n; int stage[8]; bool prog[8]; double ms[8]; } Stages;
+
+static void note_stage(void *cookie, int stage, const Func *f, double ms) {
+  Stages *st = cookie;
+  if (st->n < 8) {
+    st->stage[st->n] = stage;
+    st->prog[st->n] = f->code.prog != NULL;
+    st->ms[st->n++] = ms;
+  }
+}
+
+START_TEST(test_define_stages) {
+  Session *s = new_session("ref");
+  Stages st = {0};
+  s->stage_hook = note_stage;
+  s->stage_cookie = &st;
+  run_ok(s, "fn inc(X: f32[N]) -> f32[N] { Y[i] = X[i] + 1.0; return Y }");
+  ck_assert_int_eq(st.n, 2);
+  ck_assert_int_eq(st.stage[0], TOP_SEMA);
+  ck_assert(!st.prog[0]);
+  ck_assert_int_eq(st.stage[1], TOP_LOWER);
+  ck_assert(st.prog[1]);
+  ck_assert(st.ms[0] >= 0 && st.ms[1] >= 0);
+  /* a top-level statement is defined as an anonymous function the same way */
+  st.n = 0;
+  ck_assert_str_eq(run_ok(s, "inc([1.0, 2.0]) * 2.0"), "f32[2]\n[4, 6]\n");
+  ck_assert_int_eq(st.n, 2);
+  st.n = 0;
+  run_error(s, "fn bad(X: f32[N]) -> f32[N] { Y[i] = X[i + 1]; return Y }", "t.dyn");
+  ck_assert_int_eq(st.n, 0);
+  session_free(s);
+}
+END_TEST
+
 static Suite *session_suite(void) {
   Suite *s = suite_create("session");
   TCase *tc = tcase_create("core");
@@ -413,6 +535,10 @@ static Suite *session_suite(void) {
   tcase_add_test(tc, test_call_wrong_shapes);
   tcase_add_test(tc, test_calibration_cache);
   tcase_add_test(tc, test_targets_agree);
+  tcase_add_test(tc, test_backend_table);
+  tcase_add_test(tc, test_target_switching);
+  tcase_add_test(tc, test_check_walks_table);
+  tcase_add_test(tc, test_define_stages);
   suite_add_tcase(s, tc);
   return s;
 }
