@@ -120,6 +120,31 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
 
 static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
 
+/* The launch model's thresholds.  Rules of thumb from the GPU's arithmetic, not fitted to
+ * runs (no GPU was at hand to fit them on); each names what it guards against.
+ *   SPLIT_WIN            a split K must predict under this share of the best unsplit time:
+ *                        it adds a kernel and a pass over the partial tiles, which the model
+ *                        prices only roughly
+ *   WARP_RED_MIN         a warp per output only for reductions of at least a warp's 32 lanes
+ *   WARP_OUTPUTS_PER_SM  ... or when there are fewer outputs than this per SM (two warps'
+ *                        worth): a thread per output would leave the SMs idle
+ *   ROW_WARP_MAX         a row of up to this many elements is a warp's (32 each for 32 lanes),
+ *                        given two rows per SM at least
+ *   ROW_BLOCK256_MAX     a longer row takes a block of 256, or of 1024 past this length when
+ *                        there are fewer rows than SMs
+ *   GRID_RED_MIN         a reduction to one value spreads over the grid from this many
+ *                        elements (64 blocks' worth), below which one block is enough
+ *   GRID_RED_CHUNK       elements a block of the grid reduction takes at least
+ *   GRID_RED_PER_SM      blocks per SM at most: enough in flight, few partial sums */
+#define SPLIT_WIN 0.9
+#define WARP_RED_MIN 32
+#define WARP_OUTPUTS_PER_SM 64
+#define ROW_WARP_MAX 1024
+#define ROW_BLOCK256_MAX 2048
+#define GRID_RED_MIN 65536
+#define GRID_RED_CHUNK 1024
+#define GRID_RED_PER_SM 4
+
 /* The best tile shape (of those for math and et) and split: the least predicted time; a split
  * must win by more than 10% besides its own costs (it adds a kernel and a pass over the
  * partial tiles). */
@@ -152,7 +177,7 @@ static int gemm_choose(const HwModel *hw, CudaMath math, DynElem et, const int *
       }
     }
   }
-  if (force_splits <= 0 && unsplit_g >= 0 && best->splits > 1 && !(best_t < 0.9 * best_unsplit)) {
+  if (force_splits <= 0 && unsplit_g >= 0 && best->splits > 1 && !(best_t < SPLIT_WIN * best_unsplit)) {
     *best = unsplit;
     best_g = unsplit_g;
   }
@@ -223,7 +248,7 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
     int w = find_var(ck, V_WARP, 0);
     if (w >= 0) {
       int64_t red = prod_ext(ext, ck->coop->raxes, ck->coop->nraxes);
-      bool use = fv >= 0 ? fv == w : red >= 32 && (ck->r_contig > ck->o_contig || outputs < (int64_t)sms * 64);
+      bool use = fv >= 0 ? fv == w : red >= WARP_RED_MIN && (ck->r_contig > ck->o_contig || outputs < (int64_t)sms * WARP_OUTPUTS_PER_SM);
       if (use) {
         L->var = w;
         L->block[0] = 32;
@@ -268,7 +293,8 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
     }
     /* short rows, many of them: a warp each; else a block each, the larger one when there are
      * fewer rows than SMs (more threads in flight per SM) and the row gives them work */
-    int kind = len <= 1024 && rows >= 2 * (int64_t)sms ? V_WARP : rows >= sms || len < 2048 ? V_BLOCK256 : V_BLOCK1024;
+    int kind = len <= ROW_WARP_MAX && rows >= 2 * (int64_t)sms ? V_WARP
+               : rows >= sms || len < ROW_BLOCK256_MAX ? V_BLOCK256 : V_BLOCK1024;
     L->var = fv >= 0 ? fv : find_var(ck, kind, 0);
     const Var *v = &ck->v[L->var];
     L->block[0] = (unsigned)v->lanes;
@@ -285,10 +311,10 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
   case CK_SCALAR: {
     int g = find_var(ck, V_GRID, 0);
     int64_t red = ck->coop ? prod_ext(ext, ck->coop->raxes, ck->coop->nraxes) : 0;
-    bool use = g >= 0 && (fv >= 0 ? fv == g : red >= 65536);
+    bool use = g >= 0 && (fv >= 0 ? fv == g : red >= GRID_RED_MIN);
     if (use) {
-      int64_t blocks = sched_cdiv(red, 1024);
-      if (blocks > 4 * (int64_t)sms) blocks = 4 * (int64_t)sms;
+      int64_t blocks = sched_cdiv(red, GRID_RED_CHUNK);
+      if (blocks > GRID_RED_PER_SM * (int64_t)sms) blocks = GRID_RED_PER_SM * (int64_t)sms;
       if (blocks < 1) blocks = 1;
       L->var = g;
       L->block[0] = 256;
