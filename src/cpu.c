@@ -1289,60 +1289,23 @@ static void gen_piped(G *g, const Kernel *kn, int par_axis, bool twin, int F, LL
 
 /* ---- contractions ---- */
 
-static bool plain_axes(const KExpr *ld) {
-  for (int i = 0; i < ld->n; i++)
-    if (ld->a[i]->kind != KX_AXIS) return false;
-  return ld->kind == KX_LOAD && !ld->checked;
-}
-
-static int pos_of(const KExpr *ld, int axis) {
-  int at = -1;
-  for (int i = 0; i < ld->n; i++)
-    if (ld->a[i]->axis == axis) {
-      if (at >= 0) return -2;       /* the same axis twice (a diagonal): not a plain layout */
-      at = i;
-    }
-  return at;
-}
-
 static bool match_window(const Program *p, const Kernel *kn, CKernel *ck);
 
-/* C[b?, m, n] = sum[k] A[..] * B[..], each operand a plain layout of its axes. */
+/* A contraction the middle end recognised (contract.c) with nothing around the sum, its
+ * operands tensors in memory: the GEMM engine runs it whole. */
 static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
-  if (kn->nstages != 1 || kn->nouter) return false;
-  const Stage *st = &kn->stages[0];
-  const KExpr *e = st->expr;
-  if (e->kind != KX_REDUCE || e->red != RED_SUM || e->nraxes != 1) return false;
-  if (e->ty != DYN_F32 && e->ty != DYN_F64) return false;
-  const KExpr *body = e->a[0];
-  if (body->kind != KX_BIN || body->op != OP_MUL) return false;
-  const KExpr *A = body->a[0], *B = body->a[1];
-  if (!plain_axes(A) || !plain_axes(B)) return false;
-  if (p->slots[A->slot].type.elem != e->ty || p->slots[B->slot].type.elem != e->ty) return false;
-  if (p->slots[A->slot].kind == SLOT_LOCAL || p->slots[B->slot].kind == SLOT_LOCAL) return false;
-  if (st->naxes < 2 || st->naxes > 3) return false;
-  int k = e->raxes[0];
-  int batch = st->naxes == 3 ? st->axes[0] : -1;
-  int m = st->axes[st->naxes - 2], n = st->axes[st->naxes - 1];
-  /* A holds m and k (and the batch), B holds k and n (and the batch), nothing else */
-  if (pos_of(A, k) < 0 || pos_of(B, k) < 0) return false;
-  if (pos_of(A, m) < 0 || pos_of(A, n) != -1 || pos_of(B, n) < 0 || pos_of(B, m) != -1) {
-    /* perhaps the operands are the other way round */
-    const KExpr *t = A; A = B; B = t;
-    if (pos_of(A, m) < 0 || pos_of(A, n) != -1 || pos_of(B, n) < 0 || pos_of(B, m) != -1) return false;
-  }
-  int na = 2 + (batch >= 0 && pos_of(A, batch) >= 0), nb = 2 + (batch >= 0 && pos_of(B, batch) >= 0);
-  if (A->n != na || B->n != nb) return false;
+  const Contraction *c = kn->con;
+  if (!c || c->epilogue) return false;
+  if (p->slots[c->a_slot].kind == SLOT_LOCAL || p->slots[c->b_slot].kind == SLOT_LOCAL) return false;
   ck->gemm = true;
-  ck->g_a = A->slot;
-  ck->g_b = B->slot;
-  ck->g_c = st->out;
-  ck->g_ax[0] = batch;
-  ck->g_ax[1] = m;
-  ck->g_ax[2] = n;
-  ck->g_ax[3] = k;
-  int pos[6] = { pos_of(A, m), pos_of(A, k), batch >= 0 ? pos_of(A, batch) : -1,
-                 pos_of(B, k), pos_of(B, n), batch >= 0 ? pos_of(B, batch) : -1 };
+  ck->g_a = c->a_slot;
+  ck->g_b = c->b_slot;
+  ck->g_c = c->c_slot;
+  ck->g_ax[0] = c->batch;
+  ck->g_ax[1] = c->m;
+  ck->g_ax[2] = c->n;
+  ck->g_ax[3] = c->k;
+  int pos[6] = { c->apos[1], c->apos[2], c->apos[0], c->bpos[1], c->bpos[2], c->bpos[0] };
   memcpy(ck->g_pos, pos, sizeof pos);
   return true;
 }
@@ -2114,13 +2077,11 @@ static bool invisible(const Program *p, const Kernel *kn, const int64_t *shape) 
  * keeping them there only costs the read for ownership (softmax over 128 x 50257 writes
  * 26 MB, under a 32 MB cache, but reads as much again). */
 static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape) {
-  int nl = be->hw.nlevels;
-  if (ck->nt_slot < 0 || nl < 2 || be->hw.level[nl - 2].bytes <= 0 ||
-      cp->p->slots[ck->nt_slot].type.rank == 0)
-    return false;
+  int64_t llc = sched_last_cache_bytes(&be->hw);
+  if (ck->nt_slot < 0 || llc <= 0 || cp->p->slots[ck->nt_slot].type.rank == 0) return false;
   int64_t bytes = 0;
   for (int i = 0; i < ck->nfoot; i++) bytes += slot_bytes(cp->p, ck->foot[i], shape);
-  return bytes > (int64_t)be->hw.level[nl - 2].bytes && compile_twins(be, cp) && ck->fn_nt;
+  return bytes > llc && compile_twins(be, cp) && ck->fn_nt;
 }
 
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
@@ -2410,7 +2371,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
         buf_free(&d);
         /* the tasks shared over the threads, each a gather (the windows read and the matrix
          * written, at the roofline's rate) and its GEMM */
-        int64_t tasks = W.ptot * W.parts, rounds = (tasks + threads - 1) / (threads > 0 ? threads : 1);
+        int64_t rounds = sched_waves(W.ptot * W.parts, threads);
         double gbytes = 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
         total += (double)rounds * (gemm_predict(gk, &W.x, 1) + cost_roofline(&be->hw, 1, 0, gbytes));
         continue;
@@ -2452,8 +2413,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       buf_putc(out, '\n');
     }
     if (ck->nt_slot >= 0) {
-      int nl = be->hw.nlevels;
-      double llc = nl >= 2 ? (double)be->hw.level[nl - 2].bytes : 0;
+      double llc = (double)sched_last_cache_bytes(&be->hw);
       bool mib = llc >= (1 << 20);
       buf_printf(out, "  streaming stores to %s when it and the kernel's inputs are over %.0f %s (the last cache): ",
                  p->slots[ck->nt_slot].name, llc / (mib ? 1 << 20 : 1 << 10), mib ? "MiB" : "KiB");

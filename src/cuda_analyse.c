@@ -55,15 +55,6 @@ static int count_reduce(const KExpr *e) {
   return n;
 }
 
-static const KExpr *first_reduce(const KExpr *e) {
-  if (e->kind == KX_REDUCE) return e;
-  for (int i = 0; i < e->n; i++) {
-    const KExpr *r = first_reduce(e->a[i]);
-    if (r) return r;
-  }
-  return NULL;
-}
-
 /* The reductions every thread of a row evaluates with the same value, so that the row's
  * threads can share the work: not inside a branch of where(...), not inside another
  * reduction.  In evaluation order. */
@@ -166,68 +157,24 @@ static void name_axes_in(CudaProgram *cp, const KExpr *e, int *bound, int nb, ch
   for (int i = 0; i < e->n; i++) name_axes_in(cp, e->a[i], bound, nb, names);
 }
 
-static int pos_in(const KExpr *ld, int axis) {
-  int at = -1;
-  for (int i = 0; i < ld->n; i++)
-    if (ld->a[i]->kind == KX_AXIS && ld->a[i]->axis == axis) {
-      if (at >= 0) return -2;            /* the same axis twice (a diagonal) */
-      at = i;
-    }
-  return at;
-}
-
-static bool plain_load(const CudaProgram *cp, const KExpr *ld, DynElem et) {
-  if (ld->kind != KX_LOAD || ld->checked || !cp->buf[ld->slot] || cp->p->slots[ld->slot].type.elem != et) return false;
-  for (int i = 0; i < ld->n; i++)
-    if (ld->a[i]->kind != KX_AXIS) return false;
-  return true;
-}
-
-/* The structural test of cpu.c's match_gemm, widened to an epilogue: the stage is
- * C[b?, m, n] = f(sum[k] A[..] * B[..], ...) with exactly one reduction, A holding m and k
- * (and perhaps the batch), B holding k and n (and perhaps the batch), each a plain layout,
- * all of f32 or all of f64. */
+/* A contraction the middle end recognised (contract.c), epilogue and all, whose operands are
+ * tensors in memory. */
 static bool match_contraction(CudaProgram *cp, CK *ck) {
-  const Kernel *kn = ck->kn;
-  if (kn->nstages != 1 || kn->nouter) return false;
-  const Stage *st = &kn->stages[0];
-  if (st->naxes < 2 || st->naxes > 3 || count_reduce(st->expr) != 1) return false;
-  const KExpr *R = first_reduce(st->expr);
-  DynElem et = R->ty;
-  if (R->red != RED_SUM || R->nraxes != 1 || (et != DYN_F32 && et != DYN_F64)) return false;
-  const KExpr *body = R->a[0];
-  if (body->kind != KX_BIN || body->op != OP_MUL || body->ty != et) return false;
-  const KExpr *A = body->a[0], *B = body->a[1];
-  if (!plain_load(cp, A, et) || !plain_load(cp, B, et)) return false;
-  int k = R->raxes[0], batch = st->naxes == 3 ? st->axes[0] : -1;
-  int m = st->axes[st->naxes - 2], n = st->axes[st->naxes - 1];
-  if (pos_in(A, k) < 0 || pos_in(B, k) < 0) return false;
-  if (!(pos_in(A, m) >= 0 && pos_in(A, n) == -1 && pos_in(B, n) >= 0 && pos_in(B, m) == -1)) {
-    const KExpr *t = A;
-    A = B;
-    B = t;
-    if (!(pos_in(A, m) >= 0 && pos_in(A, n) == -1 && pos_in(B, n) >= 0 && pos_in(B, m) == -1)) return false;
-  }
-  int pa = batch >= 0 ? pos_in(A, batch) : -1, pb = batch >= 0 ? pos_in(B, batch) : -1;
-  if (pa == -2 || pb == -2) return false;
-  if (A->n != 2 + (pa >= 0) || B->n != 2 + (pb >= 0)) return false;
-  ck->red = R;
-  ck->et = et;
-  ck->ga = A->slot;
-  ck->gb = B->slot;
-  ck->gc = st->out;
-  ck->bax = batch;
-  ck->max = m;
-  ck->nax = n;
-  ck->kax = k;
-  ck->apos[0] = pa;
-  ck->apos[1] = pos_in(A, m);
-  ck->apos[2] = pos_in(A, k);
-  ck->bpos[0] = pb;
-  ck->bpos[1] = pos_in(B, k);
-  ck->bpos[2] = pos_in(B, n);
-  ck->a_kc = ck->apos[2] == A->n - 1;
-  ck->b_kc = ck->bpos[1] == B->n - 1;
+  const Contraction *c = ck->kn->con;
+  if (!c || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
+  ck->red = c->red;
+  ck->et = c->et;
+  ck->ga = c->a_slot;
+  ck->gb = c->b_slot;
+  ck->gc = c->c_slot;
+  ck->bax = c->batch;
+  ck->max = c->m;
+  ck->nax = c->n;
+  ck->kax = c->k;
+  memcpy(ck->apos, c->apos, sizeof ck->apos);
+  memcpy(ck->bpos, c->bpos, sizeof ck->bpos);
+  ck->a_kc = c->a_kc;
+  ck->b_kc = c->b_kc;
   return true;
 }
 

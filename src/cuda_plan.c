@@ -11,18 +11,8 @@
 
 /* ---- the model: choosing a variant and a launch per kernel and shape ----------------------- */
 
-static int64_t cdiv(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b : 0; }
-
-static const HwLevel *gpu_level(const HwModel *hw, const char *name) {
-  for (int i = 0; i < hw->nlevels; i++)
-    if (!strcmp(hw->level[i].name, name)) return &hw->level[i];
-  return NULL;
-}
-
-static double mem_bw(const HwModel *hw) {
-  const HwLevel *m = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
-  return m && m->gbs > 0 ? m->gbs * 1e9 : 1e12;
-}
+/* HBM's bandwidth; 1 TB/s for a model without one. */
+static double mem_bw(const HwModel *hw) { return sched_mem_bw(hw, 1e12); }
 
 static double peak_flops(const HwModel *hw) {
   double p = hw->peak_gflops_f32 > 0 ? hw->peak_gflops_f32 * 1e9 : hw->fp32_tflops * 1e12;
@@ -84,17 +74,17 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
   int bps = by_regs < by_smem ? by_regs : by_smem;
   if (by_threads < bps) bps = by_threads;
   if (bps < 1) bps = 1;
-  int64_t tiles = cdiv(m, g->bm) * cdiv(n, g->bn) * batch;
+  int64_t tiles = sched_cdiv(m, g->bm) * sched_cdiv(n, g->bn) * batch;
   int64_t blocks = tiles * splits;
-  int64_t kp = cdiv(cdiv(k, splits), g->bk) * g->bk;
+  int64_t kp = sched_cdiv(sched_cdiv(k, splits), g->bk) * g->bk;
   double flops_block = 2.0 * g->bm * g->bn * (double)kp;
   double peak = math_peak(hw, math);
-  const HwLevel *sm = gpu_level(hw, "smem"), *l2 = gpu_level(hw, "L2");
+  const HwLevel *sm = sched_level(hw, "smem"), *l2 = sched_level(hw, "L2");
   double rows = g->wm ? g->bm / g->wm : g->tm, cols = g->wn ? g->bn / g->wn : g->tn;
   double intensity = 2.0 * rows * cols / ((rows + cols) * es);
   double eff = sm && sm->gbs > 0 ? sm->gbs * 1e9 * intensity / peak : 1.0;
   if (eff > 1) eff = 1;
-  int64_t per_sm = cdiv(blocks, sms);
+  int64_t per_sm = sched_cdiv(blocks, sms);
   int64_t resident = per_sm < bps ? per_sm : bps;
   double occ = (double)resident * threads / 32 / 8.0;
   if (occ > 1) occ = 1;
@@ -102,7 +92,7 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
   double bytes = (double)es * batch * ((double)m * k + (double)k * n + (double)m * n);
   if (splits > 1) bytes += (double)es * 2 * splits * batch * m * n;
   double t_mem = bytes / mem_bw(hw);
-  double l2_bytes = (double)es * batch * ((double)m * k * cdiv(n, g->bn) + (double)k * n * cdiv(m, g->bm));
+  double l2_bytes = (double)es * batch * ((double)m * k * sched_cdiv(n, g->bn) + (double)k * n * sched_cdiv(m, g->bm));
   double t_l2 = l2 && l2->gbs > 0 ? l2_bytes / (l2->gbs * 1e9) : 0;
   double t = t_compute > t_mem ? t_compute : t_mem;
   if (t_l2 > t) t = t_l2;
@@ -110,7 +100,7 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
    * tiles arrive before its pipeline runs and its epilogue follows it, about one memory
    * round trip per wave of blocks; a split K adds the summing kernel's launch */
   double ghz = hw->ghz > 0 ? hw->ghz : 1.5;
-  int64_t waves = cdiv(blocks, (int64_t)sms * bps);
+  int64_t waves = sched_waves(blocks, (int64_t)sms * bps);
   t += (double)waves * GEMM_BLOCK_CYCLES / (ghz * 1e9);
   if (splits > 1) t += GEMM_SPLIT_CYCLES / (ghz * 1e9);
   if (out) {
@@ -122,13 +112,38 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
     out->splits = splits;
     out->blocks = blocks;
     out->blocks_per_sm = bps;
-    out->waves = (double)cdiv(blocks, (int64_t)sms * bps);
+    out->waves = (double)waves;
     out->predicted_s = t;
   }
   return t;
 }
 
 static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+
+/* The launch model's thresholds.  Rules of thumb from the GPU's arithmetic, not fitted to
+ * runs (no GPU was at hand to fit them on); each names what it guards against.
+ *   SPLIT_WIN            a split K must predict under this share of the best unsplit time:
+ *                        it adds a kernel and a pass over the partial tiles, which the model
+ *                        prices only roughly
+ *   WARP_RED_MIN         a warp per output only for reductions of at least a warp's 32 lanes
+ *   WARP_OUTPUTS_PER_SM  ... or when there are fewer outputs than this per SM (two warps'
+ *                        worth): a thread per output would leave the SMs idle
+ *   ROW_WARP_MAX         a row of up to this many elements is a warp's (32 each for 32 lanes),
+ *                        given two rows per SM at least
+ *   ROW_BLOCK256_MAX     a longer row takes a block of 256, or of 1024 past this length when
+ *                        there are fewer rows than SMs
+ *   GRID_RED_MIN         a reduction to one value spreads over the grid from this many
+ *                        elements (64 blocks' worth), below which one block is enough
+ *   GRID_RED_CHUNK       elements a block of the grid reduction takes at least
+ *   GRID_RED_PER_SM      blocks per SM at most: enough in flight, few partial sums */
+#define SPLIT_WIN 0.9
+#define WARP_RED_MIN 32
+#define WARP_OUTPUTS_PER_SM 64
+#define ROW_WARP_MAX 1024
+#define ROW_BLOCK256_MAX 2048
+#define GRID_RED_MIN 65536
+#define GRID_RED_CHUNK 1024
+#define GRID_RED_PER_SM 4
 
 /* The best tile shape (of those for math and et) and split: the least predicted time; a split
  * must win by more than 10% besides its own costs (it adds a kernel and a pass over the
@@ -147,7 +162,7 @@ static int gemm_choose(const HwModel *hw, CudaMath math, DynElem et, const int *
     int ns = force_splits > 0 ? 1 : (int)(sizeof SPLITS / sizeof *SPLITS);
     for (int si = 0; si < ns; si++) {
       int s = force_splits > 0 ? force_splits : SPLITS[si];
-      if (force_splits <= 0 && s > 1 && (cdiv(k, s) < 2 * gs->bk || s > cdiv(k, gs->bk))) continue;
+      if (force_splits <= 0 && s > 1 && (sched_cdiv(k, s) < 2 * gs->bk || s > sched_cdiv(k, gs->bk))) continue;
       CudaGemmPlan pl;
       double t = gemm_time(hw, gs, math, es, r, gemm_smem(gs, math, es, a_kc, b_kc), batch, m, n, k, s, &pl);
       if (s == 1 && t < best_unsplit) {
@@ -162,7 +177,7 @@ static int gemm_choose(const HwModel *hw, CudaMath math, DynElem et, const int *
       }
     }
   }
-  if (force_splits <= 0 && unsplit_g >= 0 && best->splits > 1 && !(best_t < 0.9 * best_unsplit)) {
+  if (force_splits <= 0 && unsplit_g >= 0 && best->splits > 1 && !(best_t < SPLIT_WIN * best_unsplit)) {
     *best = unsplit;
     best_g = unsplit_g;
   }
@@ -197,8 +212,8 @@ static void loop_dims(int64_t inner, int64_t rows, unsigned *grid, unsigned *blo
   block[0] = (unsigned)bx;
   block[1] = (unsigned)by;
   block[2] = 1;
-  grid[0] = clamp_grid(cdiv(inner, bx), 1 << 30);
-  grid[1] = clamp_grid(cdiv(rows, by), 65535);
+  grid[0] = clamp_grid(sched_cdiv(inner, bx), 1 << 30);
+  grid[1] = clamp_grid(sched_cdiv(rows, by), 65535);
   grid[2] = 1;
 }
 
@@ -233,13 +248,13 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
     int w = find_var(ck, V_WARP, 0);
     if (w >= 0) {
       int64_t red = prod_ext(ext, ck->coop->raxes, ck->coop->nraxes);
-      bool use = fv >= 0 ? fv == w : red >= 32 && (ck->r_contig > ck->o_contig || outputs < (int64_t)sms * 64);
+      bool use = fv >= 0 ? fv == w : red >= WARP_RED_MIN && (ck->r_contig > ck->o_contig || outputs < (int64_t)sms * WARP_OUTPUTS_PER_SM);
       if (use) {
         L->var = w;
         L->block[0] = 32;
         L->block[1] = 8;
         L->block[2] = 1;
-        L->grid[0] = clamp_grid(cdiv(outputs, 8), 0x7fffffff);
+        L->grid[0] = clamp_grid(sched_cdiv(outputs, 8), 0x7fffffff);
         L->grid[1] = L->grid[2] = 1;
         snprintf(L->why, sizeof L->why, "a warp per output (%lld outputs, reductions of %lld%s)", (long long)outputs,
                  (long long)red, ck->r_contig > ck->o_contig ? ", contiguous along the reduction" : "");
@@ -278,13 +293,14 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
     }
     /* short rows, many of them: a warp each; else a block each, the larger one when there are
      * fewer rows than SMs (more threads in flight per SM) and the row gives them work */
-    int kind = len <= 1024 && rows >= 2 * (int64_t)sms ? V_WARP : rows >= sms || len < 2048 ? V_BLOCK256 : V_BLOCK1024;
+    int kind = len <= ROW_WARP_MAX && rows >= 2 * (int64_t)sms ? V_WARP
+               : rows >= sms || len < ROW_BLOCK256_MAX ? V_BLOCK256 : V_BLOCK1024;
     L->var = fv >= 0 ? fv : find_var(ck, kind, 0);
     const Var *v = &ck->v[L->var];
     L->block[0] = (unsigned)v->lanes;
     L->block[1] = (unsigned)v->rows;
     L->block[2] = 1;
-    L->grid[0] = clamp_grid(cdiv(rows, v->rows), 0x7fffffff);
+    L->grid[0] = clamp_grid(sched_cdiv(rows, v->rows), 0x7fffffff);
     L->grid[1] = L->grid[2] = 1;
     snprintf(L->why, sizeof L->why, "%s (%lld rows of %lld)",
              v->kind == V_WARP ? "a warp per row, 8 rows per block" : v->kind == V_BLOCK256 ? "a block of 256 threads per row"
@@ -295,10 +311,10 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
   case CK_SCALAR: {
     int g = find_var(ck, V_GRID, 0);
     int64_t red = ck->coop ? prod_ext(ext, ck->coop->raxes, ck->coop->nraxes) : 0;
-    bool use = g >= 0 && (fv >= 0 ? fv == g : red >= 65536);
+    bool use = g >= 0 && (fv >= 0 ? fv == g : red >= GRID_RED_MIN);
     if (use) {
-      int64_t blocks = cdiv(red, 1024);
-      if (blocks > 4 * (int64_t)sms) blocks = 4 * (int64_t)sms;
+      int64_t blocks = sched_cdiv(red, GRID_RED_CHUNK);
+      if (blocks > GRID_RED_PER_SM * (int64_t)sms) blocks = GRID_RED_PER_SM * (int64_t)sms;
       if (blocks < 1) blocks = 1;
       L->var = g;
       L->block[0] = 256;
@@ -338,7 +354,7 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
     L->splits = L->gp.splits > 0 ? L->gp.splits : 1;
     L->block[0] = (unsigned)cuana_gemm_threads(gs);
     L->block[1] = L->block[2] = 1;
-    int64_t tiles = cdiv(m, gs->bm) * cdiv(n, gs->bn) * batch;
+    int64_t tiles = sched_cdiv(m, gs->bm) * sched_cdiv(n, gs->bn) * batch;
     if (tiles > 0x7fffffff) {
       /* 2^31 blocks of at least 32 x 32 outputs: beyond any memory */
       L->skip = true;

@@ -660,11 +660,14 @@ typedef struct Slot {
 /* One definition computed inside a kernel: slot[out][outer..., axes...] = expr */
 typedef struct Stage { int out; int *axes; int naxes; KExpr *expr; } Stage;
 
+typedef struct Contraction Contraction;
+
 /* A loop nest: the outer axes are shared by every stage (a row of a row-wise chain). */
 typedef struct Kernel {
   const char *name;
   int *outer; int nouter;
   Stage *stages; int nstages;
+  const Contraction *con;       /* contract.c's record when the kernel is a contraction, else NULL */
 } Kernel;
 
 struct Program {
@@ -704,6 +707,31 @@ void kexpr_mark_loads(const KExpr *e, bool *mark);
 /* The loop-level IR as :ir prints it. */
 void lower_print(const Program *p, Buf *out);
 void kx_print(const Program *p, const KExpr *e, Buf *out);
+
+/* ---- contract.c: the contraction, recognised once for every back end ------------------- */
+
+/* C[b?, m, n] = f(sum[k] A[..] * B[..]): one kernel of one stage over 2 or 3 axes (the batch
+ * first), one reduction, a sum over k of a product of two plain loads of f32 or f64 (every
+ * subscript an axis, none twice), A holding m and k, B holding k and n, each perhaps the
+ * batch.  Each back end takes the cases it runs: the CPU's GEMM engine those with no
+ * epilogue, the GPU's tiles all. */
+struct Contraction {
+  const KExpr *red;             /* the sum; the rest of the stage is the epilogue */
+  const KExpr *a, *b;           /* the loads in the roles of A (m, k) and B (k, n) */
+  DynElem et;
+  int a_slot, b_slot, c_slot;
+  int batch, m, n, k;           /* axes; batch -1: none */
+  int apos[3], bpos[3];         /* places in A of batch, m, k; in B of batch, k, n (-1: none) */
+  bool a_kc, b_kc;              /* A (B) keeps k contiguous: k is its last subscript */
+  bool epilogue;                /* the sum is not the stage's whole expression */
+};
+/* The structural test fusion keeps whole: sum over one index of a product of two plain
+ * loads, each bringing an output axis the other lacks. */
+bool contract_expr(const KExpr *r);
+/* The record of kernel kn of p, in p's arena, or NULL when it is no contraction. */
+const Contraction *contract_find(const Program *p, const Kernel *kn);
+/* One line: "C: batch b, m i, n j, k k; A A[b, i, k] (k contiguous), B B[b, k, j]; f32 alone" */
+void contract_print(const Program *p, const Contraction *c, Buf *out);
 
 /* ---- func.c: a checked function's signature, its code and its end -------------------------- */
 
@@ -773,6 +801,29 @@ bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, s
 /* One core's f32 rate in GFLOP/s as the matmul micro-kernel measured it when compiled, or 0
  * when it is not compiled (compiling nothing). */
 double cpu_core_gflops(const CpuBackend *be);
+
+/* ---- sched.c: the terms the CPU and GPU planners share ------------------------------------
+ * The walk down a HwModel's levels to the one a footprint lives in, their bandwidths, and the
+ * quantisation of tasks into waves; cpu.c, gemm_model.c and cuda_plan.c price plans with them.
+ * (Declared here, not in a sched.h: that name would hide the system's <sched.h>.) */
+
+/* ceil(a / b) for b > 0; 0 when b <= 0. */
+int64_t sched_cdiv(int64_t a, int64_t b);
+/* The rounds in which `tasks` run on `slots` units at once (threads, or an SM's resident
+ * blocks times the SMs): ceil(tasks / slots), a partial round costing a whole one. */
+int64_t sched_waves(int64_t tasks, int64_t slots);
+/* The level of h named name ("L2", "smem", "hbm"), or NULL. */
+const HwLevel *sched_level(const HwModel *h, const char *name);
+/* Main memory's bandwidth in bytes/s (the last level's gbs), or dflt when the model has none. */
+double sched_mem_bw(const HwModel *h, double dflt);
+/* The last cache's capacity in bytes (the level above main memory), 0 when there is none. */
+int64_t sched_last_cache_bytes(const HwModel *h);
+/* Bandwidth (bytes/s per core) of the first cache that holds a footprint of F bytes, else
+ * main memory's (10 GB/s when the model has none). */
+double sched_level_bw(const HwModel *h, double F);
+/* sched_level_bw, capped by the level's total bandwidth shared among `users` cores streaming
+ * at once (total_gbs in the hw file). */
+double sched_shared_bw(const HwModel *h, double F, int users);
 
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 

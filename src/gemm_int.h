@@ -207,18 +207,6 @@ static inline double hw_line_move_s(const HwModel *h) {
   return h->line_move_ns > 0 ? h->line_move_ns / 1e9 : 60e-9;
 }
 
-/* Bandwidth (bytes/s per core) of the level where a footprint of F bytes lives. */
-static inline double level_bw(const HwModel *h, double F) {
-  int nc = hw_ncaches(h);
-  for (int i = 0; i < nc; i++) {
-    double cap = (double)h->level[i].bytes;
-    if (F <= cap && h->level[i].gbs > 0) return h->level[i].gbs * 1e9;
-  }
-  if (h->nlevels > 0 && h->level[h->nlevels - 1].gbs > 0)
-    return h->level[h->nlevels - 1].gbs * 1e9;
-  return 10e9;
-}
-
 /* The plan cache's key for a problem on nthreads, and its slot (gemm_run's lookup, on every
  * call that misses the thread's last plan). */
 static inline void plan_key(const Prob *p, int nthreads, int64_t *key) {

@@ -91,7 +91,7 @@ static double tile_cyc(const HwModel *h, int mr, int v, int ks) {
 void gemm_plan_edges(const GemmKernels *g, Family *f) {
   const HwModel *hm = &g->hw;
   double strip = (double)f->nr * g->esize;
-  double reload[2] = { strip / level_bw(hm, 1), strip / level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
+  double reload[2] = { strip / sched_level_bw(hm, 1), strip / sched_level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
   double call = CALL_CYC / 256.0 / (hw_ghz(hm) * 1e9);
   for (int t = 0; t < 2; t++) {
     double best_c[2 * MAX_MR];
@@ -408,19 +408,6 @@ static int64_t lines_per_set(int64_t stride, int64_t count) {
   return cdiv(count, imin(pos, count));
 }
 
-/* Bandwidth per core of the level holding F bytes, when `users` cores stream at once. */
-static double shared_bw(const HwModel *h, double F, int users) {
-  double bw = level_bw(h, F);
-  int nc = hw_ncaches(h);
-  for (int i = 0; i <= nc && i < h->nlevels; i++)
-    if (i == nc || F <= (double)h->level[i].bytes) {
-      double tot = h->level[i].total_gbs * 1e9;
-      if (tot > 0 && users > 0 && tot / users < bw) bw = tot / users;
-      break;
-    }
-  return bw;
-}
-
 /* Predicted seconds for one thread block of bt x mt x nt (x K) of `users` running at once,
  * filling pl's parts. */
 static void model_block(const GemmKernels *g, const Family *f, const Prob *p, int64_t bt,
@@ -450,9 +437,9 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
     pl->t_comp *= 1 + extra;
   }
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
-  double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
-  double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), bwB = shared_bw(h, wholeB, users);
-  double bwL2 = level_bw(h, hw_cache_bytes(h, 1) / 2);
+  double bwA = sched_shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
+  double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), bwB = sched_shared_bw(h, wholeB, users);
+  double bwL2 = sched_level_bw(h, hw_cache_bytes(h, 1) / 2);
   /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
    * in place whose rows alias cannot stay in L1 between row pieces: each piece after the
@@ -477,7 +464,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
     double strip = f->nr * es, piece = line, bw = bwB;
     if (wholeB > hw_cache_bytes(h, hw_ncaches(h) - 1) * users) {
       piece = FAR_PIECE * line;
-      bw = shared_bw(h, INFINITY, users);
+      bw = sched_shared_bw(h, INFINITY, users);
     }
     mem += bytesB * nic / (bw * strip / (strip + piece));
     /* A strip that cannot stay in L1 comes back from L2 for each later piece, which the
@@ -485,7 +472,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
      * from L2), and which a tall piece's FMAs hide.  Rows a multiple of 4 KiB apart alias
      * in L2 as well: then the strip comes back from L3, a stall beyond the DP's figure. */
     if (b_set > ways && (p->b_sk * g->esize) % SET_SPAN == 0)
-      stall += bytesB * (double)imax(0, calls - nic) / level_bw(h, hw_cache_bytes(h, 1) + 1);
+      stall += bytesB * (double)imax(0, calls - nic) / sched_level_bw(h, hw_cache_bytes(h, 1) + 1);
   }
   if (!pl->pack_a && 2 * a_set > ways) stall += (double)bt * ntiles * mt * K * line / bwL2;
   /* C: written once per k block and read back for each after the first (and for C +=), at
@@ -496,7 +483,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   double bytesC = (double)bt * mt * nt * es, wholeC = (double)p->batch * p->m * p->n * es;
   double stripC = f->nr * es, passes = (double)(2 * nkb - 1) + (p->acc ? 1 : 0);
   bool farC = wholeC > hw_cache_bytes(h, hw_ncaches(h) - 1);
-  mem += bytesC * passes / shared_bw(h, wholeC, users) * (farC ? (stripC + line) / stripC : 1);
+  mem += bytesC * passes / sched_shared_bw(h, wholeC, users) * (farC ? (stripC + line) / stripC : 1);
   pl->t_stall = stall;
   pl->t_mem = mem;
   /* Packing reads the source and writes the panel; strided layouts go through scalar C. */
@@ -511,7 +498,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
      * the edge: for a narrow B far more than B (2 x 3 x 4096: 48 KB of B, a 512 KB panel;
      * charged as B's bytes, packing was taken for 4 us and ran in 12, B in place in 3) */
     double panel = (double)pl->kc * pl->nc * es, panelB = (double)bt * K * ntiles * f->nr * es;
-    double wr = panel <= hw_cache_bytes(h, 1) ? 1 / bwL2 : 2 / shared_bw(h, panel, users);
+    double wr = panel <= hw_cache_bytes(h, 1) ? 1 / bwL2 : 2 / sched_shared_bw(h, panel, users);
     pl->fused = fused_packing(f, p, pl, mt);
     if (pl->fused) {
       /* The first tile of each strip reads B in place as it computes: its FMAs hide the
@@ -550,7 +537,7 @@ static void ksplit_set(const GemmKernels *g, const Prob *p, int tk, Plan *pl, Pr
   q->k = pl->kb;
   if (tk > 1) {
     double bytes = (double)p->batch * p->m * p->n * g->esize;
-    pl->t_red = (tk - 1) * 3 * bytes / level_bw(&g->hw, bytes * tk);
+    pl->t_red = (tk - 1) * 3 * bytes / sched_level_bw(&g->hw, bytes * tk);
   }
 }
 
@@ -600,9 +587,9 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   pl->nc = imax(g->W, (int64_t)(hw_cache_bytes(h, 0) / 2 / ((double)p->m * es)) / g->W * g->W);
   int64_t bt = imin(pl->bb, p->batch), nt = imin(pl->nbk, p->n), nch = cdiv(nt, pl->nc);
   pl->t_comp = (double)bt * ((double)p->k * cdiv(nt, g->W) * g->rows_sec[p->m] + nch * CALL_CYC / hz);
-  double bwB = shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
-  double bwA = shared_bw(h, (double)p->m * p->k * es * (p->a_sb ? p->batch : 1), users);
-  double bwC = shared_bw(h, (double)p->m * p->n * es * p->batch, users);
+  double bwB = sched_shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
+  double bwA = sched_shared_bw(h, (double)p->m * p->k * es * (p->a_sb ? p->batch : 1), users);
+  double bwC = sched_shared_bw(h, (double)p->m * p->n * es * p->batch, users);
   pl->t_mem = (double)bt * ((double)p->k * nt * es / bwB + (double)nch * p->m * p->k * es / bwA +
                             (double)p->m * nt * es * (p->acc ? 2 : 1) / bwC);
   pl->t_sync = users > 1 ? SYNC_S : 0;
@@ -666,8 +653,8 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   double pass, vs = dot_rows_sec(d, pl, mt, &pass);
   pl->t_comp = (double)bt * ((double)nvec * vs + (double)nkb * (pass + CALL_CYC / hz));
   double bytesA = (double)bt * mt * p->k * es, bytesB = (double)bt * p->n * p->k * es;
-  double bwA = shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
-  double bwB = shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
+  double bwA = sched_shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
+  double bwB = sched_shared_bw(h, (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), users);
   pl->t_mem = bytesA / bwA + bytesB / bwB;
   /* B^T: in registers, W rows of B at a time (emit_packbt) at BT_SITU times the rate
    * calibrated in L1, else about 2 cycles an element */

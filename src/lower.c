@@ -436,27 +436,6 @@ static void inlined_shape(const KExpr *e, const Node *p, const long *occ, long b
   *height = h;
 }
 
-/* A contraction: sum over one index of a product of two loads whose subscripts are plain
- * axes.  The CPU back end runs these on its packed micro-kernels, so fusion keeps them in
- * that shape: no producer is inlined into one, and an epilogue around one is split off. */
-static bool is_contraction(const KExpr *r) {
-  if (r->kind != KX_REDUCE || r->red != RED_SUM || r->nraxes != 1 || !elem_is_float(r->ty)) return false;
-  const KExpr *b = r->a[0];
-  if (b->kind != KX_BIN || b->op != OP_MUL) return false;
-  uint64_t free_axes[2] = {0, 0};
-  for (int i = 0; i < 2; i++) {
-    const KExpr *ld = b->a[i];
-    if (ld->kind != KX_LOAD || ld->checked) return false;
-    for (int k = 0; k < ld->n; k++) {
-      if (ld->a[k]->kind != KX_AXIS) return false;
-      if (ld->a[k]->axis != r->raxes[0]) free_axes[i] |= 1ull << (ld->a[k]->axis % 64);
-    }
-  }
-  /* each operand brings an output axis the other lacks (d[n] * d[n] is not a product of
-   * two matrices) */
-  return (free_axes[0] & ~free_axes[1]) && (free_axes[1] & ~free_axes[0]);
-}
-
 /* The nodes of kind k in e. */
 static int kind_nodes(const KExpr *e, KxKind k) {
   int n = e->kind == k;
@@ -481,7 +460,7 @@ static bool affine(const KExpr *e) {
 }
 
 bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinContraction *w) {
-  if (r->kind != KX_REDUCE || r->red != RED_SUM || !elem_is_float(r->ty) || is_contraction(r)) return false;
+  if (r->kind != KX_REDUCE || r->red != RED_SUM || !elem_is_float(r->ty) || contract_expr(r)) return false;
   const KExpr *body = r->a[0];
   if (body->kind != KX_BIN || body->op != OP_MUL || r->nraxes > DYN_MAX_RANK) return false;
   for (int side = 0; side < 2; side++) {
@@ -537,8 +516,10 @@ static bool windowed_read(const KExpr *e, int slot, bool red) {
   return false;
 }
 
+/* A contraction (contract_expr) runs on the CPU's packed micro-kernels, so fusion keeps it
+ * in that shape: no producer is inlined into one, and an epilogue around one is split off. */
 static bool feeds_contraction(const KExpr *e, int slot) {
-  if (is_contraction(e))
+  if (contract_expr(e))
     for (int i = 0; i < 2; i++)
       if (e->a[0]->a[i]->slot == slot) return true;
   for (int i = 0; i < e->n; i++)
@@ -620,7 +601,7 @@ static void fuse_inline(L *l, const int *outs, int nout) {
 typedef VEC(Node) NodeVec;
 
 static KExpr *hoist(L *l, KExpr *e, const Node *n, bool root, NodeVec *added) {
-  if (!root && is_contraction(e) && n->naxes >= 2) {
+  if (!root && contract_expr(e) && n->naxes >= 2) {
     int axes[DYN_MAX_RANK], na = 0;
     for (int a = 0; a < n->naxes; a++) {
       bool used = false;
@@ -704,7 +685,7 @@ static bool reads_any(const KExpr *e, const int *slots, int ns) {
 /* Contractions stay kernels of their own: plain ones and windowed ones (convolutions),
  * which the CPU back end runs on its micro-kernels. */
 static bool contraction(const Node *n) {
-  return is_contraction(n->expr) || kexpr_window_contraction(n->expr, n->axes, n->naxes, NULL);
+  return contract_expr(n->expr) || kexpr_window_contraction(n->expr, n->axes, n->naxes, NULL);
 }
 
 static void number(Program *p, KExpr *e, int *next) {
@@ -831,6 +812,7 @@ Program *lower_function(const Func *f, PolyCtx *pc,
   COPY(kernels, l.kernels);
   p->nkernels = l.kernels.n;
 #undef COPY
+  for (int i = 0; i < p->nkernels; i++) p->kernels[i].con = contract_find(p, &p->kernels[i]);
   p->outputs = outs;
   p->nout = f->nrets;
   vec_free(l.slots);

@@ -652,6 +652,83 @@ START_TEST(test_gemm_model_tensor_cores) {
 }
 END_TEST
 
+/* The contraction record (contract.c), which both back ends read: each kernel of a program
+ * printed as contract_print gives it, or "-" when it is none.  The operands are named in
+ * their roles whichever way round the source multiplies them; a batch only one operand holds,
+ * f64, and the shapes that are none (a diagonal, a reduction over two axes) are among them.
+ * Fusion splits an epilogue off into a kernel of its own (lower.c's hoist), so the record of
+ * the contraction it leaves has none. */
+static const char *records(const char *text, const char *fname) {
+  check_source("records.dyn", text);
+  const Program *p = program(fname);
+  static Buf out;
+  buf_free(&out);
+  buf_puts(&out, "");
+  for (int i = 0; i < p->nkernels; i++) {
+    if (p->kernels[i].con) contract_print(p, p->kernels[i].con, &out);
+    else buf_printf(&out, "%s: -\n", p->kernels[i].name);
+  }
+  return out.s;
+}
+
+START_TEST(test_contraction_record) {
+  ck_assert_str_eq(records("", "matmul"), "C: batch -, m i, n j, k k; A A[i, k] (k contiguous), B B[k, j]; f32 alone\n");
+  ck_assert_str_eq(records("", "ttm64"),
+                   "C: batch -, m i, n j, k k; A A[k, i], B B[j, k] (k contiguous); f64 alone\n");
+  ck_assert_str_eq(records("fn sw(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n"
+                           "  C[i, j] = sum[k] B[k, j] * A[i, k]\n  return C\n}\n", "sw"),
+                   "C: batch -, m i, n j, k k; A A[i, k] (k contiguous), B B[k, j]; f32 alone\n");
+  ck_assert_str_eq(records("", "bmm"), "Z: batch b, m i, n j, k k; A X[b, i, k] (k contiguous), B Y[b, k, j]; f32 alone\n");
+  ck_assert_str_eq(records("fn bm1(X: f32[M, K], Y: f32[B, K, N]) -> f32[B, M, N] {\n"
+                           "  Z[b, i, j] = sum[k] X[i, k] * Y[b, k, j]\n  return Z\n}\n", "bm1"),
+                   "Z: batch b, m i, n j, k k; A X[i, k] (k contiguous), B Y[b, k, j]; f32 alone\n");
+  ck_assert_str_eq(records("fn ep(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n"
+                           "  C[i, j] = 2.0 * (sum[k] A[i, k] * B[k, j]) - 1.0\n  return C\n}\n", "ep"),
+                   "C.c: batch -, m i, n j, k k; A A[i, k] (k contiguous), B B[k, j]; f32 alone\n"
+                   "ep_C: -\n");
+  ck_assert_str_eq(records("fn diag(A: f32[M, M], B: f32[M, N]) -> f32[M, N] {\n"
+                           "  C[i, j] = sum[k] A[k, k] * B[k, j]\n  return C\n}\n", "diag"),
+                   "diag_C: -\n");
+  ck_assert_str_eq(records("fn two(A: f32[M, K, L], B: f32[K, L, N]) -> f32[M, N] {\n"
+                           "  C[i, j] = sum[k, l] A[i, k, l] * B[k, l, j]\n  return C\n}\n", "two"),
+                   "two_C: -\n");
+  ck_assert_str_eq(records("", "softmax"), "softmax_Y: -\n");
+}
+END_TEST
+
+/* The scheduler's shared terms (sched.c), on a GPU model, a CPU model and an empty one: the
+ * level walk finds the first cache a footprint fits, main memory past the last; waves round
+ * up; a model without levels falls back to the stated defaults rather than dividing by 0. */
+START_TEST(test_sched_terms) {
+  HwModel g = gpu_model("h100"), c = gpu_model("zen4"), none;
+  memset(&none, 0, sizeof none);
+  ck_assert_ptr_nonnull(sched_level(&g, "L2"));
+  ck_assert_ptr_null(sched_level(&g, "L9"));
+  ck_assert(sched_mem_bw(&g, 1) == g.level[g.nlevels - 1].gbs * 1e9);
+  ck_assert(sched_mem_bw(&none, 1e12) == 1e12);
+  ck_assert_int_eq(sched_waves(0, 132), 0);
+  ck_assert_int_eq(sched_waves(1, 132), 1);
+  ck_assert_int_eq(sched_waves(132, 132), 1);
+  ck_assert_int_eq(sched_waves(133, 132), 2);
+  ck_assert_int_eq(sched_waves(7, 0), 7);
+  ck_assert_int_eq(sched_cdiv(7, 2), 4);
+  ck_assert_int_eq(sched_cdiv(7, 0), 0);
+  int nc = hw_ncaches(&c);
+  ck_assert_int_ge(nc, 2);
+  ck_assert(sched_level_bw(&c, 1) == c.level[0].gbs * 1e9);
+  ck_assert(sched_level_bw(&c, (double)c.level[0].bytes + 1) == c.level[1].gbs * 1e9);
+  ck_assert(sched_level_bw(&c, INFINITY) == sched_mem_bw(&c, 0));
+  ck_assert(sched_level_bw(&none, 1) == 10e9);
+  ck_assert_int_eq(sched_last_cache_bytes(&c), c.level[nc - 1].bytes);
+  ck_assert_int_eq(sched_last_cache_bytes(&none), 0);
+  /* main memory shared by every core: no more than its total each */
+  const HwLevel *m = &c.level[c.nlevels - 1];
+  double each = sched_shared_bw(&c, INFINITY, c.cores);
+  ck_assert(each <= sched_level_bw(&c, INFINITY));
+  if (m->total_gbs > 0) ck_assert(each <= m->total_gbs * 1e9 / c.cores * (1 + 1e-12));
+}
+END_TEST
+
 START_TEST(test_describe) {
   HwModel hw = gpu_model("h100");
   CudaProgram *cp = cuda_program_new(program("softmax"), &hw, CUDA_EXACT);
@@ -1200,6 +1277,8 @@ int main(void) {
   tcase_add_test(tc, test_gemm_model);
   tcase_add_test(tc, test_gemm_model_tensor_cores);
   tcase_add_test(tc, test_describe);
+  tcase_add_test(tc, test_contraction_record);
+  tcase_add_test(tc, test_sched_terms);
   tcase_add_test(tc, test_views_render);
   tcase_add_test(tc, test_scans_render);
   tcase_add_test(tc, test_ptx_sm80);
