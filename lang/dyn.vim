@@ -20,7 +20,7 @@ syn keyword dynBoolean      true false
 syn keyword dynFloatConst   inf nan
 
 " Element types (lang/elem.def) and size parameters
-syn keyword dynType         f32 f64 i32 i64 bool size
+syn keyword dynType         f32 f64 f16 bf16 i32 i64 bool size
 
 " Reductions: sum max min prod, and scan, only when '[' follows (max(a, b) is the math function)
 syn match   dynReduction    "\<\%(sum\|max\|min\|prod\|scan\)\ze\s*\["

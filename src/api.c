@@ -252,6 +252,8 @@ static DLDataType dl_type(DynElem e) {
   switch (e) {
   case DYN_F32: return (DLDataType){kDLFloat, 32, 1};
   case DYN_F64: return (DLDataType){kDLFloat, 64, 1};
+  case DYN_F16: return (DLDataType){kDLFloat, 16, 1};
+  case DYN_BF16: return (DLDataType){kDLBfloat, 16, 1};
   case DYN_I32: return (DLDataType){kDLInt, 32, 1};
   case DYN_I64: return (DLDataType){kDLInt, 64, 1};
   default: return (DLDataType){kDLUInt, 8, 1};      /* bool: a byte, as NumPy and torch keep it */
@@ -320,6 +322,8 @@ static bool elem_of(DLDataType t, DynElem *out) {
   if (t.lanes != 1) return false;
   if (t.code == kDLFloat && t.bits == 32) *out = DYN_F32;
   else if (t.code == kDLFloat && t.bits == 64) *out = DYN_F64;
+  else if (t.code == kDLFloat && t.bits == 16) *out = DYN_F16;
+  else if (t.code == kDLBfloat && t.bits == 16) *out = DYN_BF16;
   else if (t.code == kDLInt && t.bits == 32) *out = DYN_I32;
   else if (t.code == kDLInt && t.bits == 64) *out = DYN_I64;
   else if ((t.code == kDLUInt || t.code == 6 /* kDLBool, DLPack 0.8 */) && t.bits == 8) *out = DYN_BOOL;
@@ -336,7 +340,7 @@ static Tensor *wrap_arg(dyn_session *ds, const char *fn, int i, const DLTensor *
   }
   if (!elem_of(x->dtype, &e)) {
     api_error(ds, "%s: argument %d has an element type dyn does not have (DLPack code %u, %u bits, %u lanes): "
-              "f32, f64, i32, i64 and bool are", fn, i + 1, x->dtype.code, x->dtype.bits, x->dtype.lanes);
+              "f32, f64, f16, bf16, i32, i64 and bool are", fn, i + 1, x->dtype.code, x->dtype.bits, x->dtype.lanes);
     return NULL;
   }
   if (x->ndim < 0 || x->ndim > DYN_MAX_RANK) {

@@ -93,17 +93,19 @@ static Value bi_random(Session *s, Expr *call, Value *args, bool normal) {
     return (Value){0};
   }
   if (!elem_is_float(args[0].elem)) {
-    state_error(s, call->args[0]->span, E_BUILTIN, state_tmp_printf(s, "%s makes floats: use f32[...] or f64[...]", call->name));
+    state_error(s, call->args[0]->span, E_BUILTIN, state_tmp_printf(s, "%s makes floats: use f32[...], f64[...], f16[...] or bf16[...]", call->name));
     return (Value){0};
   }
   Tensor *t = top_new_tensor(s, call->span, args[0].elem, args[0].rank, args[0].dims);
   if (!t) return (Value){0};
   int64_t n = tensor_numel(t);
-  bool f32 = t->elem == DYN_F32;
+  /* a uniform value has as many random bits as the type's significand, so that it never
+   * rounds to 1: 24 for f32, 11 for f16, 8 for bf16, 53 for f64 */
+  int bits = t->elem == DYN_F32 ? 24 : t->elem == DYN_F16 ? 11 : t->elem == DYN_BF16 ? 8 : 53;
   for (int64_t i = 0; i < n; i++) {
     double v;
     if (!normal) {
-      v = f32 ? (double)(rng_next(s) >> 40) * 0x1.0p-24 : rng_unit(s);   /* never rounds to 1 */
+      v = bits < 53 ? ldexp((double)(rng_next(s) >> (64 - bits)), -bits) : rng_unit(s);
     } else {
       double u1 = 1.0 - rng_unit(s), u2 = rng_unit(s);
       v = sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2);

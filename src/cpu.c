@@ -130,7 +130,7 @@ typedef struct G {
 
 static LLVMTypeRef ty_of(G *g, DynElem e) {
   switch (e) {
-  case DYN_F32: return g->f32;
+  case DYN_F32: case DYN_F16: case DYN_BF16: return g->f32;   /* f16, bf16: computed in f32 */
   case DYN_F64: return g->f64;
   case DYN_I32: return g->i32;
   case DYN_I64: return g->i64;
@@ -138,7 +138,11 @@ static LLVMTypeRef ty_of(G *g, DynElem e) {
   }
 }
 
-static LLVMTypeRef mem_ty(G *g, DynElem e) { return e == DYN_BOOL ? g->i8 : ty_of(g, e); }
+static LLVMTypeRef mem_ty(G *g, DynElem e) {
+  if (e == DYN_F16) return LLVMHalfTypeInContext(g->cx);
+  if (e == DYN_BF16) return LLVMInt16TypeInContext(g->cx);   /* irb_widen16 */
+  return e == DYN_BOOL ? g->i8 : ty_of(g, e);
+}
 
 static LLVMValueRef c64(G *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
 
@@ -280,10 +284,18 @@ static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_b
   LLVMValueRef v = LLVMBuildLoad2(g->b, mt, ptr, "");
   slot_alias(g, v, e->slot);
   if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
+  if (elem_is_half(s->type.elem)) v = irb_widen16(g->b, v, s->type.elem == DYN_BF16);
   return v;
 }
 
 static LLVMValueRef cast(G *g, LLVMValueRef v, DynElem from, DynElem to) {
+  if (from == to) return v;
+  if (elem_is_half(to)) {
+    /* to the f32 value, rounded to 16 bits (lang/reference.md, "16-bit floats") */
+    v = irb_narrow16(g->b, cast(g, v, elem_compute(from), DYN_F32), to == DYN_BF16);
+    return irb_widen16(g->b, v, to == DYN_BF16);
+  }
+  from = elem_compute(from);
   if (from == to) return v;
   LLVMTypeRef t = ty_of(g, to);
   bool ff = elem_is_float(from), tf = elem_is_float(to);
@@ -327,7 +339,7 @@ static LLVMValueRef gen(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch
   LLVMTypeRef t = ty_of(g, e->ty);
   switch (e->kind) {
   case KX_CONST:
-    if (elem_is_float(e->ty)) return LLVMConstReal(t, e->f);
+    if (elem_is_float(e->ty)) return LLVMConstReal(t, half_round(e->ty, e->f));
     return LLVMConstInt(t, (unsigned long long)e->i, 1);
   case KX_AXIS:
     return g->axv[e->axis];
@@ -567,6 +579,8 @@ static void slot_alias(G *g, LLVMValueRef inst, int slot) {
 static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v, DynElem ty, bool vol) {
   LLVMValueRef ptr = elem_ptr(g, slot, subs, n);
   if (ty == DYN_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
+  DynElem mt = g->p->slots[slot].type.elem;
+  if (elem_is_half(mt)) v = irb_narrow16(g->b, v, mt == DYN_BF16);
   LLVMValueRef st = LLVMBuildStore(g->b, v, ptr);
   slot_alias(g, st, slot);
   if (vol) LLVMSetVolatile(st, 1);
@@ -892,7 +906,7 @@ static bool along_rows(const KExpr *e, int v, int *loads) {
 static bool interchanged(const Program *p, const Kernel *kn, int s, int par_axis) {
   const Stage *st = &kn->stages[s];
   const KExpr *e = st->expr;
-  if (st->naxes < 1 || e->kind != KX_REDUCE || e->ty == DYN_BOOL || p->slots[st->out].type.elem != e->ty ||
+  if (st->naxes < 1 || e->kind != KX_REDUCE || e->ty == DYN_BOOL || elem_is_half(e->ty) || p->slots[st->out].type.elem != e->ty ||
       fusable_reduce(p, kn, s, par_axis))
     return false;
   int v = st->axes[st->naxes - 1], loads = 0;
@@ -964,9 +978,10 @@ static bool plain_load_of(const KExpr *e, int u, int v) {
 
 /* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
  * while it stores along another, or -1 when the stage is not such a layout change (or
- * reduces, which its own loop nests handle, or stores bools). */
+ * reduces, which its own loop nests handle, or stores bools or 16-bit floats). */
 static int blocked_axis(const Kernel *kn, const Stage *st) {
-  if (kn->nouter || st->naxes < 2 || count_reduces(st->expr) || st->expr->ty == DYN_BOOL) return -1;
+  if (kn->nouter || st->naxes < 2 || count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty))
+    return -1;
   int v = st->axes[st->naxes - 1];
   for (int a = 0; a + 1 < st->naxes; a++)
     if (plain_load_of(st->expr, st->axes[a], v)) return st->axes[a];

@@ -31,7 +31,7 @@ typedef struct Rd {
 
 static const char *cty(DynElem t) {
   switch (t) {
-  case DYN_F32: return "float";
+  case DYN_F32: case DYN_F16: case DYN_BF16: return "float";   /* f16, bf16: computed in f32 */
   case DYN_F64: return "double";
   case DYN_I32: return "int";
   case DYN_I64: return "i64";
@@ -39,10 +39,11 @@ static const char *cty(DynElem t) {
   }
 }
 
-static const char *mty(DynElem t) { return t == DYN_BOOL ? "unsigned char" : cty(t); }
+/* In memory: bools as bytes, f16 and bf16 as their bit patterns (dyn_f16_f32 in the prelude). */
+static const char *mty(DynElem t) { return t == DYN_BOOL ? "unsigned char" : elem_is_half(t) ? "unsigned short" : cty(t); }
 
-/* A reduction's accumulator: bools accumulate as int. */
-static DynElem acc_ty(DynElem t) { return t == DYN_BOOL ? DYN_I32 : t; }
+/* A reduction's accumulator: bools accumulate as int, f16 and bf16 as f32. */
+static DynElem acc_ty(DynElem t) { return t == DYN_BOOL ? DYN_I32 : elem_compute(t); }
 
 static const char *red_op(RedOp r) {
   return r == RED_SUM ? "DynSum" : r == RED_PROD ? "DynProd" : r == RED_MAX ? "DynMax" : "DynMin";
@@ -50,9 +51,9 @@ static const char *red_op(RedOp r) {
 
 /* A constant as a C literal: floats with the fewest digits that give the same value back. */
 static void const_text(Buf *o, DynElem t, double f, int64_t i) {
-  if (t == DYN_F32 || t == DYN_F64) {
-    bool f32 = t == DYN_F32;
-    if (f32) f = (double)(float)f;
+  if (elem_is_float(t)) {
+    bool f32 = t != DYN_F64;
+    f = half_round(t, f);
     if (isnan(f)) {
       buf_puts(o, f32 ? "DYN_NAN_F" : "DYN_NAN_D");
       return;
@@ -98,6 +99,16 @@ static void red_init_text(Buf *o, RedOp r, DynElem t) {
 }
 
 static void cast_text(Buf *o, DynElem from, DynElem to, const char *x) {
+  if (from != to && elem_is_half(to)) {
+    /* the f32 value, rounded to 16 bits and widened again (lang/reference.md) */
+    Buf f = {0};
+    cast_text(&f, elem_compute(from), DYN_F32, x);
+    const char *h = to == DYN_F16 ? "f16" : "bf16";
+    buf_printf(o, "dyn_%s_f32(dyn_f32_%s(%s))", h, h, f.s);
+    buf_free(&f);
+    return;
+  }
+  if (from != to) from = elem_compute(from);
   if (from == to) buf_puts(o, x);
   else if (to == DYN_BOOL) buf_printf(o, "(%s != 0)", x);
   else if (elem_is_float(to)) buf_printf(o, "(%s)(%s)", cty(to), x);
@@ -261,6 +272,9 @@ static void ex_load(Rd *r, const KExpr *e, Buf *o) {
   if (t == DYN_BOOL) {
     char *v = arena_printf(cp->ar, "(%s != 0)", val.s);
     cast_text(o, DYN_BOOL, e->ty, v);
+  } else if (elem_is_half(t)) {
+    char *v = arena_printf(cp->ar, "dyn_%s_f32(%s)", t == DYN_F16 ? "f16" : "bf16", val.s);
+    cast_text(o, t, e->ty, v);
   } else {
     cast_text(o, t, e->ty, val.s);
   }
@@ -431,6 +445,11 @@ static void store_text(Rd *r, int slot, const char *const *subs, int n, const ch
     Buf b = {0};
     cast_text(&b, vt, DYN_BOOL, val);
     buf_printf(o, "(unsigned char)%s;", paren(r, b.s));
+    buf_free(&b);
+  } else if (elem_is_half(t)) {
+    Buf b = {0};
+    cast_text(&b, vt, t, val);
+    buf_printf(o, "dyn_f32_%s(%s);", t == DYN_F16 ? "f16" : "bf16", b.s);
     buf_free(&b);
   } else {
     cast_text(o, vt, t, val);

@@ -68,6 +68,20 @@ int elem_size(DynElem e);                  /* bytes */
 bool elem_is_float(DynElem e);
 bool elem_is_int(DynElem e);
 bool elem_from_name(const char *s, size_t n, DynElem *out);
+/* f16 or bf16: stored in 16 bits, computed in f32 (a value of the type is held as an f32
+ * between a load and a store) */
+bool elem_is_half(DynElem e);
+/* The type whose arithmetic computes e: f32 for f16 and bf16, else e itself. */
+DynElem elem_compute(DynElem e);
+
+/* ---- half.c: the 16-bit float types' conversions (round to nearest, ties to even) ------- */
+
+uint16_t half_f16_from(double x);           /* IEEE binary16; overflow gives inf, NaN a quiet NaN */
+double half_f16_to(uint16_t h);             /* exact */
+uint16_t half_bf16_from(double x);          /* bfloat16 */
+double half_bf16_to(uint16_t h);            /* exact */
+/* x rounded to e's precision (f16, bf16, f32; any other type: x itself) */
+double half_round(DynElem e, double x);
 
 /* ---- tensor.c: tensors with refcounted buffers, printing -------------------------------- */
 

@@ -51,6 +51,14 @@ static _Noreturn void fail(E *E, Span sp, const char *fmt, ...) {
 
 static bool isf(DynElem t) { return elem_is_float(t); }
 
+/* An operation's result at its type's working precision: f32 for f32, f16 and bf16 (whose
+ * values are held as f32 between a load and a store), the double itself for f64. */
+static double rnd(DynElem t, double x) { return elem_compute(t) == DYN_F32 ? (double)(float)x : x; }
+
+/* A conversion (a cast) to t: a 16-bit type gets the f32 value rounded to 16 bits, as the
+ * back ends convert it (lang/reference.md, "16-bit floats"). */
+static double conv(DynElem t, double x) { return half_round(t, elem_is_half(t) ? (double)(float)x : x); }
+
 static V ev(E *E, const KExpr *e, const uint8_t *mask);
 
 static double fl(const V *v, int k) { return v->u ? v->fu : v->f[k]; }
@@ -207,6 +215,8 @@ static double load_f(const Tensor *t, int64_t off) {
   switch (t->elem) {
   case DYN_F32: return ((const float *)base)[off];
   case DYN_F64: return ((const double *)base)[off];
+  case DYN_F16: return half_f16_to(((const uint16_t *)base)[off]);
+  case DYN_BF16: return half_bf16_to(((const uint16_t *)base)[off]);
   case DYN_I32: return ((const int32_t *)base)[off];
   case DYN_I64: return (double)((const int64_t *)base)[off];
   default: return ((const uint8_t *)base)[off];
@@ -218,6 +228,8 @@ static int64_t load_i(const Tensor *t, int64_t off) {
   switch (t->elem) {
   case DYN_F32: return (int64_t)((const float *)base)[off];
   case DYN_F64: return (int64_t)((const double *)base)[off];
+  case DYN_F16: return (int64_t)half_f16_to(((const uint16_t *)base)[off]);
+  case DYN_BF16: return (int64_t)half_bf16_to(((const uint16_t *)base)[off]);
   case DYN_I32: return ((const int32_t *)base)[off];
   case DYN_I64: return ((const int64_t *)base)[off];
   default: return ((const uint8_t *)base)[off];
@@ -229,6 +241,8 @@ static void store(Tensor *t, int64_t off, double f, int64_t i, bool from_float) 
   switch (t->elem) {
   case DYN_F32: ((float *)base)[off] = (float)(from_float ? f : (double)i); break;
   case DYN_F64: ((double *)base)[off] = from_float ? f : (double)i; break;
+  case DYN_F16: ((uint16_t *)base)[off] = half_f16_from(from_float ? f : (double)i); break;
+  case DYN_BF16: ((uint16_t *)base)[off] = half_bf16_from(from_float ? f : (double)i); break;
   case DYN_I32: ((int32_t *)base)[off] = (int32_t)(from_float ? f2i(DYN_I32, f) : i); break;
   case DYN_I64: ((int64_t *)base)[off] = from_float ? f2i(DYN_I64, f) : i; break;
   default: ((uint8_t *)base)[off] = from_float ? f != 0 : i != 0; break;
@@ -376,7 +390,7 @@ static V ev_reduce(E *E, const KExpr *e, const uint8_t *mask) {
       while (k >= 0 && ++E->ax[e->raxes[k]] == E->ext[e->raxes[k]]) E->ax[e->raxes[k--]] = 0;
       if (k < 0) break;
     }
-    return (V){.u = true, .fu = e->ty == DYN_F32 ? (double)(float)af : af, .iu = ai};
+    return (V){.u = true, .fu = rnd(e->ty, af), .iu = ai};
   }
   bool vec = varies(E, e);
   V r = vec ? lanes(E, e) : (V){.u = true};
@@ -403,10 +417,10 @@ static V ev_reduce(E *E, const KExpr *e, const uint8_t *mask) {
     while (k >= 0 && ++E->ax[e->raxes[k]] == E->ext[e->raxes[k]]) E->ax[e->raxes[k--]] = 0;
     if (k < 0) break;
   }
-  if (e->ty == DYN_F32) {
-    if (!vec) r.fu = (double)(float)r.fu;
+  if (elem_compute(e->ty) == DYN_F32) {
+    if (!vec) r.fu = rnd(e->ty, r.fu);
     else
-      for (int j = 0; j < n; j++) r.f[j] = (double)(float)r.f[j];
+      for (int j = 0; j < n; j++) r.f[j] = rnd(e->ty, r.f[j]);
   }
   return r;
 }
@@ -417,7 +431,7 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
   V r;
   switch (e->kind) {
   case KX_CONST:
-    return (V){.u = true, .fu = e->ty == DYN_F32 ? (double)(float)e->f : e->f, .iu = e->i};
+    return (V){.u = true, .fu = half_round(e->ty, e->f), .iu = e->i};
   case KX_SIZE:
     return (V){.u = true, .fu = (double)E->szv[e->id], .iu = E->szv[e->id]};
   case KX_AXIS:
@@ -438,9 +452,9 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
     bool from_f = isf(e->opty), to_f = isf(e->ty);
     for (int j = 0; j < n; j++) {
       double f = 0; int64_t i = 0;
-      if (from_f && to_f) f = e->ty == DYN_F32 ? (double)(float)fl(&a, j) : fl(&a, j);
+      if (from_f && to_f) f = conv(e->ty, fl(&a, j));
       else if (from_f) i = e->ty == DYN_BOOL ? fl(&a, j) != 0 : f2i(e->ty, fl(&a, j));
-      else if (to_f) f = e->ty == DYN_F32 ? (double)(float)in(&a, j) : (double)in(&a, j);
+      else if (to_f) f = elem_compute(e->ty) == DYN_F32 ? conv(e->ty, (double)(float)in(&a, j)) : (double)in(&a, j);
       else i = wrap(e->ty, (uint64_t)in(&a, j));
       if (a.u) { r.fu = f; r.iu = i; }
       else { r.f[j] = f; r.i[j] = i; }
@@ -455,7 +469,7 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
       double f = 0; int64_t i = 0;
       if (isf(e->ty)) {
         f = un_f(e->op, fl(&a, j));
-        if (e->ty == DYN_F32) f = (double)(float)f;
+        f = rnd(e->ty, f);
       } else {
         i = un_i(e, in(&a, j));
       }
@@ -476,7 +490,7 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
       if (c == OPK_CMP) i = isf(e->opty) ? cmp_f(e->op, fl(&a, j), fl(&b, j)) : cmp_i(e->op, in(&a, j), in(&b, j));
       else if (isf(e->ty)) {
         f = bin_f(e->op, fl(&a, j), fl(&b, j));
-        if (e->ty == DYN_F32) f = (double)(float)f;
+        f = rnd(e->ty, f);
       }
       else i = bin_i(E, e, in(&a, j), in(&b, j));
       if (u) { r.fu = f; r.iu = i; }

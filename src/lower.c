@@ -127,10 +127,13 @@ static KExpr *kx_from(L *l, Inst *in, const Expr *e) {
     return k;
   case EX_CAST: {
     KExpr *x = kx_from(l, in, e->args[0]);
-    if (x->ty == e->ty) return x;          /* f32(f32(D)) is f32(D) */
+    /* f32(f32(D)) is f32(D); but f16(e) of an f16 e rounds e's f32 value to 16 bits (a
+     * loaded or constant one already is) */
+    bool rounds = elem_is_half(x->ty) && x->kind != KX_LOAD && x->kind != KX_CONST;
+    if (x->ty == e->ty && !rounds) return x;
     k = kx_args(l, kx_new(l, KX_CAST, e->ty), 1);
     k->a[0] = x;
-    k->opty = x->ty;
+    k->opty = x->ty == e->ty ? DYN_F32 : x->ty;
     return k;
   }
   case EX_UNARY:
@@ -325,11 +328,19 @@ static KExpr *kx_subst(L *l, const KExpr *e, const int *axis_of, KExpr **with, i
   return c;
 }
 
-/* Replace every load of node p's slot in e by p's expression at the load's subscripts. */
+/* Replace every load of node p's slot in e by p's expression at the load's subscripts.  An
+ * f16 or bf16 definition's value is the f32 one rounded to 16 bits as it is stored: inlined,
+ * it is rounded where it is read (a cast from its f32 value), so that fusion does not change
+ * a result. */
 static KExpr *inline_into(L *l, KExpr *e, const Node *p) {
   for (int i = 0; i < e->n; i++) e->a[i] = inline_into(l, e->a[i], p);
-  if (e->kind == KX_LOAD && e->slot == p->slot) return kx_subst(l, p->expr, p->axes, e->a, p->naxes);
-  return e;
+  if (e->kind != KX_LOAD || e->slot != p->slot) return e;
+  KExpr *v = kx_subst(l, p->expr, p->axes, e->a, p->naxes);
+  if (!elem_is_half(v->ty)) return v;
+  KExpr *c = kx_args(l, kx_new(l, KX_CAST, v->ty), 1);
+  c->opty = DYN_F32;
+  c->a[0] = v;
+  return c;
 }
 
 bool kexpr_can_fail(const KExpr *e) {

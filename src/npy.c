@@ -168,23 +168,17 @@ static bool read_shape(Lexer *L, Header *h) {
  * h->elem is the dyn type that holds every value of it: floats and i4/i8 as they are, the
  * narrower integers (i1 i2 u1 u2) in i32, u4 in i64, u8 in i64 when each value fits (checked
  * while converting).  '<' and '=' (this host) are little-endian, '>' big-endian; one-byte
- * types may say '|'.  f2 is read but refused until dyn has an f16. */
+ * types may say '|'.  f2 is NumPy's float16, dyn's f16. */
 static bool parse_descr(Lexer *L, const char *s, size_t n, Header *h) {
   static const struct { char kind; int size; DynElem elem; } types[] = {
       {'f', 4, DYN_F32}, {'f', 8, DYN_F64}, {'i', 1, DYN_I32}, {'i', 2, DYN_I32},
       {'i', 4, DYN_I32}, {'i', 8, DYN_I64}, {'u', 1, DYN_I32}, {'u', 2, DYN_I32},
-      {'u', 4, DYN_I64}, {'u', 8, DYN_I64}, {'b', 1, DYN_BOOL}, {'f', 2, DYN_F32},
+      {'u', 4, DYN_I64}, {'u', 8, DYN_I64}, {'b', 1, DYN_BOOL}, {'f', 2, DYN_F16},
   };
   if (n == 3 && (s[0] == '<' || s[0] == '=' || s[0] == '>' || s[0] == '|')) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
       if (s[1] != types[i].kind || s[2] != '0' + types[i].size) continue;
       if (s[0] == '|' && types[i].size != 1) break;
-      if (types[i].kind == 'f' && types[i].size == 2) {
-        put_err(L->err, L->errlen, L->name,
-                "dtype '%.3s' is f16, which dyn does not support yet; convert it with "
-                "a.astype('<f4') in NumPy", s);
-        return false;
-      }
       h->elem = types[i].elem;
       h->kind = types[i].kind;
       h->size = types[i].size;
@@ -199,7 +193,7 @@ static bool parse_descr(Lexer *L, const char *s, size_t n, Header *h) {
   if (k < n) shown[k++] = '.', shown[k++] = '.', shown[k++] = '.';
   shown[k] = 0;
   put_err(L->err, L->errlen, L->name,
-          "unsupported dtype '%s' (dyn reads floats f4 and f8, integers i1 to i8 and u1 to "
+          "unsupported dtype '%s' (dyn reads floats f2, f4 and f8, integers i1 to i8 and u1 to "
           "u8, and bool b1, of either byte order)", shown);
   return false;
 }
@@ -618,7 +612,8 @@ out:
 }
 
 /* The header text NumPy itself writes, padded with spaces to a multiple of 64 bytes so the
- * data is aligned, and ending in a newline. */
+ * data is aligned, and ending in a newline.  NumPy has no bfloat16: a bf16 tensor is written
+ * as f4, which holds each of its values exactly (lang/reference.md, "NumPy files"). */
 static void build_header(const Tensor *t, Buf *out) {
   static const char *descr[] = {
 #define X(E, name, ctype, bytes, isf, isi) [DYN_##E] = isf ? "<f" #bytes : isi ? "<i" #bytes : "|b1",
@@ -626,7 +621,7 @@ static void build_header(const Tensor *t, Buf *out) {
 #undef X
   };
   Buf d = {0};
-  buf_printf(&d, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr[t->elem]);
+  buf_printf(&d, "{'descr': '%s', 'fortran_order': False, 'shape': (", t->elem == DYN_BF16 ? "<f4" : descr[t->elem]);
   for (int i = 0; i < t->rank; i++)
     buf_printf(&d, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
   buf_puts(&d, t->rank == 1 ? ",), }" : "), }");
@@ -659,7 +654,7 @@ static bool write_npy(const Tensor *t, PutFn put, void *ctx) {
   buf_free(&head);
   int64_t n = tensor_numel(t);
   int es = elem_size(t->elem);
-  if (ok && tensor_contiguous(t) && t->elem != DYN_BOOL) {
+  if (ok && tensor_contiguous(t) && t->elem != DYN_BOOL && t->elem != DYN_BF16) {
     const unsigned char *p = tensor_data(t);
     for (size_t left = (size_t)n * (size_t)es; ok && left > 0;) {
       size_t k = left < CHUNK ? left : CHUNK;
@@ -668,12 +663,17 @@ static bool write_npy(const Tensor *t, PutFn put, void *ctx) {
       left -= k;
     }
   } else if (ok) {
-    /* A strided view (or bools, written as strict 0/1): gather through a small buffer. */
+    /* A strided view (or bools, written as strict 0/1, or bf16s, as f4): gather through a
+     * small buffer. */
     unsigned char chunk[65536];
     size_t used = 0;
     for (int64_t k = 0; k < n && ok; k++) {
       if (t->elem == DYN_BOOL) {
         chunk[used] = tensor_get_i64(t, k) != 0;
+      } else if (t->elem == DYN_BF16) {
+        float f = (float)tensor_get_f64(t, k);
+        memcpy(chunk + used, &f, 4);
+        used += 4 - (size_t)es;
       } else {
         int64_t off = t->offset, flat = k;
         for (int i = t->rank - 1; i >= 0; i--) {

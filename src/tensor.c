@@ -391,6 +391,8 @@ static double load_f64(DynElem e, const void *p) {
   switch (e) {
   case DYN_F32: return *(const float *)p;
   case DYN_F64: return *(const double *)p;
+  case DYN_F16: return half_f16_to(*(const uint16_t *)p);
+  case DYN_BF16: return half_bf16_to(*(const uint16_t *)p);
   case DYN_I32: return *(const int32_t *)p;
   case DYN_I64: return (double)*(const int64_t *)p;
   case DYN_BOOL: return *(const uint8_t *)p != 0;
@@ -402,6 +404,8 @@ static int64_t load_i64(DynElem e, const void *p) {
   switch (e) {
   case DYN_F32: return f64_to_i64(*(const float *)p);
   case DYN_F64: return f64_to_i64(*(const double *)p);
+  case DYN_F16: return f64_to_i64(half_f16_to(*(const uint16_t *)p));
+  case DYN_BF16: return f64_to_i64(half_bf16_to(*(const uint16_t *)p));
   case DYN_I32: return *(const int32_t *)p;
   case DYN_I64: return *(const int64_t *)p;
   case DYN_BOOL: return *(const uint8_t *)p != 0;
@@ -420,6 +424,8 @@ void tensor_set_f64(Tensor *t, int64_t flat, double v) {
   switch (t->elem) {
   case DYN_F32: *(float *)p = (float)v; break;
   case DYN_F64: *(double *)p = v; break;
+  case DYN_F16: *(uint16_t *)p = half_f16_from(v); break;
+  case DYN_BF16: *(uint16_t *)p = half_bf16_from(v); break;
   case DYN_I32: *(int32_t *)p = f64_to_i32(v); break;
   case DYN_I64: *(int64_t *)p = f64_to_i64(v); break;
   case DYN_BOOL: *(uint8_t *)p = v != 0; break; /* NaN is true, as in NumPy */
@@ -432,6 +438,8 @@ void tensor_set_i64(Tensor *t, int64_t flat, int64_t v) {
   switch (t->elem) {
   case DYN_F32: *(float *)p = (float)v; break;
   case DYN_F64: *(double *)p = (double)v; break;
+  case DYN_F16: *(uint16_t *)p = half_f16_from((double)v); break;
+  case DYN_BF16: *(uint16_t *)p = half_bf16_from((double)v); break;
   case DYN_I32: *(int32_t *)p = (int32_t)(uint32_t)v; break; /* wraps, as NumPy's astype */
   case DYN_I64: *(int64_t *)p = v; break;
   case DYN_BOOL: *(uint8_t *)p = v != 0; break;
@@ -457,13 +465,23 @@ typedef struct {
 } Fmt;
 
 /* One element as text: floats as %.6g (1, 2.5, -0.001234, 1.5e+10, inf, nan), so the
- * output reads back as a dyn literal.  Returns the length. */
+ * output reads back as a dyn literal; f16 and bf16 in their shortest such form.  Returns the length. */
 static int elem_text(DynElem e, const void *p, char *s, size_t n) {
   if (e == DYN_BOOL) return snprintf(s, n, "%s", *(const uint8_t *)p ? "true" : "false");
   if (elem_is_int(e)) return snprintf(s, n, "%lld", (long long)load_i64(e, p));
   double v = load_f64(e, p);
   if (isnan(v)) return snprintf(s, n, "nan"); /* never "-nan" */
   if (isinf(v)) return snprintf(s, n, "%s", v < 0 ? "-inf" : "inf");
+  if (elem_is_half(e))
+    /* the shortest that reads back as the same 16-bit value (f16 0.1 is 0.1, not
+     * 0.0999756), as NumPy shows them; at most 5 digits */
+    for (int d = 1; d < 6; d++) {
+      int w = snprintf(s, n, "%.*g", d, v);
+      double back = strtod(s, NULL);
+      if (half_round(e, back) != v) continue;
+      /* 65500, not 6.55e+04: whole numbers below a million in full, as %.6g writes them */
+      return strchr(s, 'e') && fabs(back) >= 1 && fabs(back) < 1e6 ? snprintf(s, n, "%.0f", back) : w;
+    }
   return snprintf(s, n, "%.6g", v);
 }
 

@@ -177,6 +177,8 @@ const char *elem_name(DynElem e) { return elems[e].name; }
 int elem_size(DynElem e) { return elems[e].bytes; }
 bool elem_is_float(DynElem e) { return elems[e].isf; }
 bool elem_is_int(DynElem e) { return elems[e].isi; }
+bool elem_is_half(DynElem e) { return e == DYN_F16 || e == DYN_BF16; }
+DynElem elem_compute(DynElem e) { return elem_is_half(e) ? DYN_F32 : e; }
 
 bool elem_from_name(const char *s, size_t n, DynElem *out) {
   for (int e = 0; e < DYN_NELEM; e++)

@@ -119,6 +119,9 @@ bool val_compare(const Value *a, const Value *b, double tol, Buf *out) {
   /* an element may differ by rtol of itself plus atol of the largest value: sums reassociated
    * by a back end lose precision relative to their terms, not to their result */
   double rtol = x->elem == DYN_F64 ? 1e-10 : 1e-4, atol = x->elem == DYN_F64 ? 1e-12 : 1e-5;
+  /* f16 and bf16: a few of their ulps (2^-10, 2^-7 of a value), as two back ends' f32 values
+   * on either side of a rounding boundary, carried through stored intermediates, differ */
+  if (elem_is_half(x->elem)) rtol = x->elem == DYN_F16 ? 4e-3 : 3e-2, atol = rtol / 4;
   if (tol > 0 && x->elem == DYN_F32) rtol = atol = tol;
   for (int64_t i = 0; i < n; i++) {
     double p = tensor_get_f64(x, i), q = tensor_get_f64(y, i);

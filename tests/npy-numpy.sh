@@ -146,11 +146,11 @@ for dt in names:
                                                                     + r.stderr, want))
 
 # 3. Every width and byte order NumPy writes: dyn holds each in the type that keeps every
-# value (i1 i2 u1 u2 in i32, u4 u8 in i64, floats and bools as they are), swapped from
+# value (i1 i2 u1 u2 in i32, u4 u8 in i64, floats (f2 in f16) and bools as they are), swapped from
 # big-endian, in C and Fortran order; the values over each type's whole range, u8 up to the
 # i64 limit.
 widen = {'i1': np.int32, 'i2': np.int32, 'i4': np.int32, 'i8': np.int64, 'u1': np.int32,
-         'u2': np.int32, 'u4': np.int64, 'u8': np.int64, 'f4': np.float32, 'f8': np.float64,
+         'u2': np.int32, 'u4': np.int64, 'u8': np.int64, 'f2': np.float16, 'f4': np.float32, 'f8': np.float64,
          'b1': np.bool_}
 for code, target in widen.items():
     for order in ('<', '>'):
@@ -182,8 +182,7 @@ for code, target in widen.items():
 
 # 4. NumPy files dyn must refuse, with the reason (and for a value, where it is).
 over = np.array([[1, 2, 3], [4, 2**63, 6]], dtype='>u8')
-refuse = [(np.arange(3, dtype=np.float16), "dtype '<f2' is f16, which dyn does not support yet"),
-          (over, 'the u64 value 9223372036854775808 at [1, 1] is above the i64 range'),
+refuse = [(over, 'the u64 value 9223372036854775808 at [1, 1] is above the i64 range'),
           (np.asfortranarray(over), 'the u64 value 9223372036854775808 at [1, 1] is above the i64 range'),
           (np.arange(3, dtype=np.complex64), "unsupported dtype '<c8'"),
           (np.zeros(2, dtype=[('x', '<f4')]), 'structured arrays')]

@@ -133,7 +133,8 @@ _DLTENSOR = b"dltensor"          # lives as long as the module, as the capsules 
 
 _ndarray = np.ndarray
 _from_dlpack = np.from_dlpack
-_ELEMS = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+_ELEMS = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i32": np.int32, "i64": np.int64,
+          "bool": np.bool_}     # bf16 has no NumPy type: torch.bfloat16 through DLPack
 _OK_KINDS = frozenset(np.dtype(t).char for t in _ELEMS.values())
 
 
@@ -211,6 +212,7 @@ class Function:
         self._c_nout = ctypes.c_void_p(ctypes.addressof(self._nout))
         self._c = session._c     # shared: close() empties it, and a call then fails cleanly
         self._bools = [r["elem"] == "bool" for r in self.signature["results"]]
+        self._bf16 = any(r["elem"] == "bf16" for r in self.signature["results"])
         self._single = sg.nresults == 1
         self._export = _Export()
 
@@ -230,8 +232,8 @@ class Function:
             x = np.asarray(x, dtype=_ELEMS["i64" if p is None or p["is_size"] else p["elem"]])
         if isinstance(x, np.ndarray):
             if x.dtype.char not in _OK_KINDS or not x.dtype.isnative:
-                raise Error([_plain("%s: argument %d is a NumPy array of %s; dyn takes float32, float64, int32, "
-                                    "int64 and bool" % (self.name, i + 1, x.dtype))])
+                raise Error([_plain("%s: argument %d is a NumPy array of %s; dyn takes float32, float64, float16, "
+                                    "int32, int64 and bool" % (self.name, i + 1, x.dtype))])
             return _dltensor(x, keep), False
         if not hasattr(x, "__dlpack__"):
             raise Error([_plain("%s: argument %d is a %s; dyn takes NumPy arrays, tensors with __dlpack__ "
@@ -249,6 +251,9 @@ class Function:
         keep = []
         foreign = False
         i = 0
+        if self._bf16 and not any(type(x).__module__.startswith("torch") for x in args):
+            raise Error([_plain("%s returns bf16, which NumPy has no type for: return f32(...) of it, "
+                                "or pass torch tensors" % self.name)])
         try:
             for x in args:
                 c = x.__dlpack__()
@@ -394,7 +399,11 @@ class Session:
             raise self._error()
         e = _Export()
         e.capsule = _capsule_new(p.value, _DLTENSOR, None)
-        r = _from_dlpack(e)
+        try:
+            r = _from_dlpack(e)
+        except RuntimeError:     # the one dtype dyn has and NumPy has not
+            raise Error([_plain("%s is bf16, which NumPy has no type for: bind f32(%s) and take that"
+                                % (name, name))]) from None
         return r.view(np.bool_) if r.dtype == np.uint8 else r    # dyn's one byte type is bool
 
     def __getitem__(self, name):

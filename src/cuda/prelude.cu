@@ -89,6 +89,28 @@ __device__ __forceinline__ int dyn_f2i32(double x) { return x != x ? 0 : __doubl
 __device__ __forceinline__ i64 dyn_f2i64(float x) { return x != x ? 0 : __float2ll_rz(x); }
 __device__ __forceinline__ i64 dyn_f2i64(double x) { return x != x ? 0 : __double2ll_rz(x); }
 
+/* f16 and bf16 are stored as their bit patterns and computed in f32: a load widens (exact),
+ * a store or a cast rounds to nearest, ties to even, as the reference evaluator does (written
+ * here rather than taken from cuda_fp16.h, so that the kernels need no header). */
+__device__ __forceinline__ float dyn_bf16_f32(unsigned short h) { return __int_as_float((int)((unsigned)h << 16)); }
+__device__ __forceinline__ unsigned short dyn_f32_bf16(float x) {
+  unsigned u = (unsigned)__float_as_int(x);
+  return (unsigned short)(x != x ? (u >> 16) | 0x40u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float dyn_f16_f32(unsigned short h) {
+  unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 31) return __int_as_float((int)(s | 0x7f800000u | (m << 13)));
+  if (e == 0) return s ? -(float)m * 5.9604644775390625e-8f : (float)m * 5.9604644775390625e-8f;  /* m * 2^-24 */
+  return __int_as_float((int)(s | ((e + 112) << 23) | (m << 13)));
+}
+__device__ __forceinline__ unsigned short dyn_f32_f16(float x) {
+  unsigned u = (unsigned)__float_as_int(x), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u);                 /* NaN */
+  if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);                /* 65520 and up: inf */
+  if (a < 0x38800000u) return (unsigned short)(s | (unsigned)rintf(__int_as_float((int)a) * 16777216.0f)); /* subnormal */
+  return (unsigned short)(s | (((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10)));
+}
+
 /* Lane l of a 16-byte vector (l is a constant once the lane loop is unrolled). */
 __device__ __forceinline__ float dyn_lane(float4 v, int l) { return l == 0 ? v.x : l == 1 ? v.y : l == 2 ? v.z : v.w; }
 __device__ __forceinline__ int dyn_lane(int4 v, int l) { return l == 0 ? v.x : l == 1 ? v.y : l == 2 ? v.z : v.w; }

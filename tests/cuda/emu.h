@@ -63,6 +63,7 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o)
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 
 static inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
+static inline int __float_as_int(float f) { int v; memcpy(&v, &f, 4); return v; }
 static inline double __longlong_as_double(long long v) { double f; memcpy(&f, &v, 8); return f; }
 
 /* cvt.rzi: toward zero, saturating (NaN is handled by the callers) */

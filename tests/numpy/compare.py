@@ -1131,6 +1131,117 @@ for M, N, K in [(0, 3, 2), (1, 1, 1), (3, 5, 0), (7, 2, 13), (RAND[1], RAND[2], 
           out('U', F32, np.concatenate([A, C, B], 1), EXACT), out('V', F32, np.stack([A, C, A], 1), EXACT)])
 
 
+# ---- f16 and bf16: stored in 16 bits, computed in f32, rounded once where stored ----
+# NumPy has float16, so f16 inputs are written as such and f16 results read back as float16.
+# bf16 has no NumPy type: its inputs are f32 data converted in dyn (bf16(X)), its results are
+# saved as f4 (which holds each value exactly), and the reference takes the inputs rounded to
+# bf16 here.  A result is off by at most one rounding to its 16-bit type (the unit roundoff
+# U16 = 2^-11, UBF = 2^-8, of the result, itself at most the sum of the magnitudes of its
+# terms) plus the f32 arithmetic's error, so the tolerances scale with the terms and with the
+# type's epsilon.  A generator of their own keeps the data of the cases before them.
+F16 = np.float16
+U16, UBF, U32 = 2.0 ** -11, 2.0 ** -8, 2.0 ** -24
+rng_h = np.random.default_rng(20261202)
+
+
+def to_bf16(x):
+    """x (finite f32 values) rounded to bf16, to nearest even, as f32 values."""
+    u = np.asarray(x, dtype=F32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(F32)
+
+
+def h_randn(shape, dtype=F16, scale=1.0):
+    return (rng_h.standard_normal(shape) * scale).astype(dtype)
+
+
+def terms16(name, dtype, ref, mag, u, k=1):
+    """A result of one rounding to a 16-bit type (unit roundoff u) after f32 arithmetic over
+    k terms, judged against the magnitude of its terms."""
+    return out(name, dtype, ref, ('terms', u * 1.01 + 4 * max(k, 1) * U32,
+                                  np.broadcast_to(f64(mag), np.shape(ref))))
+
+
+HALF_EW = '''
+fn ew(X: f16[M, N], W: f16[M, N], Z: f16[M, N]) -> f16[M, N] {
+  Y[i, j] = X[i, j] * W[i, j] + 0.5 - Z[i, j] / 3
+  return Y
+}
+'''
+for M, N in [(0, 3), (1, 1), (7, 13), (3, 1000), (31, 67), (RAND[3], 5)]:
+    X, W, Z = h_randn((M, N)), h_randn((M, N)), h_randn((M, N), scale=30.0)
+    Xd, Wd, Zd = f64(X), f64(W), f64(Z)
+    case('f16 elementwise %dx%d' % (M, N), [('X', X), ('W', W), ('Z', Z)],
+         HALF_EW + 'Y = ew(X, W, Z)\nT[i, j] = X[i, j] * 2 - W[i, j]\nP = f32(X) * f32(W)',
+         [terms16('Y', F16, Xd * Wd + 0.5 - Zd / 3, np.abs(Xd * Wd) + 0.5 + np.abs(Zd / 3), U16, 3),
+          terms16('T', F16, 2 * Xd - Wd, 2 * np.abs(Xd) + np.abs(Wd), U16),
+          out('P', F32, Xd * Wd, EXACT)])      # a product of two f16s is exact in f32
+
+HALF_MM = '''
+fn mm16(A: f16[M, K], B: f16[K, N]) -> f16[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[k, j]
+  return C
+}
+fn mm16to32(A: f16[M, K], B: f16[K, N]) -> f32[M, N] {
+  C[i, j] = sum[k] f32(A[i, k]) * f32(B[k, j])
+  return C
+}
+fn mmbf(A: bf16[M, K], B: bf16[K, N]) -> bf16[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[k, j]
+  return C
+}
+'''
+for M, K, N in [(1, 1, 1), (0, 3, 2), (4, 0, 3), (7, 13, 31), (17, 1, 5), (33, 64, 17),
+                (64, 67, 65), (RAND[0], RAND[2], RAND[1])]:
+    A, B = h_randn((M, K)), h_randn((K, N))
+    Af, Bf = h_randn((M, K), F32), h_randn((K, N), F32)
+    Ab, Bb = f64(to_bf16(Af)), f64(to_bf16(Bf))
+    mag, magb = np.abs(f64(A)) @ np.abs(f64(B)), np.abs(Ab) @ np.abs(Bb)
+    case('f16 bf16 matmul %dx%dx%d' % (M, K, N), [('A', A), ('B', B), ('Af', Af), ('Bf', Bf)],
+         HALF_MM + 'C = mm16(A, B)\nD = mm16to32(A, B)\nE = mmbf(bf16(Af), bf16(Bf))',
+         [terms16('C', F16, f64(A) @ f64(B), mag, U16, K),
+          terms16('D', F32, f64(A) @ f64(B), mag, 0.0, K),
+          terms16('E', F32, Ab @ Bb, magb, UBF, K)])
+
+# Intermediates are stored (rounded) too: a normalisation's mean, deviations and variance
+# each round to f16 once, the result once more; the mean of bf16 rows.
+HALF_ROWS = '''
+fn norm16(X: f16[B, N]) -> f16[B, N] {
+  m[b] = (sum[n] X[b, n]) / N
+  d[b, n] = X[b, n] - m[b]
+  v[b] = (sum[n] d[b, n] * d[b, n]) / N
+  Y[b, n] = d[b, n] * rsqrt(v[b] + 0.001)
+  return Y
+}
+fn meanbf(X: bf16[B, N]) -> bf16[B] {
+  m[b] = (sum[n] X[b, n]) / N
+  return m
+}
+'''
+for Bn, N in [(1, 1), (3, 37), (5, 1000), (RAND[1], 7)]:
+    X = h_randn((Bn, N), scale=3.0)
+    Xf = h_randn((Bn, N), F32, scale=3.0)
+    Xb = f64(to_bf16(Xf))
+    Xd = f64(X)
+    D = Xd - Xd.mean(axis=1, keepdims=True)
+    Yref = D / np.sqrt((D * D).mean(axis=1, keepdims=True) + 0.001)
+    case('f16 norm, bf16 mean %dx%d' % (Bn, N), [('X', X), ('Xf', Xf)],
+         HALF_ROWS + 'Y = norm16(X)\nM = meanbf(bf16(Xf))',
+         [out('Y', F16, Yref, ('elem', 8 * U16, 8 * U16)),
+          terms16('M', F32, Xb.sum(axis=1) / N, np.abs(Xb).sum(axis=1) / N, UBF, N)])
+
+# Conversions from f32: to f16 as NumPy's astype rounds (overflow to infinities, subnormals),
+# to bf16 as to_bf16, both at top level and in index notation.
+for n in [0, 1, 7, 1000]:
+    Xf = (rng_h.standard_normal(n) * 10.0 ** rng_h.integers(-9, 6, n)).astype(F32)
+    if n >= 7:
+        Xf[:6] = [65504, 65519.99, 65520, -1e-8, 6e-8, 3e38]
+    with np.errstate(over='ignore'):
+        Xh = Xf.astype(F16)
+    case('f16 bf16 conversions %d' % n, [('Xf', Xf)],
+         'H = f16(Xf)\nG[i] = f16(Xf[i] * 1)\nQ = f32(bf16(Xf))\nR[i] = f32(bf16(Xf[i]))',
+         [out('H', F16, Xh, EXACT), out('G', F16, Xh, EXACT),
+          out('Q', F32, to_bf16(Xf), EXACT), out('R', F32, to_bf16(Xf), EXACT)])
+
 # ---- the runner ----
 def dyn_string(path):
     return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'

@@ -157,7 +157,12 @@ def errors_carry_places_and_notes():
         S["matmul"](rand(2, 2).astype(np.float16), rand(2, 2))
         raise AssertionError("no error")
     except dyn.Error as e:
-        assert "element type dyn does not have" in e.message, e.message
+        assert e.message == "matmul: parameter A is f32[M, K] but the argument is f16[2, 2]", e.message
+    try:
+        S["matmul"](rand(2, 2).astype(np.uint16), rand(2, 2))
+        raise AssertionError("no error")
+    except dyn.Error as e:
+        assert "element type dyn does not have" in e.message and "f16, bf16" in e.message, e.message
     try:
         S["nosuch"]
         raise AssertionError("no error")
@@ -275,6 +280,38 @@ def closed_session_fails_cleanly():
         raise AssertionError("no error")
     except dyn.Error as e:
         assert e.message == "the session is closed", e.message
+
+
+@test
+def float16_in_and_out():
+    s = dyn.Session(threads=1)
+    s.run("""
+fn fma16(x: f16[N], y: f16[N]) -> f16[N] {
+  z[i] = x[i] * y[i] + 1.0
+  return z
+}
+fn widebf(x: bf16[N]) -> bf16[N] {
+  y[i] = x[i] * 2
+  return y
+}
+b = bf16([1, 2.5])
+""")
+    for n in (0, 1, 7, 1000):
+        x = (RNG.standard_normal(n) * 100).astype(np.float16)
+        y = RNG.standard_normal(n).astype(np.float16)
+        z = s["fma16"](x, y)
+        # the product of two f16s is exact in f32, so NumPy's f32 arithmetic is dyn's
+        want = (x.astype(np.float32) * y.astype(np.float32) + np.float32(1)).astype(np.float16)
+        assert z.dtype == np.float16 and z.shape == (n,), (z.dtype, z.shape)
+        np.testing.assert_array_equal(z, want)
+    assert s["fma16"].signature["params"][0]["elem"] == "f16"
+    for what, call in [("widebf returns bf16", lambda: s["widebf"](np.zeros(2, np.float32))),
+                       ("b is bf16", lambda: s.value("b"))]:
+        try:
+            call()
+            raise AssertionError("no error: " + what)
+        except dyn.Error as e:
+            assert e.message.startswith(what + ", which NumPy has no type for"), e.message
 
 
 @test

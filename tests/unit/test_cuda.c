@@ -144,6 +144,26 @@ static const char *F64 =
 
 /* Views (lang/reference.md, "Views"): slices, rewritten by the checker into index notation
  * whose reads are affine in the view's indices, render as offsets and strides of the reads. */
+/* f16 and bf16: stored as their bit patterns, computed in f32, rounded where stored (and
+ * where an inlined definition is read). */
+static const char *HALVES =
+  "fn h_ew(X: f16[B, N], W: bf16[B, N]) -> f16[B, N] {\n"
+  "  T[b, n] = X[b, n] * f16(f32(W[b, n])) + 0.1\n"
+  "  Y[b, n] = T[b, n] - X[b, n]\n"
+  "  return Y\n"
+  "}\n"
+  "fn h_norm(X: f16[B, N]) -> f16[B, N] {\n"
+  "  m[b] = (sum[n] X[b, n]) / N\n"
+  "  d[b, n] = X[b, n] - m[b]\n"
+  "  v[b] = (sum[n] d[b, n] * d[b, n]) / N\n"
+  "  Y[b, n] = d[b, n] * rsqrt(v[b] + 0.001)\n"
+  "  return Y\n"
+  "}\n"
+  "fn h_mm(A: bf16[M, K], B: bf16[K, N]) -> bf16[M, N] {\n"
+  "  C[i, j] = sum[k] A[i, k] * B[k, j]\n"
+  "  return C\n"
+  "}\n";
+
 static const char *VIEWS =
   "fn v_heads(X: f32[B, N], D: size) -> f32[B, D] {\n"
   "  K = X[:, D:2*D]\n"
@@ -581,6 +601,31 @@ START_TEST(test_scans_render) {
 }
 END_TEST
 
+/* The 16-bit types render as unsigned short storage with the prelude's conversions, and the
+ * CUDA C compiles where NVRTC is. */
+START_TEST(test_halves_render) {
+  check_source("halves.dyn", HALVES);
+  HwModel hw = gpu_model("h100");
+  static const struct { const char *fn, *a, *b; } want[] = {
+    {"h_ew", "const unsigned short *W;", "dyn_f16_f32(dyn_f32_f16("},
+    {"h_norm", "dyn_f16_f32(", "dyn_f32_f16("},
+    {"h_mm", "dyn_bf16_f32(", "dyn_f32_bf16("},
+  };
+  char why[512];
+  bool nvrtc = cuda_nvrtc_available(why, sizeof why);
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    Buf src = {0}, ptx = {0};
+    cuda_render(program(want[i].fn), &hw, CUDA_EXACT, &src);
+    ck_assert_msg(strstr(src.s, want[i].a) && strstr(src.s, want[i].b), "%s: no %s or %s in\n%s", want[i].fn,
+                  want[i].a, want[i].b, src.s);
+    char err[4096] = "";
+    if (nvrtc) ck_assert_msg(cuda_compile_ptx(src.s, 9, 0, &ptx, err, sizeof err), "%s: %s", want[i].fn, err);
+    buf_free(&src);
+    buf_free(&ptx);
+  }
+}
+END_TEST
+
 START_TEST(test_ptx_sm80) { ptx_check(8, 0, CUDA_EXACT); }
 END_TEST
 START_TEST(test_ptx_sm90) { ptx_check(9, 0, CUDA_EXACT); }
@@ -976,6 +1021,20 @@ START_TEST(test_run_scans) {
 }
 END_TEST
 
+/* Against the reference evaluator within a few of the 16-bit type's ulps (the device's exp
+ * is not the C library's); awkward sizes, empty ones included. */
+START_TEST(test_run_halves) {
+  if (!emulator()) return;
+  check_source("halves.dyn", HALVES);
+  run_math("h_ew", "B=3 N=37", NULL, 0, CUDA_EXACT, 4e-3);
+  run_math("h_ew", "B=0 N=5", NULL, 0, CUDA_EXACT, 4e-3);
+  run_math("h_norm", "B=5 N=33", NULL, 0, CUDA_EXACT, 4e-3);
+  run_math("h_norm", "B=1 N=1", NULL, 0, CUDA_EXACT, 4e-3);
+  run_math("h_mm", "M=7 N=13 K=31", NULL, 0, CUDA_EXACT, 3e-2);
+  run_math("h_mm", "M=1 N=1 K=1", NULL, 0, CUDA_EXACT, 3e-2);
+}
+END_TEST
+
 START_TEST(test_run_loops) {
   if (!emulator()) return;
   run_case("relu", "B=3 N=37", NULL, 0);
@@ -1281,6 +1340,7 @@ int main(void) {
   tcase_add_test(tc, test_sched_terms);
   tcase_add_test(tc, test_views_render);
   tcase_add_test(tc, test_scans_render);
+  tcase_add_test(tc, test_halves_render);
   tcase_add_test(tc, test_ptx_sm80);
   tcase_add_test(tc, test_ptx_sm90);
   tcase_add_test(tc, test_ptx_tensor_cores);
@@ -1290,6 +1350,7 @@ int main(void) {
   tcase_set_timeout(run, 900);
   tcase_add_test(run, test_run_views);
   tcase_add_test(run, test_run_scans);
+  tcase_add_test(run, test_run_halves);
   tcase_add_test(run, test_run_loops);
   tcase_add_test(run, test_run_reductions);
   tcase_add_test(run, test_run_rowwise);

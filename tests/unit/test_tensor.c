@@ -344,6 +344,51 @@ START_TEST(access_strides_and_offset) {
 }
 END_TEST
 
+/* f16 and bf16 (half.c): every finite pattern widens and narrows back to itself, ties round
+ * to even (also in the subnormals), overflow gives infinity; printing is the shortest text
+ * that reads back as the same value. */
+START_TEST(access_half) {
+  for (unsigned h = 0; h < 0x10000; h++) {
+    double f = half_f16_to((uint16_t)h), b = half_bf16_to((uint16_t)h);
+    if (!isnan(f)) ck_assert_msg(half_f16_from(f) == h, "f16 %04x", h);
+    else ck_assert(isnan(half_f16_to(half_f16_from(f))));
+    if (!isnan(b)) ck_assert_msg(half_bf16_from(b) == h, "bf16 %04x", h);
+    else ck_assert(isnan(half_bf16_to(half_bf16_from(b))));
+  }
+  ck_assert_int_eq(half_f16_from(1 + 0x1p-11), 0x3C00);          /* a tie, to even */
+  ck_assert_int_eq(half_f16_from(1 + 3 * 0x1p-11), 0x3C02);
+  ck_assert_int_eq(half_f16_from(1 + 0x1p-11 + 0x1p-40), 0x3C01); /* not a tie: one rounding from f64 */
+  ck_assert_int_eq(half_f16_from(65519.99), 0x7BFF);
+  ck_assert_int_eq(half_f16_from(65520), 0x7C00);
+  ck_assert_int_eq(half_f16_from(-1e10), 0xFC00);
+  ck_assert_int_eq(half_f16_from(0x1p-25), 0x0000);                /* half the least subnormal */
+  ck_assert_int_eq(half_f16_from(3 * 0x1p-25), 0x0002);
+  ck_assert_int_eq(half_f16_from(0x1p-14 - 0x1p-26), 0x0400);      /* up to the least normal */
+  ck_assert_int_eq(half_f16_from(-0.0), 0x8000);
+  ck_assert_int_eq(half_bf16_from(1 + 0x1p-8), 0x3F80);
+  ck_assert_int_eq(half_bf16_from(1 + 3 * 0x1p-8), 0x3F82);
+  ck_assert_int_eq(half_bf16_from(3.4e38), 0x7F80);
+  ck_assert_int_eq(half_bf16_from(0x1p-134), 0x0000);
+  ck_assert_int_eq(half_bf16_from(0x1p-133), 0x0001);
+  ck_assert(half_round(DYN_F16, 0.1) == 0.0999755859375);
+  int64_t s[1] = {4};
+  Tensor *t = make(DYN_F16, 1, s);
+  tensor_set_f64(t, 0, 0.1);
+  tensor_set_f64(t, 1, 65504);
+  tensor_set_f64(t, 2, 1e5);
+  tensor_set_i64(t, 3, -3);
+  expect_format(t, "f16[4]\n[  0.1, 65500,   inf,    -3]");
+  tensor_release(t);
+  Tensor *b = make(DYN_BF16, 1, s);
+  tensor_set_f64(b, 0, 3.14159);
+  tensor_set_f64(b, 1, 257);
+  tensor_set_f64(b, 2, 1e-3);
+  tensor_set_f64(b, 3, NAN);
+  expect_format(b, "bf16[4]\n[ 3.14,   256, 0.001,   nan]");
+  tensor_release(b);
+}
+END_TEST
+
 START_TEST(access_conversions) {
   int64_t s[1] = {8};
   Tensor *i = make(DYN_I32, 1, s);
@@ -419,6 +464,7 @@ static Suite *tensor_suite(void) {
   tc = tcase_create("access");
   tcase_add_test(tc, access_strides_and_offset);
   tcase_add_test(tc, access_conversions);
+  tcase_add_test(tc, access_half);
   suite_add_tcase(s, tc);
   return s;
 }
