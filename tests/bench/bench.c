@@ -11,7 +11,7 @@
  * a permutation or a sum one written in index notation for its axes.  Columns: our time,
  * the model's prediction for it (what :sched and :time print) and its error (predicted /
  * measured - 1); the peers a section names: oneDNN (sgemm; its convolution primitive,
- * NCHW in and out), OpenBLAS, a plain C loop on the same threads, PyTorch (its worker is
+ * NCHW in and out; reorder, reduction, eltwise, softmax, layer normalisation), OpenBLAS, a plain C loop on the same threads, PyTorch (its worker is
  * bench_torch.py, each statement as a user writes it: A @ B, torch.softmax(x, -1),
  * x.permute(...).contiguous(), F.conv2d, ...); speed ratios (their time / ours, so above 1
  * means dyn is faster), GFLOP/s or GB/s, and for data movement and row-wise work the share
@@ -421,6 +421,12 @@ static dnnl_stream_t dnnl_st;
 
 #define DNNL_OK(x) do { dnnl_status_t st_ = (x); if (st_ != dnnl_success) die("oneDNN: %s: status %d", #x, (int)st_); } while (0)
 
+static void dnnl_init(void) {
+  if (dnnl_eng) return;
+  DNNL_OK(dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0));
+  DNNL_OK(dnnl_stream_create(&dnnl_st, dnnl_eng, dnnl_stream_default_flags));
+}
+
 static void dnnl_run(dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args) {
   DNNL_OK(dnnl_primitive_execute(p, dnnl_st, n, args));
 }
@@ -453,10 +459,7 @@ static void conv_prepare(Conv *c, const Op *o, float *x, float *w, float *y) {
   bool dw = o->op == OP_DWCONV;
   const int64_t *d = o->d;
   int64_t f = dw ? d[1] : d[4], k = dw ? d[4] : d[5], s = dw ? d[5] : d[6], p = dw ? d[6] : d[7];
-  if (!dnnl_eng) {
-    DNNL_OK(dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0));
-    DNNL_OK(dnnl_stream_create(&dnnl_st, dnnl_eng, dnnl_stream_default_flags));
-  }
+  dnnl_init();
   dnnl_dims_t xs = {d[0], d[1], d[2], d[3]}, ys = {d[0], f, conv_out(o, 2), conv_out(o, 3)}, ws = {f, d[1], k, k},
               gws = {d[1], 1, 1, k, k}, strides = {s, s}, pad = {p, p};
   dnnl_memory_desc_t xu, wu, yu, xa, wa, ya;
@@ -497,6 +500,96 @@ static void conv_free(Conv *c) {
     if (mine[i]) dnnl_memory_destroy(mine[i]);
   }
   memset(c, 0, sizeof *c);
+}
+
+/* oneDNN's other primitives on the line's plain C-order tensors: reorder (a permutation),
+ * reduction (sums), eltwise (gelu_tanh, swish), softmax and layer normalisation.  rmsnorm
+ * and the chain have none in this version, and oneDNN sits those lines out. */
+typedef struct {
+  dnnl_primitive_t p;
+  int n;
+  dnnl_exec_arg_t args[5];
+} Prim;
+
+static void run_dnnl_prim(void *p) {
+  Prim *q = p;
+  dnnl_run(q->p, q->n, q->args);
+  DNNL_OK(dnnl_stream_wait(dnnl_st));
+}
+
+static void prim_arg(Prim *q, int arg, const dnnl_memory_desc_t *md, void *data) {
+  dnnl_memory_t m;
+  DNNL_OK(dnnl_memory_create(&m, md, dnnl_eng, data));
+  q->args[q->n++] = (dnnl_exec_arg_t){arg, m};
+}
+
+/* A plain C-order descriptor of dims[0..rank). */
+static dnnl_memory_desc_t plain_md(int rank, const int64_t *dims) {
+  static const dnnl_format_tag_t tags[] = {dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde, dnnl_abcdef};
+  dnnl_memory_desc_t md;
+  dnnl_dims_t d;
+  for (int i = 0; i < rank; i++) d[i] = dims[i];
+  DNNL_OK(dnnl_memory_desc_init_by_tag(&md, rank, d, dnnl_f32, tags[rank - 1]));
+  return md;
+}
+
+/* Make the primitive for o on x (and gamma, beta for layernorm) into y; false when oneDNN
+ * has none for o. */
+static bool prim_prepare(Prim *q, const Op *o, float *const *in, float *y) {
+  int rank[4];
+  int64_t shape[4][MAX_ND];
+  op_inputs(o, rank, shape);
+  dnnl_init();
+  dnnl_memory_desc_t src = plain_md(rank[0], shape[0]), dst = src;
+  dnnl_primitive_desc_t pd = NULL;
+  union { dnnl_eltwise_desc_t e; dnnl_softmax_desc_t s; dnnl_layer_normalization_desc_t l; dnnl_reduction_desc_t r; } d;
+  if (o->op == OP_TRANSPOSE || o->op == OP_PERMUTE) {
+    /* the output, plain in its own axes, seen in the input's: axis k of the output is the
+     * input's axis spec[k] */
+    int perm[MAX_ND];
+    int64_t od[MAX_ND];
+    const char *spec = o->op == OP_TRANSPOSE ? "10" : o->spec;
+    for (int k = 0; k < rank[0]; k++) {
+      perm[k] = spec[k] - '0';
+      od[k] = shape[0][perm[k]];
+    }
+    dnnl_memory_desc_t out = plain_md(rank[0], od);
+    DNNL_OK(dnnl_memory_desc_permute_axes(&dst, &out, perm));
+    DNNL_OK(dnnl_reorder_primitive_desc_create(&pd, &src, dnnl_eng, &dst, dnnl_eng, NULL));
+  } else if (o->op == OP_SUM) {
+    int64_t od[MAX_ND];
+    for (int k = 0; k < rank[0]; k++) od[k] = strchr(o->spec, '0' + k) ? 1 : shape[0][k];
+    dst = plain_md(rank[0], od);
+    DNNL_OK(dnnl_reduction_desc_init(&d.r, dnnl_reduction_sum, &src, &dst, 0, 0));
+  } else if (o->op == OP_GELU || o->op == OP_SILU) {
+    DNNL_OK(dnnl_eltwise_forward_desc_init(&d.e, dnnl_forward_inference, o->op == OP_GELU ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_swish,
+                                           &src, 1.0f, 0.0f));
+  } else if (o->op == OP_SOFTMAX) {
+    DNNL_OK(dnnl_softmax_forward_desc_init(&d.s, dnnl_forward_inference, &src, 1));
+  } else if (o->op == OP_LAYERNORM) {
+    DNNL_OK(dnnl_layer_normalization_forward_desc_init(&d.l, dnnl_forward_inference, &src, NULL, 1e-5f,
+                                                       dnnl_use_scale | dnnl_use_shift));
+  } else {
+    return false;
+  }
+  if (!pd) DNNL_OK(dnnl_primitive_desc_create(&pd, &d, NULL, dnnl_eng, NULL));
+  DNNL_OK(dnnl_primitive_create(&q->p, pd));
+  DNNL_OK(dnnl_primitive_desc_destroy(pd));
+  bool reorder = o->op == OP_TRANSPOSE || o->op == OP_PERMUTE;
+  prim_arg(q, reorder ? DNNL_ARG_FROM : DNNL_ARG_SRC, &src, in[0]);
+  prim_arg(q, reorder ? DNNL_ARG_TO : DNNL_ARG_DST, &dst, y);
+  if (o->op == OP_LAYERNORM) {
+    dnnl_memory_desc_t g = plain_md(1, shape[1]);
+    prim_arg(q, DNNL_ARG_SCALE, &g, in[1]);
+    prim_arg(q, DNNL_ARG_SHIFT, &g, in[2]);
+  }
+  return true;
+}
+
+static void prim_free(Prim *q) {
+  if (q->p) dnnl_primitive_destroy(q->p);
+  for (int i = 0; i < q->n; i++) dnnl_memory_destroy(q->args[i].memory);
+  memset(q, 0, sizeof *q);
 }
 #endif
 
@@ -692,7 +785,8 @@ static void run_copy(void *p) { parallel(copy_part, p, threads); }
  *   hello                    ok DESCRIPTION
  *   intro                    the one-off figures (dyn: compile, dispatch, peak; copy: bandwidth)
  *   OP [SPEC] SIZE...        a suite's line (op_parse): prepare its data; ok PREDICTED_SECONDS
- *                            (dyn), ok 0 (others; the copy copies whatever the line)
+ *                            (dyn), ok 0 (others; the copy copies whatever the line), ok -1:
+ *                            the contender has nothing to run it with and sits it out
  *   peak SECONDS             dyn: ok GFLOP/s of the f32 micro-kernel, measured now
  *   time BUDGET              ok S O W: median seconds of the line's call; CPU seconds other
  *                            processes ran meanwhile (-1: unknown); the seconds it all took
@@ -727,6 +821,7 @@ typedef struct {
   Nd nd;
 #ifdef HAVE_DNNL
   Conv cv;
+  Prim pr;
 #endif
   Tensor *t[4];
   float *f[5];
@@ -743,6 +838,7 @@ static Pool *peak_pool;
 static void line_free(void) {
 #ifdef HAVE_DNNL
   if (cur.cv.conv) conv_free(&cur.cv);
+  if (cur.pr.p) prim_free(&cur.pr);
 #endif
   for (int i = 0; i < 4; i++) tensor_release(cur.t[i]);
   for (int i = 0; i < 5; i++) free(cur.f[i]);
@@ -822,7 +918,8 @@ static Tensor *size_arg(int64_t v) {
   return t;
 }
 
-/* Prepare a line's data for contender who; for dyn, the model's predicted seconds. */
+/* Prepare a line's data for contender who; for dyn, the model's predicted seconds; -1 when
+ * who has nothing to run it with (oneDNN's rmsnorm): who sits the line out. */
 static double line_prepare(int who, Session *s, const Op *o) {
   unsigned seed = 1;
   int rank[4];
@@ -875,6 +972,12 @@ static double line_prepare(int who, Session *s, const Op *o) {
       cur.fn = run_dnnl_conv;
       cur.ctx = &cur.cv;
     }
+#endif
+  } else if (who == ONEDNN) {
+#ifdef HAVE_DNNL
+    if (!prim_prepare(&cur.pr, o, cur.f, cur.out)) return -1;
+    cur.fn = run_dnnl_prim;
+    cur.ctx = &cur.pr;
 #endif
   } else if (who == CLOOP && (o->op == OP_PERMUTE || o->op == OP_SUM) && strcmp(o->spec, "10")) {
     if (o->op == OP_SUM) cur.f[3] = malloc(sizeof(float) * (size_t)(w.nout * (threads < 64 ? threads : 64) + 1));
@@ -1239,6 +1342,10 @@ static void measure(const char *cmd, const int *who0, int n0, bool large, double
   for (int i = 0; i < n; i++) {
     double p = atof(ask(who[i], "%s", cmd));
     if (who[i] == DYN) res->pred = p;
+    else if (p < 0) {                   /* it sits the line out */
+      memmove(&who[i], &who[i + 1], sizeof *who * (size_t)(n - i - 1));
+      n--, i--;
+    }
   }
   if (large && wk[DYN].pid) res->peak = atof(ask(DYN, "peak 0.2"));
   double t[NWHO][MAX_ROUNDS], other[NWHO] = {0}, wall[NWHO] = {0};
@@ -1416,16 +1523,18 @@ static const Section sections[] = {
      "f32 C = A B, row-major; PyTorch: A @ B"},
     {"bmm", "bmm", true, "B M N K", {ONEDNN, OPENBLAS, TORCH, NWHO}, false, true,
      "f32 C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch; PyTorch: torch.bmm)"},
-    {"rowwise", "softmax layernorm transpose", false, "OP ROWS COLS", {CLOOP, TORCH, NWHO}, true, false,
-     "f32 softmax and layernorm over the last axis, transpose of [ROWS, COLS]"},
-    {"layout", "transpose permute", false, "OP [AXES] SIZES", {CLOOP, TORCH, NWHO}, true, false,
+    {"rowwise", "softmax layernorm transpose", false, "OP ROWS COLS", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
+     "f32 softmax and layernorm over the last axis, transpose of [ROWS, COLS]; oneDNN: its softmax, layer "
+     "normalisation and reorder primitives; PyTorch: torch.softmax(x, -1), F.layer_norm, x.t().contiguous()"},
+    {"layout", "transpose permute", false, "OP [AXES] SIZES", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
      "f32 layout changes: transpose(W), and Y[...] = X[...] with the axes permuted (permute 0213 A B C D: "
-     "[A, B, C, D] -> [A, C, B, D]); PyTorch: x.t() or x.permute(...), then .contiguous()"},
-    {"reduce", "sum", false, "sum AXES SIZES", {CLOOP, TORCH, NWHO}, true, false,
-     "f32 sums over the axes named (sum 0 R C: column sums); PyTorch: x.sum(dim=AXES)"},
-    {"eltwise", "gelu silu rmsnorm softmax layernorm chain", false, "OP ROWS COLS", {CLOOP, TORCH, NWHO}, true, false,
+     "[A, B, C, D] -> [A, C, B, D]); oneDNN: its reorder primitive; PyTorch: x.t() or x.permute(...), then .contiguous()"},
+    {"reduce", "sum", false, "sum AXES SIZES", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
+     "f32 sums over the axes named (sum 0 R C: column sums); oneDNN: its reduction primitive; PyTorch: x.sum(dim=AXES)"},
+    {"eltwise", "gelu silu rmsnorm softmax layernorm chain", false, "OP ROWS COLS", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
      "f32 elementwise and row-wise layers of the stdlib's nn (gelu: the tanh form) and a user's chain, "
-     "silu(X + bias) + R; PyTorch: F.gelu(x, approximate='tanh'), F.silu, torch.softmax, F.layer_norm, "
+     "silu(X + bias) + R; oneDNN: its eltwise (gelu_tanh, swish), softmax and layer normalisation primitives "
+     "(none for rmsnorm and the chain); PyTorch: F.gelu(x, approximate='tanh'), F.silu, torch.softmax, F.layer_norm, "
      "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g"},
     {"conv", "conv dwconv", false, "OP N C H W [F] K S P", {ONEDNN, TORCH, NWHO}, false, true,
      "f32 conv2d (nn) of X[N, C, H, W] by F K x K filters, stride S, padding P, NCHW; dwconv: depthwise, one "
