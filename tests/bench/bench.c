@@ -1277,6 +1277,17 @@ typedef struct {
 static char check_dir[64];
 static int nchecked, nwrong;
 
+/* At exit, an error's included: the directory and any result left in it. */
+static void check_dir_remove(void) {
+  char path[128];
+  if (!check_dir[0]) return;
+  for (int w = 0; w < NWHO; w++) {
+    snprintf(path, sizeof path, "%s/%s.f32", check_dir, who_name[w]);
+    unlink(path);
+  }
+  rmdir(check_dir);
+}
+
 static float *read_f32(const char *path, int64_t n) {
   float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
   FILE *f = fopen(path, "rb");
@@ -1790,6 +1801,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench: cannot make a directory for the check (%s): results are not compared\n", strerror(errno));
     check_dir[0] = 0;
   }
+  atexit(check_dir_remove);
   /* OpenBLAS, linked into this process too, started its threads when it was loaded; they
    * spin about 2^28 cycles before they sleep.  Let them before the workers start. */
   struct timespec pause = {0, 300 * 1000 * 1000};
@@ -1814,7 +1826,6 @@ int main(int argc, char **argv) {
   }
   summary();
   workers_end();
-  if (check_dir[0]) rmdir(check_dir);
   fclose(csv);
   printf("\nwritten: %s\n", csvpath);
   if (nwrong) fprintf(stderr, "bench: %d lines where dyn's result disagrees with a peer's\n", nwrong);
