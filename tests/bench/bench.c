@@ -66,7 +66,8 @@
  *              [--sections SECTIONS] [--torch SCRIPT] [--python PYTHON] BENCH_DIR [MORE_DIR ...]
  * Each further directory's suites (any of the files it has) follow, labelled by its name:
  * `make bench` adds tests/bench/shapes, shapes the shared suites do not list and the
- * sections they lack.  --sections runs only those named (gemm,bmm,...,attention), --torch
+ * sections they lack; the sections after gemm, bmm and rowwise time each line for half the
+ * budget.  --sections runs only those named (gemm,bmm,...,attention), --torch
  * names bench_torch.py (by default beside the program), --python a Python to try first.
  */
 #include "config.h"
@@ -1345,7 +1346,7 @@ static void check_line(const int *who, int n, double terms, Result *res) {
 }
 
 /* Run one line (the prepare command cmd) on the contenders who[0..n) that were started. */
-static void measure(const char *cmd, const int *who0, int n0, bool large, double terms, Result *res) {
+static void measure(const char *cmd, const int *who0, int n0, bool large, double terms, double line_budget, Result *res) {
   int who[NWHO], n = 0;
   for (int i = 0; i < n0; i++)
     if (wk[who0[i]].pid) who[n++] = who0[i];
@@ -1364,7 +1365,7 @@ static void measure(const char *cmd, const int *who0, int n0, bool large, double
   for (int r = 0; r < R; r++)
     for (int i = 0; i < n; i++) {
       double o = -1, w = 0;
-      if (sscanf(ask(who[i], "time %.6g", budget / R), "%lf %lf %lf", &t[i][r], &o, &w) != 3) die("bad answer to time");
+      if (sscanf(ask(who[i], "time %.6g", line_budget / R), "%lf %lf %lf", &t[i][r], &o, &w) != 3) die("bad answer to time");
       other[i] = o < 0 || other[i] < 0 ? -1 : other[i] + o;
       wall[i] += w;
     }
@@ -1526,32 +1527,34 @@ typedef struct {
   int peers[MAX_PEERS + 1];  /* beside dyn, in column order; NWHO ends */
   bool bw;                   /* a share of the copy's bandwidth, which takes turns with them */
   bool gflops;               /* the rate in GFLOP/s and the share of peak (else GB/s) */
+  double share;              /* of --budget for each line: the sections after the first three
+                                take half, so that make bench stays within minutes */
   const char *what;
 } Section;
 
 static const Section sections[] = {
-    {"gemm", "matmul", true, "M N K", {ONEDNN, OPENBLAS, TORCH, NWHO}, false, true,
+    {"gemm", "matmul", true, "M N K", {ONEDNN, OPENBLAS, TORCH, NWHO}, false, true, 1.0,
      "f32 C = A B, row-major; PyTorch: A @ B"},
-    {"bmm", "bmm", true, "B M N K", {ONEDNN, OPENBLAS, TORCH, NWHO}, false, true,
+    {"bmm", "bmm", true, "B M N K", {ONEDNN, OPENBLAS, TORCH, NWHO}, false, true, 1.0,
      "f32 C[b] = A[b] B[b] (oneDNN and OpenBLAS: one sgemm per batch; PyTorch: torch.bmm)"},
-    {"rowwise", "softmax layernorm transpose", false, "OP ROWS COLS", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
+    {"rowwise", "softmax layernorm transpose", false, "OP ROWS COLS", {CLOOP, ONEDNN, TORCH, NWHO}, true, false, 1.0,
      "f32 softmax and layernorm over the last axis, transpose of [ROWS, COLS]; oneDNN: its softmax, layer "
      "normalisation and reorder primitives; PyTorch: torch.softmax(x, -1), F.layer_norm, x.t().contiguous()"},
-    {"layout", "transpose permute", false, "OP [AXES] SIZES", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
+    {"layout", "transpose permute", false, "OP [AXES] SIZES", {CLOOP, ONEDNN, TORCH, NWHO}, true, false, 0.5,
      "f32 layout changes: transpose(W), and Y[...] = X[...] with the axes permuted (permute 0213 A B C D: "
      "[A, B, C, D] -> [A, C, B, D]); oneDNN: its reorder primitive; PyTorch: x.t() or x.permute(...), then .contiguous()"},
-    {"reduce", "sum", false, "sum AXES SIZES", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
+    {"reduce", "sum", false, "sum AXES SIZES", {CLOOP, ONEDNN, TORCH, NWHO}, true, false, 0.5,
      "f32 sums over the axes named (sum 0 R C: column sums); oneDNN: its reduction primitive; PyTorch: x.sum(dim=AXES)"},
-    {"eltwise", "gelu silu rmsnorm softmax layernorm chain", false, "OP ROWS COLS", {CLOOP, ONEDNN, TORCH, NWHO}, true, false,
+    {"eltwise", "gelu silu rmsnorm softmax layernorm chain", false, "OP ROWS COLS", {CLOOP, ONEDNN, TORCH, NWHO}, true, false, 0.5,
      "f32 elementwise and row-wise layers of the stdlib's nn (gelu: the tanh form) and a user's chain, "
      "silu(X + bias) + R; oneDNN: its eltwise (gelu_tanh, swish), softmax and layer normalisation primitives "
      "(none for rmsnorm and the chain); PyTorch: F.gelu(x, approximate='tanh'), F.silu, torch.softmax, F.layer_norm, "
      "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g"},
-    {"conv", "conv dwconv", false, "OP N C H W [F] K S P", {ONEDNN, TORCH, NWHO}, false, true,
+    {"conv", "conv dwconv", false, "OP N C H W [F] K S P", {ONEDNN, TORCH, NWHO}, false, true, 0.5,
      "f32 conv2d (nn) of X[N, C, H, W] by F K x K filters, stride S, padding P, NCHW; dwconv: depthwise, one "
      "filter a channel; oneDNN: its convolution primitive, NCHW in and out (its own layouts inside); "
      "PyTorch: F.conv2d"},
-    {"attention", "attention causal", false, "OP B S T D", {TORCH, NWHO}, false, true,
+    {"attention", "attention causal", false, "OP B S T D", {TORCH, NWHO}, false, true, 0.5,
      "f32 attention and causal_attention (nn) of Q[B, S, D], K and V [B, T, D]; PyTorch: "
      "torch.softmax(Q @ K.transpose(-2, -1) / sqrt(D), -1) @ V (causal: masked_fill with -inf)"},
 };
@@ -1621,7 +1624,7 @@ static void run_section(const Section *sec, const char *dir, bool shared) {
     op_text(&o, true, cmd, sizeof cmd);
     Work w = op_work(&o);
     Result r;
-    measure(cmd, who, n, w.flops >= 1e9 && sec->gflops, w.terms, &r);
+    measure(cmd, who, n, w.flops >= 1e9 && sec->gflops, w.terms, budget * sec->share, &r);
     double rate = r.t[DYN] > 0 ? (sec->gflops ? w.flops : w.bytes) / r.t[DYN] * 1e-9 : 0;
     /* share of bandwidth = (bytes / our time) / (copy's bytes / copy's time), a median over
      * the rounds like the ratios */
