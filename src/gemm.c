@@ -2,8 +2,9 @@
  * every operand addressed by element strides given at run time, compiled once per element
  * type and machine, and run on any shape, layout and thread count with no recompile.
  * This file holds the design note and the engine's life (compile, bind, free, force); the
- * code generation is gemm_emit.c, the model gemm_model.c, the execution gemm_run.c, and
- * what they share gemm_int.h.
+ * code generation and its compilation into the JIT is gemm_emit.c, the model (with the
+ * parts compiled on first need) gemm_model.c, the execution gemm_run.c, and what they share
+ * gemm_int.h.
  *
  * Design note.  This follows the sample-free scheduler of Vortex ("A Sample-Free Compilation
  * Framework for Efficient Dynamic Tensor Computation", SC '25, arXiv 2409.01075): kernels
@@ -85,39 +86,13 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <llvm-c/Core.h>
 
-/* The pass pipeline for the kernels.  They are written the way the back end wants them
- * (explicit vectors, unrolled register tiles, loop-invariant masks), so the only IR pass
- * they need is SROA to turn their allocas into registers; "default<O3>" would spend most
- * of the compile budget and its unroller only grows the code. */
-#define GEMM_PIPELINE "function(sroa)"
 /* The epoch names a kernel set and its forcing for the plan each thread ran last (gemm_run.c):
  * every set gets a new one, and so does every gemm_force. */
 static _Atomic uint64_t epochs;
 static uint64_t new_epoch(void) { return atomic_fetch_add(&epochs, 1) + 1; }
-/* Emit the functions `what` names into modules that compile in parallel and add them to
- * the JIT: two modules per CPU (up to MAX_MODS), which jit_add_modules hands to one thread
- * per CPU as each finishes, evening out the estimate's errors.  Returns how many functions,
- * 0 on failure. */
-static int compile_part(GemmKernels *g, int what, const char *prefix, char *err, size_t errlen) {
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  int nmod = (int)imax(1, imin(MAX_MODS, 2 * online));
-  LLVMContextRef ctx[MAX_MODS];
-  LLVMModuleRef mod[MAX_MODS];
-  for (int i = 0; i < nmod; i++) {
-    char mname[48];
-    snprintf(mname, sizeof mname, "%s_%s_%d", prefix, elem_name(g->elem), i);
-    ctx[i] = LLVMContextCreate();
-    mod[i] = jit_module_new(g->jit, ctx[i], mname);
-  }
-  int n = gemm_emit_all(g, ctx, mod, nmod, what);
-  bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
-  for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
-  return ok ? n : 0;
-}
 
 GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen) {
   if (elem != DYN_F32 && elem != DYN_F64) {
@@ -160,7 +135,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     g->compile_ms = (now_s() - t0) * 1e3;
     return g;
   }
-  g->nfuncs = compile_part(g, EMIT_TILES, "gemm", err, errlen);
+  g->nfuncs = gemm_compile_part(g, EMIT_TILES, "gemm", err, errlen);
   if (!g->nfuncs) {
     gemm_free(g);
     return NULL;
@@ -221,53 +196,6 @@ double gemm_compile_ms(const GemmKernels *g) { return g->compile_ms; }
 void gemm_later_ms(const GemmKernels *g, double *rows_ms, double *dots_ms) {
   *rows_ms = atomic_load(&g->rows_state) > 0 ? g->rows_ms : 0;
   *dots_ms = atomic_load(&g->dot_state) > 0 ? g->dot_ms : 0;
-}
-
-/* The functions of a part compiled on first need, found in the JIT. */
-static bool bind_rows(GemmKernels *g) {
-  char err[256], name[96];
-  for (int h = 1; h <= ROWS_MAX; h++) {
-    rows_name(name, sizeof name, g, h);
-    if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
-  }
-  gemm_calibrate_rows(g);
-  return true;
-}
-
-static bool bind_dots(GemmKernels *g) {
-  char err[256], name[96];
-  for (int w = 1; w <= DOT_WMAX; w++)
-    for (int h = 1; h <= DOT_HMAX; h++) {
-      if (!g->dot.has[w][h]) continue;
-      dot_name(name, sizeof name, g, h, w);
-      if (!(g->dot.fn[w][h] = (DotFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
-    }
-  packbt_name(name, sizeof name, g);
-  if (!(g->dot.packbt = (PackBtFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
-  gemm_calibrate_dots(g);
-  return true;
-}
-
-/* Compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS) if that has
- * not been done; false if it cannot be had (then no plan uses it). */
-bool gemm_part_ensure(GemmKernels *g, int what) {
-  bool rows = what == EMIT_ROWS;
-  _Atomic int *state = rows ? &g->rows_state : &g->dot_state;
-  int st = atomic_load_explicit(state, memory_order_acquire);
-  if (st) return st > 0;
-  pthread_mutex_lock(&g->part_lock);
-  if (!(st = atomic_load(state))) {
-    double t0 = now_s();
-    char err[256];
-    int n = compile_part(g, what, rows ? "gemm_rows" : "gemm_dot", err, sizeof err);
-    st = n && (rows ? bind_rows(g) : bind_dots(g)) ? 1 : -1;
-    double ms = (now_s() - t0) * 1e3;
-    if (rows) g->rows_ms = ms;
-    else g->dot_ms = ms, g->dot_nfuncs = n;
-    atomic_store_explicit(state, st, memory_order_release);
-  }
-  pthread_mutex_unlock(&g->part_lock);
-  return st > 0;
 }
 
 bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen) {

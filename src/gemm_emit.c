@@ -1,8 +1,9 @@
 /* gemm_emit.c -- the contraction engine's code generation: the micro-kernels (register
  * tiles, plain, packing B as they go, or fetching the next strip), the packing kernels for
  * A, B and B^T, the row-streaming and the inner-product kernels, as LLVM IR with explicit
- * vectors, spread over modules that compile in parallel (gemm_emit_all).  What to emit
- * (the tiles, their heights and accumulator sets) is gemm_model.c's; see gemm.c's note. */
+ * vectors, spread over modules that compile in parallel (gemm_emit_all) and added to the
+ * JIT (gemm_compile_part).  What to emit (the tiles, their heights and accumulator sets) is
+ * gemm_model.c's; see gemm.c's note. */
 #include "config.h"
 #include "dyn_int.h"
 #include "gemm_int.h"
@@ -10,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <llvm-c/Core.h>
 
@@ -777,4 +779,25 @@ int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int n
 #undef LIGHTEST
   for (int i = 0; i < nmod; i++) LLVMDisposeBuilder(cg[i].b);
   return n;
+}
+
+/* Emit the functions `what` names into modules that compile in parallel and add them to
+ * the JIT: two modules per CPU (up to MAX_MODS), which jit_add_modules hands to one thread
+ * per CPU as each finishes, evening out the estimate's errors.  Returns how many functions,
+ * 0 on failure. */
+int gemm_compile_part(GemmKernels *g, int what, const char *prefix, char *err, size_t errlen) {
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int nmod = (int)imax(1, imin(MAX_MODS, 2 * online));
+  LLVMContextRef ctx[MAX_MODS];
+  LLVMModuleRef mod[MAX_MODS];
+  for (int i = 0; i < nmod; i++) {
+    char mname[48];
+    snprintf(mname, sizeof mname, "%s_%s_%d", prefix, elem_name(g->elem), i);
+    ctx[i] = LLVMContextCreate();
+    mod[i] = jit_module_new(g->jit, ctx[i], mname);
+  }
+  int n = gemm_emit_all(g, ctx, mod, nmod, what);
+  bool ok = jit_add_modules(g->jit, mod, nmod, GEMM_PIPELINE, err, errlen);
+  for (int i = 0; i < nmod; i++) LLVMContextDispose(ctx[i]);
+  return ok ? n : 0;
 }

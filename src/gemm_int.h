@@ -327,10 +327,15 @@ static inline int dot_hw(const Plan *pl) { return pl->dw[1] ? DOT_WMAX : pl->dw[
  * each, balanced by estimated work; returns how many functions. */
 enum { EMIT_TILES = 1, EMIT_ROWS = 2, EMIT_DOTS = 4 };
 int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod, int what);
+/* The pass pipeline for the kernels.  They are written the way the back end wants them
+ * (explicit vectors, unrolled register tiles, loop-invariant masks), so the only IR pass
+ * they need is SROA to turn their allocas into registers; "default<O3>" would spend most
+ * of the compile budget and its unroller only grows the code. */
+#define GEMM_PIPELINE "function(sroa)"
+/* gemm_emit.c: emit the functions `what` names and add them to the JIT, compiled in
+ * parallel; how many functions, 0 on failure. */
+int gemm_compile_part(GemmKernels *g, int what, const char *prefix, char *err, size_t errlen);
 
-/* gemm.c: compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS);
- * false when it cannot be had. */
-bool gemm_part_ensure(GemmKernels *g, int what);
 
 /* gemm_model.c: the register tiles and inner-product tiles with their modelled rates, the
  * edge DP, calibration, and the choice of a plan. */
@@ -344,8 +349,11 @@ void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best, P
                       int maxc);
 Prob gemm_part_cols(const GemmKernels *g, const Prob *p, int64_t e);
 void gemm_plan_summary(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out);
-
-/* gemm_run.c: validate and normalise a call's arguments into a problem. */
+/* gemm_model.c: compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS);
+ * false when it cannot be had. */
+bool gemm_part_ensure(GemmKernels *g, int what);
+/* gemm_model.c: validate and normalise a call's arguments into a problem (gemm_run.c runs
+ * it, the model prices it). */
 bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err, size_t errlen);
 
 #endif

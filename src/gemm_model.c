@@ -2,7 +2,9 @@
  * register and inner-product tiles enumerated from the hardware with their modelled rates,
  * the DP over edges, calibration of every kernel's rate, and at run time the plan: kernel,
  * packing, cache blocks and thread grid, each priced in seconds, the cheapest chosen;
- * gemm_describe shows it for :sched.  Its software constants are the table below. */
+ * gemm_describe shows it for :sched.  The parts a plan may want compiled on first need
+ * (gemm_part_ensure) and a call's arguments normalised (gemm_normalise) are here too, below
+ * the files that call them.  Its software constants are the table below. */
 #include "config.h"
 #include "dyn_int.h"
 #include "gemm_int.h"
@@ -344,7 +346,91 @@ void gemm_calibrate_dots(GemmKernels *g) {
   }
   free(mem);
 }
+/* The functions of a part compiled on first need, found in the JIT. */
+static bool bind_rows(GemmKernels *g) {
+  char err[256], name[96];
+  for (int h = 1; h <= ROWS_MAX; h++) {
+    rows_name(name, sizeof name, g, h);
+    if (!(g->rows[h] = (RowsFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
+  }
+  gemm_calibrate_rows(g);
+  return true;
+}
+
+static bool bind_dots(GemmKernels *g) {
+  char err[256], name[96];
+  for (int w = 1; w <= DOT_WMAX; w++)
+    for (int h = 1; h <= DOT_HMAX; h++) {
+      if (!g->dot.has[w][h]) continue;
+      dot_name(name, sizeof name, g, h, w);
+      if (!(g->dot.fn[w][h] = (DotFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
+    }
+  packbt_name(name, sizeof name, g);
+  if (!(g->dot.packbt = (PackBtFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
+  gemm_calibrate_dots(g);
+  return true;
+}
+
+/* Compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS) if that has
+ * not been done; false if it cannot be had (then no plan uses it). */
+bool gemm_part_ensure(GemmKernels *g, int what) {
+  bool rows = what == EMIT_ROWS;
+  _Atomic int *state = rows ? &g->rows_state : &g->dot_state;
+  int st = atomic_load_explicit(state, memory_order_acquire);
+  if (st) return st > 0;
+  pthread_mutex_lock(&g->part_lock);
+  if (!(st = atomic_load(state))) {
+    double t0 = now_s();
+    char err[256];
+    int n = gemm_compile_part(g, what, rows ? "gemm_rows" : "gemm_dot", err, sizeof err);
+    st = n && (rows ? bind_rows(g) : bind_dots(g)) ? 1 : -1;
+    double ms = (now_s() - t0) * 1e3;
+    if (rows) g->rows_ms = ms;
+    else g->dot_ms = ms, g->dot_nfuncs = n;
+    atomic_store_explicit(state, st, memory_order_release);
+  }
+  pthread_mutex_unlock(&g->part_lock);
+  return st > 0;
+}
+
 /* ---- the run-time model and plan ---- */
+
+/* Validate and normalise: sizes of 1 get convenient strides, a C with unit row stride is
+ * computed transposed (C^T = B^T A^T), a C with no unit stride goes through a tile buffer. */
+bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err,
+                    size_t errlen) {
+  if (x->batch < 0 || x->m < 0 || x->n < 0 || x->k < 0) {
+    snprintf(err, errlen, "gemm: negative size (batch %lld, m %lld, n %lld, k %lld)",
+             (long long)x->batch, (long long)x->m, (long long)x->n, (long long)x->k);
+    return false;
+  }
+  int es = g->esize;
+  /* field by field: a compound literal zeroes the whole Prob first (a `rep stos`) */
+  p->batch = x->batch, p->m = x->m, p->n = x->n, p->k = p->k_all = x->k;
+  p->a = x->a, p->a_sb = x->a_sb, p->a_sm = x->a_sm, p->a_sk = x->a_sk;
+  p->b = x->b, p->b_sb = x->b_sb, p->b_sk = x->b_sk, p->b_sn = x->b_sn;
+  p->c = x->c, p->c_sb = x->c_sb, p->c_sm = x->c_sm, p->c_sn = x->c_sn;
+  p->acc = x->accumulate, p->stop = x->stop;
+  p->swapped = p->ctmp = false;
+  if (!p->batch || !p->m || !p->n) return true;
+  if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
+  if (p->n == 1) p->c_sn = p->b_sn = 1;
+  if (p->m == 1) p->c_sm = p->a_sm = 0;
+  if (p->c_sn != 1 && p->c_sm == 1) {
+    Prob q = *p;
+    q.m = p->n; q.n = p->m;
+    q.a = p->b; q.a_sb = p->b_sb; q.a_sm = p->b_sn; q.a_sk = p->b_sk;
+    q.b = p->a; q.b_sb = p->a_sb; q.b_sk = p->a_sk; q.b_sn = p->a_sm;
+    q.c_sm = p->c_sn; q.c_sn = 1;
+    q.swapped = true;
+    *p = q;
+    if (p->m == 1) p->a_sm = p->c_sm = 0;
+  }
+  p->ctmp = p->c_sn != 1;
+  (void)es;
+  return true;
+}
+
 
 static int64_t balanced(int64_t total, int64_t maxblk, int64_t unit) {
   if (total <= 0) return unit;

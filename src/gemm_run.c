@@ -1,8 +1,9 @@
 /* gemm_run.c -- the contraction engine's execution: a call's arguments validated and
- * normalised, its plan found (the thread's last, the per-shape cache, else the model), the
- * workspaces, the thread blocks of tiles, row streams and inner products with their packing,
- * the k split's copies of C added back, and the peak measurement.  These are dyn's hottest
- * paths; the model that chose the plan is gemm_model.c, the design note gemm.c. */
+ * normalised (gemm_model.c's gemm_normalise), its plan found (the thread's last, the
+ * per-shape cache, else the model), the workspaces, the thread blocks of tiles, row
+ * streams and inner products with their packing, the k split's copies of C added back, and
+ * the peak measurement.  These are dyn's hottest paths; the model that chose the plan is
+ * gemm_model.c, the design note gemm.c. */
 #include "config.h"
 #include "dyn_int.h"
 #include "gemm_int.h"
@@ -17,42 +18,6 @@
  * lock (a small call's whole run is a few hundred nanoseconds).  Its epoch names the kernel
  * set and its forcing (gemm.c). */
 static _Thread_local struct { uint64_t epoch; int64_t key[KEY_LEN]; Plan plan; } last_plan;
-
-/* Validate and normalise: sizes of 1 get convenient strides, a C with unit row stride is
- * computed transposed (C^T = B^T A^T), a C with no unit stride goes through a tile buffer. */
-bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err,
-                    size_t errlen) {
-  if (x->batch < 0 || x->m < 0 || x->n < 0 || x->k < 0) {
-    snprintf(err, errlen, "gemm: negative size (batch %lld, m %lld, n %lld, k %lld)",
-             (long long)x->batch, (long long)x->m, (long long)x->n, (long long)x->k);
-    return false;
-  }
-  int es = g->esize;
-  /* field by field: a compound literal zeroes the whole Prob first (a `rep stos`) */
-  p->batch = x->batch, p->m = x->m, p->n = x->n, p->k = p->k_all = x->k;
-  p->a = x->a, p->a_sb = x->a_sb, p->a_sm = x->a_sm, p->a_sk = x->a_sk;
-  p->b = x->b, p->b_sb = x->b_sb, p->b_sk = x->b_sk, p->b_sn = x->b_sn;
-  p->c = x->c, p->c_sb = x->c_sb, p->c_sm = x->c_sm, p->c_sn = x->c_sn;
-  p->acc = x->accumulate, p->stop = x->stop;
-  p->swapped = p->ctmp = false;
-  if (!p->batch || !p->m || !p->n) return true;
-  if (p->batch == 1) p->a_sb = p->b_sb = p->c_sb = 0;
-  if (p->n == 1) p->c_sn = p->b_sn = 1;
-  if (p->m == 1) p->c_sm = p->a_sm = 0;
-  if (p->c_sn != 1 && p->c_sm == 1) {
-    Prob q = *p;
-    q.m = p->n; q.n = p->m;
-    q.a = p->b; q.a_sb = p->b_sb; q.a_sm = p->b_sn; q.a_sk = p->b_sk;
-    q.b = p->a; q.b_sb = p->a_sb; q.b_sk = p->a_sk; q.b_sn = p->a_sm;
-    q.c_sm = p->c_sn; q.c_sn = 1;
-    q.swapped = true;
-    *p = q;
-    if (p->m == 1) p->a_sm = p->c_sm = 0;
-  }
-  p->ctmp = p->c_sn != 1;
-  (void)es;
-  return true;
-}
 
 /* ---- execution ---- */
 
