@@ -777,7 +777,7 @@ void eval_extent_error(const Program *p, int axis, const char *why, char *err, s
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 
-/* ---- cpu.c: the compiled CPU back end (LLVM) -------------------------------------------- */
+/* ---- cpu.c, cpu_rt.c, cpu_sched.c: the compiled CPU back end (LLVM) ---------------------- */
 
 /* One per session: the JIT, the thread pool, the contraction engines.  NULL with a message
  * when LLVM is absent or cannot target the machine.  A back end for a model this CPU cannot
@@ -818,7 +818,7 @@ double cpu_core_gflops(const CpuBackend *be);
 
 /* ---- sched.c: the terms the CPU and GPU planners share ------------------------------------
  * The walk down a HwModel's levels to the one a footprint lives in, their bandwidths, and the
- * quantisation of tasks into waves; cpu.c, gemm_model.c and cuda_plan.c price plans with them.
+ * quantisation of tasks into waves; cpu_sched.c, gemm_model.c and cuda_plan.c price plans with them.
  * (Declared here, not in a sched.h: that name would hide the system's <sched.h>.) */
 
 /* ceil(a / b) for b > 0; 0 when b <= 0. */

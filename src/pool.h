@@ -1,5 +1,5 @@
 /* pool.h -- the thread pool (pool.c) that compiled CPU code and the contraction engine run
- * on, for cpu.c, gemm_run.c and the benchmarks (generated code calls dyn_parallel_for).
+ * on, for cpu_rt.c, gemm_run.c and the benchmarks (generated code calls dyn_parallel_for).
  * Private to the compiled CPU path, which is built only with LLVM.
  */
 #ifndef DYN_POOL_H

@@ -1,4 +1,4 @@
-/* sched.c -- the scheduler's shared terms: the CPU back end's :sched (cpu.c), the GEMM
+/* sched.c -- the scheduler's shared terms: the CPU back end's :sched (cpu_sched.c), the GEMM
  * engine's model (gemm_model.c) and the GPU's launch model (cuda_plan.c) each price a plan in
  * seconds from the hardware model (hw.c); the terms they price it with the same way live here:
  * which level of the hierarchy a footprint lives in and at what bandwidth, main memory's

@@ -1,4 +1,4 @@
-/* test_cpu.c -- Check suite for cpu.c, the compiled CPU back end, through its functions in
+/* test_cpu.c -- Check suite for cpu*.c, the compiled CPU back end, through its functions in
  * dyn_int.h: a small function is parsed, checked and lowered, compiled with cpu_compile, run with
  * cpu_run, and its outputs compared with what the reference evaluator (eval_program) gives
  * on the same inputs, over awkward sizes (0, 1, primes, 17, 33, 65).  Run-time errors, empty

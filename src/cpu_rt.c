@@ -1,0 +1,574 @@
+/* cpu_rt.c -- the compiled CPU back end's run-time: cpu_run binds a call's tensors and
+ * evaluates its tables of strides, shapes and extents (kept from call to call while the
+ * sizes repeat), then runs each kernel: loop kernels split into tasks on the thread pool
+ * with their per-row locals in each thread's scratch, contractions on the GEMM engine, and
+ * convolutions as windows gathered into matrices for the micro-kernels.  The code it runs
+ * is cpu.c's. */
+#include "config.h"
+#include "dyn_int.h"
+
+#ifdef HAVE_LLVM
+
+#include "cpu_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- running ---- */
+
+typedef struct Task {
+  const Program *p;
+  const CKernel *ck;
+  KCtx base;
+  int64_t n, chunk;
+  int nlocal;
+  int *local_slots;
+  int64_t *local_bytes;  /* rounded up to whole 64-byte lines */
+  size_t local_total;    /* their sum */
+  volatile int *interrupt;
+  bool nt;                 /* run the streaming twin */
+} Task;
+
+/* The per-row locals of a task come from its thread's scratch, kept from call to call (up
+ * to SCRATCH_KEEP bytes; a larger one is given back after the task).  Allocating them for
+ * each task had glibc's heap grow and shrink by a few hundred KB on every call, and on a
+ * virtual machine the page faults of that cost more than the work: softmax over 2 x 50257
+ * on one thread took 1.8 ms a call in some processes instead of 25 us. */
+#define SCRATCH_KEEP ((size_t)64 << 20)
+typedef struct Scratch { void *p; size_t bytes; } Scratch;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static void scratch_drop(void *v) {
+  Scratch *sc = v;
+  free(sc->p);
+  free(sc);
+}
+static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_drop); }
+
+/* At least `bytes` of 64-byte aligned scratch for this thread, or NULL. */
+static void *scratch_get(size_t bytes) {
+  pthread_once(&scratch_once, scratch_init);
+  Scratch *sc = pthread_getspecific(scratch_key);
+  if (!sc) {
+    if (!(sc = calloc(1, sizeof *sc))) return NULL;
+    pthread_setspecific(scratch_key, sc);
+  }
+  if (sc->bytes < bytes) {
+    free(sc->p);
+    sc->p = NULL;
+    sc->bytes = 0;
+    if (posix_memalign(&sc->p, 64, bytes)) {
+      sc->p = NULL;
+      return NULL;
+    }
+    sc->bytes = bytes;
+  }
+  return sc->p;
+}
+
+/* A scratch larger than SCRATCH_KEEP is not kept past its task. */
+static void scratch_trim(void) {
+  Scratch *sc = pthread_getspecific(scratch_key);
+  if (sc && sc->bytes > SCRATCH_KEEP) {
+    free(sc->p);
+    sc->p = NULL;
+    sc->bytes = 0;
+  }
+}
+
+static void run_task(void *arg, int64_t t) {
+  Task *T = arg;
+  if (T->interrupt && *T->interrupt) return;
+  int64_t lo = t * T->chunk, hi = lo + T->chunk < T->n ? lo + T->chunk : T->n;
+  KCtx c = T->base;
+  void *bufs_local[256];
+  void **bufs = T->p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)T->p->nslots);
+  memcpy(bufs, T->base.bufs, sizeof(void *) * (size_t)T->p->nslots);
+  char *scratch = T->nlocal ? scratch_get(T->local_total) : NULL;
+  bool ok = !T->nlocal || scratch;
+  for (int i = 0; ok && i < T->nlocal; i++) {
+    bufs[T->local_slots[i]] = scratch;
+    scratch += T->local_bytes[i];
+  }
+  c.bufs = bufs;
+  if (ok) (T->nt ? T->ck->fn_nt : T->ck->fn)(&c, lo, hi);
+  else *c.err = 2;
+  if (T->nlocal) scratch_trim();
+  if (bufs != bufs_local) free(bufs);
+}
+
+
+/* The contraction's sizes and element strides; strides[slot * DYN_MAX_RANK + d]. */
+void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
+  const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
+  const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
+  const int *pos = ck->g_pos;
+  int bx = ck->g_ax[0];
+  x->accumulate = false;          /* every field is set: a memset here was a `rep stos` */
+  x->a = x->b = NULL;
+  x->c = NULL;
+  x->stop = NULL;
+  x->batch = bx >= 0 ? ext[bx] : 1;
+  x->m = ext[ck->g_ax[1]];
+  x->n = ext[ck->g_ax[2]];
+  x->k = ext[ck->g_ax[3]];
+  x->a_sm = sa[pos[0]];
+  x->a_sk = sa[pos[1]];
+  x->a_sb = pos[2] >= 0 ? sa[pos[2]] : 0;
+  x->b_sk = sb[pos[3]];
+  x->b_sn = sb[pos[4]];
+  x->b_sb = pos[5] >= 0 ? sb[pos[5]] : 0;
+  int nax = ck->kn->stages[0].naxes;
+  x->c_sm = sc[nax - 2];
+  x->c_sn = sc[nax - 1];
+  x->c_sb = nax == 3 ? sc[0] : 0;
+}
+
+static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                     const int64_t *strides, volatile int *interrupt, char *err, size_t errlen) {
+  GemmArgs x;
+  cpu_gemm_args(ck, ext, strides, &x);
+  x.stop = interrupt;
+  x.a = bufs[ck->g_a];
+  x.b = bufs[ck->g_b];
+  x.c = bufs[ck->g_c];
+  GemmKernels *gk = cpu_gemm_for(be, cp->p->slots[ck->g_c].type.elem, err, errlen);
+  return gk && gemm_run(gk, &x, be->pool, err, errlen);
+}
+
+/* ---- windowed contractions (convolutions) on the micro-kernels ----
+ * Y[P, M, Q] = sum[K] A[M, K] * B[window] (kexpr_window_contraction) runs as GEMMs: for
+ * each index of the P axes (conv2d's images) the windows of B are gathered into a K x Q
+ * matrix (the classic im2col: rows the taps c, i, j, columns the outputs h, w), and Y[p] =
+ * A . col[p] on the packed micro-kernels, A read in place.  B's subscripts are affine in the
+ * axes, so the gather is a copy of runs along Q's last axis with offsets found once per
+ * call.  Each task is one image, or a part of one along Q's outer axes (parts whose matrix
+ * fits L2, as many as the tasks need to share out evenly over the threads): the thread
+ * gathers it into its own scratch and runs its GEMM itself, so the GEMM reads what its own
+ * core has just written.  (Gathering a few images across both cores and then splitting
+ * their GEMM across them, the GEMM read half its lines from the other core: conv2d below
+ * took 6.8 ms so, 3.5 ms now.)  A layout that A cannot be read in place from, or a part
+ * over WIN_PART_BYTES, runs the loop kernel.
+ * conv2d over 8 x 32 x 56 x 56 with 64 3x3 filters: 20 ms as the interchanged loop kernel,
+ * 3.5 ms so; with stride 2, 30 -> 1.5 ms; conv1d over 16 x 64 x 1000 with 64 5-tap
+ * filters, 8 -> 2.9 ms. */
+#define WIN_PART_BYTES ((size_t)64 << 20)
+
+/* An affine index expression at the axis values ax. */
+static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
+  switch (e->kind) {
+  case KX_AXIS: return ax[e->axis];
+  case KX_CONST: return e->i;
+  case KX_SIZE: {
+    int64_t v = 0;
+    const char *why;
+    return poly_eval(e->size, eval_size_lookup, (void *)sz, &v, &why) ? v : 0;
+  }
+  case KX_BIN: {
+    int64_t a = affine_at(e->a[0], ax, sz), b = affine_at(e->a[1], ax, sz);
+    return e->op == OP_ADD ? a + b : e->op == OP_SUB ? a - b : a * b;
+  }
+  default: return 0;
+  }
+}
+
+/* Whether axes ord[0..n) (ord NULL: 0..n) of the given strides and extents nest, each
+ * stride the next one's times its extent, leaving out axes of extent 1; *inner: the last
+ * stride kept (that of one step of the flattened index). */
+static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *ord, int64_t *inner) {
+  int64_t want = -1;
+  for (int j = n - 1; j >= 0; j--) {
+    int i = ord ? ord[j] : j;
+    if (ext[i] == 1) continue;
+    if (want < 0) *inner = stride[i];
+    else if (stride[i] != want) return false;
+    want = stride[i] * ext[i];
+  }
+  return true;
+}
+
+bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
+                      const EvalSizes *sz, int threads, double fit_bytes, Win *W) {
+  const WinContraction *w = &ck->w;
+  const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
+  int64_t es = elem_size(r->ty);
+  const int *axes[3] = { w->p, r->raxes, w->q };
+  int64_t *tot[3] = { &W->ptot, &W->ktot, &W->qtot };
+  W->n[0] = w->np, W->n[1] = r->nraxes, W->n[2] = w->nq;
+  W->ptot = W->ktot = W->qtot = W->mtot = 1;
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < W->n[g]; i++) *tot[g] *= W->ext[g][i] = ext[axes[g][i]];
+  for (int i = 0; i < w->nm; i++) W->mtot *= W->mext[i] = ext[w->m[i]];
+  /* A read in place as an M x K matrix: its M axes nested in Y's order and its reduction
+   * axes nested in the order of their strides, largest first, which the gathered rows
+   * then follow (a weight stored [r, s, c, m] reads as K x M, column-major).  Axes of
+   * extent 1 are left out of the checks. */
+  const int64_t *s_a = strides + A->slot * DYN_MAX_RANK;
+  int64_t sm[DYN_MAX_RANK] = { 0 }, sk[DYN_MAX_RANK] = { 0 };
+  for (int d = 0; d < A->n; d++)
+    for (int g = 0; g < 2; g++) {
+      const int *ax = g ? r->raxes : w->m;
+      for (int i = 0; i < (g ? r->nraxes : w->nm); i++)
+        if (ax[i] == A->a[d]->axis) (g ? sk : sm)[i] = s_a[d];
+    }
+  int perm[DYN_MAX_RANK], nk = W->n[1];
+  for (int i = 0; i < nk; i++) {                      /* insertion sort, stable */
+    int j = i;
+    while (j > 0 && sk[perm[j - 1]] < sk[i]) perm[j] = perm[j - 1], j--;
+    perm[j] = i;
+  }
+  int64_t a_sm = 1, a_sk = 1;
+  if (!nested(sm, W->mext, w->nm, NULL, &a_sm) || !nested(sk, W->ext[1], nk, perm, &a_sk)) return false;
+  /* Y[P..., M..., Q...] written as batches of M x Q matrices: row-major over its axes */
+  const Stage *st = &ck->kn->stages[0];
+  const int64_t *s_c = strides + st->out * DYN_MAX_RANK;
+  int64_t want = 1;
+  for (int d = st->naxes - 1; d >= 0; d--) {
+    if (s_c[d] != want) return false;
+    want *= ext[st->axes[d]];
+  }
+  /* B's offset, affine in the axes: its value at 0 and along each axis */
+  int64_t ax[256] = { 0 };
+  if (p->naxes > 256) return false;
+  const int64_t *s_b = strides + B->slot * DYN_MAX_RANK;
+  W->b0 = 0;
+  for (int d = 0; d < B->n; d++) W->b0 += s_b[d] * affine_at(B->a[d], ax, sz);
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < W->n[g]; i++) {
+      ax[axes[g][i]] = 1;
+      int64_t o = 0;
+      for (int d = 0; d < B->n; d++) o += s_b[d] * affine_at(B->a[d], ax, sz);
+      ax[axes[g][i]] = 0;
+      W->coef[g][i] = o - W->b0;
+    }
+  int64_t kext[DYN_MAX_RANK], kcoef[DYN_MAX_RANK];     /* the reduction axes as A nests them */
+  for (int i = 0; i < nk; i++) kext[i] = W->ext[1][perm[i]], kcoef[i] = W->coef[1][perm[i]];
+  memcpy(W->ext[1], kext, sizeof kext);
+  memcpy(W->coef[1], kcoef, sizeof kcoef);
+  memcpy(W->korder, perm, sizeof perm);
+  /* parts of whole runs, enough for each part's matrix to fit in fit_bytes (a core's L2:
+   * gathered and multiplied while it is there) and for the tasks to share out evenly over
+   * the threads (one 64 x 112 x 112 image with 64 3x3 filters on 2 threads: 7.9 ms in 2
+   * parts, 4.1-4.7 ms in parts of 0.5-4 MiB; eight 32 x 56 x 56 ones alike either way) */
+  W->qlast = W->ext[2][W->n[2] - 1];
+  W->qrows = W->qlast ? W->qtot / W->qlast : 0;
+  int64_t t = threads > 1 ? threads : 1;
+  int64_t fit = (int64_t)((double)W->ktot * (double)W->qtot * (double)es / fit_bytes) + 1;
+  W->parts = 1;
+  while (W->parts < W->qrows && (W->parts < fit || (W->ptot * W->parts) % t)) W->parts++;
+  GemmArgs *x = &W->x;
+  memset(x, 0, sizeof *x);
+  x->batch = 1;
+  x->m = W->mtot, x->n = (W->qrows + W->parts - 1) / W->parts * W->qlast, x->k = W->ktot;
+  x->a_sm = a_sm, x->a_sk = a_sk;
+  x->b_sk = x->n, x->b_sn = 1;
+  x->c_sm = W->qtot, x->c_sn = 1;
+  return (double)W->ktot * (double)x->n * (double)es <= (double)WIN_PART_BYTES;
+}
+
+/* Row ki of index pi of P's matrix, its runs [r0, r1) of Q's last axis, into dst. */
+static void gather_row(const Win *W, const char *b, char *dst, int64_t pi, int64_t ki, int64_t r0,
+                       int64_t r1, int es) {
+  int nq = W->n[2];
+  int64_t qlast = W->qlast, qstep = W->coef[2][nq - 1], o = W->b0, idx[DYN_MAX_RANK] = { 0 };
+  for (int i = W->n[0] - 1; i >= 0; i--) o += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
+  for (int i = W->n[1] - 1; i >= 0; i--) o += (ki % W->ext[1][i]) * W->coef[1][i], ki /= W->ext[1][i];
+  for (int64_t r = r0, i = nq - 2; i >= 0; i--) {        /* run r0's index of Q's outer axes */
+    idx[i] = r % W->ext[2][i];
+    o += idx[i] * W->coef[2][i];
+    r /= W->ext[2][i];
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    if (r > r0)               /* the next index of the outer axes, as an odometer */
+      for (int i = nq - 2; i >= 0; i--) {
+        o += W->coef[2][i];
+        if (++idx[i] < W->ext[2][i]) break;
+        o -= W->coef[2][i] * W->ext[2][i];
+        idx[i] = 0;
+      }
+    if (es == 4) {
+      const float *src = (const float *)b + o;
+      float *d = (float *)dst + (r - r0) * qlast;
+      if (qstep == 1) memcpy(d, src, (size_t)qlast * 4);
+      else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
+    } else {
+      const double *src = (const double *)b + o;
+      double *d = (double *)dst + (r - r0) * qlast;
+      if (qstep == 1) memcpy(d, src, (size_t)qlast * 8);
+      else for (int64_t j = 0; j < qlast; j++) d[j] = src[j * qstep];
+    }
+  }
+}
+
+typedef struct WinJob {
+  const Win *W;
+  GemmKernels *gk;
+  const void *a, *b;
+  char *c;
+  int es;
+  volatile int *stop;
+  _Atomic int failed;          /* 1: no scratch; 2: the GEMM failed (msg) */
+  char msg[256];
+} WinJob;
+
+/* Task t: part t % parts of index t / parts of P, gathered and multiplied on this thread. */
+static void win_task(void *arg, int64_t t) {
+  WinJob *J = arg;
+  const Win *W = J->W;
+  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
+  int64_t p = t / W->parts, part = t % W->parts;
+  int64_t r0 = part * W->qrows / W->parts, r1 = (part + 1) * W->qrows / W->parts, qn = (r1 - r0) * W->qlast;
+  char *col = scratch_get((size_t)(W->ktot * qn * J->es));
+  if (!col) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  for (int64_t k = 0; k < W->ktot; k++)
+    gather_row(W, J->b, col + (size_t)(k * qn) * (size_t)J->es, p, k, r0, r1, J->es);
+  GemmArgs x = W->x;
+  x.n = qn;
+  x.a = J->a;
+  x.b = col;
+  x.b_sk = qn;
+  x.c = J->c + (size_t)(p * W->mtot * W->qtot + r0 * W->qlast) * (size_t)J->es;
+  x.stop = J->stop;
+  char err[256];
+  if (!gemm_run(J->gk, &x, NULL, err, sizeof err)) {
+    int want = 0;
+    if (atomic_compare_exchange_strong(&J->failed, &want, 2)) snprintf(J->msg, sizeof J->msg, "%s", err);
+  }
+  scratch_trim();
+}
+
+/* 1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
+static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                      const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+  Win W;
+  if (!cpu_win_shape(cp->p, ck, ext, strides, sz, pool_threads(be->pool), hw_cache_bytes(&be->hw, 1), &W)) return 0;
+  if (W.ptot == 0 || W.mtot == 0 || W.qtot == 0) return 1;
+  DynElem e = ck->kn->stages[0].expr->ty;
+  GemmKernels *gk = cpu_gemm_for(be, e, err, errlen);
+  if (!gk) return 0;
+  int es = (int)elem_size(e);
+  if (W.ktot == 0) {                     /* an empty sum */
+    memset(bufs[ck->g_c], 0, (size_t)(W.ptot * W.mtot * W.qtot) * (size_t)es);
+    return 1;
+  }
+  WinJob J = { &W, gk, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0, "" };
+  dyn_parallel_for(be->pool, W.ptot * W.parts, win_task, &J);
+  if (J.failed == 1) return 0;
+  if (J.failed || (interrupt && *interrupt)) {
+    snprintf(err, errlen, "%s", J.failed ? J.msg : "interrupted");
+    return -1;
+  }
+  return 1;
+}
+
+/* A slot's bytes, INT64_MAX when that overflows (a tensor with no elements is 0 bytes
+ * whatever its other dimensions: f32[2^62, 0]). */
+static int64_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
+  const Slot *sl = &p->slots[slot];
+  for (int k = 0; k < sl->type.rank; k++)
+    if (shape[slot * DYN_MAX_RANK + k] == 0) return 0;
+  int64_t bytes = elem_size(sl->type.elem);
+  for (int k = 0; k < sl->type.rank; k++)
+    if (!size_mul_ok(bytes, shape[slot * DYN_MAX_RANK + k], &bytes)) return INT64_MAX;
+  return bytes;
+}
+
+/* Does a kernel compute nothing anyone can see: its results have no elements and nothing in
+ * it can fail?  Then its rows need not be walked (layernorm of f32[2^50, 0] has 2^50 of
+ * them); the reference evaluator skips the same kernels. */
+static bool invisible(const Program *p, const Kernel *kn, const int64_t *shape) {
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    const Slot *sl = &p->slots[st->out];
+    if (sl->kind == SLOT_LOCAL) continue;
+    bool empty = false;
+    for (int k = 0; k < sl->type.rank; k++) empty = empty || shape[st->out * DYN_MAX_RANK + k] == 0;
+    if (!empty) return false;
+  }
+  for (int s = 0; s < kn->nstages; s++)          /* rare: only for empty results */
+    if (kexpr_can_fail(kn->stages[s].expr)) return false;
+  return true;
+}
+
+/* Stream the result (see cpu.c's mark_streaming) when it and the tensors the kernel reads outgrow
+ * the last cache: the first lines written are then gone from it before the kernel ends, so
+ * keeping them there only costs the read for ownership (softmax over 128 x 50257 writes
+ * 26 MB, under a 32 MB cache, but reads as much again). */
+static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape) {
+  int64_t llc = sched_last_cache_bytes(&be->hw);
+  if (ck->nt_slot < 0 || llc <= 0 || cp->p->slots[ck->nt_slot].type.rank == 0) return false;
+  int64_t bytes = 0;
+  for (int i = 0; i < ck->nfoot; i++) bytes += slot_bytes(cp->p, ck->foot[i], shape);
+  return bytes > llc && cpu_compile_twins(be, cp) && ck->fn_nt;
+}
+
+/* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
+ * the reference evaluator for the message), -1 on a failure described in err. */
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+            volatile int *interrupt, char *err, size_t errlen) {
+  if (!jit_can_run(be->jit)) {
+    snprintf(err, errlen, "code for %s cannot run on this CPU", be->hw.name);
+    return -1;
+  }
+  const Program *p = cp->p;
+  int ns = p->nslots;
+  /* one block for the run's tables (a small call is dominated by such fixed costs) */
+  size_t n64 = (size_t)ns * DYN_MAX_RANK * 2 + (size_t)p->naxes + (size_t)p->nkx + 4;
+  int64_t local[512];
+  size_t words = n64 + 2 * ((size_t)ns + 1);
+  int64_t *block = words <= 512 ? local : xmalloc(words * sizeof(int64_t));
+  int32_t errflag = 0;
+  int status = 1;
+  const char *why = NULL;
+  /* the sizes as last time: the tables are read where they were kept (nothing writes them
+   * during a run), and only the tensors and buffers start empty */
+  bool tables_hit = cp->tables && cp->tables_nsizes == sizes->n && cp->tables_words == n64 &&
+                  !memcmp(cp->tables, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
+  int64_t *tab = tables_hit ? cp->tables + sizes->n : block;
+  int64_t *strides = tab, *shape = strides + (size_t)ns * DYN_MAX_RANK + 1;
+  int64_t *ext = shape + (size_t)ns * DYN_MAX_RANK + 1, *szv = ext + p->naxes + 1;
+  Tensor **t = (Tensor **)(block + n64);
+  void **bufs = (void **)(block + n64 + ns + 1);
+  if (tables_hit) {
+    memset(block + n64, 0, (words - n64) * sizeof(int64_t));
+  } else {
+    memset(block, 0, words * sizeof(int64_t));
+    for (int a = 0; a < p->naxes; a++)
+      if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
+        eval_extent_error(p, a, why, err, errlen);
+        status = -1;
+        goto out;
+      }
+    Buf reason = {0};
+    if (!eval_size_values(p, sizes, szv, &reason)) {
+      snprintf(err, errlen, "%s", reason.s);
+      buf_free(&reason);
+      status = -1;
+      goto out;
+    }
+  }
+  for (int i = 0; i < ns; i++) {
+    const Slot *s = &p->slots[i];
+    int64_t *dims = &shape[i * DYN_MAX_RANK];
+    int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
+    int rank = s->type.rank - skip;
+    for (int k = 0; k < rank && !tables_hit; k++)
+      if (!poly_eval(s->type.dims[k + skip], eval_size_lookup, (void *)sizes, &dims[k], &why)) {
+        snprintf(err, errlen, "cannot evaluate the shape of %s", s->name);
+        status = -1;
+        goto out;
+      }
+    if (s->kind == SLOT_INPUT) {
+      t[i] = tensor_retain(inputs[s->param]);
+      if (!tensor_contiguous(t[i])) {
+        snprintf(err, errlen, "%s is not contiguous", s->name);
+        status = -1;
+        goto out;
+      }
+    } else if (s->kind == SLOT_TEMP || s->kind == SLOT_OUTPUT) {
+      /* every element is written by its kernel: no need to zero it first */
+      t[i] = tensor_new_uninit(s->type.elem, rank, dims, err, errlen);
+      if (!t[i]) {
+        status = -1;
+        goto out;
+      }
+    }
+    int64_t st = 1;
+    for (int k = rank - 1; k >= 0 && !tables_hit; k--) {
+      strides[i * DYN_MAX_RANK + k] = st;
+      st *= dims[k] > 0 ? dims[k] : 1;
+    }
+    if (t[i]) bufs[i] = (char *)t[i]->buf->data + t[i]->offset * elem_size(s->type.elem);
+  }
+  if (!tables_hit) {
+    size_t words = (size_t)sizes->n + n64;
+    if (!cp->tables || (size_t)cp->tables_nsizes + cp->tables_words < words) {
+      free(cp->tables);
+      cp->tables = xmalloc(words * sizeof(int64_t));
+    }
+    memcpy(cp->tables, sizes->vals, sizeof(int64_t) * (size_t)sizes->n);
+    memcpy(cp->tables + sizes->n, block, n64 * sizeof(int64_t));
+    cp->tables_nsizes = sizes->n;
+    cp->tables_words = n64;
+  }
+  KCtx base = {bufs, strides, ext, szv, shape, &errflag};
+  int nthreads = pool_threads(be->pool);
+  for (int k = 0; k < cp->nk && status == 1; k++) {
+    const CKernel *ck = &cp->k[k];
+    if (interrupt && *interrupt) {
+      snprintf(err, errlen, "interrupted");
+      status = -1;
+      break;
+    }
+    if (ck->gemm) {
+      if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
+      continue;
+    }
+    if (ck->win) {
+      int r = run_window(be, cp, ck, bufs, ext, strides, sizes, interrupt, err, errlen);
+      if (r < 0) status = -1;
+      if (r) continue;
+    }
+    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, streaming(be, cp, ck, shape)};
+    int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
+    if (n <= 0 || invisible(p, ck->kn, shape)) continue;
+    /* locals of this kernel: each task's in its thread's scratch (run_task), each on a
+     * 64-byte boundary */
+    int lslots[64];
+    int64_t lbytes[64];
+    int nl = 0;
+    T.local_total = 0;
+    for (int s = 0; s < ck->kn->nstages && nl < 64; s++) {
+      const Slot *sl = &p->slots[ck->kn->stages[s].out];
+      if (sl->kind != SLOT_LOCAL) continue;
+      int64_t bytes = elem_size(sl->type.elem) * (ck->pipe_f >= 0 ? 2 : 1);
+      for (int d = 0; d < sl->nlocal; d++) bytes *= shape[ck->kn->stages[s].out * DYN_MAX_RANK + d];
+      lslots[nl] = ck->kn->stages[s].out;
+      lbytes[nl] = bytes ? (bytes + 63) / 64 * 64 : 64;
+      T.local_total += (size_t)lbytes[nl++];
+    }
+    T.nlocal = nl;
+    T.local_slots = lslots;
+    T.local_bytes = lbytes;
+    /* work per parallel iteration decides the split: small kernels run on one thread */
+    int64_t work = 1;
+    for (int s = 0; s < ck->kn->nstages; s++)
+      for (int a = 0; a < ck->kn->stages[s].naxes; a++)
+        if (ck->kn->stages[s].axes[a] != ck->par_axis) work *= ext[ck->kn->stages[s].axes[a]] > 0 ? ext[ck->kn->stages[s].axes[a]] : 1;
+    int64_t tasks = n * work < 32768 ? 1 : (int64_t)nthreads * 4;
+    if (tasks > n) tasks = n;
+    T.n = n;
+    T.chunk = (n + tasks - 1) / tasks;
+    tasks = (n + T.chunk - 1) / T.chunk;
+    if (tasks == 1) run_task(&T, 0);
+    else dyn_parallel_for(be->pool, tasks, run_task, &T);
+    if (errflag == 2) {
+      snprintf(err, errlen, "cannot allocate the per-row buffers of %s", ck->kn->name);
+      status = -1;
+    } else if (errflag) {
+      status = 0;
+    }
+    if (interrupt && *interrupt) {
+      snprintf(err, errlen, "interrupted");
+      status = -1;
+    }
+  }
+  if (status == 1)
+    for (int i = 0; i < p->nout; i++) outs[i] = tensor_retain(t[p->outputs[i]]);
+out:
+  for (int i = 0; i < ns; i++) tensor_release(t[i]);
+  if (block != local) free(block);
+  return status;
+}
+
+#else  /* no LLVM: the reference evaluator runs everything (cpu.c) */
+
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+            volatile int *interrupt, char *err, size_t errlen) { return -1; }
+
+#endif

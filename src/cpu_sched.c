@@ -1,0 +1,200 @@
+/* cpu_sched.c -- the compiled CPU back end's schedule as :sched and :time show it: for each
+ * kernel of a program what cpu.c made of it (a contraction on the GEMM engine and that
+ * engine's plan, a convolution's gather, row-wise stages, vectorised and interchanged loops,
+ * the tasks, streaming stores) and, given sizes, the time the model predicts (gemm_model.c
+ * for contractions, the roofline of cost.c for the rest). */
+#include "config.h"
+#include "dyn_int.h"
+
+#ifdef HAVE_LLVM
+
+#include "cpu_int.h"
+
+#include <string.h>
+
+/* ---- the schedule, for :sched and :time ---- */
+
+static void axes_text(const Program *p, const int *ax, int n, Buf *out) {
+  for (int i = 0; i < n; i++) buf_printf(out, "%s%s", i ? ", " : "", p->axes[ax[i]].name);
+}
+
+/* The GEMM engine's own description (lines of text, consumed), each line after pad. */
+static void put_indented(Buf *out, char *text, const char *pad) {
+  for (char *line = text, *nl; line && *line; line = nl) {
+    nl = strchr(line, '\n');
+    if (nl) *nl++ = 0;
+    buf_printf(out, "%s%s\n", pad, line);
+  }
+}
+
+/* The fixed cost of a call of compiled code through the session, beside its kernels:
+ * binding the sizes, checking the facts, finding the plans chosen for the shape, allocating
+ * the results.  0.15-0.2 us in make bench on Zen 5 (2 x 2 x 2 and 13 x 11 x 17 matmul:
+ * 0.2 us a call, their kernels 0.01-0.1); without it the model called those calls 50-90%
+ * shorter than they are.  A software cost, about a constant count of cycles. */
+#define CALL_S 0.15e-6
+
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) {
+  const Program *p = cp->p;
+  double total = 0;
+  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
+  bool have = sz != NULL;
+  for (int a = 0; have && a < p->naxes; a++) {
+    const char *why;
+    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sz, &ext[a], &why)) have = false;
+  }
+  int64_t *strides = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
+  for (int i = 0; have && i < p->nslots; i++) {
+    const Slot *sl = &p->slots[i];
+    int64_t st = 1;
+    for (int k = sl->type.rank - 1; k >= 0; k--) {
+      int64_t d = 0;
+      const char *why;
+      poly_eval(sl->type.dims[k], eval_size_lookup, (void *)sz, &d, &why);
+      strides[i * DYN_MAX_RANK + k] = st;
+      if (!size_mul_ok(st, d > 0 ? d : 1, &st)) st = INT64_MAX;   /* the session refuses such sizes */
+    }
+  }
+  for (int k = 0; k < cp->nk; k++) {
+    const CKernel *ck = &cp->k[k];
+    const Kernel *kn = ck->kn;
+    buf_printf(out, "kernel %s\n", kn->name);
+    if (ck->gemm) {
+      buf_printf(out, "  contraction over %s (%s%s x %s -> %s): packed micro-kernels,\n    sizes chosen at run time\n",
+                 p->axes[ck->g_ax[3]].name, p->slots[ck->g_a].name, ck->g_ax[0] >= 0 ? ", batched" : "",
+                 p->slots[ck->g_b].name, p->slots[ck->g_c].name);
+      GemmKernels *gk = cpu_gemm_for(be, p->slots[ck->g_c].type.elem, NULL, 0);
+      if (gk && !have) {
+        int mr[8], nr[8];
+        int nf = gemm_families(gk, mr, nr, 8);
+        buf_puts(out, "  level 0, registers: micro-kernel candidates (mr x nr):");
+        for (int f = 0; f < nf; f++) buf_printf(out, " %dx%d", mr[f], nr[f]);
+        buf_puts(out, "\n  levels 1-3, caches: kc, mc, nc: formulas of the sizes and the capacities\n"
+                      "  cores: batch, M and N split per shape (give sizes to see it)\n");
+      }
+      if (gk && have) {
+        GemmArgs x;
+        cpu_gemm_args(ck, ext, strides, &x);
+        Buf d = {0};
+        gemm_describe(gk, &x, threads, &d);
+        if (d.s) {
+          put_indented(out, d.s, "  ");
+        }
+        buf_free(&d);
+        total += gemm_predict(gk, &x, threads);
+      }
+      continue;
+    }
+    if (ck->win) {
+      const KExpr *r = kn->stages[0].expr;
+      buf_puts(out, "  contraction over ");
+      axes_text(p, r->raxes, r->nraxes, out);
+      buf_printf(out, " (%s x windows of %s -> %s): the windows gathered into a (", p->slots[ck->g_a].name,
+                 p->slots[ck->g_b].name, p->slots[ck->g_c].name);
+      axes_text(p, r->raxes, r->nraxes, out);
+      buf_puts(out, ") x (");
+      axes_text(p, ck->w.q, ck->w.nq, out);
+      buf_puts(out, ") matrix");
+      if (ck->w.np) {
+        buf_puts(out, " for each ");
+        axes_text(p, ck->w.p, ck->w.np, out);
+      }
+      buf_puts(out, ", then packed micro-kernels (a layout they cannot take runs the loop kernel below)\n");
+      Win W;
+      GemmKernels *gk = have ? cpu_gemm_for(be, r->ty, NULL, 0) : NULL;
+      if (gk && cpu_win_shape(p, ck, ext, strides, sz, threads, hw_cache_bytes(&be->hw, 1), &W)) {
+        buf_printf(out, "  gathered: %lld x %lld for each of %lld", (long long)W.ktot, (long long)W.qtot, (long long)W.ptot);
+        bool moved = false;
+        for (int i = 0; i < r->nraxes; i++) moved |= W.korder[i] != i;
+        if (moved) {                   /* the weight's layout set the order of the taps */
+          int ord[DYN_MAX_RANK];
+          for (int i = 0; i < r->nraxes; i++) ord[i] = r->raxes[W.korder[i]];
+          buf_puts(out, " (rows ");
+          axes_text(p, ord, r->nraxes, out);
+          buf_puts(out, ")");
+        }
+        if (W.parts > 1) buf_printf(out, ", in %lld parts of up to %lld columns", (long long)W.parts, (long long)W.x.n);
+        buf_printf(out, ", on the thread that multiplies it: a GEMM of M %lld, N %lld, K %lld each:\n",
+                   (long long)W.mtot, (long long)W.x.n, (long long)W.ktot);
+        Buf d = {0};
+        gemm_describe(gk, &W.x, 1, &d);
+        put_indented(out, d.s, "    ");
+        buf_free(&d);
+        /* the tasks shared over the threads, each a gather (the windows read and the matrix
+         * written, at the roofline's rate) and its GEMM */
+        int64_t rounds = sched_waves(W.ptot * W.parts, threads);
+        double gbytes = 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
+        total += (double)rounds * (gemm_predict(gk, &W.x, 1) + cost_roofline(&be->hw, 1, 0, gbytes));
+        continue;
+      }
+    }
+    const char *par = ck->par_axis >= 0 ? p->axes[ck->par_axis].name : NULL;
+    if (kn->nouter) {
+      buf_printf(out, "  row-wise: %d stages per row of ", kn->nstages);
+      axes_text(p, kn->outer, kn->nouter, out);
+      buf_puts(out, ", per-row intermediates in cache\n");
+      if (ck->pipe_f >= 0)
+        buf_printf(out, "  pipelined: row %s's stage %s runs in one loop with row %s - 1's stage %s\n",
+                   p->axes[kn->outer[0]].name, p->slots[kn->stages[ck->pipe_f].out].name,
+                   p->axes[kn->outer[0]].name, p->slots[kn->stages[kn->nstages - 1].out].name);
+    }
+    for (int s2 = 0; s2 < kn->nstages; s2++) {
+      const Stage *st = &kn->stages[s2];
+      if (!st->naxes) continue;
+      buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
+                 cpu_interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
+      int bu = cpu_blocked_axis(kn, st);
+      if (bu >= 0) {
+        int w = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
+        buf_printf(out, "  stage %s: a layout change (it reads along %s, writes along %s), in tiles of %d x %d "
+                   "transposed in registers\n", p->slots[st->out].name, p->axes[bu].name,
+                   p->axes[st->axes[st->naxes - 1]].name, w, w);
+      }
+    }
+    buf_printf(out, "  cores: %s\n", par ? "" : "one task (no parallel axis)");
+    if (par) {
+      out->len -= 1;
+      out->s[out->len] = 0;
+      buf_printf(out, "tasks over %s", par);
+      if (have) {
+        int64_t n = ext[ck->par_axis];
+        int64_t tasks = n < (int64_t)threads * 4 ? n : (int64_t)threads * 4;
+        buf_printf(out, " = %lld in %lld task%s", (long long)n, (long long)tasks, tasks == 1 ? "" : "s");
+      }
+      buf_putc(out, '\n');
+    }
+    if (ck->nt_slot >= 0) {
+      double llc = (double)sched_last_cache_bytes(&be->hw);
+      bool mib = llc >= (1 << 20);
+      buf_printf(out, "  streaming stores to %s when it and the kernel's inputs are over %.0f %s (the last cache): ",
+                 p->slots[ck->nt_slot].name, llc / (mib ? 1 << 20 : 1 << 10), mib ? "MiB" : "KiB");
+      if (cp->twins_ok) buf_printf(out, "twin compiled on first use (%.1f ms)\n", cp->twins_ms);
+      else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
+    }
+    if (have) {
+      const Poly *fp, *bp;
+      cost_kernel(p, kn, pc, &fp, &bp);
+      int64_t fv = 0, bv = 0;
+      const char *why;
+      poly_eval(fp, eval_size_lookup, (void *)sz, &fv, &why);
+      poly_eval(bp, eval_size_lookup, (void *)sz, &bv, &why);
+      double t = cost_roofline(&be->hw, threads, (double)fv, (double)bv);
+      buf_printf(out, "  model: %lld FLOPs, %lld bytes: predicted %.3f ms (roofline)\n", (long long)fv, (long long)bv, t * 1e3);
+      total += t;
+    }
+  }
+  if (have) {
+    buf_printf(out, "  call: %.2f us beside the kernels (binding the sizes, checking the facts, finding the plans)\n",
+               CALL_S * 1e6);
+    total += CALL_S;
+  }
+  free(ext);
+  free(strides);
+  return total;
+}
+
+#else  /* no LLVM: the reference evaluator runs everything (cpu.c) */
+
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) { return 0; }
+
+#endif
