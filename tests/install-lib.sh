@@ -37,24 +37,29 @@ fi
 
 # ---- installed ----
 prefix=$tmp/usr
-if ! (cd "$top_builddir" && env -u MAKEFLAGS -u MFLAGS make install prefix="$prefix" >"$tmp/install.log" 2>&1); then
+# the Python directory may have been configured outside the prefix (Debian's dist-packages)
+if ! (cd "$top_builddir" && env -u MAKEFLAGS -u MFLAGS make install prefix="$prefix" \
+        dyn_pythondir="$prefix/lib/python3/dist-packages" >"$tmp/install.log" 2>&1); then
   tail -20 "$tmp/install.log"; echo "install: $pass passed, $((fail + 1)) failed"; exit 1
 fi
-for f in lib/libdyn.so.0 lib/libdyn.a include/dyn/dyn.h include/dyn/dlpack.h lib/pkgconfig/dyn.pc bin/dyn; do
-  if [ -e "$prefix/$f" ]; then ok; else bad "make install did not install $f"; fi
+# the library directory is the configured one under the prefix: lib, or a multiarch one
+lib=$(dirname "$(find "$prefix" -name libdyn.so.0 | head -1)")
+for f in "$lib/libdyn.so.0" "$lib/libdyn.a" "$prefix/include/dyn/dyn.h" "$prefix/include/dyn/dlpack.h" \
+         "$lib/pkgconfig/dyn.pc" "$prefix/bin/dyn"; do
+  if [ -e "$f" ]; then ok; else bad "make install did not install ${f#"$prefix"/}"; fi
 done
-# dyn.pc names the configured prefix; --define-prefix takes it from where the file lies
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
-pkgconf() { pkg-config --define-prefix "$@"; }
+# dyn.pc names the configured prefix; the test's prefix replaces it
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+pkgconf() { pkg-config --define-variable=prefix="$prefix" "$@"; }
 if [ "$(pkgconf --modversion dyn)" = "$(sed -n 's/^#define DYN_VERSION_STRING "\(.*\)"/\1/p' "$top_srcdir/include/dyn/dyn.h")" ]; then ok
 else bad "pkg-config --modversion dyn is not the header's version"; fi
 # shared, found at run time through LD_LIBRARY_PATH as an uninstalled prefix must be
 # shellcheck disable=SC2046
 if $cc -Wall -Wextra -Werror "$top_srcdir/examples/embed.c" $(pkgconf --cflags --libs dyn) -o "$tmp/embed" 2>"$tmp/cc.log" &&
-   [ "$(LD_LIBRARY_PATH="$prefix/lib" "$tmp/embed")" = "$want_c" ]; then ok; else bad "embed.c against the installed libdyn.so"; cat "$tmp/cc.log"; fi
+   [ "$(LD_LIBRARY_PATH="$lib" "$tmp/embed")" = "$want_c" ]; then ok; else bad "embed.c against the installed libdyn.so"; cat "$tmp/cc.log"; fi
 # static: libdyn.a, then what it needs (pkg-config's Libs.private)
 # shellcheck disable=SC2046
-if $cc "$top_srcdir/examples/embed.c" $(pkgconf --cflags dyn) "$prefix/lib/libdyn.a" \
+if $cc "$top_srcdir/examples/embed.c" $(pkgconf --cflags dyn) "$lib/libdyn.a" \
      $(pkgconf --static --libs-only-other --libs-only-l dyn | sed 's/-ldyn\( \|$\)//') $(pkgconf --static --libs-only-L dyn) \
      -o "$tmp/embed-static" 2>"$tmp/cc.log" &&
    ! ldd "$tmp/embed-static" | grep -q libdyn && [ "$("$tmp/embed-static")" = "$want_c" ]; then ok
@@ -67,16 +72,16 @@ if command -v c++ >/dev/null 2>&1; then
   else bad "dyn/dyn.h does not compile as C++"; cat "$tmp/cc.log"; fi
 fi
 # every dynamic symbol is dyn_*, less what the toolchain adds, and every DYN_API one is there
-others=$(nm -D --defined-only "$prefix/lib/libdyn.so.0" | awk '{ print $3 }' | grep -v -e '^dyn_' -e '^_init$' -e '^_fini$')
+others=$(nm -D --defined-only "$lib/libdyn.so.0" | awk '{ print $3 }' | grep -v -e '^dyn_' -e '^_init$' -e '^_fini$')
 if [ -z "$others" ]; then ok; else bad "libdyn.so exports more than dyn_*:"; echo "$others" | head -20; fi
 declared=$(sed -n 's/^DYN_API [^(]*[ *]\(dyn_[a-z_]*\)(.*/\1/p' "$top_srcdir/include/dyn/dyn.h" | sort)
-exported=$(nm -D --defined-only "$prefix/lib/libdyn.so.0" | awk '{ print $3 }' | grep '^dyn_' | sort)
+exported=$(nm -D --defined-only "$lib/libdyn.so.0" | awk '{ print $3 }' | grep '^dyn_' | sort)
 if [ -n "$declared" ] && [ "$declared" = "$exported" ]; then ok; else bad "the exports are not dyn.h's functions"; echo "$declared" > "$tmp/d"; echo "$exported" > "$tmp/e"; diff "$tmp/d" "$tmp/e"; fi
 if [ -n "$py" ]; then
   site=$(dirname "$(find "$prefix" -path '*/dyn/__init__.py' | head -1)")
   site=$(dirname "$site")
   out=$(cd "$tmp" && PYTHONPATH="$site" "$py" -c 'import dyn; print(dyn._lib._name)')
-  if [ "$out" = "$prefix/lib/libdyn.so.0" ]; then ok; else bad "the installed module loads $out, not the installed library"; fi
+  if [ "$out" = "$lib/libdyn.so.0" ]; then ok; else bad "the installed module loads $out, not the installed library"; fi
   out=$(cd "$tmp" && PYTHONPATH="$site" "$py" "$top_srcdir/examples/embed.py" 2>&1)
   if [ "$out" = "$want_py" ]; then ok; else bad "examples/embed.py with the installed module"; echo "$out"; fi
 fi
