@@ -2,7 +2,8 @@
  * between their bit patterns and doubles, rounding to nearest, ties to even.  Every part of
  * dyn that touches their storage goes through here: tensors (get, set, print), the reference
  * evaluator's loads, stores and casts, .npy files and the C API.  The compiled back ends do
- * the same conversions in their own code (LLVM's fpext/fptrunc, CUDA's __half intrinsics). */
+ * the same conversions in their own code (LLVM's fpext/fptrunc and irb.c's bf16 rounding; the
+ * CUDA prelude's dyn_f32_f16 and dyn_f32_bf16). */
 #include "config.h"
 #include <math.h>
 #include <string.h>
