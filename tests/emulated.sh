@@ -10,7 +10,9 @@
 #   - tests/numpy.sh on a share of its cases (DYN_EMU_NUMPY, default: matmul, reductions,
 #     softmax, long rows, math functions, gemm layouts), the other cases' kernels being the
 #     same code,
-#   - the random programs of tests/random_programs.py, a share of tests/random.sh's.
+#   - the random programs of tests/random_programs.py, a share of tests/random.sh's,
+#   - the Check suites that compile and run code (tests/unit/test_cpu, test_gemm), whose
+#     expectations come from the model in use, never from the CPU under them.
 # Skipped (77) on a host that is not x86-64, without qemu-x86_64 or without LLVM.
 # $DYN_EMU_CPU picks another QEMU CPU (default Haswell, less the features QEMU's TCG cannot
 # emulate, so that it prints no warnings).
@@ -63,6 +65,15 @@ run() {   # NAME SCRIPT [ARG...]: a suite with the emulated dyn
 }
 run differential sh "$top_srcdir/tests/differential.sh"
 run models sh "$top_srcdir/tests/models.sh"
+# Check's time limits are for native speed; the emulator is ten to twenty times slower.
+export CK_TIMEOUT_MULTIPLIER=10 DYN_HW_DIR="$top_srcdir/hw"
+for t in test_cpu test_gemm; do
+  if [ -x "$top_builddir/tests/unit/$t" ]; then
+    run "unit-$t" "$qemu" -cpu "$cpu" "$top_builddir/tests/unit/$t"
+  else
+    echo "unit-$t: not built (make check builds it): skipped"
+  fi
+done
 py=
 for p in "${PYTHON_NUMPY:-}" /usr/bin/python3 python3; do
   if [ -n "$p" ] && "$p" -c 'import numpy; numpy.zeros(1)' >/dev/null 2>&1; then py=$p; break; fi
