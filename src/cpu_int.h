@@ -101,5 +101,13 @@ void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides
  * layout (the loop kernel runs it). */
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                    const EvalSizes *sz, int threads, double fit_bytes, Win *W);
+/* cpu_conv.c: run a grouped windowed contraction (a depthwise convolution: ck->w.ng > 0)
+ * plane by plane.  1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
+int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                 const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen);
+/* cpu_conv.c: its predicted seconds on `threads` threads, with a line for :sched appended
+ * to out (NULL: none); -1 when the loop kernel would run it. */
+double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out);
 
 #endif

@@ -192,6 +192,7 @@ static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                       const EvalSizes *sz, int threads, double fit_bytes, Win *W) {
   const WinContraction *w = &ck->w;
+  if (w->ng) return false;                            /* grouped: cpu_conv.c's */
   const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
   int64_t es = elem_size(r->ty);
   const int *axes[3] = { w->p, r->raxes, w->q };
@@ -345,6 +346,7 @@ static void win_task(void *arg, int64_t t) {
 /* 1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
 static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                       const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+  if (ck->w.ng) return cpu_conv_run(be, cp, ck, bufs, ext, strides, sz, interrupt, err, errlen);
   Win W;
   if (!cpu_win_shape(cp->p, ck, ext, strides, sz, pool_threads(be->pool), hw_cache_bytes(&be->hw, 1), &W)) return 0;
   if (W.ptot == 0 || W.mtot == 0 || W.qtot == 0) return 1;

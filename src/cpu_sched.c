@@ -85,7 +85,18 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       }
       continue;
     }
-    if (ck->win) {
+    if (ck->win && ck->w.ng) {
+      double t = have ? cpu_conv_predict(be, p, ck, ext, strides, sz, threads, out) : -1;
+      if (t >= 0) {
+        total += t;
+        continue;
+      }
+      if (!have) {
+        buf_puts(out, "  grouped (depthwise): each plane computed directly, a row at a time\n");
+        continue;
+      }
+    }
+    if (ck->win && !ck->w.ng) {
       const KExpr *r = kn->stages[0].expr;
       buf_puts(out, "  contraction over ");
       axes_text(p, r->raxes, r->nraxes, out);
