@@ -133,29 +133,10 @@ static void grp_task(void *arg, int64_t t) {
   free(heap);
 }
 
-/* An affine subscript's value at the axis values ax (sizes from sz); false when a size
- * cannot be evaluated. */
-static int64_t affine_value(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
-  switch (e->kind) {
-  case KX_AXIS: return ax[e->axis];
-  case KX_CONST: return e->i;
-  case KX_SIZE: {
-    int64_t v = 0;
-    const char *why;
-    return poly_eval(e->size, eval_size_lookup, (void *)sz, &v, &why) ? v : 0;
-  }
-  case KX_BIN: {
-    int64_t x = affine_value(e->a[0], ax, sz), y = affine_value(e->a[1], ax, sz);
-    return e->op == OP_ADD ? x + y : e->op == OP_SUB ? x - y : x * y;
-  }
-  default: return 0;
-  }
-}
-
 /* The offset of a load at axis values ax, in elements, by its slot's strides. */
 static int64_t load_offset(const KExpr *L, const int64_t *ax, const int64_t *strides, const EvalSizes *sz) {
   int64_t o = 0;
-  for (int d = 0; d < L->n; d++) o += strides[L->slot * DYN_MAX_RANK + d] * affine_value(L->a[d], ax, sz);
+  for (int d = 0; d < L->n; d++) o += strides[L->slot * DYN_MAX_RANK + d] * cpu_affine_at(L->a[d], ax, sz);
   return o;
 }
 

@@ -125,6 +125,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
           buf_puts(out, ")");
         }
         if (W.parts > 1) buf_printf(out, ", in %lld parts of up to %lld columns", (long long)W.parts, (long long)W.x.n);
+        if (W.direct) buf_puts(out, " (read in place: the windows are the image itself)");
         buf_printf(out, ", on the thread that multiplies it: a GEMM of M %lld, N %lld, K %lld each:\n",
                    (long long)W.mtot, (long long)W.x.n, (long long)W.ktot);
         Buf d = {0};
@@ -134,7 +135,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
         /* the tasks shared over the threads, each a gather (the windows read and the matrix
          * written, at the roofline's rate) and its GEMM */
         int64_t rounds = sched_waves(W.ptot * W.parts, threads);
-        double gbytes = 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
+        double gbytes = W.direct ? 0 : 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
         total += (double)rounds * (gemm_predict(gk, &W.x, 1) + cost_roofline(&be->hw, 1, 0, gbytes));
         continue;
       }
