@@ -77,6 +77,8 @@ typedef struct Win {
   int korder[DYN_MAX_RANK];              /* that order: indices into the reduction's axes */
   int64_t qlast, qrows;                  /* Q's last extent, and the runs of it in Q */
   int64_t parts;                         /* each index of P's matrix in parts along Q */
+  bool direct;                           /* B's windows already form that matrix (a 1 x 1
+                                            convolution at stride 1): read in place */
   GemmArgs x;                            /* the GEMM of the largest part */
 } Win;
 
@@ -101,5 +103,16 @@ void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides
  * layout (the loop kernel runs it). */
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                    const EvalSizes *sz, int threads, double fit_bytes, Win *W);
+/* cpu_rt.c: an affine index expression (a window's subscript) at the axis values ax, its
+ * sizes from sz. */
+int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);
+/* cpu_conv.c: run a grouped windowed contraction (a depthwise convolution: ck->w.ng > 0)
+ * plane by plane.  1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
+int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                 const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen);
+/* cpu_conv.c: its predicted seconds on `threads` threads, with a line for :sched appended
+ * to out (NULL: none); -1 when the loop kernel would run it. */
+double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out);
 
 #endif

@@ -156,8 +156,7 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
  * filters, 8 -> 2.9 ms. */
 #define WIN_PART_BYTES ((size_t)64 << 20)
 
-/* An affine index expression at the axis values ax. */
-static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
+int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
   switch (e->kind) {
   case KX_AXIS: return ax[e->axis];
   case KX_CONST: return e->i;
@@ -167,7 +166,7 @@ static int64_t affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz)
     return poly_eval(e->size, eval_size_lookup, (void *)sz, &v, &why) ? v : 0;
   }
   case KX_BIN: {
-    int64_t a = affine_at(e->a[0], ax, sz), b = affine_at(e->a[1], ax, sz);
+    int64_t a = cpu_affine_at(e->a[0], ax, sz), b = cpu_affine_at(e->a[1], ax, sz);
     return e->op == OP_ADD ? a + b : e->op == OP_SUB ? a - b : a * b;
   }
   default: return 0;
@@ -192,6 +191,7 @@ static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                       const EvalSizes *sz, int threads, double fit_bytes, Win *W) {
   const WinContraction *w = &ck->w;
+  if (w->ng) return false;                            /* grouped: cpu_conv.c's */
   const KExpr *r = ck->kn->stages[0].expr, *A = w->a, *B = w->b;
   int64_t es = elem_size(r->ty);
   const int *axes[3] = { w->p, r->raxes, w->q };
@@ -234,12 +234,12 @@ bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, cons
   if (p->naxes > 256) return false;
   const int64_t *s_b = strides + B->slot * DYN_MAX_RANK;
   W->b0 = 0;
-  for (int d = 0; d < B->n; d++) W->b0 += s_b[d] * affine_at(B->a[d], ax, sz);
+  for (int d = 0; d < B->n; d++) W->b0 += s_b[d] * cpu_affine_at(B->a[d], ax, sz);
   for (int g = 0; g < 3; g++)
     for (int i = 0; i < W->n[g]; i++) {
       ax[axes[g][i]] = 1;
       int64_t o = 0;
-      for (int d = 0; d < B->n; d++) o += s_b[d] * affine_at(B->a[d], ax, sz);
+      for (int d = 0; d < B->n; d++) o += s_b[d] * cpu_affine_at(B->a[d], ax, sz);
       ax[axes[g][i]] = 0;
       W->coef[g][i] = o - W->b0;
     }
@@ -264,8 +264,14 @@ bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, cons
   x->m = W->mtot, x->n = (W->qrows + W->parts - 1) / W->parts * W->qlast, x->k = W->ktot;
   x->a_sm = a_sm, x->a_sk = a_sk;
   x->b_sk = x->n, x->b_sn = 1;
+  /* B's windows a K x Q matrix already, Q's axes one unit-stride run (a 1 x 1 convolution
+   * at stride 1, which gathered copied the image): the GEMM reads B in place */
+  int64_t b_sk = 0, b_sq = 0;
+  W->direct = nested(W->coef[1], W->ext[1], nk, NULL, &b_sk) && nested(W->coef[2], W->ext[2], W->n[2], NULL, &b_sq) &&
+              (b_sq == 1 || W->qtot == 1) && b_sk > 0;
+  if (W->direct) x->b_sk = b_sk;
   x->c_sm = W->qtot, x->c_sn = 1;
-  return (double)W->ktot * (double)x->n * (double)es <= (double)WIN_PART_BYTES;
+  return W->direct || (double)W->ktot * (double)x->n * (double)es <= (double)WIN_PART_BYTES;
 }
 
 /* Row ki of index pi of P's matrix, its runs [r0, r1) of Q's last axis, into dst. */
@@ -320,18 +326,24 @@ static void win_task(void *arg, int64_t t) {
   if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
   int64_t p = t / W->parts, part = t % W->parts;
   int64_t r0 = part * W->qrows / W->parts, r1 = (part + 1) * W->qrows / W->parts, qn = (r1 - r0) * W->qlast;
-  char *col = scratch_get((size_t)(W->ktot * qn * J->es));
-  if (!col) {
-    atomic_store(&J->failed, 1);
-    return;
-  }
-  for (int64_t k = 0; k < W->ktot; k++)
-    gather_row(W, J->b, col + (size_t)(k * qn) * (size_t)J->es, p, k, r0, r1, J->es);
   GemmArgs x = W->x;
   x.n = qn;
   x.a = J->a;
-  x.b = col;
-  x.b_sk = qn;
+  if (W->direct) {                /* B's offset at (p, 0, r0's first column) */
+    int64_t o = W->b0 + r0 * W->qlast, pi = p;
+    for (int i = W->n[0] - 1; i >= 0; i--) o += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
+    x.b = (const char *)J->b + (size_t)o * (size_t)J->es;
+  } else {
+    char *col = scratch_get((size_t)(W->ktot * qn * J->es));
+    if (!col) {
+      atomic_store(&J->failed, 1);
+      return;
+    }
+    for (int64_t k = 0; k < W->ktot; k++)
+      gather_row(W, J->b, col + (size_t)(k * qn) * (size_t)J->es, p, k, r0, r1, J->es);
+    x.b = col;
+    x.b_sk = qn;
+  }
   x.c = J->c + (size_t)(p * W->mtot * W->qtot + r0 * W->qlast) * (size_t)J->es;
   x.stop = J->stop;
   char err[256];
@@ -345,6 +357,7 @@ static void win_task(void *arg, int64_t t) {
 /* 1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
 static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                       const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+  if (ck->w.ng) return cpu_conv_run(be, cp, ck, bufs, ext, strides, sz, interrupt, err, errlen);
   Win W;
   if (!cpu_win_shape(cp->p, ck, ext, strides, sz, pool_threads(be->pool), hw_cache_bytes(&be->hw, 1), &W)) return 0;
   if (W.ptot == 0 || W.mtot == 0 || W.qtot == 0) return 1;

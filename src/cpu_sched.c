@@ -85,7 +85,18 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       }
       continue;
     }
-    if (ck->win) {
+    if (ck->win && ck->w.ng) {
+      double t = have ? cpu_conv_predict(be, p, ck, ext, strides, sz, threads, out) : -1;
+      if (t >= 0) {
+        total += t;
+        continue;
+      }
+      if (!have) {
+        buf_puts(out, "  grouped (depthwise): each plane computed directly, a row at a time\n");
+        continue;
+      }
+    }
+    if (ck->win && !ck->w.ng) {
       const KExpr *r = kn->stages[0].expr;
       buf_puts(out, "  contraction over ");
       axes_text(p, r->raxes, r->nraxes, out);
@@ -114,6 +125,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
           buf_puts(out, ")");
         }
         if (W.parts > 1) buf_printf(out, ", in %lld parts of up to %lld columns", (long long)W.parts, (long long)W.x.n);
+        if (W.direct) buf_puts(out, " (read in place: the windows are the image itself)");
         buf_printf(out, ", on the thread that multiplies it: a GEMM of M %lld, N %lld, K %lld each:\n",
                    (long long)W.mtot, (long long)W.x.n, (long long)W.ktot);
         Buf d = {0};
@@ -123,7 +135,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
         /* the tasks shared over the threads, each a gather (the windows read and the matrix
          * written, at the roofline's rate) and its GEMM */
         int64_t rounds = sched_waves(W.ptot * W.parts, threads);
-        double gbytes = 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
+        double gbytes = W.direct ? 0 : 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
         total += (double)rounds * (gemm_predict(gk, &W.x, 1) + cost_roofline(&be->hw, 1, 0, gbytes));
         continue;
       }

@@ -708,12 +708,14 @@ bool kexpr_transcendental(const KExpr *e);
  * B[...], A's subscripts exactly those axes, each once, in any order (a weight stored
  * [r, s, c, m] too), and each of B's an affine function of axes, such as X[n, c, h*S + i,
  * w*S + j].  P and Q are the output axes only B reads (P before the M axes, Q after them),
- * M those only A reads; M, Q and K are not empty.  False for a plain one-index contraction,
- * which runs on the micro-kernels directly. */
+ * M those only A reads; M, Q and K are not empty.  A grouped one (a depthwise convolution,
+ * Y[n, c, h, w] = sum[i, j] Xp[n, c, h*S + i, w*S + j] * Wt[c, i, j]) has G axes that both
+ * read in M's place, and no M axes.  False for a plain one-index contraction, which runs on
+ * the micro-kernels directly. */
 typedef struct WinContraction {
   const KExpr *a, *b;
-  int np, nm, nq;
-  int p[DYN_MAX_RANK], m[DYN_MAX_RANK], q[DYN_MAX_RANK];
+  int np, nm, nq, ng;
+  int p[DYN_MAX_RANK], m[DYN_MAX_RANK], q[DYN_MAX_RANK], g[DYN_MAX_RANK];
 } WinContraction;
 bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinContraction *w);
 /* Set mark[slot] for every slot e loads from. */

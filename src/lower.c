@@ -480,14 +480,15 @@ bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinCon
     if (A->ty != r->ty || B->ty != r->ty) continue;
     WinContraction c = {.a = A, .b = B};
     bool ok = true;
-    int stage = 0;                      /* 0: P axes, 1: M axes, 2: Q axes */
+    int stage = 0;                      /* 0: P axes, 1: M (or G) axes, 2: Q axes */
     for (int i = 0; i < naxes && ok; i++) {
       bool in_a = axis_uses(A, axes[i]) > 0, in_b = axis_uses(B, axes[i]) > 0;
-      if (in_a == in_b) ok = false;
+      if (!in_a && !in_b) ok = false;
       else if (in_a) {
         if (stage == 2) ok = false;
         stage = 1;
-        c.m[c.nm++] = axes[i];
+        if (in_b) c.g[c.ng++] = axes[i];
+        else c.m[c.nm++] = axes[i];
       } else if (stage == 0) {
         c.p[c.np++] = axes[i];
       } else {
@@ -495,12 +496,14 @@ bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinCon
         c.q[c.nq++] = axes[i];
       }
     }
-    if (!ok || !c.nm || !c.nq || A->n != c.nm + r->nraxes) continue;
+    /* a plain one (M axes) or a grouped one (G axes: a depthwise convolution), not both */
+    if (!ok || !(c.nm || c.ng) || (c.nm && c.ng) || !c.nq || A->n != c.nm + c.ng + r->nraxes) continue;
     /* A's subscripts: each M axis and each reduction axis once, plain, in any order (the
      * back end reads A as an M x K matrix where its strides allow) */
     for (int i = 0; i < A->n && ok; i++) {
       int ax = A->a[i]->kind == KX_AXIS ? A->a[i]->axis : -1, found = 0;
       for (int j = 0; j < c.nm; j++) found += c.m[j] == ax;
+      for (int j = 0; j < c.ng; j++) found += c.g[j] == ax;
       for (int j = 0; j < r->nraxes; j++) found += r->raxes[j] == ax;
       ok = found == 1 && axis_uses(A, ax) == 1;
     }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # numpy.sh -- numeric comparisons of dyn against NumPy: tests/numpy/compare.py runs dyn on
 # scripts over random .npy inputs (fixed seed) and checks every result against a float64
-# NumPy reference.  Skips (77) without a Python that has NumPy.
+# NumPy reference.  Skips (77) without a Python that has NumPy.  $NUMPY_SCRIPT names another
+# script of tests/numpy that uses compare.py's runner (conv-numpy.sh's conv.py).
 # Uses $PYTHON_NUMPY, else /usr/bin/python3, else python3; dyn is $top_builddir/dyn (default:
 # the repository root's).  Scratch files go to a mktemp -d folder, removed at the end.
 
@@ -26,4 +27,4 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/dyn-numpy.XXXXXX") || exit 99
 trap 'rm -rf "$dir"' EXIT
 trap 'exit 130' INT TERM
 
-"$py" "$srcdir_/numpy/compare.py" "$dyn" "$dir"
+"$py" "$srcdir_/numpy/${NUMPY_SCRIPT:-compare.py}" "$dyn" "$dir"

@@ -1,0 +1,297 @@
+/* cpu_conv.c -- grouped windowed contractions on the CPU back end: the depthwise convolution
+ * Y[P..., G..., Q...] = sum[K...] A[G..., K...] * B[window] (kexpr_window_contraction with G
+ * axes), each group's own filter slid over its own plane.  There is no matrix product to
+ * hand to the micro-kernels (one filter a plane), so each plane is computed directly: a row
+ * of Q's last axis at a time, every tap adding its weight times a run of B to the row.  The
+ * work is a few multiply-adds per element read, so the kernel is bound by memory and the
+ * model predicts it by the roofline.  cpu_rt.c's run_window calls it; cpu_sched.c says so. */
+#include "config.h"
+#include "dyn_int.h"
+
+#ifdef HAVE_LLVM
+
+#include "cpu_int.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The inner loops are plain C left to the compiler's vectoriser; where the compiler can
+ * build a function for several x86 levels and pick one when the library loads (ifunc), the
+ * row kernels get AVX2 and AVX-512 clones, since the library itself is built for the
+ * baseline.  Without clones (another compiler, another CPU family) they run at the
+ * baseline's width.  (dwconv over 64 x 1024 x 7 x 7 ran at about 1 GFLOP/s as the
+ * interchanged loop kernel, whose vector loop along a row of 7 never started.) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#pragma GCC optimize("O3")
+#define CONV_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CONV_CLONES
+#endif
+
+/* A grouped contraction's shape at run time. */
+typedef struct Grp {
+  int64_t ptot, gtot, qtot, ktot;
+  int64_t qlast, qrows, qstep;           /* Q's last extent, the rows of it, and B's step along it */
+  int64_t rowc;                          /* B's step between rows when Q has two axes (flat rows) */
+  bool flat;                             /* rows computed as one run (below) */
+  int64_t lo, hi;                        /* the least and greatest offset of B read */
+  int64_t kmin, kmax;                    /* the least and greatest of koff */
+  int64_t *boff;                         /* per task (p, g): B's offset; per row; per tap */
+  int64_t *roff, *koff;
+  int64_t *aoff, *akoff;                 /* A's offset per g, per tap */
+} Grp;
+
+/* A run y[0..n) = sum over taps t of w[t] * b[koff[t] + j*step], for f32 and f64.  The
+ * vector form (step 1 or 2) computes whole blocks of one cache line of outputs, each kept in
+ * registers over the taps, so it writes up to a line past n and reads as far past the run:
+ * the caller gives it room (grp_task).  The exact form runs anywhere. */
+#define CONV_RUN(NAME, EXACT, T)                                                                    \
+  CONV_CLONES static void NAME(T *restrict y, const T *restrict b, const int64_t *restrict koff,   \
+                               const T *restrict w, int64_t nk, int64_t n, int64_t step) {         \
+    enum { L = 64 / sizeof(T) };                                                                    \
+    for (int64_t j0 = 0; j0 < n; j0 += L) {                                                         \
+      T acc[L] = {0};                                                                               \
+      if (step == 1)                                                                                \
+        for (int64_t t = 0; t < nk; t++) {                                                          \
+          const T *restrict s = b + koff[t] + j0;                                                   \
+          for (int j = 0; j < L; j++) acc[j] += w[t] * s[j];                                        \
+        }                                                                                           \
+      else                                                                                          \
+        for (int64_t t = 0; t < nk; t++) {                                                          \
+          const T *restrict s = b + koff[t] + 2 * j0;                                               \
+          for (int j = 0; j < L; j++) acc[j] += w[t] * s[2 * j];                                    \
+        }                                                                                           \
+      for (int j = 0; j < L; j++) y[j0 + j] = acc[j];                                               \
+    }                                                                                               \
+  }                                                                                                 \
+  static void EXACT(T *y, const T *b, const int64_t *koff, const T *w, int64_t nk, int64_t n, int64_t step) { \
+    for (int64_t j = 0; j < n; j++) {                                                               \
+      T acc = 0;                                                                                    \
+      for (int64_t t = 0; t < nk; t++) acc += w[t] * b[koff[t] + j * step];                         \
+      y[j] = acc;                                                                                   \
+    }                                                                                               \
+  }
+CONV_RUN(run_f32, exact_f32, float)
+CONV_RUN(run_f64, exact_f64, double)
+
+typedef struct GrpJob {
+  const Grp *G;
+  const char *a, *b;
+  char *c;
+  int es;
+  volatile int *stop;
+  _Atomic int failed;
+} GrpJob;
+
+/* The longest run a flat plane computes at once, in elements (its scratch row). */
+#define FLAT_MAX 2048
+
+/* Task t: the plane (p, g) = (t / gtot, t % gtot).  A plane whose rows lie close together in
+ * B (a step of one along Q's last axis, rows rowc apart with rowc under twice the row) is
+ * computed as one run over rowc * (rows - 1) + qlast elements into scratch, the elements
+ * between rows computed and dropped: with small maps (7 x 7) the rows are too short for the
+ * vector loop, and one run of 61 fills it.  Others go a row at a time, into Y directly. */
+static void grp_task(void *arg, int64_t t) {
+  GrpJob *J = arg;
+  const Grp *G = J->G;
+  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
+  int64_t g = t % G->gtot, es = J->es;
+  char *y = J->c + (size_t)(t * G->qtot) * (size_t)es;
+  double w[64], *wd = w;            /* the plane's weights (as f64 or f32), few taps in place */
+  float *wf = (float *)w;
+  void *heap = NULL;
+  if (G->ktot * es > (int64_t)sizeof w && !(heap = malloc((size_t)(G->ktot * es)))) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  if (heap) wd = heap, wf = heap;
+  const char *a = J->a + (size_t)G->aoff[g] * (size_t)es;
+  for (int64_t k = 0; k < G->ktot; k++) {
+    if (es == 4) wf[k] = ((const float *)a)[G->akoff[k]];
+    else wd[k] = ((const double *)a)[G->akoff[k]];
+  }
+  /* a run reads B from koff's least to its greatest plus the run's span, rounded up to
+   * whole lines of outputs; the vector form runs where that stays inside what the
+   * convolution as a whole reads */
+  int64_t line = 64 / es, step = G->flat ? 1 : G->qstep, len = G->flat ? G->rowc * (G->qrows - 1) + G->qlast : G->qlast;
+  int64_t pad = (len + line - 1) / line * line, rows = G->flat ? 1 : G->qrows;
+  double run[FLAT_MAX + 8];
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t at = G->boff[t] + (G->flat ? 0 : G->roff[r]);
+    bool vec = (step == 1 || step == 2) && pad <= FLAT_MAX && at + G->kmin >= G->lo && at + G->kmax + step * (pad - 1) <= G->hi;
+    char *dst = G->flat || vec ? (char *)run : y + (size_t)(r * G->qlast * es);
+    const char *src = J->b + (size_t)at * (size_t)es;
+    if (es == 4) (vec ? run_f32 : exact_f32)((float *)dst, (const float *)src, G->koff, wf, G->ktot, vec ? pad : len, step);
+    else (vec ? run_f64 : exact_f64)((double *)dst, (const double *)src, G->koff, wd, G->ktot, vec ? pad : len, step);
+    if (G->flat)
+      for (int64_t q = 0; q < G->qrows; q++)
+        memcpy(y + (size_t)(q * G->qlast * es), (char *)run + (size_t)(q * G->rowc * es), (size_t)(G->qlast * es));
+    else if (vec)
+      memcpy(y + (size_t)(r * G->qlast * es), run, (size_t)(G->qlast * es));
+  }
+  free(heap);
+}
+
+/* The offset of a load at axis values ax, in elements, by its slot's strides. */
+static int64_t load_offset(const KExpr *L, const int64_t *ax, const int64_t *strides, const EvalSizes *sz) {
+  int64_t o = 0;
+  for (int d = 0; d < L->n; d++) o += strides[L->slot * DYN_MAX_RANK + d] * cpu_affine_at(L->a[d], ax, sz);
+  return o;
+}
+
+/* The flat index of axes ax[0..n) (extents ext) at position i, written into vals. */
+static void unflatten(int64_t i, const int *axes, const int64_t *ext, int n, int64_t *vals) {
+  for (int d = n - 1; d >= 0; d--) {
+    int64_t e = ext[axes[d]];
+    vals[axes[d]] = e ? i % e : 0;
+    i = e ? i / e : 0;
+  }
+}
+
+static int64_t product(const int *axes, int n, const int64_t *ext) {
+  int64_t v = 1;
+  for (int i = 0; i < n; i++) v *= ext[axes[i]];
+  return v;
+}
+
+/* The planes' counts, false when Y is not laid out row-major over its axes (the loop kernel
+ * then runs). */
+static bool conv_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
+                    int64_t *ptot, int64_t *gtot, int64_t *qtot, int64_t *ktot) {
+  const WinContraction *w = &ck->w;
+  const Stage *st = &ck->kn->stages[0];
+  const KExpr *r = st->expr;
+  *ptot = product(w->p, w->np, ext), *gtot = product(w->g, w->ng, ext);
+  *qtot = product(w->q, w->nq, ext), *ktot = product(r->raxes, r->nraxes, ext);
+  /* Y written row-major over its axes (P, G, Q), as the tasks lay out their planes */
+  const int64_t *s_c = strides + st->out * DYN_MAX_RANK;
+  int64_t want = 1;
+  for (int d = st->naxes - 1; d >= 0; d--) {
+    if (ext[st->axes[d]] != 1 && s_c[d] != want) return false;
+    want *= ext[st->axes[d]];
+  }
+  (void)p;
+  return true;
+}
+
+int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                 const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+  const Program *p = cp->p;
+  const WinContraction *w = &ck->w;
+  const KExpr *r = ck->kn->stages[0].expr;
+  Grp G = {0};
+  if (!conv_shape(p, ck, ext, strides, &G.ptot, &G.gtot, &G.qtot, &G.ktot)) return 0;
+  int es = (int)elem_size(r->ty);
+  if (G.ptot == 0 || G.gtot == 0 || G.qtot == 0) return 1;
+  if (G.ktot == 0) {
+    memset(bufs[ck->g_c], 0, (size_t)(G.ptot * G.gtot * G.qtot) * (size_t)es);
+    return 1;
+  }
+  if (p->naxes > 256) return 0;
+  int64_t ax[256] = {0};
+  G.qlast = ext[w->q[w->nq - 1]];
+  G.qrows = G.qtot / G.qlast;
+  int64_t b0 = load_offset(w->b, ax, strides, sz);
+  ax[w->q[w->nq - 1]] = 1;
+  G.qstep = load_offset(w->b, ax, strides, sz) - b0;
+  ax[w->q[w->nq - 1]] = 0;
+  if (w->nq == 2) {
+    ax[w->q[0]] = 1;
+    G.rowc = load_offset(w->b, ax, strides, sz) - b0;
+    ax[w->q[0]] = 0;
+  }
+  G.flat = w->nq == 2 && G.qstep == 1 && G.rowc >= G.qlast && G.rowc < 2 * G.qlast &&
+           G.rowc * (G.qrows - 1) + G.qlast <= FLAT_MAX;
+  int64_t ntask = G.ptot * G.gtot;
+  int64_t *tab = malloc(sizeof(int64_t) * (size_t)(ntask + G.qrows + 2 * G.ktot + G.gtot));
+  if (!tab) {
+    snprintf(err, errlen, "out of memory for the convolution's offsets");
+    return -1;
+  }
+  G.boff = tab, G.roff = tab + ntask, G.koff = G.roff + G.qrows, G.akoff = G.koff + G.ktot, G.aoff = G.akoff + G.ktot;
+  /* every offset is affine in the axes, so each family is found with the others at 0 */
+  for (int64_t i = 0; i < G.gtot; i++) {           /* the G part, then each P part added */
+    unflatten(i, w->g, ext, w->ng, ax);
+    G.boff[i] = load_offset(w->b, ax, strides, sz);
+  }
+  memset(ax, 0, sizeof ax);
+  for (int64_t i = G.ptot - 1; i >= 0; i--) {
+    unflatten(i, w->p, ext, w->np, ax);
+    int64_t o = load_offset(w->b, ax, strides, sz) - b0;
+    for (int64_t j = 0; j < G.gtot; j++) G.boff[i * G.gtot + j] = G.boff[j] + o;
+  }
+  memset(ax, 0, sizeof ax);
+  for (int64_t i = 0; i < G.qrows; i++) {
+    unflatten(i, w->q, ext, w->nq - 1, ax);
+    G.roff[i] = load_offset(w->b, ax, strides, sz) - b0;
+  }
+  memset(ax, 0, sizeof ax);
+  for (int64_t i = 0; i < G.ktot; i++) {
+    unflatten(i, r->raxes, ext, r->nraxes, ax);
+    G.koff[i] = load_offset(w->b, ax, strides, sz) - b0;
+    G.akoff[i] = load_offset(w->a, ax, strides, sz);
+  }
+  memset(ax, 0, sizeof ax);
+  for (int64_t i = 0; i < G.gtot; i++) {
+    unflatten(i, w->g, ext, w->ng, ax);
+    G.aoff[i] = load_offset(w->a, ax, strides, sz);
+  }
+  G.kmin = G.kmax = G.koff[0];
+  for (int64_t i = 1; i < G.ktot; i++) {
+    if (G.koff[i] < G.kmin) G.kmin = G.koff[i];
+    if (G.koff[i] > G.kmax) G.kmax = G.koff[i];
+  }
+  /* what the whole convolution reads: each axis's coefficient at its ends */
+  memset(ax, 0, sizeof ax);
+  G.lo = G.hi = b0;
+  const int *fam[4] = { w->p, w->g, w->q, r->raxes };
+  int nfam[4] = { w->np, w->ng, w->nq, r->nraxes };
+  for (int f = 0; f < 4; f++)
+    for (int i = 0; i < nfam[f]; i++) {
+      ax[fam[f][i]] = 1;
+      int64_t c = (load_offset(w->b, ax, strides, sz) - b0) * (ext[fam[f][i]] - 1);
+      ax[fam[f][i]] = 0;
+      if (c < 0) G.lo += c;
+      else G.hi += c;
+    }
+  GrpJob J = {&G, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0};
+  dyn_parallel_for(be->pool, ntask, grp_task, &J);
+  free(tab);
+  if (J.failed) {
+    snprintf(err, errlen, "out of memory for the convolution's weights");
+    return -1;
+  }
+  if (interrupt && *interrupt) {
+    snprintf(err, errlen, "interrupted");
+    return -1;
+  }
+  return 1;
+}
+
+double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out) {
+  int64_t ptot, gtot, qtot, ktot;
+  if (!conv_shape(p, ck, ext, strides, &ptot, &gtot, &qtot, &ktot) || p->naxes > 256) return -1;
+  const WinContraction *w = &ck->w;
+  const KExpr *r = ck->kn->stages[0].expr;
+  double es = (double)elem_size(r->ty), planes = (double)ptot * (double)gtot;
+  /* each plane of B read once from memory: the span its windows cover (a 7 x 7 output with
+   * 3 x 3 taps reads a 9 x 9 plane), and Y written once; the taps reread it from cache */
+  int64_t ax[256] = {0};
+  int64_t b0 = load_offset(w->b, ax, strides, sz);
+  for (int i = 0; i < w->nq; i++) ax[w->q[i]] = ext[w->q[i]] ? ext[w->q[i]] - 1 : 0;
+  for (int i = 0; i < r->nraxes; i++) ax[r->raxes[i]] = ext[r->raxes[i]] ? ext[r->raxes[i]] - 1 : 0;
+  int64_t span = load_offset(w->b, ax, strides, sz) - b0 + 1;
+  if (span < 1) span = 1;
+  double flops = 2.0 * planes * (double)qtot * (double)ktot;
+  double bytes = planes * ((double)qtot + (double)span) * es;
+  double t = cost_roofline(&be->hw, threads, flops, bytes);
+  if (out)
+    buf_printf(out, "  grouped (depthwise): %lld planes of %lld outputs from %lld taps each, computed\n"
+               "      directly a row at a time; %.0f FLOPs, %.0f bytes: predicted %.3f ms (roofline)\n",
+               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, flops, bytes, t * 1e3);
+  return t;
+}
+
+#endif

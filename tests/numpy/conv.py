@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""conv.py -- convolutions of dyn against NumPy (run by tests/conv-numpy.sh).
+
+Usage: conv.py DYN SCRATCH_DIR [CASE_SUBSTRING ...], as compare.py, whose cases, runner and
+metrics it uses with cases of its own: nn's conv2d and conv1d, and a depthwise convolution
+written in index notation as a user writes it (one filter a channel), on random data at
+strides 1 and 2, padding 0 to 3, kernels 1, 3, 5 and 7, and awkward shapes: no images, one,
+images smaller than the kernel (with the padding making up for it), prime sizes, one or
+three channels.  The compiled CPU back end runs these as gathered GEMMs, as plain GEMMs on
+the image, or plane by plane (the depthwise ones); each result is judged against the sum of
+the absolute values of its terms, as compare.py judges a matrix product.
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (defines its own cases on import; they are dropped below)
+
+del compare.CASES[:]
+F32, f64 = compare.F32, compare.f64
+rng = np.random.default_rng(20261202)
+
+
+def randn(shape):
+    return rng.standard_normal(shape).astype(F32)
+
+
+def windows(x, k, s, p):
+    """x (N, C, H, W) padded by p, its k x k windows every s: (N, C, H', W', k, k)."""
+    xp = np.pad(f64(x), ((0, 0), (0, 0), (p, p), (p, p)))
+    v = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+    return v[:, :, ::s, ::s]
+
+
+def conv_case(n, c, h, w, f, k, s, p):
+    X, Wt = randn((n, c, h, w)), randn((f, c, k, k))
+    v = windows(X, k, s, p)
+    ref = np.einsum('nchwij,fcij->nfhw', v, f64(Wt))
+    mag = np.einsum('nchwij,fcij->nfhw', np.abs(v), np.abs(f64(Wt)))
+    compare.case('conv2d N=%d C=%d H=%d W=%d F=%d K=%d S=%d P=%d' % (n, c, h, w, f, k, s, p),
+                 [('X', X), ('Wt', Wt)], 'Y = conv2d(X, Wt, %d, %d)' % (s, p),
+                 [compare.summed('Y', F32, ref, mag)])
+
+
+DW = '''
+fn dwconv2d(X: f32[N, C, H, W], Wt: f32[C, KH, KW], S: size, P: size) -> f32[N, C, (H + 2*P - KH) / S + 1, (W + 2*P - KW) / S + 1] where S >= 1, H + 2*P >= KH, W + 2*P >= KW {
+  Xp[n, c, y, x]: f32[N, C, H + 2*P, W + 2*P] = where(y >= P and y < H + P and x >= P and x < W + P, X[n, c, y - P, x - P], 0.0)
+  Y[n, c, h, w] = sum[i, j] Xp[n, c, h * S + i, w * S + j] * Wt[c, i, j]
+  return Y
+}
+'''
+
+
+def dw_case(n, c, h, w, k, s, p):
+    X, Wt = randn((n, c, h, w)), randn((c, k, k))
+    v = windows(X, k, s, p)
+    ref = np.einsum('nchwij,cij->nchw', v, f64(Wt))
+    mag = np.einsum('nchwij,cij->nchw', np.abs(v), np.abs(f64(Wt)))
+    compare.case('depthwise N=%d C=%d H=%d W=%d K=%d S=%d P=%d' % (n, c, h, w, k, s, p),
+                 [('X', X), ('Wt', Wt)], DW + 'Y = dwconv2d(X, Wt, %d, %d)' % (s, p),
+                 [compare.summed('Y', F32, ref, mag)])
+
+
+def conv1d_case(n, c, l, f, k, s, p):
+    X, Wt = randn((n, c, l)), randn((f, c, k))
+    xp = np.pad(f64(X), ((0, 0), (0, 0), (p, p)))
+    v = np.lib.stride_tricks.sliding_window_view(xp, k, axis=2)[:, :, ::s]
+    ref = np.einsum('nclk,fck->nfl', v, f64(Wt))
+    mag = np.einsum('nclk,fck->nfl', np.abs(v), np.abs(f64(Wt)))
+    compare.case('conv1d N=%d C=%d L=%d F=%d K=%d S=%d P=%d' % (n, c, l, f, k, s, p),
+                 [('X', X), ('Wt', Wt)], 'Y = conv1d(X, Wt, %d, %d)' % (s, p),
+                 [compare.summed('Y', F32, ref, mag)])
+
+
+# N C H W F K S P: no images; one pixel; images smaller than the kernel, padded up to it;
+# 1 x 1 at strides 1 and 2 (a plain GEMM on the image at stride 1, padded or not); primes;
+# paddings 0 to 3 with kernels 1 to 7
+for shape in [(0, 3, 5, 5, 2, 3, 1, 1), (1, 1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3, 3, 1, 1),
+              (2, 3, 2, 2, 5, 3, 1, 1), (1, 3, 4, 3, 2, 7, 1, 3), (1, 2, 1, 2, 3, 5, 2, 2),
+              (2, 16, 9, 8, 17, 1, 1, 0), (1, 13, 23, 23, 3, 1, 2, 0), (3, 7, 5, 11, 4, 1, 1, 1),
+              (2, 3, 7, 5, 4, 7, 2, 3), (1, 1, 13, 11, 3, 5, 2, 2), (3, 5, 17, 19, 7, 3, 2, 0),
+              (2, 7, 31, 29, 11, 3, 1, 1), (1, 3, 37, 41, 16, 7, 2, 3), (2, 17, 19, 13, 31, 5, 1, 2),
+              (1, 32, 14, 14, 33, 3, 1, 1), (5, 11, 8, 8, 1, 3, 2, 1), (1, 3, 29, 31, 5, 3, 1, 3)]:
+    conv_case(*shape)
+
+# N C H W K S P: the same kinds of shape, one filter a channel; 7 x 7 maps and 112-wide
+# rows at both strides (the plane computed in one run, and a row at a time)
+for shape in [(0, 3, 5, 5, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3, 1, 1),
+              (2, 3, 2, 2, 3, 1, 1), (1, 3, 4, 3, 7, 1, 3), (1, 2, 1, 2, 5, 2, 2),
+              (3, 7, 7, 7, 3, 1, 1), (2, 5, 7, 7, 3, 2, 1), (1, 13, 23, 23, 1, 2, 0),
+              (2, 3, 17, 19, 5, 2, 0), (1, 17, 31, 29, 3, 1, 1), (1, 3, 112, 112, 3, 2, 1),
+              (1, 2, 112, 113, 3, 1, 1), (2, 7, 37, 41, 7, 1, 3), (1, 1, 61, 67, 5, 2, 2),
+              (4, 31, 13, 13, 3, 1, 0)]:
+    dw_case(*shape)
+
+# N C L F K S P
+for shape in [(0, 2, 5, 3, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (2, 3, 2, 4, 5, 1, 2),
+              (3, 5, 31, 7, 3, 2, 1), (2, 7, 97, 13, 7, 1, 3), (1, 16, 64, 17, 1, 2, 0)]:
+    conv1d_case(*shape)
+
+if __name__ == '__main__':
+    sys.exit(compare.main())
