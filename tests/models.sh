@@ -23,6 +23,25 @@ run() { $DYN_RUN_PREFIX "$dyn" "$@"; }
 pass=0; fail=0
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
+# After a failed run of prog.dyn with --hw=$1 and status $2: its standard error, the last
+# lines it printed (a script's output is flushed statement by statement, so they end where
+# the run stopped), and for a signal (an intermittent crash) the statement it was running,
+# from the same run again through the REPL, which echoes each statement before running it.
+why() {
+  sed -n '1,5p' err.txt
+  [ "$2" -gt 128 ] || return 0
+  sig=$(kill -l "$(($2 - 128))" 2>/dev/null || echo "$(($2 - 128))")
+  echo "  killed by SIG$sig; the last lines it printed:"
+  tail -n 4 out.txt | cut -c1-100 | sed 's/^/  | /'
+  run --hw="$1" -q -i - < prog.dyn > again.txt 2>&1
+  st2=$?
+  if [ $st2 -gt 128 ]; then
+    echo "  run again: status $st2, in: $(grep '^dyn> ' again.txt | tail -n 1 | sed 's/^dyn> //')"
+  else
+    echo "  run again (through the REPL): status $st2, so the crash depends on timing or memory layout"
+  fi
+}
+
 # Without LLVM there is no code to look at: the reference evaluator runs everything.
 run -e ':target' 2>&1 | grep -q '^target: cpu' || { echo "no CPU back end in this build: skipped"; exit 77; }
 host_arch=$(uname -m)
@@ -52,7 +71,7 @@ for f in "$top_srcdir"/hw/*.hw; do
   run --hw="$name" prog.dyn > out.txt 2> err.txt < /dev/null
   st=$?
   if [ $st != 0 ] || grep -q "internal error" out.txt err.txt; then
-    bad "$name: exit status $st"; sed -n '1,5p' err.txt; continue
+    bad "$name: exit status $st"; why "$name" $st; continue
   fi
   # :sched fits an 80-column terminal on every model (from its first answer to :cost's)
   wide=$(sed -n '/^matmul: compiled/,/^softmax:$/p' out.txt | awk 'length > 80' | head -3)
