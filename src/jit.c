@@ -403,17 +403,14 @@ static void compile_job(CompileQueue *q, LLVMTargetMachineRef tm, CompileJob *cj
   }
 }
 
+typedef struct CompileWorker {
+  CompileQueue *q;
+  LLVMTargetMachineRef tm;
+} CompileWorker;
+
 static void *compile_worker(void *arg) {
-  CompileQueue *q = arg;
-  LLVMTargetRef target;
-  char *msg = NULL;
-  if (LLVMGetTargetFromTriple(q->j->triple, &target, &msg)) {
-    LLVMDisposeMessage(msg);
-    return NULL;                      /* the jobs it would have taken report no object */
-  }
-  LLVMTargetMachineRef tm = make_tm(target, q->j);
-  for (int i; (i = atomic_fetch_add(&q->next, 1)) < q->n;) compile_job(q, tm, &q->jobs[i]);
-  LLVMDisposeTargetMachine(tm);
+  CompileWorker *w = arg;
+  for (int i; (i = atomic_fetch_add(&w->q->next, 1)) < w->q->n;) compile_job(w->q, w->tm, &w->q->jobs[i]);
   return NULL;
 }
 
@@ -434,10 +431,22 @@ bool jit_add_modules(Jit *j, struct LLVMOpaqueModule **mods, int n, const char *
   int nth = (int)(cpus < 1 ? 1 : cpus < n ? cpus : n);
   pthread_t *th = xcalloc((size_t)nth, sizeof *th);
   bool *started = xcalloc((size_t)nth, sizeof *started);
-  for (int i = 1; i < nth; i++) started[i] = !pthread_create(&th[i], NULL, compile_worker, &q);
-  compile_worker(&q);                 /* the caller's thread works too */
+  /* Each worker's target machine is made here, one after another, before any worker starts:
+   * the workers then share nothing of LLVM's but the read-only target registry. */
+  CompileWorker *w = xcalloc((size_t)nth, sizeof *w);
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(j->triple, &target, &msg)) {
+    LLVMDisposeMessage(msg);
+    nth = 0;                          /* every job reports no object */
+  }
+  for (int i = 0; i < nth; i++) w[i] = (CompileWorker){ &q, make_tm(target, j) };
+  for (int i = 1; i < nth; i++) started[i] = !pthread_create(&th[i], NULL, compile_worker, &w[i]);
+  if (nth > 0) compile_worker(&w[0]);  /* the caller's thread works too */
   for (int i = 1; i < nth; i++)
     if (started[i]) pthread_join(th[i], NULL);
+  for (int i = 0; i < nth; i++) LLVMDisposeTargetMachine(w[i].tm);
+  free(w);
   bool ok = true;
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->lljit);
   for (int i = 0; i < n; i++) {
