@@ -84,15 +84,8 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
   *bytes = b;
 }
 
-/* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw. */
+/* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw: sched.c's term,
+ * shared with the GPU's launch model. */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes) {
-  int cores = hw->cores > 0 ? hw->cores : 1;
-  int t = threads < cores ? threads : cores;
-  double peak = hw->peak_gflops_f32 * 1e9 * t / cores;
-  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
-  double bw = mem ? (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) * 1e9 : 10e9;
-  if (peak <= 0) peak = 1e9;
-  if (bw <= 0) bw = 1e9;
-  double tf = flops / peak, tb = bytes / bw;
-  return tf > tb ? tf : tb;
+  return sched_roofline(hw, threads, flops, bytes);
 }

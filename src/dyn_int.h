@@ -838,6 +838,9 @@ double sched_level_bw(const HwModel *h, double F);
 /* sched_level_bw, capped by the level's total bandwidth shared among `users` cores streaming
  * at once (total_gbs in the hw file). */
 double sched_shared_bw(const HwModel *h, double F, int users);
+/* The roofline of FLOPs and bytes on `threads` of h (cost_roofline; the GPU passes its SMs):
+ * the slower of the FLOPs at that share of the peak and the bytes at main memory's rate. */
+double sched_roofline(const HwModel *hw, int threads, double flops, double bytes);
 
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 

@@ -2,7 +2,7 @@
  * engine's model (gemm_model.c) and the GPU's launch model (cuda_plan.c) each price a plan in
  * seconds from the hardware model (hw.c); the terms they price it with the same way live here:
  * which level of the hierarchy a footprint lives in and at what bandwidth, main memory's
- * bandwidth, the last cache's size, and the rounding of tasks into whole waves. */
+ * bandwidth, the last cache's size, the rounding of tasks into whole waves, and the roofline. */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -48,4 +48,19 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
       break;
     }
   return bw;
+}
+
+/* The roofline of FLOPs and bytes on `threads` of h: the slower of the FLOPs at the threads'
+ * share of the peak and the bytes at main memory's bandwidth for that many cores.  The GPU's
+ * launch model passes its SMs as threads. */
+double sched_roofline(const HwModel *hw, int threads, double flops, double bytes) {
+  int cores = hw->cores > 0 ? hw->cores : 1;
+  int t = threads < cores ? threads : cores;
+  double peak = hw->peak_gflops_f32 * 1e9 * t / cores;
+  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  double bw = mem ? (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) * 1e9 : 10e9;
+  if (peak <= 0) peak = 1e9;
+  if (bw <= 0) bw = 1e9;
+  double tf = flops / peak, tb = bytes / bw;
+  return tf > tb ? tf : tb;
 }
