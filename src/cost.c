@@ -1,26 +1,52 @@
-/* cost.c -- the analytical cost of a lowered program: FLOPs and bytes moved as polynomials
- * in the size variables, and a roofline prediction of the time from the hardware model.
+/* cost.c -- the analytical cost of a lowered program: FLOPs, lane-operations and bytes moved
+ * as polynomials in the size variables; sched.c turns them into seconds on a hardware model.
  *
  * FLOPs count floating-point operations of the element expressions (a transcendental
- * function counts as one), a reduction step as one more.  Bytes count compulsory traffic:
- * each input read once, each output written once, each temporary written and read back;
- * per-row intermediates of a fused kernel stay in cache and cost nothing.  The prediction
- * is max(FLOPs / peak, bytes / bandwidth) per kernel, with the peak and the bandwidth of
- * the threads in use; contractions are predicted by the micro-kernel model of gemm.c.
+ * function counts as one), a reduction step as one more.  Lane-operations count what the
+ * CPU's vector code spends per element: a math function its expansion's instructions (the
+ * table lane_ops).  Bytes count compulsory traffic: each input read once, each output
+ * written once, each temporary written and read back; per-row intermediates of a fused
+ * kernel stay in cache and cost nothing.  cost_roofline is sched.c's roofline; contractions
+ * are predicted by the micro-kernel model of gemm_model.c.
  */
 #include "config.h"
 #include "dyn_int.h"
 
 #include <string.h>
 
-static const Poly *flops_of(PolyCtx *pc, const Program *p, const KExpr *e) {
+/* The lane-operations a vector instruction sequence of the CPU back end spends on one element
+ * of each math function (vmath.c, f32, counted in its source: every add, multiply, FMA,
+ * compare, select, min, max, shift and integer add of the expansion counts one), and of the
+ * operations that are not one pipelined instruction.  f64 runs the same counts on half the
+ * lanes (its longer polynomials are left out: a few FMAs).  Division and square root are
+ * partly pipelined: a 512-bit vdivps or vsqrtps issues every 5 (Zen 4) to 10 (Skylake-X)
+ * cycles (Agner Fog's instruction tables), about 8 slots of two pipes; that figure is a
+ * documented middle, not a measurement of each core. */
+static int lane_ops(OpKind op) {
+  switch (op) {
+  case OP_DIV: case OP_SQRT: return 8;
+  case OP_RSQRT: return 16;                    /* a square root and a division */
+  case OP_EXP: return 20;                      /* clamp 2, reduction 4, degree-6 poly 6, 2^n 8 */
+  case OP_SIGMOID: return 30;                  /* exp, add, division */
+  case OP_TANH: return 42;                     /* poly 8, exp of 2x 21, division, select 3 */
+  case OP_LOG: return 34;                      /* split 12, degree-9 poly 11, specials 11 */
+  case OP_SIN: case OP_COS: return 30;         /* reduction 8, two polys 12, quadrant 10 */
+  case OP_ERF: return 48;                      /* two polys 19, exp 20, select and sign 9 */
+  case OP_POW: case OP_POWF: return 90;        /* double-word log and exp, specials */
+  default: return 1;
+  }
+}
+
+/* The FLOPs of e (each operation one, a math function one) or, with ops, its lane-operations
+ * (lane_ops). */
+static const Poly *flops_of(PolyCtx *pc, const Program *p, const KExpr *e, bool ops) {
   const Poly *f = poly_const(pc, 0);
-  for (int i = 0; i < e->n; i++) f = poly_add(pc, f, flops_of(pc, p, e->a[i]));
+  for (int i = 0; i < e->n; i++) f = poly_add(pc, f, flops_of(pc, p, e->a[i], ops));
   switch (e->kind) {
   case KX_UN:
   case KX_BIN:
     if (elem_is_float(e->ty) || (e->kind == KX_BIN && op_class(e->op) == OPK_CMP && elem_is_float(e->opty)))
-      f = poly_add(pc, f, poly_const(pc, 1));
+      f = poly_add(pc, f, poly_const(pc, ops ? lane_ops(e->op) : 1));
     break;
   case KX_REDUCE: {
     const Poly *r = poly_const(pc, 1);
@@ -44,16 +70,31 @@ static const Poly *numel(PolyCtx *pc, const Type *t, int skip) {
   return n;
 }
 
-void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **flops, const Poly **bytes) {
-  const Poly *f = poly_const(pc, 0), *b = poly_const(pc, 0);
+/* The FLOPs (or lane-operations) of a kernel's stages, each over its points. */
+static const Poly *kernel_work(const Program *p, const Kernel *kn, PolyCtx *pc, bool ops) {
+  const Poly *f = poly_const(pc, 0);
   const Poly *outer = poly_const(pc, 1);
   for (int o = 0; o < kn->nouter; o++) outer = poly_mul(pc, outer, p->axes[kn->outer[o]].extent);
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     const Poly *pts = outer;
     for (int a = 0; a < st->naxes; a++) pts = poly_mul(pc, pts, p->axes[st->axes[a]].extent);
-    f = poly_add(pc, f, poly_mul(pc, pts, flops_of(pc, p, st->expr)));
+    f = poly_add(pc, f, poly_mul(pc, pts, flops_of(pc, p, st->expr, ops)));
   }
+  return f;
+}
+
+const Poly *cost_kernel_ops(const Program *p, const Kernel *kn, PolyCtx *pc) { return kernel_work(p, kn, pc, true); }
+
+void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **flops, const Poly **bytes) {
+  const Poly *rd, *wr;
+  cost_kernel_traffic(p, kn, pc, &rd, &wr);
+  *flops = kernel_work(p, kn, pc, false);
+  *bytes = poly_add(pc, rd, wr);
+}
+
+void cost_kernel_traffic(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **rd, const Poly **wr) {
+  const Poly *r = poly_const(pc, 0), *w = poly_const(pc, 0);
   /* traffic: the slots the kernel reads (once) and writes (once), not its per-row ones */
   bool *read = xcalloc((size_t)p->nslots + 1, 1), *written = xcalloc((size_t)p->nslots + 1, 1);
   for (int s = 0; s < kn->nstages; s++) {
@@ -63,13 +104,15 @@ void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **f
   for (int i = 0; i < p->nslots; i++) {
     const Slot *sl = &p->slots[i];
     if (sl->kind == SLOT_LOCAL || sl->kind == SLOT_INLINED) continue;
-    int n = (read[i] && !written[i] ? 1 : 0) + (written[i] ? 1 : 0);
-    if (n) b = poly_add(pc, b, poly_mul(pc, poly_const(pc, n * elem_size(sl->type.elem)), numel(pc, &sl->type, 0)));
+    if (!read[i] && !written[i]) continue;
+    const Poly *nb = poly_mul(pc, poly_const(pc, elem_size(sl->type.elem)), numel(pc, &sl->type, 0));
+    if (written[i]) w = poly_add(pc, w, nb);
+    else r = poly_add(pc, r, nb);
   }
   free(read);
   free(written);
-  *flops = f;
-  *bytes = b;
+  *rd = r;
+  *wr = w;
 }
 
 void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly **bytes) {
@@ -84,15 +127,8 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
   *bytes = b;
 }
 
-/* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw. */
+/* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw: sched.c's term,
+ * shared with the GPU's launch model. */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes) {
-  int cores = hw->cores > 0 ? hw->cores : 1;
-  int t = threads < cores ? threads : cores;
-  double peak = hw->peak_gflops_f32 * 1e9 * t / cores;
-  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
-  double bw = mem ? (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) * 1e9 : 10e9;
-  if (peak <= 0) peak = 1e9;
-  if (bw <= 0) bw = 1e9;
-  double tf = flops / peak, tb = bytes / bw;
-  return tf > tb ? tf : tb;
+  return sched_roofline(hw, threads, flops, bytes);
 }

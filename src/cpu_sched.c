@@ -2,7 +2,7 @@
  * kernel of a program what cpu.c made of it (a contraction on the GEMM engine and that
  * engine's plan, a convolution's gather, row-wise stages, vectorised and interchanged loops,
  * the tasks, streaming stores) and, given sizes, the time the model predicts (gemm_model.c
- * for contractions, the roofline of cost.c for the rest). */
+ * for contractions, sched.c's streaming model for the rest). */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -33,6 +33,33 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * 0.2 us a call, their kernels 0.01-0.1); without it the model called those calls 50-90%
  * shorter than they are.  A software cost, about a constant count of cycles. */
 #define CALL_S 0.15e-6
+
+/* The model of a kernel that streams its tensors (element-wise, row-wise, a reduction), from
+ * sched.c: its lane-operations at the vector pipes' rate against its bytes at the rate of the
+ * level they live in, plus the fork-join; its line of :sched.  Streaming stores (nt) are
+ * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides. */
+static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
+                           int threads, bool nt, int64_t tasks, Buf *out) {
+  const Poly *fp = cost_kernel_ops(p, kn, pc), *rp, *wp;
+  cost_kernel_traffic(p, kn, pc, &rp, &wp);
+  int64_t ov = 0, rv = 0, wv = 0;
+  const char *why;
+  poly_eval(fp, eval_size_lookup, (void *)sz, &ov, &why);
+  poly_eval(rp, eval_size_lookup, (void *)sz, &rv, &why);
+  poly_eval(wp, eval_size_lookup, (void *)sz, &wv, &why);
+  double llc = (double)sched_last_cache_bytes(&be->hw);
+  SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
+                 .read = (double)rv, .written = (double)wv, .streamed = nt && llc > 0 && (double)(rv + wv) > llc,
+                 .tasks = tasks};
+  SchedTerms T;
+  double t = sched_stream_time(&be->hw, threads, &w, &T);
+  buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s: compute %.3f ms, memory %.3f ms",
+             (long long)ov, (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "",
+             be->hw.level[T.level].name, T.comp_s * 1e3, T.mem_s * 1e3);
+  if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
+  buf_printf(out, ": predicted %.3f ms\n", t * 1e3);
+  return t;
+}
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) {
   const Program *p = cp->p;
@@ -184,15 +211,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      const Poly *fp, *bp;
-      cost_kernel(p, kn, pc, &fp, &bp);
-      int64_t fv = 0, bv = 0;
-      const char *why;
-      poly_eval(fp, eval_size_lookup, (void *)sz, &fv, &why);
-      poly_eval(bp, eval_size_lookup, (void *)sz, &bv, &why);
-      double t = cost_roofline(&be->hw, threads, (double)fv, (double)bv);
-      buf_printf(out, "  model: %lld FLOPs, %lld bytes: predicted %.3f ms (roofline)\n", (long long)fv, (long long)bv, t * 1e3);
-      total += t;
+      total += stream_model(be, p, kn, pc, sz, threads, ck->nt_slot >= 0,
+                            par ? (ext[ck->par_axis] < (int64_t)threads * 4 ? ext[ck->par_axis] : (int64_t)threads * 4) : 1, out);
     }
   }
   if (have) {

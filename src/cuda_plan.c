@@ -516,7 +516,7 @@ double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Bu
       const char *why;
       poly_eval(fp, eval_size_lookup, (void *)sz, &fv, &why);
       poly_eval(bp, eval_size_lookup, (void *)sz, &bv, &why);
-      t = cost_roofline(&cp->hw, cp->hw.sm_count, (double)fv, (double)bv);
+      t = sched_roofline(&cp->hw, cp->hw.sm_count, (double)fv, (double)bv);
     }
     buf_printf(out, "  this shape: %s -> %s, %u x %u x %u blocks of %u x %u threads; predicted %.4f ms\n", L.why, ck->v[L.var].name,
                L.grid[0], L.grid[1], L.grid[2], L.block[0], L.block[1], t * 1e3);

@@ -840,10 +840,43 @@ double sched_level_bw(const HwModel *h, double F);
 /* sched_level_bw, capped by the level's total bandwidth shared among `users` cores streaming
  * at once (total_gbs in the hw file). */
 double sched_shared_bw(const HwModel *h, double F, int users);
+/* The roofline of FLOPs and bytes on `threads` of h (cost_roofline; the GPU passes its SMs):
+ * the slower of the FLOPs at that share of the peak and the bytes at main memory's rate. */
+double sched_roofline(const HwModel *hw, int threads, double flops, double bytes);
+/* The level (0 = L1, nlevels - 1 = main memory) a working set of F bytes stays in between
+ * calls on `threads` cores, and that level's bandwidth in bytes/s for them. */
+int sched_fit_level(const HwModel *h, double F, int threads);
+double sched_threads_bw(const HwModel *h, int i, int threads);
+/* Vector lane-operations per second of `threads` cores on elements of elem_bytes. */
+double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes);
+/* A streaming kernel (element-wise, row-wise, a reduction): its lane-operations, compulsory
+ * bytes read and written, whether it streams its stores past the caches, its tasks. */
+typedef struct SchedWork {
+  double ops;
+  int elem_bytes;
+  double read, written;
+  bool streamed;
+  int64_t tasks;
+} SchedWork;
+/* The terms of its time: the threads that take part, the level its data lives in, whether
+ * the written lines are read for ownership (memory), the bytes moved, compute, memory and
+ * fork-join seconds and the total, max(compute, memory) + fork-join. */
+typedef struct SchedTerms {
+  int threads, level;
+  bool memory;
+  double moved, comp_s, mem_s, sync_s, total;
+} SchedTerms;
+/* The predicted seconds of w on `threads` of h; the terms in *out when out is not NULL. */
+double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out);
 
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 
 void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **flops, const Poly **bytes);
+/* A kernel's compulsory bytes read (slots it only reads) and written (each written slot once). */
+void cost_kernel_traffic(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **rd, const Poly **wr);
+/* A kernel's vector lane-operations: each operation one, a math function what its vector
+ * expansion spends per element (the table in cost.c). */
+const Poly *cost_kernel_ops(const Program *p, const Kernel *kn, PolyCtx *pc);
 void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly **bytes);
 /* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory). */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes);

@@ -2,7 +2,8 @@
  * engine's model (gemm_model.c) and the GPU's launch model (cuda_plan.c) each price a plan in
  * seconds from the hardware model (hw.c); the terms they price it with the same way live here:
  * which level of the hierarchy a footprint lives in and at what bandwidth, main memory's
- * bandwidth, the last cache's size, and the rounding of tasks into whole waves. */
+ * bandwidth, the last cache's size, the rounding of tasks into whole waves, the roofline and
+ * the time of a kernel that streams its tensors (element-wise, row-wise, reductions). */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -48,4 +49,83 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
       break;
     }
   return bw;
+}
+
+/* ---- the roofline and the streaming kernel's time ----
+ *
+ * The software constants of the streaming model (row-wise and element-wise kernels), each with
+ * how it was found; everything else is the hw file's.
+ *
+ *   SCHED_SYNC_S   0.3 us  a fork-join on the CPU pool when a kernel's tasks are shared: the
+ *                          GEMM engine's SYNC_S, measured on 2 threads of Zen 5 (0.16 us with
+ *                          empty tasks, 0.2-0.4 beside small products; gemm_model.c)
+ *   write-allocate  2x     a store to a line no cache holds reads the line first (read for
+ *                          ownership), so each byte written to memory moves twice unless the
+ *                          kernel streams its stores (Intel SDM vol. 3 11.3 "write-back";
+ *                          AMD APM vol. 2 7.4; Arm's cores detect whole-line writes, which
+ *                          the CPU back end only meets with streaming stores anyway) */
+#define SCHED_SYNC_S 0.3e-6
+
+/* The roofline of FLOPs and bytes on `threads` of h: the slower of the FLOPs at the threads'
+ * share of the peak and the bytes at main memory's bandwidth for that many cores.  The GPU's
+ * launch model passes its SMs as threads. */
+double sched_roofline(const HwModel *hw, int threads, double flops, double bytes) {
+  int cores = hw->cores > 0 ? hw->cores : 1;
+  int t = threads < cores ? threads : cores;
+  double peak = hw->peak_gflops_f32 * 1e9 * t / cores;
+  const HwLevel *mem = hw->nlevels ? &hw->level[hw->nlevels - 1] : NULL;
+  double bw = mem ? (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) * 1e9 : 10e9;
+  if (peak <= 0) peak = 1e9;
+  if (bw <= 0) bw = 1e9;
+  double tf = flops / peak, tb = bytes / bw;
+  return tf > tb ? tf : tb;
+}
+
+/* The level a working set of F bytes stays in between calls, on `threads` cores: a private
+ * cache holds `threads` times its size, a shared one its size for each group of cores that
+ * shares it; nlevels - 1 (main memory) when no cache holds it. */
+int sched_fit_level(const HwModel *h, double F, int threads) {
+  int nc = hw_ncaches(h), t = threads > 0 ? threads : 1;
+  for (int i = 0; i < nc; i++) {
+    int sb = h->level[i].shared_by > 1 ? h->level[i].shared_by : 1;
+    double cap = (double)h->level[i].bytes * (double)(sb > 1 ? (t + sb - 1) / sb : t);
+    if (F <= cap && h->level[i].gbs > 0) return i;
+  }
+  return h->nlevels - 1;
+}
+
+/* Level i's bandwidth for `threads` cores streaming from it: the per-core rate times the cores,
+ * at most the level's total. */
+double sched_threads_bw(const HwModel *h, int i, int threads) {
+  if (i < 0 || i >= h->nlevels || h->level[i].gbs <= 0) return 10e9;
+  double bw = h->level[i].gbs * (threads > 0 ? threads : 1);
+  if (h->level[i].total_gbs > 0 && bw > h->level[i].total_gbs) bw = h->level[i].total_gbs;
+  return bw * 1e9;
+}
+
+/* Vector lane-operations per second of `threads` cores on elements of elem_bytes: the lanes of
+ * a vector times the FMA pipes (the pipes that take every floating-point operation) times
+ * the clock.  An FMA counts once here, where the peak in FLOP/s counts it twice. */
+double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes) {
+  int lanes = h->vector_bits > 0 && elem_bytes > 0 ? h->vector_bits / (8 * elem_bytes) : 1;
+  int pipes = h->fma_units > 0 ? h->fma_units : 1;
+  double ghz = h->ghz > 0 ? h->ghz : 1;
+  return (double)(lanes > 0 ? lanes : 1) * pipes * ghz * 1e9 * (threads > 0 ? threads : 1);
+}
+
+double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out) {
+  SchedTerms T = {0};
+  int t = threads > 0 ? threads : 1;
+  if (w->tasks > 0 && w->tasks < t) t = (int)w->tasks;
+  if (h->cores > 0 && t > h->cores) t = h->cores;
+  T.threads = t;
+  T.level = sched_fit_level(h, w->read + w->written, t);
+  T.memory = T.level == h->nlevels - 1 && !w->streamed;
+  T.moved = w->read + w->written * (T.memory ? 2 : 1);
+  T.mem_s = T.moved / sched_threads_bw(h, T.level, t);
+  T.comp_s = w->ops / sched_lane_ops_rate(h, t, w->elem_bytes);
+  T.sync_s = t > 1 ? SCHED_SYNC_S : 0;
+  T.total = (T.mem_s > T.comp_s ? T.mem_s : T.comp_s) + T.sync_s;
+  if (out) *out = T;
+  return T.total;
 }

@@ -1,0 +1,235 @@
+/* test_sched.c -- Check suite for the model's streaming terms: sched.c's roofline, the level a
+ * working set lives in, and the time of an element-wise or row-wise kernel, with cost.c's
+ * lane-operations and traffic of lowered programs.  Every expectation is derived from the
+ * figures of the hardware model loaded (hw/skylake-avx512, zen3, zen5, neoverse-v2), never
+ * from the host: bytes over the level's bandwidth for the threads, lane-operations over the
+ * vector pipes' rate, the larger of the two plus the fork-join.
+ */
+#include "config.h"
+#include "dyn_int.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const MODELS[] = {"skylake-avx512", "zen3", "zen5", "neoverse-v2"};
+#define NMODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
+#define SYNC_S 0.3e-6          /* sched.c's SCHED_SYNC_S, the documented fork-join */
+
+static HwModel model(const char *name) {
+  HwModel h;
+  char err[1024];
+  ck_assert_msg(hw_load(name, &h, err, sizeof err), "%s: %s", name, err);
+  return h;
+}
+
+static bool close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-15; }
+
+/* A working set's level, walked from the file's capacities: a private cache holds its size
+ * per thread, a shared one its size per group of cores sharing it. */
+static int level_of(const HwModel *h, double F, int t) {
+  for (int i = 0; i < hw_ncaches(h); i++) {
+    const HwLevel *l = &h->level[i];
+    double units = l->shared_by > 1 ? ceil((double)t / l->shared_by) : t;
+    if (F <= (double)l->bytes * units) return i;
+  }
+  return h->nlevels - 1;
+}
+
+static double bw_of(const HwModel *h, int i, int t) {
+  double bw = h->level[i].gbs * t;
+  return (h->level[i].total_gbs > 0 && bw > h->level[i].total_gbs ? h->level[i].total_gbs : bw) * 1e9;
+}
+
+static double lanes_rate(const HwModel *h, int t, int elem) {
+  return (double)(h->vector_bits / (8 * elem)) * h->fma_units * h->ghz * 1e9 * t;
+}
+
+START_TEST(test_roofline) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    const HwLevel *mem = &h.level[h.nlevels - 1];
+    for (int t = 1; t <= 4; t++) {
+      double flops = 1e9, bytes = 3e8;
+      double peak = h.peak_gflops_f32 * 1e9 * t / h.cores;
+      double bw = (mem->total_gbs > 0 && mem->gbs * t > mem->total_gbs ? mem->total_gbs : mem->gbs * t) * 1e9;
+      double want = fmax(flops / peak, bytes / bw);
+      ck_assert_msg(close_to(sched_roofline(&h, t, flops, bytes), want), "%s, %d threads", MODELS[m], t);
+      /* cost.c's roofline is sched.c's */
+      ck_assert(sched_roofline(&h, t, flops, bytes) == cost_roofline(&h, t, flops, bytes));
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_fit_level) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int nc = hw_ncaches(&h);
+    ck_assert_int_ge(nc, 2);
+    for (int t = 1; t <= 2; t++) {
+      /* just inside and just outside each cache's capacity for t threads */
+      for (int i = 0; i < nc; i++) {
+        const HwLevel *l = &h.level[i];
+        double cap = (double)l->bytes * (l->shared_by > 1 ? ceil((double)t / l->shared_by) : t);
+        ck_assert_int_eq(sched_fit_level(&h, cap, t), level_of(&h, cap, t));
+        ck_assert_int_eq(sched_fit_level(&h, cap + 64, t), level_of(&h, cap + 64, t));
+        ck_assert_int_gt(level_of(&h, cap + 64, t), i);
+      }
+      ck_assert_int_eq(sched_fit_level(&h, 1e12, t), h.nlevels - 1);
+      ck_assert_int_eq(sched_fit_level(&h, 64, t), 0);
+    }
+    /* two threads hold twice a private L1 */
+    ck_assert_int_eq(sched_fit_level(&h, 1.5 * (double)h.level[0].bytes, 2), 0);
+    ck_assert_int_eq(sched_fit_level(&h, 1.5 * (double)h.level[0].bytes, 1), 1);
+  }
+}
+END_TEST
+
+/* ---- lowered programs: lane-operations and bytes ---- */
+
+static PolyCtx *pc;
+static Arena *arena;
+static Func *fn;
+
+static Func *no_fns(void *env, const char *name) {
+  (void)env, (void)name;
+  return NULL;
+}
+
+/* Check and lower one function; its kernels in fn->code.prog. */
+static const Program *lowered(const char *text) {
+  Diags d = {0};
+  size_t len = strlen(text);
+  Source *src = arena_alloc(arena, sizeof *src);
+  *src = (Source){.name = "t.dyn", .text = arena_strndup(arena, text, len), .len = len};
+  int nst = 0;
+  bool more = false;
+  Stmt **st = parse_source(arena, src, &d, &nst, &more);
+  SemaEnv env = {pc, no_fns, NULL};
+  fn = nst == 1 && !d.nerrors ? sema_function(&env, st[0]->fn, arena, &d) : NULL;
+  ck_assert_msg(fn && !d.nerrors, "the test program does not check");
+  diag_clear(&d);
+  fn->code.prog = lower_function(fn, pc, no_fns, NULL);
+  ck_assert(fn->code.prog && fn->code.prog->nkernels == 1);
+  return fn->code.prog;
+}
+
+static void setup(void) {
+  pc = poly_ctx_new();
+  arena = arena_new();
+  fn = NULL;
+}
+
+static void teardown(void) {
+  if (fn && fn->code.prog) lower_free(fn->code.prog);
+  arena_free(arena);
+  poly_ctx_free(pc);
+}
+
+static int64_t at(const Poly *p, int64_t B, int64_t N) {
+  const char *names[2] = {"B", "N"};
+  int64_t vals[2] = {B, N}, v = -1;
+  EvalSizes sz = {names, vals, 2};
+  const char *why;
+  ck_assert(poly_eval(p, eval_size_lookup, &sz, &v, &why));
+  return v;
+}
+
+/* The kernel of text at B x N on model h and t threads: its predicted time, and the time
+ * derived here from ops lane-operations per element and the bytes of `tensors` f32 tensors
+ * read and one written, each B x N. */
+static void check_stream(const char *text, int ops, int tensors, const HwModel *h, int64_t B, int64_t N, int t,
+                         bool streamed) {
+  const Program *p = lowered(text);
+  const Kernel *kn = &p->kernels[0];
+  const Poly *rd, *wr;
+  cost_kernel_traffic(p, kn, pc, &rd, &wr);
+  double n = (double)B * (double)N;
+  ck_assert_int_eq(at(cost_kernel_ops(p, kn, pc), B, N), (int64_t)(ops * n));
+  ck_assert_int_eq(at(rd, B, N), (int64_t)(4 * tensors * n));
+  ck_assert_int_eq(at(wr, B, N), (int64_t)(4 * n));
+  SchedWork w = {.ops = ops * n, .elem_bytes = 4, .read = 4 * tensors * n, .written = 4 * n, .streamed = streamed,
+                 .tasks = B < 4 * t ? B : 4 * t};
+  int tt = B < t ? (int)B : t;
+  int lv = level_of(h, w.read + w.written, tt);
+  bool rfo = lv == h->nlevels - 1 && !streamed;
+  double mem = (w.read + w.written * (rfo ? 2 : 1)) / bw_of(h, lv, tt);
+  double comp = w.ops / lanes_rate(h, tt, 4);
+  double want = fmax(mem, comp) + (tt > 1 ? SYNC_S : 0);
+  SchedTerms T;
+  double got = sched_stream_time(h, t, &w, &T);
+  ck_assert_msg(close_to(got, want), "%s on %s: %g s, derived %g", text, h->name, got, want);
+  ck_assert_int_eq(T.level, lv);
+  ck_assert(T.memory == rfo);
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+}
+
+START_TEST(test_elementwise) {
+  /* two operations an element, one tensor in, one out */
+  const char *axpb = "fn f(X: f32[B, N]) -> f32[B, N] {\n  Y[b, n] = X[b, n] * 3.0 + 1.0\n  return Y\n}";
+  /* exp's expansion: 20 lane-operations (cost.c's table), then one multiply */
+  const char *ex = "fn f(X: f32[B, N]) -> f32[B, N] {\n  Y[b, n] = exp(X[b, n]) * 2.0\n  return Y\n}";
+  /* two tensors in: the sum of a residual */
+  const char *res = "fn f(X: f32[B, N], R: f32[B, N]) -> f32[B, N] {\n  Y[b, n] = X[b, n] + R[b, n]\n  return Y\n}";
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    /* in L1 of one thread, in L2 of two, in the last cache, in memory (with and without
+     * streaming stores), a single row and a prime */
+    const int64_t shapes[][2] = {{1, 256}, {2, 1000}, {64, 1021}, {1024, 1024}, {4096, 4096}, {1, 7}, {97, 13}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (int t = 1; t <= 2; t++) {
+        check_stream(axpb, 2, 1, &h, shapes[s][0], shapes[s][1], t, false);
+        check_stream(ex, 21, 1, &h, shapes[s][0], shapes[s][1], t, false);
+        check_stream(res, 1, 2, &h, shapes[s][0], shapes[s][1], t, s == 4);
+      }
+  }
+}
+END_TEST
+
+/* A row-wise kernel (softmax): its per-row intermediates stay in cache and cost no bytes; its
+ * lane-operations are the max, the exp and its sum, and the division of each element. */
+START_TEST(test_rowwise) {
+  const char *sm = "fn softmax(X: f32[B, N]) -> f32[B, N] {\n"
+                   "  m[b] = max[n] X[b, n]\n"
+                   "  e[b, n] = exp(X[b, n] - m[b])\n"
+                   "  s[b] = sum[n] e[b, n]\n"
+                   "  Y[b, n] = e[b, n] / s[b]\n"
+                   "  return Y\n}";
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    /* max: its step (1); exp of a difference (1 + 20); sum: its step (1); the division (8) */
+    check_stream(sm, 1 + 21 + 1 + 8, 1, &h, 33, 1000, 2, false);
+    check_stream(sm, 1 + 21 + 1 + 8, 1, &h, 4096, 4096, 2, true);
+    /* compute-bound where the data sits in a cache: the exp dominates the bytes */
+    const Program *p = lowered(sm);
+    double ops = (double)at(cost_kernel_ops(p, &p->kernels[0], pc), 64, 1000);
+    SchedWork w = {.ops = ops, .elem_bytes = 4, .read = 4 * 64e3, .written = 4 * 64e3, .tasks = 8};
+    SchedTerms T;
+    sched_stream_time(&h, 2, &w, &T);
+    ck_assert_msg(T.level < h.nlevels - 1 && T.comp_s > T.mem_s, "%s: compute %g, memory %g", h.name, T.comp_s, T.mem_s);
+  }
+}
+END_TEST
+
+static Suite *sched_suite(void) {
+  Suite *s = suite_create("sched");
+  TCase *tc = tcase_create("model");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, test_roofline);
+  tcase_add_test(tc, test_fit_level);
+  tcase_add_test(tc, test_elementwise);
+  tcase_add_test(tc, test_rowwise);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(sched_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
