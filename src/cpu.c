@@ -964,7 +964,10 @@ static void transpose_rows(G *g, LLVMValueRef *rows, int w) {
     }
 }
 
-static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, int u, LLVMValueRef lo, LLVMValueRef hi) {
+/* twin: the streaming twin's (mark_streaming), whose whole tiles stream their rows where they
+ * start on the vector's size (the result's start and its row stride, checked per tile), and
+ * whose other stores are volatile, which mark_streaming leaves alone. */
+static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, int u, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   int nv = st->naxes - 1, v = st->axes[nv];
   DynElem ty = st->expr->ty;
   int w = cpu_tile_lanes(g->vector_bits, ty);
@@ -1010,20 +1013,43 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     rows[r] = ld;
   }
   transpose_rows(g, rows, w);
-  LLVMValueRef subs[DYN_MAX_RANK];
+  LLVMValueRef subs[DYN_MAX_RANK], at_row[16];
   for (int r = 0; r < w; r++) {
     g->axv[u] = LLVMBuildAdd(g->b, ub, c64(g, r), "");
     g->axv[v] = vb;
     for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
-    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], elem_ptr(g, st->out, subs, st->naxes));
+    at_row[r] = elem_ptr(g, st->out, subs, st->naxes);
+  }
+  unsigned bytes = (unsigned)(w * elem_size(ty));
+  if (twin) {       /* the tile's rows start on the vector's size: streamed, else volatile */
+    LLVMValueRef a0 = LLVMBuildPtrToInt(g->b, at_row[0], g->i64, "");
+    LLVMValueRef step = LLVMBuildSub(g->b, LLVMBuildPtrToInt(g->b, at_row[1], g->i64, ""), a0, "");
+    LLVMValueRef odd = LLVMBuildAnd(g->b, LLVMBuildOr(g->b, a0, step, ""), c64(g, bytes - 1), "");
+    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(g->cx, g->fn, "nt");
+    LLVMBasicBlockRef vol = LLVMAppendBasicBlockInContext(g->cx, g->fn, "vol");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, odd, c64(g, 0), ""), nt, vol);
+    LLVMPositionBuilderAtEnd(g->b, nt);
+    unsigned kind = LLVMGetMDKindIDInContext(g->cx, "nontemporal", 11);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0));
+    for (int r = 0; r < w; r++) {
+      LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
+      LLVMSetAlignment(sto, bytes);
+      LLVMSetMetadata(sto, kind, LLVMMetadataAsValue(g->cx, LLVMMDNodeInContext2(g->cx, &one, 1)));
+    }
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, vol);
+  }
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
     LLVMSetAlignment(sto, (unsigned)elem_size(ty));
+    if (twin) LLVMSetVolatile(sto, 1);
   }
   LLVMBuildBr(g->b, next);
   /* a tile cut by an edge: the plain loops */
   LLVMPositionBuilderAtEnd(g->b, edge);
   g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, u1));
   g->axv[v] = loop_begin(g, &V, vb, smin64(g, ve, v1));
-  gen_body(g, kn, st, NULL, NULL, false);
+  gen_body(g, kn, st, NULL, NULL, twin);
   loop_end(g, &V);
   loop_end(g, &U);
   LLVMBuildBr(g->b, next);
@@ -1080,9 +1106,9 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
       g->fused_red = NULL;
       continue;
     }
-    int bu = twin ? -1 : cpu_blocked_axis(kn, st);
+    int bu = cpu_blocked_axis(kn, st);
     if (bu >= 0) {
-      gen_blocked(g, kn, st, par_axis, bu, lo, hi);
+      gen_blocked(g, kn, st, par_axis, bu, twin, lo, hi);
       g->fused_red = NULL;
       continue;
     }
@@ -1365,7 +1391,6 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
       st->expr->kind == KX_SCAN ||
-      cpu_blocked_axis(kn, st) >= 0 ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
@@ -1418,7 +1443,7 @@ static void mark_streaming(LLVMModuleRef m, const CKernel *ck, int nk) {
     if (!fn) continue;
     for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
       for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
-        if (!LLVMIsAStoreInst(in)) continue;
+        if (!LLVMIsAStoreInst(in) || LLVMGetVolatile(in)) continue;
         LLVMTypeRef t = LLVMTypeOf(LLVMGetOperand(in, 0));
         if (LLVMGetTypeKind(t) != LLVMVectorTypeKind || !ptr_of_slot(fn, LLVMGetOperand(in, 1), ck[i].nt_slot)) continue;
         unsigned bytes = LLVMGetVectorSize(t) * (LLVMGetTypeKind(LLVMGetElementType(t)) == LLVMDoubleTypeKind ? 8 : 4);

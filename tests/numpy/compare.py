@@ -1292,6 +1292,15 @@ for ty in ['f32', 'f64', 'i32', 'i64', 'f16', 'bf16']:
              [out('T', dt, r2.T, EXACT), out('P', dt, r3.transpose(p3), EXACT),
               out('R', dt, r4.transpose(p4), EXACT), out('Q', dt, r4.transpose(p4), EXACT)])
 
+# Transposes whose result and input outgrow the last cache of any model (over 64 MiB in
+# all): the compiled back end streams the tiles' rows where they start on a vector's size,
+# and stores the others plainly -- rows of 12004 bytes start anywhere, rows of 18432 bytes
+# on a line.
+for ty, (M, N) in [('f32', (2999, 3001)), ('f64', (2048, 2304))]:
+    X2 = perm_input((M, N), ty)
+    case('permute %s %s (larger than the last cache)' % (ty, shape_str((M, N))), [('X2', X2)],
+         perm_fn('tr', ty, 2, (1, 0)) + 'T = tr(X2)', [out('T', X2.dtype.type, X2.T, EXACT)])
+
 # ---- the runner ----
 def dyn_string(path):
     return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'
