@@ -178,8 +178,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       const char *why;
       poly_eval(fp, eval_size_lookup, (void *)sz, &fv, &why);
       poly_eval(bp, eval_size_lookup, (void *)sz, &bv, &why);
-      double t = cost_roofline(&be->hw, threads, (double)fv, (double)bv);
-      buf_printf(out, "  model: %lld FLOPs, %lld bytes: predicted %.3f ms (roofline)\n", (long long)fv, (long long)bv, t * 1e3);
+      double t = cpu_layout_time(&be->hw, p, kn, ext, strides, threads, (double)bv);
+      bool layout = t > 0;
+      if (!layout) t = cost_roofline(&be->hw, threads, (double)fv, (double)bv);
+      buf_printf(out, "  model: %lld FLOPs, %lld bytes: predicted %.3f ms (%s)\n", (long long)fv, (long long)bv, t * 1e3,
+                 layout ? "a layout change: its bytes or its tiles' shuffles" : "roofline");
       total += t;
     }
   }
