@@ -912,7 +912,10 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
  * tile and used whole.  Tiles go along u inside a band of W values of v, so a band reads W
  * input rows from start to end.  Tiles cut by the edges run the plain loops.  Measured on
  * 4096 x 4096 f32, 2 threads: 60 ms plainly, 10-13 ms tiled (a copy: 2-3 ms); on a host
- * without transparent huge pages each tile still touches 2W pages. */
+ * without transparent huge pages each tile still touches 2W pages.  The streaming twin
+ * streams a whole tile's rows where they start on the vector's size (a tile writes each of
+ * its result lines whole, so none is read for ownership).  In cache, a tile costs its
+ * shuffles, and more when its rows crowd one set of the L1 (cpu_layout.c's model). */
 
 static bool plain_load_of(const KExpr *e, int u, int v) {
   if (e->kind == KX_LOAD && e->n >= 2 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) {
@@ -1357,7 +1360,8 @@ static int par_axis_of(const Kernel *kn) {
  * vector loop then starts on the boundary, and each vector store follows whole vectors
  * from there (the vectorizer does not peel).  The loop vectorizer refuses a loop whose
  * scalar store is marked non-temporal, so the twin is marked after optimisation: its
- * vector stores whose address comes from the result's buffer. */
+ * vector stores whose address comes from the result's buffer, but for volatile ones (a
+ * layout change's tiles that start off the vector's size, gen_blocked). */
 
 static bool uses_axis(const KExpr *e, int axis) {
   if (e->kind == KX_AXIS && e->axis == axis) return true;
