@@ -73,6 +73,7 @@ typedef struct G {
   const char *prefix;    /* of the module's symbols */
   VMath vm;              /* the math functions (vmath.c) */
   int vector_bits;       /* the kernels' "prefer-vector-width" (the hardware model's) */
+  const HwModel *hw;     /* the model the kernels are built for */
   LLVMValueRef *aa_scope, *aa_noalias;  /* per slot (slot_alias), made on first use */
 } G;
 
@@ -986,11 +987,18 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   }
   LLVMValueRef u0 = u == par_axis ? lo : c64(g, 0), u1 = u == par_axis ? hi : load_i64(g, g->ext, u);
   LLVMValueRef v0 = v == par_axis ? lo : c64(g, 0), v1 = v == par_axis ? hi : load_i64(g, g->ext, v);
+  /* blocks of u (cpu_layout_block), and in each the bands of v: a band writes one line of
+   * each of the block's result rows, so the pages and lines of a block's rows are reused by
+   * its next band rather than fetched again for every tile */
+  Loop UK;
+  int64_t bk = cpu_layout_block(g->hw, ty, w);
+  LLVMValueRef uk = loop_begin(g, &UK, u0, u1);
+  LLVMValueRef uke = smin64(g, LLVMBuildAdd(g->b, uk, c64(g, bk), ""), u1);
   LLVMValueRef vb = loop_begin(g, &VB, v0, v1);
   LLVMValueRef ve = LLVMBuildAdd(g->b, vb, c64(g, w), "");
-  LLVMValueRef ub = loop_begin(g, &UB, u0, u1);
+  LLVMValueRef ub = loop_begin(g, &UB, uk, uke);
   LLVMValueRef ue = LLVMBuildAdd(g->b, ub, c64(g, w), "");
-  LLVMValueRef whole = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, u1, ""),
+  LLVMValueRef whole = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, uke, ""),
                                     LLVMBuildICmp(g->b, LLVMIntSLE, ve, v1, ""), "");
   LLVMBasicBlockRef tile = LLVMAppendBasicBlockInContext(g->cx, g->fn, "tile");
   LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge");
@@ -1050,7 +1058,7 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   LLVMBuildBr(g->b, next);
   /* a tile cut by an edge: the plain loops */
   LLVMPositionBuilderAtEnd(g->b, edge);
-  g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, u1));
+  g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, uke));
   g->axv[v] = loop_begin(g, &V, vb, smin64(g, ve, v1));
   gen_body(g, kn, st, NULL, NULL, twin);
   loop_end(g, &V);
@@ -1059,6 +1067,7 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   LLVMPositionBuilderAtEnd(g->b, next);
   loop_end_by(g, &UB, w);
   loop_end_by(g, &VB, w);
+  loop_end_by(g, &UK, bk);
   for (int a = nv - 1; a >= 0; a--)
     if (st->axes[a] != u) loop_end(g, &L[a]);
 }
@@ -1474,6 +1483,7 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
   g_init(&g, cx, m, p);
   g.prefix = prefix;
   g.vector_bits = be->hw.vector_bits;
+  g.hw = &be->hw;
   vmath_init(&g.vm, cx, m, g.b, prefix, jit_cpu_features(be->jit), g.vector_bits);
   for (int i = 0; i < nk; i++) {
     if (ck[i].gemm) continue;

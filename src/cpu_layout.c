@@ -49,6 +49,19 @@ static double tile_cycles(int w, double pressure) {
   return (double)w * (lg + 1) * f;
 }
 
+/* A block's rows of the result: as many as leave half the model's L1 to the block's band --
+ * a line of each result row and w input rows across the block -- a power of two, at least
+ * w.  Tiles go along u inside a band of w values of v within such a block; the blocks go
+ * along u.  A band across all of u instead wrote one line of every result row per band: on
+ * 4096 x 4096 f32, 4096 pages between a row's two visits. */
+int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w) {
+  const HwLevel *l1 = hw->nlevels > 1 ? &hw->level[0] : NULL;
+  int64_t half = l1 && l1->bytes > 0 ? l1->bytes / 2 : 16384, line = l1 && l1->line > 0 ? l1->line : 64;
+  int64_t fit = half / (line + (int64_t)w * elem_size(ty)), bk = w;
+  while (bk * 2 <= fit) bk *= 2;
+  return bk;
+}
+
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext,
                        const int64_t *strides, int threads, double bytes) {
   int cores = hw->cores > 0 ? hw->cores : 1, t = threads < cores ? threads : cores;
@@ -66,9 +79,13 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     /* a tile's rows: the result's a step of u apart, the input's a step of v (the stage's
      * innermost axis) */
     int v = st->axes[st->naxes - 1];
+    /* the result's lines crowd the L1 only when they are stored there: a result that with
+     * its input outgrows the last cache is streamed past it (cpu_rt.c's streaming) */
     double pressure = 0;
+    int64_t llc = sched_last_cache_bytes(hw);
     for (int a = 0; a < st->naxes; a++)
-      if (st->axes[a] == u) pressure += set_pressure(hw, strides[st->out * DYN_MAX_RANK + a] * esize, w);
+      if (st->axes[a] == u && !(llc > 0 && bytes > (double)llc))
+        pressure += set_pressure(hw, strides[st->out * DYN_MAX_RANK + a] * esize, w);
     const KExpr *ld = load_along(st->expr, u);
     for (int k = 0; ld && k + 1 < ld->n; k++)
       if (ld->a[k]->kind == KX_AXIS && ld->a[k]->axis == v) {
