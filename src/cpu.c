@@ -73,6 +73,7 @@ typedef struct G {
   const char *prefix;    /* of the module's symbols */
   VMath vm;              /* the math functions (vmath.c) */
   int vector_bits;       /* the kernels' "prefer-vector-width" (the hardware model's) */
+  const HwModel *hw;     /* the model the kernels are built for */
   LLVMValueRef *aa_scope, *aa_noalias;  /* per slot (slot_alias), made on first use */
 } G;
 
@@ -909,10 +910,15 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
  * one vector); then the buffer is transposed in registers, log2(W) rounds of two-vector
  * shuffles that each swap one bit of the row and column index, and stored along v, a whole
  * output line at a time.  Each line of the input and of the output is touched once per
- * tile and used whole.  Tiles go along u inside a band of W values of v, so a band reads W
- * input rows from start to end.  Tiles cut by the edges run the plain loops.  Measured on
+ * tile and used whole.  Tiles go along u inside a band of W values of v, within a block of
+ * u (cpu_layout_block: 128 result rows for f32 on a 32 KiB L1), so a band reads W input rows
+ * across the block and the next band finds the block's result rows where the last left them.
+ * Tiles cut by the edges run the plain loops.  Measured on
  * 4096 x 4096 f32, 2 threads: 60 ms plainly, 10-13 ms tiled (a copy: 2-3 ms); on a host
- * without transparent huge pages each tile still touches 2W pages. */
+ * without transparent huge pages each tile still touches 2W pages.  The streaming twin
+ * streams a whole tile's rows where they start on the vector's size (a tile writes each of
+ * its result lines whole, so none is read for ownership).  In cache, a tile costs its
+ * shuffles, and more when its rows crowd one set of the L1 (cpu_layout.c's model). */
 
 static bool plain_load_of(const KExpr *e, int u, int v) {
   if (e->kind == KX_LOAD && e->n >= 2 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) {
@@ -964,7 +970,10 @@ static void transpose_rows(G *g, LLVMValueRef *rows, int w) {
     }
 }
 
-static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, int u, LLVMValueRef lo, LLVMValueRef hi) {
+/* twin: the streaming twin's (mark_streaming), whose whole tiles stream their rows where they
+ * start on the vector's size (the result's start and its row stride, checked per tile), and
+ * whose other stores are volatile, which mark_streaming leaves alone. */
+static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, int u, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   int nv = st->naxes - 1, v = st->axes[nv];
   DynElem ty = st->expr->ty;
   int w = cpu_tile_lanes(g->vector_bits, ty);
@@ -980,11 +989,18 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   }
   LLVMValueRef u0 = u == par_axis ? lo : c64(g, 0), u1 = u == par_axis ? hi : load_i64(g, g->ext, u);
   LLVMValueRef v0 = v == par_axis ? lo : c64(g, 0), v1 = v == par_axis ? hi : load_i64(g, g->ext, v);
+  /* blocks of u (cpu_layout_block), and in each the bands of v: a band writes one line of
+   * each of the block's result rows, so the pages and lines of a block's rows are reused by
+   * its next band rather than fetched again for every tile */
+  Loop UK;
+  int64_t bk = cpu_layout_block(g->hw, ty, w);
+  LLVMValueRef uk = loop_begin(g, &UK, u0, u1);
+  LLVMValueRef uke = smin64(g, LLVMBuildAdd(g->b, uk, c64(g, bk), ""), u1);
   LLVMValueRef vb = loop_begin(g, &VB, v0, v1);
   LLVMValueRef ve = LLVMBuildAdd(g->b, vb, c64(g, w), "");
-  LLVMValueRef ub = loop_begin(g, &UB, u0, u1);
+  LLVMValueRef ub = loop_begin(g, &UB, uk, uke);
   LLVMValueRef ue = LLVMBuildAdd(g->b, ub, c64(g, w), "");
-  LLVMValueRef whole = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, u1, ""),
+  LLVMValueRef whole = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, uke, ""),
                                     LLVMBuildICmp(g->b, LLVMIntSLE, ve, v1, ""), "");
   LLVMBasicBlockRef tile = LLVMAppendBasicBlockInContext(g->cx, g->fn, "tile");
   LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge");
@@ -1010,26 +1026,50 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     rows[r] = ld;
   }
   transpose_rows(g, rows, w);
-  LLVMValueRef subs[DYN_MAX_RANK];
+  LLVMValueRef subs[DYN_MAX_RANK], at_row[16];
   for (int r = 0; r < w; r++) {
     g->axv[u] = LLVMBuildAdd(g->b, ub, c64(g, r), "");
     g->axv[v] = vb;
     for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
-    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], elem_ptr(g, st->out, subs, st->naxes));
+    at_row[r] = elem_ptr(g, st->out, subs, st->naxes);
+  }
+  unsigned bytes = (unsigned)(w * elem_size(ty));
+  if (twin) {       /* the tile's rows start on the vector's size: streamed, else volatile */
+    LLVMValueRef a0 = LLVMBuildPtrToInt(g->b, at_row[0], g->i64, "");
+    LLVMValueRef step = LLVMBuildSub(g->b, LLVMBuildPtrToInt(g->b, at_row[1], g->i64, ""), a0, "");
+    LLVMValueRef odd = LLVMBuildAnd(g->b, LLVMBuildOr(g->b, a0, step, ""), c64(g, bytes - 1), "");
+    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(g->cx, g->fn, "nt");
+    LLVMBasicBlockRef vol = LLVMAppendBasicBlockInContext(g->cx, g->fn, "vol");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, odd, c64(g, 0), ""), nt, vol);
+    LLVMPositionBuilderAtEnd(g->b, nt);
+    unsigned kind = LLVMGetMDKindIDInContext(g->cx, "nontemporal", 11);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0));
+    for (int r = 0; r < w; r++) {
+      LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
+      LLVMSetAlignment(sto, bytes);
+      LLVMSetMetadata(sto, kind, LLVMMetadataAsValue(g->cx, LLVMMDNodeInContext2(g->cx, &one, 1)));
+    }
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, vol);
+  }
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
     LLVMSetAlignment(sto, (unsigned)elem_size(ty));
+    if (twin) LLVMSetVolatile(sto, 1);
   }
   LLVMBuildBr(g->b, next);
   /* a tile cut by an edge: the plain loops */
   LLVMPositionBuilderAtEnd(g->b, edge);
-  g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, u1));
+  g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, uke));
   g->axv[v] = loop_begin(g, &V, vb, smin64(g, ve, v1));
-  gen_body(g, kn, st, NULL, NULL, false);
+  gen_body(g, kn, st, NULL, NULL, twin);
   loop_end(g, &V);
   loop_end(g, &U);
   LLVMBuildBr(g->b, next);
   LLVMPositionBuilderAtEnd(g->b, next);
   loop_end_by(g, &UB, w);
   loop_end_by(g, &VB, w);
+  loop_end_by(g, &UK, bk);
   for (int a = nv - 1; a >= 0; a--)
     if (st->axes[a] != u) loop_end(g, &L[a]);
 }
@@ -1080,9 +1120,9 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
       g->fused_red = NULL;
       continue;
     }
-    int bu = twin ? -1 : cpu_blocked_axis(kn, st);
+    int bu = cpu_blocked_axis(kn, st);
     if (bu >= 0) {
-      gen_blocked(g, kn, st, par_axis, bu, lo, hi);
+      gen_blocked(g, kn, st, par_axis, bu, twin, lo, hi);
       g->fused_red = NULL;
       continue;
     }
@@ -1331,7 +1371,8 @@ static int par_axis_of(const Kernel *kn) {
  * vector loop then starts on the boundary, and each vector store follows whole vectors
  * from there (the vectorizer does not peel).  The loop vectorizer refuses a loop whose
  * scalar store is marked non-temporal, so the twin is marked after optimisation: its
- * vector stores whose address comes from the result's buffer. */
+ * vector stores whose address comes from the result's buffer, but for volatile ones (a
+ * layout change's tiles that start off the vector's size, gen_blocked). */
 
 static bool uses_axis(const KExpr *e, int axis) {
   if (e->kind == KX_AXIS && e->axis == axis) return true;
@@ -1365,7 +1406,6 @@ static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Slot *sl = &p->slots[st->out];
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
       st->expr->kind == KX_SCAN ||
-      cpu_blocked_axis(kn, st) >= 0 ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;
   for (int s = 0; s + 1 < kn->nstages; s++)
@@ -1418,7 +1458,7 @@ static void mark_streaming(LLVMModuleRef m, const CKernel *ck, int nk) {
     if (!fn) continue;
     for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
       for (LLVMValueRef in = LLVMGetFirstInstruction(bb); in; in = LLVMGetNextInstruction(in)) {
-        if (!LLVMIsAStoreInst(in)) continue;
+        if (!LLVMIsAStoreInst(in) || LLVMGetVolatile(in)) continue;
         LLVMTypeRef t = LLVMTypeOf(LLVMGetOperand(in, 0));
         if (LLVMGetTypeKind(t) != LLVMVectorTypeKind || !ptr_of_slot(fn, LLVMGetOperand(in, 1), ck[i].nt_slot)) continue;
         unsigned bytes = LLVMGetVectorSize(t) * (LLVMGetTypeKind(LLVMGetElementType(t)) == LLVMDoubleTypeKind ? 8 : 4);
@@ -1445,6 +1485,7 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
   g_init(&g, cx, m, p);
   g.prefix = prefix;
   g.vector_bits = be->hw.vector_bits;
+  g.hw = &be->hw;
   vmath_init(&g.vm, cx, m, g.b, prefix, jit_cpu_features(be->jit), g.vector_bits);
   for (int i = 0; i < nk; i++) {
     if (ck[i].gemm) continue;

@@ -94,6 +94,15 @@ bool cpu_compile_twins(CpuBackend *be, CpuProgram *cp);
 bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
 int cpu_tile_lanes(int vector_bits, DynElem ty);
+/* cpu_layout.c: the rows of the result a layout change's tiles of w lanes of ty go along
+ * in a block before its next band (at least w, a power of two). */
+int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w);
+/* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) that moves
+ * `bytes` takes on `threads` of hw at these extents and element strides
+ * (strides[slot * DYN_MAX_RANK + d]): the larger of its bytes at the rate of the level they
+ * fit in and its tiles' shuffles; 0 for a kernel without a layout change. */
+double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext,
+                       const int64_t *strides, int threads, double bytes);
 
 /* cpu_rt.c: a contraction kernel's sizes and element strides as the GEMM engine takes them
  * (strides[slot * DYN_MAX_RANK + d]). */

@@ -211,8 +211,20 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      total += stream_model(be, p, kn, pc, sz, threads, ck->nt_slot >= 0,
-                            par ? (ext[ck->par_axis] < (int64_t)threads * 4 ? ext[ck->par_axis] : (int64_t)threads * 4) : 1, out);
+      const Poly *rp, *wp;
+      cost_kernel_traffic(p, kn, pc, &rp, &wp);
+      int64_t rv = 0, wv = 0;
+      const char *why;
+      poly_eval(rp, eval_size_lookup, (void *)sz, &rv, &why);
+      poly_eval(wp, eval_size_lookup, (void *)sz, &wv, &why);
+      double t = cpu_layout_time(&be->hw, p, kn, ext, strides, threads, (double)(rv + wv));
+      if (t > 0)
+        buf_printf(out, "  model: %lld bytes: predicted %.3f ms (a layout change: its bytes or its tiles' shuffles)\n",
+                   (long long)(rv + wv), t * 1e3);
+      else
+        t = stream_model(be, p, kn, pc, sz, threads, ck->nt_slot >= 0,
+                         par ? (ext[ck->par_axis] < (int64_t)threads * 4 ? ext[ck->par_axis] : (int64_t)threads * 4) : 1, out);
+      total += t;
     }
   }
   if (have) {

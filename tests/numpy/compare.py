@@ -1242,6 +1242,65 @@ for n in [0, 1, 7, 1000]:
          [out('H', F16, Xh, EXACT), out('G', F16, Xh, EXACT),
           out('Q', F32, to_bf16(Xf), EXACT), out('R', F32, to_bf16(Xf), EXACT)])
 
+# ---- permutations of every element type ----
+# Transposes and permutations of rank 2 to 4 of each element type, in functions, at top level
+# and under :check (which runs the compiled back end beside the reference evaluator): the
+# compiled CPU back end runs a permutation that moves the last axis in tiles of the model's
+# vector lanes (4 to 16), so the sizes are 0, 1, primes and 7-9, 15-17, 31-33 (a tile less one,
+# a tile and a tile and one, for every tile a model gives), and a few tiles and an edge.  A
+# generator of their own keeps the data of the cases before them.
+rng_p = np.random.default_rng(20261203)
+PERM3 = [(0, 2, 1), (2, 0, 1), (1, 0, 2), (1, 2, 0), (2, 1, 0)]
+PERM4 = [(0, 2, 1, 3), (0, 2, 3, 1), (0, 3, 1, 2), (3, 2, 1, 0), (1, 0, 3, 2)]
+PERM_SHAPES = [((0, 5), (3, 0, 7), (2, 1, 0, 3)), ((1, 1), (1, 17, 1), (1, 1, 1, 1)),
+               ((16, 16), (15, 16, 17), (2, 9, 8, 7)), ((17, 15), (8, 33, 9), (3, 16, 17, 15)),
+               ((31, 65), (13, 32, 31), (2, 33, 5, 16)), ((129, 257), (5, 64, 67), (3, 33, 17, 40))]
+
+
+def perm_fn(name, ty, rank, perm):
+    """dyn's Y = X.transpose(perm) for an X of rank `rank` and element type ty."""
+    dims, ix = 'ABCD'[:rank], 'ijkl'[:rank]
+    return ('fn %s(X: %s[%s]) -> %s[%s] {\n  Y[%s] = X[%s]\n  return Y\n}\n'
+            % (name, ty, ', '.join(dims), ty, ', '.join(dims[p] for p in perm),
+               ', '.join(ix[p] for p in perm), ', '.join(ix)))
+
+
+def perm_input(shape, ty):
+    if ty in ('i32', 'i64'):
+        return rng_p.integers(-100000, 100000, shape).astype(I32 if ty == 'i32' else I64)
+    x = rng_p.standard_normal(shape)
+    return x.astype({'f32': F32, 'f64': F64, 'f16': F16}.get(ty, F32))
+
+
+for ty in ['f32', 'f64', 'i32', 'i64', 'f16', 'bf16']:
+    for c, (s2, s3, s4) in enumerate(PERM_SHAPES):
+        p3, p4 = PERM3[c % len(PERM3)], PERM4[(c + 1) % len(PERM4)]
+        X2, X3, X4 = perm_input(s2, ty), perm_input(s3, ty), perm_input(s4, ty)
+        src = perm_fn('tr', ty, 2, (1, 0)) + perm_fn('p3', ty, 3, p3) + perm_fn('p4', ty, 4, p4)
+        # the reference: the values dyn holds (bf16: the f32 inputs rounded), permuted
+        r2, r3, r4 = (to_bf16(x) if ty == 'bf16' else x for x in (X2, X3, X4))
+        dt = F32 if ty == 'bf16' else r2.dtype.type
+        # bf16 has no NumPy type: its inputs are f32 values, rounded by dyn, its results saved as f32
+        into, conv = ('bf16', 'f32') if ty == 'bf16' else ('', '')
+        body = src + '\n'.join(['Y%d = %s(X%d)' % (r, into, r) for r in (2, 3, 4)] + [
+            'T = %s(tr(Y2))' % conv, 'P = %s(p3(Y3))' % conv, 'R = %s(p4(Y4))' % conv,
+            'Q[%s] = %s(Y4[i, j, k, l])' % (', '.join('ijkl'[p] for p in p4), conv),
+            ':check p3(Y3)', ':check p4(Y4)'])
+        case('permute %s %s, %s %s, %s %s' % (ty, shape_str(s2), shape_str(s3), ''.join(map(str, p3)),
+                                             shape_str(s4), ''.join(map(str, p4))),
+             [('X2', X2), ('X3', X3), ('X4', X4)], body,
+             [out('T', dt, r2.T, EXACT), out('P', dt, r3.transpose(p3), EXACT),
+              out('R', dt, r4.transpose(p4), EXACT), out('Q', dt, r4.transpose(p4), EXACT)])
+
+# Transposes whose result and input outgrow the last cache of any model (over 64 MiB in
+# all): the compiled back end streams the tiles' rows where they start on a vector's size,
+# and stores the others plainly -- rows of 12004 bytes start anywhere, rows of 18432 bytes
+# on a line.
+for ty, (M, N) in [('f32', (2999, 3001)), ('f64', (2048, 2304))]:
+    X2 = perm_input((M, N), ty)
+    case('permute %s %s (larger than the last cache)' % (ty, shape_str((M, N))), [('X2', X2)],
+         perm_fn('tr', ty, 2, (1, 0)) + 'T = tr(X2)', [out('T', X2.dtype.type, X2.T, EXACT)])
+
 # ---- the runner ----
 def dyn_string(path):
     return '"' + path.replace('\\', '\\\\').replace('"', '\\"') + '"'

@@ -452,10 +452,73 @@ START_TEST(test_scan_code) {
 }
 END_TEST
 
+/* A transpose runs in tiles transposed in registers at the model's width: W x W elements, W
+ * the lanes of a vector (16 f32 or 8 f64 on a 512-bit model, 8 and 4 on a 256-bit one), each
+ * tile log2(W) rounds of W two-vector shuffles and W whole-vector stores; the assembly
+ * shuffles registers of that width.  For two models, never the host's; the code is only
+ * looked at.  The model prices such a tile more when its rows crowd the L1's sets: a
+ * power-of-two row length costs more an element than one a line shorter where the tile has
+ * more rows than the L1 has ways. */
+START_TEST(test_layout_code) {
+  static const char *const models[] = {"skylake-avx512", "zen3"};
+  static const char *const types[][2] = {{"f32", "float"}, {"f64", "double"}};
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+    for (size_t t = 0; t < 2; t++) {
+      HwModel m;
+      char err[256], src[256], want[64];
+      ck_assert_msg(hw_load(models[i], &m, err, sizeof err), "%s", err);
+      CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);   /* any x86-64 host: code only */
+      ck_assert_msg(b, "no back end for %s: %s", models[i], err);
+      snprintf(src, sizeof src, "fn tr(A: %s[M, N]) -> %s[N, M] {\n  T[j, i] = A[i, j]\n  return T\n}", types[t][0], types[t][0]);
+      Func *f = compile_on(b, src);
+      int w = m.vector_bits / (t ? 64 : 32), lg = 0;
+      while ((1 << lg) < w) lg++;
+      Buf out = {0};
+      ck_assert_msg(cpu_program_code(b, f->code.cpu, "llvm", &out, err, sizeof err), "%s", err);
+      snprintf(want, sizeof want, "shufflevector <%d x %s>", w, types[t][1]);
+      int shuffles = 0, stores = 0;
+      for (const char *at = out.s; (at = strstr(at, want)); at++) shuffles++;
+      snprintf(want, sizeof want, "store <%d x %s>", w, types[t][1]);
+      for (const char *at = out.s; (at = strstr(at, want)); at++) stores++;
+      ck_assert_msg(shuffles >= w * lg && shuffles % (w * lg) == 0 && stores >= w,
+                    "%s %s: %d shuffles of %d lanes (tiles of %d x %d need %d each), %d stores in:\n%s",
+                    models[i], types[t][0], shuffles, w, w, w, w * lg, stores, out.s);
+      buf_free(&out);
+      ck_assert_msg(cpu_program_code(b, f->code.cpu, "asm", &out, err, sizeof err), "%s", err);
+      const char *reg = m.vector_bits >= 512 ? "%zmm" : "%ymm";
+      bool shuf = false;
+      for (char *line = out.s; line && !shuf; line = strchr(line + 1, '\n'))
+        shuf = (strncmp(line, "\n\tvperm", 6) == 0 || strncmp(line, "\n\tvshuf", 6) == 0 ||
+                strncmp(line, "\n\tvunpck", 7) == 0) && strstr(line, reg) && strstr(line, reg) < strchr(line + 1, '\n');
+      ck_assert_msg(shuf, "%s %s: no shuffle of %s registers in the assembly", models[i], types[t][0], reg);
+      buf_free(&out);
+      /* the model: rows of 1024 elements (4 or 8 KiB) fall into one set of the L1, rows of 1008
+       * into many; a tile whose rows outnumber the set's ways costs about twice as much an
+       * element, one whose rows fit costs the same */
+      double per[2];
+      int64_t n[2] = {1008, 1024};
+      for (int k = 0; k < 2; k++) {
+        const char *names[2] = {"M", "N"};
+        int64_t vals[2] = {32, n[k]};
+        EvalSizes sz = {names, vals, 2};
+        per[k] = cpu_schedule(b, f->code.cpu, pc, &sz, 1, &out) / (double)(32 * n[k]);
+        ck_assert_msg(strstr(out.s, "a layout change: its bytes or its tiles' shuffles"), "%s", out.s);
+        buf_free(&out);
+      }
+      int ways = m.level[0].ways;
+      ck_assert_msg(ways > 0 && (w > ways ? per[1] > 1.5 * per[0] : per[1] < 1.25 * per[0]),
+                    "%s %s: tiles of %d rows, %d ways: %g s an element at 32 x 1024, %g at 32 x 1008",
+                    models[i], types[t][0], w, ways, per[1], per[0]);
+      free_backend(b);
+    }
+}
+END_TEST
+
 int main(void) {
   __typeof__(test_elementwise) tests[] = {
     test_elementwise, test_reductions, test_scans, test_row_kernels, test_contraction, test_bounds_check,
     test_empty, test_schedule_and_code_host, test_schedule_and_code_model, test_gather_code, test_scan_code,
+    test_layout_code,
   };
   Suite *s = suite_create("cpu");
   TCase *tc = tcase_create("core");
