@@ -39,6 +39,27 @@ static inline __attribute__((always_inline)) vf16 vsel(vi16 m, vf16 a, vf16 b) {
   return (vf16)(((vi16)a & m) | ((vi16)b & ~m));
 }
 
+/* The largest lane (no lane is NaN) and the sum of the lanes, in registers. */
+static inline __attribute__((always_inline)) float vhmax(vf16 v) {
+  vf16 s = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v = vsel(s > v, s, v);
+  s = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  v = vsel(s > v, s, v);
+  s = __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  v = vsel(s > v, s, v);
+  s = __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+  v = vsel(s > v, s, v);
+  return v[0];
+}
+
+static inline __attribute__((always_inline)) float vhsum(vf16 v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  v += __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+  return v[0];
+}
+
 static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
   vi16 low = x < -87.0f;
   vf16 xc = vsel(low, (vf16){0} - 87.0f, x);
@@ -65,8 +86,9 @@ static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
 
 /* One block of scores P (rows of ld floats, ld a multiple of LANES, n valid columns): the score
  * function (x * c, or x / c), the mask (columns outside [lo[i], hi[i]) become -inf), then the
- * online update of m, l and the accumulator rows acc (d floats each); P becomes the weights
- * exp(x - m_new).  Rows whose max is still -inf add 0 (or the NaN of a NaN score). */
+ * online update of m, l and the accumulator rows acc (d floats each, d a multiple of LANES);
+ * P becomes the weights exp(x - m_new).  Rows whose max is still -inf add 0 (or the NaN of a
+ * NaN score). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
@@ -90,8 +112,7 @@ static void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c,
       *(vf16 *)(x + j) = v;
       vmax = vsel(v > vmax, v, vmax);
     }
-    float mx = -INFINITY;
-    for (int k = 0; k < LANES; k++) mx = vmax[k] > mx ? vmax[k] : mx;
+    float mx = vhmax(vmax);
     float mnew = m[i] > mx ? m[i] : mx;
     vf16 vsum = (vf16){0};
     if (mnew == -INFINITY) {
@@ -101,7 +122,7 @@ static void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c,
         *(vf16 *)(x + j) = v;
         vsum += v;
       }
-      for (int k = 0; k < LANES; k++) l[i] += vsum[k];
+      l[i] += vhsum(vsum);
       continue;
     }
     for (int64_t j = 0; j < ld; j += LANES) {
@@ -109,14 +130,12 @@ static void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c,
       *(vf16 *)(x + j) = v;
       vsum += v;
     }
-    float s = 0;
-    for (int k = 0; k < LANES; k++) s += vsum[k];
+    float s = vhsum(vsum);
     if (m[i] != mnew) {
       vf16 al = vexp_neg((vf16){0} + (m[i] - mnew));
-      float alpha = al[0];
-      l[i] *= alpha;
+      l[i] *= al[0];
       float *o = acc + i * d;
-      for (int64_t k = 0; k < d; k++) o[k] *= alpha;
+      for (int64_t k = 0; k < d; k += LANES) *(vf16 *)(o + k) *= al;
       m[i] = mnew;
     }
     l[i] += s;
@@ -128,7 +147,7 @@ static void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c,
 typedef struct Call {
   const AttnChain *c;
   GemmKernels *g;
-  int64_t B, S, T, D, E, br, bc, ld;   /* D: Q's and K's rows; E: V's and O's */
+  int64_t B, S, T, D, E, br, bc, ld, le;   /* D: Q's and K's rows; E: V's and O's (le: E padded) */
   const float *q, *k, *v;
   float *kt;                            /* K transposed, [B][D][T], so that Q . K^T reads rows */
   float *o;
@@ -179,13 +198,13 @@ static void run_block(void *ctx, int64_t task) {
   int64_t nsb = (w->S + w->br - 1) / w->br, b = task / nsb, s0 = task % nsb * w->br;
   int64_t rows = w->S - s0 < w->br ? w->S - s0 : w->br, D = w->D, E = w->E;
   /* the scores, the accumulators, m and l (floats), then four rows of int64 bounds */
-  size_t nf = (size_t)(w->br * w->ld + w->br * E + 2 * w->br + 1) / 2 * 2;
+  size_t nf = (size_t)(w->br * w->ld + w->br * w->le + 2 * w->br + 1) / 2 * 2;
   float *P = NULL;
   if (posix_memalign((void **)&P, 64, nf * sizeof(float) + 4 * sizeof(int64_t) * (size_t)w->br)) {
     w->failed = 2;
     return;
   }
-  float *acc = P + w->br * w->ld, *m = acc + w->br * E, *l = m + w->br;
+  float *acc = P + w->br * w->ld, *m = acc + w->br * w->le, *l = m + w->br;
   int64_t *lo = (int64_t *)(P + nf), *hi = lo + w->br, *bl = hi + w->br, *bh = bl + w->br;
   int64_t lo_all = 0, hi_all = w->T;
   if (w->mask) {
@@ -199,7 +218,7 @@ static void run_block(void *ctx, int64_t task) {
     }
     if (w->vbad[b]) lo_all = 0, hi_all = w->T;     /* every block, for 0 * inf */
   }
-  memset(acc, 0, sizeof(float) * (size_t)(rows * E));
+  memset(acc, 0, sizeof(float) * (size_t)(rows * w->le));
   for (int64_t i = 0; i < rows; i++) m[i] = -INFINITY, l[i] = 0;
   const float *q = w->q + b * w->qs[0] + s0 * w->qs[1];
   for (int64_t t0 = lo_all / w->bc * w->bc; t0 < hi_all && !w->failed; t0 += w->bc) {
@@ -216,9 +235,9 @@ static void run_block(void *ctx, int64_t task) {
       for (int64_t i = 0; i < rows; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
       rl = bl, rh = bh;
     }
-    block_update(P, w->ld, rows, n, w->scale, w->div, rl, rh, m, l, acc, E);
+    block_update(P, w->ld, rows, n, w->scale, w->div, rl, rh, m, l, acc, w->le);
     GemmArgs y = {1, rows, E, n, P, 0, w->ld, 1, w->v + b * w->vs[0] + t0 * w->vs[1], 0, w->vs[1], w->vs[2],
-                  acc, 0, E, 1, true, w->stop};
+                  acc, 0, w->le, 1, true, w->stop};
     if (!gemm_run(w->g, &y, NULL, err, sizeof err)) {
       w->failed = 1;
       break;
@@ -226,7 +245,7 @@ static void run_block(void *ctx, int64_t task) {
   }
   for (int64_t i = 0; i < rows; i++) {
     float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
-    for (int64_t k = 0; k < E; k++) o[k * w->os[2]] = acc[i * E + k] / l[i];
+    for (int64_t k = 0; k < E; k++) o[k * w->os[2]] = acc[i * w->le + k] / l[i];
   }
   free(P);
 }
@@ -338,6 +357,7 @@ static bool prepare(CpuBackend *be, const AttnChain *c, const int64_t *ext, cons
   call_shape(c, ext, strides, w);
   blocks(&be->hw, w->B, w->S, w->T, (w->D + w->E + 1) / 2, pool_threads(be->pool), &w->br, &w->bc);
   w->ld = (w->bc + LANES - 1) / LANES * LANES;
+  w->le = (w->E + LANES - 1) / LANES * LANES;
   w->scale = c->scale ? (float)fuse_attn_value(c->scale, szv, -1, -1, 0, 0) : 1.0f;
   w->div = c->scale && c->div;
   if (c->mask_l) {
