@@ -1564,6 +1564,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       match_window(p, &p->kernels[i], &cp->k[i]);
     }
   }
+  cpu_attn_find(cp);   /* attention chains, which may run fused (cpu_attn.c) */
   if (any_loop) {
     char prefix[64];
     snprintf(prefix, sizeof prefix, "dyn%d_%s", be->modules++, p->name);
@@ -1617,6 +1618,9 @@ void cpu_program_free(CpuProgram *cp) {
   jit_code_free(cp->code);
   for (int i = 0; i < cp->nk; i++) free(cp->k[i].foot);
   free(cp->k);
+  free(cp->attn);
+  free(cp->attn_on);
+  free(cp->attn_unstored);
   free(cp->ir);
   free(cp->tables);
   free(cp);

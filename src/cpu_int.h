@@ -57,6 +57,10 @@ struct CpuProgram {
   JitCode *code, *twins_code;   /* the machine code of the loop kernels and of their twins */
   bool twins_tried, twins_ok;   /* streaming twins (cpu_compile_twins) */
   double twins_ms;
+  AttnChain *attn;              /* attention chains that may run fused (cpu_attn.c) */
+  int nattn;
+  bool *attn_on;                /* per chain: fused in the current call */
+  bool *attn_unstored;          /* per slot: a temporary the current call never stores */
 };
 
 struct CpuBackend {
@@ -123,5 +127,19 @@ int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void *
  * to out (NULL: none); -1 when the loop kernel would run it. */
 double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
                         const int64_t *strides, const EvalSizes *sz, int threads, Buf *out);
+
+/* cpu_attn.c: fused attention.  cpu_attn_find keeps the program's attention chains whose
+ * contractions run on the GEMM engine.  cpu_attn_choose decides, per chain and shape, fused
+ * or not (the model, or DYN_ATTENTION=fused|unfused), and returns per slot whether the call
+ * leaves that temporary unallocated (NULL: no chain).  cpu_attn_run runs the chain that
+ * starts at kernel k when it is fused: the kernels it stands for (4), 0 when none, -1 with
+ * a message.  cpu_attn_describe: :sched's lines for such a chain, the kernels its text
+ * stands for (0: describe them one by one too); adds the predicted seconds to *total. */
+void cpu_attn_find(CpuProgram *cp);
+const bool *cpu_attn_choose(CpuBackend *be, CpuProgram *cp, const int64_t *ext, const int64_t *szv);
+int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64_t *ext, const int64_t *szv,
+                 const int64_t *strides, volatile int *interrupt, char *err, size_t errlen);
+int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext, const EvalSizes *sz, int threads,
+                      Buf *out, double *total);
 
 #endif

@@ -465,6 +465,8 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       goto out;
     }
   }
+  /* fused attention (cpu_attn.c) leaves its scores and statistics unallocated */
+  const bool *unstored = cpu_attn_choose(be, cp, ext, szv);
   for (int i = 0; i < ns; i++) {
     const Slot *s = &p->slots[i];
     int64_t *dims = &shape[i * DYN_MAX_RANK];
@@ -483,7 +485,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
         status = -1;
         goto out;
       }
-    } else if (s->kind == SLOT_TEMP || s->kind == SLOT_OUTPUT) {
+    } else if ((s->kind == SLOT_TEMP && !(unstored && unstored[i])) || s->kind == SLOT_OUTPUT) {
       /* every element is written by its kernel: no need to zero it first */
       t[i] = tensor_new_uninit(s->type.elem, rank, dims, err, errlen);
       if (!t[i]) {
@@ -518,6 +520,10 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       status = -1;
       break;
     }
+    int fused = cpu_attn_run(be, cp, k, bufs, ext, szv, strides, interrupt, err, errlen);
+    if (fused < 0) status = -1;
+    if (fused > 0) k += fused - 1;
+    if (fused) continue;
     if (ck->gemm) {
       if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;

@@ -85,6 +85,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
   for (int k = 0; k < cp->nk; k++) {
     const CKernel *ck = &cp->k[k];
     const Kernel *kn = ck->kn;
+    int fused = cpu_attn_describe(be, cp, k, have ? ext : NULL, sz, threads, out, &total);
+    if (fused) {
+      k += fused - 1;
+      continue;
+    }
     buf_printf(out, "kernel %s\n", kn->name);
     if (ck->gemm) {
       buf_printf(out, "  contraction over %s (%s%s x %s -> %s): packed micro-kernels,\n    sizes chosen at run time\n",

@@ -749,6 +749,32 @@ const Contraction *contract_find(const Program *p, const Kernel *kn);
 /* One line: "C: batch b, m i, n j, k k; A A[b, i, k] (k contiguous), B B[b, k, j]; f32 alone" */
 void contract_print(const Program *p, const Contraction *c, Buf *out);
 
+/* ---- fuse_attn.c: attention chains, recognised for the back ends that fuse them ---------- */
+
+/* O[b?, s, d] = (sum[t] e * V) / z with e = exp(a - max[t] a), z = sum[t] e and a = score(sum[d]
+ * Q * K): four consecutive kernels (the scores, the row-wise softmax, the contraction with V,
+ * the division), f32, the batch (if any) leading every intermediate.  score(x) is x, x * c,
+ * c * x or x / c with c fixed for the call, perhaps inside where(l op r, ..., -inf) with l and
+ * r integers affine in s and t. */
+typedef struct AttnChain {
+  int k0;                       /* the first of its four kernels */
+  int q, k, v, o;               /* slots */
+  bool batch;                   /* a batch axis leads */
+  int qpos[3], kpos[3], vpos[3];  /* places of (batch, s, d) in Q, (batch, t, d) in K, (batch, t, e) in V */
+  int inner[6];                 /* what fusing never stores: scores, a (-1: none), m, e, z, O.c */
+  int ax_b, ax_S, ax_T, ax_D, ax_E;  /* axes whose extents are B (-1: none), S, T, D (Q's and
+                                   K's last) and E (V's and O's last) */
+  const KExpr *scale;           /* NULL: none; else the score is x * scale, or x / scale (div) */
+  bool div;
+  const KExpr *mask_l, *mask_r; /* NULL: no mask; else where(mask_l mask_op mask_r, ..., -inf) */
+  OpKind mask_op;               /* OP_LT, OP_LE, OP_GT, OP_GE or OP_EQ */
+  int ax_s, ax_t;               /* the mask's axes s and t */
+} AttnChain;
+/* The chains of p, at most max, into out; how many. */
+int fuse_attn_find(const Program *p, AttnChain *out, int max);
+/* The value of a scale or a mask's side at (s, t) (szv as eval_size_values makes it). */
+double fuse_attn_value(const KExpr *e, const int64_t *szv, int ax_s, int ax_t, int64_t s, int64_t t);
+
 /* ---- func.c: a checked function's signature, its code and its end -------------------------- */
 
 /* Free f, its arena and its Compiled record: the lowered program and the code (NULL-safe). */

@@ -1502,6 +1502,9 @@ def main():
     dyn, scratch, only = os.path.abspath(sys.argv[1]), sys.argv[2], sys.argv[3:]
     start = time.time()
     targets = back_ends(dyn)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import attention            # attention chains, around the block the fused kernel uses here
+    attention.add_cases(dyn, sys.modules[__name__])
     chosen = [(k, c) for k, c in enumerate(CASES) if not only or any(s in c.name for s in only)]
     # Inputs first (one thread), then batches of cases on every core.
     for k, c in chosen:

@@ -1,0 +1,496 @@
+/* cpu_attn.c -- fused attention on the CPU back end: the chains fuse_attn.c finds run as one
+ * kernel that never stores the B x S x T scores (FlashAttention's online softmax).
+ *
+ * Each task takes one batch index and a block of br query rows; for each block of bc keys it
+ * computes the scores with the GEMM engine (Q block . K block^T, on the calling thread),
+ * applies the score function and the mask, keeps each row's running max m and sum l, rescales
+ * the accumulator of O by exp(m_old - m_new) when the max grows, and adds P . V block with the
+ * GEMM engine; the rows are divided by l at the end.  Memory: O(B x S x D) plus, per task,
+ * br x bc scores and br x D accumulators sized from the model's L1 and L2.  Key blocks that a
+ * mask hides from every row of the query block are skipped, unless V holds an inf or a NaN
+ * (0 * inf must still make the NaN the unfused program makes).  Whether to fuse is the
+ * model's choice per shape (the scores' traffic against more, smaller GEMM calls);
+ * DYN_ATTENTION=fused or =unfused in the environment forces it (tests, measurements).
+ */
+#include "config.h"
+#include "dyn_int.h"
+
+#ifdef HAVE_LLVM
+
+#include "cpu_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The exponentials and the row statistics of a block of scores, 16 lanes at a time in GCC's
+ * vector extension.  The arguments of exp here are never above 0 (x - max, m_old - m_new),
+ * so one range suffices: below -87 it gives 0 (the unfused code's denormals, at most 1e-38,
+ * are dropped), -inf gives 0, NaN stays NaN.  On x86-64 the function is compiled for three
+ * instruction sets and the loader picks the host's (the JIT'd kernels follow the model; this
+ * one cannot, being C). */
+/* the helpers are inlined into each clone: their vector arguments never cross a call */
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float vf16 __attribute__((vector_size(64), aligned(64)));
+typedef int32_t vi16 __attribute__((vector_size(64), aligned(64)));
+#define LANES 16
+
+static inline __attribute__((always_inline)) vf16 vsel(vi16 m, vf16 a, vf16 b) {
+  return (vf16)(((vi16)a & m) | ((vi16)b & ~m));
+}
+
+/* The largest lane (no lane is NaN) and the sum of the lanes, in registers. */
+static inline __attribute__((always_inline)) float vhmax(vf16 v) {
+  vf16 s = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v = vsel(s > v, s, v);
+  s = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  v = vsel(s > v, s, v);
+  s = __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  v = vsel(s > v, s, v);
+  s = __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+  v = vsel(s > v, s, v);
+  return v[0];
+}
+
+static inline __attribute__((always_inline)) float vhsum(vf16 v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
+  v += __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
+  return v[0];
+}
+
+static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
+  vi16 low = x < -87.0f;
+  vf16 xc = vsel(low, (vf16){0} - 87.0f, x);
+  vf16 fx = xc * 1.44269504088896341f + 0.5f;
+  vi16 ni = __builtin_convertvector(fx, vi16);
+  vf16 nf = __builtin_convertvector(ni, vf16);
+  vi16 over = nf > fx;                  /* truncation rounded a negative up: floor it */
+  ni += over;                           /* -1 where over */
+  nf = __builtin_convertvector(ni, vf16);
+  vf16 r = xc - nf * 0.693359375f;
+  r = r + nf * 2.12194440e-4f;
+  vf16 y = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  vf16 p2 = (vf16)((ni + 127) << 23);
+  y = y * p2;
+  y = vsel(low, (vf16){0}, y);          /* -inf and below -87: 0 */
+  vi16 nan = x != x;
+  return vsel(nan, x, y);
+}
+
+/* One block of scores P (rows of ld floats, ld a multiple of LANES, n valid columns): the score
+ * function (x * c, or x / c), the mask (columns outside [lo[i], hi[i]) become -inf), then the
+ * online update of m, l and the accumulator rows acc (d floats each, d a multiple of LANES);
+ * P becomes the weights exp(x - m_new).  Rows whose max is still -inf add 0 (or the NaN of a
+ * NaN score). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+static void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c, int div, const int64_t *lo,
+                         const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
+  for (int64_t i = 0; i < rows; i++) {
+    float *x = P + i * ld;
+    int64_t a = lo ? lo[i] : 0, b = hi ? hi[i] : n;
+    if (a < 0) a = 0;
+    if (b > n) b = n;
+    if (b < a) b = a;
+    vf16 vmax = (vf16){0} - INFINITY;
+    for (int64_t j = 0; j < ld; j += LANES) {
+      vf16 v = *(vf16 *)(x + j);
+      if (div) v = v / c;
+      else if (c != 1.0f) v = v * c;
+      if (j < a || j + LANES > b) {        /* the mask, and the padding past n */
+        for (int k = 0; k < LANES; k++)
+          if (j + k < a || j + k >= b) v[k] = -INFINITY;
+      }
+      *(vf16 *)(x + j) = v;
+      vmax = vsel(v > vmax, v, vmax);
+    }
+    float mx = vhmax(vmax);
+    float mnew = m[i] > mx ? m[i] : mx;
+    vf16 vsum = (vf16){0};
+    if (mnew == -INFINITY) {
+      for (int64_t j = 0; j < ld; j += LANES) {
+        vf16 v = *(vf16 *)(x + j);
+        v = vsel(v != v, v, (vf16){0});     /* NaN stays, -inf gives 0 */
+        *(vf16 *)(x + j) = v;
+        vsum += v;
+      }
+      l[i] += vhsum(vsum);
+      continue;
+    }
+    for (int64_t j = 0; j < ld; j += LANES) {
+      vf16 v = vexp_neg(*(vf16 *)(x + j) - mnew);
+      *(vf16 *)(x + j) = v;
+      vsum += v;
+    }
+    float s = vhsum(vsum);
+    if (m[i] != mnew) {
+      vf16 al = vexp_neg((vf16){0} + (m[i] - mnew));
+      l[i] *= al[0];
+      float *o = acc + i * d;
+      for (int64_t k = 0; k < d; k += LANES) *(vf16 *)(o + k) *= al;
+      m[i] = mnew;
+    }
+    l[i] += s;
+  }
+}
+
+/* ---- the shape of one call ---- */
+
+typedef struct Call {
+  const AttnChain *c;
+  GemmKernels *g;
+  int64_t B, S, T, D, E, br, bc, ld, le;   /* D: Q's and K's rows; E: V's and O's (le: E padded) */
+  const float *q, *k, *v;
+  float *kt;                            /* K transposed, [B][D][T], so that Q . K^T reads rows */
+  float *o;
+  int64_t qs[3], ks[3], vs[3], os[3];   /* element strides of (batch, s|t, d|e) */
+  float scale;
+  int div;
+  bool mask;
+  double c0, cs, ct;                    /* the mask: c0 + cs*s + ct*t  op  0 */
+  unsigned char *vbad;                  /* per batch: V holds an inf or a NaN */
+  volatile int *stop;
+  int failed;
+} Call;
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+/* The keys [lo, hi) that row s of the mask lets through, within [0, T). */
+static void mask_row(const Call *w, int64_t s, int64_t *lo, int64_t *hi) {
+  int64_t c0 = (int64_t)(w->c0 + w->cs * (double)s), ct = (int64_t)w->ct;
+  OpKind op = w->c->mask_op;
+  *lo = 0, *hi = w->T;
+  if (ct == 0) {
+    bool ok = op == OP_LT ? c0 < 0 : op == OP_LE ? c0 <= 0 : op == OP_GT ? c0 > 0 : op == OP_GE ? c0 >= 0 : c0 == 0;
+    if (!ok) *hi = 0;
+    return;
+  }
+  int64_t R = -c0;                      /* ct * t  op  R */
+  if (ct < 0) {
+    ct = -ct, R = -R;
+    op = op == OP_LT ? OP_GT : op == OP_LE ? OP_GE : op == OP_GT ? OP_LT : op == OP_GE ? OP_LE : op;
+  }
+  int64_t a = 0, b = w->T;
+  switch (op) {
+  case OP_LT: b = ceil_div(R, ct); break;
+  case OP_LE: b = floor_div(R, ct) + 1; break;
+  case OP_GT: a = floor_div(R, ct) + 1; break;
+  case OP_GE: a = ceil_div(R, ct); break;
+  default: a = ceil_div(R, ct), b = floor_div(R, ct) + 1; break;   /* OP_EQ */
+  }
+  *lo = a > 0 ? a : 0;
+  *hi = b < w->T ? b : w->T;
+  if (*hi < *lo) *hi = *lo;
+}
+
+static void run_block(void *ctx, int64_t task) {
+  Call *w = ctx;
+  if (w->failed || (w->stop && *w->stop)) return;
+  int64_t nsb = (w->S + w->br - 1) / w->br, b = task / nsb, s0 = task % nsb * w->br;
+  int64_t rows = w->S - s0 < w->br ? w->S - s0 : w->br, D = w->D, E = w->E;
+  /* the scores, the accumulators, m and l (floats), then four rows of int64 bounds */
+  size_t nf = (size_t)(w->br * w->ld + w->br * w->le + 2 * w->br + 1) / 2 * 2;
+  float *P = NULL;
+  if (posix_memalign((void **)&P, 64, nf * sizeof(float) + 4 * sizeof(int64_t) * (size_t)w->br)) {
+    w->failed = 2;
+    return;
+  }
+  float *acc = P + w->br * w->ld, *m = acc + w->br * w->le, *l = m + w->br;
+  int64_t *lo = (int64_t *)(P + nf), *hi = lo + w->br, *bl = hi + w->br, *bh = bl + w->br;
+  int64_t lo_all = 0, hi_all = w->T;
+  if (w->mask) {
+    lo_all = w->T, hi_all = 0;
+    for (int64_t i = 0; i < rows; i++) {
+      mask_row(w, s0 + i, &lo[i], &hi[i]);
+      if (lo[i] < hi[i]) {
+        lo_all = lo[i] < lo_all ? lo[i] : lo_all;
+        hi_all = hi[i] > hi_all ? hi[i] : hi_all;
+      }
+    }
+    if (w->vbad[b]) lo_all = 0, hi_all = w->T;     /* every block, for 0 * inf */
+  }
+  memset(acc, 0, sizeof(float) * (size_t)(rows * w->le));
+  for (int64_t i = 0; i < rows; i++) m[i] = -INFINITY, l[i] = 0;
+  const float *q = w->q + b * w->qs[0] + s0 * w->qs[1];
+  for (int64_t t0 = lo_all / w->bc * w->bc; t0 < hi_all && !w->failed; t0 += w->bc) {
+    int64_t n = w->T - t0 < w->bc ? w->T - t0 : w->bc;
+    GemmArgs x = {1, rows, n, D, q, 0, w->qs[1], w->qs[2], w->kt + b * w->D * w->T + t0, 0, w->T, 1, P, 0, w->ld, 1,
+                  false, w->stop};
+    char err[8];
+    if (!gemm_run(w->g, &x, NULL, err, sizeof err)) {
+      w->failed = 1;
+      break;
+    }
+    int64_t *rl = NULL, *rh = NULL;
+    if (w->mask) {
+      for (int64_t i = 0; i < rows; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
+      rl = bl, rh = bh;
+    }
+    block_update(P, w->ld, rows, n, w->scale, w->div, rl, rh, m, l, acc, w->le);
+    GemmArgs y = {1, rows, E, n, P, 0, w->ld, 1, w->v + b * w->vs[0] + t0 * w->vs[1], 0, w->vs[1], w->vs[2],
+                  acc, 0, w->le, 1, true, w->stop};
+    if (!gemm_run(w->g, &y, NULL, err, sizeof err)) {
+      w->failed = 1;
+      break;
+    }
+  }
+  for (int64_t i = 0; i < rows; i++) {
+    float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
+    for (int64_t k = 0; k < E; k++) o[k * w->os[2]] = acc[i * w->le + k] / l[i];
+  }
+  free(P);
+}
+
+/* K[b] transposed into kt[b] ([D][T]), 16 keys at a time so that both sides stay in cache. */
+static void transpose_k(void *ctx, int64_t b) {
+  Call *w = ctx;
+  const float *k = w->k + b * w->ks[0];
+  float *kt = w->kt + b * w->D * w->T;
+  for (int64_t t0 = 0; t0 < w->T; t0 += 16) {
+    int64_t t1 = w->T - t0 < 16 ? w->T : t0 + 16;
+    for (int64_t d = 0; d < w->D; d++)
+      for (int64_t t = t0; t < t1; t++) kt[d * w->T + t] = k[t * w->ks[1] + d * w->ks[2]];
+  }
+}
+
+/* ---- choosing the blocks and the path ---- */
+
+static int64_t level_bytes(const HwModel *hw, const char *name, int64_t dflt) {
+  const HwLevel *lv = sched_level(hw, name);
+  return lv && lv->bytes > 0 ? lv->bytes : dflt;
+}
+
+/* Square blocks of n query rows and n keys: the scores (n x n), the K and V blocks and the Q
+ * block and accumulators (n x D each) fill three quarters of L2, n^2 + 4nD = 3/4 L2 in floats.
+ * n is a multiple of the 16 lanes; the blocks shrink to S and T when those are smaller, and
+ * the query blocks until there are two tasks a thread when the batch is small. */
+static void blocks(const HwModel *hw, int64_t B, int64_t S, int64_t T, int64_t D, int threads, int64_t *br,
+                   int64_t *bc) {
+  double l2 = (double)level_bytes(hw, "L2", 262144) / 4, dd = D > 0 ? (double)D : 1;
+  int64_t n = (int64_t)(sqrt(4 * dd * dd + 0.75 * l2) - 2 * dd);
+  n = n < LANES ? LANES : n > 512 ? 512 : n / LANES * LANES;
+  *br = S > 0 && S < n ? S : n;
+  *bc = T < n ? (T < LANES ? LANES : (T + LANES - 1) / LANES * LANES) : n;
+  int64_t want = 2 * (int64_t)threads;
+  if (B > 0 && S > 8 && B * ((S + *br - 1) / *br) < want) {
+    int64_t r = ceil_div(S, ceil_div(want, B));
+    r = r < 8 ? 8 : (r + 7) / 8 * 8;
+    if (r < *br) *br = r;
+  }
+}
+
+/* The chain's sizes and operands for this call (the strides as cpu_run's tables hold them). */
+static void call_shape(const AttnChain *c, const int64_t *ext, const int64_t *strides, Call *w) {
+  w->c = c;
+  w->B = c->batch ? ext[c->ax_b] : 1;
+  w->S = ext[c->ax_S], w->T = ext[c->ax_T], w->D = ext[c->ax_D], w->E = ext[c->ax_E];
+  const int *pos[3] = {c->qpos, c->kpos, c->vpos};
+  int slot[3] = {c->q, c->k, c->v};
+  int64_t *out[3] = {w->qs, w->ks, w->vs};
+  for (int x = 0; x < 3; x++)
+    for (int i = 0; i < 3; i++)
+      out[x][i] = pos[x][i] >= 0 ? strides[slot[x] * DYN_MAX_RANK + pos[x][i]] : 0;
+  int r = c->batch ? 3 : 2;
+  for (int i = 0; i < 3; i++) w->os[i] = 0;
+  for (int i = 0; i < r; i++) w->os[3 - r + i] = strides[c->o * DYN_MAX_RANK + i];
+}
+
+/* Predicted seconds fused and unfused, for :sched and the choice. */
+static void predict(CpuBackend *be, const Call *w, int threads, double *fused, double *unfused) {
+  const HwModel *hw = &be->hw;
+  GemmKernels *g = w->g;
+  int64_t B = w->B, S = w->S, T = w->T, D = w->D, E = w->E;
+  double bst = (double)B * S * T;
+  /* the exponentials and the row work, the same count both ways: about 20 operations a score */
+  double ew = cost_roofline(hw, threads, 20 * bst, 0);
+  GemmArgs a = {B, S, T, D, NULL, S * D, D, 1, NULL, T * D, 1, D, NULL, S * T, T, 1, false, NULL};
+  GemmArgs b = {B, S, E, T, NULL, S * T, T, 1, NULL, T * E, E, 1, NULL, S * E, E, 1, false, NULL};
+  /* unfused: the scores written and read back about five times (scores, e, the sum, P . V) */
+  double bw = sched_shared_bw(hw, 4 * bst / (threads > 0 ? threads : 1), threads) * (threads > 0 ? threads : 1);
+  *unfused = gemm_predict(g, &a, threads) + gemm_predict(g, &b, threads) + ew + 5 * 4 * bst / bw;
+  int64_t nsb = (S + w->br - 1) / w->br, ntb = (T + w->bc - 1) / w->bc;
+  GemmArgs ta = {1, w->br, w->bc, D, NULL, 0, D, 1, NULL, 0, T, 1, NULL, 0, w->ld, 1, false, NULL};
+  GemmArgs tb = {1, w->br, E, w->bc, NULL, 0, w->ld, 1, NULL, 0, E, 1, NULL, 0, E, 1, true, NULL};
+  double blk = gemm_predict(g, &ta, 1) + gemm_predict(g, &tb, 1);
+  /* blocks the mask leaves: counted row block by row block */
+  double kept = 0;
+  for (int64_t sb = 0; sb < nsb; sb++) {
+    if (!w->mask) {
+      kept += (double)ntb;
+      continue;
+    }
+    int64_t lo_all = T, hi_all = 0;
+    for (int64_t s = sb * w->br; s < S && s < (sb + 1) * w->br; s++) {
+      int64_t lo, hi;
+      mask_row(w, s, &lo, &hi);
+      if (lo < hi) lo_all = lo < lo_all ? lo : lo_all, hi_all = hi > hi_all ? hi : hi_all;
+    }
+    if (hi_all > lo_all) kept += (double)((hi_all + w->bc - 1) / w->bc - lo_all / w->bc);
+  }
+  double frac = nsb > 0 && ntb > 0 ? kept / (double)(nsb * ntb) : 0;
+  int64_t tasks = B * nsb;
+  *fused = (double)sched_waves(tasks, threads) * (tasks ? kept * (double)B / (double)tasks : 0) * blk +
+           ew * frac + cost_roofline(hw, threads, 0, 4.0 * B * (S * D + S * E + 2 * T * D + T * E));
+}
+
+static int forced(void) {
+  const char *e = getenv("DYN_ATTENTION");
+  if (!e) return 0;
+  return !strcmp(e, "fused") ? 1 : !strcmp(e, "unfused") ? -1 : 0;
+}
+
+/* Fill w for chain c; false when the chain cannot run fused here (no GEMM engine). */
+static bool prepare(CpuBackend *be, const AttnChain *c, const int64_t *ext, const int64_t *szv,
+                    const int64_t *strides, Call *w) {
+  memset(w, 0, sizeof *w);
+  w->g = cpu_gemm_for(be, DYN_F32, NULL, 0);
+  if (!w->g) return false;
+  call_shape(c, ext, strides, w);
+  blocks(&be->hw, w->B, w->S, w->T, (w->D + w->E + 1) / 2, pool_threads(be->pool), &w->br, &w->bc);
+  w->ld = (w->bc + LANES - 1) / LANES * LANES;
+  w->le = (w->E + LANES - 1) / LANES * LANES;
+  w->scale = c->scale ? (float)fuse_attn_value(c->scale, szv, -1, -1, 0, 0) : 1.0f;
+  w->div = c->scale && c->div;
+  if (c->mask_l) {
+    w->mask = true;
+    double f00 = fuse_attn_value(c->mask_l, szv, c->ax_s, c->ax_t, 0, 0) - fuse_attn_value(c->mask_r, szv, c->ax_s, c->ax_t, 0, 0);
+    double f10 = fuse_attn_value(c->mask_l, szv, c->ax_s, c->ax_t, 1, 0) - fuse_attn_value(c->mask_r, szv, c->ax_s, c->ax_t, 1, 0);
+    double f01 = fuse_attn_value(c->mask_l, szv, c->ax_s, c->ax_t, 0, 1) - fuse_attn_value(c->mask_r, szv, c->ax_s, c->ax_t, 0, 1);
+    w->c0 = f00, w->cs = f10 - f00, w->ct = f01 - f00;
+  }
+  return true;
+}
+
+void cpu_attn_find(CpuProgram *cp) {
+  AttnChain found[8];
+  int n = fuse_attn_find(cp->p, found, 8), kept = 0;
+  cp->attn = n ? xcalloc((size_t)n, sizeof(AttnChain)) : NULL;
+  for (int i = 0; i < n; i++)   /* both contractions on the GEMM engine */
+    if (cp->k[found[i].k0].gemm && cp->k[found[i].k0 + 2].gemm) cp->attn[kept++] = found[i];
+  cp->nattn = kept;
+  cp->attn_on = kept ? xcalloc((size_t)kept, sizeof(bool)) : NULL;
+  cp->attn_unstored = kept ? xcalloc((size_t)cp->p->nslots + 1, sizeof(bool)) : NULL;
+}
+
+const bool *cpu_attn_choose(CpuBackend *be, CpuProgram *cp, const int64_t *ext, const int64_t *szv) {
+  if (!cp->nattn) return NULL;
+  memset(cp->attn_unstored, 0, (size_t)cp->p->nslots * sizeof(bool));
+  int f = forced();
+  for (int i = 0; i < cp->nattn; i++) {
+    const AttnChain *c = &cp->attn[i];
+    bool on = f > 0;
+    if (!f) {
+      Call w;
+      /* the strides do not change the prediction: C order is assumed */
+      int64_t *st = xcalloc((size_t)cp->p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
+      double fu = 0, un = 0;
+      if (prepare(be, c, ext, szv, st, &w)) {
+        predict(be, &w, pool_threads(be->pool), &fu, &un);
+        on = fu < un;
+      }
+      free(st);
+    }
+    cp->attn_on[i] = on;
+    for (int j = 0; on && j < 6; j++)
+      if (c->inner[j] >= 0) cp->attn_unstored[c->inner[j]] = true;
+  }
+  return cp->attn_unstored;
+}
+
+int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64_t *ext, const int64_t *szv,
+                 const int64_t *strides, volatile int *interrupt, char *err, size_t errlen) {
+  int i = 0;
+  while (i < cp->nattn && cp->attn[i].k0 != k) i++;
+  if (i == cp->nattn || !cp->attn_on[i]) return 0;
+  const AttnChain *c = &cp->attn[i];
+  Call w;
+  if (!prepare(be, c, ext, szv, strides, &w)) {
+    snprintf(err, errlen, "the contraction engine is not available");
+    return -1;
+  }
+  w.q = bufs[c->q], w.k = bufs[c->k], w.v = bufs[c->v], w.o = bufs[c->o];
+  w.stop = interrupt;
+  int64_t nsb = (w.S + w.br - 1) / w.br, tasks = w.B * nsb;
+  if (tasks <= 0) return 4;
+  if (w.mask) {   /* blocks are skipped only where V is finite */
+    w.vbad = xcalloc((size_t)w.B + 1, 1);
+    for (int64_t b = 0; b < w.B; b++)
+      for (int64_t t = 0; t < w.T && !w.vbad[b]; t++)
+        for (int64_t d = 0; d < w.E; d++)
+          if (!isfinite(w.v[b * w.vs[0] + t * w.vs[1] + d * w.vs[2]])) {
+            w.vbad[b] = 1;
+            break;
+          }
+  }
+  int64_t ktn;
+  if (!size_mul_ok(w.B * w.D, w.T, &ktn) || posix_memalign((void **)&w.kt, 64, (size_t)ktn * sizeof(float) + 64)) {
+    free(w.vbad);
+    snprintf(err, errlen, "cannot allocate the blocks of fused attention");
+    return -1;
+  }
+  if (w.B > 1) dyn_parallel_for(be->pool, w.B, transpose_k, &w);
+  else transpose_k(&w, 0);
+  if (tasks == 1) run_block(&w, 0);
+  else dyn_parallel_for(be->pool, tasks, run_block, &w);
+  free(w.kt);
+  free(w.vbad);
+  if (interrupt && *interrupt) {
+    snprintf(err, errlen, "interrupted");
+    return -1;
+  }
+  if (w.failed) {
+    snprintf(err, errlen, w.failed == 2 ? "cannot allocate the blocks of fused attention" : "the contraction engine failed");
+    return -1;
+  }
+  return 4;
+}
+
+int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext, const EvalSizes *sz, int threads,
+                      Buf *out, double *total) {
+  int i = 0;
+  while (i < cp->nattn && cp->attn[i].k0 != k) i++;
+  if (i == cp->nattn) return 0;
+  const AttnChain *c = &cp->attn[i];
+  const Program *p = cp->p;
+  int f = forced();
+  buf_printf(out, "kernels %s .. %s: attention, fused when the model prefers it: online softmax over blocks of %s,\n"
+                  "  the scores %s[%s%s%s, %s] never stored; %s . %s^T and P . %s on the contraction engine%s\n",
+             p->kernels[k].name, p->kernels[k + 3].name, p->axes[c->ax_T].name, p->slots[c->inner[0]].name,
+             c->batch ? p->axes[c->ax_b].name : "", c->batch ? ", " : "", p->axes[c->ax_S].name, p->axes[c->ax_T].name,
+             p->slots[c->q].name, p->slots[c->k].name, p->slots[c->v].name,
+             c->mask_l ? ", masked blocks skipped" : "");
+  if (!ext || !sz) return 0;
+  Call w;
+  int64_t *st = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
+  int64_t *szv = xcalloc((size_t)p->nkx + 1, sizeof(int64_t));
+  Buf why = {0};
+  bool ok = eval_size_values(p, sz, szv, &why) && prepare(be, c, ext, szv, st, &w);
+  buf_free(&why);
+  free(st);
+  if (!ok) {
+    free(szv);
+    return 0;
+  }
+  double fu = 0, un = 0;
+  predict(be, &w, threads, &fu, &un);
+  free(szv);
+  bool on = f ? f > 0 : fu < un;
+  buf_printf(out, "  blocks: %lld query rows x %lld keys per task (L2), %lld tasks; predicted %.3f ms fused,\n"
+                  "  %.3f ms unfused (scores stored): %s%s\n",
+             (long long)w.br, (long long)w.bc, (long long)(w.B * ((w.S + w.br - 1) / w.br)), fu * 1e3, un * 1e3,
+             on ? "fused" : "unfused", f ? " (DYN_ATTENTION)" : "");
+  if (!on) return 0;
+  *total += fu;
+  return 4;
+}
+
+#endif

@@ -1,0 +1,66 @@
+#!/bin/sh
+# attention.sh -- fused attention on the CPU back end (src/fuse_attn.c, src/cpu_attn.c).
+#   - :sched says, for nn's attention and causal_attention and for a chain a user wrote
+#     with other names, another scale and no batch, that the scores are never stored, and
+#     that a long T runs fused (the model's choice: the scores of 4 x 4096 x 4096 outgrow
+#     every cache of every model); for two chains of another form (the scores also
+#     returned, a max over the other axis) it says nothing of the kind;
+#   - NumPy's float64 results on random data (tests/numpy/attention.py: shapes 0, 1, primes
+#     and the block the model gives +-1; NaN and infinities; masks) agree with the compiled
+#     code with the fusion forced on (DYN_ATTENTION=fused) and off (=unfused), and with the
+#     reference evaluator.
+# Skips (77) without the compiled CPU back end or without a Python that has NumPy.
+srcdir_=$(cd "$(dirname "$0")" && pwd)
+top_builddir=${top_builddir:-$srcdir_/..}
+dyn=$top_builddir/dyn
+work=$(mktemp -d "${TMPDIR:-/tmp}/dynattn.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+export DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 HOME="$work"
+unset DYN_ATTENTION
+
+"$dyn" --target=cpu -e ':target' > "$work/probe.txt" 2>&1
+grep -q 'target: cpu' "$work/probe.txt" || { echo "attention: no compiled CPU back end, skipped"; exit 77; }
+py=
+for p in "${PYTHON_NUMPY:-}" /usr/bin/python3 python3; do
+  if [ -n "$p" ] && "$p" -c 'import numpy; numpy.zeros(1)' >/dev/null 2>&1; then py=$p; break; fi
+done
+[ -n "$py" ] || { echo "attention: no Python with NumPy; skipped"; exit 77; }
+
+fail=0
+check() {   # check NAME PATTERN yes|no FILE
+  if grep -q -- "$2" "$4"; then found=yes; else found=no; fi
+  if [ "$found" = "$3" ]; then
+    echo "PASS: $1"
+  else
+    echo "FAIL: $1 (\"$2\" expected: $3)"; sed 's/^/    /' "$4"; fail=1
+  fi
+}
+
+"$py" -c "import sys; sys.path.insert(0, '$srcdir_/numpy'); import attention; print(attention.USER)" \
+  > "$work/chains.dyn" || exit 99
+cat >> "$work/chains.dyn" <<'EOF'
+:sched attention B=4 S=4096 T=4096 D=64
+EOF
+"$dyn" "$work/chains.dyn" > "$work/long.txt" 2>&1
+check ":sched attention: the scores are not stored" 'the scores a.c\[b, s, t\] never stored' yes "$work/long.txt"
+check ":sched attention, long T: fused" 'unfused (scores stored): fused' yes "$work/long.txt"
+for f in causal_attention; do
+  "$dyn" -e ":sched $f B=2 S=100 T=300 D=64" > "$work/causal.txt" 2>&1
+  check ":sched $f: the scores are not stored, masked blocks skipped" 'masked blocks skipped' yes "$work/causal.txt"
+done
+sed '/^:sched/d' "$work/chains.dyn" > "$work/user.dyn"
+for f in "myattn N=100 M=300 E=64 F=32:yes" "withscores S=100 T=300 D=64:no" "colmax S=100 T=300 D=64:no"; do
+  { cat "$work/user.dyn"; echo ":sched ${f%:*}"; } > "$work/one.dyn"
+  "$dyn" "$work/one.dyn" > "$work/one.txt" 2>&1
+  check ":sched ${f%% *}: fused ${f##*:}" 'never stored' "${f##*:}" "$work/one.txt"
+done
+
+for mode in fused unfused; do
+  mkdir "$work/$mode"
+  DYN_ATTENTION=$mode "$py" "$srcdir_/numpy/compare.py" "$dyn" "$work/$mode" attention > "$work/$mode.txt" 2>&1
+  rc=$?
+  grep -v '^PASS' "$work/$mode.txt" | sed "s/^/$mode: /"
+  [ $rc -eq 0 ] || fail=1
+done
+exit $fail

@@ -1,0 +1,145 @@
+"""attention.py -- compare.py's cases for attention chains (the CPU back end fuses them:
+src/fuse_attn.c, src/cpu_attn.c).
+
+The shapes sit around the block the fused kernel uses on this machine's model (read from
+`:sched`, never assumed): 0, 1, primes, block-1, block, block+1, with D 1, 3, 64 and 80;
+causal masks with S != T; NaN and infinities (rows all masked, an inf in V where the mask
+hides it); a user-written chain with other names, another scale, no batch and its own mask,
+which fuses too; and two chains that must not fuse (the scores also returned; a max over
+the other axis).  Each result is judged against float64 NumPy by the size of its terms.
+tests/attention.sh runs these cases with the fusion forced on and off.
+"""
+import re
+import subprocess
+
+import numpy as np
+
+USER = '''
+fn myattn(A: f32[N, E], Bk: f32[M, E], C: f32[M, F]) -> f32[N, F] {
+  sc[i, j] = where(j + 2 > i, 0.25 * (sum[k] A[i, k] * Bk[j, k]), -inf)
+  mx[i]    = max[j] sc[i, j]
+  ex[i, j] = exp(sc[i, j] - mx[i])
+  tot[i]   = sum[j] ex[i, j]
+  R[i, f]  = (sum[j] ex[i, j] * C[j, f]) / tot[i]
+  return R
+}
+fn withscores(Q: f32[S, D], K: f32[T, D], V: f32[T, D]) -> (f32[S, D], f32[S, T]) {
+  a[s, t] = (sum[d] Q[s, d] * K[t, d]) / sqrt(f32(D))
+  m[s]    = max[t] a[s, t]
+  e[s, t] = exp(a[s, t] - m[s])
+  z[s]    = sum[t] e[s, t]
+  O[s, d] = (sum[t] e[s, t] * V[t, d]) / z[s]
+  return (O, a)
+}
+fn colmax(Q: f32[S, D], K: f32[T, D], V: f32[T, D]) -> f32[S, D] {
+  a[s, t] = sum[d] Q[s, d] * K[t, d]
+  m[t]    = max[s] a[s, t]
+  e[s, t] = exp(a[s, t] - m[t])
+  z[s]    = sum[t] e[s, t]
+  O[s, d] = (sum[t] e[s, t] * V[t, d]) / z[s]
+  return O
+}
+'''
+
+
+def block(dyn, D):
+    """The fused kernel's block of keys for head size D on this machine's model."""
+    try:
+        r = subprocess.run([dyn, '-e', ':sched attention B=1 S=100000 T=100000 D=%d' % D],
+                           capture_output=True, text=True, timeout=120)
+        m = re.search(r'blocks: (\d+) query rows x (\d+) keys', r.stdout)
+        if m:
+            return int(m.group(2))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return 128
+
+
+def ref(Q, K, V, scale, mask=None, colmax=False):
+    """softmax(Q K^T * scale, masked with -inf) V in float64, and the sizes of its terms;
+    NaN where the unfused program makes NaN (rows all masked, T = 0, NaN scores)."""
+    Q, K, V = (np.asarray(x, dtype=np.float64) for x in (Q, K, V))
+    with np.errstate(all='ignore'):
+        a = np.matmul(Q, np.swapaxes(K, -1, -2)) * scale
+        if mask is not None:
+            a = np.where(mask, a, -np.inf)
+        if a.shape[-1] == 0:
+            m = np.full(a.shape[:-1] + (1,), -np.inf)
+        else:
+            m = a.max(-2 if colmax else -1, keepdims=True)
+        e = np.exp(a - m)
+        z = e.sum(-1, keepdims=True)
+        # products summed explicitly: 0 * inf must be NaN, as in the program
+        O = (e[..., :, :, None] * V[..., None, :, :]).sum(-2) / z
+        mag = (e[..., :, :, None] * np.abs(V)[..., None, :, :]).sum(-2) / np.abs(z)
+    return O, mag
+
+
+def add_cases(dyn, c):
+    """Append the attention cases to compare.py's list (c: the compare module)."""
+    tol = 2e-5          # the weights' exponentials and two sums of f32 roundings
+
+    def attn_case(name, B, S, T, D, causal=False, poison=None):
+        Q, K, V = c.randn((B, S, D)), c.randn((B, T, D)), c.randn((B, T, D))
+        if poison:
+            poison(Q, K, V)
+        mask = None
+        if causal:
+            mask = np.arange(T)[None, :] <= np.arange(S)[:, None]
+        O, mag = ref(Q, K, V, 1 / np.sqrt(np.float32(D)), mask)
+        fn = 'causal_attention' if causal else 'attention'
+        c.case('%s %s B%d S%d T%d D%d' % (fn, name, B, S, T, D), [('Q', Q), ('K', K), ('V', V)],
+               'O = %s(Q, K, V)' % fn, [c.out('O', c.F32, O, ('terms', tol, np.broadcast_to(mag, O.shape)))])
+
+    for D in (1, 3, 64, 80):
+        n = block(dyn, D)
+        shapes = [(0, 5), (5, 0), (1, 1), (1, 13), (13, 1), (7, 11)]
+        if D in (3, 64):
+            shapes += [(n - 1, n + 1), (n, n), (n + 1, n - 1), (3, 2 * n + 1)]
+        for S, T in shapes:
+            for causal in (False, True):
+                attn_case('block %d' % n, 2 if S * T < 5000 else 1, S, T, D, causal)
+
+    def nan_q(Q, K, V):
+        Q[0, 1, 0] = np.nan
+
+    def inf_k(Q, K, V):
+        K[0, 3, 1] = np.inf
+
+    def inf_v_hidden(Q, K, V):
+        V[0, 5, 2] = np.inf      # hidden from rows s < 5 by the causal mask: still NaN there
+
+    def big_scores(Q, K, V):
+        Q *= 40.0                # scores near +-1000: the running max must rescale
+
+    for name, f in (('NaN in Q', nan_q), ('inf in K', inf_k), ('inf in V', inf_v_hidden),
+                    ('large scores', big_scores)):
+        attn_case(name, 2, 9, 21, 3, False, f)
+        attn_case(name, 2, 9, 21, 3, True, f)
+    n = block(dyn, 3)
+    attn_case('inf in V, long', 1, 7, 3 * n + 2, 3, True, inf_v_hidden)
+
+    # the user's chain: other names, scale 0.25, no batch, mask j + 2 > i (none all masked)
+    for N, M, E, F in ((5, 9, 3, 2), (n + 1, 2 * n + 3, 64, 7), (1, 1, 1, 1), (4, 0, 3, 2)):
+        A, Bk, C = c.randn((N, E)), c.randn((M, E)), c.randn((M, F))
+        mask = np.arange(M)[None, :] + 2 > np.arange(N)[:, None]
+        O, mag = ref(A, Bk, C, 0.25, mask)
+        c.case('attention user chain N%d M%d E%d F%d' % (N, M, E, F), [('A', A), ('Bk', Bk), ('C', C)],
+               USER + 'R = myattn(A, Bk, C)',
+               [c.out('R', c.F32, O, ('terms', tol, np.broadcast_to(mag, O.shape)))])
+
+    # chains that must not fuse, still right
+    for S, T, D in ((6, 11, 5), (n + 1, n - 1, 64)):
+        Q, K, V = c.randn((S, D)), c.randn((T, D)), c.randn((T, D))
+        O, mag = ref(Q, K, V, 1 / np.sqrt(np.float32(D)))
+        a = np.asarray(Q, np.float64) @ np.asarray(K, np.float64).T / np.sqrt(np.float32(D))
+        amag = np.abs(np.asarray(Q, np.float64)) @ np.abs(np.asarray(K, np.float64)).T / np.sqrt(np.float32(D))
+        c.case('attention scores returned S%d T%d D%d' % (S, T, D), [('Q', Q), ('K', K), ('V', V)],
+               USER + '(O, a) = withscores(Q, K, V)',
+               [c.out('O', c.F32, O, ('terms', tol, np.broadcast_to(mag, O.shape))),
+                c.out('a', c.F32, a, ('terms', 1e-5, amag))])
+        Q = c.randn((S, D), 0.3)
+        O, mag = ref(Q, K, V, 1.0, colmax=True)
+        c.case('attention max over s S%d T%d D%d' % (S, T, D), [('Q', Q), ('K', K), ('V', V)],
+               USER + 'O = colmax(Q, K, V)',
+               [c.out('O', c.F32, O, ('terms', tol, np.broadcast_to(mag, O.shape)))])
