@@ -1,7 +1,7 @@
 /* api.c -- libdyn's public interface (include/dyn/dyn.h) over the session: the one file whose
  * symbols the shared library exports (dyn_*, marked DYN_API; the rest is built hidden).
  * It turns the caller's DLPack tensors into Tensors over the caller's memory (tensor_wrap:
- * never copied), results into DLManagedTensors that own their Tensor, and the session's
+ * never copied here; the CPU's code reads them through their strides), results into DLManagedTensors that own their Tensor, and the session's
  * diagnostics into records (a sink instead of the error stream).  One of the session's
  * files: it reads its functions through session_int.h.
  */
@@ -44,6 +44,8 @@ void dyn_options_init(dyn_options *opt) {
 void dyn_free_string(char *p) { free(p); }
 
 long dyn_live_results(void) { return atomic_load(&live_results); }
+
+int64_t dyn_gathered_bytes(const dyn_session *ds) { return ds ? ds->s->gathered_bytes : 0; }
 
 /* ---- diagnostics ---- */
 
@@ -415,6 +417,7 @@ static int call(dyn_session *ds, const char *name, const DLTensor *args, const D
                 DLManagedTensor **results, int maxresults, int *nresults) {
   if (!ds) return -1;            /* a binding's session already ended */
   if (ds->diags.n) clear_diags(ds);
+  ds->s->gathered_bytes = 0;
   if (nresults) *nresults = 0;
   Func *f = state_find_fn(ds->s, name);
   if (!f) {

@@ -324,9 +324,9 @@ static bool gpu_code(Session *s, Func *f, const char *kind, Span at, Buf *b) {
 /* ---- the table ---- */
 
 const Backend be_table[BE__COUNT] = {
-  [BE_REF] = {BE_REF, "ref", false, ref_available, ref_compile, NULL, ref_describe, NULL, ref_free_code},
-  [BE_CPU] = {BE_CPU, "cpu", true, cpu_available, cpu_compile_fn, cpu_run_fn, cpu_describe, cpu_code, cpu_free_code},
-  [BE_GPU] = {BE_GPU, "gpu", false, gpu_available, gpu_compile_fn, gpu_run_fn, gpu_describe, gpu_code, gpu_free_code},
+  [BE_REF] = {BE_REF, "ref", false, true, ref_available, ref_compile, NULL, ref_describe, NULL, ref_free_code},
+  [BE_CPU] = {BE_CPU, "cpu", true, true, cpu_available, cpu_compile_fn, cpu_run_fn, cpu_describe, cpu_code, cpu_free_code},
+  [BE_GPU] = {BE_GPU, "gpu", false, false, gpu_available, gpu_compile_fn, gpu_run_fn, gpu_describe, gpu_code, gpu_free_code},
 };
 
 const Backend *be_find(const char *name) {

@@ -6,7 +6,8 @@
  * output axis); the runtime splits that axis into tasks on the thread pool.  Extents, sizes
  * and strides are read from the context, so nothing in the code depends on a shape.  The
  * innermost loops are written so that LLVM's vectoriser takes them: unit-stride last axes
- * (dyn's tensors are C-contiguous, checked at run time), branch-free where(...) (both sides
+ * (dyn's own tensors are C-contiguous; an input, read in place, may have any strides: see
+ * "strided inputs" below), branch-free where(...) (both sides
  * are computed with their loads clamped into range, then selected), an inline polynomial
  * exp for f32, and reassociable reductions.  Contractions (a sum of a product of two
  * tensors that each miss one output axis) go to the packed micro-kernel engine of gemm.c.
@@ -75,6 +76,7 @@ typedef struct G {
   int vector_bits;       /* the kernels' "prefer-vector-width" (the hardware model's) */
   const HwModel *hw;     /* the model the kernels are built for */
   LLVMValueRef *aa_scope, *aa_noalias;  /* per slot (slot_alias), made on first use */
+  bool strided;          /* the strided variant: inputs' last strides from the context too */
 } G;
 
 static LLVMTypeRef ty_of(G *g, DynElem e) {
@@ -181,13 +183,28 @@ static LLVMValueRef zero_block(G *g) {
   return z;
 }
 
-/* The element offset of an access: sum of subscript * stride; the last stride is 1. */
+/* ---- strided inputs ----
+ * An input is read where the caller keeps it, through its strides (in elements, from the
+ * context like the sizes; negative and zero ones too: X[::-1], broadcast_to).  Each loop
+ * kernel is compiled for a last stride of 1 -- a constant, so the innermost loops vectorise
+ * with plain vector loads as they would over a copy -- and, the first time a call passes an
+ * input whose last axis it would step over with another stride (a transpose, X[:, ::2]),
+ * once more as the strided variant, which reads that stride too (cpu_compile_strided; the
+ * run-time picks per kernel, cpu_rt.c).  Other strides are read from the context in either,
+ * so a row range or a slice of a bigger array takes the plain kernel.  A loop versioned by
+ * LLVM on the stride would serve both, but in every kernel kind (tiles, row pipelines,
+ * scans) and with a check per input in each loop; the variant keeps the common case's code
+ * exactly what it was and costs its compile only where strided inputs come. */
+
+/* The element offset of an access: sum of subscript * stride; the last stride is 1 but for
+ * an input in the strided variant. */
 static LLVMValueRef offset(G *g, int slot, LLVMValueRef *subs, int first, int n) {
   LLVMValueRef off = c64(g, 0);
   int rank = n - first;
+  bool any_last = g->strided && g->p->slots[slot].kind == SLOT_INPUT;
   for (int k = first; k < n; k++) {
     int d = k - first;
-    LLVMValueRef st = d == rank - 1 ? c64(g, 1) : load_i64(g, g->strides, (int64_t)slot * DYN_MAX_RANK + d);
+    LLVMValueRef st = d == rank - 1 && !any_last ? c64(g, 1) : load_i64(g, g->strides, (int64_t)slot * DYN_MAX_RANK + d);
     off = LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, subs[k], st, ""), "");
   }
   return off;
@@ -1426,6 +1443,16 @@ static void stream_footprint(const Program *p, CKernel *ck) {
   free(mark);
 }
 
+/* The inputs a loop kernel reads (cpu_rt.c picks its strided variant by their strides). */
+static void input_reads(const Program *p, CKernel *ck) {
+  bool *mark = xcalloc((size_t)p->nslots + 1, sizeof(bool));
+  for (int s = 0; s < ck->kn->nstages; s++) kexpr_mark_loads(ck->kn->stages[s].expr, mark);
+  ck->ins = xmalloc(sizeof(int) * ((size_t)p->nslots + 1));
+  for (int i = 0; i < p->nslots; i++)
+    if (mark[i] && p->slots[i].kind == SLOT_INPUT) ck->ins[ck->nins++] = i;
+  free(mark);
+}
+
 /* Does ptr come from bufs[slot]: a GEP chain over `load (gep bufs, slot)` with bufs loaded
  * from field 0 of the kernel's context? */
 static bool ptr_of_slot(LLVMValueRef fn, LLVMValueRef ptr, int slot) {
@@ -1479,7 +1506,7 @@ static bool optimize(CpuBackend *be, LLVMModuleRef m, const char *prefix, char *
 
 /* Build the module of a program's loop kernels; names them with prefix. */
 static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Program *p, CKernel *ck, int nk,
-                                  const char *prefix, bool kernels, bool twins) {
+                                  const char *prefix, bool kernels, bool twins, bool strided) {
   LLVMModuleRef m = jit_module_new(be->jit, cx, prefix);
   G g;
   g_init(&g, cx, m, p);
@@ -1499,6 +1526,13 @@ static LLVMModuleRef build_module(CpuBackend *be, LLVMContextRef cx, const Progr
       char name[80];
       snprintf(name, sizeof name, "%s_nt", ck[i].sym);
       gen_kernel(&g, ck[i].kn, name, ck[i].par_axis, true, ck[i].pipe_f);
+    }
+    if (strided) {
+      char name[80];
+      snprintf(name, sizeof name, "%s_st", ck[i].sym);
+      g.strided = true;
+      gen_kernel(&g, ck[i].kn, name, ck[i].par_axis, false, ck[i].pipe_f);
+      g.strided = false;
     }
   }
   LLVMDisposeBuilder(g.b);
@@ -1572,7 +1606,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) *c = '_';
     LLVMContextRef cx = jit_context(be->jit);
     double t1 = now_ms();
-    LLVMModuleRef m = build_module(be, cx, p, cp->k, cp->nk, prefix, true, false);
+    LLVMModuleRef m = build_module(be, cx, p, cp->k, cp->nk, prefix, true, false, false);
     char *verr = NULL;
     if (LLVMVerifyModule(m, LLVMReturnStatusAction, &verr)) {
       snprintf(err, errlen, "internal error: generated code for %s does not verify: %.300s", p->name, verr ? verr : "");
@@ -1600,6 +1634,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
       cp->k[i].fn = (KernelFn)jit_lookup(be->jit, cp->k[i].sym, err, errlen);
       if (!cp->k[i].fn) goto fail;
       stream_footprint(p, &cp->k[i]);
+      input_reads(p, &cp->k[i]);
     }
     double t4 = now_ms();
     if (getenv("DYN_COMPILE_TIMES"))
@@ -1616,7 +1651,8 @@ void cpu_program_free(CpuProgram *cp) {
   if (!cp) return;
   jit_code_free(cp->twins_code);
   jit_code_free(cp->code);
-  for (int i = 0; i < cp->nk; i++) free(cp->k[i].foot);
+  jit_code_free(cp->strided_code);
+  for (int i = 0; i < cp->nk; i++) free(cp->k[i].foot), free(cp->k[i].ins);
   free(cp->k);
   free(cp->attn);
   free(cp->attn_on);
@@ -1648,7 +1684,7 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
   LLVMContextRef cx = LLVMContextCreate();
   CKernel *copy = xcalloc((size_t)cp->nk + 1, sizeof(CKernel));
   memcpy(copy, cp->k, sizeof(CKernel) * (size_t)cp->nk);
-  LLVMModuleRef m = build_module(be, cx, cp->p, copy, cp->nk, "asm", true, true);
+  LLVMModuleRef m = build_module(be, cx, cp->p, copy, cp->nk, "asm", true, true, false);
   bool ok = optimize(be, m, "asm", err, errlen);
   if (ok) mark_streaming(m, copy, cp->nk);
   if (ok && !strcmp(what, "llvm")) jit_print_ir(m, out);
@@ -1659,33 +1695,48 @@ bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out
   return ok;
 }
 
+/* A program's loop kernels once more, named SYM_nt (the streaming twins, of the kernels that
+ * have them) or SYM_st (the strided variants), into *code; false when they cannot be had. */
+static bool compile_variants(CpuBackend *be, CpuProgram *cp, bool strided, JitCode **code) {
+  char err[512], prefix[80];
+  snprintf(prefix, sizeof prefix, "%s_%s", strided ? "strided" : "twins", cp->k[0].kn->name);
+  LLVMModuleRef m = build_module(be, jit_context(be->jit), cp->p, cp->k, cp->nk, prefix, false, !strided, strided);
+  if (!optimize(be, m, prefix, err, sizeof err)) {
+    LLVMDisposeModule(m);
+    return false;
+  }
+  if (!strided) mark_streaming(m, cp->k, cp->nk);
+  if (!jit_add_module(be->jit, m, code, err, sizeof err)) return false;
+  KernelFn fn[256];
+  for (int i = 0; i < cp->nk && i < 256; i++) {
+    fn[i] = NULL;
+    if (cp->k[i].gemm || (!strided && cp->k[i].nt_slot < 0)) continue;
+    char name[80];
+    snprintf(name, sizeof name, "%s_%s", cp->k[i].sym, strided ? "st" : "nt");
+    if (!(fn[i] = (KernelFn)jit_lookup(be->jit, name, err, sizeof err))) return false;
+  }
+  for (int i = 0; i < cp->nk && i < 256; i++) *(strided ? &cp->k[i].fn_st : &cp->k[i].fn_nt) = fn[i];
+  return true;
+}
+
 /* The streaming twins of a program's kernels, compiled the first time a call needs one: a
  * result that outgrows the last cache is rarer than a compile, and twins double the code
  * generation time of the kernels that have them.  On failure the plain kernels serve. */
 bool cpu_compile_twins(CpuBackend *be, CpuProgram *cp) {
   if (cp->twins_tried) return cp->twins_ok;
   cp->twins_tried = true;
-  char err[512], prefix[80];
-  snprintf(prefix, sizeof prefix, "twins_%s", cp->k[0].kn->name);
   double t0 = now_ms();
-  LLVMModuleRef m = build_module(be, jit_context(be->jit), cp->p, cp->k, cp->nk, prefix, false, true);
-  if (!optimize(be, m, prefix, err, sizeof err)) {
-    LLVMDisposeModule(m);
-    return false;
-  }
-  mark_streaming(m, cp->k, cp->nk);
-  if (!jit_add_module(be->jit, m, &cp->twins_code, err, sizeof err)) return false;
-  KernelFn fn[256];
-  for (int i = 0; i < cp->nk && i < 256; i++) {
-    fn[i] = NULL;
-    if (cp->k[i].gemm || cp->k[i].nt_slot < 0) continue;
-    char name[80];
-    snprintf(name, sizeof name, "%s_nt", cp->k[i].sym);
-    if (!(fn[i] = (KernelFn)jit_lookup(be->jit, name, err, sizeof err))) return false;
-  }
-  for (int i = 0; i < cp->nk && i < 256; i++) cp->k[i].fn_nt = fn[i];
+  if (!compile_variants(be, cp, false, &cp->twins_code)) return false;
   cp->twins_ms = now_ms() - t0;
   return cp->twins_ok = true;
+}
+
+/* The strided variants (see "strided inputs"), compiled the first time a call passes an
+ * input with a last stride other than 1. */
+bool cpu_compile_strided(CpuBackend *be, CpuProgram *cp) {
+  if (cp->strided_tried) return cp->strided_ok;
+  cp->strided_tried = true;
+  return cp->strided_ok = compile_variants(be, cp, true, &cp->strided_code);
 }
 
 /* ---- calibration: the micro-kernel's throughput, measured once per machine ---- */

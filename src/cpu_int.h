@@ -28,6 +28,8 @@ typedef struct CKernel {
   const Kernel *kn;
   KernelFn fn;
   KernelFn fn_nt;        /* the same with streaming stores to nt_slot, or NULL */
+  KernelFn fn_st;        /* the strided variant (cpu.c's "strided inputs"), once compiled */
+  int *ins, nins;        /* the input slots it reads */
   int nt_slot;
   int *foot, nfoot;      /* nt_slot and the tensors the kernel reads (cpu_rt.c's streaming) */
   char sym[64];
@@ -56,6 +58,8 @@ struct CpuProgram {
   size_t tables_words;
   JitCode *code, *twins_code;   /* the machine code of the loop kernels and of their twins */
   bool twins_tried, twins_ok;   /* streaming twins (cpu_compile_twins) */
+  JitCode *strided_code;        /* the strided variants (cpu_compile_strided) */
+  bool strided_tried, strided_ok;
   double twins_ms;
   AttnChain *attn;              /* attention chains that may run fused (cpu_attn.c) */
   int nattn;
@@ -92,6 +96,9 @@ GemmKernels *cpu_gemm_for(CpuBackend *be, DynElem e, char *err, size_t errlen);
 /* cpu.c: compile a program's streaming twins on the first call that needs one; false when
  * they cannot be had (the plain kernels serve). */
 bool cpu_compile_twins(CpuBackend *be, CpuProgram *cp);
+/* cpu.c: compile a program's strided variants on the first call that passes an input whose
+ * last stride is not 1; false when they cannot be had. */
+bool cpu_compile_strided(CpuBackend *be, CpuProgram *cp);
 /* cpu.c: how code generation builds a stage, for :sched's text: interchanged (each step of
  * the reduction updates the row), a layout change in tiles (the axis it reads along, or
  * -1), and the lanes of such a tile. */

@@ -29,6 +29,7 @@ typedef struct Task {
   size_t local_total;    /* their sum */
   volatile int *interrupt;
   bool nt;                 /* run the streaming twin */
+  bool st;                 /* run the strided variant */
 } Task;
 
 /* The per-row locals of a task come from its thread's scratch, kept from call to call (up
@@ -93,7 +94,7 @@ static void run_task(void *arg, int64_t t) {
     scratch += T->local_bytes[i];
   }
   c.bufs = bufs;
-  if (ok) (T->nt ? T->ck->fn_nt : T->ck->fn)(&c, lo, hi);
+  if (ok) (T->st ? T->ck->fn_st : T->nt ? T->ck->fn_nt : T->ck->fn)(&c, lo, hi);
   else *c.err = 2;
   if (T->nlocal) scratch_trim();
   if (bufs != bufs_local) free(bufs);
@@ -420,6 +421,16 @@ static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const i
   return bytes > llc && cpu_compile_twins(be, cp) && ck->fn_nt;
 }
 
+/* Does a loop kernel read an input whose last axis it steps over with a stride other than 1,
+ * so that its strided variant must run? */
+static bool reads_strided(const Program *p, const CKernel *ck, const int64_t *strides, const int64_t *shape) {
+  for (int i = 0; i < ck->nins; i++) {
+    int slot = ck->ins[i], last = p->slots[slot].type.rank - 1;
+    if (last >= 0 && shape[slot * DYN_MAX_RANK + last] > 1 && strides[slot * DYN_MAX_RANK + last] != 1) return true;
+  }
+  return false;
+}
+
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
  * the reference evaluator for the message), -1 on a failure described in err. */
 int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
@@ -480,11 +491,6 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       }
     if (s->kind == SLOT_INPUT) {
       t[i] = tensor_retain(inputs[s->param]);
-      if (!tensor_contiguous(t[i])) {
-        snprintf(err, errlen, "%s is not contiguous", s->name);
-        status = -1;
-        goto out;
-      }
     } else if ((s->kind == SLOT_TEMP && !(unstored && unstored[i])) || s->kind == SLOT_OUTPUT) {
       /* every element is written by its kernel: no need to zero it first */
       t[i] = tensor_new_uninit(s->type.elem, rank, dims, err, errlen);
@@ -498,6 +504,9 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       strides[i * DYN_MAX_RANK + k] = st;
       st *= dims[k] > 0 ? dims[k] : 1;
     }
+    /* an input is read in place, through its own strides (cpu.c's "strided inputs"): they
+     * are written over the table's C-order ones at each call, as the tensors are bound */
+    if (s->kind == SLOT_INPUT) memcpy(&strides[i * DYN_MAX_RANK], t[i]->strides, sizeof(int64_t) * (size_t)rank);
     if (t[i]) bufs[i] = (char *)t[i]->buf->data + t[i]->offset * elem_size(s->type.elem);
   }
   if (!tables_hit) {
@@ -533,7 +542,13 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
       if (r < 0) status = -1;
       if (r) continue;
     }
-    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, streaming(be, cp, ck, shape)};
+    bool st = reads_strided(p, ck, strides, shape);
+    if (st && !cpu_compile_strided(be, cp)) {
+      snprintf(err, errlen, "cannot compile the strided variant of %s", ck->kn->name);
+      status = -1;
+      break;
+    }
+    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, !st && streaming(be, cp, ck, shape), st};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
     if (n <= 0 || invisible(p, ck->kn, shape)) continue;
     /* locals of this kernel: each task's in its thread's scratch (run_task), each on a

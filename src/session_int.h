@@ -59,6 +59,8 @@ typedef struct Backend {
   const char *name;                /* "ref", "cpu", "gpu": what :target takes and prints */
   bool small_on_ref;               /* a one-off top-level statement of little work runs on
                                       the evaluator: compiling it would cost more than it saves */
+  bool strided_in;                 /* its code reads inputs through their strides (any sign,
+                                      zero too); else run_program gathers them in C order */
   /* Is it here?  Made on first use; false with the reason in *why. */
   bool (*available)(Session *s, const char **why);
   /* f's code, compiled once, on first use: 1 ready, 0 the evaluator is to run it (said on
@@ -167,6 +169,8 @@ struct Session {
   bool keep_runs, rerun;
   unsigned ran_compiled;           /* calls a compiled back end answered (:check counts them) */
   unsigned ran_instead;            /* calls with target cpu or gpu that the evaluator answered */
+  int64_t gathered_bytes;          /* inputs copied into C order for a back end since it was
+                                      last set to 0 (the library's dyn_gathered_bytes) */
   char instead_why[300];           /* why, the last time */
   int depth;                       /* nested :load / import */
   int out_errno;                   /* the first failed write to out (0: none) */

@@ -421,29 +421,29 @@ static double program_work(const Program *p, const EvalSizes *sz) {
   return tot;
 }
 
-/* Run the prepared checked function on values; report run-time errors. */
-static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at);
-
-/* The back ends take C-contiguous inputs: a view that is not (a slice with a step, a column
- * range, a caller's strided array through the library) is gathered once here, the only copy
- * a view costs: the compiled code then runs, where the evaluator, which follows strides,
- * would be many times slower. */
-static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
-  int n = f->nparams, copies = 0;
+/* The inputs in C order for a back end whose code needs them so (the GPU's): a view that is
+ * not (a slice with a step, a column range, a caller's strided array through the library)
+ * is gathered, counted in s->gathered_bytes.  The CPU's code and the evaluator read every
+ * input through its strides and get them as they are.  inputs itself when every one is in
+ * C order; NULL after an error at `at`; otherwise n new references, which the caller
+ * releases and frees. */
+static Tensor **gather_inputs(Session *s, int n, Tensor **inputs, Span at) {
+  int copies = 0;
   for (int i = 0; i < n; i++) copies += inputs[i] && !tensor_contiguous(inputs[i]);
-  if (!copies) return run_program_on(s, f, inputs, sz, outs, at);
+  if (!copies) return inputs;
   Tensor **in = xcalloc((size_t)n + 1, sizeof(Tensor *));
   char msg[256];
-  bool ok = true;
-  for (int i = 0; i < n && ok; i++)
-    if (inputs[i] && !(in[i] = tensor_contiguous_copy(inputs[i], msg, sizeof msg))) {
+  for (int i = 0; i < n; i++) {
+    if (!inputs[i]) continue;
+    if (!tensor_contiguous(inputs[i])) s->gathered_bytes += tensor_numel(inputs[i]) * elem_size(inputs[i]->elem);
+    if (!(in[i] = tensor_contiguous_copy(inputs[i], msg, sizeof msg))) {
       state_error(s, at, E_RUNTIME, msg);
-      ok = false;
+      for (int k = 0; k < i; k++) tensor_release(in[k]);
+      free(in);
+      return NULL;
     }
-  ok = ok && run_program_on(s, f, in, sz, outs, at);
-  for (int i = 0; i < n; i++) tensor_release(in[i]);
-  free(in);
-  return ok;
+  }
+  return in;
 }
 
 /* The back end that runs this call: the target, when it is here and the call is worth
@@ -464,18 +464,27 @@ static const Backend *choose(Session *s, Func *f, const EvalSizes *sz) {
   return be;
 }
 
-static bool run_program_on(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
+/* Run the prepared checked function on values; report run-time errors. */
+static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *sz, Tensor **outs, Span at) {
   s->interrupt = 0;
   /* a compiled back end's answer: 1 done, 0 it found an error (the evaluator then says
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
   int r = 0;
   char msg[512];
-  /* the inputs are C-contiguous (run_program) */
   const Backend *be = choose(s, f, sz);
   if (be) {
     int c = be->compile(s, f, at);
     if (c < 0) return false;
-    if (c > 0) r = be->run(s, f, inputs, sz, outs, msg, sizeof msg);
+    if (c > 0) {
+      int n = f->nparams;
+      Tensor **in = be->strided_in ? inputs : gather_inputs(s, n, inputs, at);
+      if (!in) return false;
+      r = be->run(s, f, in, sz, outs, msg, sizeof msg);
+      if (in != inputs) {
+        for (int i = 0; i < n; i++) tensor_release(in[i]);
+        free(in);
+      }
+    }
   }
   if (r == 1) {
     s->ran_compiled++;

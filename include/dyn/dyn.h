@@ -126,9 +126,10 @@ typedef struct dyn_signature {
  * session owns it; it lives until the session ends. */
 DYN_API const dyn_signature *dyn_signature_get(dyn_session *s, const char *name);
 
-/* Call name on nargs tensors in host memory (kDLCPU), of any strides: C-contiguous ones read
- * in place, strided ones gathered into a contiguous copy for the length of the call (compiled
- * code reads contiguous tensors); the caller keeps them alive and unchanged meanwhile.  Results go
+/* Call name on nargs tensors in host memory (kDLCPU), of any strides (in elements, negative
+ * and zero ones too): read in place by the CPU's compiled code and by the evaluator, gathered
+ * into a C-ordered copy for the length of the call only for the GPU (dyn_gathered_bytes
+ * counts such copies); the caller keeps them alive and unchanged meanwhile.  Results go
  * to results[0..maxresults): new DLManagedTensors, C-contiguous, that the caller frees with
  * their deleter (DLPack's rule); *nresults (may be NULL) gets how many the function returns.
  * 0, or -1 with diagnostics (a shape that does not match, a fact that does not hold, a
@@ -149,6 +150,11 @@ DYN_API int dyn_get(dyn_session *s, const char *name, DLManagedTensor **out);
 /* How many results dyn_call has handed out and their deleters not yet freed, in every session
  * of the process: for tests of ownership across language boundaries. */
 DYN_API long dyn_live_results(void);
+
+/* The bytes of arguments that the session's last dyn_call (or dyn_callv) copied into C order
+ * on the way in: 0 where the code reads them in place, as the CPU's does whatever their
+ * strides; for tests that prove it, and for callers who want to know what a layout costs. */
+DYN_API int64_t dyn_gathered_bytes(const dyn_session *s);
 
 /* ---- measuring ---- */
 

@@ -118,6 +118,8 @@ _lib.dyn_signature_get.restype = ctypes.POINTER(_Signature)
 # no argtypes: Function.__call__ passes ready ctypes objects, and converting is the cost
 _callv = _lib.dyn_callv
 _lib.dyn_live_results.restype = ctypes.c_long
+_lib.dyn_gathered_bytes.argtypes = [_P]
+_lib.dyn_gathered_bytes.restype = ctypes.c_int64
 _lib.dyn_get.argtypes = [_P, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
 _lib.dyn_time.argtypes = [_P, ctypes.c_char_p, ctypes.POINTER(_Timing)]
 _lib.dyn_sched.argtypes = [_P, ctypes.c_char_p, _P, _P, ctypes.c_int, ctypes.POINTER(_Schedule)]
@@ -184,8 +186,8 @@ class _Export:
 
 class Function:
     """A function of a session, called on arrays: f(A, B) -> array, or a tuple of them.
-    Arguments: NumPy arrays of f32, f64, i32, i64 or bool (C-ordered ones read in place,
-    strided ones gathered at each call), PyTorch CPU tensors, or Python numbers (for size parameters and scalars)."""
+    Arguments: NumPy arrays of f32, f64, i32, i64 or bool (read in place whatever their
+    strides), PyTorch CPU tensors, or Python numbers (for size parameters and scalars)."""
 
     def __init__(self, session, name):
         self._session = session
@@ -348,6 +350,11 @@ class Session:
 
     def __exit__(self, *exc):
         self.close()
+
+    def gathered_bytes(self):
+        """The bytes of arguments the last call copied into C order on the way in: 0 on the
+        CPU, which reads them in place whatever their strides (the GPU gathers strided ones)."""
+        return _lib.dyn_gathered_bytes(self._h) if self._h else 0
 
     def diagnostics(self):
         """The records of the last operation: dicts with is_error, code, file, line, column,

@@ -1,6 +1,7 @@
 /* bench_api.c -- what a call through libdyn's C interface costs on small shapes, where the
  * fixed cost of a call is all there is: matmul 8x8x8 and an elementwise function on 64
- * elements, each call with its result freed.  tests/bench/bench_api.py runs the same calls
+ * elements, contiguous and strided (every other element of 128, and 64 reversed: read in
+ * place like the others), each call with its result freed.  tests/bench/bench_api.py runs the same calls
  * from Python (and NumPy's own) and holds the Python binding to at most 5 us more than
  * this; it runs this program and reads its lines, "NAME US" (the best of 5 rounds).
  * Usage: bench_api [SECONDS_PER_ROUND]
@@ -50,13 +51,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_api: no session\n");
     return 1;
   }
-  static float a[64], b[64];
+  static float a[128], b[64];
   for (int i = 0; i < 64; i++) a[i] = (float)i, b[i] = (float)(64 - i);
-  int64_t mat[2] = {8, 8}, vec[1] = {64};
+  for (int i = 64; i < 128; i++) a[i] = (float)i;
+  int64_t mat[2] = {8, 8}, vec[1] = {64}, step2[1] = {2}, back[1] = {-1};
   DLTensor m2[2] = {{a, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, mat, NULL, 0}, {b, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, mat, NULL, 0}};
   DLTensor v2[2] = {{a, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, vec, NULL, 0}, {b, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, vec, NULL, 0}};
   printf("matmul-8x8x8 %.3f\n", per_call(s, "matmul", m2, 2, secs));
   printf("axpy-64 %.3f\n", per_call(s, "axpy", v2, 2, secs));
+  DLTensor s2[2] = {{a, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, vec, step2, 0}, {b + 63, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, vec, back, 0}};
+  printf("axpy-64-strided %.3f\n", per_call(s, "axpy", s2, 2, secs));
   dyn_session_free(s);
   return 0;
 }

@@ -1,6 +1,7 @@
 """test_dyn.py -- the Python module dyn (python/dyn) against NumPy and PyTorch: results on
 random data at awkward shapes (0, 1, primes), arguments read in place (contiguous and
-strided, written through between calls), results owned by their arrays until collected,
+strided -- steps, transposes, negative and zero strides -- with no byte gathered, and written
+through between calls), results owned by their arrays until collected,
 errors as dyn.Error with places and notes, :time and :sched as dicts, two sessions on two
 threads.  A plain script: each test prints its name; any failure ends it with status 1.
 PyTorch's part is skipped where torch is not installed.
@@ -45,6 +46,12 @@ fn pad(x: i64[N], P: size) -> i64[N + P] {
   y[i] = where(i < N, x[min(i, N - 1)], 0)
   return y
 }
+fn mix(a: f32[M, N], b: f32[M, N]) -> (f32[M, N], f32[M], f32[M, M]) {
+  y[i, j] = a[i, j] * 2.0 - exp(b[i, j])
+  r[i] = sum[j] a[i, j] * b[i, j]
+  g[i, k] = sum[j] a[i, j] * b[k, j]
+  return (y, r, g)
+}
 fn positive(x: f32[N]) -> bool[N] {
   y[i] = x[i] > 0.0
   return y
@@ -74,6 +81,35 @@ def strided_arguments_read_in_place():
     np.testing.assert_allclose(S["twice"](rev), rev * 2, rtol=0)
 
 
+def views(m, n):
+    """(name, view) pairs of shape (m, n): each layout NumPy makes without a copy."""
+    big = rand(2 * m + 5, 2 * n + 7)
+    t = rand(n, m)
+    return [("X[:, ::2]", big[:m, ::2][:, :n]), ("X.T", t.T), ("X[::-1]", big[:m, :n][::-1]),
+            ("X[:, ::-1]", big[:m, :n][:, ::-1]), ("slice", big[3:3 + m, 5:5 + n]),
+            ("broadcast row", np.broadcast_to(big[0, :n], (m, n))),
+            ("broadcast column", np.broadcast_to(big[:m, :1], (m, n))),
+            ("X.T[::-1, ::-1]", t.T[::-1, ::-1])]
+
+
+@test
+def strided_views_match_numpy_with_no_copy():
+    f = S["mix"]
+    for m, n in [(1, 1), (0, 4), (4, 0), (7, 13), (17, 33), (3, 64)]:
+        vs = views(m, n)
+        for (name_a, a), (name_b, b) in zip(vs, vs[::-1]):
+            y, r, g = f(a, b)
+            assert S.gathered_bytes() == 0, (name_a, name_b, S.gathered_bytes())
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            what = "%s, %s at %dx%d" % (name_a, name_b, m, n)
+            np.testing.assert_allclose(y, a64 * 2 - np.exp(b64), rtol=1e-5, atol=1e-5, err_msg=what)
+            np.testing.assert_allclose(r, (a64 * b64).sum(1), rtol=1e-4, atol=1e-4, err_msg=what)
+            np.testing.assert_allclose(g, a64 @ b64.T, rtol=1e-4, atol=1e-4, err_msg=what)
+            c = S["matmul"](a, b.T)
+            assert S.gathered_bytes() == 0, (name_a, name_b, S.gathered_bytes())
+            np.testing.assert_allclose(c, a64 @ b64.T, rtol=1e-4, atol=1e-4, err_msg=what)
+
+
 @test
 def no_copy_on_the_way_in():
     t = S["twice"]
@@ -82,6 +118,7 @@ def no_copy_on_the_way_in():
     for round_ in range(3):
         np.testing.assert_array_equal(t(x), x * 2)
         np.testing.assert_array_equal(t(view), view * 2)
+        assert S.gathered_bytes() == 0       # the view was read where it is
         x[0] = 100 + round_          # written through the array (and so through view)
         x[9] = -round_
     np.testing.assert_array_equal(t(view), np.array([2 * 102, 6, 12, 2 * -2], np.float32))
@@ -239,6 +276,15 @@ def torch_tests(torch):
         assert torch.allclose(c, a @ b, rtol=1e-4, atol=1e-4)
         bt = torch.randn(4, 11).t()          # strided
         assert torch.allclose(f(a, bt), a @ bt, rtol=1e-4, atol=1e-4)
+        assert S.gathered_bytes() == 0
+        w = torch.randn(11, 13)
+        for v in (w.t(), w[:, ::2], w[2:9, 1:12]):     # through DLPack, read in place
+            my, mr, mg = S["mix"](v, v)
+            assert S.gathered_bytes() == 0
+            assert torch.allclose(my, v * 2 - torch.exp(v), rtol=1e-5, atol=1e-5)
+            assert torch.allclose(mr, (v * v).sum(1), rtol=1e-4, atol=1e-4)
+            assert torch.allclose(mg, v @ v.t(), rtol=1e-4, atol=1e-4)
+        del my, mr, mg
         x = torch.arange(6, dtype=torch.float32)
         t = S["twice"]
         assert torch.equal(t(x), x * 2)

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 #include "dyn_int.h"
+#include "cpu_int.h"
 
 #include <check.h>
 #include <math.h>
@@ -266,6 +267,106 @@ START_TEST(test_contraction) {
 }
 END_TEST
 
+/* ---- inputs read through their strides ----
+ * The caller's arrays as NumPy makes them: a view of a bigger buffer with any strides, in
+ * elements.  Each layout's strides for a view of shape (n0, n1); a rank-1 view takes the
+ * last.  The compiled code must read them in place (cpu_run answers 1, no evaluator) and
+ * agree with the evaluator on a C-ordered copy. */
+enum { L_STEP, L_T, L_REVROWS, L_REVCOLS, L_SLICE, L_BROW, L_BCOL, L_REVT, NLAYOUTS };
+static const char *const LAYOUT_NAMES[] = {"X[:, ::2]", "X.T", "X[::-1]", "X[:, ::-1]", "X[2:, 3:]",
+                                           "broadcast row", "broadcast column", "X.T[::-1, ::-1]"};
+
+static void layout_strides(int layout, const int64_t *n, int64_t *st) {
+  int64_t q = 2 * n[1] + 3, t = n[0] + 1;        /* row pitches of the bigger buffers */
+  static const int sign[NLAYOUTS][2] = {{1, 1}, {1, 1}, {-1, 1}, {1, -1}, {1, 1}, {0, 1}, {1, 0}, {-1, -1}};
+  int64_t a[NLAYOUTS][2] = {{2 * q, 2}, {1, t}, {q, 1}, {q, 1}, {q, 1}, {0, 1}, {1, 0}, {1, t}};
+  st[0] = sign[layout][0] * a[layout][0];
+  st[1] = sign[layout][1] * a[layout][1];
+}
+
+/* A view of the given layout over a new buffer of values (*base: the caller releases it
+ * after the view). */
+static Tensor *strided_input(DynElem el, int rank, const int64_t *shape, int layout, int seed, Tensor **base) {
+  int64_t n[2] = {shape[0], rank == 2 ? shape[1] : 1}, st2[2], st[2];
+  layout_strides(layout, n, st2);
+  if (rank == 1) st[0] = st2[1];
+  else st[0] = st2[0], st[1] = st2[1];
+  int64_t lo = 3, hi = 3;                         /* a margin each side: an edge read shows */
+  for (int d = 0; d < rank; d++) {
+    int64_t span = shape[d] > 0 ? (shape[d] - 1) * st[d] : 0;
+    if (span < 0) lo -= span;
+    else hi += span;
+  }
+  int64_t total = lo + hi + 1;
+  *base = input(el, 1, &total, seed);
+  return tensor_wrap(el, rank, shape, st, (char *)tensor_data(*base) + lo * elem_size(el));
+}
+
+/* f on views of every layout and shape: compiled, in place, as the evaluator on copies. */
+static void strided_agree(Func *f, DynElem el, int rank, int nargs, const int *layouts, int nlayouts) {
+  for (int li = 0; li < nlayouts; li++)
+    for (int c = 0; c < (rank == 1 ? NSIZES : NSIZES * NSIZES); c += rank == 1 ? 1 : 3) {
+      int64_t sh[2] = {SIZES[c % NSIZES], SIZES[c / NSIZES]};
+      Tensor *args[4], *bases[4], *copies[4];
+      char err[256] = "";
+      for (int i = 0; i < nargs; i++) {
+        args[i] = strided_input(el, rank, sh, layouts[(li + i) % nlayouts], c + i, &bases[i]);
+        copies[i] = tensor_contiguous_copy(args[i], err, sizeof err);
+      }
+      char what[128];
+      snprintf(what, sizeof what, "%s on %s, %lld x %lld", f->name, LAYOUT_NAMES[layouts[li]], (long long)sh[0],
+               (long long)sh[1]);
+      Bound b;
+      bind(f, args, &b);
+      Tensor *got[8] = {0}, *ref[8] = {0};
+      int st = cpu_run(be, f->code.cpu, args, &b.sz, got, NULL, err, sizeof err);
+      ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
+      Buf rerr = {0};
+      Span sp = {0};
+      ck_assert_msg(eval_program(f->code.prog, copies, &b.sz, ref, NULL, &rerr, &sp), "%s: %s", what, rerr.s);
+      for (int i = 0; i < f->nrets; i++) {
+        same(got[i], ref[i], what);
+        tensor_release(got[i]);
+        tensor_release(ref[i]);
+      }
+      buf_free(&rerr);
+      release(args, nargs);
+      release(copies, nargs);
+      release(bases, nargs);
+    }
+}
+
+START_TEST(test_strided_inputs) {
+  static const int all[] = {L_STEP, L_T, L_REVROWS, L_REVCOLS, L_SLICE, L_BROW, L_BCOL, L_REVT};
+  static const int last[] = {L_STEP, L_REVCOLS, L_BROW, L_BCOL, L_T};      /* rank 1: 2, -1, 1, 0, t */
+  const Case *kinds[] = {&ELEMENTWISE[0], &REDUCTIONS[0], &SCANS[0], &ROWS[0], &ROWS[1]};
+  for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+    strided_agree(compile(kinds[k]->text), kinds[k]->el, kinds[k]->rank, kinds[k]->nargs, all, NLAYOUTS);
+  strided_agree(compile(ELEMENTWISE[1].text), DYN_I64, 1, 1, last, 5);
+  /* a layout change (tiles transposed in registers) and a contraction on the GEMM engine */
+  strided_agree(compile("fn tr(X: f32[N, M]) -> f32[M, N] { Y[j, i] = X[i, j] * 3.0; return Y }"), DYN_F32, 2, 1,
+                all, NLAYOUTS);
+  strided_agree(compile("fn mmt(A: f32[M, K], B: f32[N, K]) -> f32[M, N] {\n"
+                        "  C[i, j] = sum[k] A[i, k] * B[j, k]\n  return C\n}"), DYN_F32, 2, 2, all, NLAYOUTS);
+}
+END_TEST
+
+/* Inputs whose last axis has stride 1 -- C order, a slice of a bigger array, reversed or
+ * broadcast rows -- run the kernels compiled for it: the strided variant is compiled only when
+ * a call brings a last stride other than 1, and then serves that call. */
+START_TEST(test_strided_variant_on_demand) {
+  static const int unit_last[] = {L_SLICE, L_REVROWS, L_BROW};
+  Func *f = compile(ROWS[0].text);
+  strided_agree(f, DYN_F32, 2, 1, unit_last, 3);
+  on_all_shapes(f, DYN_F32, 2, 1);
+  ck_assert_msg(!((CpuProgram *)f->code.cpu)->strided_tried, "a strided variant was compiled for inputs with unit last strides");
+  static const int step[] = {L_STEP};
+  strided_agree(f, DYN_F32, 2, 1, step, 1);
+  const CpuProgram *cp = f->code.cpu;
+  ck_assert(cp->strided_tried && cp->strided_ok);
+}
+END_TEST
+
 /* ---- errors at run time ---- */
 
 /* Run f on args on the CPU expecting status want; with want 0 (the code found an error), the
@@ -519,6 +620,7 @@ int main(void) {
     test_elementwise, test_reductions, test_scans, test_row_kernels, test_contraction, test_bounds_check,
     test_empty, test_schedule_and_code_host, test_schedule_and_code_model, test_gather_code, test_scan_code,
     test_layout_code,
+    test_strided_inputs, test_strided_variant_on_demand,
   };
   Suite *s = suite_create("cpu");
   TCase *tc = tcase_create("core");
