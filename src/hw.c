@@ -56,6 +56,7 @@ static const KeyDef KEYS[] = {
   {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
   {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
   {"line_move_ns", V_NUM, FOR_CPU, false, AT(line_move_ns), HW_F_LINE_MOVE_NS},
+  {"bf16_per_fma", V_NUM, FOR_CPU, false, AT(bf16_per_fma), HW_F_BF16_PER_FMA},
   {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
   {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu), -1},
   {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback), -1},
