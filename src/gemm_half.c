@@ -501,7 +501,7 @@ void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *ou
   if (g->dp)
     buf_printf(out, "gemm %s on %s: pairs along k summed by vdpbf16ps in %dx%d tiles, k blocks of "
                "%d pairs, C in f32 blocks of %dx%d rounded once to bf16\n"
-               "  rate: %.1f GFLOP/s a core (%.3g bf16 FLOPs per f32 FMA FLOP, hw/README.md)\n",
+               "  rate: %.1f GFLOP/s a core (the f32 FMA rate x bf16_per_fma = %.3g)\n",
                elem_name(g->elem), h->name, DP_MR, DP_NR, DP_KC, DP_MC, DP_NC,
                peak * hw_bf16_per_fma(h), hw_bf16_per_fma(h));
   else

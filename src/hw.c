@@ -1579,6 +1579,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
                hw->fma_latency, tag(f[HW_F_FMA_LATENCY], &seen));
     buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
                tag(f[HW_F_PEAK], &seen));
+    if (hw->bf16_per_fma > 0)
+      buf_printf(out, "  bf16:    %.3g x the f32 rate%s where contractions use vdpbf16ps\n",
+                 hw->bf16_per_fma, tag(f[HW_F_BF16_PER_FMA], &seen));
     buf_printf(out, "  llvm:    %s (fallback %s), %s\n", hw->llvm_cpu,
                hw->llvm_cpu_fallback[0] ? hw->llvm_cpu_fallback : "generic",
                hw->llvm_features[0] ? hw->llvm_features : "no extra features");
