@@ -75,7 +75,8 @@
  * L1 ways are the hw file's (capacity / 4 KiB, x86's VIPT rule, where it has none), but the
  * set index is taken to repeat every 4 KiB (SET_SPAN) on every CPU; the call and fork-join
  * costs are software constants (gemm_model.c's table).  Calibration runs on whatever the machine is doing at
- * compile time (best of several runs).  C must not overlap A or B; f32 and f64 only; alpha
+ * compile time (best of several runs).  C must not overlap A or B; f32 and f64 here (f16 and
+ * bf16 are gemm_half.c's, on the f32 engine or vdpbf16ps, summing in f32); alpha
  * is 1 and beta 0 or 1.
  */
 #include "config.h"
