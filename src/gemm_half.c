@@ -372,17 +372,20 @@ typedef struct Dp {
   _Atomic int stopped;
 } Dp;
 
-static inline uint32_t pair(const uint16_t *s, int64_t sk, int64_t k, int64_t kk) {
-  uint32_t lo = kk < k ? s[kk * sk] : 0, hi = kk + 1 < k ? s[(kk + 1) * sk] : 0;
-  return lo | hi << 16;
-}
-
 /* One panel of w lines (A's rows or B's columns) from line l0 of `lines`, each `ls` apart
- * with k stride sk, as kp pairs of w: o[p][l]; lines past the end are zeros. */
+ * with k stride sk, as kp pairs of w: o[p][l]; lines past the end are zeros.  Written in
+ * order, pair by pair: a B with unit column stride is then read along its rows. */
 static void pack_panel(const uint16_t *s, int64_t ls, int64_t sk, int64_t l0, int64_t lines, int w,
                        int64_t kp, int64_t k, uint32_t *o) {
-  for (int l = 0; l < w; l++)
-    for (int64_t p = 0; p < kp; p++) o[p * w + l] = l0 + l < lines ? pair(s + (l0 + l) * ls, sk, k, 2 * p) : 0;
+  int have = (int)imax(0, imin(w, lines - l0));
+  for (int64_t p = 0; p < kp; p++, o += w) {
+    const uint16_t *r = s + l0 * ls + 2 * p * sk;
+    if (2 * p + 1 < k)
+      for (int l = 0; l < have; l++) o[l] = r[l * ls] | (uint32_t)r[l * ls + sk] << 16;
+    else
+      for (int l = 0; l < have; l++) o[l] = r[l * ls];
+    for (int l = have; l < w; l++) o[l] = 0;
+  }
 }
 
 static void dp_pack(Dp *d, int64_t t) {
