@@ -437,7 +437,7 @@ static void dnnl_run(dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args) {
  * result is widened into `out` only for the check (wide set), not in the timed calls. */
 typedef struct {
   dnnl_primitive_t p;
-  dnnl_memory_t a, b, c;
+  dnnl_memory_t mem[3];                 /* A, B, C */
   uint16_t *ab, *bb, *cb;
   float *out;
   int64_t nout;
@@ -452,8 +452,8 @@ static uint16_t to_bf16(float f) {
 
 static void run_dnnl_bf16(void *p) {
   MatBf *q = p;
-  DNNL_OK(dnnl_primitive_execute(q->p, dnnl_st, 3, (dnnl_exec_arg_t[]){{DNNL_ARG_SRC, q->a},
-          {DNNL_ARG_WEIGHTS, q->b}, {DNNL_ARG_DST, q->c}}));
+  DNNL_OK(dnnl_primitive_execute(q->p, dnnl_st, 3, (dnnl_exec_arg_t[]){{DNNL_ARG_SRC, q->mem[0]},
+          {DNNL_ARG_WEIGHTS, q->mem[1]}, {DNNL_ARG_DST, q->mem[2]}}));
   DNNL_OK(dnnl_stream_wait(dnnl_st));
   if (q->wide)
     for (int64_t i = 0; i < q->nout; i++) {
@@ -480,21 +480,17 @@ static void matbf_prepare(MatBf *q, int64_t m, int64_t n, int64_t k, const float
   DNNL_OK(dnnl_primitive_desc_create(&pd, &md, NULL, dnnl_eng, NULL));
   DNNL_OK(dnnl_primitive_create(&q->p, pd));
   DNNL_OK(dnnl_primitive_desc_destroy(pd));
-  DNNL_OK(dnnl_memory_create(&q->a, &ma, dnnl_eng, q->ab));
-  DNNL_OK(dnnl_memory_create(&q->b, &mb, dnnl_eng, q->bb));
-  DNNL_OK(dnnl_memory_create(&q->c, &mc, dnnl_eng, q->cb));
+  DNNL_OK(dnnl_memory_create(&q->mem[0], &ma, dnnl_eng, q->ab));
+  DNNL_OK(dnnl_memory_create(&q->mem[1], &mb, dnnl_eng, q->bb));
+  DNNL_OK(dnnl_memory_create(&q->mem[2], &mc, dnnl_eng, q->cb));
   q->out = out;
   q->nout = m * n;
 }
 
 static void matbf_free(MatBf *q) {
   dnnl_primitive_destroy(q->p);
-  dnnl_memory_destroy(q->a);
-  dnnl_memory_destroy(q->b);
-  dnnl_memory_destroy(q->c);
-  free(q->ab);
-  free(q->bb);
-  free(q->cb);
+  for (int i = 0; i < 3; i++) dnnl_memory_destroy(q->mem[i]);
+  free(q->ab), free(q->bb), free(q->cb);
 }
 
 static void run_dnnl_conv(void *p) {
