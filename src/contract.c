@@ -67,14 +67,14 @@ static bool roles(const KExpr *A, const KExpr *B, int m, int n) {
 
 /* The kernel's stage is C[b?, m, n] = f(sum[k] A[..] * B[..]) with exactly one reduction,
  * A holding m and k (and perhaps the batch), B holding k and n (and perhaps the batch), each
- * a plain layout of f32 or f64 like the sum.  The operands may be written either way round. */
+ * a plain layout of f32, f64, f16 or bf16 like the sum.  The operands may be written either way round. */
 const Contraction *contract_find(const Program *p, const Kernel *kn) {
   if (kn->nstages != 1 || kn->nouter) return NULL;
   const Stage *st = &kn->stages[0];
   const KExpr *R = NULL;
   if (st->naxes < 2 || st->naxes > 3 || reductions(st->expr, &R) != 1) return NULL;
   DynElem et = R->ty;
-  if (R->red != RED_SUM || R->nraxes != 1 || (et != DYN_F32 && et != DYN_F64)) return NULL;
+  if (R->red != RED_SUM || R->nraxes != 1 || (et != DYN_F32 && et != DYN_F64 && !elem_is_half(et))) return NULL;
   const KExpr *body = R->a[0];
   if (body->kind != KX_BIN || body->op != OP_MUL) return NULL;
   const KExpr *A = body->a[0], *B = body->a[1];

@@ -1557,6 +1557,8 @@ CpuBackend *cpu_backend_new(const HwModel *hw, int threads, char *err, size_t er
 
 void cpu_backend_free(CpuBackend *be) {
   if (!be) return;
+  gemm_free(be->gemm[3]);
+  gemm_free(be->gemm[2]);
   gemm_free(be->gemm[0]);
   gemm_free(be->gemm[1]);
   pool_free(be->pool);
@@ -1576,9 +1578,11 @@ static double now_ms(void) {
 }
 
 GemmKernels *cpu_gemm_for(CpuBackend *be, DynElem e, char *err, size_t errlen) {
-  int i = e == DYN_F64;
-  if (!be->gemm[i]) be->gemm[i] = gemm_compile(e, &be->hw, err, errlen);
-  return be->gemm[i];
+  int i = e == DYN_F64 ? 1 : e == DYN_F16 ? 2 : e == DYN_BF16 ? 3 : 0;
+  if (be->gemm[i]) return be->gemm[i];
+  if (i < 2) return be->gemm[i] = gemm_compile(e, &be->hw, err, errlen);
+  GemmKernels *wide = cpu_gemm_for(be, DYN_F32, err, errlen);
+  return be->gemm[i] = wide ? gemm_half_compile(e, wide, err, errlen) : NULL;
 }
 
 CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen) {

@@ -71,7 +71,7 @@ struct CpuBackend {
   Jit *jit;
   Pool *pool;
   HwModel hw;
-  GemmKernels *gemm[2]; /* f32, f64 */
+  GemmKernels *gemm[4]; /* f32, f64, f16, bf16 (the last two on the f32 one) */
   int modules;
 };
 

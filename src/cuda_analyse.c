@@ -158,10 +158,11 @@ static void name_axes_in(CudaProgram *cp, const KExpr *e, int *bound, int nb, ch
 }
 
 /* A contraction the middle end recognised (contract.c), epilogue and all, whose operands are
- * tensors in memory. */
+ * tensors in memory.  Not yet one of f16 or bf16 (contract.c records them for the CPU's
+ * engine): their tiles and mma path are not written, and the general kernels run them. */
 static bool match_contraction(CudaProgram *cp, CK *ck) {
   const Contraction *c = ck->kn->con;
-  if (!c || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
+  if (!c || elem_is_half(c->et) || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
   ck->red = c->red;
   ck->et = c->et;
   ck->ga = c->a_slot;

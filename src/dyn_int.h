@@ -256,7 +256,8 @@ enum {
   HW_F_CORES, HW_F_GHZ, HW_F_PEAK, HW_F_VECTOR_BITS, HW_F_VEC_REGS, HW_F_FMA_UNITS,
   HW_F_FMA_LATENCY, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
   HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
-  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_NFIGURES
+  HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_F_BF16_PER_FMA,
+  HW_NFIGURES
 };
 
 /* One level of a memory hierarchy.  Every figure comes from an hw file (with its source
@@ -299,6 +300,8 @@ typedef struct HwModel {
   int nlevels;
   HwLevel level[6];       /* fastest first; the last is main memory */
   double peak_gflops_f32; /* derived when absent: cores * ghz * fma_units * 2 * vector_bits/32 */
+  double bf16_per_fma;    /* CPU: a core's bf16 contraction rate over its f32 FMA rate (0: 1, the
+                             operands widened to f32; 2 where vdpbf16ps issues as an FMA does) */
   char path[256];         /* where it was loaded from ("" for built-in or detected) */
   char llvm_cpu_fallback[32]; /* for an LLVM that does not know llvm_cpu ("generic" if unset) */
   char source[256];       /* detected models: what was detected, what came from which file */

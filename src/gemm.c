@@ -75,7 +75,8 @@
  * L1 ways are the hw file's (capacity / 4 KiB, x86's VIPT rule, where it has none), but the
  * set index is taken to repeat every 4 KiB (SET_SPAN) on every CPU; the call and fork-join
  * costs are software constants (gemm_model.c's table).  Calibration runs on whatever the machine is doing at
- * compile time (best of several runs).  C must not overlap A or B; f32 and f64 only; alpha
+ * compile time (best of several runs).  C must not overlap A or B; f32 and f64 here (f16 and
+ * bf16 are gemm_half.c's, on the f32 engine or vdpbf16ps, summing in f32); alpha
  * is 1 and beta 0 or 1.
  */
 #include "config.h"
@@ -181,6 +182,14 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
 
 void gemm_free(GemmKernels *g) {
   if (!g) return;
+  if (g->wide) {                 /* a 16-bit engine: its code lives in the f32 engine's JIT */
+    free(g->ws[0]);
+    free(g->ws);
+    free(g->ws_bytes);
+    pthread_mutex_destroy(&g->ws_lock);
+    free(g);
+    return;
+  }
   jit_free(g->jit);
   for (int i = 0; i < g->nws; i++) free(g->ws[i]);
   free(g->ws);
@@ -199,6 +208,7 @@ void gemm_later_ms(const GemmKernels *g, double *rows_ms, double *dots_ms) {
 }
 
 bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen) {
+  if (g->wide) return gemm_half_code(g, what, out, err, errlen);
   bool asm_ = !strcmp(what, "asm");
   if (!asm_ && strcmp(what, "llvm")) {
     snprintf(err, errlen, "gemm: no code view '%s' (llvm, asm)", what);
@@ -228,6 +238,11 @@ void gemm_force(GemmKernels *g, const GemmForce *f) {
 }
 
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max) {
+  if (g->wide && !g->dp) return gemm_families(g->wide, mr, nr, max);
+  if (g->wide) {
+    if (max > 0) mr[0] = DP_MR, nr[0] = DP_NR;
+    return 1;
+  }
   for (int i = 0; i < g->nfam && i < max; i++) {
     mr[i] = g->fam[i].mr;
     nr[i] = g->fam[i].nr;

@@ -28,6 +28,12 @@ typedef struct GemmArgs {
  * fails.  The object owns the JIT'd code; free with gemm_free.  Thread-safe to run. */
 GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t errlen);
 void gemm_free(GemmKernels *g);                       /* NULL-safe */
+/* A 16-bit engine (elem DYN_F16 or DYN_BF16, gemm_half.c) on the f32 engine `wide`, which it
+ * borrows (free it after this one): the same entry points take it, with 16-bit operands,
+ * summing in f32 and rounding C once.  bf16 runs on vdpbf16ps where the model has
+ * AVX512-BF16 (gemm_half_dp), else both widen to f32 as they are copied. */
+GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_t errlen);
+bool gemm_half_dp(const HwModel *hw, DynElem elem);
 double gemm_compile_ms(const GemmKernels *g);         /* wall time gemm_compile took */
 /* What compiling the row-streaming and the inner-product kernels took, when a shape first
  * made them candidates (0: not compiled yet). */

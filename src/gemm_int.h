@@ -103,6 +103,10 @@ typedef struct Family {
   double score;
 } Family;
 
+/* gemm_half.c's vdpbf16ps tile: rows by columns (two 512-bit vectors of f32). */
+#define DP_MR 12
+#define DP_NR 32
+
 /* A problem after normalisation: C has unit column stride (or ctmp), sizes > 0. */
 typedef struct Prob {
   int64_t batch, m, n, k;
@@ -176,6 +180,11 @@ struct GemmKernels {
   int nws;
   void **ws;
   size_t *ws_bytes;
+  /* A 16-bit engine (gemm_half.c): the f32 engine it borrows, whether bf16 pairs go to
+   * vdpbf16ps, and that kernel (NULL where the model's code cannot run here). */
+  GemmKernels *wide;
+  bool dp;
+  void *dpk;
 };
 
 static inline double now_s(void) {
@@ -201,6 +210,7 @@ static inline int hw_fma_units(const HwModel *h) { return h->fma_units > 0 ? h->
 static inline int hw_fma_lat(const HwModel *h) { return h->fma_latency > 0 ? h->fma_latency : 4; }
 static inline int hw_vregs(const HwModel *h) { return h->vec_regs >= 8 ? h->vec_regs : 16; }
 static inline int hw_vbits(const HwModel *h) { return h->vector_bits >= 128 ? h->vector_bits : 128; }
+static inline double hw_bf16_per_fma(const HwModel *h) { return h->bf16_per_fma > 0 ? h->bf16_per_fma : 1; }
 static inline double hw_ghz(const HwModel *h) { return h->ghz > 0 ? h->ghz : 2.0; }
 /* Seconds a C line two cores write takes to move between them (60 ns, Zen 5's, unstated). */
 static inline double hw_line_move_s(const HwModel *h) {
@@ -355,5 +365,12 @@ bool gemm_part_ensure(GemmKernels *g, int what);
 /* gemm_model.c: validate and normalise a call's arguments into a problem (gemm_run.c runs
  * it, the model prices it). */
 bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err, size_t errlen);
+
+/* gemm_half.c: a 16-bit engine's (g->wide set) run, code, plan text and prediction, which
+ * gemm_run, gemm_code, gemm_describe and gemm_predict hand over to. */
+bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
+bool gemm_half_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
+void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
+double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
 
 #endif

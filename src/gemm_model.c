@@ -928,7 +928,7 @@ bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInf
   Prob p;
   char err[8];
   memset(out, 0, sizeof *out);
-  if (!gemm_normalise(g, x, &p, err, sizeof err)) return false;
+  if (g->wide || !gemm_normalise(g, x, &p, err, sizeof err)) return false;
   out->swapped = p.swapped;
   out->c_buffered = p.ctmp;
   if (!p.batch || !p.m || !p.n || !p.k) return true;
@@ -939,6 +939,7 @@ bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInf
 }
 
 double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
+  if (g->wide) return gemm_half_predict(g, x, nthreads);
   Prob p;
   char err[8];
   if (!gemm_normalise(g, x, &p, err, sizeof err) || !p.batch || !p.m || !p.n || !p.k) return 0;
@@ -948,6 +949,7 @@ double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
 }
 
 double gemm_core_gflops(const GemmKernels *g) {
+  if (g->wide) return gemm_core_gflops(g->wide);
   double best = 0;
   for (int fi = 0; fi < g->nfam; fi++) {
     double r = g->fam[fi].measured ? tile_gflops(&g->fam[fi], g->fam[fi].mr) : 0;
@@ -975,6 +977,10 @@ static void ksplit_line(Buf *out, const Plan *pl, const Prob *p) {
 }
 
 void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
+  if (g->wide) {
+    gemm_half_describe(g, x, nthreads, out);
+    return;
+  }
   const HwModel *h = &g->hw;
   /* the plan first: weighing row streaming compiles its kernels, which the header reports */
   Prob p;

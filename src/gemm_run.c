@@ -469,6 +469,7 @@ static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errle
 static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, size_t errlen);
 
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
+  if (g->wide) return gemm_half_run(g, x, pool, err, errlen);
   if (!jit_can_run(g->jit)) {
     snprintf(err, errlen, "gemm: code for %s cannot run on this CPU", g->hw.name);
     return false;
@@ -597,6 +598,7 @@ static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, siz
 
 bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out) {
   memset(out, 0, sizeof *out);
+  if (g->wide) return false;     /* a 16-bit engine's runs have no plan of their own */
   if (last_plan.epoch != atomic_load_explicit(&g->epoch, memory_order_relaxed)) return false;
   gemm_plan_summary(g, &last_plan.plan, out);
   return true;
@@ -621,6 +623,7 @@ static void peak_task(void *ctx, int64_t t) {
 }
 
 double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds) {
+  if (g->wide) return gemm_peak_gflops(g->wide, pool, seconds);
   if (!jit_can_run(g->jit)) return 0;
   const Family *f = &g->fam[0];
   int T = pool_threads(pool);

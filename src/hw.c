@@ -56,6 +56,7 @@ static const KeyDef KEYS[] = {
   {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
   {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
   {"line_move_ns", V_NUM, FOR_CPU, false, AT(line_move_ns), HW_F_LINE_MOVE_NS},
+  {"bf16_per_fma", V_NUM, FOR_CPU, false, AT(bf16_per_fma), HW_F_BF16_PER_FMA},
   {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
   {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu), -1},
   {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback), -1},
@@ -1578,6 +1579,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
                hw->fma_latency, tag(f[HW_F_FMA_LATENCY], &seen));
     buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
                tag(f[HW_F_PEAK], &seen));
+    if (hw->bf16_per_fma > 0)
+      buf_printf(out, "  bf16:    %.3g x the f32 rate%s where contractions use vdpbf16ps\n",
+                 hw->bf16_per_fma, tag(f[HW_F_BF16_PER_FMA], &seen));
     buf_printf(out, "  llvm:    %s (fallback %s), %s\n", hw->llvm_cpu,
                hw->llvm_cpu_fallback[0] ? hw->llvm_cpu_fallback : "generic",
                hw->llvm_features[0] ? hw->llvm_features : "no extra features");

@@ -9,7 +9,8 @@
 #   - a model of another instruction set says once that statements run on this CPU's code,
 #     and :sched names the model it was compiled for; a model this CPU can run says nothing.
 # Then a REPL session switches to a model of another instruction set and back, and keeps its
-# bindings and its answers.  $DYN_RUN_PREFIX (an emulator, e.g. "qemu-x86_64 -cpu Haswell")
+# bindings and its answers.  A bf16 matmul's code holds vdpbf16ps exactly on the models
+# whose llvm_features have avx512bf16.  $DYN_RUN_PREFIX (an emulator, e.g. "qemu-x86_64 -cpu Haswell")
 # runs dyn when set.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -151,6 +152,38 @@ elif [ "$host_arch" != aarch64 ] && [ "$(grep -c '^note: neoverse-v2 is an aarch
 else
   pass=$((pass + 1))
 fi
+
+# A bf16 contraction's code is the model's: vdpbf16ps exactly where the model file's
+# llvm_features has avx512bf16 with 512-bit vectors, and :sched predicts its time.  Only
+# code is looked at here: nothing compiled for a model runs.
+cat > half.dyn <<'EOF'
+fn mmbf(A: bf16[M, K], B: bf16[K, N]) -> bf16[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[k, j]
+  return C
+}
+:sched mmbf M=256 N=256 K=256
+:code mmbf asm
+EOF
+for f in "$top_srcdir"/hw/*.hw; do
+  name=$(basename "$f" .hw)
+  [ "$(key kind)" = cpu ] && [ "$(key arch)" != aarch64 ] || continue
+  run --hw="$name" half.dyn > out.txt 2> err.txt < /dev/null
+  st=$?
+  case ",$(key llvm_features)," in
+    *,+avx512bf16,*) if [ "$(key vector_bits)" = 512 ]; then want=1; else want=0; fi ;;
+    *) want=0 ;;
+  esac
+  got=$(grep -c 'vdpbf16ps' out.txt)
+  if [ $st != 0 ] || grep -q "internal error" out.txt err.txt; then
+    bad "$name: a bf16 matmul's :sched and :code: exit status $st"; sed -n '1,5p' err.txt
+  elif { [ $want = 1 ] && [ "$got" -lt 24 ]; } || { [ $want = 0 ] && [ "$got" != 0 ]; }; then
+    bad "$name: a bf16 matmul's code has $got vdpbf16ps (want them: $want)"
+  elif ! grep -q '^at M=256 N=256 K=256: predicted [0-9.]* ms' out.txt; then
+    bad "$name: :sched of a bf16 matmul predicts no time"; grep -m3 predicted out.txt
+  else
+    pass=$((pass + 1))
+  fi
+done
 
 echo "models: $pass passed, $fail failed"
 [ $fail = 0 ]

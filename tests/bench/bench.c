@@ -2,8 +2,8 @@
  * shape suites, a section a file: gemm.txt, bmm.txt (matmul), rowwise.txt (softmax,
  * layernorm, transpose), layout.txt (transposes and permutations of any rank), reduce.txt
  * (sums over any axes), eltwise.txt (gelu, silu, rmsnorm, softmax, layernorm, a user's
- * chain), conv.txt (conv2d and depthwise) and attention.txt (attention, causal_attention);
- * each line is one op and its sizes (op_parse), each contender in a process of its own.
+ * chain), conv.txt (conv2d and depthwise), attention.txt (attention, causal_attention) and
+ * gemm_bf16.txt (bf16 matmul beside oneDNN's bf16 matmul primitive); each line is one op and its sizes (op_parse), each contender in a process of its own.
  *
  * Every function goes through the same path a user's call takes (session_call: binding the
  * sizes, checking, choosing the variant, running), compiled once before the first line:
@@ -224,7 +224,8 @@ static Tensor *randt(int rank, const int64_t *shape, unsigned *seed) {
   X(MATMUL, "matmul", 3) X(BMM, "bmm", 4) X(SOFTMAX, "softmax", 2) X(LAYERNORM, "layernorm", 2) \
   X(RMSNORM, "rmsnorm", 2) X(GELU, "gelu", 2) X(SILU, "silu", 2) X(CHAIN, "chain", 2)         \
   X(TRANSPOSE, "transpose", 2) X(PERMUTE, "permute", 0) X(SUM, "sum", 0) X(CONV, "conv", 8)   \
-  X(DWCONV, "dwconv", 7) X(ATTENTION, "attention", 4) X(CAUSAL, "causal", 4)
+  X(DWCONV, "dwconv", 7) X(ATTENTION, "attention", 4) X(CAUSAL, "causal", 4)                 \
+  X(MATMUL_BF16, "matmul_bf16", 3)
 #define X(E, name, nd) OP_##E,
 enum { OPS(X) NOPS };
 #undef X
@@ -304,7 +305,7 @@ static int op_inputs(const Op *o, int rank[4], int64_t shape[4][MAX_ND]) {
   const int64_t *d = o->d;
 #define IN(i, ...) do { int64_t s_[] = {__VA_ARGS__}; rank[i] = (int)(sizeof s_ / sizeof *s_); memcpy(shape[i], s_, sizeof s_); } while (0)
   switch (o->op) {
-  case OP_MATMUL: IN(0, d[0], d[2]); IN(1, d[2], d[1]); return 2;
+  case OP_MATMUL: case OP_MATMUL_BF16: IN(0, d[0], d[2]); IN(1, d[2], d[1]); return 2;
   case OP_BMM: IN(0, d[0], d[1], d[3]); IN(1, d[0], d[3], d[2]); return 2;
   case OP_LAYERNORM: IN(0, d[0], d[1]); IN(1, d[1]); IN(2, d[1]); return 3;
   case OP_RMSNORM: IN(0, d[0], d[1]); IN(1, d[1]); return 2;
@@ -333,7 +334,7 @@ static Work op_work(const Op *o) {
     w.bytes += 4 * n;
   }
   switch (o->op) {
-  case OP_MATMUL: w.nout = d[0] * d[1]; w.flops = 2.0 * (double)w.nout * (double)d[2]; w.terms = (double)d[2]; break;
+  case OP_MATMUL: case OP_MATMUL_BF16: w.nout = d[0] * d[1]; w.flops = 2.0 * (double)w.nout * (double)d[2]; w.terms = (double)d[2]; break;
   case OP_BMM: w.nout = d[0] * d[1] * d[2]; w.flops = 2.0 * (double)w.nout * (double)d[3]; w.terms = (double)d[3]; break;
   case OP_SUM: {
     w.nout = 1;
@@ -430,6 +431,66 @@ static void dnnl_init(void) {
 
 static void dnnl_run(dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args) {
   DNNL_OK(dnnl_primitive_execute(p, dnnl_st, n, args));
+}
+
+/* oneDNN's matmul primitive on bf16 A, B and C, row-major, summing in f32 as dyn does; the
+ * result is widened into `out` only for the check (wide set), not in the timed calls. */
+typedef struct {
+  dnnl_primitive_t p;
+  dnnl_memory_t mem[3];                 /* A, B, C */
+  uint16_t *ab, *bb, *cb;
+  float *out;
+  int64_t nout;
+  bool wide;
+} MatBf;
+
+static uint16_t to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+static void run_dnnl_bf16(void *p) {
+  MatBf *q = p;
+  DNNL_OK(dnnl_primitive_execute(q->p, dnnl_st, 3, (dnnl_exec_arg_t[]){{DNNL_ARG_SRC, q->mem[0]},
+          {DNNL_ARG_WEIGHTS, q->mem[1]}, {DNNL_ARG_DST, q->mem[2]}}));
+  DNNL_OK(dnnl_stream_wait(dnnl_st));
+  if (q->wide)
+    for (int64_t i = 0; i < q->nout; i++) {
+      uint32_t u = (uint32_t)q->cb[i] << 16;
+      memcpy(&q->out[i], &u, 4);
+    }
+}
+
+static void matbf_prepare(MatBf *q, int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *out) {
+  dnnl_init();
+  q->ab = malloc(2 * (size_t)(m * k) + 64);
+  q->bb = malloc(2 * (size_t)(k * n) + 64);
+  q->cb = malloc(2 * (size_t)(m * n) + 64);
+  if (!q->ab || !q->bb || !q->cb) die("out of memory");
+  for (int64_t i = 0; i < m * k; i++) q->ab[i] = to_bf16(a[i]);
+  for (int64_t i = 0; i < k * n; i++) q->bb[i] = to_bf16(b[i]);
+  dnnl_memory_desc_t ma, mb, mc;
+  DNNL_OK(dnnl_memory_desc_init_by_tag(&ma, 2, (dnnl_dims_t){m, k}, dnnl_bf16, dnnl_ab));
+  DNNL_OK(dnnl_memory_desc_init_by_tag(&mb, 2, (dnnl_dims_t){k, n}, dnnl_bf16, dnnl_ab));
+  DNNL_OK(dnnl_memory_desc_init_by_tag(&mc, 2, (dnnl_dims_t){m, n}, dnnl_bf16, dnnl_ab));
+  dnnl_matmul_desc_t md;
+  DNNL_OK(dnnl_matmul_desc_init(&md, &ma, &mb, NULL, &mc));
+  dnnl_primitive_desc_t pd;
+  DNNL_OK(dnnl_primitive_desc_create(&pd, &md, NULL, dnnl_eng, NULL));
+  DNNL_OK(dnnl_primitive_create(&q->p, pd));
+  DNNL_OK(dnnl_primitive_desc_destroy(pd));
+  DNNL_OK(dnnl_memory_create(&q->mem[0], &ma, dnnl_eng, q->ab));
+  DNNL_OK(dnnl_memory_create(&q->mem[1], &mb, dnnl_eng, q->bb));
+  DNNL_OK(dnnl_memory_create(&q->mem[2], &mc, dnnl_eng, q->cb));
+  q->out = out;
+  q->nout = m * n;
+}
+
+static void matbf_free(MatBf *q) {
+  dnnl_primitive_destroy(q->p);
+  for (int i = 0; i < 3; i++) dnnl_memory_destroy(q->mem[i]);
+  free(q->ab), free(q->bb), free(q->cb);
 }
 
 static void run_dnnl_conv(void *p) {
@@ -823,6 +884,7 @@ typedef struct {
 #ifdef HAVE_DNNL
   Conv cv;
   Prim pr;
+  MatBf mb;
 #endif
   Tensor *t[4];
   float *f[5];
@@ -840,6 +902,7 @@ static void line_free(void) {
 #ifdef HAVE_DNNL
   if (cur.cv.conv) conv_free(&cur.cv);
   if (cur.pr.p) prim_free(&cur.pr);
+  if (cur.mb.p) matbf_free(&cur.mb);
 #endif
   for (int i = 0; i < 4; i++) tensor_release(cur.t[i]);
   for (int i = 0; i < 5; i++) free(cur.f[i]);
@@ -858,6 +921,7 @@ static void copy_alloc(void) {
 /* The functions of the bench's own that the stdlib lacks, as a user would write them. */
 static const char bench_fns[] =
     "fn bmm(A: f32[B, M, K], X: f32[B, K, N]) -> f32[B, M, N] { C[b, i, j] = sum[k] A[b, i, k] * X[b, k, j]; return C }\n"
+    "fn matmul_bf16(A: bf16[M, K], B: bf16[K, N]) -> bf16[M, N] { C[i, j] = sum[k] A[i, k] * B[k, j]; return C }\n"
     "# a user's chain: a bias, SiLU and a residual\n"
     "fn bias_silu_residual(X: f32[B, N], bias: f32[N], R: f32[B, N]) -> f32[B, N] {\n"
     "  Z[b, n] = X[b, n] + bias[n]\n"
@@ -879,7 +943,7 @@ static const char *dyn_fn(Session *s, const Op *o, char *name, size_t n) {
       [OP_MATMUL] = "matmul", [OP_BMM] = "bmm", [OP_SOFTMAX] = "softmax", [OP_LAYERNORM] = "layernorm",
       [OP_RMSNORM] = "rmsnorm", [OP_GELU] = "gelu", [OP_SILU] = "silu", [OP_CHAIN] = "bias_silu_residual",
       [OP_TRANSPOSE] = "transpose", [OP_CONV] = "conv2d", [OP_DWCONV] = "dwconv2d", [OP_ATTENTION] = "attention",
-      [OP_CAUSAL] = "causal_attention"};
+      [OP_CAUSAL] = "causal_attention", [OP_MATMUL_BF16] = "matmul_bf16"};
   if (fixed[o->op]) return fixed[o->op];
   bool perm = o->op == OP_PERMUTE;
   if (perm && !strcmp(o->spec, "10")) return "transpose";       /* as a user writes it */
@@ -931,6 +995,15 @@ static double line_prepare(int who, Session *s, const Op *o) {
   if (who == DYN) {
     cur.dc = (DynCall){s, dyn_fn(s, o, cur.fname, sizeof cur.fname), {0}, nin};
     for (int i = 0; i < nin; i++) cur.dc.args[i] = cur.t[i] = randt(rank[i], shape[i], &seed);
+    if (o->op == OP_MATMUL_BF16)        /* the same data, rounded to bf16 as oneDNN's is */
+      for (int i = 0; i < nin; i++) {
+        char e[256];
+        Tensor *h = tensor_new(DYN_BF16, rank[i], shape[i], e, sizeof e);
+        if (!h) die("%s", e);
+        for (int64_t j = 0; j < tensor_numel(h); j++) tensor_set_f64(h, j, ((float *)tensor_data(cur.t[i]))[j]);
+        tensor_release(cur.t[i]);
+        cur.dc.args[i] = cur.t[i] = h;
+      }
     if (o->op == OP_CONV || o->op == OP_DWCONV) {            /* the stride and the padding */
       int at = o->op == OP_CONV ? 6 : 5;
       cur.dc.args[2] = cur.t[2] = size_arg(o->d[at]);
@@ -965,6 +1038,14 @@ static double line_prepare(int who, Session *s, const Op *o) {
 #endif
 #ifdef HAVE_OPENBLAS
     if (who == OPENBLAS) cur.fn = run_openblas;
+#endif
+  } else if (o->op == OP_MATMUL_BF16) {
+#ifdef HAVE_DNNL
+    if (who == ONEDNN) {
+      matbf_prepare(&cur.mb, o->d[0], o->d[1], o->d[2], cur.f[0], cur.f[1], cur.out);
+      cur.fn = run_dnnl_bf16;
+      cur.ctx = &cur.mb;
+    }
 #endif
   } else if (o->op == OP_CONV || o->op == OP_DWCONV) {
 #ifdef HAVE_DNNL
@@ -1007,6 +1088,13 @@ static int64_t line_dump(int who, const char *path) {
     if (!session_call(cur.dc.s, cur.dc.fn, cur.dc.args, cur.dc.nargs, &out, 1, &err)) die("%s: %s", cur.dc.fn, err.s);
     if (!(c = tensor_contiguous_copy(out, e, sizeof e))) die("%s", e);
     n = tensor_numel(c);
+    if (c->elem == DYN_BF16) {          /* widened, exactly, for the check */
+      Tensor *w = tensor_new(DYN_F32, c->rank, c->shape, e, sizeof e);
+      if (!w) die("%s", e);
+      for (int64_t i = 0; i < n; i++) tensor_set_f64(w, i, tensor_get_f64(c, i));
+      tensor_release(c);
+      c = w;
+    }
     if (c->elem != DYN_F32) die("%s returned %s, not f32", cur.dc.fn, elem_name(c->elem));
     if (n && fwrite(tensor_data(c), sizeof(float), (size_t)n, f) != (size_t)n) die("%s: %s", path, strerror(errno));
     tensor_release(c);
@@ -1014,6 +1102,9 @@ static int64_t line_dump(int who, const char *path) {
     buf_free(&err);
   } else {
     if (!cur.out) die("%s computes no result to check", who_name[who]);
+#ifdef HAVE_DNNL
+    cur.mb.wide = true;
+#endif
     cur.fn(cur.ctx);
     n = cur.nout;
     if (n && fwrite(cur.out, sizeof(float), (size_t)n, f) != (size_t)n) die("%s: %s", path, strerror(errno));
@@ -1322,9 +1413,9 @@ static double rel_err(const float *ours, const float *theirs, int64_t n, double 
  * scale; f32 rounding in another order grows with T (about T times its epsilon relative to
  * that scale, where the sum runs in sequence), and so does the tolerance.  A wrong kernel's
  * error is of the order of the result itself. */
-static void check_line(const int *who, int n, double terms, Result *res) {
+static void check_line(const int *who, int n, double terms, double floor, Result *res) {
   res->check = -1;
-  res->tol = 8e-5 + 5e-7 * terms;
+  res->tol = (floor > 0 ? floor : 8e-5) + 5e-7 * terms;
   if (!check_dir[0] || !n || who[0] != DYN) return;
   char path[128];
   snprintf(path, sizeof path, "%s/dyn.f32", check_dir);
@@ -1346,7 +1437,8 @@ static void check_line(const int *who, int n, double terms, Result *res) {
 }
 
 /* Run one line (the prepare command cmd) on the contenders who[0..n) that were started. */
-static void measure(const char *cmd, const int *who0, int n0, bool large, double terms, double line_budget, Result *res) {
+static void measure(const char *cmd, const int *who0, int n0, bool large, double terms, double floor, double line_budget,
+                    Result *res) {
   int who[NWHO], n = 0;
   for (int i = 0; i < n0; i++)
     if (wk[who0[i]].pid) who[n++] = who0[i];
@@ -1369,7 +1461,7 @@ static void measure(const char *cmd, const int *who0, int n0, bool large, double
       other[i] = o < 0 || other[i] < 0 ? -1 : other[i] + o;
       wall[i] += w;
     }
-  check_line(who, n, terms, res);
+  check_line(who, n, terms, floor, res);
   for (int i = 0; i < n; i++) ask(who[i], "free");
   /* the cores the bench leaves free may run others without disturbing it */
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1530,6 +1622,7 @@ typedef struct {
   double share;              /* of --budget for each line: the sections after the first three
                                 take half, so that make bench stays within minutes */
   const char *what;
+  double tol;                /* the check's tolerance before the terms' share (0: f32's 8e-5) */
 } Section;
 
 static const Section sections[] = {
@@ -1557,6 +1650,11 @@ static const Section sections[] = {
     {"attention", "attention causal", false, "OP B S T D", {TORCH, NWHO}, false, true, 0.5,
      "f32 attention and causal_attention (nn) of Q[B, S, D], K and V [B, T, D]; PyTorch: "
      "torch.softmax(Q @ K.transpose(-2, -1) / sqrt(D), -1) @ V (causal: masked_fill with -inf)"},
+    /* both round C to bf16 once: results a unit in bf16's last place apart (2^-8 of the
+     * largest) are both right */
+    {"gemm_bf16", "matmul_bf16", true, "M N K", {ONEDNN, NWHO}, false, true, 0.5,
+     "bf16 C = A B, row-major, summed in f32 and rounded once to bf16; oneDNN: its matmul primitive on bf16",
+     1.0 / 128},
 };
 enum { NSECTIONS = sizeof sections / sizeof *sections };
 static bool section_on[NSECTIONS];
@@ -1624,7 +1722,7 @@ static void run_section(const Section *sec, const char *dir, bool shared) {
     op_text(&o, true, cmd, sizeof cmd);
     Work w = op_work(&o);
     Result r;
-    measure(cmd, who, n, w.flops >= 1e9 && sec->gflops, w.terms, budget * sec->share, &r);
+    measure(cmd, who, n, w.flops >= 1e9 && sec->gflops, w.terms, sec->tol, budget * sec->share, &r);
     double rate = r.t[DYN] > 0 ? (sec->gflops ? w.flops : w.bytes) / r.t[DYN] * 1e-9 : 0;
     /* share of bandwidth = (bytes / our time) / (copy's bytes / copy's time), a median over
      * the rounds like the ratios */

@@ -1202,6 +1202,51 @@ for M, K, N in [(1, 1, 1), (0, 3, 2), (4, 0, 3), (7, 13, 31), (17, 1, 5), (33, 6
           terms16('D', F32, f64(A) @ f64(B), mag, 0.0, K),
           terms16('E', F32, Ab @ Bb, magb, UBF, K)])
 
+# 16-bit contractions on the matmul engine (bf16 on vdpbf16ps where the host has it, else
+# widened to f32): shapes around its tiles (12 x 32 bf16 pairs, the f32 engine's 14 x 32 and
+# 8 x 48 for f16), its k block of 384 and its C block of 96 x 512, empty and unit sizes,
+# batches (B shared by the batch or not) and B read with k contiguous.  A generator of their
+# own keeps the data of the cases before them.
+rng_hm = np.random.default_rng(20261203)
+HALF_MM2 = '''
+fn bmmh(A: f16[Q, M, K], B: f16[Q, K, N]) -> f16[Q, M, N] {
+  C[q, i, j] = sum[k] A[q, i, k] * B[q, k, j]
+  return C
+}
+fn bmmb(A: bf16[Q, M, K], B: bf16[K, N]) -> bf16[Q, M, N] {
+  C[q, i, j] = sum[k] A[q, i, k] * B[k, j]
+  return C
+}
+fn mmtb(A: bf16[M, K], B: bf16[N, K]) -> bf16[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[j, k]
+  return C
+}
+fn mmth(A: f16[M, K], B: f16[N, K]) -> f16[M, N] {
+  C[i, j] = sum[k] A[i, k] * B[j, k]
+  return C
+}
+'''
+for Q, M, K, N in [(1, 0, 5, 3), (2, 3, 5, 0), (1, 1, 1, 1), (1, 1, 385, 1), (2, 11, 7, 31),
+                   (1, 12, 2, 32), (3, 13, 3, 33), (1, 14, 64, 48), (2, 15, 383, 47),
+                   (1, 25, 384, 65), (1, 23, 385, 97), (1, 97, 769, 41), (1, 30, 50, 513),
+                   (1, 95, 13, 511), (2, 2, 1000, 3)]:
+    A, B = (rng_hm.standard_normal(s).astype(F16) for s in ((Q, M, K), (Q, K, N)))
+    Af, Bf = (rng_hm.standard_normal(s).astype(F32) for s in ((Q, M, K), (K, N)))
+    Ab, Bb = f64(to_bf16(Af)), f64(to_bf16(Bf))
+    Ad, Bd = f64(A), f64(B)
+    Bt, Bft = np.ascontiguousarray(B[0].T), np.ascontiguousarray(Bf.T)
+    mag = np.abs(Ad) @ np.abs(Bd)
+    magb = np.abs(Ab) @ np.abs(Bb)
+    case('f16 bf16 matmul engine %dx%dx%dx%d' % (Q, M, K, N),
+         [('A', A), ('B', B), ('Af', Af), ('Bf', Bf), ('Bt', Bt), ('Bft', Bft), ('A0', A[0]),
+          ('Af0', Af[0])],
+         HALF_MM2 + 'C = bmmh(A, B)\nE = bmmb(bf16(Af), bf16(Bf))\nT = mmtb(bf16(Af0), bf16(Bft))\n'
+         'H = mmth(A0, Bt)',
+         [terms16('C', F16, Ad @ Bd, mag, U16, K),
+          terms16('E', F32, Ab @ Bb, magb, UBF, K),
+          terms16('T', F32, Ab[0] @ Bb, magb[0], UBF, K),
+          terms16('H', F16, Ad[0] @ Bd[0], mag[0], U16, K)])
+
 # Intermediates are stored (rounded) too: a normalisation's mean, deviations and variance
 # each round to f16 once, the result once more; the mean of bf16 rows.
 HALF_ROWS = '''
