@@ -631,6 +631,7 @@ typedef struct SemaEnv {
 /* Check a function definition.  On success returns a Func that owns `arena` (the arena the
  * declaration was parsed into); on error returns NULL and the arena stays the caller's. */
 Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d);
+/* (sema_prove.c) Whether a fact holds at these values of its sides; its operator printed. */
 bool fact_holds(const Fact *f, int64_t lhs, int64_t rhs);
 const char *cmp_name(CmpOp c);
 
