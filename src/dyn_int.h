@@ -464,6 +464,8 @@ int op_arity(OpKind op);
 int op_prec(OpKind op);                    /* binding strength, for printing (ops.def) */
 OpClass op_class(OpKind op);
 bool op_from_name(const char *s, OpKind *out);        /* math functions by name */
+/* (poly.c) a op b as a polynomial, for op among + - * / % (any other is taken as %). */
+const Poly *poly_op(PolyCtx *c, OpKind op, const Poly *a, const Poly *b);
 
 typedef enum { RED_SUM, RED_MAX, RED_MIN, RED_PROD } RedOp;
 const char *red_name(RedOp r);                        /* "sum" */

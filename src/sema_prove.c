@@ -69,13 +69,7 @@ static const Poly *sub_poly(S *s, Expr *e) {
     if (!r) return NULL;
     int64_t v;
     if ((e->op == OP_DIV || e->op == OP_MOD) && (!poly_is_const(r, &v) || v <= 0)) return NULL;
-    switch (e->op) {
-    case OP_ADD: return poly_add(s->pc, l, r);
-    case OP_SUB: return poly_sub(s->pc, l, r);
-    case OP_MUL: return poly_mul(s->pc, l, r);
-    case OP_DIV: return poly_div(s->pc, l, r);
-    default: return poly_mod(s->pc, l, r);
-    }
+    return poly_op(s->pc, e->op, l, r);
   }
   default:
     return NULL;

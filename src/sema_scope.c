@@ -10,28 +10,29 @@
 
 /* ---- printing and reporting ---- */
 
+/* A printed form moved from b (freed) into the function's arena. */
+static const char *kept(S *s, Buf *b) {
+  const char *r = arena_strndup(s->a, b->s, b->len);
+  buf_free(b);
+  return r;
+}
+
 const char *scope_tstr(S *s, const Type *t) {
   Buf b = {0};
   type_str(t, &b);
-  const char *r = arena_strndup(s->a, b.s, b.len);
-  buf_free(&b);
-  return r;
+  return kept(s, &b);
 }
 
 const char *scope_pstr(S *s, const Poly *p) {
   Buf b = {0};
   poly_str(p, &b);
-  const char *r = arena_strndup(s->a, b.s, b.len);
-  buf_free(&b);
-  return r;
+  return kept(s, &b);
 }
 
 const char *scope_estr(S *s, const Expr *e) {
   Buf b = {0};
   parse_print_expr(e, &b);
-  const char *r = arena_strndup(s->a, b.s, b.len);
-  buf_free(&b);
-  return r;
+  return kept(s, &b);
 }
 
 Diag *scope_err(S *s, Span at, DiagId id, ...) {
@@ -112,13 +113,7 @@ const Poly *scope_dim_poly(S *s, Expr *e, bool quiet) {
       if (!quiet) scope_err(s, e->span, E_BAD_DIM, "a division by zero");
       return NULL;
     }
-    switch (op) {
-    case OP_ADD: return poly_add(s->pc, l, r);
-    case OP_SUB: return poly_sub(s->pc, l, r);
-    case OP_MUL: return poly_mul(s->pc, l, r);
-    case OP_DIV: return poly_div(s->pc, l, r);
-    default: return poly_mod(s->pc, l, r);
-    }
+    return poly_op(s->pc, op, l, r);
   }
   case EX_CALL:
     if ((!strcmp(e->name, "min") || !strcmp(e->name, "max")) && e->nargs == 2) {
