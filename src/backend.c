@@ -176,8 +176,8 @@ static int ref_compile(Session *s, Func *f, Span at) {
 
 static void ref_free_code(Func *f) { (void)f; }
 
-static bool ref_describe(Session *s, Func *f, const EvalSizes *sz, Span at, Buf *b) {
-  (void)sz, (void)at;
+static bool ref_describe(Session *s, Func *f, const Extents *x, Span at, Buf *b) {
+  (void)x, (void)at;
   buf_printf(b, "%s: the reference evaluator interprets the loops that :ir %s shows (target %s);\n"
              ":target cpu compiles them; compiled %d time%s so far", f->name, f->name, s->target->name, f->compiles,
              f->compiles == 1 ? "" : "s");
@@ -197,11 +197,11 @@ static int cpu_compile_fn(Session *s, Func *f, Span at) {
   return be_cpu_compile(s, f) ? 1 : 0;
 }
 
-static int cpu_run_fn(Session *s, Func *f, Tensor **in, const EvalSizes *sz, Tensor **outs, char *msg, size_t len) {
-  return cpu_run(s->cpu, f->code.cpu, in, sz, outs, &s->interrupt, msg, len);
+static int cpu_run_fn(Session *s, Func *f, Tensor **in, const Extents *x, Tensor **outs, char *msg, size_t len) {
+  return cpu_run(s->cpu, f->code.cpu, in, x, outs, &s->interrupt, msg, len);
 }
 
-static bool cpu_describe(Session *s, Func *f, const EvalSizes *sz, Span at, Buf *b) {
+static bool cpu_describe(Session *s, Func *f, const Extents *x, Span at, Buf *b) {
   const char *why;
   CpuBackend *be = be_model_cpu(s, &why);
   CpuProgram *cp = be ? be_model_program(s, f, be, at) : NULL;
@@ -225,7 +225,8 @@ static bool cpu_describe(Session *s, Func *f, const EvalSizes *sz, Span at, Buf 
   if (s->gpu_hw_chosen)
     buf_printf(b, "(the GPU model %s is loaded, and the target is cpu: :target gpu or ref shows its schedule)\n",
                s->gpu_hw.name);
-  double t = cpu_schedule(be, cp, s->pc, sz, s->threads, b);
+  double t = cpu_schedule(be, cp, s->pc, x, s->threads, b);
+  const EvalSizes *sz = x ? &x->sz : NULL;
   s->sched.compile_ms = cpu_program_compile_ms(cp);
   s->sched.compiles = f->compiles;
   s->sched.predicted = sz ? t : 0;
@@ -280,8 +281,8 @@ static int gpu_compile_fn(Session *s, Func *f, Span at) {
   return 1;
 }
 
-static int gpu_run_fn(Session *s, Func *f, Tensor **in, const EvalSizes *sz, Tensor **outs, char *msg, size_t len) {
-  return cuda_run(s->gpu, f->code.gpu, in, sz, outs, msg, len);
+static int gpu_run_fn(Session *s, Func *f, Tensor **in, const Extents *x, Tensor **outs, char *msg, size_t len) {
+  return cuda_run(s->gpu, f->code.gpu, in, x, outs, msg, len);
 }
 
 /* f's GPU program: the compiled one, else one rendered (not compiled) for the GPU model,
@@ -296,15 +297,15 @@ static CudaProgram *gpu_program(Session *s, Func *f, bool *own, Span at, const c
 }
 
 /* The GPU schedule: on the device, else on the GPU model loaded with :hw (or H100's). */
-static bool gpu_describe(Session *s, Func *f, const EvalSizes *sz, Span at, Buf *b) {
+static bool gpu_describe(Session *s, Func *f, const Extents *x, Span at, Buf *b) {
   bool own;
   CudaProgram *cp = gpu_program(s, f, &own, at, ":sched");
   if (!cp) return false;
   buf_printf(b, "%s: GPU schedule on %s (compiled %d time%s)\n", f->name, s->gpu ? cuda_backend_device(s->gpu) : s->gpu_hw.name,
              f->compiles, f->compiles == 1 ? "" : "s");
-  double t = cuda_describe(cp, s->pc, sz, b);
-  if (sz) buf_printf(b, "predicted %.3f ms", t * 1e3);
-  s->sched.predicted = sz ? t : 0;
+  double t = cuda_describe(cp, s->pc, x, b);
+  if (x) buf_printf(b, "predicted %.3f ms", t * 1e3);
+  s->sched.predicted = x ? t : 0;
   if (own) cuda_program_free(cp);
   return true;
 }

@@ -342,7 +342,7 @@ static RunStatus cmd_sched(Session *s, const char *arg, Span at) {
   const Backend *be = s->target;
   if (be->id == BE_REF && s->have_gpu_hw) be = &be_table[BE_GPU];
   else if (be->id == BE_CPU && !be_model_cpu(s, &(const char *){0})) be = &be_table[BE_REF];
-  if (!be->describe(s, f, given ? &sz : NULL, at, &b)) {
+  if (!be->describe(s, f, given ? top_extents(f, &sz) : NULL, at, &b)) {
     buf_free(&b);
     return RUN_ERROR;
   }
@@ -684,7 +684,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     double pred = 0;
     if (s->target->id == BE_CPU && f->code.cpu) {
       Buf junk = {0};
-      pred = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
+      pred = cpu_schedule(s->cpu, f->code.cpu, s->pc, top_extents(f, &sz), s->threads, &junk);
       buf_free(&junk);
     } else {
       pred = cost_roofline(be_run_hw(s), s->threads, (double)fv, (double)bv);
@@ -764,7 +764,7 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
 static const char *plot_variant(Session *s, Func *f, EvalSizes *sz) {
   if (s->target->id != BE_CPU || !f->code.cpu) return state_tmp_printf(s, "the %s target's code at every size", s->target->name);
   Buf b = {0}, v = {0};
-  cpu_schedule(s->cpu, f->code.cpu, s->pc, sz, s->threads, &b);
+  cpu_schedule(s->cpu, f->code.cpu, s->pc, top_extents(f, sz), s->threads, &b);
   for (const char *p = b.s ? b.s : ""; *p;) {
     const char *e = strchr(p, '\n');
     size_t n = e ? (size_t)(e - p) : strlen(p);

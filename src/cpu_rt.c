@@ -433,8 +433,9 @@ static bool reads_strided(const Program *p, const CKernel *ck, const int64_t *st
 
 /* Returns 1 on success, 0 on a run-time error detected by the code (the caller re-runs on
  * the reference evaluator for the message), -1 on a failure described in err. */
-int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) {
+  const EvalSizes *sizes = &x->sz;
   if (!jit_can_run(be->jit)) {
     snprintf(err, errlen, "code for %s cannot run on this CPU", be->hw.name);
     return -1;
@@ -448,7 +449,6 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
   int64_t *block = words <= 512 ? local : xmalloc(words * sizeof(int64_t));
   int32_t errflag = 0;
   int status = 1;
-  const char *why = NULL;
   /* the sizes as last time: the tables are read where they were kept (nothing writes them
    * during a run), and only the tensors and buffers start empty */
   bool tables_hit = cp->tables && cp->tables_nsizes == sizes->n && cp->tables_words == n64 &&
@@ -462,19 +462,8 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
     memset(block + n64, 0, (words - n64) * sizeof(int64_t));
   } else {
     memset(block, 0, words * sizeof(int64_t));
-    for (int a = 0; a < p->naxes; a++)
-      if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &ext[a], &why)) {
-        eval_extent_error(p, a, why, err, errlen);
-        status = -1;
-        goto out;
-      }
-    Buf reason = {0};
-    if (!eval_size_values(p, sizes, szv, &reason)) {
-      snprintf(err, errlen, "%s", reason.s);
-      buf_free(&reason);
-      status = -1;
-      goto out;
-    }
+    memcpy(ext, x->ext, sizeof(int64_t) * (size_t)p->naxes);     /* bound once (extents.c) */
+    memcpy(szv, x->szv, sizeof(int64_t) * (size_t)p->nkx);
   }
   /* fused attention (cpu_attn.c) leaves its scores and statistics unallocated */
   const bool *unstored = cpu_attn_choose(be, cp, ext, szv);
@@ -483,12 +472,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *si
     int64_t *dims = &shape[i * DYN_MAX_RANK];
     int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
     int rank = s->type.rank - skip;
-    for (int k = 0; k < rank && !tables_hit; k++)
-      if (!poly_eval(s->type.dims[k + skip], eval_size_lookup, (void *)sizes, &dims[k], &why)) {
-        snprintf(err, errlen, "cannot evaluate the shape of %s", s->name);
-        status = -1;
-        goto out;
-      }
+    for (int k = 0; k < rank && !tables_hit; k++) dims[k] = x->shape[i * DYN_MAX_RANK + k + skip];
     if (s->kind == SLOT_INPUT) {
       t[i] = tensor_retain(inputs[s->param]);
     } else if ((s->kind == SLOT_TEMP && !(unstored && unstored[i])) || s->kind == SLOT_OUTPUT) {
@@ -602,7 +586,7 @@ out:
 
 #else  /* no LLVM: the reference evaluator runs everything (cpu.c) */
 
-int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen) { return -1; }
 
 #endif

@@ -61,27 +61,13 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   return t;
 }
 
-double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) {
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) {
   const Program *p = cp->p;
   double total = 0;
-  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
-  bool have = sz != NULL;
-  for (int a = 0; have && a < p->naxes; a++) {
-    const char *why;
-    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sz, &ext[a], &why)) have = false;
-  }
-  int64_t *strides = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
-  for (int i = 0; have && i < p->nslots; i++) {
-    const Slot *sl = &p->slots[i];
-    int64_t st = 1;
-    for (int k = sl->type.rank - 1; k >= 0; k--) {
-      int64_t d = 0;
-      const char *why;
-      poly_eval(sl->type.dims[k], eval_size_lookup, (void *)sz, &d, &why);
-      strides[i * DYN_MAX_RANK + k] = st;
-      if (!size_mul_ok(st, d > 0 ? d : 1, &st)) st = INT64_MAX;   /* the session refuses such sizes */
-    }
-  }
+  /* the sizes bound once (extents.c); sizes that do not evaluate describe every shape */
+  bool have = x && x->ok;
+  const EvalSizes *sz = x ? &x->sz : NULL;
+  const int64_t *ext = have ? x->ext : NULL, *strides = have ? x->strides : NULL;
   for (int k = 0; k < cp->nk; k++) {
     const CKernel *ck = &cp->k[k];
     const Kernel *kn = ck->kn;
@@ -237,13 +223,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes
                CALL_S * 1e6);
     total += CALL_S;
   }
-  free(ext);
-  free(strides);
   return total;
 }
 
 #else  /* no LLVM: the reference evaluator runs everything (cpu.c) */
 
-double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out) { return 0; }
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) { return 0; }
 
 #endif

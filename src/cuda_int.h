@@ -212,10 +212,6 @@ typedef struct Launch {
   char why[256];
 } Launch;
 
-/* Extents of every axis, and the shape and C-order strides of every slot; false with the
- * message in err when a size cannot be evaluated. */
-bool cuplan_bind_shapes(const Program *p, const EvalSizes *sz, int64_t *ext, int64_t *shape, int64_t *strides, char *err,
-                        size_t errlen);
 /* The launch of kernel ck for the shape bound in ext, shape and strides; force names a
  * variant to take where it has one (tests), force_splits a split of K (0: the model's). */
 void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, const int64_t *shape, const int64_t *strides,

@@ -389,34 +389,6 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
   }
 }
 
-/* ---- binding a shape ---------------------------------------------------------------------- */
-
-bool cuplan_bind_shapes(const Program *p, const EvalSizes *sz, int64_t *ext, int64_t *shape, int64_t *strides, char *err,
-                        size_t errlen) {
-  const char *why = NULL;
-  for (int a = 0; a < p->naxes; a++)
-    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sz, &ext[a], &why)) {
-      eval_extent_error(p, a, why, err, errlen);
-      return false;
-    }
-  for (int i = 0; i < p->nslots; i++) {
-    const Slot *s = &p->slots[i];
-    if (s->kind == SLOT_INLINED || s->kind == SLOT_SIZE) continue;
-    int64_t st = 1;
-    for (int k = s->type.rank - 1; k >= 0; k--) {
-      int64_t d = 0;
-      if (!poly_eval(s->type.dims[k], eval_size_lookup, (void *)sz, &d, &why)) {
-        snprintf(err, errlen, "cannot evaluate the shape of %s: %s", s->name, why ? why : "unbound");
-        return false;
-      }
-      shape[i * DYN_MAX_RANK + k] = d;
-      strides[i * DYN_MAX_RANK + k] = st;
-      st *= d > 0 ? d : 1;
-    }
-  }
-  return true;
-}
-
 /* ---- the schedule, for :sched ------------------------------------------------------------------ */
 
 static void describe_kernel(const CudaProgram *cp, const CK *ck, Buf *out) {
@@ -485,23 +457,21 @@ static void describe_kernel(const CudaProgram *cp, const CK *ck, Buf *out) {
   }
 }
 
-double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Buf *out) {
+double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const Extents *x, Buf *out) {
   const Program *p = cp->p;
   buf_printf(out, "target %s: %s, %d SMs, compute capability %d.%d\n", cp->hw.name, cp->hw.desc, cp->hw.sm_count, cp->hw.cc_major,
              cp->hw.cc_minor);
   double total = 0;
-  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
-  int64_t *shape = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
-  int64_t *strides = xcalloc((size_t)p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
-  char err[256];
-  bool have = sz && cuplan_bind_shapes(p, sz, ext, shape, strides, err, sizeof err);
+  /* the sizes bound once (extents.c); sizes that do not evaluate describe every shape */
+  bool have = x && x->ok;
+  const EvalSizes *sz = x ? &x->sz : NULL;
   for (int k = 0; k < cp->nk; k++) {
     const CK *ck = &cp->k[k];
     describe_kernel(cp, ck, out);
     if (!have) continue;
     Launch L;
     const char *force = cp->be ? cp->be->force : NULL;
-    cuplan_kernel(cp, ck, ext, shape, strides, force, cp->be ? cp->be->force_splits : 0, &L);
+    cuplan_kernel(cp, ck, x->ext, x->shape, x->strides, force, cp->be ? cp->be->force_splits : 0, &L);
     if (L.skip) {
       buf_puts(out, "  this shape: nothing to compute\n");
       continue;
@@ -524,8 +494,5 @@ double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Bu
     total += t;
   }
   if (have) buf_printf(out, "predicted total: %.4f ms\n", total * 1e3);
-  free(ext);
-  free(shape);
-  free(strides);
   return total;
 }

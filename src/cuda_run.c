@@ -344,25 +344,21 @@ static size_t slot_bytes(const Program *p, int slot, const int64_t *shape) {
   return n;
 }
 
-int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs, char *err, size_t errlen) {
+int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const Extents *x, Tensor **outs, char *err, size_t errlen) {
   const Program *p = cp->p;
   int ns = p->nslots;
   int status = 1;
   CUresult rc;
   cuload_drv.cuCtxSetCurrent(be->ctx);
-  int64_t *ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
-  int64_t *shape = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
-  int64_t *strides = xcalloc((size_t)ns * DYN_MAX_RANK + 1, sizeof(int64_t));
+  /* the sizes bound once for every back end (extents.c) */
+  const EvalSizes *sizes = &x->sz;
+  const int64_t *ext = x->ext, *shape = x->shape, *strides = x->strides;
   CUdeviceptr *dp = xcalloc((size_t)ns + 1, sizeof(CUdeviceptr));
   size_t *db = xcalloc((size_t)ns + 1, sizeof(size_t));
   Launch *L = xcalloc((size_t)cp->nk + 1, sizeof(Launch));
   uint64_t *words = NULL;
   CUdeviceptr errp = 0, ws = 0;
   size_t ws_bytes = 0;
-  if (!cuplan_bind_shapes(p, sizes, ext, shape, strides, err, errlen)) {
-    status = -1;
-    goto out;
-  }
   for (int i = 0; i < ns && status == 1; i++) {
     if (!cp->buf[i]) continue;
     db[i] = slot_bytes(p, i, shape);
@@ -474,9 +470,6 @@ out:
   dev_free(be, ws, ws_bytes);
   free(words);
   free(L);
-  free(ext);
-  free(shape);
-  free(strides);
   free(dp);
   free(db);
   return status;

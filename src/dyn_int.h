@@ -467,6 +467,8 @@ int op_arity(OpKind op);
 int op_prec(OpKind op);                    /* binding strength, for printing (ops.def) */
 OpClass op_class(OpKind op);
 bool op_from_name(const char *s, OpKind *out);        /* math functions by name */
+/* (poly.c) a op b as a polynomial, for op among + - * / % (any other is taken as %). */
+const Poly *poly_op(PolyCtx *c, OpKind op, const Poly *a, const Poly *b);
 
 typedef enum { RED_SUM, RED_MAX, RED_MIN, RED_PROD } RedOp;
 const char *red_name(RedOp r);                        /* "sum" */
@@ -598,6 +600,8 @@ typedef struct Compiled {
   void *gpu;                    /* the GPU back end's (CudaProgram) */
   void *view;                   /* the CPU back end's for a model this CPU cannot run, which
                                    :sched and :code show (CpuProgram) */
+  struct Extents *bound;        /* the last call's sizes bound to prog (extents.c), kept
+                                   while they repeat */
 } Compiled;
 
 typedef struct Func {
@@ -634,6 +638,7 @@ typedef struct SemaEnv {
 /* Check a function definition.  On success returns a Func that owns `arena` (the arena the
  * declaration was parsed into); on error returns NULL and the arena stays the caller's. */
 Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d);
+/* (sema_prove.c) Whether a fact holds at these values of its sides; its operator printed. */
 bool fact_holds(const Fact *f, int64_t lhs, int64_t rhs);
 const char *cmp_name(CmpOp c);
 
@@ -808,6 +813,28 @@ void eval_extent_error(const Program *p, int axis, const char *why, char *err, s
 bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 
+/* ---- extents.c: a call's sizes bound to its program, once for every back end ------------- */
+
+/* What a program is at one set of sizes.  The arrays live in mem, which the record owns. */
+typedef struct Extents {
+  const Program *p;
+  EvalSizes sz;                 /* the size variables (names and values, copied) */
+  int64_t *ext;                 /* per axis, its extent */
+  int64_t *shape;               /* per slot, DYN_MAX_RANK: every dimension of its type */
+  int64_t *strides;             /* per slot, DYN_MAX_RANK: C order over shape (saturating) */
+  int64_t *szv;                 /* per KExpr id, the value of a size a kernel reads */
+  bool ok;                      /* all of it evaluated; else err says the first that did not
+                                   (what failed is 0) */
+  char err[256];
+  void *mem; size_t cap;
+} Extents;
+/* Bind p at sz into x (zeroed at first, then reused): nothing is evaluated again when p,
+ * the names and the values are those x holds.  Returns x->ok. */
+bool extents_bind(Extents *x, const Program *p, const EvalSizes *sz);
+/* The program's work at these extents, in loop iterations (an empty axis counts 1). */
+double extents_work(const Extents *x);
+void extents_free(Extents *x);                  /* its storage; x is zeroed (NULL-safe) */
+
 /* ---- cpu.c, cpu_rt.c, cpu_sched.c: the compiled CPU back end (LLVM) ---------------------- */
 
 /* One per session: the JIT, the thread pool, the contraction engines.  NULL with a message
@@ -831,15 +858,16 @@ void cpu_program_free(CpuProgram *cp);
 double cpu_program_compile_ms(const CpuProgram *cp);
 /* :code NAME llvm|asm */
 bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen);
-/* Run: 1 done; 0 the code detected a run-time error (out-of-bounds access, division by
- * zero) -- the caller re-runs the reference evaluator for the exact message; -1 a failure
- * described in err (allocation, interrupt). */
-int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+/* Run at the sizes bound in x (x->ok: the caller says a binding that failed): 1 done; 0 the
+ * code detected a run-time error (out-of-bounds access, division by zero) -- the caller
+ * re-runs the reference evaluator for the exact message; -1 a failure described in err
+ * (allocation, interrupt). */
+int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, Tensor **outs,
             volatile int *interrupt, char *err, size_t errlen);
 
-/* The schedule of each kernel as :sched shows it; with sizes (sz non-NULL) the choices for
- * that shape and the predicted seconds, which are returned. */
-double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const EvalSizes *sz, int threads, Buf *out);
+/* The schedule of each kernel as :sched shows it; with sizes (x non-NULL, bound by
+ * extents.c) the choices for that shape and the predicted seconds, which are returned. */
+double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out);
 
 /* Measure the f32 micro-kernel's peak GFLOP/s on one thread and on all (dyn --calibrate). */
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen);
@@ -956,17 +984,18 @@ const char *cuda_program_source(const CudaProgram *cp);
 double cuda_program_compile_ms(const CudaProgram *cp);
 /* :code NAME cuda|ptx; ptx is compiled with NVRTC when needed (no device needed). */
 bool cuda_program_code(CudaProgram *cp, const char *what, Buf *out, char *err, size_t errlen);
-/* Run on host tensors, copied to the device and back; outs receives new tensors.  1 done; 0
+/* Run on host tensors at the sizes bound in x (x->ok), copied to the device and back; outs
+ * receives new tensors.  1 done; 0
  * the code detected a run-time error (out-of-bounds access, division by zero): the caller
  * re-runs the reference evaluator for the message; -1 a failure described in err. */
-int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+int cuda_run(CudaBackend *be, CudaProgram *cp, Tensor **inputs, const Extents *x, Tensor **outs,
              char *err, size_t errlen);
 /* Milliseconds the kernels of the last cuda_run took on the device (CUDA events). */
 double cuda_last_ms(const CudaBackend *be);
-/* The schedule as :sched shows it: per kernel the levels, tiles and variants; with sizes (sz
+/* The schedule as :sched shows it: per kernel the levels, tiles and variants; with sizes (x
  * non-NULL) the variant each kernel runs, its launch, and the predicted seconds (returned).
  * pc gives the cost formulas of the kernels that are not contractions. */
-double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const EvalSizes *sz, Buf *out);
+double cuda_describe(const CudaProgram *cp, PolyCtx *pc, const Extents *x, Buf *out);
 /* The contraction model on hw, for tests and :sched: the tile, split of K and predicted time
  * it picks for `batch` products of m x k by k x n with math asked for. */
 typedef struct CudaGemmPlan {

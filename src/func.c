@@ -17,6 +17,8 @@ void func_free_code(Func *f) {
 void func_free(Func *f) {
   if (!f) return;
   func_free_code(f);
+  extents_free(f->code.bound);
+  free(f->code.bound);
   lower_free(f->code.prog);
   free(f->shapes);
   arena_free(f->arena);          /* the Func itself lives in its arena */

@@ -195,13 +195,7 @@ static const Poly *expr_poly(L *l, Inst *in, const Expr *x) {
   case EX_UNARY: return poly_neg(l->pc, expr_poly(l, in, x->args[0]));
   case EX_BINARY: {
     const Poly *a = expr_poly(l, in, x->args[0]), *b = expr_poly(l, in, x->args[1]);
-    switch (x->op) {
-    case OP_ADD: return poly_add(l->pc, a, b);
-    case OP_SUB: return poly_sub(l->pc, a, b);
-    case OP_MUL: return poly_mul(l->pc, a, b);
-    case OP_DIV: return poly_div(l->pc, a, b);
-    default: return poly_mod(l->pc, a, b);
-    }
+    return poly_op(l->pc, x->op, a, b);
   }
   case EX_CALL: {
     const Poly *a = expr_poly(l, in, x->args[0]), *b = expr_poly(l, in, x->args[1]);

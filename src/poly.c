@@ -554,6 +554,18 @@ const Poly *poly_mod(PolyCtx *c, const Poly *a, const Poly *b) {
   return mod_pos(c, a, d);
 }
 
+/* a op b for the operators a size may use, + - * / and % (any other is %): the one mapping
+ * of the language's operators to polynomials, for the checker and the lowering. */
+const Poly *poly_op(PolyCtx *c, OpKind op, const Poly *a, const Poly *b) {
+  switch (op) {
+  case OP_ADD: return poly_add(c, a, b);
+  case OP_SUB: return poly_sub(c, a, b);
+  case OP_MUL: return poly_mul(c, a, b);
+  case OP_DIV: return poly_div(c, a, b);
+  default: return poly_mod(c, a, b);
+  }
+}
+
 /* ---- min and max ---- */
 
 static const Poly *min_max(PolyCtx *c, bool is_max, const Poly *a, const Poly *b) {

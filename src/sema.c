@@ -9,96 +9,18 @@
  * Element types never mix silently.  Literals, sizes and indices are "weak": they take the
  * type of the other operand (an integer converts to a float where a float is needed); what
  * stays weak defaults to f32 (floats) or i64 (integers) at the end of a definition.
+ *
+ * This file drives the two passes; the proofs are sema_prove.c's, the rewriting of views
+ * sema_view.c's, the names in scope and the reports sema_scope.c's, and the state they share
+ * is in sema_int.h.
  */
 #include "config.h"
-#include "dyn_int.h"
+#include "sema_int.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { SYM_TENSOR, SYM_SIZE } SymKind;
-typedef struct Sym {
-  const char *name;
-  SymKind kind;
-  Type type;
-  Span span;
-} Sym;
-
-typedef struct Idx {
-  const char *name;
-  Span span;
-  const Poly *ext;        /* the range [0, ext), once inferred */
-  Span ext_span;          /* where it was inferred */
-  const char *ext_what;   /* "dimension 1 of X" */
-  const Poly *lo, *hi;    /* bounds used by proofs, narrowed inside where(...) branches */
-  bool given;             /* sum[k < N/2]: the range is written, accesses are only checked */
-  const char *bare_of;    /* the range is all of dimension bare_dim of this tensor, from */
-  int bare_dim;           /* the bare subscript at ext_span (for the hint towards slices) */
-} Idx;
-
-#define MAX_IDX 64
-
-typedef VEC(Fact) FactVec;
-
-typedef struct S {
-  const SemaEnv *env;
-  PolyCtx *pc;
-  Arena *a;
-  Diags *d;
-  const char *fname;
-  VEC(Sym) syms;
-  VEC(SizeVar) sizes;
-  VEC(const Poly *) facts;    /* polynomials known to be >= 0 */
-  Fact *ufacts; int nufacts;
-  FactVec vfacts;             /* conditions of views, checked at every call (Fact.what) */
-  Idx idx[MAX_IDX];
-  int nidx;
-  bool err;
-  const Expr *scan_ok;        /* the scan that is the definition's whole right-hand side */
-} S;
-
 /* ---- small helpers ---- */
-
-const char *cmp_name(CmpOp c) {
-  static const char *n[] = {"==", "!=", "<", "<=", ">", ">="};
-  return n[c];
-}
-
-bool fact_holds(const Fact *f, int64_t l, int64_t r) {
-  switch (f->cmp) {
-  case CMP_EQ: return l == r;
-  case CMP_NE: return l != r;
-  case CMP_LT: return l < r;
-  case CMP_LE: return l <= r;
-  case CMP_GT: return l > r;
-  case CMP_GE: return l >= r;
-  }
-  return false;
-}
-
-static const char *tstr(S *s, const Type *t) {
-  Buf b = {0};
-  type_str(t, &b);
-  const char *r = arena_strndup(s->a, b.s, b.len);
-  buf_free(&b);
-  return r;
-}
-
-static const char *pstr(S *s, const Poly *p) {
-  Buf b = {0};
-  poly_str(p, &b);
-  const char *r = arena_strndup(s->a, b.s, b.len);
-  buf_free(&b);
-  return r;
-}
-
-static const char *estr(S *s, const Expr *e) {
-  Buf b = {0};
-  parse_print_expr(e, &b);
-  const char *r = arena_strndup(s->a, b.s, b.len);
-  buf_free(&b);
-  return r;
-}
 
 static const char *where_str(S *s, Span sp) {
   int l, c;
@@ -106,131 +28,24 @@ static const char *where_str(S *s, Span sp) {
   return arena_printf(s->a, "%s:%d:%d", sp.src ? sp.src->name : "?", l, c);
 }
 
-static Diag *err(S *s, Span at, DiagId id, ...) {
-  va_list ap;
-  va_start(ap, id);
-  Diag *dg = diag_reportv(s->d, at, id, ap);
-  va_end(ap);
-  if (dg->level == DIAG_ERROR) s->err = true;
-  return dg;
-}
-
-static Sym *find_sym(S *s, const char *name) {
-  for (int i = s->syms.n - 1; i >= 0; i--)
-    if (!strcmp(s->syms.a[i].name, name)) return &s->syms.a[i];
-  return NULL;
-}
-
-static Idx *find_idx(S *s, const char *name) {
-  for (int i = s->nidx - 1; i >= 0; i--)
-    if (!strcmp(s->idx[i].name, name)) return &s->idx[i];
-  return NULL;
-}
-
-/* An unknown name, with "did you mean 'NAME'?" when one name is clearly nearest: among the
- * tensors, sizes and indices in scope for a value (E_UNDEFINED), the sizes for a dimension
- * (E_UNBOUND_SIZE), the session's and the math functions for a call (E_UNDEFINED_FN). */
-static void undefined(S *s, Span at, DiagId id, const char *name) {
-  Diag *dg = id == E_UNBOUND_SIZE ? err(s, at, id, name, name) : err(s, at, id, name);
-  Suggest sg;
-  suggest_init(&sg, name);
-  if (id == E_UNDEFINED_FN) {
-    for (int i = OP_EXP; i < OP__COUNT; i++) suggest_add(&sg, op_name((OpKind)i));
-    if (s->env->each_fn) s->env->each_fn(s->env->env, suggest_add_cb, &sg);
-  } else {
-    for (int i = 0; i < s->syms.n; i++)
-      if (id == E_UNDEFINED || s->syms.a[i].kind == SYM_SIZE) suggest_add(&sg, s->syms.a[i].name);
-    for (int i = 0; i < s->nidx && id == E_UNDEFINED; i++) suggest_add(&sg, s->idx[i].name);
-    if (id == E_UNDEFINED && s->env->each_var) s->env->each_var(s->env->env, suggest_add_cb, &sg);
-  }
-  const char *best = suggest_best(&sg);
-  if (best) diag_note(dg, (Span){0}, "did you mean '%s'?", best);
-}
-
-/* ---- sizes: dimension expressions to polynomials ---- */
-
-/* Convert a size expression.  bind: a lone unknown name becomes a new size variable (only
- * for parameter types in the first pass).  Returns NULL after reporting. */
-static const Poly *dim_poly(S *s, Expr *e, bool quiet) {
-  switch (e->kind) {
-  case EX_NUM:
-    if (e->is_int) return poly_const(s->pc, e->ival);
-    break;
-  case EX_NAME: {
-    Sym *y = find_sym(s, e->name);
-    if (y && y->kind == SYM_SIZE) return poly_var(s->pc, e->name);
-    Idx *ix = find_idx(s, e->name);
-    if (ix) return poly_var(s->pc, e->name);
-    if (!quiet) {
-      if (y) err(s, e->span, E_BAD_DIM, arena_printf(s->a, "the tensor '%s'", e->name));
-      else undefined(s, e->span, E_UNBOUND_SIZE, e->name);
-    }
-    return NULL;
-  }
-  case EX_UNARY:
-    if (e->op == OP_NEG) {
-      const Poly *x = dim_poly(s, e->args[0], quiet);
-      return x ? poly_neg(s->pc, x) : NULL;
-    }
-    break;
-  case EX_BINARY: {
-    OpKind op = e->op;
-    if (op != OP_ADD && op != OP_SUB && op != OP_MUL && op != OP_DIV && op != OP_MOD) break;
-    const Poly *l = dim_poly(s, e->args[0], quiet);
-    const Poly *r = l ? dim_poly(s, e->args[1], quiet) : NULL;
-    if (!r) return NULL;
-    int64_t rv;
-    if ((op == OP_DIV || op == OP_MOD) && poly_is_const(r, &rv) && rv == 0) {
-      if (!quiet) err(s, e->span, E_BAD_DIM, "a division by zero");
-      return NULL;
-    }
-    switch (op) {
-    case OP_ADD: return poly_add(s->pc, l, r);
-    case OP_SUB: return poly_sub(s->pc, l, r);
-    case OP_MUL: return poly_mul(s->pc, l, r);
-    case OP_DIV: return poly_div(s->pc, l, r);
-    default: return poly_mod(s->pc, l, r);
-    }
-  }
-  case EX_CALL:
-    if ((!strcmp(e->name, "min") || !strcmp(e->name, "max")) && e->nargs == 2) {
-      const Poly *l = dim_poly(s, e->args[0], quiet);
-      const Poly *r = l ? dim_poly(s, e->args[1], quiet) : NULL;
-      if (!r) return NULL;
-      return e->name[1] == 'i' ? poly_min(s->pc, l, r) : poly_max(s->pc, l, r);
-    }
-    break;
-  default:
-    break;
-  }
-  if (!quiet) err(s, e->span, E_BAD_DIM, arena_printf(s->a, "'%s'", estr(s, e)));
-  return NULL;
-}
-
 static bool type_from_expr(S *s, TypeExpr *te, Type *out) {
   if (te->kind != TY_TENSOR) {
-    err(s, te->span, E_BAD_TYPE, te->kind == TY_SIZE ? "'size'" : "a tuple");
+    scope_err(s, te->span, E_BAD_TYPE, te->kind == TY_SIZE ? "'size'" : "a tuple");
     return false;
   }
   memset(out, 0, sizeof *out);
   out->elem = te->elem;
   out->rank = te->ndims;
   for (int i = 0; i < te->ndims; i++) {
-    out->dims[i] = dim_poly(s, te->dims[i], false);
+    out->dims[i] = scope_dim_poly(s, te->dims[i], false);
     if (!out->dims[i]) return false;
     int64_t v;
     if (poly_is_const(out->dims[i], &v) && v < 0) {
-      err(s, te->dims[i]->span, E_NEG_DIM, i, (long long)v);
+      scope_err(s, te->dims[i]->span, E_NEG_DIM, i, (long long)v);
       return false;
     }
   }
   return true;
-}
-
-static void assume(S *s, const Poly *l, CmpOp c, const Poly *r);
-
-static bool nonneg(S *s, const Poly *p) {
-  return poly_nonneg(s->pc, p, s->facts.a, s->facts.n);
 }
 
 /* ---- typing ---- */
@@ -259,7 +74,7 @@ static Expr *coerce(S *s, Expr *e, DynElem to) {
     if (e->is_int && to == DYN_I32 && (e->ival > INT32_MAX || e->ival < INT32_MIN)) {
       char lit[32];
       snprintf(lit, sizeof lit, "%lld", (long long)e->ival);
-      err(s, e->span, E_INT_TYPE_RANGE, lit, elem_name(to));
+      scope_err(s, e->span, E_INT_TYPE_RANGE, lit, elem_name(to));
     }
     e->ty = to;
     e->weak = false;
@@ -303,14 +118,14 @@ static bool unify(S *s, Expr *op, Expr **l, Expr **r, bool want_float) {
   Expr *a = *l, *b = *r;
   if (a->ty == DYN_BOOL || b->ty == DYN_BOOL) {
     Expr *bad = a->ty == DYN_BOOL ? a : b;
-    err(s, bad->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(op->op)), "numbers", "bool");
+    scope_err(s, bad->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(op->op)), "numbers", "bool");
     return false;
   }
   if (!a->weak && !b->weak) {
     if (a->ty != b->ty) {
       DynElem wide = elem_size(a->ty) >= elem_size(b->ty) ? a->ty : b->ty;
       if (elem_is_float(a->ty) != elem_is_float(b->ty)) wide = elem_is_float(a->ty) ? a->ty : b->ty;
-      err(s, op->span, E_TYPE_MIX, elem_name(a->ty), elem_name(b->ty), elem_name(wide));
+      scope_err(s, op->span, E_TYPE_MIX, elem_name(a->ty), elem_name(b->ty), elem_name(wide));
       return false;
     }
     op->ty = a->ty;
@@ -321,7 +136,7 @@ static bool unify(S *s, Expr *op, Expr **l, Expr **r, bool want_float) {
   } else {
     Expr *strong = a->weak ? b : a, *weak = a->weak ? a : b;
     if (elem_is_float(weak->ty) && !elem_is_float(strong->ty)) {
-      err(s, op->span, E_TYPE_MIX, elem_name(strong->ty), "a float literal", "f32");
+      scope_err(s, op->span, E_TYPE_MIX, elem_name(strong->ty), "a float literal", "f32");
       return false;
     }
     op->ty = strong->ty;
@@ -331,7 +146,7 @@ static bool unify(S *s, Expr *op, Expr **l, Expr **r, bool want_float) {
     if (op->weak) {
       op->ty = DYN_F32;               /* 2 ** i: weak ints become a weak float */
     } else {
-      err(s, op->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(op->op)), "floats",
+      scope_err(s, op->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(op->op)), "floats",
           elem_name(op->ty));
       return false;
     }
@@ -343,233 +158,20 @@ static bool unify(S *s, Expr *op, Expr **l, Expr **r, bool want_float) {
   return true;
 }
 
-/* ---- bounds ---- */
-
-/* A subscript as a polynomial in sizes and indices, or NULL if it is not one. */
-static const Poly *sub_poly(S *s, Expr *e) {
-  switch (e->kind) {
-  case EX_NUM:
-    return e->is_int ? poly_const(s->pc, e->ival) : NULL;
-  case EX_NAME:
-    return (e->res == RES_INDEX || e->res == RES_SIZE) ? poly_var(s->pc, e->name) : NULL;
-  case EX_CAST:
-    return NULL;
-  case EX_UNARY:
-    if (e->op == OP_NEG) {
-      const Poly *x = sub_poly(s, e->args[0]);
-      return x ? poly_neg(s->pc, x) : NULL;
-    }
-    return NULL;
-  case EX_BINARY: {
-    if (e->op != OP_ADD && e->op != OP_SUB && e->op != OP_MUL && e->op != OP_DIV && e->op != OP_MOD)
-      return NULL;
-    const Poly *l = sub_poly(s, e->args[0]), *r = l ? sub_poly(s, e->args[1]) : NULL;
-    if (!r) return NULL;
-    int64_t v;
-    if ((e->op == OP_DIV || e->op == OP_MOD) && (!poly_is_const(r, &v) || v <= 0)) return NULL;
-    switch (e->op) {
-    case OP_ADD: return poly_add(s->pc, l, r);
-    case OP_SUB: return poly_sub(s->pc, l, r);
-    case OP_MUL: return poly_mul(s->pc, l, r);
-    case OP_DIV: return poly_div(s->pc, l, r);
-    default: return poly_mod(s->pc, l, r);
-    }
-  }
-  default:
-    return NULL;
-  }
-}
-
-/* The least and greatest value of p over the index ranges in scope.  False if p is not
- * affine in the indices (or a coefficient's sign is unknown). */
-static bool extremes(S *s, const Poly *p, const Poly **lo, const Poly **hi) {
-  const Poly *pl = p, *ph = p;
-  for (int i = s->nidx - 1; i >= 0; i--) {
-    Idx *ix = &s->idx[i];
-    if (find_idx(s, ix->name) != ix || !ix->ext) continue;   /* shadowed */
-    const char *v = ix->name;
-    const Poly *cl, *rl, *ch, *rh;
-    if (!poly_affine_in(s->pc, pl, v, &cl, &rl) || !poly_affine_in(s->pc, ph, v, &ch, &rh))
-      return false;
-    const Poly *one = poly_const(s->pc, 1);
-    const Poly *ilo = ix->lo, *ihi = poly_sub(s->pc, ix->hi, one);
-    int64_t c;
-    bool cl_pos, ch_pos;
-    if (poly_is_const(cl, &c)) cl_pos = c >= 0;
-    else if (nonneg(s, cl)) cl_pos = true;
-    else if (nonneg(s, poly_neg(s->pc, cl))) cl_pos = false;
-    else return false;
-    if (poly_is_const(ch, &c)) ch_pos = c >= 0;
-    else if (nonneg(s, ch)) ch_pos = true;
-    else if (nonneg(s, poly_neg(s->pc, ch))) ch_pos = false;
-    else return false;
-    pl = poly_add(s->pc, poly_mul(s->pc, cl, cl_pos ? ilo : ihi), rl);
-    ph = poly_add(s->pc, poly_mul(s->pc, ch, ch_pos ? ihi : ilo), rh);
-  }
-  *lo = pl;
-  *hi = ph;
-  return true;
-}
-
-/* Prove an access in bounds, else report (definitely out: error; unknown: warning and a
- * run-time check). */
-/* After "X[i + 1] is out of bounds" where a bare subscript Z[i] gave i all of an axis: the
- * user meant part of it, and a slice of Z says so (`X[i + 0]` once did, unexplained).  over:
- * how far past the last element the access reaches (> 0), or under: how far before 0. */
-static const Expr *index_in(S *s, const Expr *e);
-
-static void slice_hint(S *s, Diag *dg, const Expr *sub, int64_t over, int64_t under) {
-  const Expr *iname = index_in(s, sub);
-  Idx *ix = iname ? find_idx(s, iname->name) : NULL;
-  Sym *z = ix && ix->bare_of ? find_sym(s, ix->bare_of) : NULL;
-  if (!z || z->kind != SYM_TENSOR || ix->bare_dim >= z->type.rank) return;
-  diag_note(dg, ix->ext_span, "'%s' ranges over all of dimension %d of %s (%s) because it is a whole subscript here",
-            ix->name, ix->bare_dim, z->name, pstr(s, ix->ext));
-  Buf b = {0};
-  buf_printf(&b, "%s[", z->name);
-  for (int d = 0; d < z->type.rank; d++) {
-    const Poly *lo = poly_const(s->pc, 0), *hi = z->type.dims[d];
-    if (d == ix->bare_dim) {
-      if (over > 0) hi = poly_sub(s->pc, hi, poly_const(s->pc, over));
-      else lo = poly_const(s->pc, under);
-    }
-    buf_printf(&b, "%s%s:%s", d ? ", " : "", pstr(s, lo), pstr(s, hi));
-  }
-  diag_note(dg, (Span){0}, "to use part of the axis, index a slice of %s instead, such as %s]", z->name, b.s);
-  buf_free(&b);
-}
-
-/* A subscript that is an element of an integer tensor, X[I[m]]: a gather, checked at run
- * time by design (the value is data, which no proof can know), so without W_RUNTIME_CHECK. */
-static bool data_subscript(const Expr *sub) {
-  while (sub->kind == EX_CAST && sub->nargs == 1) sub = sub->args[0];
-  return sub->kind == EX_INDEX;
-}
-
-static void prove_access(S *s, Expr *e, const Type *t) {
-  bool checked = false, warn = false;
-  for (int k = 0; k < e->nargs && k < t->rank; k++) {
-    Expr *sub = e->args[k];
-    if (sub->kind == EX_NAME && sub->res == RES_INDEX) {
-      Idx *ix = find_idx(s, sub->name);
-      if (ix && ix->ext == t->dims[k] && ix->lo == poly_const(s->pc, 0) && ix->hi == ix->ext)
-        continue;
-    }
-    const Poly *p = sub_poly(s, sub), *lo, *hi;
-    /* x % c with a constant c > 0 and x >= 0 lies in [0, c - 1], whatever x is */
-    if (sub->kind == EX_BINARY && sub->op == OP_MOD && sub->args[1]->kind == EX_NUM && sub->args[1]->is_int &&
-        sub->args[1]->ival > 0) {
-      const Poly *xp = sub_poly(s, sub->args[0]), *xl, *xh;
-      if (xp && extremes(s, xp, &xl, &xh) && nonneg(s, xl)) {
-        lo = poly_const(s->pc, 0);
-        hi = poly_const(s->pc, sub->args[1]->ival - 1);
-        p = NULL;
-        const Poly *room = poly_sub(s->pc, poly_sub(s->pc, t->dims[k], poly_const(s->pc, 1)), hi);
-        if (nonneg(s, room)) continue;
-      }
-    }
-    if (!p || !extremes(s, p, &lo, &hi)) {
-      checked = true;
-      warn = warn || !data_subscript(sub);
-      continue;
-    }
-    /* The access happens only when every range in scope is non-empty. */
-    int saved = s->facts.n;
-    const Poly *one = poly_const(s->pc, 1);
-    for (int i = 0; i < s->nidx; i++) {
-      Idx *ix = &s->idx[i];
-      if (!ix->ext) continue;
-      vec_push(s->facts, poly_sub(s->pc, poly_sub(s->pc, ix->hi, ix->lo), one));
-      if (ix->hi != ix->ext)           /* narrowed by a where: its whole range is non-empty too */
-        vec_push(s->facts, poly_sub(s->pc, ix->ext, one));
-    }
-    const Poly *room = poly_sub(s->pc, poly_sub(s->pc, t->dims[k], one), hi);
-    bool ok_lo = nonneg(s, lo), ok_hi = nonneg(s, room);
-    s->facts.n = saved;
-    if (ok_lo && ok_hi) continue;
-    int64_t v;
-    if (!ok_hi && poly_is_const(room, &v) && v < 0) {
-      Diag *dg = err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, hi), k, e->name, pstr(s, t->dims[k]));
-      slice_hint(s, dg, sub, -v, 0);
-      return;
-    }
-    if (!ok_lo && poly_is_const(lo, &v) && v < 0) {
-      Diag *dg = err(s, e->span, E_OUT_OF_BOUNDS, estr(s, e), k, pstr(s, lo), k, e->name, pstr(s, t->dims[k]));
-      slice_hint(s, dg, sub, 0, -v);
-      return;
-    }
-    checked = warn = true;
-  }
-  e->checked = checked;
-  if (warn) err(s, e->span, W_RUNTIME_CHECK, estr(s, e));
-}
-
-/* Narrow index bounds from a condition (taken when `positive`, else its negation). */
-static void refine(S *s, Expr *c, bool positive) {
-  if (c->kind == EX_BINARY && c->op == OP_AND && positive) {
-    refine(s, c->args[0], true);
-    refine(s, c->args[1], true);
-    return;
-  }
-  if (c->kind == EX_BINARY && c->op == OP_OR && !positive) {
-    refine(s, c->args[0], false);
-    refine(s, c->args[1], false);
-    return;
-  }
-  if (c->kind == EX_UNARY && c->op == OP_NOT) {
-    refine(s, c->args[0], !positive);
-    return;
-  }
-  if (c->kind != EX_BINARY) return;
-  OpKind op = c->op;
-  if (op != OP_LT && op != OP_LE && op != OP_GT && op != OP_GE) return;
-  Expr *l = c->args[0], *r = c->args[1];
-  if (!(l->kind == EX_NAME && l->res == RES_INDEX)) {
-    if (!(r->kind == EX_NAME && r->res == RES_INDEX)) return;
-    Expr *t = l; l = r; r = t;          /* E < i  is  i > E */
-    op = op == OP_LT ? OP_GT : op == OP_LE ? OP_GE : op == OP_GT ? OP_LT : OP_LE;
-  }
-  if (!positive) op = op == OP_LT ? OP_GE : op == OP_LE ? OP_GT : op == OP_GT ? OP_LE : OP_LT;
-  Idx *ix = find_idx(s, l->name);
-  const Poly *b = sub_poly(s, r);
-  if (!ix || !b) return;
-  const char *vars[16];
-  int nv = poly_vars(b, vars, 16);
-  for (int i = 0; i < nv; i++)
-    if (find_idx(s, vars[i])) return;      /* bounds in terms of other indices: not used */
-  const Poly *one = poly_const(s->pc, 1);
-  /* Both the range and the condition hold in the branch.  A condition provably looser
-   * than the bound in force (i <= N over i < N) must not replace it, or an access the
-   * range keeps in bounds would be "proved" out of bounds; otherwise the condition's
-   * bound is taken (when the two cannot be compared, both are true: either will do). */
-  const Poly *nb;
-  switch (op) {
-  case OP_LT:
-  case OP_LE:
-    nb = op == OP_LT ? b : poly_add(s->pc, b, one);
-    if (!nonneg(s, poly_sub(s->pc, nb, ix->hi))) ix->hi = nb;
-    break;
-  default:
-    nb = op == OP_GE ? b : poly_add(s->pc, b, one);
-    if (!nonneg(s, poly_sub(s->pc, ix->lo, nb))) ix->lo = nb;
-    break;
-  }
-}
-
 /* ---- range inference (first pass over a definition) ---- */
 
 static bool push_idx(S *s, const char *name, Span sp) {
-  Sym *y = find_sym(s, name);
+  Sym *y = scope_find_sym(s, name);
   if (y) {
-    err(s, sp, E_INDEX_SHADOWS, name, y->kind == SYM_SIZE ? "size" : "tensor");
+    scope_err(s, sp, E_INDEX_SHADOWS, name, y->kind == SYM_SIZE ? "size" : "tensor");
     return false;
   }
-  if (find_idx(s, name)) {
-    err(s, sp, E_DUP_INDEX, name);
+  if (scope_find_idx(s, name)) {
+    scope_err(s, sp, E_DUP_INDEX, name);
     return false;
   }
   if (s->nidx == MAX_IDX) {
-    err(s, sp, E_TOO_DEEP);
+    scope_err(s, sp, E_TOO_DEEP);
     return false;
   }
   Idx *ix = &s->idx[s->nidx++];
@@ -590,26 +192,16 @@ static void set_ext(S *s, Idx *ix, const Poly *ext, Span at, const char *what) {
   } else if (ix->ext != ext && ix->name[0] == '_' && ix->name[1] && strspn(ix->name + 1, "0123456789") == strlen(ix->name + 1)) {
     /* an index the REPL made up for a whole-tensor statement (z: f32[3] = x * 2): speak of
      * dimensions, not of '_0' */
-    Diag *dg = err(s, at, E_SIZE_MISMATCH,
-                   arena_printf(s->a, "the shapes disagree: %s is %s but %s says %s", what, pstr(s, ext), ix->ext_what, pstr(s, ix->ext)));
+    Diag *dg = scope_err(s, at, E_SIZE_MISMATCH,
+                   arena_printf(s->a, "the shapes disagree: %s is %s but %s says %s", what, scope_pstr(s, ext), ix->ext_what, scope_pstr(s, ix->ext)));
     diag_note(dg, ix->ext_span, "%s", ix->ext_what);
   } else if (ix->ext != ext) {
-    Diag *dg = err(s, at, E_RANGE_CONFLICT, ix->name,
-                   arena_printf(s->a, "%s (%s)", pstr(s, ext), what),
-                   arena_printf(s->a, "%s (%s)", pstr(s, ix->ext), ix->ext_what),
+    Diag *dg = scope_err(s, at, E_RANGE_CONFLICT, ix->name,
+                   arena_printf(s->a, "%s (%s)", scope_pstr(s, ext), what),
+                   arena_printf(s->a, "%s (%s)", scope_pstr(s, ix->ext), ix->ext_what),
                    where_str(s, ix->ext_span));
-    diag_note(dg, ix->ext_span, "'%s' first ranges over %s here", ix->name, pstr(s, ix->ext));
+    diag_note(dg, ix->ext_span, "'%s' first ranges over %s here", ix->name, scope_pstr(s, ix->ext));
   }
-}
-
-/* The first name in e that is an index in scope, or NULL. */
-static const Expr *index_in(S *s, const Expr *e) {
-  if (e->kind == EX_NAME && find_idx(s, e->name)) return e;
-  for (int i = 0; i < e->nargs; i++) {
-    const Expr *x = index_in(s, e->args[i]);
-    if (x) return x;
-  }
-  return NULL;
 }
 
 static void infer(S *s, Expr *e) {
@@ -617,27 +209,27 @@ static void infer(S *s, Expr *e) {
   /* An undefined name is reported here, as chk would: otherwise the range it could not give
    * would be reported instead ("cannot infer the range of 'i'" for T[i] = Z[i]). */
   if (e->kind == EX_INDEX && e->base) {   /* softmax(X)[0, 1]: a top-level convenience */
-    if (!s->err) err(s, e->span, E_STMT_IN_FN, "indexing the result of a call");
+    if (!s->err) scope_err(s, e->span, E_STMT_IN_FN, "indexing the result of a call");
     return;
   }
   if (e->kind == EX_NAME && e->res == RES_SIZE && e->size) return;   /* view_size */
   if (expr_is_slice(e)) {
-    if (!s->err) err(s, e->span, E_SLICE_PLACE, estr(s, e), estr(s, e));
+    if (!s->err) scope_err(s, e->span, E_SLICE_PLACE, scope_estr(s, e), scope_estr(s, e));
     return;
   }
-  if ((e->kind == EX_INDEX || e->kind == EX_NAME) && !find_sym(s, e->name) &&
-      !(e->kind == EX_NAME && find_idx(s, e->name)) &&
+  if ((e->kind == EX_INDEX || e->kind == EX_NAME) && !scope_find_sym(s, e->name) &&
+      !(e->kind == EX_NAME && scope_find_idx(s, e->name)) &&
       !(e->kind == EX_NAME && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name))) {
-    if (!s->err) undefined(s, e->kind == EX_INDEX ? e->name_span : e->span, E_UNDEFINED, e->name);
+    if (!s->err) scope_undefined(s, e->kind == EX_INDEX ? e->name_span : e->span, E_UNDEFINED, e->name);
     return;
   }
   if (e->kind == EX_INDEX) {
-    Sym *y = find_sym(s, e->name);
+    Sym *y = scope_find_sym(s, e->name);
     if (y && y->kind == SYM_TENSOR) {
       for (int k = 0; k < e->nargs && k < y->type.rank; k++) {
         Expr *sub = e->args[k];
         if (sub->kind == EX_NAME) {
-          Idx *ix = find_idx(s, sub->name);
+          Idx *ix = scope_find_idx(s, sub->name);
           if (ix) set_ext(s, ix, y->type.dims[k], sub->span,
                           arena_printf(s->a, "dimension %d of %s", k, e->name));
           if (ix && !ix->bare_of && ix->ext_span.src == sub->span.src && ix->ext_span.lo == sub->span.lo) {
@@ -649,7 +241,7 @@ static void infer(S *s, Expr *e) {
     }
   }
   if (e->kind == EX_SCAN && e != s->scan_ok) {
-    if (!s->err) err(s, e->span, E_SCAN_PLACE);
+    if (!s->err) scope_err(s, e->span, E_SCAN_PLACE);
     return;
   }
   if (e->kind == EX_REDUCE) {
@@ -663,14 +255,14 @@ static void infer(S *s, Expr *e) {
       if (!e->rbound[i]) continue;
       /* the bound is a size expression: sizes and constants, not indices */
       Idx *ix = &s->idx[base + i];
-      const Expr *inx = index_in(s, e->rbound[i]);
+      const Expr *inx = scope_index_in(s, e->rbound[i]);
       if (inx) {
-        err(s, inx->span, E_BAD_DIM, arena_printf(s->a, "the index '%s'", inx->name));
+        scope_err(s, inx->span, E_BAD_DIM, arena_printf(s->a, "the index '%s'", inx->name));
         return;
       }
       int saved = s->nidx;
       s->nidx = 0;                   /* no index is visible to the bound */
-      const Poly *b = dim_poly(s, e->rbound[i], false);
+      const Poly *b = scope_dim_poly(s, e->rbound[i], false);
       s->nidx = saved;
       if (!b) return;
       ix->ext = ix->hi = b;
@@ -682,7 +274,7 @@ static void infer(S *s, Expr *e) {
     e->rext = arena_alloc(s->a, sizeof(Poly *) * (size_t)e->nridx);
     for (int i = 0; i < e->nridx; i++) {
       if (!s->idx[base + i].ext) {
-        if (!s->err) err(s, e->ridx_span[i], E_RANGE_UNUSED, e->ridx[i]);
+        if (!s->err) scope_err(s, e->ridx_span[i], E_RANGE_UNUSED, e->ridx[i]);
       } else {
         e->rext[i] = s->idx[base + i].ext;
       }
@@ -764,9 +356,9 @@ static void sum_warn_find(S *s, const Expr *red, SumWarn *w) {
     if (uses_any(t[i].e, red)) continue;
     out = binary(s, t[i].neg ? OP_SUB : OP_ADD, out, t[i].e);
     w->at[w->n] = t[i].e->span;
-    w->term[w->n++] = estr(s, t[i].e);
+    w->term[w->n++] = scope_estr(s, t[i].e);
   }
-  w->fix = estr(s, out);
+  w->fix = scope_estr(s, out);
 }
 
 static void sum_warn_report(S *s, const Expr *red, const SumWarn *w) {
@@ -778,7 +370,7 @@ static void sum_warn_report(S *s, const Expr *red, const SumWarn *w) {
     times = poly_mul(s->pc, times, red->rext[i]);
   }
   for (int i = 0; i < w->n; i++) {
-    Diag *dg = err(s, w->at[i], W_SUM_TERM, w->term[i], names.s, pstr(s, times));
+    Diag *dg = scope_err(s, w->at[i], W_SUM_TERM, w->term[i], names.s, scope_pstr(s, times));
     diag_note(dg, (Span){0}, "the body of a sum extends to the end of the expression; to add %s once, end the sum first: %s",
               w->n == 1 ? w->term[i] : "such terms", w->fix);
   }
@@ -790,25 +382,25 @@ static void sum_warn_report(S *s, const Expr *red, const SumWarn *w) {
 static Expr *chk(S *s, Expr *e);
 
 static Expr *chk_index(S *s, Expr *e) {
-  Sym *y = find_sym(s, e->name);
+  Sym *y = scope_find_sym(s, e->name);
   if (!y) {
-    undefined(s, e->name_span, E_UNDEFINED, e->name);
+    scope_undefined(s, e->name_span, E_UNDEFINED, e->name);
     return NULL;
   }
   if (y->kind != SYM_TENSOR) {
-    err(s, e->name_span, E_NOT_TENSOR, e->name, "a size");
+    scope_err(s, e->name_span, E_NOT_TENSOR, e->name, "a size");
     return NULL;
   }
   if (e->nargs != y->type.rank) {
     int r = y->type.rank;
-    err(s, e->span, E_RANK, e->name, r, r == 1 ? "" : "s", e->nargs, e->nargs == 1 ? "" : "s");
+    scope_err(s, e->span, E_RANK, e->name, r, r == 1 ? "" : "s", e->nargs, e->nargs == 1 ? "" : "s");
     return NULL;
   }
   for (int k = 0; k < e->nargs; k++) {
     Expr *sub = chk(s, e->args[k]);
     if (!sub) return NULL;
     if (!elem_is_int(sub->ty) || (sub->weak && elem_is_float(sub->ty))) {
-      err(s, sub->span, E_SUBSCRIPT_TYPE, tyname(sub));
+      scope_err(s, sub->span, E_SUBSCRIPT_TYPE, tyname(sub));
       return NULL;
     }
     e->args[k] = coerce(s, sub, DYN_I64);
@@ -830,7 +422,7 @@ static Expr *chk(S *s, Expr *e) {
     e->ty = DYN_BOOL;
     return e;
   case EX_STR:
-    err(s, e->span, E_TYPE_EXPECTED, "an expression", "a number or a tensor element", "a string");
+    scope_err(s, e->span, E_TYPE_EXPECTED, "an expression", "a number or a tensor element", "a string");
     return NULL;
   case EX_NAME: {
     if (e->res == RES_SIZE && e->size) {     /* a size a view wrote (view_size) */
@@ -838,18 +430,18 @@ static Expr *chk(S *s, Expr *e) {
       e->weak = true;
       return e;
     }
-    Idx *ix = find_idx(s, e->name);
+    Idx *ix = scope_find_idx(s, e->name);
     if (ix) {
       e->res = RES_INDEX;
       e->ty = DYN_I64;
       e->weak = true;
       return e;
     }
-    Sym *y = find_sym(s, e->name);
+    Sym *y = scope_find_sym(s, e->name);
     if (!y) {
       Func *f = s->env->lookup_fn ? s->env->lookup_fn(s->env->env, e->name) : NULL;
-      if (f) err(s, e->span, E_NOT_TENSOR, e->name, "a function");
-      else undefined(s, e->span, E_UNDEFINED, e->name);
+      if (f) scope_err(s, e->span, E_NOT_TENSOR, e->name, "a function");
+      else scope_undefined(s, e->span, E_UNDEFINED, e->name);
       return NULL;
     }
     if (y->kind == SYM_SIZE) {
@@ -860,7 +452,7 @@ static Expr *chk(S *s, Expr *e) {
       return e;
     }
     if (y->type.rank != 0) {
-      err(s, e->span, E_RANK, e->name, y->type.rank, y->type.rank == 1 ? "" : "s", 0, "s");
+      scope_err(s, e->span, E_RANK, e->name, y->type.rank, y->type.rank == 1 ? "" : "s", 0, "s");
       return NULL;
     }
     /* a scalar: an access with no subscripts */
@@ -871,7 +463,7 @@ static Expr *chk(S *s, Expr *e) {
   case EX_INDEX:
     return chk_index(s, e);
   case EX_SLICE:
-    err(s, e->span, E_SLICE_PLACE, estr(s, e), estr(s, e));
+    scope_err(s, e->span, E_SLICE_PLACE, scope_estr(s, e), scope_estr(s, e));
     return NULL;
   case EX_CAST: {
     Expr *a = chk(s, e->args[0]);
@@ -888,14 +480,14 @@ static Expr *chk(S *s, Expr *e) {
     e->args[0] = a;
     if (e->op == OP_NOT) {
       if (a->ty != DYN_BOOL) {
-        err(s, a->span, E_TYPE_EXPECTED, "'not'", "bool", tyname(a));
+        scope_err(s, a->span, E_TYPE_EXPECTED, "'not'", "bool", tyname(a));
         return NULL;
       }
       e->ty = DYN_BOOL;
       return e;
     }
     if (a->ty == DYN_BOOL) {
-      err(s, a->span, E_TYPE_EXPECTED, "'-'", "a number", "bool");
+      scope_err(s, a->span, E_TYPE_EXPECTED, "'-'", "a number", "bool");
       return NULL;
     }
     e->ty = a->ty;
@@ -911,7 +503,7 @@ static Expr *chk(S *s, Expr *e) {
     if (cls == OPK_LOGIC) {
       for (int i = 0; i < 2; i++)
         if (e->args[i]->ty != DYN_BOOL) {
-          err(s, e->args[i]->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(e->op)),
+          scope_err(s, e->args[i]->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", op_name(e->op)),
               "bool operands", tyname(e->args[i]));
           return NULL;
         }
@@ -944,13 +536,13 @@ static Expr *chk(S *s, Expr *e) {
     OpKind op;
     if (!op_from_name(e->name, &op)) {
       Func *f = s->env->lookup_fn ? s->env->lookup_fn(s->env->env, e->name) : NULL;
-      if (f) err(s, e->span, E_STMT_IN_FN, arena_printf(s->a, "a call of '%s' inside an expression (bind it first: T = %s(...))", e->name, e->name));
-      else undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
+      if (f) scope_err(s, e->span, E_STMT_IN_FN, arena_printf(s->a, "a call of '%s' inside an expression (bind it first: T = %s(...))", e->name, e->name));
+      else scope_undefined(s, e->name_span, E_UNDEFINED_FN, e->name);
       return NULL;
     }
     if (e->nargs != op_arity(op)) {
       int n = op_arity(op);
-      err(s, e->span, E_ARG_COUNT, e->name, n, n == 1 ? "" : "s", e->nargs);
+      scope_err(s, e->span, E_ARG_COUNT, e->name, n, n == 1 ? "" : "s", e->nargs);
       return NULL;
     }
     e->is_math = true;
@@ -963,12 +555,12 @@ static Expr *chk(S *s, Expr *e) {
     if (e->nargs == 2) return unify(s, e, &e->args[0], &e->args[1], cls == OPK_FLOAT) ? e : NULL;
     Expr *a = e->args[0];
     if (a->ty == DYN_BOOL) {
-      err(s, a->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", e->name), "a number", "bool");
+      scope_err(s, a->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", e->name), "a number", "bool");
       return NULL;
     }
     if (cls == OPK_FLOAT && !elem_is_float(a->ty)) {
       if (!a->weak) {
-        err(s, a->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", e->name),
+        scope_err(s, a->span, E_TYPE_EXPECTED, arena_printf(s->a, "'%s'", e->name),
             arena_printf(s->a, "a float (convert with f32(...) or f64(...))"), elem_name(a->ty));
         return NULL;
       }
@@ -984,19 +576,19 @@ static Expr *chk(S *s, Expr *e) {
     Expr *c = chk(s, e->args[0]);
     if (!c) return NULL;
     if (c->ty != DYN_BOOL) {
-      err(s, c->span, E_TYPE_EXPECTED, "the condition of where", "bool", tyname(c));
+      scope_err(s, c->span, E_TYPE_EXPECTED, "the condition of where", "bool", tyname(c));
       return NULL;
     }
     e->args[0] = c;
     /* the saved ranges live on the heap: chk recurses as deep as the expression is tall */
     Idx *saved = xmalloc(sizeof(Idx) * (size_t)(s->nidx + 1));
     memcpy(saved, s->idx, sizeof(Idx) * (size_t)s->nidx);
-    refine(s, c, true);
+    prove_refine(s, c, true);
     Expr *a = chk(s, e->args[1]);
     memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
     Expr *b = NULL;
     if (a) {
-      refine(s, c, false);
+      prove_refine(s, c, false);
       b = chk(s, e->args[2]);
       memcpy(s->idx, saved, sizeof(Idx) * (size_t)s->nidx);
     }
@@ -1028,7 +620,7 @@ static Expr *chk(S *s, Expr *e) {
     s->nidx = base;
     if (!b) return NULL;
     if (b->ty == DYN_BOOL) {
-      err(s, e->span, E_REDUCE_BOOL, red_name(e->red));
+      scope_err(s, e->span, E_REDUCE_BOOL, red_name(e->red));
       return NULL;
     }
     if (e->rext) sum_warn_report(s, e, &w);
@@ -1039,13 +631,13 @@ static Expr *chk(S *s, Expr *e) {
   }
   case EX_SCAN: {
     if (e != s->scan_ok) {          /* only the whole right-hand side of a definition */
-      err(s, e->span, E_SCAN_PLACE);
+      scope_err(s, e->span, E_SCAN_PLACE);
       return NULL;
     }
     Expr *b = chk(s, e->args[0]);
     if (!b) return NULL;
     if (b->ty == DYN_BOOL) {
-      err(s, e->span, E_REDUCE_BOOL, "scan");
+      scope_err(s, e->span, E_REDUCE_BOOL, "scan");
       return NULL;
     }
     e->args[0] = b;
@@ -1054,10 +646,10 @@ static Expr *chk(S *s, Expr *e) {
     return e;
   }
   case EX_LIST:
-    err(s, e->span, E_TYPE_EXPECTED, "an element expression", "a number or a tensor element", "a tensor literal");
+    scope_err(s, e->span, E_TYPE_EXPECTED, "an element expression", "a number or a tensor element", "a tensor literal");
     return NULL;
   case EX_TYPE:
-    err(s, e->span, E_TYPE_EXPECTED, "an element expression", "a number or a tensor element", "a type");
+    scope_err(s, e->span, E_TYPE_EXPECTED, "an element expression", "a number or a tensor element", "a type");
     return NULL;
   }
   return NULL;
@@ -1066,9 +658,9 @@ static Expr *chk(S *s, Expr *e) {
 /* ---- statements ---- */
 
 static bool defined(S *s, const char *name, Span sp) {
-  Sym *y = find_sym(s, name);
+  Sym *y = scope_find_sym(s, name);
   if (y) {
-    Diag *dg = err(s, sp, E_REDEFINED, name);
+    Diag *dg = scope_err(s, sp, E_REDEFINED, name);
     diag_note(dg, y->span, "'%s' was defined here", name);
     return true;
   }
@@ -1079,13 +671,13 @@ static bool defined(S *s, const char *name, Span sp) {
 static bool bare_tensors(S *s, Expr *e, Type **shape, Expr **first) {
   if (e->kind == EX_REDUCE) return true;
   if (e->kind == EX_NAME) {
-    Sym *y = find_sym(s, e->name);
-    if (y && y->kind == SYM_TENSOR && y->type.rank > 0 && !find_idx(s, e->name)) {
+    Sym *y = scope_find_sym(s, e->name);
+    if (y && y->kind == SYM_TENSOR && y->type.rank > 0 && !scope_find_idx(s, e->name)) {
       if (!*shape) {
         *shape = &y->type;
         *first = e;
       } else if ((*shape)->rank != y->type.rank || memcmp((*shape)->dims, y->type.dims, sizeof(Poly *) * (size_t)y->type.rank)) {
-        err(s, e->span, E_SHAPE_MISMATCH, (*first)->name, tstr(s, *shape), e->name, tstr(s, &y->type));
+        scope_err(s, e->span, E_SHAPE_MISMATCH, (*first)->name, scope_tstr(s, *shape), e->name, scope_tstr(s, &y->type));
         return false;
       }
     }
@@ -1100,7 +692,7 @@ static bool bare_tensors(S *s, Expr *e, Type **shape, Expr **first) {
 static void add_subscripts(S *s, Expr *e, int rank, const char **names) {
   if (e->kind == EX_REDUCE || e->kind == EX_INDEX) return;
   if (e->kind == EX_NAME) {
-    Sym *y = find_sym(s, e->name);
+    Sym *y = scope_find_sym(s, e->name);
     if (y && y->kind == SYM_TENSOR && y->type.rank == rank && rank > 0) {
       e->kind = EX_INDEX;
       e->name_span = e->span;
@@ -1137,344 +729,6 @@ static bool elementwise_rewrite(S *s, Stmt *st) {
   return true;
 }
 
-/* ---- views: slices, reshape, concat and stack inside functions ----
- *
- * `T = X[a:b:c, i, :]`, `T = reshape(X, [B, H, D])`, `T = concat(A, B, 1)` and
- * `T = stack(A, B, 0)` become index-notation definitions whose subscripts are affine in new
- * indices (`T[_0, _1] = X[a + _0*c, i, _1]`), with the view's shape as the indices' ranges.
- * Fusion inlines such a definition into its readers like any elementwise one, so a slice read
- * by an index expression is an offset and a stride of that read, one loop nest on every back
- * end.  What the view needs of its sizes (0 <= a <= b <= dim, equal element counts) is proved
- * here where it can be, an error where it is false, and otherwise checked at every call as a
- * fact the function did not state (Fact.what).  The accesses it writes are then in bounds by
- * construction and are not proved again (Expr.view). */
-
-static bool view_call(const Expr *e, const char *name) {
-  return e->kind == EX_CALL && !strcmp(e->name, name);
-}
-
-static bool view_form(S *s, const Expr *e) {
-  if (expr_is_slice(e)) return true;
-  bool user = e->kind == EX_CALL && s->env->lookup_fn && s->env->lookup_fn(s->env->env, e->name);
-  return !user && (view_call(e, "reshape") || view_call(e, "concat") || view_call(e, "stack"));
-}
-
-static Expr *view_new(S *s, ExprKind k, Span at, int nargs) {
-  Expr *e = arena_alloc(s->a, sizeof *e);
-  e->kind = k;
-  e->span = e->name_span = at;
-  e->nargs = nargs;
-  e->args = arena_alloc(s->a, sizeof(Expr *) * (size_t)(nargs + 1));
-  return e;
-}
-
-/* A size as an expression, already resolved (chk and infer take it as it is). */
-static Expr *view_size(S *s, const Poly *p, Span at) {
-  int64_t v;
-  if (poly_is_const(p, &v)) {
-    Expr *e = view_new(s, EX_NUM, at, 0);
-    e->is_int = true;
-    e->ival = v;
-    e->num = (double)v;
-    return e;
-  }
-  Expr *e = view_new(s, EX_NAME, at, 0);
-  e->name = pstr(s, p);
-  e->res = RES_SIZE;
-  e->size = p;
-  return e;
-}
-
-static Expr *view_index(S *s, const char *name, Span at) {
-  Expr *e = view_new(s, EX_NAME, at, 0);
-  e->name = name;
-  return e;
-}
-
-static Expr *view_bin(S *s, OpKind op, Expr *l, Expr *r) {
-  Expr *e = view_new(s, EX_BINARY, l->span, 2);
-  e->op = op;
-  e->args[0] = l;
-  e->args[1] = r;
-  return e;
-}
-
-/* a + i*c, without the + 0 and the *1 */
-static Expr *view_affine(S *s, const Poly *a, Expr *i, const Poly *c) {
-  int64_t v;
-  Expr *e = poly_is_const(c, &v) && v == 1 ? i : view_bin(s, OP_MUL, i, view_size(s, c, i->span));
-  return poly_is_const(a, &v) && v == 0 ? e : view_bin(s, OP_ADD, view_size(s, a, i->span), e);
-}
-
-static Expr *view_load(S *s, const char *x, Expr **subs, int n, Span at) {
-  Expr *e = view_new(s, EX_INDEX, at, n);
-  e->name = x;
-  e->view = true;
-  for (int k = 0; k < n; k++) e->args[k] = subs[k];
-  return e;
-}
-
-/* The view `what` needs l c r (CMP_LE or CMP_EQ): proved, an error when false whatever the
- * sizes (detail says where the sizes come from), else a fact checked at every call. */
-static bool view_need(S *s, const Poly *l, CmpOp c, const Poly *r, Span at, const char *what, const char *detail) {
-  const Poly *d = poly_sub(s->pc, r, l);
-  if (c == CMP_LT) d = poly_sub(s->pc, d, poly_const(s->pc, 1));
-  int64_t v;
-  if (poly_is_const(d, &v)) {
-    if (c == CMP_EQ ? v == 0 : v >= 0) return true;
-    err(s, at, E_VIEW_BOUNDS, what, arena_printf(s->a, "%s %s %s", pstr(s, l), cmp_name(c), pstr(s, r)), detail);
-    return false;
-  }
-  if (c != CMP_EQ && nonneg(s, d)) return true;
-  Fact f = {l, c, r, at, what};
-  vec_push(s->vfacts, f);
-  assume(s, l, c, r);            /* the rest of the function runs only where it holds */
-  return true;
-}
-
-/* The names of a view's n indices, _0 ... */
-static void view_indices(S *s, Stmt *st, int n) {
-  st->nidx = n;
-  st->idx = arena_alloc(s->a, sizeof(char *) * (size_t)(n + 1));
-  st->idx_span = arena_alloc(s->a, sizeof(Span) * (size_t)(n + 1));
-  for (int k = 0; k < n; k++) {
-    st->idx[k] = arena_printf(s->a, "_%d", k);
-    st->idx_span[k] = st->name_span;
-  }
-}
-
-/* A tensor argument of a view: a name of a tensor in scope. */
-static Sym *view_tensor(S *s, Expr *x, const char *view, int argno) {
-  bool sliced = x->kind == EX_INDEX && argno == 0;     /* X of X[a:b] */
-  Sym *y = x->kind == EX_NAME || sliced ? find_sym(s, x->name) : NULL;
-  if (!y && (x->kind == EX_NAME || sliced)) {
-    err(s, x->kind == EX_INDEX ? x->name_span : x->span, E_UNDEFINED, x->name);
-    return NULL;
-  }
-  if (!y || y->kind != SYM_TENSOR || (x->kind == EX_NAME && y->type.rank == 0)) {
-    err(s, x->span, E_ARG_KIND, argno ? argno : 1, view, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, x)));
-    return NULL;
-  }
-  return y;
-}
-
-static bool view_slice(S *s, Stmt *st) {
-  Expr *x = st->expr;
-  Sym *y = view_tensor(s, x, "a slice", 0);
-  if (!y) return false;
-  int r = y->type.rank;
-  if (x->nargs != r) {
-    err(s, x->span, E_RANK, x->name, r, r == 1 ? "" : "s", x->nargs, x->nargs == 1 ? "" : "s");
-    return false;
-  }
-  const char *what = arena_printf(s->a, "the slice %s", estr(s, x));
-  Type *t = arena_alloc(s->a, sizeof *t);
-  t->elem = y->type.elem;
-  Expr **subs = arena_alloc(s->a, sizeof(Expr *) * (size_t)(r + 1));
-  const Poly *zero = poly_const(s->pc, 0), *one = poly_const(s->pc, 1);
-  int n = 0;
-  for (int k = 0; k < r; k++) {
-    Expr *a = x->args[k];
-    const Poly *dim = y->type.dims[k];
-    const char *detail = arena_printf(s->a, "dimension %d of %s is %s", k, x->name, pstr(s, dim));
-    if (a->kind != EX_SLICE) {               /* a fixed subscript drops the dimension */
-      const Poly *p = dim_poly(s, a, false);
-      if (!p || !view_need(s, zero, CMP_LE, p, a->span, what, detail) ||
-          !view_need(s, p, CMP_LT, dim, a->span, what, detail))
-        return false;
-      subs[k] = view_size(s, p, a->span);
-      continue;
-    }
-    const Poly *part[3] = {zero, dim, one};
-    for (int j = 0; j < 3; j++)
-      if (slice_part(a, j) && !(part[j] = dim_poly(s, slice_part(a, j), false))) return false;
-    Span at[3] = {a->span, a->span, a->span};
-    for (int j = 0; j < 3; j++)
-      if (slice_part(a, j)) at[j] = slice_part(a, j)->span;
-    if (!view_need(s, zero, CMP_LE, part[0], at[0], what, detail) ||
-        !view_need(s, part[0], CMP_LE, part[1], a->span, what, "a slice starts at most where it stops") ||
-        !view_need(s, part[1], CMP_LE, dim, at[1], what, detail) ||
-        !view_need(s, one, CMP_LE, part[2], at[2], what, "a step is at least 1"))
-      return false;
-    const Poly *len = poly_sub(s->pc, part[1], part[0]);
-    if (part[2] != one)                      /* ceil((b - a) / c) */
-      len = poly_div(s->pc, poly_add(s->pc, len, poly_sub(s->pc, part[2], one)), part[2]);
-    t->dims[n] = len;
-    subs[k] = view_affine(s, part[0], view_index(s, arena_printf(s->a, "_%d", n), a->span), part[2]);
-    n++;
-  }
-  t->rank = n;
-  view_indices(s, st, n);
-  st->shape = t;
-  st->expr = view_load(s, x->name, subs, r, x->span);
-  return true;
-}
-
-static const Poly *view_prod(S *s, const Poly *const *dims, int from, int to) {
-  const Poly *p = poly_const(s->pc, 1);
-  for (int k = from; k < to; k++) p = poly_mul(s->pc, p, dims[k]);
-  return p;
-}
-
-/* One group of a reshape: source dimensions [i, i2) of y hold target dimensions [j, j2) of
- * t.  The target indices make one flat position (Horner's rule), which floor division and
- * modulo split into the source subscripts; a group of one dimension needs neither. */
-static void view_group(S *s, const Type *y, const Type *t, int i, int i2, int j, int j2, Expr **subs, Span at) {
-  Expr *flat = NULL;
-  for (int k = j; k < j2; k++) {
-    Expr *ix = view_index(s, arena_printf(s->a, "_%d", k), at);
-    flat = flat ? view_bin(s, OP_ADD, view_bin(s, OP_MUL, flat, view_size(s, t->dims[k], at)), ix) : ix;
-  }
-  if (!flat) flat = view_size(s, poly_const(s->pc, 0), at);
-  for (int k = i; k < i2; k++) {
-    const Poly *inner = view_prod(s, y->dims, k + 1, i2);
-    int64_t v;
-    Expr *e = poly_is_const(inner, &v) && v == 1 ? flat : view_bin(s, OP_DIV, flat, view_size(s, inner, at));
-    subs[k] = k > i ? view_bin(s, OP_MOD, e, view_size(s, y->dims[k], at)) : e;
-  }
-}
-
-/* T = reshape(X, [D1, ...]): the same elements in C order.  Dimensions equal in both shapes
- * map one to one; the others form groups whose sizes multiply to the same size (N to H, D
- * when N = H*D is written N), or one group of all the rest.  The element counts must be
- * equal. */
-static bool view_reshape(S *s, Stmt *st) {
-  Expr *c = st->expr;
-  if (c->nargs != 2 || c->args[1]->kind != EX_LIST) {
-    err(s, c->span, E_VIEW_ARG, "reshape", "write reshape(X, [D1, D2, ...]) with the new dimensions as a list of sizes");
-    return false;
-  }
-  Sym *y = view_tensor(s, c->args[0], "reshape", 1);
-  if (!y) return false;
-  Expr *list = c->args[1];
-  if (list->nargs > DYN_MAX_RANK) {
-    err(s, list->span, E_TOO_MANY_DIMS, DYN_MAX_RANK);
-    return false;
-  }
-  Type *t = arena_alloc(s->a, sizeof *t);
-  t->elem = y->type.elem;
-  t->rank = list->nargs;
-  for (int k = 0; k < t->rank; k++) {
-    int64_t v;
-    if (!(t->dims[k] = dim_poly(s, list->args[k], false))) return false;
-    if (poly_is_const(t->dims[k], &v) && v < 0) {
-      err(s, list->args[k]->span, E_NEG_DIM, k, (long long)v);
-      return false;
-    }
-  }
-  const Type *x = &y->type;
-  if (!view_need(s, view_prod(s, x->dims, 0, x->rank), CMP_EQ, view_prod(s, t->dims, 0, t->rank), c->span,
-                 estr(s, c), arena_printf(s->a, "%s is %s", c->args[0]->name, tstr(s, x))))
-    return false;
-  Expr **subs = arena_alloc(s->a, sizeof(Expr *) * (size_t)(x->rank + 1));
-  int i = 0, j = 0;
-  while (i < x->rank || j < t->rank) {
-    if (i < x->rank && j < t->rank && x->dims[i] == t->dims[j]) {
-      subs[i++] = view_index(s, arena_printf(s->a, "_%d", j++), c->span);
-      continue;
-    }
-    int bi = x->rank, bj = t->rank;          /* the smallest group of equal sizes, else the rest */
-    for (int i2 = i + 1; i2 <= x->rank; i2++)
-      for (int j2 = j + 1; j2 <= t->rank; j2++)
-        if (i2 - i + j2 - j < bi - i + bj - j && view_prod(s, x->dims, i, i2) == view_prod(s, t->dims, j, j2))
-          bi = i2, bj = j2;
-    view_group(s, x, t, i, bi, j, bj, subs, c->span);
-    i = bi;
-    j = bj;
-  }
-  view_indices(s, st, t->rank);
-  st->shape = t;
-  st->expr = view_load(s, c->args[0]->name, subs, x->rank, c->span);
-  return true;
-}
-
-/* T = concat(A, B, ..., axis) and T = stack(A, B, ..., axis): the axis is an integer literal
- * after the tensors (0 when left out), since it decides the shape the function is checked
- * with.  concat joins along an existing axis, whose size is the sum; stack adds an axis of
- * size the count.  Each element reads one operand, chosen by where(...) on the axis's index,
- * so only the chosen read happens. */
-static bool view_join(S *s, Stmt *st, bool stack) {
-  Expr *c = st->expr;
-  const char *name = stack ? "stack" : "concat";
-  int n = c->nargs;
-  int64_t axis = 0;
-  Expr *last = n ? c->args[n - 1] : NULL;
-  if (last && last->kind == EX_NUM && last->is_int) {
-    axis = last->ival;
-    n--;
-  }
-  if (n < 1) {
-    err(s, c->span, E_VIEW_ARG, name, arena_printf(s->a, "write %s(A, B, ..., axis) with the tensors to join", name));
-    return false;
-  }
-  Sym **ys = arena_alloc(s->a, sizeof(Sym *) * (size_t)n);
-  for (int k = 0; k < n; k++)
-    if (!(ys[k] = view_tensor(s, c->args[k], name, k + 1))) return false;
-  const Type *a = &ys[0]->type;
-  const char *an = c->args[0]->name;
-  if (axis < 0 || axis >= a->rank + stack) {
-    err(s, last->span, E_VIEW_ARG, name, arena_printf(s->a, "axis %lld is not an axis of %s, which has %d", (long long)axis,
-                                                      stack ? "the result" : an, a->rank + stack));
-    return false;
-  }
-  const Poly *sum = poly_const(s->pc, 0);
-  const Poly **off = arena_alloc(s->a, sizeof(Poly *) * (size_t)(n + 1));
-  for (int k = 0; k < n; k++) {
-    const Type *b = &ys[k]->type;
-    const char *bn = c->args[k]->name;
-    if (b->elem != a->elem || b->rank != a->rank) {
-      err(s, c->args[k]->span, E_VIEW_ARG, name, arena_printf(s->a, "%s is %s but %s is %s", bn, tstr(s, b), an, tstr(s, a)));
-      return false;
-    }
-    for (int d = 0; d < a->rank; d++)
-      if (b->dims[d] != a->dims[d] && (stack || d != axis)) {
-        err(s, c->args[k]->span, E_VIEW_ARG, name,
-            stack ? arena_printf(s->a, "%s is %s but %s is %s; the tensors stacked have one shape", bn, tstr(s, b), an, tstr(s, a))
-                  : arena_printf(s->a, "dimension %d of %s is %s but of %s is %s; only dimension %lld, the axis, may differ", d, bn,
-                                 pstr(s, b->dims[d]), an, pstr(s, a->dims[d]), (long long)axis));
-        return false;
-      }
-    off[k] = sum;
-    if (!stack) sum = poly_add(s->pc, sum, b->dims[axis]);
-  }
-  Type *t = arena_alloc(s->a, sizeof *t);
-  t->elem = a->elem;
-  t->rank = a->rank + stack;
-  for (int d = 0; d < t->rank; d++)
-    t->dims[d] = d == axis ? (stack ? poly_const(s->pc, n) : sum) : a->dims[d < axis || !stack ? d : d - 1];
-  view_indices(s, st, t->rank);
-  Expr *ax = view_index(s, st->idx[axis], c->span);
-  Expr *e = NULL;
-  for (int k = n - 1; k >= 0; k--) {
-    Expr **subs = arena_alloc(s->a, sizeof(Expr *) * (size_t)(a->rank + 1));
-    for (int d = 0, j = 0; d < t->rank; d++) {
-      if (stack && d == axis) continue;
-      subs[j++] = d == axis ? view_affine(s, poly_neg(s->pc, off[k]), ax, poly_const(s->pc, 1)) : view_index(s, st->idx[d], c->span);
-    }
-    Expr *ld = view_load(s, c->args[k]->name, subs, a->rank, c->args[k]->span);
-    if (!e) {
-      e = ld;
-      continue;
-    }
-    Expr *w = view_new(s, EX_WHERE, c->span, 3);
-    w->args[0] = stack ? view_bin(s, OP_EQ, ax, view_size(s, poly_const(s->pc, k), c->span))
-                       : view_bin(s, OP_LT, ax, view_size(s, off[k + 1], c->span));
-    w->args[1] = ld;
-    w->args[2] = e;
-    e = w;
-  }
-  st->shape = t;
-  st->expr = e;
-  return true;
-}
-
-/* View rewrites of `T = X[...]`, reshape, concat and stack: false after reporting. */
-static bool view_rewrite(S *s, Stmt *st) {
-  if (expr_is_slice(st->expr)) return view_slice(s, st);
-  if (view_call(st->expr, "reshape")) return view_reshape(s, st);
-  return view_join(s, st, view_call(st->expr, "stack"));
-}
-
 /* Y[i, j] = scan[j] +(...): the scan runs along one of the left indices, and is the whole
  * right-hand side (infer() reports one anywhere else).  False after an error. */
 static bool scan_def(S *s, Stmt *st) {
@@ -1482,7 +736,7 @@ static bool scan_def(S *s, Stmt *st) {
   s->scan_ok = NULL;
   if (e->kind != EX_SCAN) return true;
   if (st->nidx == 0) {
-    err(s, e->span, E_SCAN_PLACE);
+    scope_err(s, e->span, E_SCAN_PLACE);
     return false;
   }
   for (int i = 0; i < st->nidx; i++)
@@ -1492,7 +746,7 @@ static bool scan_def(S *s, Stmt *st) {
     }
   Buf b = {0};
   for (int i = 0; i < st->nidx; i++) buf_printf(&b, "%s%s", i ? ", " : "", st->idx[i]);
-  err(s, e->ridx_span[0], E_SCAN_INDEX, e->ridx[0], st->name, arena_printf(s->a, "%s[%s]", st->name, b.s));
+  scope_err(s, e->ridx_span[0], E_SCAN_INDEX, e->ridx[0], st->name, arena_printf(s->a, "%s[%s]", st->name, b.s));
   buf_free(&b);
   return false;
 }
@@ -1500,7 +754,7 @@ static bool scan_def(S *s, Stmt *st) {
 static void check_def(S *s, Stmt *st, const Type *ret_hint) {
   if (defined(s, st->name, st->name_span)) return;
   if (!scan_def(s, st)) return;
-  if (st->nidx == 0 && view_form(s, st->expr) && !view_rewrite(s, st)) return;
+  if (st->nidx == 0 && sview_form(s, st->expr) && !sview_rewrite(s, st)) return;
   if (st->nidx == 0 && !elementwise_rewrite(s, st)) return;
   int base = s->nidx;
   for (int i = 0; i < st->nidx; i++)
@@ -1520,7 +774,7 @@ static void check_def(S *s, Stmt *st, const Type *ret_hint) {
   if (st->annot) {
     if (!type_from_expr(s, st->annot, &annot)) goto out;
     if (annot.rank != st->nidx) {
-      err(s, st->annot->span, E_ANNOT_RANK, st->name, st->nidx, st->nidx == 1 ? "ex" : "ices",
+      scope_err(s, st->annot->span, E_ANNOT_RANK, st->name, st->nidx, st->nidx == 1 ? "ex" : "ices",
           annot.rank, annot.rank == 1 ? "" : "s");
       goto out;
     }
@@ -1537,7 +791,7 @@ static void check_def(S *s, Stmt *st, const Type *ret_hint) {
       ix->ext = ix->hi = ret_hint->dims[i];
     }
     if (!ix->ext) {
-      err(s, ix->span, E_RANGE_UNKNOWN, ix->name, st->name);
+      scope_err(s, ix->span, E_RANGE_UNKNOWN, ix->name, st->name);
       goto out;
     }
   }
@@ -1545,11 +799,11 @@ static void check_def(S *s, Stmt *st, const Type *ret_hint) {
   if (!e) goto out;
   if (has_annot) {
     if (!e->weak && e->ty != annot.elem) {
-      err(s, e->span, E_TYPE_MIX, elem_name(annot.elem), elem_name(e->ty), elem_name(annot.elem));
+      scope_err(s, e->span, E_TYPE_MIX, elem_name(annot.elem), elem_name(e->ty), elem_name(annot.elem));
       goto out;
     }
     if (e->weak && elem_is_float(e->ty) && !elem_is_float(annot.elem)) {
-      err(s, e->span, E_TYPE_MIX, elem_name(annot.elem), "a float literal", "f32");
+      scope_err(s, e->span, E_TYPE_MIX, elem_name(annot.elem), "a float literal", "f32");
       goto out;
     }
     e = coerce(s, e, annot.elem);
@@ -1586,11 +840,11 @@ static void check_call(S *s, Stmt *st) {
   Expr *call = st->expr;
   Func *g = s->env->lookup_fn(s->env->env, call->name);
   if (!strcmp(call->name, s->fname)) {
-    err(s, call->name_span, E_RECURSION, call->name);
+    scope_err(s, call->name_span, E_RECURSION, call->name);
     return;
   }
   if (call->nargs != g->nparams) {
-    err(s, call->span, E_ARG_COUNT, g->name, g->nparams, g->nparams == 1 ? "" : "s", call->nargs);
+    scope_err(s, call->span, E_ARG_COUNT, g->name, g->nparams, g->nparams == 1 ? "" : "s", call->nargs);
     return;
   }
   Subst sb = {arena_alloc(s->a, sizeof(char *) * (size_t)(g->nsizes + 1)),
@@ -1599,16 +853,16 @@ static void check_call(S *s, Stmt *st) {
   for (int i = 0; i < g->nparams; i++) {
     Expr *a = call->args[i];
     if (g->params[i].is_size) {
-      const Poly *p = dim_poly(s, a, false);
+      const Poly *p = scope_dim_poly(s, a, false);
       if (!p) return;
       argt[i].rank = -1;
       argt[i].dims[0] = p;
       continue;
     }
-    Sym *y = a->kind == EX_NAME ? find_sym(s, a->name) : NULL;
+    Sym *y = a->kind == EX_NAME ? scope_find_sym(s, a->name) : NULL;
     if (!y || y->kind != SYM_TENSOR) {
-      if (a->kind == EX_NAME && !y) undefined(s, a->span, E_UNDEFINED, a->name);
-      else err(s, a->span, E_ARG_KIND, i + 1, g->name, "the name of a tensor", arena_printf(s->a, "'%s'", estr(s, a)));
+      if (a->kind == EX_NAME && !y) scope_undefined(s, a->span, E_UNDEFINED, a->name);
+      else scope_err(s, a->span, E_ARG_KIND, i + 1, g->name, "the name of a tensor", arena_printf(s->a, "'%s'", scope_estr(s, a)));
       return;
     }
     argt[i] = y->type;
@@ -1625,7 +879,7 @@ static void check_call(S *s, Stmt *st) {
     if (p->type.rank != argt[i].rank || p->type.elem != argt[i].elem) {
       Buf pb = {0};
       type_str(&p->type, &pb);
-      err(s, a->span, E_ARG_TYPE, g->name, p->name, pb.s, tstr(s, &argt[i]));
+      scope_err(s, a->span, E_ARG_TYPE, g->name, p->name, pb.s, scope_tstr(s, &argt[i]));
       buf_free(&pb);
       return;
     }
@@ -1648,17 +902,17 @@ static void check_call(S *s, Stmt *st) {
         Diag *dg;
         if (bound >= 0 && g->sizes[bound].dim >= 0) {
           SizeVar *sv = &g->sizes[bound];
-          dg = err(s, call->span, E_DIM_MISMATCH, g->name,
-                   arena_printf(s->a, "%s is %s from %s (%s) but %s from %s (%s)", v, pstr(s, want),
-                                g->params[sv->param].name, tstr(s, &argt[sv->param]),
-                                pstr(s, argt[i].dims[k]), p->name, tstr(s, &argt[i])));
+          dg = scope_err(s, call->span, E_DIM_MISMATCH, g->name,
+                   arena_printf(s->a, "%s is %s from %s (%s) but %s from %s (%s)", v, scope_pstr(s, want),
+                                g->params[sv->param].name, scope_tstr(s, &argt[sv->param]),
+                                scope_pstr(s, argt[i].dims[k]), p->name, scope_tstr(s, &argt[i])));
           diag_note(dg, sv->span, "%s is bound by parameter %s of %s", v, g->params[sv->param].name, g->name);
         } else {
           Buf pd = {0};
           poly_str(p->type.dims[k], &pd);
-          dg = err(s, call->args[i]->span, E_DIM_MISMATCH, g->name,
+          dg = scope_err(s, call->args[i]->span, E_DIM_MISMATCH, g->name,
                    arena_printf(s->a, "dimension %d of %s must be %s, here %s, but %s is %s",
-                                k, p->name, pd.s, pstr(s, want), estr(s, call->args[i]), tstr(s, &argt[i])));
+                                k, p->name, pd.s, scope_pstr(s, want), scope_estr(s, call->args[i]), scope_tstr(s, &argt[i])));
           diag_note(dg, p->dim_span[k], "%s is declared %s in %s", p->name, pd.s, g->name);
           buf_free(&pd);
         }
@@ -1674,10 +928,10 @@ static void check_call(S *s, Stmt *st) {
     const Poly *d = poly_sub(s->pc, l, r);
     int64_t dv;
     if (poly_is_const(d, &dv)) ok = fact_holds(ft, dv, 0);
-    else if (ft->cmp == CMP_GE) ok = nonneg(s, d);
-    else if (ft->cmp == CMP_GT) ok = nonneg(s, poly_sub(s->pc, d, poly_const(s->pc, 1)));
-    else if (ft->cmp == CMP_LE) ok = nonneg(s, poly_neg(s->pc, d));
-    else if (ft->cmp == CMP_LT) ok = nonneg(s, poly_sub(s->pc, poly_neg(s->pc, d), poly_const(s->pc, 1)));
+    else if (ft->cmp == CMP_GE) ok = prove_nonneg(s, d);
+    else if (ft->cmp == CMP_GT) ok = prove_nonneg(s, poly_sub(s->pc, d, poly_const(s->pc, 1)));
+    else if (ft->cmp == CMP_LE) ok = prove_nonneg(s, poly_neg(s->pc, d));
+    else if (ft->cmp == CMP_LT) ok = prove_nonneg(s, poly_sub(s->pc, poly_neg(s->pc, d), poly_const(s->pc, 1)));
     for (int j = 0; !ok && j < s->nufacts; j++)
       ok = s->ufacts[j].lhs == l && s->ufacts[j].rhs == r && s->ufacts[j].cmp == ft->cmp;
     if (!ok && ft->what) {         /* a view's condition: checked at the caller's calls too */
@@ -1686,8 +940,8 @@ static void check_call(S *s, Stmt *st) {
       continue;
     }
     if (!ok) {
-      Diag *dg = err(s, call->span, E_FACT_FAILS, g->name,
-                     arena_printf(s->a, "%s %s %s", pstr(s, l), cmp_name(ft->cmp), pstr(s, r)),
+      Diag *dg = scope_err(s, call->span, E_FACT_FAILS, g->name,
+                     arena_printf(s->a, "%s %s %s", scope_pstr(s, l), cmp_name(ft->cmp), scope_pstr(s, r)),
                      "it cannot be proved here; state it in this function's where clause");
       diag_note(dg, ft->span, "the fact is required by %s", g->name);
       return;
@@ -1695,7 +949,7 @@ static void check_call(S *s, Stmt *st) {
   }
   int nn = st->nnames;
   if (nn != g->nrets) {
-    err(s, st->span, E_TUPLE_COUNT, g->name, g->nrets, g->nrets == 1 ? "" : "s", nn, nn == 1 ? " is" : "s are");
+    scope_err(s, st->span, E_TUPLE_COUNT, g->name, g->nrets, g->nrets == 1 ? "" : "s", nn, nn == 1 ? " is" : "s are");
     return;
   }
   for (int i = 0; i < nn; i++) {
@@ -1714,30 +968,17 @@ static void check_fact_expr(S *s, Expr *e, FactVec *out) {
       check_fact_expr(s, e->args[1], out);
       return;
     }
-    err(s, e->span, E_BAD_FACT);
+    scope_err(s, e->span, E_BAD_FACT);
     return;
   }
-  const Poly *l = dim_poly(s, e->args[0], false);
-  const Poly *r = l ? dim_poly(s, e->args[1], false) : NULL;
+  const Poly *l = scope_dim_poly(s, e->args[0], false);
+  const Poly *r = l ? scope_dim_poly(s, e->args[1], false) : NULL;
   if (!r) return;
   CmpOp c = e->op == OP_EQ ? CMP_EQ : e->op == OP_NE ? CMP_NE : e->op == OP_LT ? CMP_LT :
             e->op == OP_LE ? CMP_LE : e->op == OP_GT ? CMP_GT : CMP_GE;
   Fact f = {l, c, r, e->span, NULL};
   vec_push(*out, f);
-  assume(s, l, c, r);
-}
-
-/* l c r as >= 0 facts for the prover. */
-static void assume(S *s, const Poly *l, CmpOp c, const Poly *r) {
-  const Poly *d = poly_sub(s->pc, l, r), *one = poly_const(s->pc, 1);
-  switch (c) {
-  case CMP_GE: vec_push(s->facts, d); break;
-  case CMP_GT: vec_push(s->facts, poly_sub(s->pc, d, one)); break;
-  case CMP_LE: vec_push(s->facts, poly_neg(s->pc, d)); break;
-  case CMP_LT: vec_push(s->facts, poly_sub(s->pc, poly_neg(s->pc, d), one)); break;
-  case CMP_EQ: vec_push(s->facts, d); vec_push(s->facts, poly_neg(s->pc, d)); break;
-  case CMP_NE: break;
-  }
+  prove_assume(s, l, c, r);
 }
 
 Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
@@ -1753,13 +994,13 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
   for (int i = 0; i < decl->nparams; i++) {
     Param *p = &decl->params[i];
     for (int j = 0; j < i; j++)
-      if (!strcmp(decl->params[j].name, p->name)) err(&s, p->span, E_DUP_PARAM, p->name);
+      if (!strcmp(decl->params[j].name, p->name)) scope_err(&s, p->span, E_DUP_PARAM, p->name);
     fn->params[i].name = p->name;
     fn->params[i].span = p->span;
     if (p->type->kind == TY_SIZE) {
       fn->params[i].is_size = true;
-      if (find_sym(&s, p->name)) {
-        err(&s, p->span, E_REDEFINED, p->name);
+      if (scope_find_sym(&s, p->name)) {
+        scope_err(&s, p->span, E_REDEFINED, p->name);
         continue;
       }
       Sym y = {.name = p->name, .kind = SYM_SIZE, .span = p->span};
@@ -1773,12 +1014,12 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
     if (te->kind != TY_TENSOR) continue;
     for (int k = 0; k < te->ndims; k++) {
       Expr *de = te->dims[k];
-      if (de->kind != EX_NAME || find_sym(&s, de->name)) continue;
+      if (de->kind != EX_NAME || scope_find_sym(&s, de->name)) continue;
       bool is_param = false;
       for (int j = 0; j < decl->nparams; j++)
         if (!strcmp(decl->params[j].name, de->name)) is_param = true;
       if (is_param) {
-        err(&s, de->span, E_BAD_DIM, arena_printf(arena, "the parameter '%s'", de->name));
+        scope_err(&s, de->span, E_BAD_DIM, arena_printf(arena, "the parameter '%s'", de->name));
         continue;
       }
       Sym y = {.name = de->name, .kind = SYM_SIZE, .span = de->span};
@@ -1797,8 +1038,8 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
       const Poly *dp = fn->params[i].type.dims[k];
       if (!poly_as_var(dp) && !poly_is_const(dp, NULL)) vec_push(s.facts, dp);   /* a shape is >= 0 */
     }
-    if (find_sym(&s, p->name)) {
-      err(&s, p->span, E_REDEFINED, p->name);
+    if (scope_find_sym(&s, p->name)) {
+      scope_err(&s, p->span, E_REDEFINED, p->name);
       continue;
     }
     Sym y = {.name = p->name, .kind = SYM_TENSOR, .type = fn->params[i].type, .span = p->span};
@@ -1823,7 +1064,7 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
   for (int i = 0; i < decl->nbody && !s.err; i++) {
     Stmt *st = decl->body[i];
     if (ret) {
-      err(&s, ret->span, E_RETURN_NOT_LAST);
+      scope_err(&s, ret->span, E_RETURN_NOT_LAST);
       break;
     }
     const Type *hint = NULL;
@@ -1843,11 +1084,11 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
       Func *g = e->kind == EX_CALL && env->lookup_fn ? env->lookup_fn(env->env, e->name) : NULL;
       OpKind op;
       if (e->kind == EX_CALL && !strcmp(e->name, decl->name)) {
-        err(&s, e->name_span, E_RECURSION, e->name);
+        scope_err(&s, e->name_span, E_RECURSION, e->name);
       } else if (g && !op_from_name(e->name, &op)) {
         check_call(&s, st);
       } else if (st->tuple || st->nnames != 1) {
-        err(&s, st->span, E_BAD_TARGET);
+        scope_err(&s, st->span, E_BAD_TARGET);
       } else {
         st->kind = ST_DEF;         /* T = EXPR: a scalar or elementwise definition */
         st->name = st->names[0];
@@ -1860,37 +1101,37 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
       ret = st;
       break;
     case ST_FN:
-      err(&s, st->span, E_NESTED_FN);
+      scope_err(&s, st->span, E_NESTED_FN);
       break;
     case ST_IMPORT:
-      err(&s, st->span, E_STMT_IN_FN, "import");
+      scope_err(&s, st->span, E_STMT_IN_FN, "import");
       break;
     case ST_COMMAND:
-      err(&s, st->span, E_STMT_IN_FN, "a command");
+      scope_err(&s, st->span, E_STMT_IN_FN, "a command");
       break;
     case ST_EXPR:
-      err(&s, st->span, E_STMT_IN_FN, "an expression statement (define a tensor: T[i] = ...)");
+      scope_err(&s, st->span, E_STMT_IN_FN, "an expression statement (define a tensor: T[i] = ...)");
       break;
     }
   }
-  if (!s.err && !ret) err(&s, decl->name_span, E_NO_RETURN, decl->name);
+  if (!s.err && !ret) scope_err(&s, decl->name_span, E_NO_RETURN, decl->name);
   if (!s.err) {
     if (nrets >= 0 && ret->nnames != nrets)
-      err(&s, ret->span, E_RETURN_COUNT, nrets, nrets == 1 ? "" : "s", ret->nnames);
+      scope_err(&s, ret->span, E_RETURN_COUNT, nrets, nrets == 1 ? "" : "s", ret->nnames);
     if (nrets < 0) {
       nrets = ret->nnames;
       rets = arena_alloc(arena, sizeof(Type) * (size_t)(nrets + 1));
     }
     for (int i = 0; i < ret->nnames && !s.err; i++) {
-      Sym *y = find_sym(&s, ret->names[i]);
+      Sym *y = scope_find_sym(&s, ret->names[i]);
       if (!y || y->kind != SYM_TENSOR) {
-        if (y) err(&s, ret->name_spans[i], E_NOT_TENSOR, ret->names[i], "a size");
-        else undefined(&s, ret->name_spans[i], E_UNDEFINED, ret->names[i]);
+        if (y) scope_err(&s, ret->name_spans[i], E_NOT_TENSOR, ret->names[i], "a size");
+        else scope_undefined(&s, ret->name_spans[i], E_UNDEFINED, ret->names[i]);
         break;
       }
       if (decl->ret) {
         if (!type_equal(&y->type, &rets[i])) {
-          Diag *dg = err(&s, ret->name_spans[i], E_RETURN_SHAPE, ret->names[i], tstr(&s, &y->type), tstr(&s, &rets[i]));
+          Diag *dg = scope_err(&s, ret->name_spans[i], E_RETURN_SHAPE, ret->names[i], scope_tstr(&s, &y->type), scope_tstr(&s, &rets[i]));
           diag_note(dg, decl->ret->span, "the return type is declared here");
         }
       } else {
@@ -1914,7 +1155,7 @@ Func *sema_function(const SemaEnv *env, FnDecl *decl, Arena *arena, Diags *d) {
   }
   fn->expanded = expanded;
   if (!s.err && expanded > FN_MAX_EXPANDED) {
-    Diag *dg = err(&s, decl->name_span, E_TOO_LARGE, decl->name, FN_MAX_EXPANDED);
+    Diag *dg = scope_err(&s, decl->name_span, E_TOO_LARGE, decl->name, FN_MAX_EXPANDED);
     if (biggest && biggest->kind == ST_ASSIGN)
       diag_note(dg, biggest->expr->span, "each call of %s brings %lld definitions", biggest->expr->name, (long long)most);
   }

@@ -68,10 +68,10 @@ typedef struct Backend {
   int (*compile)(Session *s, Func *f, Span at);
   /* Run f's code: 1 done, 0 it found an error (the evaluator then says exactly what and
    * where), negative it failed as msg says.  NULL for ref. */
-  int (*run)(Session *s, Func *f, Tensor **in, const EvalSizes *sz, Tensor **outs, char *msg, size_t len);
-  /* :sched: how f runs at sz (NULL: at every size), appended to out; false after an error
-   * at `at`.  Fills s->sched. */
-  bool (*describe)(Session *s, Func *f, const EvalSizes *sz, Span at, Buf *out);
+  int (*run)(Session *s, Func *f, Tensor **in, const Extents *x, Tensor **outs, char *msg, size_t len);
+  /* :sched: how f runs at the sizes bound in x (NULL: at every size), appended to out; false
+   * after an error at `at`.  Fills s->sched. */
+  bool (*describe)(Session *s, Func *f, const Extents *x, Span at, Buf *out);
   /* :code: f's code of a kind (llvm, asm; cuda, ptx) in out; false after an error at `at`.
    * NULL for ref. */
   bool (*code)(Session *s, Func *f, const char *kind, Span at, Buf *out);
@@ -258,6 +258,9 @@ void top_forget_runs(Session *s);       /* frees what :time kept (TopRun) */
  * fall back to the evaluator, which also locates any error the compiled code finds.  The
  * call's result, VAL_NONE after an error. */
 Value top_call(Session *s, Func *f, Expr *call, Value *args);
+/* f's program at these sizes, bound once for every back end (extents.c) and kept in f's
+ * Compiled record until the sizes change: what run, :sched, :time and :plot read. */
+const Extents *top_extents(Func *f, const EvalSizes *sz);
 Tensor *top_new_tensor(Session *s, Span at, DynElem el, int rank, const int64_t *dims);  /* NULL: reported */
 /* An integer from a top-level size expression (N, 2*N + 1); false after reporting. */
 bool top_eval_int(Session *s, Expr *e, int64_t *out);

@@ -396,29 +396,12 @@ Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env) {
 
 /* ---- running a call: choose the back end, compile once, launch, fall back ---- */
 
-/* Work of a program at these sizes, in loop iterations (to decide whether compiling a
- * one-off top-level statement pays). */
-static double program_work(const Program *p, const EvalSizes *sz) {
-  double tot = 0;
-  for (int k = 0; k < p->nkernels; k++) {
-    const Kernel *kn = &p->kernels[k];
-    double iters = 1;
-    for (int o = 0; o < kn->nouter; o++) {
-      int64_t v = 0;
-      const char *why;
-      poly_eval(p->axes[kn->outer[o]].extent, eval_size_lookup, (void *)sz, &v, &why);
-      iters *= (double)(v > 0 ? v : 1);
-    }
-    for (int st = 0; st < kn->nstages; st++)
-      for (int a = 0; a < kn->stages[st].naxes; a++) {
-        int64_t v = 0;
-        const char *why;
-        poly_eval(p->axes[kn->stages[st].axes[a]].extent, eval_size_lookup, (void *)sz, &v, &why);
-        iters *= (double)(v > 0 ? v : 1);
-      }
-    tot += iters;
-  }
-  return tot;
+/* The call's sizes bound to f's program (extents.c), once for every back end: kept in f's
+ * Compiled record, so that a loop over one shape binds them once. */
+const Extents *top_extents(Func *f, const EvalSizes *sz) {
+  if (!f->code.bound) f->code.bound = xcalloc(1, sizeof(Extents));
+  extents_bind(f->code.bound, f->code.prog, sz);
+  return f->code.bound;
 }
 
 /* The inputs in C order for a back end whose code needs them so (the GPU's): a view that is
@@ -448,11 +431,11 @@ static Tensor **gather_inputs(Session *s, int n, Tensor **inputs, Span at) {
 
 /* The back end that runs this call: the target, when it is here and the call is worth
  * compiling; NULL for the evaluator, with the reason in s->instead_why. */
-static const Backend *choose(Session *s, Func *f, const EvalSizes *sz) {
+static const Backend *choose(Session *s, Func *f, const Extents *x) {
   const Backend *be = s->target;
   if (be->id == BE_REF) return NULL;
   /* a top-level statement runs once: compiling it pays only for large work */
-  if (be->small_on_ref && f->anonymous && !s->compile_all && !s->rerun && program_work(f->code.prog, sz) < 1e6) {
+  if (be->small_on_ref && f->anonymous && !s->compile_all && !s->rerun && extents_work(x) < 1e6) {
     snprintf(s->instead_why, sizeof s->instead_why, "a small top-level statement runs on the reference evaluator");
     return NULL;
   }
@@ -471,15 +454,21 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
   int r = 0;
   char msg[512];
-  const Backend *be = choose(s, f, sz);
+  /* the sizes are bound once for every back end, and sizes that do not evaluate are said as
+   * the back end would have said them */
+  const Extents *x = s->target->id == BE_REF ? NULL : top_extents(f, sz);
+  const Backend *be = choose(s, f, x);
   if (be) {
     int c = be->compile(s, f, at);
     if (c < 0) return false;
-    if (c > 0) {
+    if (c > 0 && !x->ok) {
+      snprintf(msg, sizeof msg, "%s", x->err);
+      r = -1;
+    } else if (c > 0) {
       int n = f->nparams;
       Tensor **in = be->strided_in ? inputs : gather_inputs(s, n, inputs, at);
       if (!in) return false;
-      r = be->run(s, f, in, sz, outs, msg, sizeof msg);
+      r = be->run(s, f, in, x, outs, msg, sizeof msg);
       if (in != inputs) {
         for (int i = 0; i < n; i++) tensor_release(in[i]);
         free(in);
@@ -1177,7 +1166,7 @@ double top_predict(Session *s, const char *name, Tensor **args, int nargs) {
   EvalSizes sz = {names, vals, f->nsizes};
   if (s->target->id == BE_CPU && f->code.cpu) {
     Buf junk = {0};
-    double t = cpu_schedule(s->cpu, f->code.cpu, s->pc, &sz, s->threads, &junk);
+    double t = cpu_schedule(s->cpu, f->code.cpu, s->pc, top_extents(f, &sz), s->threads, &junk);
     buf_free(&junk);
     return t;
   }

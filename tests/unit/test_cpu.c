@@ -101,8 +101,9 @@ static Tensor *input(DynElem el, int rank, const int64_t *shape, int seed) {
   return t;
 }
 
-/* The sizes of f bound from its arguments (a size parameter from a scalar argument). */
-typedef struct Bound { const char *names[16]; int64_t vals[16]; EvalSizes sz; } Bound;
+/* The sizes of f bound from its arguments (a size parameter from a scalar argument), and
+ * its program at them as the session binds it (extents.c); unbind frees that. */
+typedef struct Bound { const char *names[16]; int64_t vals[16]; EvalSizes sz; Extents x; } Bound;
 
 static void bind(const Func *f, Tensor **args, Bound *b) {
   ck_assert_int_le(f->nsizes, 16);
@@ -112,7 +113,11 @@ static void bind(const Func *f, Tensor **args, Bound *b) {
     b->vals[v] = sv->dim < 0 ? tensor_get_i64(args[sv->param], 0) : args[sv->param]->shape[sv->dim];
   }
   b->sz = (EvalSizes){b->names, b->vals, f->nsizes};
+  b->x = (Extents){0};
+  ck_assert_msg(extents_bind(&b->x, f->code.prog, &b->sz), "%s", b->x.err);
 }
+
+static void unbind(Bound *b) { extents_free(&b->x); }
 
 /* ---- comparing with the reference evaluator ---- */
 
@@ -144,7 +149,8 @@ static void agree(Func *f, Tensor **args, const char *what) {
   bind(f, args, &b);
   Tensor *got[8] = {0}, *ref[8] = {0};
   char err[256] = "";
-  int st = cpu_run(be, f->code.cpu, args, &b.sz, got, NULL, err, sizeof err);
+  int st = cpu_run(be, f->code.cpu, args, &b.x, got, NULL, err, sizeof err);
+  unbind(&b);
   ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
   Buf rerr = {0};
   Span sp = {0};
@@ -376,7 +382,8 @@ static void fails(Func *f, Tensor **args, int want, const char *msg) {
   bind(f, args, &b);
   Tensor *got[8] = {0};
   char err[256] = "";
-  int st = cpu_run(be, f->code.cpu, args, &b.sz, got, NULL, err, sizeof err);
+  int st = cpu_run(be, f->code.cpu, args, &b.x, got, NULL, err, sizeof err);
+  unbind(&b);
   ck_assert_msg(st == want, "cpu_run gives %d (%s), not %d", st, err, want);
   if (want == -1) {
     ck_assert_str_eq(err, msg);
@@ -443,7 +450,10 @@ static void sched_and_code(CpuBackend *b, const HwModel *h) {
   int64_t vals[3] = {65, 33, 17};
   EvalSizes sz = {names, vals, 3};
   Buf out = {0};
-  double t = cpu_schedule(b, f->code.cpu, pc, &sz, 2, &out);
+  Extents x = {0};
+  ck_assert(extents_bind(&x, f->code.prog, &sz));
+  double t = cpu_schedule(b, f->code.cpu, pc, &x, 2, &out);
+  extents_free(&x);
   ck_assert_msg(strstr(out.s, "kernel mm_C\n") == out.s, "%s", out.s);
   snprintf(want, sizeof want, "on %s (", h->name);
   ck_assert_msg(strstr(out.s, want), "the schedule does not name %s:\n%s", h->name, out.s);

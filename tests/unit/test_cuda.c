@@ -774,6 +774,15 @@ START_TEST(test_sched_terms) {
 }
 END_TEST
 
+/* cuda_describe at sizes bound to p as the session binds them (extents.c). */
+static double describe_at(const CudaProgram *cp, const Program *p, const EvalSizes *sz, Buf *out) {
+  Extents x = {0};
+  ck_assert(extents_bind(&x, p, sz));
+  double t = cuda_describe(cp, pc, &x, out);
+  extents_free(&x);
+  return t;
+}
+
 START_TEST(test_describe) {
   HwModel hw = gpu_model("h100");
   CudaProgram *cp = cuda_program_new(program("softmax"), &hw, CUDA_EXACT);
@@ -781,7 +790,7 @@ START_TEST(test_describe) {
   const char *names[] = {"B", "N"};
   int64_t vals[] = {2048, 768};
   EvalSizes sz = {names, vals, 2};
-  double t = cuda_describe(cp, pc, &sz, &out);
+  double t = describe_at(cp, program("softmax"), &sz, &out);
   ck_assert_msg(strstr(out.s, "softmax_Y_warp") != NULL, "%s", out.s);
   ck_assert_msg(strstr(out.s, "e: recomputed where it is read") != NULL, "%s", out.s);
   ck_assert(t > 0 && t < 1e-3);
@@ -791,7 +800,7 @@ START_TEST(test_describe) {
   const char *mn[] = {"M", "N", "K"};
   int64_t mv[] = {1024, 1024, 1024};
   EvalSizes msz = {mn, mv, 3};
-  t = cuda_describe(cp, pc, &msz, &out);
+  t = describe_at(cp, program("matmul"), &msz, &out);
   ck_assert_msg(strstr(out.s, "contraction over k") != NULL && strstr(out.s, "this shape: tiles") != NULL, "%s", out.s);
   ck_assert_msg(strstr(out.s, "exact f32 on the CUDA cores\n") != NULL, "%s", out.s);
   ck_assert(t > 0);
@@ -799,7 +808,7 @@ START_TEST(test_describe) {
   buf_free(&out);
   /* tf32: the tensor cores' tiles, chosen with their peak */
   cp = cuda_program_new(program("matmul"), &hw, CUDA_TF32);
-  double t32 = cuda_describe(cp, pc, &msz, &out);
+  double t32 = describe_at(cp, program("matmul"), &msz, &out);
   ck_assert_msg(strstr(out.s, "tf32 on the tensor cores, f32 sums") != NULL, "%s", out.s);
   ck_assert_msg(strstr(out.s, "mma.sync.m16n8k8") != NULL && strstr(out.s, "this shape: tf32 tiles") != NULL, "%s", out.s);
   ck_assert_msg(strstr(out.s, "-> matmul_C_tf32_") != NULL, "%s", out.s);
@@ -810,7 +819,7 @@ START_TEST(test_describe) {
   hw.cc_major = 7;
   hw.cc_minor = 5;
   cp = cuda_program_new(program("matmul"), &hw, CUDA_BF16);
-  cuda_describe(cp, pc, &msz, &out);
+  describe_at(cp, program("matmul"), &msz, &out);
   ck_assert_msg(strstr(out.s, "(bf16 asked for: the tensor cores take it from compute capability 8.0; this GPU is 7.5)") != NULL, "%s",
                 out.s);
   ck_assert_msg(strstr(out.s, "-> matmul_C_gemm") != NULL, "%s", out.s);
@@ -823,6 +832,15 @@ END_TEST
 
 static char emu_so[512];
 static CudaBackend *emu_be;
+
+/* cuda_run at sizes bound to p as the session binds them (extents.c). */
+static int run_at(CudaProgram *cp, const Program *p, Tensor **in, const EvalSizes *sz, Tensor **out, char *err, size_t len) {
+  Extents x = {0};
+  ck_assert_msg(extents_bind(&x, p, sz), "%s", x.err);
+  int st = cuda_run(emu_be, cp, in, &x, out, err, len);
+  extents_free(&x);
+  return st;
+}
 
 /* Build the stand-in driver and point the loader at it; false (the test skips) without c++. */
 static bool emulator(void) {
@@ -958,7 +976,7 @@ static double run_math(const char *fname, const char *sizes, const char *force, 
   char err[4096] = "";
   const char *what = force ? force : "model";
   cuda_force(emu_be, force, splits);
-  int st = cuda_run(emu_be, cp, in, &sz, gpu, err, sizeof err);
+  int st = run_at(cp, p, in, &sz, gpu, err, sizeof err);
   cuda_force(emu_be, NULL, 0);
   ck_assert_msg(st >= 0, "%s [%s] %s %s: %s", fname, sizes, cuda_math_name(math), what, err);
   double worst = 0;
@@ -1228,7 +1246,7 @@ START_TEST(test_run_tensor_rounding) {
     if (!tc_progs[m][fi]) tc_progs[m][fi] = cuda_compile(emu_be, program("matmul"), m, err, sizeof err);
     ck_assert_msg(tc_progs[m][fi] != NULL, "%s", err);
     Tensor *out[1] = {0};
-    ck_assert_int_eq(cuda_run(emu_be, tc_progs[m][fi], in, &sz, out, err, sizeof err), 1);
+    ck_assert_int_eq(run_at(tc_progs[m][fi], program("matmul"), in, &sz, out, err, sizeof err), 1);
     const float *C = tensor_data(out[0]);
     for (int i = 0; i < M; i++)
       for (int j = 0; j < N; j++) {
