@@ -325,7 +325,7 @@ static void strided_agree(Func *f, DynElem el, int rank, int nargs, const int *l
       Bound b;
       bind(f, args, &b);
       Tensor *got[8] = {0}, *ref[8] = {0};
-      int st = cpu_run(be, f->code.cpu, args, &b.sz, got, NULL, err, sizeof err);
+      int st = cpu_run(be, f->code.cpu, args, &b.x, got, NULL, err, sizeof err);
       ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
       Buf rerr = {0};
       Span sp = {0};
@@ -339,6 +339,7 @@ static void strided_agree(Func *f, DynElem el, int rank, int nargs, const int *l
       release(args, nargs);
       release(copies, nargs);
       release(bases, nargs);
+      unbind(&b);
     }
 }
 
@@ -612,7 +613,10 @@ START_TEST(test_layout_code) {
         const char *names[2] = {"M", "N"};
         int64_t vals[2] = {32, n[k]};
         EvalSizes sz = {names, vals, 2};
-        per[k] = cpu_schedule(b, f->code.cpu, pc, &sz, 1, &out) / (double)(32 * n[k]);
+        Extents x = {0};
+        ck_assert(extents_bind(&x, f->code.prog, &sz));
+        per[k] = cpu_schedule(b, f->code.cpu, pc, &x, 1, &out) / (double)(32 * n[k]);
+        extents_free(&x);
         ck_assert_msg(strstr(out.s, "a layout change: its bytes or its tiles' shuffles"), "%s", out.s);
         buf_free(&out);
       }
