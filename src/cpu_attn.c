@@ -29,6 +29,11 @@
  * are dropped), -inf gives 0, NaN stays NaN.  On x86-64 the function is compiled for three
  * instruction sets and the loader picks the host's (the JIT'd kernels follow the model; this
  * one cannot, being C). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ATTN_CLONES
+#endif
 /* the helpers are inlined into each clone: their vector arguments never cross a call */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float vf16 __attribute__((vector_size(64), aligned(64)));
@@ -89,11 +94,9 @@ static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
  * online update of m, l and the accumulator rows acc (d floats each, d a multiple of LANES);
  * P becomes the weights exp(x - m_new).  Rows whose max is still -inf add 0 (or the NaN of a
  * NaN score). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-static void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c, int div, const int64_t *lo,
-                         const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
+static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c, int div,
+                                     const int64_t *lo, const int64_t *hi, float *m, float *l, float *acc,
+                                     int64_t d) {
   for (int64_t i = 0; i < rows; i++) {
     float *x = P + i * ld;
     int64_t a = lo ? lo[i] : 0, b = hi ? hi[i] : n;
@@ -352,7 +355,9 @@ static int forced(void) {
 static bool prepare(CpuBackend *be, const AttnChain *c, const int64_t *ext, const int64_t *szv,
                     const int64_t *strides, Call *w) {
   memset(w, 0, sizeof *w);
-  w->g = cpu_gemm_for(be, DYN_F32, NULL, 0);
+  /* the f32 engine: a kept chain's contractions are f32 ones on it, so cpu_compile has
+   * already made it (taken from the back end, below the file that compiles) */
+  w->g = be->gemm[0];
   if (!w->g) return false;
   call_shape(c, ext, strides, w);
   blocks(&be->hw, w->B, w->S, w->T, (w->D + w->E + 1) / 2, pool_threads(be->pool), &w->br, &w->bc);

@@ -133,6 +133,24 @@ static void grp_task(void *arg, int64_t t) {
   free(heap);
 }
 
+/* An affine index expression (a window's subscript) at the axis values ax (cpu_int.h). */
+int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
+  switch (e->kind) {
+  case KX_AXIS: return ax[e->axis];
+  case KX_CONST: return e->i;
+  case KX_SIZE: {
+    int64_t v = 0;
+    const char *why;
+    return poly_eval(e->size, eval_size_lookup, (void *)sz, &v, &why) ? v : 0;
+  }
+  case KX_BIN: {
+    int64_t a = cpu_affine_at(e->a[0], ax, sz), b = cpu_affine_at(e->a[1], ax, sz);
+    return e->op == OP_ADD ? a + b : e->op == OP_SUB ? a - b : a * b;
+  }
+  default: return 0;
+  }
+}
+
 /* The offset of a load at axis values ax, in elements, by its slot's strides. */
 static int64_t load_offset(const KExpr *L, const int64_t *ax, const int64_t *strides, const EvalSizes *sz) {
   int64_t o = 0;

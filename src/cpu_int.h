@@ -1,9 +1,9 @@
 /* cpu_int.h -- what the files of the compiled CPU back end share: the context generated
  * code reads, a compiled kernel and program, the back end object, the windowed contraction's
- * shape at run time, and the few functions one file lends another.  cpu.c generates and
- * compiles the code, cpu_rt.c runs it (binding tensors, the parallel dispatch, the
- * convolution gather), cpu_sched.c describes it for :sched.  Only included where LLVM is
- * (HAVE_LLVM). */
+ * shape at run time, and the few functions one file lends another.  cpu.c generates the
+ * code, cpu_compile.c compiles it, cpu_rt.c runs it (binding tensors, the parallel dispatch,
+ * the convolution gather), cpu_sched.c describes it for :sched.  Only included where LLVM
+ * is (HAVE_LLVM). */
 #ifndef DYN_CPU_INT_H
 #define DYN_CPU_INT_H
 
@@ -90,22 +90,32 @@ typedef struct Win {
   GemmArgs x;                            /* the GEMM of the largest part */
 } Win;
 
-/* cpu.c: the contraction engine of an element type, compiled on first use (NULL with a
- * message, err may be NULL). */
+/* cpu_compile.c: the contraction engine of an element type, compiled on first use (NULL
+ * with a message, err may be NULL). */
 GemmKernels *cpu_gemm_for(CpuBackend *be, DynElem e, char *err, size_t errlen);
-/* cpu.c: compile a program's streaming twins on the first call that needs one; false when
- * they cannot be had (the plain kernels serve). */
+/* cpu_compile.c: compile a program's streaming twins on the first call that needs one;
+ * false when they cannot be had (the plain kernels serve). */
 bool cpu_compile_twins(CpuBackend *be, CpuProgram *cp);
-/* cpu.c: compile a program's strided variants on the first call that passes an input whose
- * last stride is not 1; false when they cannot be had. */
+/* cpu_compile.c: compile a program's strided variants on the first call that passes an
+ * input whose last stride is not 1; false when they cannot be had. */
 bool cpu_compile_strided(CpuBackend *be, CpuProgram *cp);
+/* cpu.c: the module of a program's loop kernels, its symbols named with prefix: the plain
+ * kernels (naming each CKernel's sym and deciding its pipelining and streaming slot), their
+ * streaming twins (SYM_nt) or their strided variants (SYM_st). */
+struct LLVMOpaqueModule *cpu_build_module(CpuBackend *be, struct LLVMOpaqueContext *cx, const Program *p, CKernel *ck,
+                                          int nk, const char *prefix, bool kernels, bool twins, bool strided);
+/* cpu.c: how a kernel is run: the axis split across tasks (-1: one task); a contraction for
+ * the GEMM engine (filling ck's GEMM fields); a windowed contraction (a convolution). */
+int cpu_par_axis(const Kernel *kn);
+bool cpu_match_gemm(const Program *p, const Kernel *kn, CKernel *ck);
+bool cpu_match_window(const Program *p, const Kernel *kn, CKernel *ck);
 /* cpu.c: how code generation builds a stage, for :sched's text: interchanged (each step of
  * the reduction updates the row), a layout change in tiles (the axis it reads along, or
  * -1), and the lanes of such a tile. */
 bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
 int cpu_tile_lanes(int vector_bits, DynElem ty);
-/* cpu_layout.c: the rows of the result a layout change's tiles of w lanes of ty go along
+/* cpu.c: the rows of the result a layout change's tiles of w lanes of ty go along
  * in a block before its next band (at least w, a power of two). */
 int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w);
 /* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) that moves
@@ -123,8 +133,8 @@ void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides
  * layout (the loop kernel runs it). */
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                    const EvalSizes *sz, int threads, double fit_bytes, Win *W);
-/* cpu_rt.c: an affine index expression (a window's subscript) at the axis values ax, its
- * sizes from sz. */
+/* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
+ * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);
 /* cpu_conv.c: run a grouped windowed contraction (a depthwise convolution: ck->w.ng > 0)
  * plane by plane.  1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */

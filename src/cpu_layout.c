@@ -49,19 +49,6 @@ static double tile_cycles(int w, double pressure) {
   return (double)w * (lg + 1) * f;
 }
 
-/* A block's rows of the result: as many as leave half the model's L1 to the block's band --
- * a line of each result row and w input rows across the block -- a power of two, at least
- * w.  Tiles go along u inside a band of w values of v within such a block; the blocks go
- * along u.  A band across all of u instead wrote one line of every result row per band: on
- * 4096 x 4096 f32, 4096 pages between a row's two visits. */
-int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w) {
-  const HwLevel *l1 = hw->nlevels > 1 ? &hw->level[0] : NULL;
-  int64_t half = l1 && l1->bytes > 0 ? l1->bytes / 2 : 16384, line = l1 && l1->line > 0 ? l1->line : 64;
-  int64_t fit = half / (line + (int64_t)w * elem_size(ty)), bk = w;
-  while (bk * 2 <= fit) bk *= 2;
-  return bk;
-}
-
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext,
                        const int64_t *strides, int threads, double bytes) {
   int cores = hw->cores > 0 ? hw->cores : 1, t = threads < cores ? threads : cores;

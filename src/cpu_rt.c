@@ -157,23 +157,6 @@ static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, vo
  * filters, 8 -> 2.9 ms. */
 #define WIN_PART_BYTES ((size_t)64 << 20)
 
-int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz) {
-  switch (e->kind) {
-  case KX_AXIS: return ax[e->axis];
-  case KX_CONST: return e->i;
-  case KX_SIZE: {
-    int64_t v = 0;
-    const char *why;
-    return poly_eval(e->size, eval_size_lookup, (void *)sz, &v, &why) ? v : 0;
-  }
-  case KX_BIN: {
-    int64_t a = cpu_affine_at(e->a[0], ax, sz), b = cpu_affine_at(e->a[1], ax, sz);
-    return e->op == OP_ADD ? a + b : e->op == OP_SUB ? a - b : a * b;
-  }
-  default: return 0;
-  }
-}
-
 /* Whether axes ord[0..n) (ord NULL: 0..n) of the given strides and extents nest, each
  * stride the next one's times its extent, leaving out axes of extent 1; *inner: the last
  * stride kept (that of one step of the flattened index). */
@@ -409,8 +392,8 @@ static bool invisible(const Program *p, const Kernel *kn, const int64_t *shape) 
   return true;
 }
 
-/* Stream the result (see cpu.c's mark_streaming) when it and the tensors the kernel reads outgrow
- * the last cache: the first lines written are then gone from it before the kernel ends, so
+/* Stream the result (see cpu_compile.c's mark_streaming) when it and the tensors the kernel
+ * reads outgrow the last cache: the first lines written are then gone from it before the kernel ends, so
  * keeping them there only costs the read for ownership (softmax over 128 x 50257 writes
  * 26 MB, under a 32 MB cache, but reads as much again). */
 static bool streaming(CpuBackend *be, CpuProgram *cp, const CKernel *ck, const int64_t *shape) {

@@ -12,7 +12,7 @@
  *     vector carried from tile to tile, transposed back and stored.  Ragged edges (the rows
  *     and columns short of a tile) take the scalar steps;
  *   - a scan of rank 1 has nothing beside it and runs scalar.
- * Threads split the first axis that is not scanned (cpu.c's par_axis_of).
+ * Threads split the first axis that is not scanned (cpu.c's cpu_par_axis).
  */
 #include "config.h"
 

@@ -208,7 +208,7 @@ void gemm_later_ms(const GemmKernels *g, double *rows_ms, double *dots_ms) {
 }
 
 bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen) {
-  if (g->wide) return gemm_half_code(g, what, out, err, errlen);
+  if (g->wide) return g->half->code(g, what, out, err, errlen);
   bool asm_ = !strcmp(what, "asm");
   if (!asm_ && strcmp(what, "llvm")) {
     snprintf(err, errlen, "gemm: no code view '%s' (llvm, asm)", what);

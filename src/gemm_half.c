@@ -195,6 +195,12 @@ bool gemm_half_dp(const HwModel *hw, DynElem elem) {
   return elem == DYN_BF16 && hw_vbits(hw) >= 512 && model_has(hw, "avx512bf16");
 }
 
+static bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
+static bool gemm_half_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
+static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
+static double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
+static const GemmHalfOps half_ops = {gemm_half_run, gemm_half_code, gemm_half_describe, gemm_half_predict};
+
 GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_t errlen) {
   if (!elem_is_half(elem) || !wide || wide->elem != DYN_F32) {
     snprintf(err, errlen, "gemm: a 16-bit engine needs the f32 engine");
@@ -207,6 +213,7 @@ GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_
   g->esize = 2;
   g->W = wide->W;
   g->wide = wide;
+  g->half = &half_ops;
   pthread_mutex_init(&g->ws_lock, NULL);
   g->nws = 1;
   g->ws = xcalloc(1, sizeof *g->ws);
@@ -230,7 +237,7 @@ GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_
   return g;
 }
 
-bool gemm_half_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen) {
+static bool gemm_half_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen) {
   if (!g->dp) {
     buf_printf(out, "; %s operands are widened to f32 as they are copied; the f32 engine's kernels:\n",
                elem_name(g->elem));
@@ -458,7 +465,7 @@ static bool run_dp(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, siz
   return true;
 }
 
-bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
+static bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
   if (!jit_can_run(g->wide->jit)) {
     snprintf(err, errlen, "gemm: code for %s cannot run on this CPU", g->hw.name);
     return false;
@@ -480,7 +487,7 @@ bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, siz
 /* Seconds: the sums at the 16-bit rate of the threads' cores, or the f32 engine's plan on
  * the widened copies, plus the traffic of the copies (16-bit reads, packed or f32 writes,
  * C's f32 block and its rounding) at the roofline's bandwidth. */
-double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
+static double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
   if (x->batch <= 0 || x->m <= 0 || x->n <= 0 || x->k <= 0) return 0;
   int T = nthreads > 0 ? nthreads : 1;
   double ba = x->a_sb ? (double)x->batch : 1, bb = x->b_sb ? (double)x->batch : 1;
@@ -498,7 +505,7 @@ double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
   return gemm_predict(g->wide, &y, T) + cost_roofline(&g->hw, T, 0, bytes * 1e-9);
 }
 
-void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
+static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   const HwModel *h = &g->hw;
   double peak = hw_ghz(h) * hw_fma_units(h) * 2.0 * (hw_vbits(h) / 32);
   if (g->dp)

@@ -180,9 +180,11 @@ struct GemmKernels {
   int nws;
   void **ws;
   size_t *ws_bytes;
-  /* A 16-bit engine (gemm_half.c): the f32 engine it borrows, whether bf16 pairs go to
-   * vdpbf16ps, and that kernel (NULL where the model's code cannot run here). */
+  /* A 16-bit engine (gemm_half.c): the f32 engine it borrows, its own entry points, whether
+   * bf16 pairs go to vdpbf16ps, and that kernel (NULL where the model's code cannot run
+   * here). */
   GemmKernels *wide;
+  const struct GemmHalfOps *half;
   bool dp;
   void *dpk;
 };
@@ -366,11 +368,15 @@ bool gemm_part_ensure(GemmKernels *g, int what);
  * it, the model prices it). */
 bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err, size_t errlen);
 
-/* gemm_half.c: a 16-bit engine's (g->wide set) run, code, plan text and prediction, which
- * gemm_run, gemm_code, gemm_describe and gemm_predict hand over to. */
-bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
-bool gemm_half_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
-void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
-double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
+/* A 16-bit engine's (g->wide set) run, code, plan text and prediction, which gemm_run,
+ * gemm_code, gemm_describe and gemm_predict hand over to.  gemm_half.c sets them when it
+ * makes the engine: it sits above the f32 engine's files and calls them, so they reach it
+ * through these pointers, never by name. */
+typedef struct GemmHalfOps {
+  bool (*run)(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
+  bool (*code)(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);
+  void (*describe)(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out);
+  double (*predict)(GemmKernels *g, const GemmArgs *x, int nthreads);
+} GemmHalfOps;
 
 #endif

@@ -939,7 +939,7 @@ bool gemm_plan_info(GemmKernels *g, const GemmArgs *x, int nthreads, GemmPlanInf
 }
 
 double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
-  if (g->wide) return gemm_half_predict(g, x, nthreads);
+  if (g->wide) return g->half->predict(g, x, nthreads);
   Prob p;
   char err[8];
   if (!gemm_normalise(g, x, &p, err, sizeof err) || !p.batch || !p.m || !p.n || !p.k) return 0;
@@ -978,7 +978,7 @@ static void ksplit_line(Buf *out, const Plan *pl, const Prob *p) {
 
 void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   if (g->wide) {
-    gemm_half_describe(g, x, nthreads, out);
+    g->half->describe(g, x, nthreads, out);
     return;
   }
   const HwModel *h = &g->hw;

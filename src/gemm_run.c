@@ -469,7 +469,7 @@ static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errle
 static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, size_t errlen);
 
 bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
-  if (g->wide) return gemm_half_run(g, x, pool, err, errlen);
+  if (g->wide) return g->half->run(g, x, pool, err, errlen);
   if (!jit_can_run(g->jit)) {
     snprintf(err, errlen, "gemm: code for %s cannot run on this CPU", g->hw.name);
     return false;
