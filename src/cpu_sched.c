@@ -37,16 +37,25 @@ static void put_indented(Buf *out, char *text, const char *pad) {
 /* The model of a kernel that streams its tensors (element-wise, row-wise, a reduction), from
  * sched.c: its lane-operations at the vector pipes' rate against its bytes at the rate of the
  * level they live in, plus the fork-join; its line of :sched.  Streaming stores (nt) are
- * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides. */
-static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
+ * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
+ * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
+static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const Extents *x,
                            int threads, bool nt, int64_t tasks, Buf *out) {
-  const Poly *fp = cost_kernel_ops(p, kn, pc), *rp, *wp;
+  const EvalSizes *sz = &x->sz;
+  const Poly *rp, *wp;
   cost_kernel_traffic(p, kn, pc, &rp, &wp);
   int64_t ov = 0, rv = 0, wv = 0;
   const char *why;
-  poly_eval(fp, eval_size_lookup, (void *)sz, &ov, &why);
   poly_eval(rp, eval_size_lookup, (void *)sz, &rv, &why);
   poly_eval(wp, eval_size_lookup, (void *)sz, &wv, &why);
+  /* a layout change in tiles has its own cost (cpu_layout.c) */
+  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)(rv + wv));
+  if (lt > 0) {
+    buf_printf(out, "  model: %lld bytes: predicted %.3f ms (a layout change: its bytes or its tiles' shuffles)\n",
+               (long long)(rv + wv), lt * 1e3);
+    return lt;
+  }
+  poly_eval(cost_kernel_ops(p, kn, pc), eval_size_lookup, (void *)sz, &ov, &why);
   double llc = (double)sched_last_cache_bytes(&be->hw);
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
                  .read = (double)rv, .written = (double)wv, .streamed = nt && llc > 0 && (double)(rv + wv) > llc,
@@ -202,20 +211,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      const Poly *rp, *wp;
-      cost_kernel_traffic(p, kn, pc, &rp, &wp);
-      int64_t rv = 0, wv = 0;
-      const char *why;
-      poly_eval(rp, eval_size_lookup, (void *)sz, &rv, &why);
-      poly_eval(wp, eval_size_lookup, (void *)sz, &wv, &why);
-      double t = cpu_layout_time(&be->hw, p, kn, ext, strides, threads, (double)(rv + wv));
-      if (t > 0)
-        buf_printf(out, "  model: %lld bytes: predicted %.3f ms (a layout change: its bytes or its tiles' shuffles)\n",
-                   (long long)(rv + wv), t * 1e3);
-      else
-        t = stream_model(be, p, kn, pc, sz, threads, ck->nt_slot >= 0,
-                         par ? (ext[ck->par_axis] < (int64_t)threads * 4 ? ext[ck->par_axis] : (int64_t)threads * 4) : 1, out);
-      total += t;
+      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0,
+                            par ? (ext[ck->par_axis] < (int64_t)threads * 4 ? ext[ck->par_axis] : (int64_t)threads * 4) : 1, out);
     }
   }
   if (have) {
