@@ -316,7 +316,8 @@ bool hw_load(const char *name_or_path, HwModel *out, char *err, size_t errlen);
 void hw_detect_host(HwModel *out);
 /* The text :hw prints. */
 void hw_describe(const HwModel *hw, Buf *out);
-/* The hw/ directory used by hw_load: $DYN_HW_DIR, else the build tree, else $(pkgdatadir)/hw */
+/* The hw/ directory used by hw_load: $DYN_HW_DIR, else the source tree's when the program runs
+ * from it (found from /proc/self/exe), else $(pkgdatadir)/hw */
 const char *hw_dir(void);
 /* hw_detect_host reading /proc and /sys under root ("" is the real ones; tests pass a fake
  * tree).  hw_load("host") is hw_detect_host.  For GPUs, cores is the SM count. */

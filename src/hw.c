@@ -700,13 +700,39 @@ void hw_set_measured_peak(HwModel *h, double gflops) {
 
 /* ---- hw_dir and hw_load ------------------------------------------------------------------ */
 
-/* $DYN_HW_DIR, else the installed models.  No path of the build tree is compiled in: an
- * installed dyn must read what was installed with it, whatever is left where it was built.
- * The build tree's own models are used through DYN_HW_DIR, which make check sets. */
+/* The hw/ beside the running program when it runs in its own source tree (./dyn after make:
+ * the README's tour), found from /proc/self/exe and recognised by the tree's Makefile.am and
+ * the generic model; NULL elsewhere.  An installed program has no hw/ beside it, so it never
+ * reads a build tree, and no path of the build tree is compiled in. */
+static const char *tree_hw_dir(void) {
+  static char dir[PATH_MAX];
+  static int found = -1;
+  if (found >= 0) return found ? dir : NULL;
+  found = 0;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return NULL;
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (!slash) return NULL;
+  *slash = 0;
+  char probe[PATH_MAX + 32];
+  snprintf(probe, sizeof probe, "%s/Makefile.am", exe);
+  if (access(probe, R_OK)) return NULL;
+  snprintf(probe, sizeof probe, "%s/hw/generic-avx2.hw", exe);
+  if (access(probe, R_OK) || (size_t)snprintf(dir, sizeof dir, "%s/hw", exe) >= sizeof dir) return NULL;
+  found = 1;
+  return dir;
+}
+
+/* $DYN_HW_DIR, else the source tree's hw/ when the program runs from its tree, else the
+ * installed models: an installed dyn reads what was installed with it, whatever is left
+ * where it was built. */
 const char *hw_dir(void) {
   const char *env = getenv("DYN_HW_DIR");
   if (env && *env) return env;
-  return DYN_PKGDATADIR "/hw";
+  const char *tree = tree_hw_dir();
+  return tree ? tree : DYN_PKGDATADIR "/hw";
 }
 
 static int cmp_str(const void *a, const void *b) {
