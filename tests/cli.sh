@@ -256,5 +256,17 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
   fi
 fi
 
+# The build tree's dyn, run with no DYN_HW_DIR from its own source tree (the README's tour),
+# reads the tree's hw/ models; an installed dyn never does (tests/install.sh).
+if [ -f "$top_builddir/Makefile.am" ] && [ -f "$top_builddir/hw/zen5.hw" ]; then
+  want="$(cd "$top_builddir" && pwd)/hw/zen5.hw"
+  got=$(cd / && env -u DYN_HW_DIR "$dyn" -e ':hw zen5' 2>&1 | sed -n 's/^  from: *//p')
+  if [ "$got" != "$want" ]; then
+    fail=$((fail + 1)); echo "FAIL tree-hw: ':hw zen5' read '$got', expected '$want'"
+  else
+    pass=$((pass + 1))
+  fi
+fi
+
 echo "cli: $pass passed, $fail failed"
 [ $fail = 0 ]
