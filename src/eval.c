@@ -137,25 +137,16 @@ static double bin_f(OpKind op, double a, double b) {
   }
 }
 
-static bool cmp_f(OpKind op, double a, double b) {
+/* A comparison from its operands' order: lt, eq and gt are all false for a NaN, so that
+ * every comparison but != is false then, as IEEE says. */
+static bool cmp(OpKind op, bool lt, bool eq, bool gt) {
   switch (op) {
-  case OP_EQ: return a == b;
-  case OP_NE: return a != b;
-  case OP_LT: return a < b;
-  case OP_LE: return a <= b;
-  case OP_GT: return a > b;
-  default: return a >= b;
-  }
-}
-
-static bool cmp_i(OpKind op, int64_t a, int64_t b) {
-  switch (op) {
-  case OP_EQ: return a == b;
-  case OP_NE: return a != b;
-  case OP_LT: return a < b;
-  case OP_LE: return a <= b;
-  case OP_GT: return a > b;
-  default: return a >= b;
+  case OP_EQ: return eq;
+  case OP_NE: return !eq;
+  case OP_LT: return lt;
+  case OP_LE: return lt || eq;
+  case OP_GT: return gt;
+  default: return gt || eq;
   }
 }
 
@@ -487,7 +478,15 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
     for (int j = 0; j < n; j++) {
       if (!u && mask && !mask[j]) { r.f[j] = 0; r.i[j] = 0; continue; }
       double f = 0; int64_t i = 0;
-      if (c == OPK_CMP) i = isf(e->opty) ? cmp_f(e->op, fl(&a, j), fl(&b, j)) : cmp_i(e->op, in(&a, j), in(&b, j));
+      if (c == OPK_CMP) {
+        if (isf(e->opty)) {
+          double x = fl(&a, j), y = fl(&b, j);
+          i = cmp(e->op, x < y, x == y, x > y);
+        } else {
+          int64_t x = in(&a, j), y = in(&b, j);
+          i = cmp(e->op, x < y, x == y, x > y);
+        }
+      }
       else if (isf(e->ty)) {
         f = bin_f(e->op, fl(&a, j), fl(&b, j));
         f = rnd(e->ty, f);
