@@ -126,17 +126,8 @@ static bool type_literal(Expr *e, DynElem el) {
   return true;
 }
 
-/* Primary   ::= NUMBER | STRING | 'true' | 'false' | 'inf' | 'nan' | '(' Expr ')' | List
- *             | Where | Reduction | Cast | TypedList | TypeValue | IDENT
- * List      ::= '[' ExprList ']'
- * Where     ::= 'where' '(' ExprList ')'                  (3 items)
- * Reduction ::= RedOp '[' RedIndex ( ',' RedIndex )* ']' Expr
- * RedIndex  ::= IDENT ( '<' Expr )?
- * Cast      ::= ElemType '(' ExprList ')'                 (1 item)
- * TypedList ::= ElemType List                             (when '[' '[' follows)
- * TypeValue ::= ElemType ( '[' ExprList ']' )?
- * RedOp, ElemType, inf and nan are IDENTs, told apart here by their text. */
-/* scan[j] +(body): the running combination of body along the left index j.  The operator
+/* Scan ::= 'scan' '[' IDENT ']' ( '+' | '*' | 'max' | 'min' ) '(' Expr ')'
+ * scan[j] +(body): the running combination of body along the left index j.  The operator
  * is + * max or min, and the body is parenthesised, so that where it ends is never in doubt
  * (a reduction's body extends to the right).  Whether j is a left index, and whether the
  * scan is the whole right-hand side, is the checker's (sema.c). */
@@ -175,6 +166,16 @@ static Expr *parse_scan(Parser *P, Token *t) {
   return e;
 }
 
+/* Primary   ::= NUMBER | STRING | 'true' | 'false' | 'inf' | 'nan' | '(' Expr ')' | List
+ *             | Where | Reduction | Scan | Cast | TypedList | TypeValue | IDENT
+ * List      ::= '[' ExprList ']'
+ * Where     ::= 'where' '(' ExprList ')'                  (3 items)
+ * Reduction ::= RedOp '[' RedIndex ( ',' RedIndex )* ']' Expr
+ * RedIndex  ::= IDENT ( '<' Expr )?
+ * Cast      ::= ElemType '(' ExprList ')'                 (1 item)
+ * TypedList ::= ElemType List                             (when '[' '[' follows)
+ * TypeValue ::= ElemType ( '[' ExprList ']' )?
+ * RedOp, ElemType, inf and nan are IDENTs, told apart here by their text. */
 static Expr *parse_primary(Parser *P) {
   Token *t = peek(P);
   Expr *e;
@@ -415,18 +416,29 @@ static Expr *unary(Parser *P, OpKind op, Span at_, Expr *x) {
 
 static Expr *parse_unary(Parser *P);
 
+/* One level deeper into the nesting, which MAX_DEPTH bounds (E_TOO_DEEP past it, and false
+ * with the depth as it was). */
+static bool deeper(Parser *P) {
+  if (++P->depth <= MAX_DEPTH) return true;
+  fail(P, E_TOO_DEEP, NULL);
+  P->depth--;
+  return false;
+}
+
+/* rule(P) one level deeper; NULL after an error. */
+static Expr *nested(Parser *P, Expr *(*rule)(Parser *)) {
+  if (!deeper(P)) return NULL;
+  Expr *x = rule(P);
+  P->depth--;
+  return x;
+}
+
 /* Power ::= Postfix ( '**' Unary )?      right-associative, and 2 ** -1 parses */
 static Expr *parse_pow(Parser *P) {
   Expr *l = parse_postfix(P);
   if (!l) return NULL;
   if (accept(P, TK_POW)) {
-    if (++P->depth > MAX_DEPTH) {      /* a ** b ** c ... nests to the right */
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
-    Expr *r = parse_unary(P);          /* right-associative, and 2 ** -1 works */
-    P->depth--;
+    Expr *r = nested(P, parse_unary);  /* a ** b ** c ... nests to the right, and 2 ** -1 works */
     if (!r) return NULL;
     return binary(P, OP_POW, l, r);
   }
@@ -437,13 +449,7 @@ static Expr *parse_pow(Parser *P) {
 static Expr *parse_unary(Parser *P) {
   if (at(P, TK_MINUS)) {
     Span s = next(P)->span;
-    if (++P->depth > MAX_DEPTH) {
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
-    Expr *x = parse_unary(P);
-    P->depth--;
+    Expr *x = nested(P, parse_unary);
     if (!x) return NULL;
     if (x->kind == EX_NUM) {             /* fold -3 into the literal */
       x->num = -x->num;
@@ -512,13 +518,7 @@ static Expr *parse_cmp(Parser *P) {
 static Expr *parse_not(Parser *P) {
   if (at(P, TK_NOT)) {
     Span s = next(P)->span;
-    if (++P->depth > MAX_DEPTH) {
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
-    Expr *x = parse_not(P);
-    P->depth--;
+    Expr *x = nested(P, parse_not);
     return x ? unary(P, OP_NOT, s, x) : NULL;
   }
   return parse_cmp(P);
@@ -560,11 +560,7 @@ static bool too_tall(const Expr *e) {
  * The entry to every expression: it bounds the nesting (MAX_DEPTH) and, at the outermost
  * level, the height of the tree (MAX_HEIGHT). */
 static Expr *parse_expr(Parser *P) {
-  if (++P->depth > MAX_DEPTH) {
-    fail(P, E_TOO_DEEP, NULL);
-    P->depth--;
-    return NULL;
-  }
+  if (!deeper(P)) return NULL;
   Expr *l = parse_and(P);
   while (l && accept(P, TK_OR)) {
     Expr *r = parse_and(P);
@@ -594,11 +590,7 @@ static TypeExpr *parse_type(Parser *P) {
   if (t->kind == TK_LPAREN) {                   /* (f32[N], f32[N]) */
     next(P);
     ty->kind = TY_TUPLE;
-    if (++P->depth > MAX_DEPTH) {
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
+    if (!deeper(P)) return NULL;
     VEC(TypeExpr *) v = {0};
     do {
       TypeExpr *p = parse_type(P);
