@@ -462,56 +462,43 @@ static Expr *parse_unary(Parser *P) {
   return parse_pow(P);
 }
 
-/* MulExpr ::= Unary ( ( '*' | '/' | '%' ) Unary )* */
-static Expr *parse_mul(Parser *P) {
-  Expr *l = parse_unary(P);
+/* A binary operator of one level of the grammar: its token and the operator it makes. */
+typedef struct { TokKind tok; OpKind op; } BinTok;
+
+/* Level ::= Operand ( Op Operand )*, left-associative, with the level's operators in ops
+ * (n of them).  NULL after an error. */
+static Expr *left_assoc(Parser *P, Expr *(*operand)(Parser *), const BinTok *ops, int n) {
+  Expr *l = operand(P);
   while (l) {
-    OpKind op;
-    if (at(P, TK_STAR)) op = OP_MUL;
-    else if (at(P, TK_SLASH)) op = OP_DIV;
-    else if (at(P, TK_PERCENT)) op = OP_MOD;
-    else break;
+    int k = 0;
+    while (k < n && !at(P, ops[k].tok)) k++;
+    if (k == n) break;
     next(P);
-    Expr *r = parse_unary(P);
+    Expr *r = operand(P);
     if (!r) return NULL;
-    l = binary(P, op, l, r);
+    l = binary(P, ops[k].op, l, r);
   }
   return l;
 }
 
+/* MulExpr ::= Unary ( ( '*' | '/' | '%' ) Unary )* */
+static Expr *parse_mul(Parser *P) {
+  static const BinTok ops[] = {{TK_STAR, OP_MUL}, {TK_SLASH, OP_DIV}, {TK_PERCENT, OP_MOD}};
+  return left_assoc(P, parse_unary, ops, 3);
+}
+
 /* AddExpr ::= MulExpr ( ( '+' | '-' ) MulExpr )* */
 static Expr *parse_add(Parser *P) {
-  Expr *l = parse_mul(P);
-  while (l && (at(P, TK_PLUS) || at(P, TK_MINUS))) {
-    OpKind op = next(P)->kind == TK_PLUS ? OP_ADD : OP_SUB;
-    Expr *r = parse_mul(P);
-    if (!r) return NULL;
-    l = binary(P, op, l, r);
-  }
-  return l;
+  static const BinTok ops[] = {{TK_PLUS, OP_ADD}, {TK_MINUS, OP_SUB}};
+  return left_assoc(P, parse_mul, ops, 2);
 }
 
 /* CmpExpr ::= AddExpr ( CmpOp AddExpr )*
  * CmpOp   ::= '==' | '!=' | '<' | '<=' | '>' | '>=' */
 static Expr *parse_cmp(Parser *P) {
-  Expr *l = parse_add(P);
-  while (l) {
-    OpKind op;
-    switch (peek(P)->kind) {
-    case TK_EQ: op = OP_EQ; break;
-    case TK_NE: op = OP_NE; break;
-    case TK_LT: op = OP_LT; break;
-    case TK_LE: op = OP_LE; break;
-    case TK_GT: op = OP_GT; break;
-    case TK_GE: op = OP_GE; break;
-    default: return l;
-    }
-    next(P);
-    Expr *r = parse_add(P);
-    if (!r) return NULL;
-    l = binary(P, op, l, r);
-  }
-  return l;
+  static const BinTok ops[] = {{TK_EQ, OP_EQ}, {TK_NE, OP_NE}, {TK_LT, OP_LT},
+                               {TK_LE, OP_LE}, {TK_GT, OP_GT}, {TK_GE, OP_GE}};
+  return left_assoc(P, parse_add, ops, 6);
 }
 
 /* NotExpr ::= 'not' NotExpr | CmpExpr */
@@ -526,13 +513,8 @@ static Expr *parse_not(Parser *P) {
 
 /* AndExpr ::= NotExpr ( 'and' NotExpr )* */
 static Expr *parse_and(Parser *P) {
-  Expr *l = parse_not(P);
-  while (l && accept(P, TK_AND)) {
-    Expr *r = parse_not(P);
-    if (!r) return NULL;
-    l = binary(P, OP_AND, l, r);
-  }
-  return l;
+  static const BinTok ops[] = {{TK_AND, OP_AND}};
+  return left_assoc(P, parse_not, ops, 1);
 }
 
 /* Is e's tree taller than MAX_HEIGHT?  A chain a + b + c + ... is built by the loops above
