@@ -800,18 +800,20 @@ void func_note_shape(Func *f, const int64_t *vals, int n);
 
 /* ---- eval.c: the reference evaluator ----------------------------------------------------- */
 
-/* Run a program on concrete tensors.  sizes binds every size variable the program mentions.
- * outs receives new tensors (owned by the caller).  False with a message naming the access
- * and the values on a run-time error (out-of-bounds access, allocation failure, interrupt). */
+/* The size variables of one call, by name (a function's names are its polynomials' own
+ * strings, which the lookup tries first). */
 typedef struct EvalSizes { const char **names; int64_t *vals; int n; } EvalSizes;
 /* The lookup poly_eval takes, over an EvalSizes (env). */
 bool eval_size_lookup(void *env, const char *name, int64_t *v);
 /* The value of every size a program's kernels read, into szv[KExpr id] (every back end
  * passes these to its code).  False with the reason appended to why. */
 bool eval_size_values(const Program *p, const EvalSizes *sizes, int64_t *szv, Buf *why);
-/* "cannot evaluate the extent N/P of i: division by zero", what every back end says. */
-void eval_extent_error(const Program *p, int axis, const char *why, char *err, size_t errlen);
-bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+/* Run a program on concrete tensors at x, the call's sizes bound to p (extents.c), as every
+ * back end runs.  outs receives new tensors (owned by the caller).  False with a message
+ * naming the access and the values on a run-time error (out-of-bounds access, allocation
+ * failure, interrupt), or with x->err when x did not bind. */
+struct Extents;
+bool eval_program(const Program *p, Tensor **inputs, const struct Extents *x, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span);
 
 /* ---- extents.c: a call's sizes bound to its program, once for every back end ------------- */
@@ -826,7 +828,7 @@ typedef struct Extents {
   int64_t *szv;                 /* per KExpr id, the value of a size a kernel reads */
   bool ok;                      /* all of it evaluated; else err says the first that did not
                                    (what failed is 0) */
-  char err[256];
+  char err[512];                /* as long as any message the evaluator gave itself */
   void *mem; size_t cap;
 } Extents;
 /* Bind p at sz into x (zeroed at first, then reused): nothing is evaluated again when p,

@@ -28,10 +28,10 @@ typedef struct V {
 typedef struct E {
   const Program *p;
   Tensor **t;          /* per slot */
-  int64_t *ext;        /* per axis */
+  const int64_t *ext;  /* per axis (the call's Extents record) */
   int64_t *ax;         /* current value of each axis (the strip's first for the vector axis) */
   int vax, n;          /* vector axis (-1: none) and lanes */
-  int64_t *szv;        /* KX_SIZE values by node id */
+  const int64_t *szv;  /* KX_SIZE values by node id (the call's Extents record) */
   double **bf; int64_t **bi;      /* per node lane buffers */
   int nouter;          /* outer axes of the current kernel (skipped for per-row slots) */
   volatile int *interrupt;
@@ -137,25 +137,16 @@ static double bin_f(OpKind op, double a, double b) {
   }
 }
 
-static bool cmp_f(OpKind op, double a, double b) {
+/* A comparison from its operands' order: lt, eq and gt are all false for a NaN, so that
+ * every comparison but != is false then, as IEEE says. */
+static bool cmp(OpKind op, bool lt, bool eq, bool gt) {
   switch (op) {
-  case OP_EQ: return a == b;
-  case OP_NE: return a != b;
-  case OP_LT: return a < b;
-  case OP_LE: return a <= b;
-  case OP_GT: return a > b;
-  default: return a >= b;
-  }
-}
-
-static bool cmp_i(OpKind op, int64_t a, int64_t b) {
-  switch (op) {
-  case OP_EQ: return a == b;
-  case OP_NE: return a != b;
-  case OP_LT: return a < b;
-  case OP_LE: return a <= b;
-  case OP_GT: return a > b;
-  default: return a >= b;
+  case OP_EQ: return eq;
+  case OP_NE: return !eq;
+  case OP_LT: return lt;
+  case OP_LE: return lt || eq;
+  case OP_GT: return gt;
+  default: return gt || eq;
   }
 }
 
@@ -487,7 +478,15 @@ static V ev(E *E, const KExpr *e, const uint8_t *mask) {
     for (int j = 0; j < n; j++) {
       if (!u && mask && !mask[j]) { r.f[j] = 0; r.i[j] = 0; continue; }
       double f = 0; int64_t i = 0;
-      if (c == OPK_CMP) i = isf(e->opty) ? cmp_f(e->op, fl(&a, j), fl(&b, j)) : cmp_i(e->op, in(&a, j), in(&b, j));
+      if (c == OPK_CMP) {
+        if (isf(e->opty)) {
+          double x = fl(&a, j), y = fl(&b, j);
+          i = cmp(e->op, x < y, x == y, x > y);
+        } else {
+          int64_t x = in(&a, j), y = in(&b, j);
+          i = cmp(e->op, x < y, x == y, x > y);
+        }
+      }
       else if (isf(e->ty)) {
         f = bin_f(e->op, fl(&a, j), fl(&b, j));
         f = rnd(e->ty, f);
@@ -642,14 +641,7 @@ bool eval_size_values(const Program *p, const EvalSizes *sizes, int64_t *szv, Bu
   return true;
 }
 
-void eval_extent_error(const Program *p, int axis, const char *why, char *err, size_t errlen) {
-  Buf b = {0};
-  poly_str(p->axes[axis].extent, &b);
-  snprintf(err, errlen, "cannot evaluate the extent %s of %s: %s", b.s, p->axes[axis].name, why ? why : "unbound");
-  buf_free(&b);
-}
-
-bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Tensor **outs,
+bool eval_program(const Program *p, Tensor **inputs, const Extents *x, Tensor **outs,
                   volatile int *interrupt, Buf *err, Span *err_span) {
   E ctx = {0};
   E *E = &ctx;
@@ -658,9 +650,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
   E->err = err;
   E->err_span = err_span;
   E->t = xcalloc((size_t)p->nslots + 1, sizeof(Tensor *));
-  E->ext = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
   E->ax = xcalloc((size_t)p->naxes + 1, sizeof(int64_t));
-  E->szv = xcalloc((size_t)p->nkx + 1, sizeof(int64_t));
   E->bf = xcalloc((size_t)p->nkx + 1, sizeof(double *));
   E->bi = xcalloc((size_t)p->nkx + 1, sizeof(int64_t *));
   double *fpool = xmalloc(sizeof(double) * CH * ((size_t)p->nkx + 1));
@@ -674,15 +664,12 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
     ok = false;
     goto done;
   }
-  for (int a = 0; a < p->naxes; a++) {
-    const char *why = NULL;
-    if (!poly_eval(p->axes[a].extent, eval_size_lookup, (void *)sizes, &E->ext[a], &why)) {
-      char text[512];
-      eval_extent_error(p, a, why, text, sizeof text);   /* fail() does not return: no Buf */
-      fail(E, (Span){0}, "%s", text);
-    }
-  }
-  if (!eval_size_values(p, sizes, E->szv, E->err)) fail(E, (Span){0}, "%s", "");
+  /* the sizes were bound once for every back end (extents.c); what did not evaluate is said
+   * as the compiled back ends say it */
+  if (x->p != p) fail(E, (Span){0}, "%s", "internal error: the extents are not this program's");
+  if (!x->ok) fail(E, (Span){0}, "%s", x->err);
+  E->ext = x->ext;
+  E->szv = x->szv;
   /* buffers: inputs as given, temporaries and outputs whole, per-row slots per kernel */
   char msg[256];
   for (int i = 0; i < p->nslots; i++) {
@@ -693,13 +680,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
     }
     if (s->kind == SLOT_INLINED) continue;
     int skip = s->kind == SLOT_LOCAL ? s->type.rank - s->nlocal : 0;
-    int64_t shape[DYN_MAX_RANK];
-    for (int k = skip; k < s->type.rank; k++) {
-      const char *why = NULL;
-      if (!poly_eval(s->type.dims[k], eval_size_lookup, (void *)sizes, &shape[k - skip], &why))
-        fail(E, (Span){0}, "cannot evaluate the shape of %s: %s", s->name, why ? why : "unbound");
-    }
-    E->t[i] = tensor_new(s->type.elem, s->type.rank - skip, shape, msg, sizeof msg);
+    E->t[i] = tensor_new(s->type.elem, s->type.rank - skip, &x->shape[i * DYN_MAX_RANK + skip], msg, sizeof msg);
     if (!E->t[i]) fail(E, (Span){0}, "%s: %s", s->name, msg);
   }
   for (int k = 0; k < p->nkernels; k++) {
@@ -731,9 +712,7 @@ bool eval_program(const Program *p, Tensor **inputs, const EvalSizes *sizes, Ten
 done:
   for (int i = 0; i < p->nslots; i++) tensor_release(E->t[i]);
   free(E->t);
-  free(E->ext);
   free(E->ax);
-  free(E->szv);
   free(E->bf);
   free(E->bi);
   free(fpool);

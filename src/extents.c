@@ -2,8 +2,9 @@
  * each size variable, the extent of each axis, the shape and C-order strides of each slot,
  * and the value of each size a kernel reads.  toplevel.c binds them once per call (and keeps
  * them while the sizes stay the same); the CPU and GPU back ends run on them, :sched
- * describes with them, and the choice of back end weighs their work.  The reference
- * evaluator, which runs any Program alone, still binds its own (eval.c). */
+ * describes with them, the choice of back end weighs their work, and the reference
+ * evaluator (eval.c) runs on them too, so that every back end says a size that does not
+ * evaluate in the same words. */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -16,6 +17,14 @@ static bool same(const Extents *x, const Program *p, const EvalSizes *sz) {
   for (int i = 0; i < sz->n; i++)
     if (x->sz.names[i] != sz->names[i] || x->sz.vals[i] != sz->vals[i]) return false;
   return true;
+}
+
+/* "cannot evaluate the extent N/P of i: division by zero", what every back end says. */
+static void extent_error(const Program *p, int axis, const char *why, char *err, size_t errlen) {
+  Buf b = {0};
+  poly_str(p->axes[axis].extent, &b);
+  snprintf(err, errlen, "cannot evaluate the extent %s of %s: %s", b.s, p->axes[axis].name, why ? why : "unbound");
+  buf_free(&b);
 }
 
 /* The first failure is the one said; later ones leave their values 0. */
@@ -53,7 +62,7 @@ bool extents_bind(Extents *x, const Program *p, const EvalSizes *sz) {
   for (int a = 0; a < p->naxes; a++)
     if (!poly_eval(p->axes[a].extent, eval_size_lookup, &x->sz, &x->ext[a], &why)) {
       x->ext[a] = 0;
-      eval_extent_error(p, a, why, msg, sizeof msg);
+      extent_error(p, a, why, msg, sizeof msg);
       failed(x, msg);
     }
   Buf reason = {0};

@@ -334,6 +334,12 @@ double detect_ghz(const char *root, char *model, size_t modelcap) {
 }
 
 #if defined(__aarch64__)
+/* The Arm64 cores by the "CPU part" of /proc/cpuinfo; the last row is every other one. */
+static const struct { long part; const char *uarch, *llvm_cpu, *llvm_fallback, *features; } ARM_ROWS[] = {
+  {0xd4f, "Neoverse V2", "neoverse-v2", "neoverse-v1", "+neon,+fp-armv8,+sve,+sve2,+bf16,+i8mm"},
+  {-1, "Arm64 core (not identified)", "generic", "generic", "+neon,+fp-armv8"},
+};
+
 /* "CPU part" of the first core in /proc/cpuinfo (0xd4f is Neoverse V2), or -1. */
 static long arm_cpu_part(const char *root) {
   char path[512], line[256];
@@ -352,64 +358,59 @@ static long arm_cpu_part(const char *root) {
 #endif
 
 /* The x86 CPUs that have a closer file than their ISA's, or an LLVM name of their own: one
- * row per vendor, family and model range (the first that matches wins).  Intel's family 6
- * model numbers are those of Linux's arch/x86/include/asm/intel-family.h; AMD's model ranges
- * per family are the Zen generations of Linux's arch/x86/kernel/cpu/amd.c (bsp_init_amd).
- * `isa` is what llvm_cpu implies: on a host whose OS enables less (no AVX-512 state in a VM,
- * say), the row's file still describes the core but llvm_cpu is the ISA level's name. */
+ * row per core, with its vendor, family range and model ranges (the first row that matches
+ * wins).  Intel's family 6 model numbers are those of Linux's
+ * arch/x86/include/asm/intel-family.h; AMD's model ranges per family are the Zen generations
+ * of Linux's arch/x86/kernel/cpu/amd.c (bsp_init_amd).  `isa` is what llvm_cpu implies: on a
+ * host whose OS enables less (no AVX-512 state in a VM, say), the row's file still describes
+ * the core but llvm_cpu is the ISA level's name.  Client cores with AVX-512 (Cannon Lake to
+ * Rocket Lake) have one 512-bit FMA unit, which the generic file's two 256-bit pipes
+ * describe once folded to 512-bit width. */
 typedef enum { ISA_X86_64, ISA_AVX, ISA_V3, ISA_V4 } IsaLevel;
 typedef struct {
   const char *vendor;              /* "GenuineIntel", "AuthenticAMD" (HygonGenuine counts) */
-  int family_lo, family_hi, model_lo, model_hi;
+  int family_lo, family_hi;
+  const char *models;              /* hex model ranges, "30-4f 60-7f", or one model, "55" */
   IsaLevel isa;
   const char *file, *llvm_cpu, *llvm_fallback, *uarch;
 } CpuRow;
 
-#define INTEL "GenuineIntel"
+#define INTEL "GenuineIntel", 6, 6
 #define AMD "AuthenticAMD"
 static const CpuRow CPU_ROWS[] = {
-  {INTEL, 6, 6, 0x55, 0x55, ISA_V4, "skylake-avx512", "skylake-avx512", "skylake-avx512",
-   "Skylake-SP/Cascade Lake/Cooper Lake"},
-  {INTEL, 6, 6, 0x6a, 0x6a, ISA_V4, "icelake-server", "icelake-server", "skylake-avx512",
-   "Ice Lake-SP"},
-  {INTEL, 6, 6, 0x6c, 0x6c, ISA_V4, "icelake-server", "icelake-server", "skylake-avx512",
-   "Ice Lake-D"},
-  {INTEL, 6, 6, 0x8f, 0x8f, ISA_V4, "sapphirerapids", "sapphirerapids", "icelake-server",
-   "Sapphire Rapids"},
-  {INTEL, 6, 6, 0xcf, 0xcf, ISA_V4, "emeraldrapids", "emeraldrapids", "sapphirerapids",
-   "Emerald Rapids"},
-  {INTEL, 6, 6, 0xad, 0xad, ISA_V4, "graniterapids", "graniterapids", "sapphirerapids",
-   "Granite Rapids"},
-  {INTEL, 6, 6, 0xae, 0xae, ISA_V4, "graniterapids", "graniterapids-d", "sapphirerapids",
-   "Granite Rapids-D"},
-  /* Client cores with AVX-512 have one 512-bit FMA unit, which the generic file's two
-   * 256-bit pipes describe once folded to 512-bit width. */
-  {INTEL, 6, 6, 0x66, 0x66, ISA_V4, "generic-avx2", "cannonlake", "skylake-avx512",
-   "Cannon Lake"},
-  {INTEL, 6, 6, 0x7d, 0x7e, ISA_V4, "generic-avx2", "icelake-client", "skylake-avx512",
-   "Ice Lake (client)"},
-  {INTEL, 6, 6, 0x8c, 0x8d, ISA_V4, "generic-avx2", "tigerlake", "icelake-client",
-   "Tiger Lake"},
-  {INTEL, 6, 6, 0xa7, 0xa7, ISA_V4, "generic-avx2", "rocketlake", "icelake-client",
-   "Rocket Lake"},
-  {AMD, 0x17, 0x17, 0x00, 0x2f, ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
-  {AMD, 0x17, 0x17, 0x50, 0x5f, ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
-  {AMD, 0x17, 0x17, 0x30, 0x4f, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
-  {AMD, 0x17, 0x17, 0x60, 0x7f, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
-  {AMD, 0x17, 0x17, 0x90, 0x91, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
-  {AMD, 0x17, 0x17, 0xa0, 0xaf, ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
-  {AMD, 0x18, 0x18, 0x00, 0xff, ISA_V3, "generic-avx2", "znver1", "generic", "Hygon Dhyana (Zen)"},
-  {AMD, 0x19, 0x19, 0x00, 0x0f, ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
-  {AMD, 0x19, 0x19, 0x20, 0x5f, ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
-  {AMD, 0x19, 0x19, 0x10, 0x1f, ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
-  {AMD, 0x19, 0x19, 0x60, 0xaf, ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
-  {AMD, 0x1a, 0x1a, 0x00, 0x2f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
-  {AMD, 0x1a, 0x1a, 0x40, 0x4f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
-  {AMD, 0x1a, 0x1a, 0x70, 0x7f, ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
-  {AMD, 0x1a, 0xff, 0x00, 0xff, ISA_V4, "zen5", "znver5", "znver3", "Zen 5 or later"},
+  {INTEL, "55", ISA_V4, "skylake-avx512", "skylake-avx512", "skylake-avx512", "Skylake-SP/Cascade Lake/Cooper Lake"},
+  {INTEL, "6a", ISA_V4, "icelake-server", "icelake-server", "skylake-avx512", "Ice Lake-SP"},
+  {INTEL, "6c", ISA_V4, "icelake-server", "icelake-server", "skylake-avx512", "Ice Lake-D"},
+  {INTEL, "8f", ISA_V4, "sapphirerapids", "sapphirerapids", "icelake-server", "Sapphire Rapids"},
+  {INTEL, "cf", ISA_V4, "emeraldrapids", "emeraldrapids", "sapphirerapids", "Emerald Rapids"},
+  {INTEL, "ad", ISA_V4, "graniterapids", "graniterapids", "sapphirerapids", "Granite Rapids"},
+  {INTEL, "ae", ISA_V4, "graniterapids", "graniterapids-d", "sapphirerapids", "Granite Rapids-D"},
+  {INTEL, "66", ISA_V4, "generic-avx2", "cannonlake", "skylake-avx512", "Cannon Lake"},
+  {INTEL, "7d-7e", ISA_V4, "generic-avx2", "icelake-client", "skylake-avx512", "Ice Lake (client)"},
+  {INTEL, "8c-8d", ISA_V4, "generic-avx2", "tigerlake", "icelake-client", "Tiger Lake"},
+  {INTEL, "a7", ISA_V4, "generic-avx2", "rocketlake", "icelake-client", "Rocket Lake"},
+  {AMD, 0x17, 0x17, "00-2f 50-5f", ISA_V3, "generic-avx2", "znver1", "generic", "Zen or Zen+"},
+  {AMD, 0x17, 0x17, "30-4f 60-7f 90-91 a0-af", ISA_V3, "generic-avx2", "znver2", "znver1", "Zen 2"},
+  {AMD, 0x18, 0x18, "00-ff", ISA_V3, "generic-avx2", "znver1", "generic", "Hygon Dhyana (Zen)"},
+  {AMD, 0x19, 0x19, "00-0f 20-5f", ISA_V3, "zen3", "znver3", "znver2", "Zen 3"},
+  {AMD, 0x19, 0x19, "10-1f 60-af", ISA_V4, "zen4", "znver4", "znver3", "Zen 4"},
+  {AMD, 0x1a, 0x1a, "00-2f 40-4f 70-7f", ISA_V4, "zen5", "znver5", "znver3", "Zen 5"},
+  {AMD, 0x1a, 0xff, "00-ff", ISA_V4, "zen5", "znver5", "znver3", "Zen 5 or later"},
 };
 #undef INTEL
 #undef AMD
+
+/* Whether model is in a row's ranges ("30-4f 60-7f", "55"). */
+static bool model_in(const char *ranges, unsigned model) {
+  for (const char *c = ranges; *c;) {
+    char *end;
+    unsigned long lo = strtoul(c, &end, 16), hi = lo;
+    if (*end == '-') hi = strtoul(end + 1, &end, 16);
+    if (model >= lo && model <= hi) return true;
+    c = end + strspn(end, " ");
+  }
+  return false;
+}
 
 /* Every other x86 CPU, by the ISA its OS enables: LLVM's x86-64 levels (v2 stands for AVX
  * without AVX2, as the generic file's widths need), all with the generic file. */
@@ -438,7 +439,7 @@ static void guess_x86(const X86Id *id, CpuGuess *g) {
   for (size_t i = 0; i < sizeof CPU_ROWS / sizeof CPU_ROWS[0]; i++) {
     const CpuRow *r = &CPU_ROWS[i];
     if (strcmp(vendor, r->vendor) || id->family < r->family_lo || id->family > r->family_hi ||
-        id->model < r->model_lo || id->model > r->model_hi)
+        !model_in(r->models, (unsigned)id->model))
       continue;
     g->closest = r->file;
     if (isa >= r->isa) {
@@ -483,18 +484,13 @@ void detect_cpu(const char *root, CpuGuess *g) {
   g->cpuid = true;
 #elif defined(__aarch64__)
   long part = arm_cpu_part(root);
+  size_t r = 0, last = sizeof ARM_ROWS / sizeof ARM_ROWS[0] - 1;
+  while (r < last && ARM_ROWS[r].part != part) r++;
   g->closest = "neoverse-v2";
-  if (part == 0xd4f) {
-    copy_str(g->uarch, sizeof g->uarch, "Neoverse V2");
-    copy_str(g->llvm_cpu, 32, "neoverse-v2");
-    copy_str(g->llvm_fallback, 32, "neoverse-v1");
-    copy_str(g->features, sizeof g->features, "+neon,+fp-armv8,+sve,+sve2,+bf16,+i8mm");
-  } else {
-    copy_str(g->uarch, sizeof g->uarch, "Arm64 core (not identified)");
-    copy_str(g->llvm_cpu, 32, "generic");
-    copy_str(g->llvm_fallback, 32, "generic");
-    copy_str(g->features, sizeof g->features, "+neon,+fp-armv8");
-  }
+  copy_str(g->uarch, sizeof g->uarch, ARM_ROWS[r].uarch);
+  copy_str(g->llvm_cpu, 32, ARM_ROWS[r].llvm_cpu);
+  copy_str(g->llvm_fallback, 32, ARM_ROWS[r].llvm_fallback);
+  copy_str(g->features, sizeof g->features, ARM_ROWS[r].features);
   g->vector_bits = 128;       /* NEON; SVE's length varies and NEON code runs everywhere */
   g->vec_regs = 32;
 #else

@@ -1,7 +1,7 @@
 /* op.c -- the operators and built-in math functions of the expression language, and the
  * reductions: their names, arities, typing classes and precedences, all from one table
  * (lang/ops.def).  The parser reads names and precedences from it, the checker the classes,
- * and every back end (eval.c, cpu.c, cuda.c, lower.c, cost.c) only this module, so none of
+ * and every back end (eval.c, cpu.c, cuda_render.c, lower.c, cost.c) only this module, so none of
  * them needs the parser. */
 #include "config.h"
 #include "dyn_int.h"

@@ -126,17 +126,8 @@ static bool type_literal(Expr *e, DynElem el) {
   return true;
 }
 
-/* Primary   ::= NUMBER | STRING | 'true' | 'false' | 'inf' | 'nan' | '(' Expr ')' | List
- *             | Where | Reduction | Cast | TypedList | TypeValue | IDENT
- * List      ::= '[' ExprList ']'
- * Where     ::= 'where' '(' ExprList ')'                  (3 items)
- * Reduction ::= RedOp '[' RedIndex ( ',' RedIndex )* ']' Expr
- * RedIndex  ::= IDENT ( '<' Expr )?
- * Cast      ::= ElemType '(' ExprList ')'                 (1 item)
- * TypedList ::= ElemType List                             (when '[' '[' follows)
- * TypeValue ::= ElemType ( '[' ExprList ']' )?
- * RedOp, ElemType, inf and nan are IDENTs, told apart here by their text. */
-/* scan[j] +(body): the running combination of body along the left index j.  The operator
+/* Scan ::= 'scan' '[' IDENT ']' ( '+' | '*' | 'max' | 'min' ) '(' Expr ')'
+ * scan[j] +(body): the running combination of body along the left index j.  The operator
  * is + * max or min, and the body is parenthesised, so that where it ends is never in doubt
  * (a reduction's body extends to the right).  Whether j is a left index, and whether the
  * scan is the whole right-hand side, is the checker's (sema.c). */
@@ -175,6 +166,16 @@ static Expr *parse_scan(Parser *P, Token *t) {
   return e;
 }
 
+/* Primary   ::= NUMBER | STRING | 'true' | 'false' | 'inf' | 'nan' | '(' Expr ')' | List
+ *             | Where | Reduction | Scan | Cast | TypedList | TypeValue | IDENT
+ * List      ::= '[' ExprList ']'
+ * Where     ::= 'where' '(' ExprList ')'                  (3 items)
+ * Reduction ::= RedOp '[' RedIndex ( ',' RedIndex )* ']' Expr
+ * RedIndex  ::= IDENT ( '<' Expr )?
+ * Cast      ::= ElemType '(' ExprList ')'                 (1 item)
+ * TypedList ::= ElemType List                             (when '[' '[' follows)
+ * TypeValue ::= ElemType ( '[' ExprList ']' )?
+ * RedOp, ElemType, inf and nan are IDENTs, told apart here by their text. */
 static Expr *parse_primary(Parser *P) {
   Token *t = peek(P);
   Expr *e;
@@ -415,18 +416,29 @@ static Expr *unary(Parser *P, OpKind op, Span at_, Expr *x) {
 
 static Expr *parse_unary(Parser *P);
 
+/* One level deeper into the nesting, which MAX_DEPTH bounds (E_TOO_DEEP past it, and false
+ * with the depth as it was). */
+static bool deeper(Parser *P) {
+  if (++P->depth <= MAX_DEPTH) return true;
+  fail(P, E_TOO_DEEP, NULL);
+  P->depth--;
+  return false;
+}
+
+/* rule(P) one level deeper; NULL after an error. */
+static Expr *nested(Parser *P, Expr *(*rule)(Parser *)) {
+  if (!deeper(P)) return NULL;
+  Expr *x = rule(P);
+  P->depth--;
+  return x;
+}
+
 /* Power ::= Postfix ( '**' Unary )?      right-associative, and 2 ** -1 parses */
 static Expr *parse_pow(Parser *P) {
   Expr *l = parse_postfix(P);
   if (!l) return NULL;
   if (accept(P, TK_POW)) {
-    if (++P->depth > MAX_DEPTH) {      /* a ** b ** c ... nests to the right */
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
-    Expr *r = parse_unary(P);          /* right-associative, and 2 ** -1 works */
-    P->depth--;
+    Expr *r = nested(P, parse_unary);  /* a ** b ** c ... nests to the right, and 2 ** -1 works */
     if (!r) return NULL;
     return binary(P, OP_POW, l, r);
   }
@@ -437,13 +449,7 @@ static Expr *parse_pow(Parser *P) {
 static Expr *parse_unary(Parser *P) {
   if (at(P, TK_MINUS)) {
     Span s = next(P)->span;
-    if (++P->depth > MAX_DEPTH) {
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
-    Expr *x = parse_unary(P);
-    P->depth--;
+    Expr *x = nested(P, parse_unary);
     if (!x) return NULL;
     if (x->kind == EX_NUM) {             /* fold -3 into the literal */
       x->num = -x->num;
@@ -456,69 +462,50 @@ static Expr *parse_unary(Parser *P) {
   return parse_pow(P);
 }
 
-/* MulExpr ::= Unary ( ( '*' | '/' | '%' ) Unary )* */
-static Expr *parse_mul(Parser *P) {
-  Expr *l = parse_unary(P);
+/* A binary operator of one level of the grammar: its token and the operator it makes. */
+typedef struct { TokKind tok; OpKind op; } BinTok;
+
+/* Level ::= Operand ( Op Operand )*, left-associative, with the level's operators in ops
+ * (n of them).  NULL after an error. */
+static Expr *left_assoc(Parser *P, Expr *(*operand)(Parser *), const BinTok *ops, int n) {
+  Expr *l = operand(P);
   while (l) {
-    OpKind op;
-    if (at(P, TK_STAR)) op = OP_MUL;
-    else if (at(P, TK_SLASH)) op = OP_DIV;
-    else if (at(P, TK_PERCENT)) op = OP_MOD;
-    else break;
+    int k = 0;
+    while (k < n && !at(P, ops[k].tok)) k++;
+    if (k == n) break;
     next(P);
-    Expr *r = parse_unary(P);
+    Expr *r = operand(P);
     if (!r) return NULL;
-    l = binary(P, op, l, r);
+    l = binary(P, ops[k].op, l, r);
   }
   return l;
 }
 
+/* MulExpr ::= Unary ( ( '*' | '/' | '%' ) Unary )* */
+static Expr *parse_mul(Parser *P) {
+  static const BinTok ops[] = {{TK_STAR, OP_MUL}, {TK_SLASH, OP_DIV}, {TK_PERCENT, OP_MOD}};
+  return left_assoc(P, parse_unary, ops, 3);
+}
+
 /* AddExpr ::= MulExpr ( ( '+' | '-' ) MulExpr )* */
 static Expr *parse_add(Parser *P) {
-  Expr *l = parse_mul(P);
-  while (l && (at(P, TK_PLUS) || at(P, TK_MINUS))) {
-    OpKind op = next(P)->kind == TK_PLUS ? OP_ADD : OP_SUB;
-    Expr *r = parse_mul(P);
-    if (!r) return NULL;
-    l = binary(P, op, l, r);
-  }
-  return l;
+  static const BinTok ops[] = {{TK_PLUS, OP_ADD}, {TK_MINUS, OP_SUB}};
+  return left_assoc(P, parse_mul, ops, 2);
 }
 
 /* CmpExpr ::= AddExpr ( CmpOp AddExpr )*
  * CmpOp   ::= '==' | '!=' | '<' | '<=' | '>' | '>=' */
 static Expr *parse_cmp(Parser *P) {
-  Expr *l = parse_add(P);
-  while (l) {
-    OpKind op;
-    switch (peek(P)->kind) {
-    case TK_EQ: op = OP_EQ; break;
-    case TK_NE: op = OP_NE; break;
-    case TK_LT: op = OP_LT; break;
-    case TK_LE: op = OP_LE; break;
-    case TK_GT: op = OP_GT; break;
-    case TK_GE: op = OP_GE; break;
-    default: return l;
-    }
-    next(P);
-    Expr *r = parse_add(P);
-    if (!r) return NULL;
-    l = binary(P, op, l, r);
-  }
-  return l;
+  static const BinTok ops[] = {{TK_EQ, OP_EQ}, {TK_NE, OP_NE}, {TK_LT, OP_LT},
+                               {TK_LE, OP_LE}, {TK_GT, OP_GT}, {TK_GE, OP_GE}};
+  return left_assoc(P, parse_add, ops, 6);
 }
 
 /* NotExpr ::= 'not' NotExpr | CmpExpr */
 static Expr *parse_not(Parser *P) {
   if (at(P, TK_NOT)) {
     Span s = next(P)->span;
-    if (++P->depth > MAX_DEPTH) {
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
-    Expr *x = parse_not(P);
-    P->depth--;
+    Expr *x = nested(P, parse_not);
     return x ? unary(P, OP_NOT, s, x) : NULL;
   }
   return parse_cmp(P);
@@ -526,13 +513,8 @@ static Expr *parse_not(Parser *P) {
 
 /* AndExpr ::= NotExpr ( 'and' NotExpr )* */
 static Expr *parse_and(Parser *P) {
-  Expr *l = parse_not(P);
-  while (l && accept(P, TK_AND)) {
-    Expr *r = parse_not(P);
-    if (!r) return NULL;
-    l = binary(P, OP_AND, l, r);
-  }
-  return l;
+  static const BinTok ops[] = {{TK_AND, OP_AND}};
+  return left_assoc(P, parse_not, ops, 1);
 }
 
 /* Is e's tree taller than MAX_HEIGHT?  A chain a + b + c + ... is built by the loops above
@@ -560,11 +542,7 @@ static bool too_tall(const Expr *e) {
  * The entry to every expression: it bounds the nesting (MAX_DEPTH) and, at the outermost
  * level, the height of the tree (MAX_HEIGHT). */
 static Expr *parse_expr(Parser *P) {
-  if (++P->depth > MAX_DEPTH) {
-    fail(P, E_TOO_DEEP, NULL);
-    P->depth--;
-    return NULL;
-  }
+  if (!deeper(P)) return NULL;
   Expr *l = parse_and(P);
   while (l && accept(P, TK_OR)) {
     Expr *r = parse_and(P);
@@ -594,11 +572,7 @@ static TypeExpr *parse_type(Parser *P) {
   if (t->kind == TK_LPAREN) {                   /* (f32[N], f32[N]) */
     next(P);
     ty->kind = TY_TUPLE;
-    if (++P->depth > MAX_DEPTH) {
-      fail(P, E_TOO_DEEP, NULL);
-      P->depth--;
-      return NULL;
-    }
+    if (!deeper(P)) return NULL;
     VEC(TypeExpr *) v = {0};
     do {
       TypeExpr *p = parse_type(P);

@@ -454,9 +454,9 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
    * exactly what and where), negative: it failed as msg says.  Without one, r stays 0. */
   int r = 0;
   char msg[512];
-  /* the sizes are bound once for every back end, and sizes that do not evaluate are said as
-   * the back end would have said them */
-  const Extents *x = s->target->id == BE_REF ? NULL : top_extents(f, sz);
+  /* the sizes are bound once for every back end, the evaluator included, and sizes that do
+   * not evaluate are said in the same words whichever runs */
+  const Extents *x = top_extents(f, sz);
   const Backend *be = choose(s, f, x);
   if (be) {
     int c = be->compile(s, f, at);
@@ -486,7 +486,7 @@ static bool run_program(Session *s, Func *f, Tensor **inputs, const EvalSizes *s
   if (s->target->id != BE_REF) s->ran_instead++;
   Buf err = {0};
   Span esp = {0};
-  bool ok = eval_program(f->code.prog, inputs, sz, outs, &s->interrupt, &err, &esp);
+  bool ok = eval_program(f->code.prog, inputs, x, outs, &s->interrupt, &err, &esp);
   if (!ok) {
     Diag *d = state_error(s, esp.src ? esp : at, E_RUNTIME, err.s ? err.s : "run-time error");
     if (esp.src && at.src && !f->anonymous) diag_note(d, at, "while running %s", f->name);

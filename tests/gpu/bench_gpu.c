@@ -224,7 +224,11 @@ static int check_all(const char *only, CudaMath math) {
     make_inputs(f, &sz, in);
     Tensor *ref[4] = {0};
     Buf err = {0};
-    if (!eval_program(f->code.prog, in, &sz, ref, NULL, &err, NULL)) {
+    Extents x = {0};
+    extents_bind(&x, f->code.prog, &sz);
+    bool rok = eval_program(f->code.prog, in, &x, ref, NULL, &err, NULL);
+    extents_free(&x);
+    if (!rok) {
       printf("gpu vs ref%s: %s [%s]: the reference fails: %s\n", tag, f->name, cases[c].sizes, err.s);
       bad++;
       continue;

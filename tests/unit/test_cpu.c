@@ -150,12 +150,12 @@ static void agree(Func *f, Tensor **args, const char *what) {
   Tensor *got[8] = {0}, *ref[8] = {0};
   char err[256] = "";
   int st = cpu_run(be, f->code.cpu, args, &b.x, got, NULL, err, sizeof err);
-  unbind(&b);
   ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
   Buf rerr = {0};
   Span sp = {0};
-  ck_assert_msg(eval_program(f->code.prog, args, &b.sz, ref, NULL, &rerr, &sp), "%s: reference: %s", what,
+  ck_assert_msg(eval_program(f->code.prog, args, &b.x, ref, NULL, &rerr, &sp), "%s: reference: %s", what,
                 rerr.s);
+  unbind(&b);
   for (int i = 0; i < f->nrets; i++) {
     same(got[i], ref[i], what);
     tensor_release(got[i]);
@@ -329,7 +329,7 @@ static void strided_agree(Func *f, DynElem el, int rank, int nargs, const int *l
       ck_assert_msg(st == 1, "%s: cpu_run gives %d: %s", what, st, err);
       Buf rerr = {0};
       Span sp = {0};
-      ck_assert_msg(eval_program(f->code.prog, copies, &b.sz, ref, NULL, &rerr, &sp), "%s: %s", what, rerr.s);
+      ck_assert_msg(eval_program(f->code.prog, copies, &b.x, ref, NULL, &rerr, &sp), "%s: %s", what, rerr.s);
       for (int i = 0; i < f->nrets; i++) {
         same(got[i], ref[i], what);
         tensor_release(got[i]);
@@ -384,16 +384,17 @@ static void fails(Func *f, Tensor **args, int want, const char *msg) {
   Tensor *got[8] = {0};
   char err[256] = "";
   int st = cpu_run(be, f->code.cpu, args, &b.x, got, NULL, err, sizeof err);
-  unbind(&b);
   ck_assert_msg(st == want, "cpu_run gives %d (%s), not %d", st, err, want);
   if (want == -1) {
+    unbind(&b);
     ck_assert_str_eq(err, msg);
     return;
   }
   Tensor *ref[8] = {0};
   Buf rerr = {0};
   Span sp = {0};
-  ck_assert(!eval_program(f->code.prog, args, &b.sz, ref, NULL, &rerr, &sp));
+  ck_assert(!eval_program(f->code.prog, args, &b.x, ref, NULL, &rerr, &sp));
+  unbind(&b);
   ck_assert_str_eq(rerr.s, msg);
   ck_assert(sp.src != NULL);                     /* located at the access */
   buf_free(&rerr);

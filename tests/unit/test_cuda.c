@@ -972,7 +972,10 @@ static double run_math(const char *fname, const char *sizes, const char *force, 
   }
   Tensor *ref[4] = {0}, *gpu[4] = {0};
   Buf rerr = {0};
-  bool rok = eval_program(p, in, &sz, ref, NULL, &rerr, NULL);
+  Extents x = {0};
+  extents_bind(&x, p, &sz);
+  bool rok = eval_program(p, in, &x, ref, NULL, &rerr, NULL);
+  extents_free(&x);
   char err[4096] = "";
   const char *what = force ? force : "model";
   cuda_force(emu_be, force, splits);

@@ -148,7 +148,10 @@ static const char *run_ex(const char *text, volatile int *interrupt) {
   Tensor *outs[8] = {0};
   Buf err = {0};
   Span esp = {0};
-  bool ok = eval_program(f->code.prog, args, &sz, outs, interrupt, &err, &esp);
+  Extents x = {0};
+  extents_bind(&x, f->code.prog, &sz);            /* what did not bind, eval_program says */
+  bool ok = eval_program(f->code.prog, args, &x, outs, interrupt, &err, &esp);
+  extents_free(&x);
   buf_free(&out);
   buf_puts(&out, "");
   buf_free(&msgs);
