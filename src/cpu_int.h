@@ -177,6 +177,10 @@ typedef struct CpuRedPlan {
 /* The plan of stage s (the kernel's only one), or false when it is no such reduction or no
  * two of its axes merge (the stage's ordinary loops serve). */
 bool cpu_reduce_plan(const Program *p, const Kernel *kn, int s, int par_axis, CpuRedPlan *pl);
+/* The work of each iteration of stage s's axes: the product of its reduction's extents (at
+ * most 2^30), or 1 where the reduction runs along the parallel axis, whose tasks would then
+ * read short pieces of every row; cpu_rt.c weighs a kernel's split by it. */
+int64_t cpu_reduce_work(const Kernel *kn, int s, int par_axis, const int64_t *ext);
 /* :sched's words for a plan: its runs, outer to inner. */
 void cpu_reduce_text(const Program *p, const CpuRedPlan *pl, Buf *out);
 
