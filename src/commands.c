@@ -291,6 +291,7 @@ static const char *const sched_glossary[][2] = {
   {"row-wise: stages", "a kernel whose reductions run along rows: each stage is one loop over a row, intermediates of a row kept in cache"},
   {"pipelined", "two stages of neighbouring rows run in one loop"},
   {"vectorised along n", "the axis the vector lanes run over"},
+  {"a reduction in runs of axes", "a reduction walked in the order its operand lies in memory, axes that lie together (c d) as one loop; each run kept or reduced"},
   {"a layout change", "reads along one axis, writes along another: done in W x W tiles transposed in registers"},
   {"tasks over b", "the rows split into tasks for the cores"},
   {"streaming stores", "stores that bypass the caches, for outputs larger than the last cache (a second compiled copy, made on first use)"},

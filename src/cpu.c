@@ -27,6 +27,7 @@
 #ifdef HAVE_LLVM
 
 #include "cpu_int.h"
+#include "cpu_reduce.h"
 #include "cpu_scan.h"
 #include "gemm.h"
 #include "irb.h"
@@ -1126,6 +1127,74 @@ static void gen_scan(G *g, const Stage *st, int par_axis, LLVMValueRef lo, LLVMV
   cpu_scan_gen(&sg);
 }
 
+/* ---- a reduction in merged runs of axes (cpu_reduce.c), through these helpers ---- */
+
+typedef struct RedEnv {
+  G *g;
+  const Stage *st;
+  int par_axis;
+  LLVMValueRef lo, hi;
+  Loop L[CPU_RED_AXES];
+  int n;
+} RedEnv;
+static LLVMValueRef red_ext(void *v, int axis) { return load_i64(((RedEnv *)v)->g, ((RedEnv *)v)->g->ext, axis); }
+static LLVMValueRef red_stride(void *v, int slot, int dim, int rank) {
+  G *g = ((RedEnv *)v)->g;
+  bool any_last = g->strided && g->p->slots[slot].kind == SLOT_INPUT;   /* as offset() reads it */
+  return dim == rank - 1 && !any_last ? c64(g, 1) : load_i64(g, g->strides, (int64_t)slot * DYN_MAX_RANK + dim);
+}
+static LLVMValueRef red_loop(void *v, LLVMValueRef lo, LLVMValueRef hi) {
+  RedEnv *r = v;
+  return loop_begin(r->g, &r->L[r->n++], lo, hi);
+}
+static void red_end(void *v) { RedEnv *r = v; loop_end(r->g, &r->L[--r->n]); }
+static void red_set_axis(void *v, int axis, LLVMValueRef x) { ((RedEnv *)v)->g->axv[axis] = x; }
+static LLVMValueRef red_value(void *v) { RedEnv *r = v; return gen(r->g, r->st->expr->a[0], NULL, false); }
+static void red_subs(RedEnv *r, LLVMValueRef *subs) {
+  for (int a = 0; a < r->st->naxes; a++) subs[a] = r->g->axv[r->st->axes[a]];
+}
+static LLVMValueRef red_out_ptr(void *v) {
+  RedEnv *r = v;
+  LLVMValueRef subs[DYN_MAX_RANK];
+  red_subs(r, subs);
+  return elem_ptr(r->g, r->st->out, subs, r->st->naxes);
+}
+static void red_store(void *v, LLVMValueRef x) {
+  RedEnv *r = v;
+  LLVMValueRef subs[DYN_MAX_RANK];
+  red_subs(r, subs);
+  gen_store(r->g, r->st->out, subs, r->st->naxes, x, r->st->expr->ty, false);
+}
+static void red_step_at(void *v, LLVMValueRef acc, LLVMValueRef x) { RedEnv *r = v; red_step(r->g, r->st->expr, acc, x); }
+static LLVMValueRef red_start(void *v) { RedEnv *r = v; return red_init(r->g, r->st->expr, ty_of(r->g, r->st->expr->ty)); }
+static LLVMValueRef red_slot(void *v, LLVMTypeRef t) { return entry_alloca(((RedEnv *)v)->g, t); }
+static void red_plain(void *v) {
+  RedEnv *r = v;
+  G *g = r->g;
+  if (cpu_interchanged(g->p, g->kn, 0, r->par_axis)) {
+    gen_interchanged(g, g->kn, r->st, r->par_axis, r->lo, r->hi);
+    return;
+  }
+  Loop L[DYN_MAX_RANK];
+  for (int a = 0; a < r->st->naxes; a++) {
+    bool par = r->st->axes[a] == r->par_axis;
+    g->axv[r->st->axes[a]] = loop_begin(g, &L[a], par ? r->lo : c64(g, 0), par ? r->hi : load_i64(g, g->ext, r->st->axes[a]));
+  }
+  gen_body(g, g->kn, r->st, NULL, NULL, false);
+  for (int a = r->st->naxes - 1; a >= 0; a--) loop_end(g, &L[a]);
+}
+
+static void gen_reduced(G *g, const Stage *st, const CpuRedPlan *pl, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+  RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
+  CpuRedGen rg = {
+    .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .pl = pl, .lo = lo, .hi = hi,
+    .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
+    .value = red_value, .out_ptr = red_out_ptr, .store = red_store, .step = red_step_at, .init = red_start,
+    .slot = red_slot, .plain = red_plain,
+  };
+  cpu_reduce_gen(&rg);
+}
+
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
   int no = kn->nouter;
@@ -1136,6 +1205,12 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
   bool *pf_mark = row_marks(g->p, kn), pf_done = false;
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
+    CpuRedPlan rp;
+    if (cpu_reduce_plan(g->p, kn, s, par_axis, &rp)) {
+      gen_reduced(g, st, &rp, par_axis, lo, hi);
+      g->fused_red = NULL;
+      continue;
+    }
     if (cpu_interchanged(g->p, kn, s, par_axis)) {
       gen_interchanged(g, kn, st, par_axis, lo, hi);
       g->fused_red = NULL;
@@ -1425,7 +1500,9 @@ static bool transcendental_along(const KExpr *e, int axis) {
 static int nt_slot_of(const Program *p, const Kernel *kn, int par_axis) {
   const Stage *st = &kn->stages[kn->nstages - 1];
   const Slot *sl = &p->slots[st->out];
+  CpuRedPlan rp;
   if (sl->kind != SLOT_OUTPUT || st->naxes < 1 || !elem_is_float(sl->type.elem) || any_interchanged(p, kn, par_axis) ||
+      cpu_reduce_plan(p, kn, kn->nstages - 1, par_axis, &rp) ||
       st->expr->kind == KX_SCAN ||
       st->axes[st->naxes - 1] == par_axis || transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return -1;

@@ -159,4 +159,29 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
 int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext, const EvalSizes *sz, int threads,
                       Buf *out, double *total);
 
+/* cpu_reduce.c: a reduction stage walked in runs of axes that lie one after another in
+ * memory, each run one loop (its design note says when and why).  The plan, from the program
+ * alone; the stage's code checks at run time that the strides do join each run. */
+#define CPU_RED_AXES (DYN_MAX_RANK * 2)
+#define CPU_RED_CHECKS 32
+typedef struct CpuRedPlan {
+  int nax, ax[CPU_RED_AXES];       /* the axes as the operand's first full load lays them out */
+  int ng, gfirst[CPU_RED_AXES], glen[CPU_RED_AXES];   /* runs of ax: first place, length */
+  bool gred[CPU_RED_AXES];         /* the run's axes are reduced (else kept) */
+  int par_group;                   /* the run led by the parallel axis, or -1 */
+  bool direct;                     /* no reduced run outside a kept one: each result is
+                                      reduced whole and stored once */
+  int nchk, chk_slot[CPU_RED_CHECKS], chk_dim[CPU_RED_CHECKS], chk_rank[CPU_RED_CHECKS],
+      chk_group[CPU_RED_CHECKS];   /* a slot whose dims from chk_dim hold a run of two or more */
+} CpuRedPlan;
+/* The plan of stage s (the kernel's only one), or false when it is no such reduction or no
+ * two of its axes merge (the stage's ordinary loops serve). */
+bool cpu_reduce_plan(const Program *p, const Kernel *kn, int s, int par_axis, CpuRedPlan *pl);
+/* The work of each iteration of stage s's axes: the product of its reduction's extents (at
+ * most 2^30), or 1 where the reduction runs along the parallel axis, whose tasks would then
+ * read short pieces of every row; cpu_rt.c weighs a kernel's split by it. */
+int64_t cpu_reduce_work(const Kernel *kn, int s, int par_axis, const int64_t *ext);
+/* :sched's words for a plan: its runs, outer to inner. */
+void cpu_reduce_text(const Program *p, const CpuRedPlan *pl, Buf *out);
+
 #endif

@@ -536,11 +536,14 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     T.nlocal = nl;
     T.local_slots = lslots;
     T.local_bytes = lbytes;
-    /* work per parallel iteration decides the split: small kernels run on one thread */
+    /* work per parallel iteration decides the split: small kernels run on one thread (a
+     * reduction's summed axes count too, cpu_reduce_work) */
     int64_t work = 1;
-    for (int s = 0; s < ck->kn->nstages; s++)
+    for (int s = 0; s < ck->kn->nstages; s++) {
       for (int a = 0; a < ck->kn->stages[s].naxes; a++)
         if (ck->kn->stages[s].axes[a] != ck->par_axis) work *= ext[ck->kn->stages[s].axes[a]] > 0 ? ext[ck->kn->stages[s].axes[a]] : 1;
+      work *= cpu_reduce_work(ck->kn, s, ck->par_axis, ext);
+    }
     int64_t tasks = n * work < 32768 ? 1 : (int64_t)nthreads * 4;
     if (tasks > n) tasks = n;
     T.n = n;

@@ -180,6 +180,13 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
     for (int s2 = 0; s2 < kn->nstages; s2++) {
       const Stage *st = &kn->stages[s2];
       if (!st->naxes) continue;
+      CpuRedPlan rp;
+      if (cpu_reduce_plan(p, kn, s2, ck->par_axis, &rp)) {
+        buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);
+        cpu_reduce_text(p, &rp, out);
+        buf_puts(out, "\n    (each run one loop where its strides join; the innermost vectorised)\n");
+        continue;
+      }
       buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
                  cpu_interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
       int bu = cpu_blocked_axis(kn, st);

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""reduce.py -- sums over every subset of axes against NumPy (run by tests/reduce-numpy.sh).
+
+Usage: reduce.py DYN SCRATCH_DIR [CASE_SUBSTRING ...], as compare.py, whose cases, runner and
+metrics it uses with cases of its own: for tensors of rank 2 to 4, Y = sum over each proper
+subset of the axes, written in index notation in a function and as a top-level statement,
+in f32, f64, i32 and i64, and a max in f32.  The extents are awkward: no elements, one,
+primes, and the lanes of every x86 model's vector (4, 8 and 16 of f32 and f64) and one more
+or less, so that merged runs of axes end inside a vector and in its last lane.  Some inputs
+are written in Fortran order: read in place, their axes do not lie one after another as
+the merged loops need, and the stage's own loops run them.  Sums are judged against the sum
+of the absolute values of their terms (compare.py's `terms`), integers exactly.
+"""
+import itertools
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402  (defines its own cases on import; they are dropped below)
+
+del compare.CASES[:]
+F32, F64, I32, I64 = compare.F32, compare.F64, compare.I32, compare.I64
+f64 = compare.f64
+rng = np.random.default_rng(20261203)
+TY = {F32: 'f32', F64: 'f64', I32: 'i32', I64: 'i64'}
+
+SHAPES = {
+    2: [(1, 17), (33, 15), (0, 7), (16, 9), (5, 1)],
+    3: [(3, 17, 8), (1, 0, 5), (7, 31, 16), (2, 9, 1), (4, 1, 33)],
+    4: [(2, 3, 17, 15), (1, 7, 1, 33), (3, 0, 2, 2), (5, 4, 9, 16), (2, 1, 8, 7)],
+}
+
+
+def data(shape, dtype):
+    if dtype in (I32, I64):
+        return rng.integers(-50, 50, shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def src(name, rank, axes, dtype, op):
+    """A function that reduces X over axes, and the same as a top-level statement."""
+    kept = [i for i in range(rank) if i not in axes]
+    ins = ', '.join('D%d' % i for i in range(rank))
+    outs = ', '.join('D%d' % i for i in kept)
+    lhs = ', '.join('i%d' % i for i in kept)
+    stmt = '[%s] = %s[%s] X[%s]' % (lhs, op, ', '.join('i%d' % i for i in axes),
+                                    ', '.join('i%d' % i for i in range(rank)))
+    ty = TY[dtype]
+    return ('fn %s(X: %s[%s]) -> %s[%s] {\n  Y%s\n  return Y\n}\nYf = %s(X)\nYt%s\n'
+            % (name, ty, ins, ty, outs, stmt, name, stmt))
+
+
+def red_case(k, shape, axes, dtype, op='sum', fortran=False):
+    X = data(shape, dtype)
+    name = 'r%d' % k
+    if op == 'max':
+        ref = X.max(axis=axes) if 0 not in [shape[a] for a in axes] else None
+        if ref is None:
+            return
+        outs = [compare.out(n, dtype, ref, compare.EXACT) for n in ('Yf', 'Yt')]
+    elif dtype in (I32, I64):
+        ref = X.sum(axis=axes, dtype=dtype)
+        outs = [compare.out(n, dtype, ref, compare.EXACT) for n in ('Yf', 'Yt')]
+    else:
+        ref, mag = f64(X).sum(axis=axes), np.abs(f64(X)).sum(axis=axes)
+        outs = [compare.summed(n, dtype, ref, mag) for n in ('Yf', 'Yt')]
+    compare.case('%s %s over %s of %s%s' % (op, TY[dtype], ''.join(map(str, axes)), 'x'.join(map(str, shape)),
+                                            ' (Fortran order)' if fortran else ''),
+                 [('X', X)], src(name, len(shape), axes, dtype, op), outs,
+                 fortran=('X',) if fortran else ())
+
+
+k = 0
+for rank in (2, 3, 4):
+    for n in range(1, rank):
+        for axes in itertools.combinations(range(rank), n):
+            for i, shape in enumerate(SHAPES[rank]):
+                red_case(k, shape, axes, F32)
+                k += 1
+            for j, dtype in enumerate((F64, I32, I64)):
+                red_case(k, SHAPES[rank][(k + j) % len(SHAPES[rank])], axes, dtype)
+                k += 1
+            red_case(k, SHAPES[rank][k % len(SHAPES[rank])], axes, F32, 'max')
+            k += 1
+            red_case(k, SHAPES[rank][-1], axes, F32, fortran=True)
+            k += 1
+
+# large enough that each thread takes several tasks, the merged runs many vectors long:
+# batch norm's statistics (the axes but the channels), the spatial axes, a middle axis
+for shape, axes in [((6, 37, 29, 31), (0, 2, 3)), ((9, 33, 17, 23), (2, 3)), ((7, 131, 5, 67), (1,)),
+                    ((65, 3, 127), (0, 1)), ((13, 41, 9, 17), (0, 3))]:
+    red_case(k, shape, axes, F32)
+    k += 1
+    red_case(k, shape, axes, F64)
+    k += 1
+
+if __name__ == '__main__':
+    sys.exit(compare.main())
