@@ -105,12 +105,18 @@ double sched_threads_bw(const HwModel *h, int i, int threads) {
 
 /* Vector lane-operations per second of `threads` cores on elements of elem_bytes: the lanes of
  * a vector times the FMA pipes (the pipes that take every floating-point operation) times
- * the clock.  An FMA counts once here, where the peak in FLOP/s counts it twice. */
+ * the clock, which is a core's share of the f32 peak over the 2 FLOPs an FMA counts there,
+ * at the lanes of elem_bytes.  Taken from the peak, it is the measured rate where dyn
+ * --calibrate measured one (hw_set_measured_peak): /proc/cpuinfo's clock is often a virtual
+ * CPU's base clock, 2.1 GHz on a Zen 5 host whose micro-kernel ran at 3.4 GHz's rate. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes) {
   int lanes = h->vector_bits > 0 && elem_bytes > 0 ? h->vector_bits / (8 * elem_bytes) : 1;
   int pipes = h->fma_units > 0 ? h->fma_units : 1;
   double ghz = h->ghz > 0 ? h->ghz : 1;
-  return (double)(lanes > 0 ? lanes : 1) * pipes * ghz * 1e9 * (threads > 0 ? threads : 1);
+  double core = (double)(lanes > 0 ? lanes : 1) * pipes * ghz * 1e9;
+  if (h->peak_gflops_f32 > 0 && h->cores > 0 && elem_bytes > 0)
+    core = h->peak_gflops_f32 * 1e9 / h->cores / 2 * 4.0 / elem_bytes;
+  return core * (threads > 0 ? threads : 1);
 }
 
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out) {

@@ -246,6 +246,25 @@ START_TEST(test_hoisted) {
 }
 END_TEST
 
+/* The vector pipes' rate is a core's share of the f32 peak, so a peak that dyn --calibrate
+ * measured (hw_set_measured_peak) sets it: at 1.6 times the file's peak, an element-wise
+ * kernel in L1 computes in 1 / 1.6 of the time. */
+START_TEST(test_measured_peak) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    for (int e = 2; e <= 8; e *= 2)
+      ck_assert(close_to(sched_lane_ops_rate(&h, 2, e), lanes_rate(&h, 2, e)));
+    SchedWork w = {.ops = 21 * 1000.0, .elem_bytes = 4, .read = 4000, .written = 4000, .tasks = 1};
+    SchedTerms a, b;
+    sched_stream_time(&h, 1, &w, &a);
+    hw_set_measured_peak(&h, 1.6 * h.peak_gflops_f32);
+    sched_stream_time(&h, 1, &w, &b);
+    ck_assert_msg(close_to(b.comp_s, a.comp_s / 1.6), "%s: %g s, was %g", h.name, b.comp_s, a.comp_s);
+    ck_assert(close_to(sched_lane_ops_rate(&h, 2, 8), 1.6 * lanes_rate(&h, 2, 8)));
+  }
+}
+END_TEST
+
 static Suite *sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = tcase_create("model");
@@ -255,6 +274,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_elementwise);
   tcase_add_test(tc, test_rowwise);
   tcase_add_test(tc, test_hoisted);
+  tcase_add_test(tc, test_measured_peak);
   suite_add_tcase(s, tc);
   return s;
 }
