@@ -176,6 +176,18 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
   *bytes = b;
 }
 
+/* The softmax's work on `scores` f32 scores of an attention on `threads` cores (cpu_attn.c
+ * prices both ways with it): a score's scale, running maximum, difference, exponential and
+ * sum's step, in lane-operations at the vector pipes' rate, the scale a division where the
+ * program divides by it (attention's / sqrt(D): a vdivps a score either way, fused or not).
+ * It was 20 FLOPs a score at the FLOP peak, which counts an FMA twice: under half the 24 to
+ * 31 lane-operations of the code (block_update in cpu_attn.c). */
+double cost_attn_softmax_time(const HwModel *hw, int threads, double scores, bool div) {
+  int t = hw->cores > 0 && threads > hw->cores ? hw->cores : threads;
+  int ops = lane_ops(OP_EXP) + 3 + (div ? lane_ops(OP_DIV) : 1);
+  return scores * ops / sched_lane_ops_rate(hw, t > 0 ? t : 1, 4);
+}
+
 /* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw: sched.c's term,
  * shared with the GPU's launch model. */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes) {

@@ -265,6 +265,23 @@ START_TEST(test_measured_peak) {
 }
 END_TEST
 
+/* An attention's softmax: 24 lane-operations a score (the exponential's 20, the scale's
+ * product, the maximum, the difference and the sum's step), 31 where the scale is a division
+ * (8), at the vector pipes' rate, threads beyond the model's cores adding nothing. */
+START_TEST(test_attn_softmax) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    const double scores[] = {1, 77 * 77 * 12, 16.0 * 512 * 512};
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++)
+      for (int t = 1; t <= 2; t++) {
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], false), 24 * scores[i] / lanes_rate(&h, t, 4)));
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], true), 31 * scores[i] / lanes_rate(&h, t, 4)));
+      }
+    ck_assert(close_to(cost_attn_softmax_time(&h, 4 * h.cores, 1e6, false), 24e6 / lanes_rate(&h, h.cores, 4)));
+  }
+}
+END_TEST
+
 static Suite *sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = tcase_create("model");
@@ -275,6 +292,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_rowwise);
   tcase_add_test(tc, test_hoisted);
   tcase_add_test(tc, test_measured_peak);
+  tcase_add_test(tc, test_attn_softmax);
   suite_add_tcase(s, tc);
   return s;
 }
