@@ -70,7 +70,46 @@ static const Poly *numel(PolyCtx *pc, const Type *t, int skip) {
   return n;
 }
 
-/* The FLOPs (or lane-operations) of a kernel's stages, each over its points. */
+/* The lane-operations of e at each step of its innermost loop, where vary holds the axes of
+ * the loops inside a row (the stage's own), outer_r those of the reductions around e's
+ * reduction and cur_r that reduction's own.  The compiler hoists a loop-invariant operation
+ * out of the loops it does not depend on (LLVM's LICM): a part of e that depends on none of
+ * those axes runs once a row (added to *row), one that depends on none of cur_r once a step
+ * of the loops outside the reduction (added to *step).  layernorm's rsqrt(v[b] + 1e-5) is one
+ * scalar vsqrtss and vdivss a row in its code (:code layernorm asm); charged an element it
+ * was 17 of the 26 lane-operations an element was charged, and the model called layernorm
+ * 2047 x 1024 compute-bound at 2.4 times its time.  A reduction or scan is never hoisted. */
+static const Poly *row_ops(PolyCtx *pc, const Program *p, const KExpr *e, uint64_t vary, uint64_t outer_r,
+                           uint64_t cur_r, const Poly **row, const Poly **step) {
+  bool loop = e->kind == KX_REDUCE || e->kind == KX_SCAN;
+  uint64_t all = vary | outer_r | cur_r;
+  if (all && !loop && !(e->axmask & all)) {
+    *row = poly_add(pc, *row, flops_of(pc, p, e, true));
+    return poly_const(pc, 0);
+  }
+  if (cur_r && !loop && !(e->axmask & cur_r)) {
+    *step = poly_add(pc, *step, row_ops(pc, p, e, vary, outer_r, 0, row, step));
+    return poly_const(pc, 0);
+  }
+  if (e->kind == KX_REDUCE) {
+    uint64_t in = 0;
+    const Poly *r = poly_const(pc, 1), *local = poly_const(pc, 0);
+    for (int i = 0; i < e->nraxes; i++) {
+      r = poly_mul(pc, r, p->axes[e->raxes[i]].extent);
+      in |= 1ull << (e->raxes[i] % 64);
+    }
+    const Poly *body = row_ops(pc, p, e->a[0], vary, outer_r | cur_r, in, row, &local);
+    return poly_add(pc, poly_mul(pc, r, poly_add(pc, body, poly_const(pc, elem_is_float(e->ty) ? 1 : 0))), local);
+  }
+  const Poly *f = poly_const(pc, 0);
+  for (int i = 0; i < e->n; i++) f = poly_add(pc, f, row_ops(pc, p, e->a[i], vary, outer_r, cur_r, row, step));
+  if (e->kind == KX_UN || e->kind == KX_BIN || e->kind == KX_SCAN)
+    f = poly_add(pc, f, flops_of(pc, p, &(KExpr){.kind = e->kind, .ty = e->ty, .opty = e->opty, .op = e->op}, true));
+  return f;
+}
+
+/* The FLOPs (or lane-operations) of a kernel's stages, each over its points; lane-operations
+ * that do not vary inside a row once a row (row_ops). */
 static const Poly *kernel_work(const Program *p, const Kernel *kn, PolyCtx *pc, bool ops) {
   const Poly *f = poly_const(pc, 0);
   const Poly *outer = poly_const(pc, 1);
@@ -78,8 +117,18 @@ static const Poly *kernel_work(const Program *p, const Kernel *kn, PolyCtx *pc, 
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     const Poly *pts = outer;
-    for (int a = 0; a < st->naxes; a++) pts = poly_mul(pc, pts, p->axes[st->axes[a]].extent);
-    f = poly_add(pc, f, poly_mul(pc, pts, flops_of(pc, p, st->expr, ops)));
+    uint64_t vary = 0;
+    for (int a = 0; a < st->naxes; a++) {
+      pts = poly_mul(pc, pts, p->axes[st->axes[a]].extent);
+      vary |= 1ull << (st->axes[a] % 64);
+    }
+    if (!ops) {
+      f = poly_add(pc, f, poly_mul(pc, pts, flops_of(pc, p, st->expr, false)));
+      continue;
+    }
+    const Poly *row = poly_const(pc, 0), *none = NULL;
+    const Poly *each = row_ops(pc, p, st->expr, vary, 0, 0, &row, &none);
+    f = poly_add(pc, f, poly_add(pc, poly_mul(pc, pts, each), poly_mul(pc, outer, row)));
   }
   return f;
 }
@@ -125,6 +174,18 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
   }
   *flops = f;
   *bytes = b;
+}
+
+/* The softmax's work on `scores` f32 scores of an attention on `threads` cores (cpu_attn.c
+ * prices both ways with it): a score's scale, running maximum, difference, exponential and
+ * sum's step, in lane-operations at the vector pipes' rate, the scale a division where the
+ * program divides by it (attention's / sqrt(D): a vdivps a score either way, fused or not).
+ * It was 20 FLOPs a score at the FLOP peak, which counts an FMA twice: under half the 24 to
+ * 31 lane-operations of the code (block_update in cpu_attn.c). */
+double cost_attn_softmax_time(const HwModel *hw, int threads, double scores, bool div) {
+  int t = hw->cores > 0 && threads > hw->cores ? hw->cores : threads;
+  int ops = lane_ops(OP_EXP) + 3 + (div ? lane_ops(OP_DIV) : 1);
+  return scores * ops / sched_lane_ops_rate(hw, t > 0 ? t : 1, 4);
 }
 
 /* The roofline of a kernel at concrete FLOPs and bytes, on `threads` of hw: sched.c's term,

@@ -313,8 +313,8 @@ static void predict(CpuBackend *be, const Call *w, int threads, double *fused, d
   GemmKernels *g = w->g;
   int64_t B = w->B, S = w->S, T = w->T, D = w->D, E = w->E;
   double bst = (double)B * S * T;
-  /* the exponentials and the row work, the same count both ways: about 20 operations a score */
-  double ew = cost_roofline(hw, threads, 20 * bst, 0);
+  /* the exponentials and the row work, the same count both ways (cost.c) */
+  double ew = cost_attn_softmax_time(hw, threads, bst, w->div);
   GemmArgs a = {B, S, T, D, NULL, S * D, D, 1, NULL, T * D, 1, D, NULL, S * T, T, 1, false, NULL};
   GemmArgs b = {B, S, E, T, NULL, S * T, T, 1, NULL, T * E, E, 1, NULL, S * E, E, 1, false, NULL};
   /* unfused: the scores written and read back about five times (scores, e, the sum, P . V) */

@@ -53,17 +53,35 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
 
 /* ---- the roofline and the streaming kernel's time ----
  *
- * The software constants of the streaming model (row-wise and element-wise kernels), each with
- * how it was found; everything else is the hw file's.
+ * Every software constant of the CPU's model, with where it lives and how it was found; the
+ * hardware's figures are the hw file's, each with its source (hw/README.md).  The GEMM
+ * engine's own corrections (CALL_CYC, WS_S, SPLIT_LOADS, ...) are gemm_model.c's table.
  *
- *   SCHED_SYNC_S   0.3 us  a fork-join on the CPU pool when a kernel's tasks are shared: the
- *                          GEMM engine's SYNC_S, measured on 2 threads of Zen 5 (0.16 us with
- *                          empty tasks, 0.2-0.4 beside small products; gemm_model.c)
- *   write-allocate  2x     a store to a line no cache holds reads the line first (read for
- *                          ownership), so each byte written to memory moves twice unless the
- *                          kernel streams its stores (Intel SDM vol. 3 11.3 "write-back";
- *                          AMD APM vol. 2 7.4; Arm's cores detect whole-line writes, which
- *                          the CPU back end only meets with streaming stores anyway) */
+ *   name            value    where          what it is; how it was found
+ *   SCHED_SYNC_S    0.3 us   sched.c        a fork-join on the CPU pool when a kernel's tasks
+ *                                           are shared: the GEMM engine's SYNC_S, measured on
+ *                                           2 threads of Zen 5 (0.16 us with empty tasks,
+ *                                           0.2-0.4 beside small products; gemm_model.c)
+ *   CALL_S          0.15 us  cpu_sched.c    a call beside its kernels (sizes, facts, plans):
+ *                                           make bench's 2 x 2 x 2 and 13 x 11 x 17 matmul on
+ *                                           Zen 5, 0.2 us a call with kernels of 0.01-0.1
+ *   lane_ops        table    cost.c         a math function's lane-operations an element:
+ *                                           counted in vmath.c's expansions; division and
+ *                                           square root 8, Agner Fog's throughput tables
+ *                                           (5-10 cycles a 512-bit vdivps, Zen 4 to Skylake-X)
+ *   attention       4 + exp  cost.c         an attention score's softmax in lane-operations
+ *                                           (scale, maximum, difference, sum; the scale a
+ *                                           division's 8 where the program divides), counted
+ *                                           in cpu_attn.c's block_update
+ *   hoisting        a row    cost.c         what does not vary along a row runs once a row
+ *                                           (LICM), read in :code layernorm asm
+ *   write-allocate  2x       sched.c        a store to a line no cache holds reads the line
+ *                                           first (read for ownership), so each byte written
+ *                                           to memory moves twice unless the kernel streams
+ *                                           its stores (Intel SDM vol. 3 11.3 "write-back";
+ *                                           AMD APM vol. 2 7.4; Arm's cores detect whole-line
+ *                                           writes, which the CPU back end only meets with
+ *                                           streaming stores anyway) */
 #define SCHED_SYNC_S 0.3e-6
 
 /* The roofline of FLOPs and bytes on `threads` of h: the slower of the FLOPs at the threads'
@@ -105,12 +123,18 @@ double sched_threads_bw(const HwModel *h, int i, int threads) {
 
 /* Vector lane-operations per second of `threads` cores on elements of elem_bytes: the lanes of
  * a vector times the FMA pipes (the pipes that take every floating-point operation) times
- * the clock.  An FMA counts once here, where the peak in FLOP/s counts it twice. */
+ * the clock, which is a core's share of the f32 peak over the 2 FLOPs an FMA counts there,
+ * at the lanes of elem_bytes.  Taken from the peak, it is the measured rate where dyn
+ * --calibrate measured one (hw_set_measured_peak): /proc/cpuinfo's clock is often a virtual
+ * CPU's base clock, 2.1 GHz on a Zen 5 host whose micro-kernel ran at 3.4 GHz's rate. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes) {
   int lanes = h->vector_bits > 0 && elem_bytes > 0 ? h->vector_bits / (8 * elem_bytes) : 1;
   int pipes = h->fma_units > 0 ? h->fma_units : 1;
   double ghz = h->ghz > 0 ? h->ghz : 1;
-  return (double)(lanes > 0 ? lanes : 1) * pipes * ghz * 1e9 * (threads > 0 ? threads : 1);
+  double core = (double)(lanes > 0 ? lanes : 1) * pipes * ghz * 1e9;
+  if (h->peak_gflops_f32 > 0 && h->cores > 0 && elem_bytes > 0)
+    core = h->peak_gflops_f32 * 1e9 / h->cores / 2 * 4.0 / elem_bytes;
+  return core * (threads > 0 ? threads : 1);
 }
 
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out) {

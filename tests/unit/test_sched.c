@@ -214,6 +214,74 @@ START_TEST(test_rowwise) {
 }
 END_TEST
 
+/* Operations that do not vary along a row run once a row: the compiler hoists them out of
+ * the row's loops.  layernorm's lane-operations, counted by hand from its stages:
+ *   mu[b]   = (sum[n] X[b, n]) / N          the sum's step (1) an element; a division (8) a row
+ *   v[b]    = (sum[n] d * d) / N            d = X - mu twice (2), the product (1) and the step (1)
+ *                                           an element; a division (8) a row
+ *   Y[b, n] = d * rsqrt(v + 1e-5) * g + be  the difference (1), two products and a sum (3) an
+ *                                           element; rsqrt(v + 1e-5) (16 + 1) a row
+ * 9 an element and 33 a row.  Charged an element, the rsqrt made it 26 an element. */
+START_TEST(test_hoisted) {
+  const char *ln = "fn layernorm(X: f32[B, N], g: f32[N], be: f32[N]) -> f32[B, N] {\n"
+                   "  mu[b] = (sum[n] X[b, n]) / N\n"
+                   "  d[b, n] = X[b, n] - mu[b]\n"
+                   "  v[b] = (sum[n] d[b, n] * d[b, n]) / N\n"
+                   "  Y[b, n] = d[b, n] * rsqrt(v[b] + 1e-5) * g[n] + be[n]\n"
+                   "  return Y\n}";
+  const Program *p = lowered(ln);
+  const int64_t shapes[][2] = {{1, 1}, {1, 768}, {2047, 1024}, {13, 7}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    int64_t B = shapes[s][0], N = shapes[s][1];
+    ck_assert_int_eq(at(cost_kernel_ops(p, &p->kernels[0], pc), B, N), 9 * B * N + 33 * B);
+  }
+  /* inside a reduction too: exp(c[b]) does not vary along n, so it runs once a row */
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+  const char *rd = "fn f(X: f32[B, N], c: f32[B]) -> f32[B] {\n"
+                   "  Y[b] = sum[n] X[b, n] * exp(c[b])\n"
+                   "  return Y\n}";
+  p = lowered(rd);
+  ck_assert_int_eq(at(cost_kernel_ops(p, &p->kernels[0], pc), 33, 1000), 2 * 33 * 1000 + 20 * 33);
+}
+END_TEST
+
+/* The vector pipes' rate is a core's share of the f32 peak, so a peak that dyn --calibrate
+ * measured (hw_set_measured_peak) sets it: at 1.6 times the file's peak, an element-wise
+ * kernel in L1 computes in 1 / 1.6 of the time. */
+START_TEST(test_measured_peak) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    for (int e = 2; e <= 8; e *= 2)
+      ck_assert(close_to(sched_lane_ops_rate(&h, 2, e), lanes_rate(&h, 2, e)));
+    SchedWork w = {.ops = 21 * 1000.0, .elem_bytes = 4, .read = 4000, .written = 4000, .tasks = 1};
+    SchedTerms a, b;
+    sched_stream_time(&h, 1, &w, &a);
+    hw_set_measured_peak(&h, 1.6 * h.peak_gflops_f32);
+    sched_stream_time(&h, 1, &w, &b);
+    ck_assert_msg(close_to(b.comp_s, a.comp_s / 1.6), "%s: %g s, was %g", h.name, b.comp_s, a.comp_s);
+    ck_assert(close_to(sched_lane_ops_rate(&h, 2, 8), 1.6 * lanes_rate(&h, 2, 8)));
+  }
+}
+END_TEST
+
+/* An attention's softmax: 24 lane-operations a score (the exponential's 20, the scale's
+ * product, the maximum, the difference and the sum's step), 31 where the scale is a division
+ * (8), at the vector pipes' rate, threads beyond the model's cores adding nothing. */
+START_TEST(test_attn_softmax) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    const double scores[] = {1, 77 * 77 * 12, 16.0 * 512 * 512};
+    for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++)
+      for (int t = 1; t <= 2; t++) {
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], false), 24 * scores[i] / lanes_rate(&h, t, 4)));
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], true), 31 * scores[i] / lanes_rate(&h, t, 4)));
+      }
+    ck_assert(close_to(cost_attn_softmax_time(&h, 4 * h.cores, 1e6, false), 24e6 / lanes_rate(&h, h.cores, 4)));
+  }
+}
+END_TEST
+
 static Suite *sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = tcase_create("model");
@@ -222,6 +290,9 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_fit_level);
   tcase_add_test(tc, test_elementwise);
   tcase_add_test(tc, test_rowwise);
+  tcase_add_test(tc, test_hoisted);
+  tcase_add_test(tc, test_measured_peak);
+  tcase_add_test(tc, test_attn_softmax);
   suite_add_tcase(s, tc);
   return s;
 }
