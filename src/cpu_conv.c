@@ -80,6 +80,7 @@ typedef struct GrpJob {
   const char *a, *b;
   char *c;
   int es;
+  int64_t chunk, ntask;                  /* planes a task computes, and all of them */
   volatile int *stop;
   _Atomic int failed;
 } GrpJob;
@@ -87,48 +88,70 @@ typedef struct GrpJob {
 /* The longest run a flat plane computes at once, in elements (its scratch row). */
 #define FLAT_MAX 2048
 
-/* Task t: the plane (p, g) = (t / gtot, t % gtot).  A plane whose rows lie close together in
- * B (a step of one along Q's last axis, rows rowc apart with rowc under twice the row) is
- * computed as one run over rowc * (rows - 1) + qlast elements into scratch, the elements
- * between rows computed and dropped: with small maps (7 x 7) the rows are too short for the
- * vector loop, and one run of 61 fills it.  Others go a row at a time, into Y directly. */
-static void grp_task(void *arg, int64_t t) {
-  GrpJob *J = arg;
+/* Rows of a flat run into Y: n rows of len elements, from src every step elements.  A plain
+ * loop, kept one (GCC would otherwise call memcpy for each row of seven floats, which cost
+ * more than the row's taps on 7 x 7 maps). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void copy_rows(char *restrict y, const char *restrict src, int64_t n, int64_t len, int64_t step, int es) {
+  if (es == 4)
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t j = 0; j < len; j++) ((float *)y)[q * len + j] = ((const float *)src)[q * step + j];
+  else
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t j = 0; j < len; j++) ((double *)y)[q * len + j] = ((const double *)src)[q * step + j];
+}
+
+/* Plane t = (p, g) = (t / gtot, t % gtot), its weights in w.  A plane whose rows lie close
+ * together in B (a step of one along Q's last axis, rows rowc apart with rowc under twice
+ * the row) is computed as one run over rowc * (rows - 1) + qlast elements into scratch, the
+ * elements between rows computed and dropped: with small maps (7 x 7) the rows are too short
+ * for the vector loop, and one run of 61 fills it.  Others go a row at a time, into Y
+ * directly. */
+static void grp_plane(const GrpJob *J, int64_t t, const void *w, double *run) {
   const Grp *G = J->G;
-  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
-  int64_t g = t % G->gtot, es = J->es;
+  int64_t es = J->es;
   char *y = J->c + (size_t)(t * G->qtot) * (size_t)es;
-  double w[64], *wd = w;            /* the plane's weights (as f64 or f32), few taps in place */
-  float *wf = (float *)w;
-  void *heap = NULL;
-  if (G->ktot * es > (int64_t)sizeof w && !(heap = malloc((size_t)(G->ktot * es)))) {
-    atomic_store(&J->failed, 1);
-    return;
-  }
-  if (heap) wd = heap, wf = heap;
-  const char *a = J->a + (size_t)G->aoff[g] * (size_t)es;
-  for (int64_t k = 0; k < G->ktot; k++) {
-    if (es == 4) wf[k] = ((const float *)a)[G->akoff[k]];
-    else wd[k] = ((const double *)a)[G->akoff[k]];
-  }
   /* a run reads B from koff's least to its greatest plus the run's span, rounded up to
    * whole lines of outputs; the vector form runs where that stays inside what the
    * convolution as a whole reads */
   int64_t line = 64 / es, step = G->flat ? 1 : G->qstep, len = G->flat ? G->rowc * (G->qrows - 1) + G->qlast : G->qlast;
   int64_t pad = (len + line - 1) / line * line, rows = G->flat ? 1 : G->qrows;
-  double run[FLAT_MAX + 8];
   for (int64_t r = 0; r < rows; r++) {
     int64_t at = G->boff[t] + (G->flat ? 0 : G->roff[r]);
     bool vec = (step == 1 || step == 2) && pad <= FLAT_MAX && at + G->kmin >= G->lo && at + G->kmax + step * (pad - 1) <= G->hi;
     char *dst = G->flat || vec ? (char *)run : y + (size_t)(r * G->qlast * es);
     const char *src = J->b + (size_t)at * (size_t)es;
-    if (es == 4) (vec ? run_f32 : exact_f32)((float *)dst, (const float *)src, G->koff, wf, G->ktot, vec ? pad : len, step);
-    else (vec ? run_f64 : exact_f64)((double *)dst, (const double *)src, G->koff, wd, G->ktot, vec ? pad : len, step);
-    if (G->flat)
-      for (int64_t q = 0; q < G->qrows; q++)
-        memcpy(y + (size_t)(q * G->qlast * es), (char *)run + (size_t)(q * G->rowc * es), (size_t)(G->qlast * es));
-    else if (vec)
-      memcpy(y + (size_t)(r * G->qlast * es), run, (size_t)(G->qlast * es));
+    if (es == 4) (vec ? run_f32 : exact_f32)((float *)dst, (const float *)src, G->koff, w, G->ktot, vec ? pad : len, step);
+    else (vec ? run_f64 : exact_f64)((double *)dst, (const double *)src, G->koff, w, G->ktot, vec ? pad : len, step);
+    if (G->flat) copy_rows(y, (char *)run, G->qrows, G->qlast, G->rowc, (int)es);
+    else if (vec) copy_rows(y + (size_t)(r * G->qlast * es), (char *)run, 1, G->qlast, 0, (int)es);
+  }
+}
+
+/* Task t: planes [t * chunk, (t + 1) * chunk), each with its group's weights gathered
+ * first (as f64 or f32; few taps in place, more on the heap once a task).  Several planes a
+ * task: one a task, the claims of 65536 planes of 7 x 7 cost more than their taps. */
+static void grp_task(void *arg, int64_t t) {
+  GrpJob *J = arg;
+  const Grp *G = J->G;
+  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
+  int64_t es = J->es;
+  double wbuf[64], run[FLAT_MAX + 8];
+  void *w = wbuf, *heap = NULL;
+  if (G->ktot * es > (int64_t)sizeof wbuf && !(w = heap = malloc((size_t)(G->ktot * es)))) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  int64_t t1 = (t + 1) * J->chunk < J->ntask ? (t + 1) * J->chunk : J->ntask;
+  for (int64_t pl = t * J->chunk; pl < t1; pl++) {
+    const char *a = J->a + (size_t)G->aoff[pl % G->gtot] * (size_t)es;
+    for (int64_t k = 0; k < G->ktot; k++) {
+      if (es == 4) ((float *)w)[k] = ((const float *)a)[G->akoff[k]];
+      else ((double *)w)[k] = ((const double *)a)[G->akoff[k]];
+    }
+    grp_plane(J, pl, w, run);
   }
   free(heap);
 }
@@ -273,8 +296,10 @@ int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void *
       if (c < 0) G.lo += c;
       else G.hi += c;
     }
-  GrpJob J = {&G, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0};
-  dyn_parallel_for(be->pool, ntask, grp_task, &J);
+  /* a few tasks a thread, for the shares to even out, and no more */
+  int64_t want = 8 * (int64_t)pool_threads(be->pool), chunk = (ntask + want - 1) / want;
+  GrpJob J = {&G, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, chunk, ntask, interrupt, 0};
+  dyn_parallel_for(be->pool, (ntask + chunk - 1) / chunk, grp_task, &J);
   free(tab);
   if (J.failed) {
     snprintf(err, errlen, "out of memory for the convolution's weights");
