@@ -12,6 +12,7 @@
 
 #include "cpu_int.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,8 @@ typedef struct Pad {
 #define PAD_MARGIN 256
 
 /* The padded plane holding offset o of the padded tensor, built in buf (rows of pe[rank-1]
- * elements, zeros outside X); returns o's place in buf. */
+ * elements, zeros outside X); returns o's place in buf.  Every plane has its zeros in the
+ * same places, so only X's rows are copied: buf's zeros stay from its allocation. */
 static int64_t pad_plane(const Pad *P, int64_t o, char *buf, int es) {
   int R = P->rank;
   int64_t src = 0, rem = o;
@@ -164,15 +166,16 @@ static int64_t pad_plane(const Pad *P, int64_t o, char *buf, int es) {
     src += i * P->xs[d];
   }
   int64_t hp = P->pe[R - 2], wp = P->pe[R - 1], sy = P->xs[R - 2], sx = P->xs[R - 1];
-  for (int64_t y = 0; y < hp; y++) {
-    int64_t yy = y + P->d[0];
-    bool in = yy >= 0 && yy < P->h;
-    for (int64_t x = 0; x < wp; x++) {
-      int64_t xx = x + P->d[1];
-      bool ok = in && xx >= 0 && xx < P->w;
-      if (es == 4) ((float *)buf)[y * wp + x] = ok ? ((const float *)P->x)[src + yy * sy + xx * sx] : 0.0f;
-      else ((double *)buf)[y * wp + x] = ok ? ((const double *)P->x)[src + yy * sy + xx * sx] : 0.0;
-    }
+  int64_t y0 = -P->d[0] > 0 ? -P->d[0] : 0, y1 = P->h - P->d[0] < hp ? P->h - P->d[0] : hp;
+  int64_t x0 = -P->d[1] > 0 ? -P->d[1] : 0, x1 = P->w - P->d[1] < wp ? P->w - P->d[1] : wp;
+  for (int64_t y = y0; y < y1; y++) {
+    const char *s = P->x + (size_t)(src + (y + P->d[0]) * sy + (x0 + P->d[1]) * sx) * (size_t)es;
+    char *d = buf + (size_t)(y * wp + x0) * (size_t)es;
+    if (sx == 1) memcpy(d, s, (size_t)((x1 - x0) * es));
+    else if (es == 4)
+      for (int64_t x = 0; x < x1 - x0; x++) ((float *)d)[x] = ((const float *)s)[x * sx];
+    else
+      for (int64_t x = 0; x < x1 - x0; x++) ((double *)d)[x] = ((const double *)s)[x * sx];
   }
   return rem;
 }
@@ -343,7 +346,7 @@ static bool pad_fusable(const CpuProgram *cp, int k, void **bufs, const int64_t 
   if (P->plane * (int64_t)elem_size(e->ty) > ((int64_t)16 << 20)) return false;
   P->rank = R;
   if (!pads_exactly(e->a[0], st->axes + R - 2, sz, P)) return false;
-  P->x = bufs[L->slot];
+  P->x = bufs ? bufs[L->slot] : NULL;
   return true;
 }
 
@@ -557,29 +560,71 @@ int cpu_conv_padded(CpuBackend *be, const CpuProgram *cp, int k, void **bufs, co
   return r > 0 ? 2 : r;
 }
 
-double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
-                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out) {
+/* The model: the vector runs' loads and FMAs (one each a tap and a vector of outputs, the
+ * lanes of a run's last vector and a flat plane's columns between rows included) and the
+ * copies of rows into Y and into a padded plane, against the bytes each plane reads (X's
+ * plane when padded here, else the span its windows cover in B: a 7 x 7 output with 3 x 3
+ * taps reads a 9 x 9 plane) and Y written once, by the streaming kernels' time (sched.c):
+ * bound by whichever takes longer, in the level the data fits, and the fork-join.  (The
+ * roofline at the peak FLOP rate predicted dwconv over 1 x 512 x 14 x 14 at 8% of its
+ * time: a tap is a load as well as an FMA, and the runs hold more lanes than outputs.) */
+static double conv_model(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                         const int64_t *strides, const EvalSizes *sz, int threads, const Pad *P, Buf *out) {
   int64_t ptot, gtot, qtot, ktot;
   if (!conv_shape(p, ck, ext, strides, &ptot, &gtot, &qtot, &ktot) || p->naxes > 256) return -1;
   const WinContraction *w = &ck->w;
   const KExpr *r = ck->kn->stages[0].expr;
-  double es = (double)elem_size(r->ty), planes = (double)ptot * (double)gtot;
-  /* each plane of B read once from memory: the span its windows cover (a 7 x 7 output with
-   * 3 x 3 taps reads a 9 x 9 plane), and Y written once; the taps reread it from cache */
+  int es = (int)elem_size(r->ty);
+  double planes = (double)ptot * (double)gtot, lanes = (double)(64 / es);
   int64_t ax[256] = {0};
   int64_t b0 = load_offset(w->b, ax, strides, sz);
   for (int i = 0; i < w->nq; i++) ax[w->q[i]] = ext[w->q[i]] ? ext[w->q[i]] - 1 : 0;
   for (int i = 0; i < r->nraxes; i++) ax[r->raxes[i]] = ext[r->raxes[i]] ? ext[r->raxes[i]] - 1 : 0;
   int64_t span = load_offset(w->b, ax, strides, sz) - b0 + 1;
   if (span < 1) span = 1;
-  double flops = 2.0 * planes * (double)qtot * (double)ktot;
-  double bytes = planes * ((double)qtot + (double)span) * es;
-  double t = cost_roofline(&be->hw, threads, flops, bytes);
+  memset(ax, 0, sizeof ax);
+  /* the runs a plane computes, as grp_plane does */
+  int64_t qlast = ext[w->q[w->nq - 1]], qrows = qlast ? qtot / qlast : 0, rowc = 0, qstep = 0;
+  ax[w->q[w->nq - 1]] = 1;
+  qstep = load_offset(w->b, ax, strides, sz) - b0;
+  ax[w->q[w->nq - 1]] = 0;
+  if (w->nq == 2) {
+    ax[w->q[0]] = 1;
+    rowc = load_offset(w->b, ax, strides, sz) - b0;
+  }
+  bool flat = w->nq == 2 && qstep == 1 && rowc >= qlast && rowc < 2 * qlast && rowc * (qrows - 1) + qlast <= FLAT_MAX;
+  double runs = flat ? 1 : (double)qrows, len = flat ? (double)(rowc * (qrows - 1) + qlast) : (double)qlast;
+  double vecs = planes * runs * ceil(len / lanes), read = planes * (double)(P ? P->h * P->w : span) * es;
+  SchedWork W = {.ops = vecs * lanes * 2.0 * (double)ktot + planes * (double)qtot + (P ? read / es : 0),
+                 .elem_bytes = es, .read = read, .written = planes * (double)qtot * es,
+                 .tasks = (int64_t)planes < 8 * (int64_t)threads ? (int64_t)planes : 8 * (int64_t)threads};
+  SchedTerms T;
+  double t = sched_stream_time(&be->hw, threads, &W, &T);
   if (out)
     buf_printf(out, "  grouped (depthwise): %lld planes of %lld outputs from %lld taps each, computed\n"
-               "      directly a row at a time; %.0f FLOPs, %.0f bytes: predicted %.3f ms (roofline)\n",
-               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, flops, bytes, t * 1e3);
+               "      directly %s%s; %.0f vector loads and FMAs, %.0f bytes read, %.0f written, from %s:\n"
+               "      compute %.3f ms, memory %.3f ms: predicted %.3f ms\n",
+               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, flat ? "in one run" : "a row at a time",
+               P ? ", each padded as it is computed" : "", vecs * (double)ktot, W.read, W.written,
+               be->hw.level[T.level].name, T.comp_s * 1e3, T.mem_s * 1e3, t * 1e3);
   return t;
+}
+
+double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out) {
+  return conv_model(be, p, ck, ext, strides, sz, threads, NULL, out);
+}
+
+int cpu_conv_describe_padded(CpuBackend *be, const CpuProgram *cp, int k, const Extents *x, int threads, Buf *out,
+                             double *total) {
+  Pad P;
+  if (!x || !x->ok || !pad_fusable(cp, k, NULL, x->ext, x->strides, x->shape, &x->sz, &P)) return 0;
+  const CKernel *cv = &cp->k[k + 1];
+  buf_printf(out, "kernel %s (and %s, the padding it reads, fused)\n", cv->kn->name, cp->k[k].kn->name);
+  double t = conv_model(be, cp->p, cv, x->ext, x->strides, &x->sz, threads, &P, out);
+  if (t < 0) return 0;
+  *total += t;
+  return 2;
 }
 
 #endif
