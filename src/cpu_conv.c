@@ -12,6 +12,7 @@
 
 #include "cpu_int.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,8 @@ typedef struct GrpJob {
   const char *a, *b;
   char *c;
   int es;
+  int64_t chunk, ntask;                  /* planes a task computes, and all of them */
+  const struct Pad *pad;                 /* B is the zero padding of another tensor (below), or NULL */
   volatile int *stop;
   _Atomic int failed;
 } GrpJob;
@@ -87,49 +90,302 @@ typedef struct GrpJob {
 /* The longest run a flat plane computes at once, in elements (its scratch row). */
 #define FLAT_MAX 2048
 
-/* Task t: the plane (p, g) = (t / gtot, t % gtot).  A plane whose rows lie close together in
- * B (a step of one along Q's last axis, rows rowc apart with rowc under twice the row) is
- * computed as one run over rowc * (rows - 1) + qlast elements into scratch, the elements
- * between rows computed and dropped: with small maps (7 x 7) the rows are too short for the
- * vector loop, and one run of 61 fills it.  Others go a row at a time, into Y directly. */
-static void grp_task(void *arg, int64_t t) {
-  GrpJob *J = arg;
+/* Rows of a flat run into Y: n rows of len elements, from src every step elements.  A plain
+ * loop, kept one (GCC would otherwise call memcpy for each row of seven floats, which cost
+ * more than the row's taps on 7 x 7 maps). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void copy_rows(char *restrict y, const char *restrict src, int64_t n, int64_t len, int64_t step, int es) {
+  if (es == 4)
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t j = 0; j < len; j++) ((float *)y)[q * len + j] = ((const float *)src)[q * step + j];
+  else
+    for (int64_t q = 0; q < n; q++)
+      for (int64_t j = 0; j < len; j++) ((double *)y)[q * len + j] = ((const double *)src)[q * step + j];
+}
+
+/* Plane t = (p, g) = (t / gtot, t % gtot), its weights in w.  A plane whose rows lie close
+ * together in B (a step of one along Q's last axis, rows rowc apart with rowc under twice
+ * the row) is computed as one run over rowc * (rows - 1) + qlast elements into scratch, the
+ * elements between rows computed and dropped: with small maps (7 x 7) the rows are too short
+ * for the vector loop, and one run of 61 fills it.  Others go a row at a time, into Y
+ * directly. */
+static void grp_plane(const GrpJob *J, int64_t t, const void *w, double *run, const char *b, int64_t at0,
+                      int64_t lo, int64_t hi) {
   const Grp *G = J->G;
-  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
-  int64_t g = t % G->gtot, es = J->es;
+  int64_t es = J->es;
   char *y = J->c + (size_t)(t * G->qtot) * (size_t)es;
-  double w[64], *wd = w;            /* the plane's weights (as f64 or f32), few taps in place */
-  float *wf = (float *)w;
-  void *heap = NULL;
-  if (G->ktot * es > (int64_t)sizeof w && !(heap = malloc((size_t)(G->ktot * es)))) {
-    atomic_store(&J->failed, 1);
-    return;
-  }
-  if (heap) wd = heap, wf = heap;
-  const char *a = J->a + (size_t)G->aoff[g] * (size_t)es;
-  for (int64_t k = 0; k < G->ktot; k++) {
-    if (es == 4) wf[k] = ((const float *)a)[G->akoff[k]];
-    else wd[k] = ((const double *)a)[G->akoff[k]];
-  }
   /* a run reads B from koff's least to its greatest plus the run's span, rounded up to
    * whole lines of outputs; the vector form runs where that stays inside what the
    * convolution as a whole reads */
   int64_t line = 64 / es, step = G->flat ? 1 : G->qstep, len = G->flat ? G->rowc * (G->qrows - 1) + G->qlast : G->qlast;
   int64_t pad = (len + line - 1) / line * line, rows = G->flat ? 1 : G->qrows;
-  double run[FLAT_MAX + 8];
   for (int64_t r = 0; r < rows; r++) {
-    int64_t at = G->boff[t] + (G->flat ? 0 : G->roff[r]);
-    bool vec = (step == 1 || step == 2) && pad <= FLAT_MAX && at + G->kmin >= G->lo && at + G->kmax + step * (pad - 1) <= G->hi;
+    int64_t at = at0 + (G->flat ? 0 : G->roff[r]);
+    bool vec = (step == 1 || step == 2) && pad <= FLAT_MAX && at + G->kmin >= lo && at + G->kmax + step * (pad - 1) <= hi;
     char *dst = G->flat || vec ? (char *)run : y + (size_t)(r * G->qlast * es);
-    const char *src = J->b + (size_t)at * (size_t)es;
-    if (es == 4) (vec ? run_f32 : exact_f32)((float *)dst, (const float *)src, G->koff, wf, G->ktot, vec ? pad : len, step);
-    else (vec ? run_f64 : exact_f64)((double *)dst, (const double *)src, G->koff, wd, G->ktot, vec ? pad : len, step);
-    if (G->flat)
-      for (int64_t q = 0; q < G->qrows; q++)
-        memcpy(y + (size_t)(q * G->qlast * es), (char *)run + (size_t)(q * G->rowc * es), (size_t)(G->qlast * es));
-    else if (vec)
-      memcpy(y + (size_t)(r * G->qlast * es), run, (size_t)(G->qlast * es));
+    const char *src = b + (size_t)at * (size_t)es;
+    if (es == 4) (vec ? run_f32 : exact_f32)((float *)dst, (const float *)src, G->koff, w, G->ktot, vec ? pad : len, step);
+    else (vec ? run_f64 : exact_f64)((double *)dst, (const double *)src, G->koff, w, G->ktot, vec ? pad : len, step);
+    if (G->flat) copy_rows(y, (char *)run, G->qrows, G->qlast, G->rowc, (int)es);
+    else if (vec) copy_rows(y + (size_t)(r * G->qlast * es), (char *)run, 1, G->qlast, 0, (int)es);
   }
+}
+
+/* ---- the zero padding, fused ----
+ * nn's convolutions pad the image first, Xp[n, c, y, x] = where(y >= P and y < H + P and
+ * x >= P and x < W + P, X[n, c, y - P, x - P], 0.0), a kernel of its own (lower.c's
+ * windowed_read).  Before a grouped convolution that padded tensor cost more than the taps:
+ * written out whole and read again from memory (64 x 1024 planes of 9 x 9 for 7 x 7 maps).
+ * When only the convolution reads it, the convolution builds each padded plane itself in
+ * a buffer of its task's (in L1 or L2 as it is read) and the padding kernel does not run.
+ * Which elements are zero is never assumed from the expression's form: the condition is
+ * evaluated over the plane once a call and must equal "the load is inside X". */
+typedef struct Pad {
+  const char *x;                         /* X's data */
+  int rank;
+  int64_t xs[DYN_MAX_RANK];              /* X's strides */
+  int64_t ps[DYN_MAX_RANK], pe[DYN_MAX_RANK];   /* the padded tensor's strides and extents */
+  int64_t d[2], h, w;                    /* the plane's shift (y + d[0], x + d[1] in X) and X's plane */
+  int64_t plane;                         /* the padded plane's elements */
+} Pad;
+
+/* Elements past a padded plane that a vector run may read (zeros). */
+#define PAD_MARGIN 256
+
+/* The padded plane holding offset o of the padded tensor, built in buf (rows of pe[rank-1]
+ * elements, zeros outside X); returns o's place in buf.  Every plane has its zeros in the
+ * same places, so only X's rows are copied: buf's zeros stay from its allocation. */
+static int64_t pad_plane(const Pad *P, int64_t o, char *buf, int es) {
+  int R = P->rank;
+  int64_t src = 0, rem = o;
+  for (int d = 0; d < R - 2; d++) {
+    int64_t i = rem / P->ps[d];
+    rem -= i * P->ps[d];
+    src += i * P->xs[d];
+  }
+  int64_t hp = P->pe[R - 2], wp = P->pe[R - 1], sy = P->xs[R - 2], sx = P->xs[R - 1];
+  int64_t y0 = -P->d[0] > 0 ? -P->d[0] : 0, y1 = P->h - P->d[0] < hp ? P->h - P->d[0] : hp;
+  int64_t x0 = -P->d[1] > 0 ? -P->d[1] : 0, x1 = P->w - P->d[1] < wp ? P->w - P->d[1] : wp;
+  for (int64_t y = y0; y < y1; y++) {
+    const char *s = P->x + (size_t)(src + (y + P->d[0]) * sy + (x0 + P->d[1]) * sx) * (size_t)es;
+    char *d = buf + (size_t)(y * wp + x0) * (size_t)es;
+    if (sx == 1) memcpy(d, s, (size_t)((x1 - x0) * es));
+    else if (es == 4)
+      for (int64_t x = 0; x < x1 - x0; x++) ((float *)d)[x] = ((const float *)s)[x * sx];
+    else
+      for (int64_t x = 0; x < x1 - x0; x++) ((double *)d)[x] = ((const double *)s)[x * sx];
+  }
+  return rem;
+}
+
+/* Is e affine in the axes: axes, constants, sizes, sums, and products of which one side has
+ * no axis?  (cpu_affine_at evaluates those.) */
+static bool affine(const KExpr *e) {
+  switch (e->kind) {
+  case KX_AXIS: case KX_CONST: case KX_SIZE: return true;
+  case KX_BIN:
+    if (e->op == OP_ADD || e->op == OP_SUB) return affine(e->a[0]) && affine(e->a[1]);
+    return e->op == OP_MUL && affine(e->a[0]) && affine(e->a[1]) && !(e->a[0]->axmask && e->a[1]->axmask);
+  default: return false;
+  }
+}
+
+/* The padding's condition, taken apart: comparisons of affine terms (its leaves), each of at
+ * most one of the plane's axes, joined by and, or, not.  Each leaf is lhs - rhs = c0 + c1 *
+ * v compared with 0, v the plane's row (on 0) or column (on 1), so that the condition is
+ * checked over the whole plane without evaluating the sizes again at every element. */
+#define MAX_LEAVES 32
+typedef struct Cond {
+  const KExpr *leaf[MAX_LEAVES];
+  int on[MAX_LEAVES];                    /* 0: the row, 1: the column, 2: neither */
+  int64_t c0[MAX_LEAVES], c1[MAX_LEAVES];
+  int n;
+} Cond;
+
+/* Collect e's leaves into C; false for another form. */
+static bool cond_leaves(const KExpr *e, const int *axes, const EvalSizes *sz, Cond *C) {
+  if (e->kind == KX_CONST && e->ty == DYN_BOOL) return true;
+  if (e->kind == KX_UN && e->op == OP_NOT) return cond_leaves(e->a[0], axes, sz, C);
+  if (e->kind != KX_BIN) return false;
+  if (e->op == OP_AND || e->op == OP_OR) return cond_leaves(e->a[0], axes, sz, C) && cond_leaves(e->a[1], axes, sz, C);
+  if (e->op != OP_LT && e->op != OP_LE && e->op != OP_GT && e->op != OP_GE && e->op != OP_EQ && e->op != OP_NE)
+    return false;
+  if (C->n == MAX_LEAVES || !affine(e->a[0]) || !affine(e->a[1]) || e->opty == DYN_F32 || e->opty == DYN_F64)
+    return false;
+  uint64_t m = e->axmask, my = 1ull << (axes[0] % 64), mx = 1ull << (axes[1] % 64);
+  int on = !m ? 2 : m == my ? 0 : m == mx ? 1 : -1;
+  if (on < 0) return false;
+  int64_t ax[256] = { 0 };
+  int64_t d0 = cpu_affine_at(e->a[0], ax, sz) - cpu_affine_at(e->a[1], ax, sz);
+  if (on < 2) ax[axes[on]] = 1;
+  int64_t d1 = cpu_affine_at(e->a[0], ax, sz) - cpu_affine_at(e->a[1], ax, sz);
+  C->leaf[C->n] = e, C->on[C->n] = on, C->c0[C->n] = d0, C->c1[C->n] = d1 - d0;
+  C->n++;
+  return true;
+}
+
+/* Leaf i at v (its axis's value). */
+static bool leaf_at(const Cond *C, int i, int64_t v) {
+  int64_t d = C->c0[i] + C->c1[i] * v;
+  switch (C->leaf[i]->op) {
+  case OP_LT: return d < 0;
+  case OP_LE: return d <= 0;
+  case OP_GT: return d > 0;
+  case OP_GE: return d >= 0;
+  case OP_EQ: return d == 0;
+  default: return d != 0;
+  }
+}
+
+/* e with its leaves' truths in bits (bit i: leaf i). */
+static bool cond_eval(const KExpr *e, const Cond *C, uint64_t bits) {
+  if (e->kind == KX_CONST) return e->i != 0;
+  if (e->kind == KX_UN) return !cond_eval(e->a[0], C, bits);
+  if (e->op == OP_AND) return cond_eval(e->a[0], C, bits) && cond_eval(e->a[1], C, bits);
+  if (e->op == OP_OR) return cond_eval(e->a[0], C, bits) || cond_eval(e->a[1], C, bits);
+  for (int i = 0; i < C->n; i++)
+    if (C->leaf[i] == e) return bits >> i & 1;
+  return false;
+}
+
+/* The kinds of v in [0, n) along one axis (on): the truths of that axis's leaves and, in
+ * bit 63, whether v + d lies in [0, lim).  Distinct ones into kinds; false past 64 kinds. */
+static bool axis_kinds(const Cond *C, int on, int64_t n, int64_t d, int64_t lim, uint64_t *kinds, int *nk) {
+  *nk = 0;
+  for (int64_t v = 0; v < n; v++) {
+    uint64_t b = (uint64_t)(v + d >= 0 && v + d < lim) << 63;
+    for (int i = 0; i < C->n; i++)
+      if (C->on[i] == on && leaf_at(C, i, v)) b |= 1ull << i;
+    int k = 0;
+    while (k < *nk && kinds[k] != b) k++;
+    if (k == *nk) {
+      if (*nk == 64) return false;
+      kinds[(*nk)++] = b;
+    }
+  }
+  return true;
+}
+
+/* Is the condition e true exactly where the load is inside X over the padded plane? */
+static bool pads_exactly(const KExpr *e, const int *axes, const EvalSizes *sz, const Pad *P) {
+  Cond C = { .n = 0 };
+  if (!cond_leaves(e, axes, sz, &C)) return false;
+  uint64_t ky[64], kx[64], fixed = 0;
+  int ny, nx, R = P->rank;
+  for (int i = 0; i < C.n; i++)
+    if (C.on[i] == 2 && leaf_at(&C, i, 0)) fixed |= 1ull << i;
+  if (!axis_kinds(&C, 0, P->pe[R - 2], P->d[0], P->h, ky, &ny) || !axis_kinds(&C, 1, P->pe[R - 1], P->d[1], P->w, kx, &nx))
+    return false;
+  uint64_t leaves = C.n == 64 ? ~0ull : (1ull << C.n) - 1;
+  for (int a = 0; a < ny; a++)
+    for (int b = 0; b < nx; b++) {
+      bool in = ky[a] >> 63 && kx[b] >> 63;
+      if (cond_eval(e, &C, ((ky[a] | kx[b]) & leaves) | fixed) != in) return false;
+    }
+  return true;
+}
+
+/* Is kernel k of cp the zero padding (above) of a tensor X that only kernel k + 1, a grouped
+ * convolution, reads, with these sizes?  Then P describes it. */
+static bool pad_fusable(const CpuProgram *cp, int k, void **bufs, const int64_t *ext, const int64_t *strides,
+                        const int64_t *shape, const EvalSizes *sz, Pad *P) {
+  const Program *p = cp->p;
+  if (k + 1 >= cp->nk || p->naxes > 64) return false;   /* axmask: one bit an axis */
+  const CKernel *ck = &cp->k[k], *cv = &cp->k[k + 1];
+  if (ck->gemm || ck->win || ck->kn->nstages != 1 || !cv->win || !cv->w.ng) return false;
+  const Stage *st = &ck->kn->stages[0];
+  const KExpr *e = st->expr;
+  int slot = st->out, R = st->naxes;
+  if (p->slots[slot].kind != SLOT_TEMP || cv->w.b->slot != slot || cv->w.a->slot == slot || R < 2 ||
+      R > DYN_MAX_RANK || p->slots[slot].type.rank != R)
+    return false;
+  if (e->kind != KX_SELECT || e->a[2]->kind != KX_CONST || e->a[2]->f != 0.0 || e->a[2]->i != 0 ||
+      e->a[1]->kind != KX_LOAD || e->a[1]->n != R || e->a[1]->ty != e->ty || kexpr_can_fail(e))
+    return false;
+  const KExpr *L = e->a[1];
+  if (L->slot == slot || p->slots[L->slot].type.rank != R) return false;
+  for (int j = 0; j < cp->nk; j++) {      /* nothing else reads the padded tensor */
+    if (j == k) continue;
+    bool mark[p->nslots];
+    memset(mark, 0, sizeof mark);
+    for (int s2 = 0; s2 < cp->k[j].kn->nstages; s2++)
+      if (j != k + 1 || s2 > 0) kexpr_mark_loads(cp->k[j].kn->stages[s2].expr, mark);
+    if (j == k + 1) {
+      const KExpr *r = cv->kn->stages[0].expr;
+      if (cv->kn->nstages != 1 || r->kind != KX_REDUCE) return false;
+      kexpr_mark_loads(cv->w.a, mark);
+    }
+    if (mark[slot]) return false;
+  }
+  /* the padded tensor written row-major; subscript d of X is axis d plus a shift, none
+   * before the plane's two axes */
+  int64_t ax[256] = { 0 }, want = 1;
+  const int64_t *sp = strides + slot * DYN_MAX_RANK;
+  for (int d = R - 1; d >= 0; d--) {
+    P->pe[d] = ext[st->axes[d]];
+    P->ps[d] = sp[d];
+    if (P->pe[d] != shape[slot * DYN_MAX_RANK + d] || (P->pe[d] > 1 && sp[d] != want)) return false;
+    want *= P->pe[d];
+    if (P->pe[d] == 0) return false;
+  }
+  for (int d = 0; d < R; d++) {
+    const KExpr *a = L->a[d];
+    if (!affine(a) || (a->axmask & ~(1ull << (st->axes[d] % 64)))) return false;
+    int64_t v0 = cpu_affine_at(a, ax, sz);
+    ax[st->axes[d]] = 1;
+    int64_t v1 = cpu_affine_at(a, ax, sz);
+    ax[st->axes[d]] = 0;
+    if (v1 - v0 != 1 || (d < R - 2 && (v0 != 0 || shape[L->slot * DYN_MAX_RANK + d] != P->pe[d]))) return false;
+    if (d >= R - 2) P->d[d - (R - 2)] = v0;
+    P->xs[d] = strides[L->slot * DYN_MAX_RANK + d];
+  }
+  P->h = shape[L->slot * DYN_MAX_RANK + R - 2], P->w = shape[L->slot * DYN_MAX_RANK + R - 1];
+  P->plane = P->pe[R - 2] * P->pe[R - 1];
+  if (P->plane * (int64_t)elem_size(e->ty) > ((int64_t)16 << 20)) return false;
+  P->rank = R;
+  if (!pads_exactly(e->a[0], st->axes + R - 2, sz, P)) return false;
+  P->x = bufs ? bufs[L->slot] : NULL;
+  return true;
+}
+
+/* Task t: planes [t * chunk, (t + 1) * chunk), each with its group's weights gathered
+ * first (as f64 or f32; few taps in place, more on the heap once a task).  Several planes a
+ * task: one a task, the claims of 65536 planes of 7 x 7 cost more than their taps. */
+static void grp_task(void *arg, int64_t t) {
+  GrpJob *J = arg;
+  const Grp *G = J->G;
+  if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
+  int64_t es = J->es;
+  double wbuf[64], run[FLAT_MAX + 8];
+  void *w = wbuf, *heap = NULL;
+  if (G->ktot * es > (int64_t)sizeof wbuf && !(w = heap = malloc((size_t)(G->ktot * es)))) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  const Pad *P = J->pad;
+  char *plane = NULL;                    /* a padded plane, and a zeroed margin the vector runs read */
+  if (P && !(plane = calloc((size_t)(P->plane + PAD_MARGIN), (size_t)es))) {
+    free(heap);
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  int64_t t1 = (t + 1) * J->chunk < J->ntask ? (t + 1) * J->chunk : J->ntask;
+  for (int64_t pl = t * J->chunk; pl < t1; pl++) {
+    const char *a = J->a + (size_t)G->aoff[pl % G->gtot] * (size_t)es;
+    for (int64_t k = 0; k < G->ktot; k++) {
+      if (es == 4) ((float *)w)[k] = ((const float *)a)[G->akoff[k]];
+      else ((double *)w)[k] = ((const double *)a)[G->akoff[k]];
+    }
+    if (P) {
+      int64_t at = pad_plane(P, G->boff[pl], plane, (int)es);
+      grp_plane(J, pl, w, run, plane, at, 0, P->plane + PAD_MARGIN - 1);
+    } else {
+      grp_plane(J, pl, w, run, J->b, G->boff[pl], G->lo, G->hi);
+    }
+  }
+  free(plane);
   free(heap);
 }
 
@@ -193,8 +449,9 @@ static bool conv_shape(const Program *p, const CKernel *ck, const int64_t *ext, 
   return true;
 }
 
-int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
-                 const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+static int conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                    const int64_t *strides, const EvalSizes *sz, const Pad *pad, volatile int *interrupt, char *err,
+                    size_t errlen) {
   const Program *p = cp->p;
   const WinContraction *w = &ck->w;
   const KExpr *r = ck->kn->stages[0].expr;
@@ -273,8 +530,10 @@ int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void *
       if (c < 0) G.lo += c;
       else G.hi += c;
     }
-  GrpJob J = {&G, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0};
-  dyn_parallel_for(be->pool, ntask, grp_task, &J);
+  /* a few tasks a thread, for the shares to even out, and no more */
+  int64_t want = 8 * (int64_t)pool_threads(be->pool), chunk = (ntask + want - 1) / want;
+  GrpJob J = {&G, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, chunk, ntask, pad, interrupt, 0};
+  dyn_parallel_for(be->pool, (ntask + chunk - 1) / chunk, grp_task, &J);
   free(tab);
   if (J.failed) {
     snprintf(err, errlen, "out of memory for the convolution's weights");
@@ -287,29 +546,85 @@ int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void *
   return 1;
 }
 
-double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
-                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out) {
+int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                 const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen) {
+  return conv_run(be, cp, ck, bufs, ext, strides, sz, NULL, interrupt, err, errlen);
+}
+
+int cpu_conv_padded(CpuBackend *be, const CpuProgram *cp, int k, void **bufs, const int64_t *ext,
+                    const int64_t *strides, const int64_t *shape, const EvalSizes *sz, volatile int *interrupt,
+                    char *err, size_t errlen) {
+  Pad P;
+  if (!pad_fusable(cp, k, bufs, ext, strides, shape, sz, &P)) return 0;
+  int r = conv_run(be, cp, &cp->k[k + 1], bufs, ext, strides, sz, &P, interrupt, err, errlen);
+  return r > 0 ? 2 : r;
+}
+
+/* The model: the vector runs' loads and FMAs (one each a tap and a vector of outputs, the
+ * lanes of a run's last vector and a flat plane's columns between rows included) and the
+ * copies of rows into Y and into a padded plane, against the bytes each plane reads (X's
+ * plane when padded here, else the span its windows cover in B: a 7 x 7 output with 3 x 3
+ * taps reads a 9 x 9 plane) and Y written once, by the streaming kernels' time (sched.c):
+ * bound by whichever takes longer, in the level the data fits, and the fork-join.  (The
+ * roofline at the peak FLOP rate predicted dwconv over 1 x 512 x 14 x 14 at 8% of its
+ * time: a tap is a load as well as an FMA, and the runs hold more lanes than outputs.) */
+static double conv_model(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                         const int64_t *strides, const EvalSizes *sz, int threads, const Pad *P, Buf *out) {
   int64_t ptot, gtot, qtot, ktot;
   if (!conv_shape(p, ck, ext, strides, &ptot, &gtot, &qtot, &ktot) || p->naxes > 256) return -1;
   const WinContraction *w = &ck->w;
   const KExpr *r = ck->kn->stages[0].expr;
-  double es = (double)elem_size(r->ty), planes = (double)ptot * (double)gtot;
-  /* each plane of B read once from memory: the span its windows cover (a 7 x 7 output with
-   * 3 x 3 taps reads a 9 x 9 plane), and Y written once; the taps reread it from cache */
+  int es = (int)elem_size(r->ty);
+  double planes = (double)ptot * (double)gtot, lanes = (double)(64 / es);
   int64_t ax[256] = {0};
   int64_t b0 = load_offset(w->b, ax, strides, sz);
   for (int i = 0; i < w->nq; i++) ax[w->q[i]] = ext[w->q[i]] ? ext[w->q[i]] - 1 : 0;
   for (int i = 0; i < r->nraxes; i++) ax[r->raxes[i]] = ext[r->raxes[i]] ? ext[r->raxes[i]] - 1 : 0;
   int64_t span = load_offset(w->b, ax, strides, sz) - b0 + 1;
   if (span < 1) span = 1;
-  double flops = 2.0 * planes * (double)qtot * (double)ktot;
-  double bytes = planes * ((double)qtot + (double)span) * es;
-  double t = cost_roofline(&be->hw, threads, flops, bytes);
+  memset(ax, 0, sizeof ax);
+  /* the runs a plane computes, as grp_plane does */
+  int64_t qlast = ext[w->q[w->nq - 1]], qrows = qlast ? qtot / qlast : 0, rowc = 0, qstep = 0;
+  ax[w->q[w->nq - 1]] = 1;
+  qstep = load_offset(w->b, ax, strides, sz) - b0;
+  ax[w->q[w->nq - 1]] = 0;
+  if (w->nq == 2) {
+    ax[w->q[0]] = 1;
+    rowc = load_offset(w->b, ax, strides, sz) - b0;
+  }
+  bool flat = w->nq == 2 && qstep == 1 && rowc >= qlast && rowc < 2 * qlast && rowc * (qrows - 1) + qlast <= FLAT_MAX;
+  double runs = flat ? 1 : (double)qrows, len = flat ? (double)(rowc * (qrows - 1) + qlast) : (double)qlast;
+  double vecs = planes * runs * ceil(len / lanes), read = planes * (double)(P ? P->h * P->w : span) * es;
+  SchedWork W = {.ops = vecs * lanes * 2.0 * (double)ktot + planes * (double)qtot + (P ? read / es : 0),
+                 .elem_bytes = es, .read = read, .written = planes * (double)qtot * es,
+                 .tasks = (int64_t)planes < 8 * (int64_t)threads ? (int64_t)planes : 8 * (int64_t)threads};
+  SchedTerms T;
+  double t = sched_stream_time(&be->hw, threads, &W, &T);
   if (out)
     buf_printf(out, "  grouped (depthwise): %lld planes of %lld outputs from %lld taps each, computed\n"
-               "      directly a row at a time; %.0f FLOPs, %.0f bytes: predicted %.3f ms (roofline)\n",
-               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, flops, bytes, t * 1e3);
+               "      directly %s%s; %.0f vector loads and FMAs, %.0f bytes read, %.0f written, from %s:\n"
+               "      compute %.3f ms, memory %.3f ms: predicted %.3f ms\n",
+               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, flat ? "in one run" : "a row at a time",
+               P ? ", each padded as it is computed" : "", vecs * (double)ktot, W.read, W.written,
+               be->hw.level[T.level].name, T.comp_s * 1e3, T.mem_s * 1e3, t * 1e3);
   return t;
+}
+
+double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                        const int64_t *strides, const EvalSizes *sz, int threads, Buf *out) {
+  return conv_model(be, p, ck, ext, strides, sz, threads, NULL, out);
+}
+
+int cpu_conv_describe_padded(CpuBackend *be, const CpuProgram *cp, int k, const Extents *x, int threads, Buf *out,
+                             double *total) {
+  Pad P;
+  if (!x || !x->ok || !pad_fusable(cp, k, NULL, x->ext, x->strides, x->shape, &x->sz, &P)) return 0;
+  const CKernel *cv = &cp->k[k + 1];
+  buf_printf(out, "kernel %s (and %s, the padding it reads, fused)\n", cv->kn->name, cp->k[k].kn->name);
+  double t = conv_model(be, cp->p, cv, x->ext, x->strides, &x->sz, threads, &P, out);
+  if (t < 0) return 0;
+  *total += t;
+  return 2;
 }
 
 #endif

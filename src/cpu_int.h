@@ -140,6 +140,16 @@ int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);
  * plane by plane.  1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
 int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                  const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen);
+/* cpu_conv.c: kernel k a zero padding that only kernel k + 1, a grouped convolution, reads
+ * (nn's Xp): run the convolution on planes it pads itself, and not the padding.  2: both
+ * ran; 0: not such a pair (run them as they are); -1: failed (err set). */
+int cpu_conv_padded(CpuBackend *be, const CpuProgram *cp, int k, void **bufs, const int64_t *ext,
+                    const int64_t *strides, const int64_t *shape, const EvalSizes *sz, volatile int *interrupt,
+                    char *err, size_t errlen);
+/* cpu_conv.c: the same pair for :sched: its lines and predicted time (added to *total);
+ * 2: described; 0: not such a pair with these sizes. */
+int cpu_conv_describe_padded(CpuBackend *be, const CpuProgram *cp, int k, const Extents *x, int threads, Buf *out,
+                             double *total);
 /* cpu_conv.c: its predicted seconds on `threads` threads, with a line for :sched appended
  * to out (NULL: none); -1 when the loop kernel would run it. */
 double cpu_conv_predict(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,

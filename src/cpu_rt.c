@@ -500,6 +500,10 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     if (fused < 0) status = -1;
     if (fused > 0) k += fused - 1;
     if (fused) continue;
+    int padded = cpu_conv_padded(be, cp, k, bufs, ext, strides, shape, sizes, interrupt, err, errlen);
+    if (padded < 0) status = -1;
+    if (padded > 0) k += padded - 1;
+    if (padded) continue;
     if (ck->gemm) {
       if (!run_gemm(be, cp, ck, bufs, ext, strides, interrupt, err, errlen)) status = -1;
       continue;

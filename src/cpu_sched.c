@@ -85,6 +85,10 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       k += fused - 1;
       continue;
     }
+    if ((fused = cpu_conv_describe_padded(be, cp, k, x, threads, out, &total))) {
+      k += fused - 1;
+      continue;
+    }
     buf_printf(out, "kernel %s\n", kn->name);
     if (ck->gemm) {
       buf_printf(out, "  contraction over %s (%s%s x %s -> %s): packed micro-kernels,\n    sizes chosen at run time\n",

@@ -92,8 +92,61 @@ for shape in [(0, 3, 5, 5, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3, 1, 1
               (3, 7, 7, 7, 3, 1, 1), (2, 5, 7, 7, 3, 2, 1), (1, 13, 23, 23, 1, 2, 0),
               (2, 3, 17, 19, 5, 2, 0), (1, 17, 31, 29, 3, 1, 1), (1, 3, 112, 112, 3, 2, 1),
               (1, 2, 112, 113, 3, 1, 1), (2, 7, 37, 41, 7, 1, 3), (1, 1, 61, 67, 5, 2, 2),
-              (4, 31, 13, 13, 3, 1, 0)]:
+              (4, 31, 13, 13, 3, 1, 0),
+              # many planes, shared out in chunks that do not divide them (7 x 7 and 14 x 14
+              # maps, 201 and 262 planes); 169 taps, more than a task keeps in place
+              (3, 67, 7, 7, 3, 1, 1), (2, 131, 14, 14, 3, 2, 1), (1, 97, 14, 14, 5, 1, 2),
+              (2, 3, 20, 17, 13, 1, 6)]:
     dw_case(*shape)
+
+# A padding written otherwise, as a user may (the compiled back end builds each padded plane
+# itself when it finds the condition true exactly where the load is inside X, and runs the
+# padding apart otherwise): 1 row above and 2 columns left, 3 below and 0 right; conditions
+# that are not the bounds (one that drops a row of X, one of or and not); a padding by 1.0;
+# and a padded tensor that the function also returns.
+PADDED = '''
+fn padded(X: f32[N, C, H, W], Wt: f32[C, 3, 3]) -> f32[N, C, H + 2, W] {
+  Xp[n, c, y, x]: f32[N, C, H + 4, W + 2] = where(%s, X[n, c, y - 1, x - 2], %s)
+  Y[n, c, h, w]: f32[N, C, H + 2, W] = sum[i, j] Xp[n, c, h + i, w + j] * Wt[c, i, j]
+  return Y
+}
+'''
+BOUNDS = 'y >= 1 and y < H + 1 and x >= 2 and x < W + 2'
+
+
+def padded_case(n, c, h, w, cond, inside_fn, fill, keep):
+    X, Wt = randn((n, c, h, w)), randn((c, 3, 3))
+    xp = np.full((n, c, h + 4, w + 2), fill, dtype=np.float64)
+    ys, xs = np.meshgrid(np.arange(h + 4), np.arange(w + 2), indexing='ij')
+    inside = inside_fn(ys, xs, h, w) & (ys >= 1) & (ys < h + 1) & (xs >= 2) & (xs < w + 2)
+    src = np.zeros_like(xp)
+    src[:, :, 1:h + 1, 2:w + 2] = f64(X)
+    xp = np.where(inside, src, float(fill))
+    v = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    ref = np.einsum('nchwij,cij->nchw', v, f64(Wt))
+    mag = np.einsum('nchwij,cij->nchw', np.abs(v), np.abs(f64(Wt)))
+    fn = PADDED % (cond, fill)
+    if keep:                                   # Xp read again, at a plain subscript
+        fn = fn.replace('  return Y', '  Z[n, c, h, w] = Y[n, c, h, w] + Xp[n, c, h + 1, w + 1]\n  return Z')
+        ref, mag = ref + xp[:, :, 1:h + 3, 1:w + 1], mag + np.abs(xp[:, :, 1:h + 3, 1:w + 1])
+    compare.case('padded depthwise N=%d C=%d H=%d W=%d where(%s, X, %s)%s'
+                 % (n, c, h, w, cond, fill, ', Xp read again' if keep else ''),
+                 [('X', X), ('Wt', Wt)], fn + 'Y = padded(X, Wt)', [compare.summed('Y', F32, ref, mag)])
+
+
+def bounds(y, x, h, w):
+    return (y >= 1) & (y < h + 1) & (x >= 2) & (x < w + 2)
+
+
+for n, c, h, w, cond, inside, fill, keep in [
+        (2, 5, 7, 7, BOUNDS, bounds, '0.0', False), (1, 3, 1, 1, BOUNDS, bounds, '0.0', False),
+        (3, 11, 14, 13, BOUNDS, bounds, '0.0', False),
+        (2, 3, 7, 9, 'y >= 2 and y < H + 1 and x >= 2 and x < W + 2',
+         lambda y, x, h, w: bounds(y, x, h, w) & (y >= 2), '0.0', False),
+        (1, 4, 6, 5, 'not (y < 1 or y >= H + 1 or x < 2 or x >= W + 2)', bounds, '0.0', False),
+        (1, 4, 6, 5, 'not (y < 1 or y >= H + 1 or x < 2 or x > W + 2)', bounds, '0.0', False),
+        (2, 3, 5, 6, BOUNDS, bounds, '1.0', False), (2, 3, 5, 6, BOUNDS, bounds, '0.0', True)]:
+    padded_case(n, c, h, w, cond, inside, fill, keep)
 
 # N C L F K S P
 for shape in [(0, 2, 5, 3, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (2, 3, 2, 4, 5, 1, 2),
