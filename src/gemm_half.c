@@ -124,6 +124,37 @@ static void emit_dps(LLVMContextRef cx, LLVMModuleRef m) {
     }
 }
 
+/* Each kernel timed once on panels that stay in L1 (as gemm_calibrate times the f32 tiles):
+ * the best of CAL_TRIALS runs of about CAL_S seconds.  It measures the hardware -- the
+ * clock the model's file cannot know, how vdpbf16ps issues beside the broadcasts -- never a
+ * shape, in about a millisecond. */
+#define CAL_KP 128
+#define CAL_TRIALS 5
+#define CAL_S 20e-6
+static void dp_calibrate(GemmKernels *g) {
+  uint32_t *mem = aligned_alloc(64, (size_t)(CAL_KP * (DP_MR + DP_NR) + DP_MR * DP_NR) * 4);
+  if (!mem) return;
+  memset(mem, 0, (size_t)(CAL_KP * (DP_MR + DP_NR) + DP_MR * DP_NR) * 4);
+  uint32_t *a = mem, *b = a + CAL_KP * DP_MR;
+  float *c = (float *)(b + CAL_KP * DP_NR);
+  for (int hi = 0; hi < DP_NH; hi++)
+    for (int nv = 1; nv <= 2; nv++) {
+      DpFn uk = (DpFn)g->dpk[hi][nv - 1];
+      double guess = fmax(dp_heights[hi] * nv / (hw_fma_units(&g->hw) * hw_bf16_per_fma(&g->hw) / 2),
+                          hw_fma_lat(&g->hw)) / (hw_ghz(&g->hw) * 1e9);
+      int64_t reps = imax(1, imin((int64_t)(CAL_S / (guess * CAL_KP)), 10000));
+      uk(CAL_KP, a, b, c, DP_NR, 1);
+      double best = 1e30;
+      for (int t = 0; t < CAL_TRIALS; t++) {
+        double t0 = now_s();
+        for (int64_t r = 0; r < reps; r++) uk(CAL_KP, a, b, c, DP_NR, 1);
+        best = fmin(best, (now_s() - t0) / ((double)reps * CAL_KP));
+      }
+      if (best > 0 && best < 1) g->dpsec[hi][nv - 1] = best;
+    }
+  free(mem);
+}
+
 static bool model_has(const HwModel *hw, const char *feature) {
   const char *s = hw->llvm_features;
   size_t n = strlen(feature);
@@ -177,6 +208,7 @@ GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_
       return NULL;
     }
     g->nfuncs = 2 * DP_NH;
+    dp_calibrate(g);
   }
   g->compile_ms = (now_s() - t0) * 1e3;
   return g;
@@ -333,16 +365,19 @@ typedef struct DpPlan {
 #define DP_CALL_CYC 20.0
 #define DP_PACK_OPS 1.0
 
-/* Cycles for `rows` rows of one column panel of nv vectors over kc pairs: the heights that
- * add up to them, each at the slower of its vdpbf16ps issue and the latency of one sum's
- * chain, plus each call's overhead and C tile. */
-static double dp_rows_cyc(const HwModel *h, int64_t rows, int nv, int64_t kc) {
-  double rate = hw_fma_units(h) * hw_bf16_per_fma(h) / 2;    /* vdpbf16ps a cycle */
-  double cyc = 0;
+/* Seconds for `rows` rows of one column panel of nv vectors over kc pairs: the heights that
+ * add up to them, each at its calibrated rate, or else the slower of its vdpbf16ps issue
+ * and the latency of one sum's chain, plus each call's overhead and C tile. */
+static double dp_rows_s(const GemmKernels *g, int64_t rows, int nv, int64_t kc) {
+  const HwModel *h = &g->hw;
+  double rate = hw_fma_units(h) * hw_bf16_per_fma(h) / 2, hz = hw_ghz(h) * 1e9;   /* vdpbf16ps a cycle */
+  double s = 0;
   for (int hi = 0; hi < DP_NH && rows > 0; hi++)
-    for (int hh = dp_heights[hi]; rows >= hh; rows -= hh)
-      cyc += fmax(hh * nv / rate, hw_fma_lat(h)) * (double)kc + DP_CALL_CYC + 4.0 * hh * nv;
-  return cyc;
+    for (int hh = dp_heights[hi]; rows >= hh; rows -= hh) {
+      double pair = g->dpsec[hi][nv - 1] > 0 ? g->dpsec[hi][nv - 1] : fmax(hh * nv / rate, hw_fma_lat(h)) / hz;
+      s += pair * (double)kc + (DP_CALL_CYC + 4.0 * hh * nv) / hz;
+    }
+  return s;
 }
 
 /* Seconds of a task of `rows` x `cols` of C: every k block's column panels by its rows,
@@ -350,13 +385,13 @@ static double dp_rows_cyc(const HwModel *h, int64_t rows, int nv, int64_t kc) {
 static double dp_task_s(const GemmKernels *g, const GemmArgs *x, const DpPlan *pl, int64_t rows, int64_t cols) {
   const HwModel *h = &g->hw;
   int64_t full = cols / DP_NR, e = cols % DP_NR;
-  double cyc = 0;
+  double s = 0;
   for (int64_t b = 0; b < pl->nkb; b++) {
     int64_t kc = imin(pl->kc, pl->kp - b * pl->kc);
-    cyc += (double)full * dp_rows_cyc(h, rows, 2, kc) + (e ? dp_rows_cyc(h, rows, e > 16 ? 2 : 1, kc) : 0);
+    s += (double)full * dp_rows_s(g, rows, 2, kc) + (e ? dp_rows_s(g, rows, e > 16 ? 2 : 1, kc) : 0);
   }
   double bytes = (double)rows * (double)cols * (6 + (x->accumulate ? 6 : 0));
-  return cyc / (hw_ghz(h) * 1e9) + bytes / sched_threads_bw(h, h->nlevels > 1 ? 1 : 0, 1);
+  return s + bytes / sched_threads_bw(h, h->nlevels > 1 ? 1 : 0, 1);
 }
 
 /* The plan's terms on `threads`: the packing streamed over them, rounds of tasks (each as
@@ -553,7 +588,10 @@ static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, 
                "  rate: %.1f GFLOP/s a core (the f32 FMA rate x bf16_per_fma = %.3g)\n",
                elem_name(g->elem), h->name, DP_MR, DP_NR, DP_KC, DP_MC, DP_NC,
                peak * hw_bf16_per_fma(h), hw_bf16_per_fma(h));
-  else
+  if (g->dp && g->dpsec[0][1] > 0)
+    buf_printf(out, "  calibrated: %.1f GFLOP/s a core for the %dx%d tile\n",
+               4.0 * DP_MR * DP_NR / g->dpsec[0][1] * 1e-9, DP_MR, DP_NR);
+  if (!g->dp)
     buf_printf(out, "gemm %s on %s: operands widened to f32 as they are copied, the f32 engine "
                "below, C rounded once to %s\n", elem_name(g->elem), h->name, elem_name(g->elem));
   if (g->dp && x->batch > 0 && x->m > 0 && x->n > 0 && x->k > 0) {

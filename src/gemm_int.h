@@ -190,6 +190,7 @@ struct GemmKernels {
   const struct GemmHalfOps *half;
   bool dp;
   void *dpk[DP_NH][2];
+  double dpsec[DP_NH][2];        /* seconds a pair of k of each, calibrated (0: not measured) */
 };
 
 static inline double now_s(void) {
