@@ -141,37 +141,19 @@ static bool has_f16c(void) {
 #endif
 
 void hpack_widen(bool bf, const uint16_t *s, int64_t ss, float *d, int64_t n) {
-  if (ss == 1 && bf) {
-    bf16_widen_unit(s, d, n);
-    return;
-  }
+  if (ss == 1 && bf) bf16_widen_unit(s, d, n);
 #if HPACK_F16C
-  if (ss == 1 && has_f16c()) {
-    f16_widen_f16c(s, d, n);
-    return;
-  }
+  else if (ss == 1 && has_f16c()) f16_widen_f16c(s, d, n);
 #endif
-  if (bf)
-    for (int64_t i = 0; i < n; i++) d[i] = bf16_widen(s[i * ss]);
-  else
-    for (int64_t i = 0; i < n; i++) d[i] = f16_widen(s[i * ss]);
+  else for (int64_t i = 0; i < n; i++) d[i] = bf ? bf16_widen(s[i * ss]) : f16_widen(s[i * ss]);
 }
 
 void hpack_narrow(bool bf, const float *s, uint16_t *d, int64_t ds, int64_t n) {
-  if (ds == 1 && bf) {
-    bf16_narrow_unit(s, d, n);
-    return;
-  }
+  if (ds == 1 && bf) bf16_narrow_unit(s, d, n);
 #if HPACK_F16C
-  if (ds == 1 && has_f16c()) {
-    f16_narrow_f16c(s, d, n);
-    return;
-  }
+  else if (ds == 1 && has_f16c()) f16_narrow_f16c(s, d, n);
 #endif
-  if (bf)
-    for (int64_t i = 0; i < n; i++) d[i * ds] = bf16_narrow(s[i]);
-  else
-    for (int64_t i = 0; i < n; i++) d[i * ds] = f16_narrow(s[i]);
+  else for (int64_t i = 0; i < n; i++) d[i * ds] = bf ? bf16_narrow(s[i]) : f16_narrow(s[i]);
 }
 
 /* ---- bf16 pairs along k ---- */

@@ -1254,24 +1254,17 @@ for Q, M, K, N in [(1, 0, 5, 3), (2, 3, 5, 0), (1, 1, 1, 1), (1, 1, 385, 1), (2,
 # no unit stride at all (the batch axis innermost).  f16 takes the same shapes through its
 # widened copies.
 rng_he = np.random.default_rng(20261204)
-HALF_MM3 = '''
-fn mmab(A: bf16[K, M], B: bf16[K, N]) -> bf16[M, N] {
+HALF_MM3_ONE = '''
+fn mma%(s)s(A: %(t)s[K, M], B: %(t)s[K, N]) -> %(t)s[M, N] {
   C[i, j] = sum[k] A[k, i] * B[k, j]
   return C
 }
-fn mmah(A: f16[K, M], B: f16[K, N]) -> f16[M, N] {
-  C[i, j] = sum[k] A[k, i] * B[k, j]
-  return C
-}
-fn mmqb(A: bf16[K, M, Q], B: bf16[N, K, Q]) -> bf16[Q, M, N] {
-  C[q, i, j] = sum[k] A[k, i, q] * B[j, k, q]
-  return C
-}
-fn mmqh(A: f16[K, M, Q], B: f16[N, K, Q]) -> f16[Q, M, N] {
+fn mmq%(s)s(A: %(t)s[K, M, Q], B: %(t)s[N, K, Q]) -> %(t)s[Q, M, N] {
   C[q, i, j] = sum[k] A[k, i, q] * B[j, k, q]
   return C
 }
 '''
+HALF_MM3 = ''.join(HALF_MM3_ONE % {'s': s, 't': t} for s, t in (('b', 'bf16'), ('h', 'f16')))
 for Q, M, K, N in [(1, 7, 386, 16), (1, 13, 770, 17), (2, 11, 383, 15), (1, 96, 385, 129),
                    (1, 97, 768, 49), (2, 61, 193, 33), (1, 5, 1, 49), (1, 1, 769, 513),
                    (3, 8, 2, 1), (1, 95, 387, 511)]:
