@@ -415,19 +415,19 @@ static void dp_plan(const GemmKernels *g, const GemmArgs *x, int T, DpPlan *pl) 
   pl->np = cdiv(x->n, DP_NR);
   pl->nkb = cdiv(pl->kp, DP_KC);
   pl->kc = cdiv(pl->kp, pl->nkb);
-  pl->mblocks = cdiv(pl->mp, DP_MC / DP_MR);
-  pl->nblocks = cdiv(pl->np, DP_NC / DP_NR);
-  for (;;) {
-    pl->mcp = cdiv(pl->mp, pl->mblocks);
-    pl->ncp = cdiv(pl->np, pl->nblocks);
+  pl->mcp = cdiv(pl->mp, cdiv(pl->mp, DP_MC / DP_MR));
+  pl->ncp = cdiv(pl->np, cdiv(pl->np, DP_NC / DP_NR));
+  for (;;) {                          /* each split makes a side's blocks strictly smaller */
     pl->mblocks = cdiv(pl->mp, pl->mcp);
     pl->nblocks = cdiv(pl->np, pl->ncp);
     pl->tasks = x->batch * pl->mblocks * pl->nblocks;
     if (T <= 1 || (pl->tasks >= T && (pl->tasks % T == 0 || pl->tasks >= 4 * T))) break;
-    if (pl->mcp > 1 && pl->mcp * DP_MR >= pl->ncp * DP_NR / 2) pl->mblocks++;
-    else if (pl->ncp > 1) pl->nblocks++;
-    else if (pl->mcp > 1) pl->mblocks++;
-    else break;
+    if (pl->mcp > 1 && (pl->mcp * DP_MR >= pl->ncp * DP_NR / 2 || pl->ncp == 1))
+      pl->mcp = imin(pl->mcp - 1, cdiv(pl->mp, pl->mblocks + 1));
+    else if (pl->ncp > 1)
+      pl->ncp = imin(pl->ncp - 1, cdiv(pl->np, pl->nblocks + 1));
+    else
+      break;
   }
   pl->threads = (int)imin(T, pl->tasks);
   DpPlan one = *pl;
