@@ -16,6 +16,7 @@
 #include "irb.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,90 +33,16 @@
 typedef void (*DpFn)(int64_t kp, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc,
                      int32_t beta);
 
-/* ---- the conversions (C, vectorised by the compiler) ---- */
-
-static inline float bf16_widen(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-/* To nearest even, NaNs kept quiet with their top payload bits (as half_bf16_from). */
-static inline uint16_t bf16_narrow(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-/* f16 by integer operations the compiler vectorises (without F16C, _Float16's conversions
- * are a library call an element, which made copying cost five times the f32 product).
- * Widening moves the exponent and re-biases it; subnormals are scaled by a float
- * subtraction, infinities and NaNs get the f32 exponent. */
-static inline float f16_widen(uint16_t h) {
-  uint32_t u = (uint32_t)(h & 0x7fff) << 13, e = u & (0x7c00u << 13);
-  float f;
-  u += (127 - 15) << 23;
-  if (e == 0x7c00u << 13) u += (128 - 16) << 23;        /* infinity or NaN */
-  memcpy(&f, &u, 4);
-  if (e == 0) {                                          /* zero or subnormal */
-    u += 1 << 23;
-    memcpy(&f, &u, 4);
-    f -= 6.103515625e-05f;                               /* 2^-14 */
-  }
-  memcpy(&u, &f, 4);
-  u |= (uint32_t)(h & 0x8000) << 16;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-/* To nearest even: above the largest finite f16 an infinity (a NaN stays a quiet NaN),
- * below the smallest normal an addition that lets the FPU round the subnormal, else the
- * mantissa rounded by an addition of half an ulp less one, plus its last kept bit. */
-static inline uint16_t f16_narrow(float f) {
-  uint32_t u, sign;
-  memcpy(&u, &f, 4);
-  sign = u & 0x80000000u;
-  u ^= sign;
-  uint16_t o;
-  if (u >= (127u + 16) << 23) {
-    o = u > 255u << 23 ? 0x7e00 : 0x7c00;
-  } else if (u < 113u << 23) {
-    const uint32_t magic = ((127u - 15) + (23 - 10) + 1) << 23;
-    float x, m;
-    memcpy(&x, &u, 4);
-    memcpy(&m, &magic, 4);
-    x += m;
-    memcpy(&u, &x, 4);
-    o = (uint16_t)(u - magic);
-  } else {
-    uint32_t odd = (u >> 13) & 1;
-    u += ((uint32_t)(15 - 127) << 23) + 0xfff + odd;
-    o = (uint16_t)(u >> 13);
-  }
-  return (uint16_t)(o | sign >> 16);
-}
-
-static void widen_row(bool bf, const uint16_t *s, int64_t ss, float *d, int64_t n) {
-  if (bf)
-    for (int64_t i = 0; i < n; i++) d[i] = bf16_widen(s[i * ss]);
-  else
-    for (int64_t i = 0; i < n; i++) d[i] = f16_widen(s[i * ss]);
-}
-
-static void narrow_row(bool bf, const float *s, uint16_t *d, int64_t ds, int64_t n) {
-  if (bf)
-    for (int64_t i = 0; i < n; i++) d[i * ds] = bf16_narrow(s[i]);
-  else
-    for (int64_t i = 0; i < n; i++) d[i * ds] = f16_narrow(s[i]);
-}
-
 /* ---- the vdpbf16ps micro-kernel ---- */
 
+/* The heights of the kernels, the first DP_MR: an edge of h rows runs as the fewest of them
+ * that add up to h (a binary decomposition below 8), each reading its rows of the panel. */
+static const int dp_heights[DP_NH] = { DP_MR, 8, 4, 2, 1 };
+
 /* void dp(i64 kp, ptr a, ptr b, ptr c, i64 ldc, i32 beta): c[r][j] (+)= the sum over kp
- * pairs p of a[p][r] . b[p][j], a's pairs DP_MR a step, b's DP_NR; C is a full f32 tile. */
-static void emit_dp(LLVMContextRef cx, LLVMModuleRef m, const char *name) {
+ * pairs p of a[p][r] . b[p][j] for r < h and j < 16 nv, a's pairs DP_MR a step, b's DP_NR;
+ * C is f32. */
+static void emit_dp(LLVMContextRef cx, LLVMModuleRef m, const char *name, int h, int nv) {
   LLVMBuilderRef b = LLVMCreateBuilderInContext(cx);
   LLVMTypeRef i64 = LLVMInt64TypeInContext(cx), i32 = LLVMInt32TypeInContext(cx);
   LLVMTypeRef f32 = LLVMFloatTypeInContext(cx), ptr = LLVMPointerTypeInContext(cx, 0);
@@ -133,8 +60,8 @@ static void emit_dp(LLVMContextRef cx, LLVMModuleRef m, const char *name) {
   LLVMPositionBuilderAtEnd(b, entry);
   LLVMValueRef add = LLVMBuildICmp(b, LLVMIntNE, beta, LLVMConstInt(i32, 0, 0), "");
   LLVMValueRef init[DP_MR][2], acc[DP_MR][2], cptr[DP_MR][2];
-  for (int r = 0; r < DP_MR; r++)
-    for (int v = 0; v < 2; v++) {
+  for (int r = 0; r < h; r++)
+    for (int v = 0; v < nv; v++) {
       LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, LLVMConstInt(i64, (uint64_t)r, 0), ldc, ""),
                                       LLVMConstInt(i64, (uint64_t)v * 16, 0), "");
       cptr[r][v] = LLVMBuildGEP2(b, f32, pc, &off, 1, "");
@@ -145,10 +72,10 @@ static void emit_dp(LLVMContextRef cx, LLVMModuleRef m, const char *name) {
   LLVMBuildBr(b, loop);
   LLVMPositionBuilderAtEnd(b, loop);
   LLVMValueRef p = LLVMBuildPhi(b, i64, "p");
-  for (int r = 0; r < DP_MR; r++)
-    for (int v = 0; v < 2; v++) acc[r][v] = LLVMBuildPhi(b, vf, "");
+  for (int r = 0; r < h; r++)
+    for (int v = 0; v < nv; v++) acc[r][v] = LLVMBuildPhi(b, vf, "");
   LLVMValueRef bv[2];
-  for (int v = 0; v < 2; v++) {
+  for (int v = 0; v < nv; v++) {
     LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, p, LLVMConstInt(i64, DP_NR, 0), ""),
                                     LLVMConstInt(i64, (uint64_t)v * 16, 0), "");
     LLVMValueRef l = LLVMBuildLoad2(b, vi, LLVMBuildGEP2(b, i32, pb, &off, 1, ""), "");
@@ -156,14 +83,14 @@ static void emit_dp(LLVMContextRef cx, LLVMModuleRef m, const char *name) {
     bv[v] = LLVMBuildBitCast(b, l, vbf, "");
   }
   LLVMValueRef next[DP_MR][2];
-  for (int r = 0; r < DP_MR; r++) {
+  for (int r = 0; r < h; r++) {
     LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, p, LLVMConstInt(i64, DP_MR, 0), ""),
                                     LLVMConstInt(i64, (uint64_t)r, 0), "");
     LLVMValueRef s = LLVMBuildLoad2(b, i32, LLVMBuildGEP2(b, i32, pa, &off, 1, ""), "");
     LLVMValueRef sv = LLVMBuildInsertElement(b, LLVMGetPoison(vi), s, LLVMConstInt(i32, 0, 0), "");
     sv = LLVMBuildShuffleVector(b, sv, LLVMGetPoison(vi), LLVMConstNull(vi), "");
     LLVMValueRef av = LLVMBuildBitCast(b, sv, vbf, "");
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < nv; v++) {
       LLVMValueRef ca[3] = { acc[r][v], av, bv[v] };
       next[r][v] = LLVMBuildCall2(b, dpt, dp, ca, 3, "");
     }
@@ -172,15 +99,60 @@ static void emit_dp(LLVMContextRef cx, LLVMModuleRef m, const char *name) {
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, p1, kp, ""), loop, done);
   LLVMAddIncoming(p, (LLVMValueRef[]){ LLVMConstInt(i64, 0, 0), p1 },
                   (LLVMBasicBlockRef[]){ entry, loop }, 2);
-  for (int r = 0; r < DP_MR; r++)
-    for (int v = 0; v < 2; v++)
+  for (int r = 0; r < h; r++)
+    for (int v = 0; v < nv; v++)
       LLVMAddIncoming(acc[r][v], (LLVMValueRef[]){ init[r][v], next[r][v] },
                       (LLVMBasicBlockRef[]){ entry, loop }, 2);
   LLVMPositionBuilderAtEnd(b, done);
-  for (int r = 0; r < DP_MR; r++)
-    for (int v = 0; v < 2; v++) LLVMSetAlignment(LLVMBuildStore(b, next[r][v], cptr[r][v]), 4);
+  for (int r = 0; r < h; r++)
+    for (int v = 0; v < nv; v++) LLVMSetAlignment(LLVMBuildStore(b, next[r][v], cptr[r][v]), 4);
   LLVMBuildRetVoid(b);
   LLVMDisposeBuilder(b);
+}
+
+static void dp_name(char *name, size_t n, int hi, int nv) {
+  snprintf(name, n, "gemm_bf16_dp%dx%d", dp_heights[hi], 16 * nv);
+}
+
+/* Every kernel into m, the full tile first (what :code shows). */
+static void emit_dps(LLVMContextRef cx, LLVMModuleRef m) {
+  char name[48];
+  for (int hi = 0; hi < DP_NH; hi++)
+    for (int nv = 2; nv >= 1; nv--) {
+      dp_name(name, sizeof name, hi, nv);
+      emit_dp(cx, m, name, dp_heights[hi], nv);
+    }
+}
+
+/* Each kernel timed once on panels that stay in L1 (as gemm_calibrate times the f32 tiles):
+ * the best of CAL_TRIALS runs of about CAL_S seconds.  It measures the hardware -- the
+ * clock the model's file cannot know, how vdpbf16ps issues beside the broadcasts -- never a
+ * shape, in about a millisecond. */
+#define CAL_KP 128
+#define CAL_TRIALS 5
+#define CAL_S 20e-6
+static void dp_calibrate(GemmKernels *g) {
+  uint32_t *mem = aligned_alloc(64, (size_t)(CAL_KP * (DP_MR + DP_NR) + DP_MR * DP_NR) * 4);
+  if (!mem) return;
+  memset(mem, 0, (size_t)(CAL_KP * (DP_MR + DP_NR) + DP_MR * DP_NR) * 4);
+  uint32_t *a = mem, *b = a + CAL_KP * DP_MR;
+  float *c = (float *)(b + CAL_KP * DP_NR);
+  for (int hi = 0; hi < DP_NH; hi++)
+    for (int nv = 1; nv <= 2; nv++) {
+      DpFn uk = (DpFn)g->dpk[hi][nv - 1];
+      double guess = fmax(dp_heights[hi] * nv / (hw_fma_units(&g->hw) * hw_bf16_per_fma(&g->hw) / 2),
+                          hw_fma_lat(&g->hw)) / (hw_ghz(&g->hw) * 1e9);
+      int64_t reps = imax(1, imin((int64_t)(CAL_S / (guess * CAL_KP)), 10000));
+      uk(CAL_KP, a, b, c, DP_NR, 1);
+      double best = 1e30;
+      for (int t = 0; t < CAL_TRIALS; t++) {
+        double t0 = now_s();
+        for (int64_t r = 0; r < reps; r++) uk(CAL_KP, a, b, c, DP_NR, 1);
+        best = fmin(best, (now_s() - t0) / ((double)reps * CAL_KP));
+      }
+      if (best > 0 && best < 1) g->dpsec[hi][nv - 1] = best;
+    }
+  free(mem);
 }
 
 static bool model_has(const HwModel *hw, const char *feature) {
@@ -220,18 +192,23 @@ GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_
   g->ws_bytes = xcalloc(1, sizeof *g->ws_bytes);
   g->dp = gemm_half_dp(&g->hw, elem);
   if (g->dp && jit_can_run(wide->jit)) {
-    char name[48];
-    snprintf(name, sizeof name, "gemm_bf16_dp%dx%d", DP_MR, DP_NR);
     LLVMContextRef cx = LLVMContextCreate();
     LLVMModuleRef m = jit_module_new(wide->jit, cx, "gemm_bf16");
-    emit_dp(cx, m, name);
+    emit_dps(cx, m);
     bool ok = jit_add_modules(wide->jit, &m, 1, GEMM_PIPELINE, err, errlen);
     LLVMContextDispose(cx);
-    if (!ok || !(g->dpk = jit_lookup(wide->jit, name, err, errlen))) {
+    for (int hi = 0; ok && hi < DP_NH; hi++)
+      for (int nv = 1; ok && nv <= 2; nv++) {
+        char name[48];
+        dp_name(name, sizeof name, hi, nv);
+        ok = (g->dpk[hi][nv - 1] = jit_lookup(wide->jit, name, err, errlen)) != NULL;
+      }
+    if (!ok) {
       gemm_free(g);
       return NULL;
     }
-    g->nfuncs = 1;
+    g->nfuncs = 2 * DP_NH;
+    dp_calibrate(g);
   }
   g->compile_ms = (now_s() - t0) * 1e3;
   return g;
@@ -252,8 +229,8 @@ static bool gemm_half_code(GemmKernels *g, const char *what, Buf *out, char *err
   LLVMContextRef cx = LLVMContextCreate();
   LLVMModuleRef m = jit_module_new(g->wide->jit, cx, "gemm_bf16");
   char name[48];
-  snprintf(name, sizeof name, "gemm_bf16_dp%dx%d", DP_MR, DP_NR);
-  emit_dp(cx, m, name);
+  dp_name(name, sizeof name, 0, 2);
+  emit_dp(cx, m, name, DP_MR, 2);     /* the edges' kernels are this one with fewer rows or columns */
   bool ok = jit_optimize(g->wide->jit, m, GEMM_PIPELINE, err, errlen);
   if (ok && asm_) ok = jit_print_asm(g->wide->jit, m, out, err, errlen);
   else if (ok) jit_print_ir(m, out);
@@ -324,19 +301,19 @@ static void widen_task(void *ctx, int64_t t) {
   uint16_t *C = x->c;
   if (w->phase == 1) {
     int64_t bi = t / x->m, i = t % x->m;
-    narrow_row(w->bf, w->c + t * x->n, C + bi * x->c_sb + i * x->c_sm, x->c_sn, x->n);
+    hpack_narrow(w->bf, w->c + t * x->n, C + bi * x->c_sb + i * x->c_sm, x->c_sn, x->n);
     return;
   }
   if (t < w->rows_a) {
     int64_t bi = t / x->m, i = t % x->m;
-    widen_row(w->bf, A + bi * x->a_sb + i * x->a_sm, x->a_sk, w->a + t * x->k, x->k);
+    hpack_widen(w->bf, A + bi * x->a_sb + i * x->a_sm, x->a_sk, w->a + t * x->k, x->k);
   } else if ((t -= w->rows_a) < w->rows_b) {
     int64_t bi = t / x->k, kk = t % x->k;
-    widen_row(w->bf, B + bi * x->b_sb + kk * x->b_sk, x->b_sn, w->b + t * x->n, x->n);
+    hpack_widen(w->bf, B + bi * x->b_sb + kk * x->b_sk, x->b_sn, w->b + t * x->n, x->n);
   } else {
     t -= w->rows_b;
     int64_t bi = t / x->m, i = t % x->m;
-    widen_row(w->bf, C + bi * x->c_sb + i * x->c_sm, x->c_sn, w->c + t * x->n, x->n);
+    hpack_widen(w->bf, C + bi * x->c_sb + i * x->c_sm, x->c_sn, w->c + t * x->n, x->n);
   }
 }
 
@@ -366,43 +343,132 @@ static bool run_widened(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err
 
 /* The vdpbf16ps path: A packed in panels of DP_MR rows, B of DP_NR columns, each as pairs
  * along k (a pair's first element in the low half, as vdpbf16ps pairs them); then tasks of
- * DP_MC x DP_NC of C, each summing in an f32 block of its own over k blocks of DP_KC pairs
- * and rounding it into C at the end. */
+ * up to DP_MC x DP_NC of C, each summing in an f32 block over k blocks of at most DP_KC
+ * pairs and rounding it into C at the end.  The blocks are even shares of the panels (k's
+ * too: 193 pairs are blocks of 97 and 96, not 192 and 1, whose C round trip cost more
+ * than its sums), split further while the threads outnumber them or a round of tasks would
+ * leave threads idle.  A call whose predicted time on the threads beats the caller alone by
+ * less than the fork-joins runs on the caller alone: 13 x 33 x 385 is 2 us of work. */
+typedef struct DpPlan {
+  int64_t kp, mp, np;                 /* pairs, row panels, column panels */
+  int64_t kc, nkb;                    /* pairs a k block, k blocks */
+  int64_t mcp, ncp;                   /* panels of a task's block */
+  int64_t mblocks, nblocks, tasks;
+  int threads;                        /* that take part; 1: the caller alone */
+  double pack_s, comp_s, sync_s, total;   /* the model's terms (dp_time) */
+} DpPlan;
+
+/* A fork-join of the pool whose workers spin (gemm_model.c's SYNC_S), and the cycles a
+ * kernel call costs beyond its sums and its C tile (its CALL_CYC).  Packing is priced as a
+ * streaming kernel (sched_stream_time) of PACK_OPS lane-operations an element. */
+#define DP_SYNC_S 0.3e-6
+#define DP_CALL_CYC 20.0
+#define DP_PACK_OPS 1.0
+
+/* Seconds for `rows` rows of one column panel of nv vectors over kc pairs: the heights that
+ * add up to them, each at its calibrated rate, or else the slower of its vdpbf16ps issue
+ * and the latency of one sum's chain, plus each call's overhead and C tile. */
+static double dp_rows_s(const GemmKernels *g, int64_t rows, int nv, int64_t kc) {
+  const HwModel *h = &g->hw;
+  double rate = hw_fma_units(h) * hw_bf16_per_fma(h) / 2, hz = hw_ghz(h) * 1e9;   /* vdpbf16ps a cycle */
+  double s = 0;
+  for (int hi = 0; hi < DP_NH && rows > 0; hi++)
+    for (int hh = dp_heights[hi]; rows >= hh; rows -= hh) {
+      double pair = g->dpsec[hi][nv - 1] > 0 ? g->dpsec[hi][nv - 1] : fmax(hh * nv / rate, hw_fma_lat(h)) / hz;
+      s += pair * (double)kc + (DP_CALL_CYC + 4.0 * hh * nv) / hz;
+    }
+  return s;
+}
+
+/* Seconds of a task of `rows` x `cols` of C: every k block's column panels by its rows,
+ * and the rounding of its f32 block into C (and widening, when accumulating) at L2's rate. */
+static double dp_task_s(const GemmKernels *g, const GemmArgs *x, const DpPlan *pl, int64_t rows, int64_t cols) {
+  const HwModel *h = &g->hw;
+  int64_t full = cols / DP_NR, e = cols % DP_NR;
+  double s = 0;
+  for (int64_t b = 0; b < pl->nkb; b++) {
+    int64_t kc = imin(pl->kc, pl->kp - b * pl->kc);
+    s += (double)full * dp_rows_s(g, rows, 2, kc) + (e ? dp_rows_s(g, rows, e > 16 ? 2 : 1, kc) : 0);
+  }
+  double bytes = (double)rows * (double)cols * (6 + (x->accumulate ? 6 : 0));
+  return s + bytes / sched_threads_bw(h, h->nlevels > 1 ? 1 : 0, 1);
+}
+
+/* The plan's terms on `threads`: the packing streamed over them, rounds of tasks (each as
+ * long as the first, the largest), a fork-join for each phase when more than one. */
+static void dp_time(const GemmKernels *g, const GemmArgs *x, DpPlan *pl, int threads) {
+  double ba = x->a_sb ? (double)x->batch : 1, bb = x->b_sb ? (double)x->batch : 1;
+  double ea = ba * (double)x->m * (double)x->k, eb = bb * (double)x->k * (double)x->n;
+  double packed = (ba * (double)pl->mp * DP_MR + bb * (double)pl->np * DP_NR) * (double)pl->kp * 4;
+  SchedWork w = { (ea + eb) * DP_PACK_OPS, 2, (ea + eb) * 2, packed, false, threads > 1 ? (int64_t)(ba * pl->mp + bb * pl->np) : 1 };
+  pl->pack_s = sched_stream_time(&g->hw, threads, &w, NULL);
+  int64_t rounds = cdiv(pl->tasks, threads);
+  pl->comp_s = (double)rounds * dp_task_s(g, x, pl, imin(x->m, pl->mcp * DP_MR), imin(x->n, pl->ncp * DP_NR));
+  pl->sync_s = threads > 1 ? 2 * DP_SYNC_S : 0;
+  pl->total = pl->pack_s + pl->comp_s + pl->sync_s;
+}
+
+static void dp_plan(const GemmKernels *g, const GemmArgs *x, int T, DpPlan *pl) {
+  memset(pl, 0, sizeof *pl);
+  pl->kp = (x->k + 1) / 2;
+  pl->mp = cdiv(x->m, DP_MR);
+  pl->np = cdiv(x->n, DP_NR);
+  pl->nkb = cdiv(pl->kp, DP_KC);
+  pl->kc = cdiv(pl->kp, pl->nkb);
+  pl->mcp = cdiv(pl->mp, cdiv(pl->mp, DP_MC / DP_MR));
+  pl->ncp = cdiv(pl->np, cdiv(pl->np, DP_NC / DP_NR));
+  for (;;) {                          /* each split makes a side's blocks strictly smaller */
+    pl->mblocks = cdiv(pl->mp, pl->mcp);
+    pl->nblocks = cdiv(pl->np, pl->ncp);
+    pl->tasks = x->batch * pl->mblocks * pl->nblocks;
+    if (T <= 1 || (pl->tasks >= T && (pl->tasks % T == 0 || pl->tasks >= 4 * T))) break;
+    if (pl->mcp > 1 && (pl->mcp * DP_MR >= pl->ncp * DP_NR / 2 || pl->ncp == 1))
+      pl->mcp = imin(pl->mcp - 1, cdiv(pl->mp, pl->mblocks + 1));
+    else if (pl->ncp > 1)
+      pl->ncp = imin(pl->ncp - 1, cdiv(pl->np, pl->nblocks + 1));
+    else
+      break;
+  }
+  pl->threads = (int)imin(T, pl->tasks);
+  DpPlan one = *pl;
+  one.threads = 1;
+  dp_time(g, x, &one, 1);
+  if (pl->threads > 1) dp_time(g, x, pl, pl->threads);
+  if (pl->threads <= 1 || one.total <= pl->total) *pl = one;
+}
+
 typedef struct Dp {
   GemmKernels *g;
   const GemmArgs *x;
-  int64_t kp, mp, np;                 /* pairs, row panels, column panels */
+  DpPlan pl;
   int64_t ba, bb;
   uint32_t *a, *b;                    /* [ba][mp][kp][DP_MR], [bb][np][kp][DP_NR] */
-  int64_t mblocks, nblocks;
+  float *cw;                          /* pl.threads blocks of f32 C, each cw_len */
+  int64_t cw_len;
+  _Atomic int *busy;                  /* which of them a task holds */
   int phase;                          /* 0: pack, 1: compute */
   _Atomic int stopped;
 } Dp;
 
-/* One panel of w lines (A's rows or B's columns) from line l0 of `lines`, each `ls` apart
- * with k stride sk, as kp pairs of w: o[p][l]; lines past the end are zeros.  Written in
- * order, pair by pair: a B with unit column stride is then read along its rows. */
-static void pack_panel(const uint16_t *s, int64_t ls, int64_t sk, int64_t l0, int64_t lines, int w,
-                       int64_t kp, int64_t k, uint32_t *o) {
-  int have = (int)imax(0, imin(w, lines - l0));
-  for (int64_t p = 0; p < kp; p++, o += w) {
-    const uint16_t *r = s + l0 * ls + 2 * p * sk;
-    if (2 * p + 1 < k)
-      for (int l = 0; l < have; l++) o[l] = r[l * ls] | (uint32_t)r[l * ls + sk] << 16;
-    else
-      for (int l = 0; l < have; l++) o[l] = r[l * ls];
-    for (int l = have; l < w; l++) o[l] = 0;
-  }
-}
-
 static void dp_pack(Dp *d, int64_t t) {
   const GemmArgs *x = d->x;
-  if (t < d->ba * d->mp)
-    pack_panel((const uint16_t *)x->a + t / d->mp * x->a_sb, x->a_sm, x->a_sk, t % d->mp * DP_MR, x->m,
-               DP_MR, d->kp, x->k, d->a + t * d->kp * DP_MR);
+  int64_t mp = d->pl.mp, np = d->pl.np, kp = d->pl.kp;
+  if (t < d->ba * mp)
+    hpack_pairs((const uint16_t *)x->a + t / mp * x->a_sb, x->a_sm, x->a_sk, t % mp * DP_MR, x->m,
+                DP_MR, kp, x->k, d->a + t * kp * DP_MR);
   else
-    t -= d->ba * d->mp, pack_panel((const uint16_t *)x->b + t / d->np * x->b_sb, x->b_sn, x->b_sk,
-                                   t % d->np * DP_NR, x->n, DP_NR, d->kp, x->k, d->b + t * d->kp * DP_NR);
+    t -= d->ba * mp, hpack_pairs((const uint16_t *)x->b + t / np * x->b_sb, x->b_sn, x->b_sk,
+                                 t % np * DP_NR, x->n, DP_NR, kp, x->k, d->b + t * kp * DP_NR);
+}
+
+/* The kernels over `rows` rows of a column panel: the heights that add up to them. */
+static void dp_rows(const GemmKernels *g, int64_t rows, int nv, int64_t kc, const uint32_t *a,
+                    const uint32_t *b, float *c, int64_t ldc, int32_t beta) {
+  for (int hi = 0; hi < DP_NH && rows > 0; hi++)
+    for (int h = dp_heights[hi]; rows >= h; rows -= h) {
+      ((DpFn)g->dpk[hi][nv - 1])(kc, a, b, c, ldc, beta);
+      a += h, c += h * ldc;
+    }
 }
 
 static void dp_task(void *ctx, int64_t t) {
@@ -412,51 +478,61 @@ static void dp_task(void *ctx, int64_t t) {
     return;
   }
   const GemmArgs *x = d->x;
+  const DpPlan *pl = &d->pl;
   if (atomic_load(&d->stopped) || (x->stop && *x->stop)) {
     atomic_store(&d->stopped, 1);
     return;
   }
-  int64_t per = d->mblocks * d->nblocks, bi = t / per, mb = t % per / d->nblocks, nb = t % d->nblocks;
-  int64_t ip0 = mb * (DP_MC / DP_MR), ip1 = imin(d->mp, ip0 + DP_MC / DP_MR);
-  int64_t jp0 = nb * (DP_NC / DP_NR), jp1 = imin(d->np, jp0 + DP_NC / DP_NR);
-  int64_t ldc = (jp1 - jp0) * DP_NR, i0 = ip0 * DP_MR, j0 = jp0 * DP_NR;
+  int64_t per = pl->mblocks * pl->nblocks, bi = t / per, mb = t % per / pl->nblocks, nb = t % pl->nblocks;
+  int64_t ip0 = mb * pl->mcp, ip1 = imin(pl->mp, ip0 + pl->mcp);
+  int64_t jp0 = nb * pl->ncp, jp1 = imin(pl->np, jp0 + pl->ncp);
+  int64_t i0 = ip0 * DP_MR, j0 = jp0 * DP_NR;
   int64_t rows = imin(x->m, ip1 * DP_MR) - i0, cols = imin(x->n, jp1 * DP_NR) - j0;
-  float *cw = xmalloc((size_t)((ip1 - ip0) * DP_MR * ldc) * sizeof(float));
-  bool bf = true;
+  int64_t ldc = (jp1 - jp0) * DP_NR + 16;      /* not a power of two: rows in other sets */
+  int slot = 0;
+  while (atomic_exchange(&d->busy[slot], 1)) slot = (slot + 1) % pl->threads;
+  float *cw = d->cw + slot * d->cw_len;
   uint16_t *C = (uint16_t *)x->c + bi * x->c_sb;
   if (x->accumulate)
-    for (int64_t i = 0; i < rows; i++) widen_row(bf, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cw + i * ldc, cols);
-  const uint32_t *A = d->a + (x->a_sb ? bi : 0) * d->mp * d->kp * DP_MR;
-  const uint32_t *B = d->b + (x->b_sb ? bi : 0) * d->np * d->kp * DP_NR;
-  DpFn uk = (DpFn)d->g->dpk;
-  for (int64_t p0 = 0; p0 < d->kp; p0 += DP_KC) {
-    int64_t kc = imin(DP_KC, d->kp - p0);
+    for (int64_t i = 0; i < rows; i++)
+      hpack_widen(true, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cw + i * ldc, cols);
+  const uint32_t *A = d->a + (x->a_sb ? bi : 0) * pl->mp * pl->kp * DP_MR;
+  const uint32_t *B = d->b + (x->b_sb ? bi : 0) * pl->np * pl->kp * DP_NR;
+  for (int64_t p0 = 0; p0 < pl->kp; p0 += pl->kc) {
+    int64_t kc = imin(pl->kc, pl->kp - p0);
     int32_t beta = p0 > 0 || x->accumulate;
-    for (int64_t jp = jp0; jp < jp1; jp++)
+    for (int64_t jp = jp0; jp < jp1; jp++) {
+      int nv = imin(x->n - jp * DP_NR, DP_NR) > 16 ? 2 : 1;
       for (int64_t ip = ip0; ip < ip1; ip++)
-        uk(kc, A + (ip * d->kp + p0) * DP_MR, B + (jp * d->kp + p0) * DP_NR,
-           cw + (ip - ip0) * DP_MR * ldc + (jp - jp0) * DP_NR, ldc, beta);
+        dp_rows(d->g, imin(DP_MR, x->m - ip * DP_MR), nv, kc, A + (ip * pl->kp + p0) * DP_MR,
+                B + (jp * pl->kp + p0) * DP_NR, cw + (ip - ip0) * DP_MR * ldc + (jp - jp0) * DP_NR, ldc, beta);
+    }
   }
-  for (int64_t i = 0; i < rows; i++) narrow_row(bf, cw + i * ldc, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cols);
-  free(cw);
+  for (int64_t i = 0; i < rows; i++)
+    hpack_narrow(true, cw + i * ldc, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cols);
+  atomic_store(&d->busy[slot], 0);
 }
 
 static bool run_dp(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
-  Dp d = { g, x, (x->k + 1) / 2, cdiv(x->m, DP_MR), cdiv(x->n, DP_NR), x->a_sb ? x->batch : 1,
-           x->b_sb ? x->batch : 1, NULL, NULL, 0, 0, 0, 0 };
-  size_t na = ((size_t)(d.ba * d.mp * d.kp) * DP_MR + 15) & ~(size_t)15;   /* B's panels: aligned loads */
+  Dp d = { .g = g, .x = x, .ba = x->a_sb ? x->batch : 1, .bb = x->b_sb ? x->batch : 1 };
+  dp_plan(g, x, pool_threads(pool), &d.pl);
+  const DpPlan *pl = &d.pl;
+  size_t na = ((size_t)(d.ba * pl->mp * pl->kp) * DP_MR + 15) & ~(size_t)15;   /* B's panels: aligned loads */
+  size_t nb = ((size_t)(d.bb * pl->np * pl->kp) * DP_NR + 15) & ~(size_t)15;
+  d.cw_len = ((pl->mcp * DP_MR * (pl->ncp * DP_NR + 16)) + 15) & ~(int64_t)15;
   bool own;
-  uint32_t *ws = ws_take(g, (na + (size_t)(d.bb * d.np * d.kp) * DP_NR) * 4, &own);
+  uint32_t *ws = ws_take(g, (na + nb + (size_t)(pl->threads * d.cw_len)) * 4 + (size_t)pl->threads * sizeof(_Atomic int), &own);
   if (!ws) {
     snprintf(err, errlen, "gemm: out of memory packing bf16 operands");
     return false;
   }
-  d.a = ws, d.b = ws + na;
-  dyn_parallel_for(pool, d.ba * d.mp + d.bb * d.np, dp_task, &d);
+  d.a = ws, d.b = ws + na, d.cw = (float *)(ws + na + nb);
+  d.busy = (_Atomic int *)(d.cw + pl->threads * d.cw_len);
+  for (int i = 0; i < pl->threads; i++) atomic_init(&d.busy[i], 0);
+  Pool *on = pl->threads > 1 ? pool : NULL;
+  dyn_parallel_for(on, d.ba * pl->mp + d.bb * pl->np, dp_task, &d);
   d.phase = 1;
-  d.mblocks = cdiv(x->m, DP_MC);
-  d.nblocks = cdiv(x->n, DP_NC);
-  dyn_parallel_for(pool, x->batch * d.mblocks * d.nblocks, dp_task, &d);
+  dyn_parallel_for(on, pl->tasks, dp_task, &d);
   ws_give(g, ws, own);
   if (atomic_load(&d.stopped)) {
     snprintf(err, errlen, "interrupted");
@@ -484,22 +560,20 @@ static bool gemm_half_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *e
 
 /* ---- the model ---- */
 
-/* Seconds: the sums at the 16-bit rate of the threads' cores, or the f32 engine's plan on
- * the widened copies, plus the traffic of the copies (16-bit reads, packed or f32 writes,
- * C's f32 block and its rounding) at the roofline's bandwidth. */
+/* Seconds: the vdpbf16ps path's plan (dp_plan: packing, rounds of tasks, fork-joins), or
+ * the f32 engine's plan on the widened copies plus the traffic of the copies (16-bit reads,
+ * f32 writes, C's rounding) at the roofline's bandwidth. */
 static double gemm_half_predict(GemmKernels *g, const GemmArgs *x, int nthreads) {
   if (x->batch <= 0 || x->m <= 0 || x->n <= 0 || x->k <= 0) return 0;
   int T = nthreads > 0 ? nthreads : 1;
+  if (g->dp) {
+    DpPlan pl;
+    dp_plan(g, x, T, &pl);
+    return pl.total;
+  }
   double ba = x->a_sb ? (double)x->batch : 1, bb = x->b_sb ? (double)x->batch : 1;
   double ea = ba * (double)x->m * (double)x->k, eb = bb * (double)x->k * (double)x->n;
   double ec = (double)x->batch * (double)x->m * (double)x->n;
-  double flops = 2.0 * ec * (double)x->k;
-  if (g->dp) {
-    double core = hw_ghz(&g->hw) * 1e9 * hw_fma_units(&g->hw) * 2.0 * (hw_vbits(&g->hw) / 32) *
-                  hw_bf16_per_fma(&g->hw);
-    double bytes = (ea + eb) * 6 + ec * (4 + 2 + (x->accumulate ? 6 : 0));
-    return flops / (core * T) + cost_roofline(&g->hw, T, 0, bytes * 1e-9);
-  }
   GemmArgs y = widened(x, NULL, NULL, NULL);
   double bytes = (ea + eb) * 6 + ec * (4 + 2 + (x->accumulate ? 6 : 0));
   return gemm_predict(g->wide, &y, T) + cost_roofline(&g->hw, T, 0, bytes * 1e-9);
@@ -514,9 +588,20 @@ static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, 
                "  rate: %.1f GFLOP/s a core (the f32 FMA rate x bf16_per_fma = %.3g)\n",
                elem_name(g->elem), h->name, DP_MR, DP_NR, DP_KC, DP_MC, DP_NC,
                peak * hw_bf16_per_fma(h), hw_bf16_per_fma(h));
-  else
+  if (g->dp && g->dpsec[0][1] > 0)
+    buf_printf(out, "  calibrated: %.1f GFLOP/s a core for the %dx%d tile\n",
+               4.0 * DP_MR * DP_NR / g->dpsec[0][1] * 1e-9, DP_MR, DP_NR);
+  if (!g->dp)
     buf_printf(out, "gemm %s on %s: operands widened to f32 as they are copied, the f32 engine "
                "below, C rounded once to %s\n", elem_name(g->elem), h->name, elem_name(g->elem));
+  if (g->dp && x->batch > 0 && x->m > 0 && x->n > 0 && x->k > 0) {
+    DpPlan pl;
+    dp_plan(g, x, nthreads > 0 ? nthreads : 1, &pl);
+    buf_printf(out, "  %lld tasks of up to %lldx%lld, k blocks of %lld pairs, on %d thread%s: packing %.3g us, "
+               "sums %.3g us, fork-joins %.3g us\n", (long long)pl.tasks, (long long)(pl.mcp * DP_MR),
+               (long long)(pl.ncp * DP_NR), (long long)pl.kc, pl.threads, pl.threads == 1 ? "" : "s",
+               pl.pack_s * 1e6, pl.comp_s * 1e6, pl.sync_s * 1e6);
+  }
   if (x->batch > 0 && x->m > 0 && x->n > 0 && x->k > 0)
     buf_printf(out, "  predicted %.3g ms on %d thread%s\n", gemm_half_predict(g, x, nthreads) * 1e3,
                nthreads, nthreads == 1 ? "" : "s");

@@ -103,9 +103,12 @@ typedef struct Family {
   double score;
 } Family;
 
-/* gemm_half.c's vdpbf16ps tile: rows by columns (two 512-bit vectors of f32). */
+/* gemm_half.c's vdpbf16ps tile: rows by columns (two 512-bit vectors of f32); the edges
+ * take DP_NH heights (DP_MR, 8, 4, 2, 1: any count of rows is a sum of them) by one or two
+ * vectors. */
 #define DP_MR 12
 #define DP_NR 32
+#define DP_NH 5
 
 /* A problem after normalisation: C has unit column stride (or ctmp), sizes > 0. */
 typedef struct Prob {
@@ -186,7 +189,8 @@ struct GemmKernels {
   GemmKernels *wide;
   const struct GemmHalfOps *half;
   bool dp;
-  void *dpk;
+  void *dpk[DP_NH][2];
+  double dpsec[DP_NH][2];        /* seconds a pair of k of each, calibrated (0: not measured) */
 };
 
 static inline double now_s(void) {
@@ -372,6 +376,15 @@ bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err,
  * gemm_code, gemm_describe and gemm_predict hand over to.  gemm_half.c sets them when it
  * makes the engine: it sits above the f32 engine's files and calls them, so they reach it
  * through these pointers, never by name. */
+/* gemm_hpack.c: the 16-bit engine's copies.  n elements widened to f32 from s (stride ss)
+ * into d, or rounded from s into d (stride ds), bf16 or f16; a panel of w lines (from line
+ * l0 of `lines`, ls apart, k stride sk) packed as kp bf16 pairs along k, o[p][l], lines
+ * past the end and an odd k's last half zero. */
+void hpack_widen(bool bf, const uint16_t *s, int64_t ss, float *d, int64_t n);
+void hpack_narrow(bool bf, const float *s, uint16_t *d, int64_t ds, int64_t n);
+void hpack_pairs(const uint16_t *s, int64_t ls, int64_t sk, int64_t l0, int64_t lines, int w,
+                 int64_t kp, int64_t k, uint32_t *o);
+
 typedef struct GemmHalfOps {
   bool (*run)(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen);
   bool (*code)(GemmKernels *g, const char *what, Buf *out, char *err, size_t errlen);

@@ -1247,6 +1247,44 @@ for Q, M, K, N in [(1, 0, 5, 3), (2, 3, 5, 0), (1, 1, 1, 1), (1, 1, 385, 1), (2,
           terms16('T', F32, Ab[0] @ Bb, magb[0], UBF, K),
           terms16('H', F16, Ad[0] @ Bd[0], mag[0], U16, K)])
 
+# The bf16 engine's edges and copies: k blocks split evenly (192 and 193 pairs, 384 and
+# 385), C blocks of 96 rows and 512 columns +-1 split over the threads, edge rows as tiles
+# of 8, 4, 2 and 1 (7, 11, 13 rows) and columns as one vector (15, 16, 17, 49), an odd k;
+# A read along its rows (stored K x M: the packing's unit-stride lines) and operands with
+# no unit stride at all (the batch axis innermost).  f16 takes the same shapes through its
+# widened copies.
+rng_he = np.random.default_rng(20261204)
+HALF_MM3_ONE = '''
+fn mma%(s)s(A: %(t)s[K, M], B: %(t)s[K, N]) -> %(t)s[M, N] {
+  C[i, j] = sum[k] A[k, i] * B[k, j]
+  return C
+}
+fn mmq%(s)s(A: %(t)s[K, M, Q], B: %(t)s[N, K, Q]) -> %(t)s[Q, M, N] {
+  C[q, i, j] = sum[k] A[k, i, q] * B[j, k, q]
+  return C
+}
+'''
+HALF_MM3 = ''.join(HALF_MM3_ONE % {'s': s, 't': t} for s, t in (('b', 'bf16'), ('h', 'f16')))
+for Q, M, K, N in [(1, 7, 386, 16), (1, 13, 770, 17), (2, 11, 383, 15), (1, 96, 385, 129),
+                   (1, 97, 768, 49), (2, 61, 193, 33), (1, 5, 1, 49), (1, 1, 769, 513),
+                   (3, 8, 2, 1), (1, 95, 387, 511)]:
+    Af, Bf = (rng_he.standard_normal(s).astype(F32) for s in ((K, M, Q), (N, K, Q)))
+    A, B = Af.astype(F16), Bf.astype(F16)
+    Ab, Bb = f64(to_bf16(Af)), f64(to_bf16(Bf))
+    Ad, Bd = f64(A), f64(B)
+    # C[q] = A[:, :, q]^T B[:, :, q]^T
+    ref = lambda X, Y: np.einsum('kiq,jkq->qij', X, Y)
+    case('f16 bf16 matmul engine layouts %dx%dx%dx%d' % (Q, M, K, N),
+         [('Af', Af), ('Bf', Bf), ('A', A), ('B', B), ('Af0', np.ascontiguousarray(Af[:, :, 0])),
+          ('Bf0', np.ascontiguousarray(Bf[:, :, 0].T)), ('A0', np.ascontiguousarray(A[:, :, 0])),
+          ('B0', np.ascontiguousarray(B[:, :, 0].T))],
+         HALF_MM3 + 'E = mmab(bf16(Af0), bf16(Bf0))\nH = mmah(A0, B0)\n'
+         'P = mmqb(bf16(Af), bf16(Bf))\nS = mmqh(A, B)',
+         [terms16('E', F32, ref(Ab, Bb)[0], ref(np.abs(Ab), np.abs(Bb))[0], UBF, K),
+          terms16('H', F16, ref(Ad, Bd)[0], ref(np.abs(Ad), np.abs(Bd))[0], U16, K),
+          terms16('P', F32, ref(Ab, Bb), ref(np.abs(Ab), np.abs(Bb)), UBF, K),
+          terms16('S', F16, ref(Ad, Bd), ref(np.abs(Ad), np.abs(Bd)), U16, K)])
+
 # Intermediates are stored (rounded) too: a normalisation's mean, deviations and variance
 # each round to f16 once, the result once more; the mean of bf16 rows.
 HALF_ROWS = '''
