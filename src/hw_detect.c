@@ -333,24 +333,6 @@ double detect_ghz(const char *root, char *model, size_t modelcap) {
   return best >= 400 && best <= 8000 ? best / 1000.0 : 0;
 }
 
-#if defined(__aarch64__)
-/* "CPU part" of the first core in /proc/cpuinfo (0xd4f is Neoverse V2), or -1. */
-static long arm_cpu_part(const char *root) {
-  char path[512], line[256];
-  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
-  FILE *f = fopen(path, "r");
-  long part = -1;
-  if (!f) return -1;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "CPU part", 8) && strchr(line, ':')) {
-      part = strtol(strchr(line, ':') + 1, NULL, 0);
-      break;
-    }
-  fclose(f);
-  return part;
-}
-#endif
-
 /* The x86 CPUs that have a closer file than their ISA's, or an LLVM name of their own: one
  * row per vendor, family and model range (the first that matches wins).  Intel's family 6
  * model numbers are those of Linux's arch/x86/include/asm/intel-family.h; AMD's model ranges
@@ -469,7 +451,7 @@ static void guess_x86(const X86Id *id, CpuGuess *g) {
 }
 
 /* The CPU: a fake tree's /proc/cpuinfo when it describes an x86 CPU (tests), else what this
- * machine tells (cpuid on x86, "CPU part" on Arm64). */
+ * machine tells (cpuid on x86, hw_arm.c on Arm64). */
 void detect_cpu(const char *root, CpuGuess *g) {
   memset(g, 0, sizeof *g);
   X86Id id;
@@ -482,21 +464,7 @@ void detect_cpu(const char *root, CpuGuess *g) {
   guess_x86(&id, g);
   g->cpuid = true;
 #elif defined(__aarch64__)
-  long part = arm_cpu_part(root);
-  g->closest = "neoverse-v2";
-  if (part == 0xd4f) {
-    copy_str(g->uarch, sizeof g->uarch, "Neoverse V2");
-    copy_str(g->llvm_cpu, 32, "neoverse-v2");
-    copy_str(g->llvm_fallback, 32, "neoverse-v1");
-    copy_str(g->features, sizeof g->features, "+neon,+fp-armv8,+sve,+sve2,+bf16,+i8mm");
-  } else {
-    copy_str(g->uarch, sizeof g->uarch, "Arm64 core (not identified)");
-    copy_str(g->llvm_cpu, 32, "generic");
-    copy_str(g->llvm_fallback, 32, "generic");
-    copy_str(g->features, sizeof g->features, "+neon,+fp-armv8");
-  }
-  g->vector_bits = 128;       /* NEON; SVE's length varies and NEON code runs everywhere */
-  g->vec_regs = 32;
+  arm_guess(root, g);
 #else
   g->closest = "generic-avx2";
   copy_str(g->uarch, sizeof g->uarch, "unidentified architecture");
