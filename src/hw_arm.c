@@ -63,10 +63,9 @@ void arm_guess(const char *root, CpuGuess *g) {
   copy_str(g->llvm_cpu, 32, "generic");
   copy_str(g->llvm_fallback, 32, "generic");
   if (impl >= 0)
-    snprintf(g->uarch, sizeof g->uarch, "core not identified (implementer %02lXh part %03lXh)",
-             impl, part);
+    snprintf(g->uarch, sizeof g->uarch, "unnamed core %02lXh:%03lXh", impl, part);
   else
-    snprintf(g->uarch, sizeof g->uarch, "core not identified");
+    snprintf(g->uarch, sizeof g->uarch, "unnamed core");
   for (size_t i = 0; impl == 0x41 && i < sizeof ARM_PARTS / sizeof ARM_PARTS[0]; i++)
     if (ARM_PARTS[i].part == part) {
       copy_str(g->uarch, sizeof g->uarch, ARM_PARTS[i].name);
