@@ -333,30 +333,6 @@ double detect_ghz(const char *root, char *model, size_t modelcap) {
   return best >= 400 && best <= 8000 ? best / 1000.0 : 0;
 }
 
-#if defined(__aarch64__)
-/* The Arm64 cores by the "CPU part" of /proc/cpuinfo; the last row is every other one. */
-static const struct { long part; const char *uarch, *llvm_cpu, *llvm_fallback, *features; } ARM_ROWS[] = {
-  {0xd4f, "Neoverse V2", "neoverse-v2", "neoverse-v1", "+neon,+fp-armv8,+sve,+sve2,+bf16,+i8mm"},
-  {-1, "Arm64 core (not identified)", "generic", "generic", "+neon,+fp-armv8"},
-};
-
-/* "CPU part" of the first core in /proc/cpuinfo (0xd4f is Neoverse V2), or -1. */
-static long arm_cpu_part(const char *root) {
-  char path[512], line[256];
-  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
-  FILE *f = fopen(path, "r");
-  long part = -1;
-  if (!f) return -1;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "CPU part", 8) && strchr(line, ':')) {
-      part = strtol(strchr(line, ':') + 1, NULL, 0);
-      break;
-    }
-  fclose(f);
-  return part;
-}
-#endif
-
 /* The x86 CPUs that have a closer file than their ISA's, or an LLVM name of their own: one
  * row per core, with its vendor, family range and model ranges (the first row that matches
  * wins).  Intel's family 6 model numbers are those of Linux's
@@ -470,7 +446,7 @@ static void guess_x86(const X86Id *id, CpuGuess *g) {
 }
 
 /* The CPU: a fake tree's /proc/cpuinfo when it describes an x86 CPU (tests), else what this
- * machine tells (cpuid on x86, "CPU part" on Arm64). */
+ * machine tells (cpuid on x86, hw_arm.c on Arm64). */
 void detect_cpu(const char *root, CpuGuess *g) {
   memset(g, 0, sizeof *g);
   X86Id id;
@@ -483,16 +459,7 @@ void detect_cpu(const char *root, CpuGuess *g) {
   guess_x86(&id, g);
   g->cpuid = true;
 #elif defined(__aarch64__)
-  long part = arm_cpu_part(root);
-  size_t r = 0, last = sizeof ARM_ROWS / sizeof ARM_ROWS[0] - 1;
-  while (r < last && ARM_ROWS[r].part != part) r++;
-  g->closest = "neoverse-v2";
-  copy_str(g->uarch, sizeof g->uarch, ARM_ROWS[r].uarch);
-  copy_str(g->llvm_cpu, 32, ARM_ROWS[r].llvm_cpu);
-  copy_str(g->llvm_fallback, 32, ARM_ROWS[r].llvm_fallback);
-  copy_str(g->features, sizeof g->features, ARM_ROWS[r].features);
-  g->vector_bits = 128;       /* NEON; SVE's length varies and NEON code runs everywhere */
-  g->vec_regs = 32;
+  arm_guess(root, g);
 #else
   g->closest = "generic-avx2";
   copy_str(g->uarch, sizeof g->uarch, "unidentified architecture");

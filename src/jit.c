@@ -90,6 +90,23 @@ static char *host_triple(size_t *archlen) {
   return r;
 }
 
+/* The host's extensions as LLVM names them (malloc'd).  On Arm64 LLVM reads them from
+ * /proc/cpuinfo, which QEMU's user mode shows as its own host's (x86) file, so host detection
+ * (hw_arm.c), which asks the kernel's hwcaps, says what this core has. */
+static char *host_features(void) {
+#if defined(__aarch64__)
+  HwModel *h = xmalloc(sizeof *h);
+  hw_detect_host(h);
+  char *r = xstrdup(h->llvm_features);
+  free(h);
+  return r;
+#else
+  char *f = LLVMGetHostCPUFeatures(), *r = xstrdup(f);
+  LLVMDisposeMessage(f);
+  return r;
+#endif
+}
+
 /* Is feature f (without its sign, n bytes) enabled in an LLVM feature list "+a,-b,..."? */
 static bool has_feature(const char *list, const char *f, size_t n) {
   for (const char *p = list; *p;) {
@@ -117,7 +134,7 @@ bool jit_runnable(const HwModel *hw, char *why, size_t whylen) {
   }
   free(triple);
   /* Every extension the model asks for must be one the host has. */
-  char *host = LLVMGetHostCPUFeatures();
+  char *host = host_features();
   Buf miss = {0};
   int nmiss = 0;
   for (const char *p = hw->llvm_features; *p;) {
@@ -128,7 +145,7 @@ bool jit_runnable(const HwModel *hw, char *why, size_t whylen) {
     }
     p += len + (p[len] == ',');
   }
-  LLVMDisposeMessage(host);
+  free(host);
   if (nmiss) snprintf(why, whylen, "%s needs %s%s, which this CPU lacks", hw->name, miss.s, nmiss > 6 ? ", ..." : "");
   buf_free(&miss);
   return nmiss == 0;
@@ -205,16 +222,15 @@ Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
   bool host = is_host(hw);
   bool run = jit_runnable(hw, NULL, 0);
   if (host) {
-    char *c = LLVMGetHostCPUName(), *f = LLVMGetHostCPUFeatures();
+    char *c = LLVMGetHostCPUName();
     j->cpu = xstrdup(c);
-    j->features = xstrdup(f);
+    j->features = host_features();
     LLVMDisposeMessage(c);
-    LLVMDisposeMessage(f);
   } else if (run) {
     /* The model's CPU, its extensions, and every extension the host lacks turned off: a
      * CPU name implies extensions of its own (znver5 has AVX512-VP2INTERSECT, which no
      * Sapphire Rapids has), and code that runs here must use none the host lacks. */
-    char *f = LLVMGetHostCPUFeatures();
+    char *f = host_features();
     Buf b = {0};
     buf_puts(&b, hw->llvm_features);
     for (const char *p = f; *p;) {
@@ -222,7 +238,7 @@ Jit *jit_new(const HwModel *hw, char *err, size_t errlen) {
       if (len > 1 && p[0] == '-') buf_printf(&b, "%s%.*s", b.len ? "," : "", (int)len, p);
       p += len + (p[len] == ',');
     }
-    LLVMDisposeMessage(f);
+    free(f);
     j->cpu = xstrdup(hw->llvm_cpu);
     j->features = b.s ? b.s : xstrdup("");
   } else {
