@@ -25,12 +25,25 @@ static const GemmShape MMA_SHAPES[] = {
   {128, 128, 16, 8, 8, 2, 4}, {128, 64, 16, 8, 8, 2, 2}, {64, 128, 16, 4, 16, 2, 2}, {64, 64, 32, 4, 8, 2, 2},
   {32, 32, 32, 2, 4, 2, 2},
 };
+/* f16 and bf16 operands as stored: the warp tiles of MMA_SHAPES, k-steps of 32 (a 16-byte
+ * copy moves 8 of k; two buffers of 128 x 40 halves and 32 x 136, or 128 x 40, stay under
+ * the 48 KB of static shared memory). */
+static const GemmShape MMA16_SHAPES[] = {
+  {128, 128, 32, 8, 8, 2, 4}, {128, 64, 32, 8, 8, 2, 2}, {64, 128, 32, 4, 16, 2, 2}, {64, 64, 32, 4, 8, 2, 2},
+  {32, 32, 32, 2, 4, 2, 2},
+};
+#define NMMA16 ((int)(sizeof MMA16_SHAPES / sizeof *MMA16_SHAPES))
 #define NGEMM ((int)(sizeof GEMM_SHAPES / sizeof *GEMM_SHAPES))
 #define NMMA ((int)(sizeof MMA_SHAPES / sizeof *MMA_SHAPES))
 #define NF64 ((int)(sizeof F64_SHAPES / sizeof *F64_SHAPES))
-_Static_assert(NGEMM <= NSHAPES_MAX && NMMA <= NSHAPES_MAX && NF64 <= NSHAPES_MAX, "NSHAPES_MAX bounds every table");
+_Static_assert(NGEMM <= NSHAPES_MAX && NMMA <= NSHAPES_MAX && NF64 <= NSHAPES_MAX && NMMA16 <= NSHAPES_MAX,
+               "NSHAPES_MAX bounds every table");
 
 const GemmShape *cuana_gemm_shapes(CudaMath m, DynElem et, int *n) {
+  if (elem_is_half(et)) {
+    *n = NMMA16;
+    return MMA16_SHAPES;
+  }
   *n = et == DYN_F64 ? NF64 : m == CUDA_EXACT ? NGEMM : NMMA;
   return et == DYN_F64 ? F64_SHAPES : m == CUDA_EXACT ? GEMM_SHAPES : MMA_SHAPES;
 }
@@ -158,11 +171,12 @@ static void name_axes_in(CudaProgram *cp, const KExpr *e, int *bound, int nb, ch
 }
 
 /* A contraction the middle end recognised (contract.c), epilogue and all, whose operands are
- * tensors in memory.  Not yet one of f16 or bf16 (contract.c records them for the CPU's
- * engine): their tiles and mma path are not written, and the general kernels run them. */
+ * tensors in memory.  One of f16 or bf16 runs on the tensor cores (m16n8k16 on its stored
+ * operands), which take both from compute capability 8.0; before, the general kernels run it. */
 static bool match_contraction(CudaProgram *cp, CK *ck) {
   const Contraction *c = ck->kn->con;
-  if (!c || elem_is_half(c->et) || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
+  if (!c || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
+  if (elem_is_half(c->et) && cp->hw.cc_major < 8) return false;
   ck->red = c->red;
   ck->et = c->et;
   ck->ga = c->a_slot;
@@ -340,8 +354,9 @@ static void add_var(CK *ck, int kind, int lanes, int rows, int threads, int gemm
   int ns;
   const GemmShape *gs = cuana_gemm_shapes(ck->math, ck->et, &ns);
   if (kind == V_GEMM)
-    snprintf(v->name, sizeof v->name, "%s_%s%dx%d", ck->base, ck->math == CUDA_EXACT ? "gemm" : ck->math == CUDA_TF32 ? "tf32_" : "bf16_",
-             gs[gemm].bm, gs[gemm].bn);
+    snprintf(v->name, sizeof v->name, "%s_%s%dx%d", ck->base,
+             elem_is_half(ck->et) ? "mma16_" : ck->math == CUDA_EXACT ? "gemm" : ck->math == CUDA_TF32 ? "tf32_" : "bf16_", gs[gemm].bm,
+             gs[gemm].bn);
   else
     snprintf(v->name, sizeof v->name, "%s_%s", ck->base, suffix[kind]);
 }
@@ -449,6 +464,7 @@ void cuana_analyse(CudaProgram *cp) {
       if (ck->ncoop == 1) add_var(ck, V_GRID, 256, 1, 256, 0);
       break;
     case CK_GEMM: {
+      /* 16-bit operands: exact products summed in f32 whatever was asked for (cuana_tc) */
       ck->math = ck->et == DYN_F32 ? cuda_math_on(&cp->hw, cp->math) : CUDA_EXACT;
       int ns;
       const GemmShape *gs = cuana_gemm_shapes(ck->math, ck->et, &ns);

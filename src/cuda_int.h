@@ -34,7 +34,10 @@
  *     compute capability 8.0: the same k-loop and staging (f32 in shared memory), but a warp
  *     computes a tile of C with mma.sync (m16n8k8 on tf32, m16n8k16 on bf16), rounding the
  *     operands as it reads its fragments and accumulating in f32.  Older GPUs, and every f64
- *     or integer contraction, stay exact.
+ *     or integer contraction, stay exact.  An f16 or bf16 contraction is always on them from
+ *     8.0 (before, on the general kernels): its tiles stage the stored 16 bits and a warp
+ *     reads its m16n8k16 fragments straight from them, exact products summed in f32, C
+ *     rounded once where the epilogue stores it, as on the CPU.
  * The model (cuda_plan.c) picks a variant per kernel and shape at run time, from the
  * hw file or the device only: FLOPs over the SMs' peak scaled by the tile's FLOPs per
  * shared-memory byte and by the warps resident, bytes over L2 and HBM bandwidth, the padding
@@ -53,7 +56,9 @@
  *
  * Limits: the model times f64 tiles at the f32 peak (no hw file has an f64 figure); the
  * tensor-core tiles read their fragments with 4- and 8-byte shared-memory loads (no ldmatrix,
- * no wgmma on sm_90) and stage f32, so bf16 moves as many shared-memory bytes as tf32; rows
+ * no wgmma on sm_90) and stage f32, so bf16 moves as many shared-memory bytes as tf32 (the
+ * tiles of f16 and bf16 operands stage 16 bits, but where k is not contiguous build each
+ * fragment word from two 2-byte reads, which ldmatrix.trans would do at once); rows
  * of a row-wise kernel are not split across blocks, so a few very long rows use few SMs;
  * transposes are not staged through shared memory; inputs must be contiguous.  Test hooks
  * for the libraries: see cuda_load.c.
@@ -160,10 +165,14 @@ typedef struct CK {
   int ga, gb, gc, bax, max, nax, kax;         /* slots A, B, C; axes (bax -1: no batch) */
   int apos[3], bpos[3];       /* positions in A of batch, m, k; in B of batch, k, n (-1: none) */
   bool a_kc, b_kc;            /* A (B) keeps k contiguous in memory */
-  DynElem et;                 /* the contraction's elements: f32 or f64 */
-  CudaMath math;              /* what the contraction's tiles compute in (f64: exact) */
+  DynElem et;                 /* the contraction's elements: f32, f64, f16 or bf16 */
+  CudaMath math;              /* what the contraction's tiles compute in (f64, f16, bf16: exact) */
   Var v[12]; int nv;
 } CK;
+
+/* Does contraction ck run on the tensor cores: f32 in tf32 or bf16, or f16 and bf16 operands
+ * as stored (exact products, f32 sums: CK.math stays exact)? */
+static inline bool cuana_tc(const CK *ck) { return ck->math != CUDA_EXACT || elem_is_half(ck->et); }
 
 struct CudaProgram {
   const Program *p;

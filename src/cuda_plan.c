@@ -20,25 +20,29 @@ static double peak_flops(const HwModel *hw) {
 }
 
 /* The peak of the units a contraction's tiles run on: the CUDA cores, or the tensor cores'
- * dense tf32 or bf16 rate (hw/README.md: tf32_tflops, bf16_tflops). */
-static double math_peak(const HwModel *hw, CudaMath m) {
-  double t = m == CUDA_TF32 ? hw->tf32_tflops : m == CUDA_BF16 ? hw->bf16_tflops : 0;
+ * dense tf32 or bf16 rate (hw/README.md: tf32_tflops, bf16_tflops).  f16 and bf16 operands
+ * as stored run at the 16-bit rate, bf16_tflops: with f32 accumulation f16's is the same on
+ * every GPU from 8.0 (the A100, H100, L4 and Ada whitepapers' tensor-core tables). */
+static double math_peak(const HwModel *hw, CudaMath m, DynElem et) {
+  double t = elem_is_half(et) || m == CUDA_BF16 ? hw->bf16_tflops : m == CUDA_TF32 ? hw->tf32_tflops : 0;
   return t > 0 ? t * 1e12 : peak_flops(hw);
 }
 
 /* The padding of a tile's rows, as the prelude's DynGemm and DynMma have it: 4 floats, or on
- * the tensor cores 8 where tf32 reads across rows or bf16 along them (against bank conflicts). */
-static int gemm_pad(CudaMath m, bool kc) {
+ * the tensor cores 8 where tf32 reads across rows or bf16 along them (against bank conflicts),
+ * and 8 halves either way for 16-bit operands. */
+static int gemm_pad(CudaMath m, DynElem et, bool kc) {
+  if (elem_is_half(et)) return 8;
   if (m == CUDA_EXACT) return 4;
   return (m == CUDA_BF16) == kc ? 8 : 4;
 }
 
-/* Shared memory of a tile shape (two buffers of A and B of es-byte elements, rows padded). */
-static int gemm_smem(const GemmShape *g, CudaMath m, int es, bool a_kc, bool b_kc) {
-  bool sb_kc = m == CUDA_EXACT ? b_kc && !a_kc : b_kc;
-  int a = (a_kc ? g->bm : g->bk) * ((a_kc ? g->bk : g->bm) + gemm_pad(m, a_kc));
-  int b = (sb_kc ? g->bn : g->bk) * ((sb_kc ? g->bk : g->bn) + gemm_pad(m, sb_kc));
-  return 2 * (a + b) * es;
+/* Shared memory of a tile shape (two buffers of A and B of et, rows padded). */
+static int gemm_smem(const GemmShape *g, CudaMath m, DynElem et, bool a_kc, bool b_kc) {
+  bool sb_kc = m == CUDA_EXACT && !elem_is_half(et) ? b_kc && !a_kc : b_kc;
+  int a = (a_kc ? g->bm : g->bk) * ((a_kc ? g->bk : g->bm) + gemm_pad(m, et, a_kc));
+  int b = (sb_kc ? g->bn : g->bk) * ((sb_kc ? g->bk : g->bn) + gemm_pad(m, et, sb_kc));
+  return 2 * (a + b) * elem_size(et);
 }
 
 #define GEMM_BLOCK_CYCLES 2000.0    /* a wave's pipeline fill and epilogue */
@@ -49,8 +53,8 @@ static int gemm_smem(const GemmShape *g, CudaMath m, int es, bool a_kc, bool b_k
  * about 80). */
 static int gemm_regs_guess(const GemmShape *g) { return g->tm * g->tn >= 64 ? 128 : 80; }
 
-/* Predicted seconds of one tile shape and split on hw, its tiles computing in math on es-byte
- * elements (f64 at the f32 peak: the hw files carry no f64 figure, which makes the times of
+/* Predicted seconds of one tile shape and split on hw, its tiles computing in math on elements
+ * et (f16 and bf16 at the 16-bit rate; f64 at the f32 peak: the hw files carry no f64 figure, which makes the times of
  * f64 tiles comparable with each other, not with other kernels'):
  *   compute: the busiest SM's blocks x FLOPs per block (padded to whole tiles and k-steps) at
  *            the SM's share of the peak of the CUDA cores or the tensor cores, scaled by the
@@ -61,8 +65,9 @@ static int gemm_regs_guess(const GemmShape *g) { return g->tm * g->tn >= 64 ? 12
  *            per scheduler, four schedulers per SM, to hide its latencies -- an assumption);
  *   memory:  compulsory bytes over HBM bandwidth; each tile's A and B panels over L2's.
  * The time is the largest of the three; waves = ceil(blocks / (SMs x blocks per SM)). */
-static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, int es, int regs, int smem, int64_t batch,
+static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, DynElem et, int regs, int smem, int64_t batch,
                         int64_t m, int64_t n, int64_t k, int splits, CudaGemmPlan *out) {
+  int es = elem_size(et);
   int sms = hw->sm_count > 0 ? hw->sm_count : 1;
   int threads = cuana_gemm_threads(g);
   int regs_sm = hw->regs_per_sm > 0 ? hw->regs_per_sm : 65536;
@@ -78,7 +83,7 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
   int64_t blocks = tiles * splits;
   int64_t kp = sched_cdiv(sched_cdiv(k, splits), g->bk) * g->bk;
   double flops_block = 2.0 * g->bm * g->bn * (double)kp;
-  double peak = math_peak(hw, math);
+  double peak = math_peak(hw, math, et);
   const HwLevel *sm = sched_level(hw, "smem"), *l2 = sched_level(hw, "L2");
   double rows = g->wm ? g->bm / g->wm : g->tm, cols = g->wn ? g->bn / g->wn : g->tn;
   double intensity = 2.0 * rows * cols / ((rows + cols) * es);
@@ -90,7 +95,7 @@ static double gemm_time(const HwModel *hw, const GemmShape *g, CudaMath math, in
   if (occ > 1) occ = 1;
   double t_compute = (double)per_sm * flops_block / (peak / sms * eff * occ);
   double bytes = (double)es * batch * ((double)m * k + (double)k * n + (double)m * n);
-  if (splits > 1) bytes += (double)es * 2 * splits * batch * m * n;
+  if (splits > 1) bytes += (elem_is_half(et) ? 4.0 : es) * 2 * splits * batch * m * n;   /* partial tiles: the accumulators' type */
   double t_mem = bytes / mem_bw(hw);
   double l2_bytes = (double)es * batch * ((double)m * k * sched_cdiv(n, g->bn) + (double)k * n * sched_cdiv(m, g->bm));
   double t_l2 = l2 && l2->gbs > 0 ? l2_bytes / (l2->gbs * 1e9) : 0;
@@ -151,7 +156,7 @@ static const int SPLITS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
 static int gemm_choose(const HwModel *hw, CudaMath math, DynElem et, const int *regs, bool a_kc, bool b_kc, int64_t batch, int64_t m,
                        int64_t n, int64_t k, int force_shape, int force_splits, CudaGemmPlan *best) {
   double best_t = INFINITY, best_unsplit = INFINITY;
-  int best_g = -1, es = elem_size(et);
+  int best_g = -1;
   CudaGemmPlan unsplit = {0};
   int unsplit_g = -1, nshapes;
   const GemmShape *shapes = cuana_gemm_shapes(math, et, &nshapes);
@@ -164,7 +169,7 @@ static int gemm_choose(const HwModel *hw, CudaMath math, DynElem et, const int *
       int s = force_splits > 0 ? force_splits : SPLITS[si];
       if (force_splits <= 0 && s > 1 && (sched_cdiv(k, s) < 2 * gs->bk || s > sched_cdiv(k, gs->bk))) continue;
       CudaGemmPlan pl;
-      double t = gemm_time(hw, gs, math, es, r, gemm_smem(gs, math, es, a_kc, b_kc), batch, m, n, k, s, &pl);
+      double t = gemm_time(hw, gs, math, et, r, gemm_smem(gs, math, et, a_kc, b_kc), batch, m, n, k, s, &pl);
       if (s == 1 && t < best_unsplit) {
         best_unsplit = t;
         unsplit = pl;
@@ -373,16 +378,17 @@ void cuplan_kernel(const CudaProgram *cp, const CK *ck, const int64_t *ext, cons
     else L->avec = a_sm == 1 && a_sk % V == 0 && a_sb % V == 0;
     /* B in shared memory keeps k contiguous when it does in memory, except for the CUDA
      * cores' tiles when A does too (they transpose B on the way, 4 bytes at a time) */
-    bool sb_kc = ck->b_kc && (ck->math != CUDA_EXACT || !ck->a_kc);
+    bool sb_kc = ck->b_kc && (cuana_tc(ck) || !ck->a_kc);
     if (sb_kc) L->bvec = b_sk == 1 && b_sn % V == 0 && b_sb % V == 0;
     else if (!ck->b_kc) L->bvec = b_sn == 1 && b_sk % V == 0 && b_sb % V == 0;
     if (L->splits > 1) {
-      L->ws = (size_t)L->splits * (size_t)batch * (size_t)m * (size_t)n * (size_t)elem_size(ck->et);
+      /* the partial tiles in the accumulators' type: f32 for 16-bit operands */
+      L->ws = (size_t)L->splits * (size_t)batch * (size_t)m * (size_t)n * (size_t)(elem_is_half(ck->et) ? 4 : elem_size(ck->et));
       L->var2 = find_var(ck, V_SPLITK, 0);
       loop_dims(n, batch * m, L->grid2, L->block2);
     }
     snprintf(L->why, sizeof L->why, "%stiles %dx%d, %d threads, K in %d part%s: %lld blocks, %d per SM, %.0f wave%s",
-             ck->math == CUDA_EXACT ? "" : ck->math == CUDA_TF32 ? "tf32 " : "bf16 ", gs->bm, gs->bn, (int)L->block[0], L->splits,
+             elem_is_half(ck->et) ? "mma16 " : ck->math == CUDA_EXACT ? "" : ck->math == CUDA_TF32 ? "tf32 " : "bf16 ", gs->bm, gs->bn, (int)L->block[0], L->splits,
              L->splits == 1 ? "" : "s", (long long)L->gp.blocks, L->gp.blocks_per_sm, L->gp.waves, L->gp.waves == 1 ? "" : "s");
     return;
   }
@@ -397,11 +403,12 @@ static void describe_kernel(const CudaProgram *cp, const CK *ck, Buf *out) {
   buf_printf(out, "kernel %s\n", kn->name);
   switch (ck->kind) {
   case CK_GEMM: {
-    bool tc = ck->math != CUDA_EXACT;
+    bool tc = cuana_tc(ck), h16 = elem_is_half(ck->et);
     buf_printf(out, "  contraction over %s: %s (%s) x %s (%s) -> %s%s, ", p->axes[ck->kax].name, p->slots[ck->ga].name,
                ck->a_kc ? "k contiguous" : "m contiguous", p->slots[ck->gb].name, ck->b_kc ? "k contiguous" : "n contiguous",
                p->slots[ck->gc].name, ck->bax >= 0 ? ", batched" : "");
-    if (tc) buf_printf(out, "%s on the tensor cores, f32 sums\n", cuda_math_name(ck->math));
+    if (h16) buf_printf(out, "%s operands as stored on the tensor cores, exact products, f32 sums\n", elem_name(ck->et));
+    else if (tc) buf_printf(out, "%s on the tensor cores, f32 sums\n", cuda_math_name(ck->math));
     else if (ck->et == DYN_F64) buf_puts(out, "exact f64 on the CUDA cores\n");
     else if (cp->math != CUDA_EXACT)
       buf_printf(out, "exact f32 on the CUDA cores\n  (%s asked for: the tensor cores take it from compute capability 8.0; this GPU is %d.%d)\n",
@@ -409,7 +416,10 @@ static void describe_kernel(const CudaProgram *cp, const CK *ck, Buf *out) {
     else buf_puts(out, "exact f32 on the CUDA cores\n");
     buf_puts(out, "  grid:    a block per tile of the output and batch (groups of 8 tile-rows share B in L2); split K on z\n");
     buf_puts(out, "  block:   A and B tiles in shared memory, two buffers (cp.async from sm_80)\n");
-    if (tc)
+    if (h16)
+      buf_printf(out, "  warp:    a tile of the output in mma.sync.m16n8k16 tiles, %s fragments read from shared memory as they are\n"
+                      "  thread:  its fragments: four outputs of each mma tile\n  variants:", elem_name(ck->et));
+    else if (tc)
       buf_printf(out, "  warp:    a tile of the output in mma.sync.m16n8k%d tiles, operands rounded to %s from shared memory\n"
                       "  thread:  its fragments: four outputs of each mma tile\n  variants:", ck->math == CUDA_BF16 ? 16 : 8,
                  cuda_math_name(ck->math));

@@ -1001,15 +1001,25 @@ static void render_gemm(Rd *r, const Var *v) {
   const GemmShape *g = &cuana_gemm_shapes(ck->math, ck->et, &ns)[v->gemm];
   Buf *o = r->o;
   int th = v->threads;
-  bool tc = ck->math != CUDA_EXACT, bf = ck->math == CUDA_BF16, f64 = ck->et == DYN_F64;
+  bool tc = cuana_tc(ck), h16 = elem_is_half(ck->et), bf = ck->math == CUDA_BF16, f64 = ck->et == DYN_F64;
   const char *T = cty(ck->et);
   bool sb_kc = tc ? ck->b_kc : ck->b_kc && !ck->a_kc;
-  buf_printf(o, "/* %s, variant %s%dx%d: the contraction over %s of %s (%s) and %s (%s)\n", ck->base, tc ? (bf ? "bf16_" : "tf32_") : "",
-             g->bm, g->bn, p->axes[ck->kax].name, p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous",
+  buf_printf(o, "/* %s, variant %s%dx%d: the contraction over %s of %s (%s) and %s (%s)\n", ck->base,
+             h16 ? "mma16_" : tc ? (bf ? "bf16_" : "tf32_") : "", g->bm, g->bn, p->axes[ck->kax].name, p->slots[ck->ga].name, ck->a_kc ? "k contiguous" : "m contiguous",
              p->slots[ck->gb].name, ck->b_kc ? "k contiguous" : "n contiguous");
   buf_printf(o, " *   grid:   a block per %dx%d tile of %s and batch (x), numbered in groups of 8 tile-rows (they\n"
                 " *           share B in L2); parts of a split K along z\n", g->bm, g->bn, p->slots[ck->gc].name);
-  if (tc) {
+  if (h16) {
+    const char *h = ck->et == DYN_F16 ? "f16" : "bf16";
+    int wtm = g->bm / g->wm, wtn = g->bn / g->wn;
+    buf_printf(o, " *   block:  %d threads, %dx%d warps; %s tiles of A (%s) and B (%s) of depth %d in shared memory, as\n"
+                  " *           stored, two buffers\n", th, g->wm, g->wn, h, ck->a_kc ? "m x k" : "k x m", sb_kc ? "n x k" : "k x n", g->bk);
+    buf_printf(o, " *   warp:   a %dx%d tile of %s: %dx%d mma.sync.m16n8k16 tiles on the %s operands as they are, exact\n"
+                  " *           products summed in f32; the result rounded to %s once, where it is stored\n", wtm, wtn,
+               p->slots[ck->gc].name, wtm / 16, wtn / 8, h, elem_name(p->slots[ck->gc].type.elem));
+    buf_printf(o, " *   thread: %dx%d outputs in registers, rows g and g + 8, columns 2t and 2t + 1 of each mma tile\n"
+                  " *           (g = lane / 4, t = lane %% 4); edges bounds-checked */\n", g->tm, g->tn);
+  } else if (tc) {
     int wtm = g->bm / g->wm, wtn = g->bn / g->wn;
     buf_printf(o, " *   block:  %d threads, %dx%d warps; f32 tiles of A (%s) and B (%s) of depth %d in shared memory,\n"
                   " *           two buffers\n", th, g->wm, g->wn, ck->a_kc ? "m x k" : "k x m", sb_kc ? "n x k" : "k x n", g->bk);
@@ -1026,13 +1036,17 @@ static void render_gemm(Rd *r, const Var *v) {
   int minb = g->tm * g->tn >= 64 ? 65536 / (128 * th) : 1;
   kernel_open(r, v, minb);
   reset_axes(r);
-  if (tc)
+  if (h16)
+    buf_printf(o, "  typedef DynMma<%d, %d, %d, %d, %d, %s, %s, %s, %d> G;\n", g->bm, g->bn, g->bk, g->wm, g->wn,
+               ck->a_kc ? "true" : "false", ck->b_kc ? "true" : "false", ck->et == DYN_BF16 ? "true" : "false",
+               ck->et == DYN_F16 ? 1 : 2);
+  else if (tc)
     buf_printf(o, "  typedef DynMma<%d, %d, %d, %d, %d, %s, %s, %s> G;\n", g->bm, g->bn, g->bk, g->wm, g->wn, ck->a_kc ? "true" : "false",
                ck->b_kc ? "true" : "false", bf ? "true" : "false");
   else
     buf_printf(o, "  typedef DynGemm<%d, %d, %d, %d, %d, %s, %s%s> G;\n", g->bm, g->bn, g->bk, g->tm, g->tn, ck->a_kc ? "true" : "false",
                ck->b_kc ? "true" : "false", f64 ? ", double" : "");
-  buf_printf(o, "  __shared__ __align__(16) %s sa_[2 * G::ATILE], sb_[2 * G::BTILE];\n", T);
+  buf_printf(o, "  __shared__ __align__(16) %s sa_[2 * G::ATILE], sb_[2 * G::BTILE];\n", mty(ck->et));
   buf_printf(o, "  const i64 M_ = %s, N_ = %s, K_ = %s, nb_ = %s;\n", ext_of(r, ck->max), ext_of(r, ck->nax), ext_of(r, ck->kax),
              ck->bax >= 0 ? ext_of(r, ck->bax) : "1");
   buf_printf(o, "  const unsigned tm_ = (unsigned)((M_ + %d) / %d), tn_ = (unsigned)((N_ + %d) / %d);\n", g->bm - 1, g->bm, g->bn - 1, g->bn);
@@ -1103,17 +1117,19 @@ static void render_program(CudaProgram *cp) {
                 " * every shape; the host picks a variant per kernel and shape with the model in cuda_plan.c.",
              p->name, cp->hw.name, cp->hw.desc, cp->hw.cc_major, cp->hw.cc_minor, cp->hw.sm_count);
   CudaMath on = cuda_math_on(&cp->hw, cp->math);
-  bool gemm = false;
-  for (int k = 0; k < cp->nk; k++) gemm = gemm || cp->k[k].kind == CK_GEMM;
+  bool gemm = false, h16 = false;
+  for (int k = 0; k < cp->nk; k++) gemm = gemm || (cp->k[k].kind == CK_GEMM && !elem_is_half(cp->k[k].et));
+  for (int k = 0; k < cp->nk; k++) h16 = h16 || (cp->k[k].kind == CK_GEMM && elem_is_half(cp->k[k].et));
   /* the arithmetic asked for changes only a module with a contraction */
   if (gemm && on != CUDA_EXACT)
     buf_printf(o, "\n * f32 contractions in %s on the tensor cores (mma.sync); everything else exact.", cuda_math_name(on));
   else if (gemm && cp->math != CUDA_EXACT)
     buf_printf(o, "\n * f32 contractions exact: %s was asked for, but the tensor cores take it from compute capability 8.0.",
                cuda_math_name(cp->math));
+  if (h16) buf_puts(o, "\n * f16 and bf16 contractions on the tensor cores (mma.sync m16n8k16), exact products summed in f32.");
   buf_puts(o, " */\n\n");
   buf_puts(o, curender_prelude);
-  if (gemm && on != CUDA_EXACT) {
+  if ((gemm && on != CUDA_EXACT) || h16) {
     buf_puts(o, "\n");
     buf_puts(o, curender_prelude_mma);
   }

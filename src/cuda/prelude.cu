@@ -142,21 +142,19 @@ __device__ __forceinline__ T dyn_row_reduce(T v, T *buf) {
 }
 
 /* Copies from global to shared memory: asynchronous (cp.async, zero-filling past `bytes`)
- * from sm_80 on, plain loads and stores before.  16 bytes: four f32 or two f64 (the bits
- * move as f32); one element: 4 or 8 bytes. */
+ * from sm_80 on, plain loads and stores before.  16 bytes: four f32, two f64 or eight f16 or
+ * bf16 (`bytes` a multiple of 2); one element: 4 or 8 bytes, or 2 of a 16-bit type, which
+ * cp.async cannot move (its least is 4): a plain load and store on every GPU. */
 __device__ __forceinline__ void dyn_cp16(void *s, const void *g, int bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((unsigned)__cvta_generic_to_shared(s)), "l"(g), "r"(bytes));
 #else
-  const float *f = (const float *)g;
-  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (bytes >= 16) v = *(const float4 *)g;
+  if (bytes >= 16) *(float4 *)s = *(const float4 *)g;
   else {
-    if (bytes >= 4) v.x = f[0];
-    if (bytes >= 8) v.y = f[1];
-    if (bytes >= 12) v.z = f[2];
+    unsigned short *d = (unsigned short *)s;
+    const unsigned short *h = (const unsigned short *)g;
+    for (int i = 0; i < 8; i++) d[i] = 2 * i < bytes ? h[i] : (unsigned short)0;
   }
-  *(float4 *)s = v;
 #endif
 }
 __device__ __forceinline__ void dyn_cp4(float *s, const float *g, int bytes) {
@@ -173,6 +171,7 @@ __device__ __forceinline__ void dyn_cp4(double *s, const double *g, int bytes) {
   *s = bytes ? *g : 0.0;
 #endif
 }
+__device__ __forceinline__ void dyn_cp4(unsigned short *s, const unsigned short *g, int bytes) { *s = bytes ? *g : (unsigned short)0; }
 __device__ __forceinline__ void dyn_cp_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -184,10 +183,10 @@ template <int N> __device__ __forceinline__ void dyn_cp_wait() {
 #endif
 }
 
-/* Stage a ROWS x COLS tile of T (f32 or f64) into shared memory (row pitch LD elements):
- * element (r, c) is g[r * sr + c * sc] when r < nr and c < nc, else 0 (the edges of any
- * shape).  With vec (sc == 1, sr and g 16-byte aligned: the host checks) V = 4 (f32) or 2
- * (f64) columns move per 16-byte copy; else one element per copy, consecutive threads along
+/* Stage a ROWS x COLS tile of T (f32, f64, or the bits of f16 or bf16) into shared memory
+ * (row pitch LD elements): element (r, c) is g[r * sr + c * sc] when r < nr and c < nc, else
+ * 0 (the edges of any shape).  With vec (sc == 1, sr and g 16-byte aligned: the host checks)
+ * V = 4 (f32), 2 (f64) or 8 (16-bit) columns move per 16-byte copy; else one element per copy, consecutive threads along
  * the columns, or along the rows when ROW_FAST (the rows are contiguous in memory: a
  * transpose on the way). */
 template <int ROWS, int COLS, int LD, int THREADS, bool ROW_FAST, typename T>
@@ -232,9 +231,9 @@ __device__ __forceinline__ void dyn_gemm_load(typename G::T *sa, typename G::T *
   else dyn_tile_load<G::BR, G::BC, G::BLD, G::THREADS, G::B_KC>(sb, gb, kl < BK ? (int)kl : BK, nb, b_sk, b_sn, bvec && !G::B_KC);
 }
 /* the tile's origins move by a k-step each time, so only two pointers and the extents left
- * stay live */
-template <class G>
-__device__ __forceinline__ void dyn_gemm_run(typename G::T (&acc)[G::TM][G::TN], typename G::T *sa, typename G::T *sb,
+ * stay live; the accumulators are G::T's, or f32 where G stages 16-bit operands */
+template <class G, typename Acc>
+__device__ __forceinline__ void dyn_gemm_run(Acc (&acc)[G::TM][G::TN], typename G::T *sa, typename G::T *sb,
                                              const typename G::T *A, const typename G::T *B, i64 m0, i64 n0, i64 k0, i64 k1, i64 M,
                                              i64 N, i64 a_sm, i64 a_sk, i64 b_sk, i64 b_sn, bool avec, bool bvec) {
   constexpr int BM = G::BM, BN = G::BN, BK = G::BK;

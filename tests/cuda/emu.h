@@ -7,7 +7,8 @@
  * storage) is reused block after block.  Slow, but it executes exactly the code NVRTC sees
  * (on the paths of GPUs before sm_80: cp.async becomes plain copies).  The tensor cores'
  * instructions, which have no such path, are emulated below (dyn_emu_*): the roundings of
- * cvt.rna.tf32.f32 and cvt.rn.bf16x2.f32, and mma.sync as the warp-wide operation it is,
+ * cvt.rna.tf32.f32 and cvt.rn.bf16x2.f32, and mma.sync (tf32, bf16, f16) as the warp-wide
+ * operation it is,
  * with the PTX ISA's fragment layouts, so that a fragment in the wrong place gives a wrong
  * product. */
 #include <math.h>
@@ -100,20 +101,37 @@ static inline uint32_t emu_bf16(float x) {
 }
 static inline unsigned dyn_emu_bf16x2(float lo, float hi) { return emu_bf16(lo) | emu_bf16(hi) << 16; }
 
+/* An f16 bit pattern's value (every f16 is exact in f32): subnormals m 2^-24, infinities and
+ * NaNs kept. */
+static inline float emu_f16(uint32_t h) {
+  const uint32_t s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 31) return emu_float(s | 0x7f800000u | (m << 13));
+  if (e == 0) return s ? -ldexpf((float)m, -24) : ldexpf((float)m, -24);
+  return emu_float(s | ((e + 112) << 23) | (m << 13));
+}
+
+/* The k-th 16-bit operand of a fragment's word (k = 0: the low half) as f32. */
+enum { EMU_TF32, EMU_BF16, EMU_F16 };
+template <int KIND> static inline float emu_half(uint32_t w, int k) {
+  const uint32_t h = k ? w >> 16 : w & 0xffffu;
+  return KIND == EMU_F16 ? emu_f16(h) : emu_float(h << 16);
+}
+
 static uint32_t emu_frag[1024][6];   /* each thread's A and B fragments, for its warp's mma */
 
-/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (BF16 false) and m16n8k16 ... .bf16
- * (true): every lane of the warp publishes its fragments; each then rebuilds the warp's A
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (KIND EMU_TF32) and m16n8k16 ... .bf16
+ * or .f16 (EMU_BF16, EMU_F16: the same layouts): every lane of the warp publishes its fragments; each then rebuilds the warp's A
  * (16 x K) and B (K x 8) from all 32 with the layouts of the PTX ISA ("Matrix Fragments for
  * mma.m16n8k8", "... for mma.m16n8k16 with floating point type"), g = lane / 4, t = lane % 4:
  *   tf32  a[r]: A[g + 8 (r & 1)][t + 4 (r >> 1)]                 b[r]: B[t + 4r][g]
- *   bf16  a[r]: A[g + 8 (r & 1)][2t + 8 (r >> 1) + {0 low half, 1 high}]
+ *   16-bit a[r]: A[g + 8 (r & 1)][2t + 8 (r >> 1) + {0 low half, 1 high}]
  *         b[r]: B[2t + 8r + {0 low, 1 high}][g]
  * and computes its own outputs d[i] = C[g + 8 (i >> 1)][2t + (i & 1)] + the sum over k, the
- * products exact (tf32 x tf32 and bf16 x bf16 fit in f32) and summed in f32 in k order.  As the
+ * products exact (tf32 x tf32, bf16 x bf16 and f16 x f16 fit in f32) and summed in f32 in k order.  As the
  * tensor cores do, a tf32 operand's low 13 bits are ignored. */
-template <bool BF16>
+template <int KIND>
 static void emu_mma(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
+  constexpr bool BF16 = KIND != EMU_TF32;    /* a 16-bit type: pairs of k in each word */
   constexpr int K = BF16 ? 16 : 8;
   const unsigned warp0 = emu_tid & ~31u, lane = emu_tid & 31u;
   memcpy(emu_frag[emu_tid], a, sizeof a);
@@ -126,16 +144,16 @@ static void emu_mma(float &d0, float &d1, float &d2, float &d3, const unsigned (
     for (unsigned r = 0; r < 4; r++) {
       const unsigned row = g + 8 * (r & 1);
       if (BF16) {
-        A[row][2 * t + 8 * (r >> 1)] = emu_float(f[r] << 16);
-        A[row][2 * t + 8 * (r >> 1) + 1] = emu_float(f[r] & 0xffff0000u);
+        A[row][2 * t + 8 * (r >> 1)] = emu_half<KIND>(f[r], 0);
+        A[row][2 * t + 8 * (r >> 1) + 1] = emu_half<KIND>(f[r], 1);
       } else {
         A[row][t + 4 * (r >> 1)] = emu_float(f[r] & 0xffffe000u);
       }
     }
     for (unsigned r = 0; r < 2; r++) {
       if (BF16) {
-        B[2 * t + 8 * r][g] = emu_float(f[4 + r] << 16);
-        B[2 * t + 8 * r + 1][g] = emu_float(f[4 + r] & 0xffff0000u);
+        B[2 * t + 8 * r][g] = emu_half<KIND>(f[4 + r], 0);
+        B[2 * t + 8 * r + 1][g] = emu_half<KIND>(f[4 + r], 1);
       } else {
         B[t + 4 * r][g] = emu_float(f[4 + r] & 0xffffe000u);
       }
@@ -152,10 +170,13 @@ static void emu_mma(float &d0, float &d1, float &d2, float &d3, const unsigned (
   }
 }
 static inline void dyn_emu_mma_tf32(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
-  emu_mma<false>(d0, d1, d2, d3, a, b);
+  emu_mma<EMU_TF32>(d0, d1, d2, d3, a, b);
 }
 static inline void dyn_emu_mma_bf16(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
-  emu_mma<true>(d0, d1, d2, d3, a, b);
+  emu_mma<EMU_BF16>(d0, d1, d2, d3, a, b);
+}
+static inline void dyn_emu_mma_f16(float &d0, float &d1, float &d2, float &d3, const unsigned (&a)[4], const unsigned (&b)[2]) {
+  emu_mma<EMU_F16>(d0, d1, d2, d3, a, b);
 }
 
 /* The launcher: the kernel takes its argument structure by value; every field is 8 bytes,

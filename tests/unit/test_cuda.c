@@ -8,12 +8,14 @@
  *     files, and review the diff;
  *   - every stdlib function compiles with NVRTC for sm_80 and sm_90, and `ptxas -v` reports no
  *     spills for any kernel; so do the tf32 and bf16 variants of every stdlib function with a
- *     contraction (skipped when NVRTC or ptxas is absent);
+ *     contraction, and the tiles of f16 and bf16 contractions, whose registers it prints
+ *     (skipped when NVRTC or ptxas is absent);
  *   - the generated code runs against the reference evaluator, every variant forced in turn,
  *     on the CPU: tests/cuda/fakecuda.cc (built here with the C++ compiler) stands in for the
  *     driver and NVRTC, and compiles the CUDA C with tests/cuda/emu.h (skipped without c++).
  *     The tensor-core variants run there too (emu.h emulates mma.sync warp by warp), within
- *     the error their rounding allows, on shapes of 1, primes and the tiles' sizes +-1; exact
+ *     the error their rounding allows, on shapes of 1, primes and the tiles' sizes +-1, and so
+ *     do the f16 and bf16 contractions' m16n8k16 tiles on their stored operands; exact
  *     stays exact; the roundings are checked bit for bit on chosen values;
  *   - scans render as a thread per line walking the axis in order, compile, and run emulated;
  *   - the contraction model's choices and :sched's text. */
@@ -163,6 +165,31 @@ static const char *HALVES =
   "  C[i, j] = sum[k] A[i, k] * B[k, j]\n"
   "  return C\n"
   "}\n";
+
+/* 16-bit contractions on the tensor cores (m16n8k16 on the stored operands): f16 (names in
+ * _h) and bf16 (_b) on the four layouts of A and B, an epilogue, a batch. */
+#define H16_FNS(T, S)                                                                          \
+  "fn mm" S "(A: " T "[M, K], B: " T "[K, N]) -> " T "[M, N] {\n"                             \
+  "  C[i, j] = sum[k] A[i, k] * B[k, j]\n"                                                    \
+  "  return C\n"                                                                              \
+  "}\n"                                                                                       \
+  "fn lin" S "(X: " T "[B, I], W: " T "[O, I], c: " T "[O]) -> " T "[B, O] {\n"               \
+  "  Y[b, o] = max((sum[i] X[b, i] * W[o, i]) + c[o], 0.0)\n"                                 \
+  "  return Y\n"                                                                              \
+  "}\n"                                                                                       \
+  "fn tmm" S "(A: " T "[K, M], B: " T "[K, N]) -> " T "[M, N] {\n"                            \
+  "  C[i, j] = sum[k] A[k, i] * B[k, j]\n"                                                    \
+  "  return C\n"                                                                              \
+  "}\n"                                                                                       \
+  "fn ttm" S "(A: " T "[K, M], B: " T "[N, K]) -> " T "[M, N] {\n"                            \
+  "  C[i, j] = 2.0 * (sum[k] A[k, i] * B[j, k]) - 1.0\n"                                      \
+  "  return C\n"                                                                              \
+  "}\n"                                                                                       \
+  "fn bmm" S "(X: " T "[B, M, K], Y: " T "[B, K, N]) -> " T "[B, M, N] {\n"                   \
+  "  Z[b, i, j] = sum[k] X[b, i, k] * Y[b, k, j]\n"                                           \
+  "  return Z\n"                                                                              \
+  "}\n"
+static const char *H16 = H16_FNS("f16", "_h") H16_FNS("bf16", "_b");
 
 static const char *VIEWS =
   "fn v_heads(X: f32[B, N], D: size) -> f32[B, D] {\n"
@@ -418,7 +445,7 @@ START_TEST(test_render_stable) {
   buf_free(&a);
   cuda_render(program("attention"), &hw, CUDA_BF16, &a);
   ck_assert(strstr(a.s, "_bf16_32x32(") != NULL);
-  ck_assert(strstr(a.s, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL);
+  ck_assert(strstr(a.s, "\"mma.sync.aligned.m16n8k16.row.col.f32.\" T \".\" T \".f32 ") != NULL && strstr(a.s, "DYN_MMA_K16(\"bf16\")") != NULL);
   buf_free(&a);
   /* no tensor cores for tf32 before compute capability 8.0: exact, and the header says why */
   hw.cc_major = 7;
@@ -461,15 +488,17 @@ static const char *find_ptxas(char *buf, size_t n) {
 }
 
 /* One module with the kernels of every stdlib function and of F64's (one prelude); with the
- * tensor cores, of the stdlib's with a contraction (the others do not change).  Returns how
- * many functions. */
-static int all_stdlib(const HwModel *hw, CudaMath math, Buf *all) {
+ * tensor cores, of the stdlib's with a contraction (the others do not change); with `only`,
+ * of the functions of that source.  Returns how many functions. */
+static int all_stdlib(const HwModel *hw, CudaMath math, const char *only, Buf *all) {
   int n = 0;
   for (int i = 0; i < nfns; i++) {
     Func *f = fns[i];
     bool std = false;
     for (const StdlibModule *m = dyn_stdlib; m->name && !std; m++) std = f->span.src && !strcmp(f->span.src->name, m->name);
-    if (!std && !(math == CUDA_EXACT && f->span.src && !strcmp(f->span.src->name, "f64.dyn"))) continue;
+    if (only) std = f->span.src && !strcmp(f->span.src->name, only);
+    else if (!std && !(math == CUDA_EXACT && f->span.src && !strcmp(f->span.src->name, "f64.dyn"))) continue;
+    if (!std) continue;
     Buf src = {0};
     cuda_render(program(f->name), hw, math, &src);
     if (math != CUDA_EXACT && !strstr(src.s, "typedef DynMma<")) {
@@ -485,7 +514,9 @@ static int all_stdlib(const HwModel *hw, CudaMath math, Buf *all) {
   return n;
 }
 
-static void ptx_check(int major, int minor, CudaMath math) {
+/* Compile the module of all_stdlib for sm_MAJOR MINOR with NVRTC, then ptxas -v it: no
+ * spills, and a register count for every kernel (printed with `only`). */
+static void ptx_check(int major, int minor, CudaMath math, const char *only) {
   char why[512];
   if (!cuda_nvrtc_available(why, sizeof why)) {
     fprintf(stderr, "test_cuda: skipped the NVRTC test: %s\n", why);
@@ -493,9 +524,10 @@ static void ptx_check(int major, int minor, CudaMath math) {
   }
   HwModel hw = gpu_model(major == 9 ? "h100" : "a100");
   Buf all = {0}, ptx = {0};
-  int nf = all_stdlib(&hw, math, &all);
+  int nf = all_stdlib(&hw, math, only, &all);
   /* matmul, bmm, linear, attention, causal_attention, mlp */
-  if (math != CUDA_EXACT) ck_assert_msg(nf >= 6, "only %d stdlib functions with a tensor-core contraction", nf);
+  if (math != CUDA_EXACT && !only) ck_assert_msg(nf >= 6, "only %d stdlib functions with a tensor-core contraction", nf);
+  if (only) ck_assert_msg(nf >= 1, "no function of %s", only);
   char err[4096] = "";
   ck_assert_msg(cuda_compile_ptx(all.s, major, minor, &ptx, err, sizeof err), "%s", err);
   ck_assert(strstr(ptx.s, ".entry") != NULL);
@@ -521,9 +553,14 @@ static void ptx_check(int major, int minor, CudaMath math) {
   FILE *p = popen(cmd, "r");
   ck_assert(p != NULL);
   char line[1024], kernel[256] = "?";
-  int kernels = 0, spills = 0;
-  Buf report = {0};
+  int kernels = 0, spills = 0, counted = 0;
+  Buf report = {0}, regs = {0};
   while (fgets(line, sizeof line, p)) {
+    char *u = strstr(line, "Used ");
+    if (u && strstr(u, " registers")) {
+      counted++;
+      buf_printf(&regs, "  sm_%d%d %s: %d registers\n", major, minor, kernel, atoi(u + 5));
+    }
     char *q = strstr(line, "Compiling entry function '");
     if (q) {
       snprintf(kernel, sizeof kernel, "%s", q + 26);
@@ -546,9 +583,12 @@ static void ptx_check(int major, int minor, CudaMath math) {
   unlink(path);
   rmdir(dir);
   ck_assert_msg(rc == 0, "ptxas failed for sm_%d%d:\n%s", major, minor, report.s ? report.s : "");
-  ck_assert_msg(kernels > (math == CUDA_EXACT ? 50 : 5 * nf), "only %d kernels", kernels);
+  ck_assert_msg(kernels > (math == CUDA_EXACT && !only ? 50 : 5 * nf), "only %d kernels", kernels);
   ck_assert_msg(spills == 0, "spills on sm_%d%d (%s):\n%s", major, minor, cuda_math_name(math), report.s);
+  ck_assert_msg(counted == kernels, "ptxas reported registers for %d of %d kernels", counted, kernels);
+  if (only) fprintf(stderr, "test_cuda: ptxas -v, %s:\n%s", only, regs.s);
   buf_free(&report);
+  buf_free(&regs);
   buf_free(&all);
   buf_free(&ptx);
 }
@@ -626,15 +666,54 @@ START_TEST(test_halves_render) {
 }
 END_TEST
 
-START_TEST(test_ptx_sm80) { ptx_check(8, 0, CUDA_EXACT); }
+START_TEST(test_ptx_sm80) { ptx_check(8, 0, CUDA_EXACT, NULL); }
 END_TEST
-START_TEST(test_ptx_sm90) { ptx_check(9, 0, CUDA_EXACT); }
+START_TEST(test_ptx_sm90) { ptx_check(9, 0, CUDA_EXACT, NULL); }
 END_TEST
 START_TEST(test_ptx_tensor_cores) {
-  ptx_check(8, 0, CUDA_TF32);
-  ptx_check(9, 0, CUDA_TF32);
-  ptx_check(8, 0, CUDA_BF16);
-  ptx_check(9, 0, CUDA_BF16);
+  ptx_check(8, 0, CUDA_TF32, NULL);
+  ptx_check(9, 0, CUDA_TF32, NULL);
+  ptx_check(8, 0, CUDA_BF16, NULL);
+  ptx_check(9, 0, CUDA_BF16, NULL);
+}
+END_TEST
+
+/* The 16-bit contractions: every tile shape of both types and four layouts, with the f16 and
+ * bf16 mma.sync in the PTX, compiled for sm_80 and sm_90 without spills. */
+START_TEST(test_ptx_mma16) {
+  check_source("h16.dyn", H16);
+  HwModel hw = gpu_model("h100");
+  Buf src = {0};
+  cuda_render(program("mm_h"), &hw, CUDA_EXACT, &src);
+  ck_assert_msg(strstr(src.s, "typedef DynMma<128, 128, 32, 2, 4, true, false, false, 1> G;") != NULL, "%s", src.s);
+  ck_assert_msg(strstr(src.s, "__shared__ __align__(16) unsigned short sa_[2 * G::ATILE]") != NULL, "%s", src.s);
+  ck_assert_msg(strstr(src.s, "a.C[i * a.C_s0 + j] = dyn_f32_f16(acc_[ii_][jj_]);") != NULL, "%s", src.s);
+  buf_free(&src);
+  cuda_render(program("ttm_b"), &hw, CUDA_EXACT, &src);
+  ck_assert_msg(strstr(src.s, "typedef DynMma<32, 32, 32, 2, 2, false, true, true, 2> G;") != NULL, "%s", src.s);
+  buf_free(&src);
+  /* before 8.0: the general kernels */
+  hw.cc_major = 7;
+  hw.cc_minor = 5;
+  cuda_render(program("mm_h"), &hw, CUDA_EXACT, &src);
+  ck_assert_msg(strstr(src.s, "typedef DynMma") == NULL && strstr(src.s, "a contraction ====") == NULL, "mm_h on 7.5 renders a contraction");
+  buf_free(&src);
+  char why[512];
+  if (!cuda_nvrtc_available(why, sizeof why)) {
+    fprintf(stderr, "test_cuda: skipped the NVRTC test: %s\n", why);
+    return;
+  }
+  HwModel h100 = gpu_model("h100");
+  Buf all = {0}, ptx = {0};
+  all_stdlib(&h100, CUDA_EXACT, "h16.dyn", &all);
+  char err[4096] = "";
+  ck_assert_msg(cuda_compile_ptx(all.s, 8, 0, &ptx, err, sizeof err), "%s", err);
+  ck_assert(strstr(ptx.s, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") != NULL);
+  ck_assert(strstr(ptx.s, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != NULL);
+  buf_free(&all);
+  buf_free(&ptx);
+  ptx_check(8, 0, CUDA_EXACT, "h16.dyn");
+  ptx_check(9, 0, CUDA_EXACT, "h16.dyn");
 }
 END_TEST
 
@@ -823,6 +902,39 @@ START_TEST(test_describe) {
   ck_assert_msg(strstr(out.s, "(bf16 asked for: the tensor cores take it from compute capability 8.0; this GPU is 7.5)") != NULL, "%s",
                 out.s);
   ck_assert_msg(strstr(out.s, "-> matmul_C_gemm") != NULL, "%s", out.s);
+  cuda_program_free(cp);
+  buf_free(&out);
+}
+END_TEST
+
+/* The 16-bit tiles in the model: at the 16-bit rate of the hw file (bf16_tflops, which f16
+ * with f32 sums shares), well ahead of exact f32 on the CUDA cores, and slower when the file
+ * says the rate is lower. */
+START_TEST(test_gemm_model_mma16) {
+  check_source("h16.dyn", H16);
+  HwModel hw = gpu_model("h100");
+  const char *mn[] = {"M", "N", "K"};
+  int64_t mv[] = {4096, 4096, 4096};
+  EvalSizes sz = {mn, mv, 3};
+  Buf out = {0};
+  CudaProgram *cp = cuda_program_new(program("mm_h"), &hw, CUDA_EXACT);
+  double t16 = describe_at(cp, program("mm_h"), &sz, &out);
+  ck_assert_msg(strstr(out.s, "f16 operands as stored on the tensor cores, exact products, f32 sums") != NULL, "%s", out.s);
+  ck_assert_msg(strstr(out.s, "mma.sync.m16n8k16 tiles, f16 fragments") != NULL, "%s", out.s);
+  ck_assert_msg(strstr(out.s, "this shape: mma16 tiles 128x128") != NULL && strstr(out.s, "-> mm_h_C_mma16_128x128") != NULL, "%s",
+                out.s);
+  cuda_program_free(cp);
+  buf_free(&out);
+  cp = cuda_program_new(program("matmul"), &hw, CUDA_EXACT);
+  double t32 = describe_at(cp, program("matmul"), &sz, &out);
+  cuda_program_free(cp);
+  buf_free(&out);
+  ck_assert_msg(t16 > 2 * 4096.0 * 4096 * 4096 / (hw.bf16_tflops * 1e12) && t16 < t32 / 4, "f16 %g s, exact f32 %g s", t16, t32);
+  hw.bf16_tflops /= 4;
+  cp = cuda_program_new(program("mm_b"), &hw, CUDA_TF32);
+  double tq = describe_at(cp, program("mm_b"), &sz, &out);
+  ck_assert_msg(strstr(out.s, "bf16 operands as stored") != NULL, "%s", out.s);
+  ck_assert_msg(tq > 1.5 * t16, "a quarter of the rate: %g s against %g s", tq, t16);
   cuda_program_free(cp);
   buf_free(&out);
 }
@@ -1193,6 +1305,51 @@ START_TEST(test_run_bf16) {
 }
 END_TEST
 
+/* 16-bit contractions on the emulated tensor cores (m16n8k16 with the PTX ISA's fragment
+ * layouts, so that a fragment in the wrong place gives a wrong product): every tile shape on
+ * the four layouts of A and B and a batch, then shapes of 0, 1, primes, the tiles' sizes -1,
+ * 0, +1 and a split K.  The products are exact and summed in f32, so the results differ from
+ * the reference's (summed in f64) by the final rounding: a few of the type's units in the last
+ * place (4e-3 for f16, 3e-2 for bf16, as :check allows); the arithmetic asked for for f32
+ * contractions does not change them. */
+static void mma16_cases(const char *s, double tol) {
+  static const char *shapes[] = {"128x128", "128x64", "64x128", "64x64", "32x32"};
+  char fn[5][16], force[32];
+  const char *base[] = {"mm", "lin", "tmm", "ttm", "bmm"};
+  for (int i = 0; i < 5; i++) snprintf(fn[i], sizeof fn[i], "%s%s", base[i], s);
+  for (int g = 0; g < 5; g++) {
+    snprintf(force, sizeof force, "mma16_%s", shapes[g]);
+    run_math(fn[0], "M=129 N=65 K=33", force, 0, CUDA_EXACT, tol);    /* A k contiguous, B n contiguous */
+    run_math(fn[1], "B=31 I=37 O=17", force, 0, CUDA_EXACT, tol);      /* both k contiguous */
+    run_math(fn[2], "M=37 N=44 K=21", force, 0, CUDA_EXACT, tol);      /* A m contiguous */
+    run_math(fn[3], "M=36 N=20 K=19", force, 0, CUDA_EXACT, tol);      /* A m, B k contiguous */
+    run_math(fn[4], "B=2 M=33 N=17 K=40", force, 0, CUDA_EXACT, tol);
+  }
+  run_math(fn[0], "M=127 N=63 K=31", "mma16_128x64", 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=128 N=64 K=32", "mma16_128x64", 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=129 N=65 K=33", "mma16_128x64", 0, CUDA_TF32, tol);
+  run_math(fn[0], "M=1 N=1 K=1", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=13 N=7 K=5", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=1 N=33 K=17", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=5 N=6 K=0", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=0 N=6 K=3", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[1], "B=1 I=1 O=1", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[2], "M=31 N=33 K=17", "mma16_32x32", 0, CUDA_EXACT, tol);
+  run_math(fn[3], "M=31 N=33 K=33", "mma16_32x32", 0, CUDA_EXACT, tol);
+  run_math(fn[0], "M=20 N=24 K=100", "mma16_32x32", 3, CUDA_EXACT, tol);      /* K split in 3 */
+  run_math(fn[4], "B=3 M=17 N=31 K=19", NULL, 0, CUDA_EXACT, tol);
+  run_math(fn[4], "B=2 M=65 N=33 K=64", "mma16_64x64", 2, CUDA_EXACT, tol);
+}
+
+START_TEST(test_run_mma16) {
+  if (!emulator()) return;
+  check_source("h16.dyn", H16);
+  mma16_cases("_h", 4e-3);
+  mma16_cases("_b", 3e-2);
+  ck_assert(strstr(cuda_program_source(lookup(NULL, "mm_h")->code.gpu), "DynMma<") != NULL);
+}
+END_TEST
+
 /* Exact stays exact: the default's error is f32's, far under what tf32 makes of the same
  * contraction (which shows the tolerance tells them apart). */
 START_TEST(test_run_exact_stays_exact) {
@@ -1356,6 +1513,7 @@ int main(void) {
   tcase_add_test(tc, test_render_stable);
   tcase_add_test(tc, test_gemm_model);
   tcase_add_test(tc, test_gemm_model_tensor_cores);
+  tcase_add_test(tc, test_gemm_model_mma16);
   tcase_add_test(tc, test_describe);
   tcase_add_test(tc, test_contraction_record);
   tcase_add_test(tc, test_sched_terms);
@@ -1365,6 +1523,7 @@ int main(void) {
   tcase_add_test(tc, test_ptx_sm80);
   tcase_add_test(tc, test_ptx_sm90);
   tcase_add_test(tc, test_ptx_tensor_cores);
+  tcase_add_test(tc, test_ptx_mma16);
   suite_add_tcase(s, tc);
   TCase *run = tcase_create("emulated");
   tcase_add_checked_fixture(run, emu_setup, teardown);
@@ -1380,6 +1539,7 @@ int main(void) {
   tcase_add_test(run, test_run_gather);
   tcase_add_test(run, test_run_tf32);
   tcase_add_test(run, test_run_bf16);
+  tcase_add_test(run, test_run_mma16);
   tcase_add_test(run, test_run_exact_stays_exact);
   tcase_add_test(run, test_run_tensor_rounding);
   tcase_add_test(run, test_run_f64_contractions);
