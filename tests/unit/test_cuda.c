@@ -1469,6 +1469,34 @@ START_TEST(test_session_check_math) {
 }
 END_TEST
 
+/* In a session on the emulated GPU: a gather's index out of range is reported with the
+ * index, its value and the axis (the device's error word, then the evaluator for the
+ * message), and :check holds a 16-bit contraction, run on the m16n8k16 tiles, to the f16
+ * tolerance. */
+START_TEST(test_session_gpu_gather_halves) {
+  if (!emulator()) return;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  SessionOptions opt = {.target = "ref"};
+  Session *se = session_new(&opt, out, out);
+  ck_assert_int_eq(session_run(se, ":target gpu", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, "fn gath(E: f32[V, D], I: i32[T]) -> f32[T, D] {\n  Y[t, d] = E[I[t], d]\n  return Y\n}\n"
+                                   "fn hm(A: f16[M, K], B: f16[K, N]) -> f16[M, N] {\n  C[i, j] = sum[k] A[i, k] * B[k, j]\n"
+                                   "  return C\n}\nseed(5)\nE = randn(f32[5, 3])\nA = f16(randn(f32[37, 70]))\n"
+                                   "B = f16(randn(f32[70, 19]))", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, "Y = gath(E, i32([0, 4, 1]))", "t"), RUN_OK);
+  ck_assert_int_ne(session_run(se, "Y = gath(E, i32([0, 4, 7, 1]))", "t"), RUN_OK);
+  ck_assert_int_eq(session_run(se, ":check hm(A, B)", "t"), RUN_OK);
+  session_free(se);
+  fclose(out);
+  ck_assert_msg(strstr(text, "I[2] = 7 is out of range for axis 0 of E (size 5)") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "f16[37, 19]: ref computed;") != NULL && strstr(text, "gpu vs ref: max |difference|") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "MISMATCH") == NULL, "%s", text);
+  free(text);
+}
+END_TEST
+
 START_TEST(test_run_semantics) {
   if (!emulator()) return;
   run_case("idiv", "N=300", NULL, 0);          /* zero divisors among the inputs: an error */
@@ -1544,6 +1572,7 @@ int main(void) {
   tcase_add_test(run, test_run_tensor_rounding);
   tcase_add_test(run, test_run_f64_contractions);
   tcase_add_test(run, test_session_check_math);
+  tcase_add_test(run, test_session_gpu_gather_halves);
   suite_add_tcase(s, run);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
