@@ -138,13 +138,26 @@ static Func *want_fn(Session *s, const char *arg, Span at, const char *cmd) {
   return f;
 }
 
+/* :ir NAME [unfused]: the program kept, or the program as lowered before fusion (each
+ * statement, and each inlined call's, a kernel of its own), which the define hook sees. */
 static RunStatus cmd_ir(Session *s, const char *arg, Span at) {
   Func *f = want_fn(s, arg, at, ":ir");
   if (!f) return RUN_ERROR;
+  const char *rest = arg + first_word(arg, (char[128]){0}, 128);
+  while (isspace((unsigned char)*rest)) rest++;
+  size_t n = strlen(rest);
+  while (n && isspace((unsigned char)rest[n - 1])) n--;
+  bool unfused = n == 7 && !strncmp(rest, "unfused", 7);
+  if (n && !unfused) {
+    state_error(s, at, E_COMMAND, state_tmp_printf(s, ":ir: '%.*s' is not a stage (:ir NAME, or :ir NAME unfused)", (int)n, rest));
+    return RUN_ERROR;
+  }
+  Program *p = unfused ? lower_program(f, s->pc, state_lookup_fn, s, false) : f->code.prog;
   Buf b = {0};
   func_signature(f, &b);
   buf_putc(&b, '\n');
-  lower_print(f->code.prog, &b);
+  lower_print(p, &b);
+  if (unfused) lower_free(p);
   if (b.len && b.s[b.len - 1] == '\n') b.s[--b.len] = 0;
   state_print_line(s, b.s);
   buf_free(&b);
@@ -1114,8 +1127,8 @@ static const struct Command {
    "For a function, its signature over size variables; for a binding, its type; for an\nexpression, the type of its value.", cmd_type},
   {"vars", "", "the names bound in the session, with their types", "Lists every binding, sorted by name.", cmd_vars},
   {"reset", "", "forget all bindings", "Forgets every binding and every function defined in the session (the prelude stays).", cmd_reset},
-  {"ir", "NAME", "the loop-level IR of a function after fusion",
-   "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.", cmd_ir},
+  {"ir", "NAME [unfused]", "the loop-level IR of a function after fusion",
+   "Shows the buffers and the kernels of a function: loop nests with symbolic extents,\nafter inlining elementwise producers and fusing row-wise chains.  With unfused, the\nprogram as lowered, before fusion: each statement a kernel of its own.", cmd_ir},
   {"sched", "NAME [DIM=VAL ...] | --explain", "the schedule: levels, tiles, candidates", "Shows how a function is scheduled and how many times it was compiled; with sizes, the\n  variant chosen for them and its predicted time.  :sched --explain says what its words mean.", cmd_sched},
   {"cost", "NAME", "FLOPs, bytes and intensity as formulas", "Shows the cost model of a function in its size variables.", cmd_cost},
   {"code", "NAME [llvm|asm|cuda|ptx] [FUNCTION]", "the generated code",

@@ -707,6 +707,10 @@ struct Program {
  * on a checked function. */
 Program *lower_function(const Func *f, PolyCtx *pc,
                         Func *(*lookup_fn)(void *env, const char *name), void *env);
+/* The same, fused or not: unfused, every statement (and every inlined call's) stays a
+ * kernel of its own, which :ir NAME unfused prints and the define hook sees after lowering. */
+Program *lower_program(const Func *f, PolyCtx *pc,
+                       Func *(*lookup_fn)(void *env, const char *name), void *env, bool fuse);
 void lower_free(Program *p);
 /* Can evaluating e stop with a run-time error: a load checked at run time, or an integer
  * division or modulo by something other than a non-zero constant? */

@@ -710,7 +710,7 @@ static void number(Program *p, KExpr *e, int *next) {
   (void)p;
 }
 
-static void build_kernels(L *l, const int *outs, int nout, const char *fname) {
+static void build_kernels(L *l, const int *outs, int nout, const char *fname, bool group) {
   VEC(int) live = {0};
   for (int i = 0; i < l->nodes.n; i++)
     if (!l->nodes.a[i].dead) vec_push(live, i);
@@ -722,7 +722,7 @@ static void build_kernels(L *l, const int *outs, int nout, const char *fname) {
     int gslots[64], ng = 1;
     gslots[0] = first->slot;
     /* a scan is a kernel of its own: its sequential axis may be any of its axes */
-    if (row_axis >= 0 && !contraction(first) && first->expr->kind != KX_SCAN) {
+    if (group && row_axis >= 0 && !contraction(first) && first->expr->kind != KX_SCAN) {
       const Poly *ext = l->axes.a[row_axis].extent;
       while (end < live.n && ng < 64) {
         Node *n = &l->nodes.a[live.a[end]];
@@ -785,6 +785,11 @@ static void build_kernels(L *l, const int *outs, int nout, const char *fname) {
 
 Program *lower_function(const Func *f, PolyCtx *pc,
                         Func *(*lookup_fn)(void *env, const char *name), void *env) {
+  return lower_program(f, pc, lookup_fn, env, true);
+}
+
+Program *lower_program(const Func *f, PolyCtx *pc,
+                       Func *(*lookup_fn)(void *env, const char *name), void *env, bool fuse) {
   Arena *a = arena_new();
   Program *p = arena_alloc(a, sizeof *p);
   p->arena = a;
@@ -803,10 +808,12 @@ Program *lower_function(const Func *f, PolyCtx *pc,
   vec_free(in.names);
   for (int i = 0; i < f->nrets; i++)
     if (l.slots.a[outs[i]].kind == SLOT_TEMP) l.slots.a[outs[i]].kind = SLOT_OUTPUT;
-  fuse_inline(&l, outs, f->nrets);
-  split_contractions(&l);
-  fuse_inline(&l, outs, f->nrets);      /* what the split left elementwise */
-  build_kernels(&l, outs, f->nrets, f->name);
+  if (fuse) {
+    fuse_inline(&l, outs, f->nrets);
+    split_contractions(&l);
+    fuse_inline(&l, outs, f->nrets);    /* what the split left elementwise */
+  }
+  build_kernels(&l, outs, f->nrets, f->name, fuse);
   int next = 0;
   for (int i = 0; i < l.kernels.n; i++)
     for (int j = 0; j < l.kernels.a[i].nstages; j++) number(p, l.kernels.a[i].stages[j].expr, &next);

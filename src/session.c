@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* ---- the standard library, embedded at build time (src/stdlib_embed.c) ---- */
 typedef struct { const char *name; const char *text; } StdlibModule;
@@ -223,7 +224,14 @@ static RunStatus run_source_ex(Session *s, Source *src, bool allow_incomplete, b
   int nst;
   bool incomplete = false;
   Diags parse_d = {0};
-  Stmt **sts = parse_source(a, src, &parse_d, &nst, &incomplete);
+  struct timespec t0;
+  if (s->stage_hook) clock_gettime(CLOCK_MONOTONIC, &t0);
+  Stmt **sts = parse_source(a, src, &parse_d, &nst, &incomplete);   /* lexed and parsed */
+  if (s->stage_hook && !parse_d.nerrors) {
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->stage_hook(s->stage_cookie, TOP_PARSE, NULL, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6);
+  }
   if (parse_d.nerrors) {
     if (incomplete && allow_incomplete) {
       diag_clear(&parse_d);

@@ -178,8 +178,11 @@ struct Session {
   void *diag_cookie;
   SessionTiming timing;            /* what :time and :sched computed last (the library's */
   SessionSched sched;              /* dyn_time and dyn_sched read them) */
-  /* called after each stage of defining a function (top_define): to print, verify or time
-   * it; NULL: none */
+  /* called after each stage of defining a function: to print, verify or time it; NULL:
+   * none.  TOP_PARSE (f NULL) once an input is lexed and parsed (session.c); then, for each
+   * definition, TOP_SEMA (f checked, no program), TOP_LOWER (f's program as lowered, each
+   * statement a kernel; built for the hook and freed after it) and TOP_FUSE (the program
+   * kept) in top_define */
   void (*stage_hook)(void *cookie, int stage, const Func *f, double ms);
   void *stage_cookie;
   const struct Builtin *builtins;  /* the built-in functions (builtins.c's table), for the */
@@ -242,9 +245,9 @@ RunStatus session_run_arg(Session *s, Source *src, bool quiet_value);
 /* ---- toplevel.c: evaluating top-level statements: defining and running functions ---- */
 
 /* The stages of defining a function (top_define), as its hook sees them. */
-typedef enum { TOP_SEMA, TOP_LOWER } TopStage;
-/* Define the function d (parsed into a): check it (sema.c), then lower and fuse it into
- * its program (lower.c), calling s->stage_hook after each.  The Func, owning a, or NULL
+typedef enum { TOP_PARSE, TOP_SEMA, TOP_LOWER, TOP_FUSE } TopStage;
+/* Define the function d (parsed into a): check it (sema.c), then lower it and fuse it into
+ * its program (lower.c), calling s->stage_hook after each stage.  The Func, owning a, or NULL
  * after errors in s->diags (a stays the caller's). */
 Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env);
 

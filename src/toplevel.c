@@ -383,14 +383,22 @@ static void stage_done(Session *s, TopStage st, const Func *f, double t0) {
 
 Func *top_define(Session *s, FnDecl *d, Arena *a, const SemaEnv *env) {
   /* lexing and parsing were done once for the whole input (session.c), which may hold
-   * several definitions and statements */
+   * several definitions and statements: the hook saw them there (TOP_PARSE) */
   double t0 = s->stage_hook ? now_ms() : 0;
   Func *f = sema_function(env, d, a, &s->diags);     /* types, sizes, facts, bounds */
   if (!f) return NULL;
   stage_done(s, TOP_SEMA, f, t0);
+  if (s->stage_hook) {
+    /* the program as lowered, each statement a kernel, built for the hook alone */
+    t0 = now_ms();
+    f->code.prog = lower_program(f, s->pc, state_lookup_fn, s, false);
+    stage_done(s, TOP_LOWER, f, t0);
+    lower_free(f->code.prog);
+    f->code.prog = NULL;
+  }
   t0 = s->stage_hook ? now_ms() : 0;
-  f->code.prog = lower_function(f, s->pc, state_lookup_fn, s);   /* kernels, fused */
-  stage_done(s, TOP_LOWER, f, t0);
+  f->code.prog = lower_program(f, s->pc, state_lookup_fn, s, true);   /* lowered and fused */
+  stage_done(s, TOP_FUSE, f, t0);
   return f;
 }
 

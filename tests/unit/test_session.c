@@ -486,16 +486,18 @@ START_TEST(test_check_walks_table) {
 }
 END_TEST
 
-/* Defining a function runs its stages in order, and the hook sees each: the checked
- * function after sema, its lowered program after lower, with times that are never negative;
- * a definition that fails to check stops before lowering. */
-typedef struct { int n; int stage[8]; bool prog[8]; double ms[8]; } Stages;
+/* Defining a function runs its stages in order, and the hook sees each: the input once
+ * parsed, the checked function after sema, its program as lowered (a kernel a statement)
+ * and as fused, with times that are never negative; a definition that fails to check stops
+ * before lowering. */
+typedef struct { int n; int stage[8]; bool prog[8]; int nkernels[8]; double ms[8]; } Stages;
 
 static void note_stage(void *cookie, int stage, const Func *f, double ms) {
   Stages *st = cookie;
   if (st->n < 8) {
     st->stage[st->n] = stage;
-    st->prog[st->n] = f->code.prog != NULL;
+    st->prog[st->n] = f && f->code.prog;
+    st->nkernels[st->n] = f && f->code.prog ? f->code.prog->nkernels : 0;
     st->ms[st->n++] = ms;
   }
 }
@@ -505,20 +507,34 @@ START_TEST(test_define_stages) {
   Stages st = {0};
   s->stage_hook = note_stage;
   s->stage_cookie = &st;
-  run_ok(s, "fn inc(X: f32[N]) -> f32[N] { Y[i] = X[i] + 1.0; return Y }");
-  ck_assert_int_eq(st.n, 2);
-  ck_assert_int_eq(st.stage[0], TOP_SEMA);
+  run_ok(s, "fn inc(X: f32[N]) -> f32[N] { T[i] = X[i] + 1.0; Y[i] = T[i] * 2.0; return Y }");
+  ck_assert_int_eq(st.n, 4);
+  ck_assert_int_eq(st.stage[0], TOP_PARSE);
   ck_assert(!st.prog[0]);
-  ck_assert_int_eq(st.stage[1], TOP_LOWER);
-  ck_assert(st.prog[1]);
-  ck_assert(st.ms[0] >= 0 && st.ms[1] >= 0);
+  ck_assert_int_eq(st.stage[1], TOP_SEMA);
+  ck_assert(!st.prog[1]);
+  ck_assert_int_eq(st.stage[2], TOP_LOWER);
+  ck_assert(st.prog[2]);
+  ck_assert_int_eq(st.nkernels[2], 2);   /* as lowered: a kernel a statement */
+  ck_assert_int_eq(st.stage[3], TOP_FUSE);
+  ck_assert(st.prog[3]);
+  ck_assert_int_eq(st.nkernels[3], 1);   /* fused: T inlined into Y */
+  for (int i = 0; i < 4; i++) ck_assert(st.ms[i] >= 0);
+  /* :ir shows either program */
+  const char *ir = run_ok(s, ":ir inc unfused");
+  ck_assert_msg(strstr(ir, "kernel inc_T") && strstr(ir, "kernel inc_Y"), "%s", ir);
+  ir = run_ok(s, ":ir inc");
+  ck_assert_msg(!strstr(ir, "kernel inc_T") && strstr(ir, "kernel inc_Y"), "%s", ir);
+  const char *e = run_error(s, ":ir inc fused", "t.dyn");
+  ck_assert_msg(strstr(e, ":ir: 'fused' is not a stage (:ir NAME, or :ir NAME unfused)"), "%s", e);
   /* a top-level statement is defined as an anonymous function the same way */
   st.n = 0;
-  ck_assert_str_eq(run_ok(s, "inc([1.0, 2.0]) * 2.0"), "f32[2]\n[4, 6]\n");
-  ck_assert_int_eq(st.n, 2);
+  ck_assert_str_eq(run_ok(s, "inc([1.0, 2.0]) * 2.0"), "f32[2]\n[ 8, 12]\n");
+  ck_assert_int_eq(st.n, 4);
   st.n = 0;
   run_error(s, "fn bad(X: f32[N]) -> f32[N] { Y[i] = X[i + 1]; return Y }", "t.dyn");
-  ck_assert_int_eq(st.n, 0);
+  ck_assert_int_eq(st.n, 1);   /* parsed, then stopped by the checker */
+  ck_assert_int_eq(st.stage[0], TOP_PARSE);
   session_free(s);
 }
 END_TEST
