@@ -358,11 +358,12 @@ typedef struct DpPlan {
   double pack_s, comp_s, sync_s, total;   /* the model's terms (dp_time) */
 } DpPlan;
 
-/* A fork-join of the pool whose workers spin (gemm_model.c's SYNC_S), and the cycles a
- * kernel call costs beyond its sums and its C tile (its CALL_CYC).  Packing is priced as a
- * streaming kernel (sched_stream_time) of PACK_OPS lane-operations an element. */
-#define DP_SYNC_S 0.3e-6
-#define DP_CALL_CYC 20.0
+/* A fork-join of the pool whose workers spin, and the cycles a kernel call costs beyond its
+ * sums and its C tile: the f32 engine's SYNC_S and CALL_CYC (gemm_int.h).  Packing is priced
+ * as a streaming kernel (sched_stream_time) of PACK_OPS lane-operations an element: one
+ * conversion or shuffle a lane, as gemm_hpack.c's loops do. */
+#define DP_SYNC_S SYNC_S
+#define DP_CALL_CYC CALL_CYC
 #define DP_PACK_OPS 1.0
 
 /* Seconds for `rows` rows of one column panel of nv vectors over kc pairs: the heights that

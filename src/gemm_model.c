@@ -46,13 +46,8 @@
  * The cost of a C line that two cores both write (an N split whose edge falls inside a
  * line) is the hardware's, line_move_ns in the hw file (hw_line_move_s). */
 
-/* CALL_CYC and SYNC_S: software overheads.  Measured on 2 threads of Zen 5, a fork-join took
- * 0.16 us with empty tasks and 0.2-0.4 us beside small products (241 x 31 x 13: 1.05 us on
- * one thread, 0.73 on two; 172 x 20 x 83: 3.8 and 2.4).  It was 2 us, which kept products of
- * up to 4 us on one thread: 64 x 64 x 64 ran in 2.2 us there and in 1.3 on two.  Workers
- * asleep (no call for 100 us) take about 10 us more to wake; a run of calls pays that once. */
-#define CALL_CYC 20.0
-#define SYNC_S 0.3e-6
+/* CALL_CYC and SYNC_S, software overheads, are in gemm_int.h: the 16-bit engine
+ * (gemm_half.c) prices its calls and fork-joins with the same two. */
 /* A plan that packs runs through a workspace, where a plan reading both operands in place
  * may call one kernel directly (2 x 2 x 2: 80 ns packed, 23 ns in place). */
 #define WS_S 40e-9

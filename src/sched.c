@@ -54,8 +54,12 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
 /* ---- the roofline and the streaming kernel's time ----
  *
  * Every software constant of the CPU's model, with where it lives and how it was found; the
- * hardware's figures are the hw file's, each with its source (hw/README.md).  The GEMM
- * engine's own corrections (CALL_CYC, WS_S, SPLIT_LOADS, ...) are gemm_model.c's table.
+ * hardware's figures are the hw file's, each with its source (hw/README.md).  This is the
+ * index of every software constant of the models: the GEMM engine's own corrections
+ * (CALL_CYC, WS_S, SPLIT_LOADS, ...) are gemm_model.c's table (the 16-bit engine, gemm_half.c,
+ * takes CALL_CYC and SYNC_S from it and adds DP_PACK_OPS), and the GPU launch model's
+ * thresholds (SPLIT_WIN, WARP_RED_MIN, ROW_WARP_MAX, GRID_RED_*, ...) cuda_plan.c's, each
+ * with what it guards against; no other file of the models holds one.
  *
  *   name            value    where          what it is; how it was found
  *   SCHED_SYNC_S    0.3 us   sched.c        a fork-join on the CPU pool when a kernel's tasks
