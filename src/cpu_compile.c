@@ -146,6 +146,47 @@ GemmKernels *cpu_gemm_for(CpuBackend *be, DynElem e, char *err, size_t errlen) {
   return be->gemm[i] = wide ? gemm_half_compile(e, wide, err, errlen) : NULL;
 }
 
+/* ---- contractions: what the GEMM engine runs instead of loops ---- */
+
+/* A contraction the middle end recognised (contract.c) with nothing around the sum, its
+ * operands tensors in memory: the GEMM engine runs it whole. */
+static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
+  const Contraction *c = kn->con;
+  if (!c || c->epilogue) return false;
+  if (p->slots[c->a_slot].kind == SLOT_LOCAL || p->slots[c->b_slot].kind == SLOT_LOCAL) return false;
+  ck->gemm = true;
+  ck->g_a = c->a_slot;
+  ck->g_b = c->b_slot;
+  ck->g_c = c->c_slot;
+  ck->g_ax[0] = c->batch;
+  ck->g_ax[1] = c->m;
+  ck->g_ax[2] = c->n;
+  ck->g_ax[3] = c->k;
+  int pos[6] = { c->apos[1], c->apos[2], c->apos[0], c->bpos[1], c->bpos[2], c->bpos[0] };
+  memcpy(ck->g_pos, pos, sizeof pos);
+  return true;
+}
+
+/* A windowed contraction (a convolution) that cpu_rt.c can run as gathered GEMMs
+ * (kexpr_window_contraction), its operands and result tensors in memory of its element type. */
+static bool match_window(const Program *p, const Kernel *kn, CKernel *ck) {
+  if (kn->nstages != 1 || kn->nouter) return false;
+  const Stage *st = &kn->stages[0];
+  WinContraction w;
+  if (!kexpr_window_contraction(st->expr, st->axes, st->naxes, &w)) return false;
+  DynElem e = st->expr->ty;
+  const Slot *sa = &p->slots[w.a->slot], *sb = &p->slots[w.b->slot], *sc = &p->slots[st->out];
+  if (sa->kind == SLOT_LOCAL || sb->kind == SLOT_LOCAL || sc->kind == SLOT_LOCAL ||
+      sa->type.elem != e || sb->type.elem != e || sc->type.elem != e)
+    return false;
+  ck->win = true;
+  ck->w = w;
+  ck->g_a = w.a->slot;
+  ck->g_b = w.b->slot;
+  ck->g_c = st->out;
+  return true;
+}
+
 CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen) {
   double t0 = now_ms();
   CpuProgram *cp = xcalloc(1, sizeof *cp);
@@ -156,11 +197,11 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
   for (int i = 0; i < cp->nk; i++) {
     cp->k[i].kn = &p->kernels[i];
     cp->k[i].par_axis = cpu_par_axis(&p->kernels[i]);
-    if (cpu_match_gemm(p, &p->kernels[i], &cp->k[i])) {
+    if (match_gemm(p, &p->kernels[i], &cp->k[i])) {
       if (!cpu_gemm_for(be, p->slots[cp->k[i].g_c].type.elem, err, errlen)) goto fail;
     } else {
       any_loop = true;
-      cpu_match_window(p, &p->kernels[i], &cp->k[i]);
+      match_window(p, &p->kernels[i], &cp->k[i]);
     }
   }
   cpu_attn_find(cp);   /* attention chains, which may run fused (cpu_attn.c) */

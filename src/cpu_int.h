@@ -104,11 +104,10 @@ bool cpu_compile_strided(CpuBackend *be, CpuProgram *cp);
  * streaming twins (SYM_nt) or their strided variants (SYM_st). */
 struct LLVMOpaqueModule *cpu_build_module(CpuBackend *be, struct LLVMOpaqueContext *cx, const Program *p, CKernel *ck,
                                           int nk, const char *prefix, bool kernels, bool twins, bool strided);
-/* cpu.c: how a kernel is run: the axis split across tasks (-1: one task); a contraction for
- * the GEMM engine (filling ck's GEMM fields); a windowed contraction (a convolution). */
+/* cpu.c: how a kernel is run: the axis split across tasks (-1: one task).  (Whether it is a
+ * contraction for the GEMM engine, or a windowed one, is cpu_compile.c's match_gemm and
+ * match_window.) */
 int cpu_par_axis(const Kernel *kn);
-bool cpu_match_gemm(const Program *p, const Kernel *kn, CKernel *ck);
-bool cpu_match_window(const Program *p, const Kernel *kn, CKernel *ck);
 /* cpu.c: how code generation builds a stage, for :sched's text: interchanged (each step of
  * the reduction updates the row), a layout change in tiles (the axis it reads along, or
  * -1), and the lanes of such a tile. */
