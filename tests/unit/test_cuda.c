@@ -1443,15 +1443,31 @@ START_TEST(test_run_f64_contractions) {
 }
 END_TEST
 
+/* A session on the reference target whose output and errors go to one text, for the
+ * session tests below; session_text closes it and returns that text (the caller frees it). */
+typedef struct { char *text; size_t len; FILE *out; Session *se; } EmuSession;
+
+static void emu_session(EmuSession *e) {
+  e->text = NULL;
+  e->len = 0;
+  e->out = open_memstream(&e->text, &e->len);
+  SessionOptions opt = {.target = "ref"};
+  e->se = session_new(&opt, e->out, e->out);
+}
+
+static char *session_text(EmuSession *e) {
+  session_free(e->se);
+  fclose(e->out);
+  return e->text;
+}
+
 /* :check in a session on the emulated GPU: with tf32 it says so and allows for the rounding;
  * exact f32 is held to the usual tolerance. */
 START_TEST(test_session_check_math) {
   if (!emulator()) return;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&text, &len);
-  SessionOptions opt = {.target = "ref"};
-  Session *se = session_new(&opt, out, out);
+  EmuSession es;
+  emu_session(&es);
+  Session *se = es.se;
   ck_assert_int_eq(session_run(se, "seed(3)\nA = randn(f32[33, 70])\nB = randn(f32[70, 17])", "t"), RUN_OK);
   ck_assert_int_eq(session_run(se, ":target gpu tf32", "t"), RUN_OK);
   ck_assert_int_eq(session_run(se, ":check matmul(A, B)", "t"), RUN_OK);
@@ -1459,8 +1475,7 @@ START_TEST(test_session_check_math) {
   ck_assert_int_eq(session_run(se, ":check matmul(A, B)", "t"), RUN_OK);
   ck_assert_int_eq(session_run(se, ":target gpu", "t"), RUN_OK);
   ck_assert_int_eq(session_run(se, ":check matmul(A, B)", "t"), RUN_OK);
-  session_free(se);
-  fclose(out);
+  char *text = session_text(&es);
   ck_assert_msg(strstr(text, "gpu (tf32, tolerance 0.005) vs ref: max |difference|") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "gpu (bf16, tolerance 0.04) vs ref: max |difference|") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "; gpu vs ref: max |difference|") != NULL, "%s", text);
@@ -1475,11 +1490,9 @@ END_TEST
  * tolerance. */
 START_TEST(test_session_gpu_gather_halves) {
   if (!emulator()) return;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *out = open_memstream(&text, &len);
-  SessionOptions opt = {.target = "ref"};
-  Session *se = session_new(&opt, out, out);
+  EmuSession es;
+  emu_session(&es);
+  Session *se = es.se;
   ck_assert_int_eq(session_run(se, ":target gpu", "t"), RUN_OK);
   ck_assert_int_eq(session_run(se, "fn gath(E: f32[V, D], I: i32[T]) -> f32[T, D] {\n  Y[t, d] = E[I[t], d]\n  return Y\n}\n"
                                    "fn hm(A: f16[M, K], B: f16[K, N]) -> f16[M, N] {\n  C[i, j] = sum[k] A[i, k] * B[k, j]\n"
@@ -1488,8 +1501,7 @@ START_TEST(test_session_gpu_gather_halves) {
   ck_assert_int_eq(session_run(se, "Y = gath(E, i32([0, 4, 1]))", "t"), RUN_OK);
   ck_assert_int_ne(session_run(se, "Y = gath(E, i32([0, 4, 7, 1]))", "t"), RUN_OK);
   ck_assert_int_eq(session_run(se, ":check hm(A, B)", "t"), RUN_OK);
-  session_free(se);
-  fclose(out);
+  char *text = session_text(&es);
   ck_assert_msg(strstr(text, "I[2] = 7 is out of range for axis 0 of E (size 5)") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "f16[37, 19]: ref computed;") != NULL && strstr(text, "gpu vs ref: max |difference|") != NULL, "%s", text);
   ck_assert_msg(strstr(text, "MISMATCH") == NULL, "%s", text);
