@@ -157,7 +157,9 @@ A = randn(f32[37, 129])
 :check matmul(randn(f32[1, 5]), randn(f32[5, 17]))' 2>&1)
   n=$(echo "$out" | grep -c 'cpu vs ref.*: ok')
   [ "$n" = 6 ] || fail "$cpu: $n of 6 :check ok: $out"
-  # A model of another ISA is for looking; statements run on the host's own code.
+  # A model of another ISA is for looking; statements run on the host's own code.  The host
+  # here is the emulated Arm CPU ($cpu), never the machine running the test, and zen5 is an
+  # x86 model, foreign to it whatever that machine is.
   out=$("$d/dyn" --hw=zen5 -e 'A = rand(f32[20, 30])
 :check softmax(A)' 2>&1); rc=$?
   [ $rc = 0 ] && echo "$out" | grep -q 'cpu vs ref.*: ok' || fail "$cpu: --hw=zen5: status $rc: $out"
