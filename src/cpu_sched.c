@@ -62,9 +62,11 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
                  .tasks = tasks};
   SchedTerms T;
   double t = sched_stream_time(&be->hw, threads, &w, &T);
-  buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s: compute %.3f ms, memory %.3f ms",
-             (long long)ov, (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "",
-             be->hw.level[T.level].name, T.comp_s * 1e3, T.mem_s * 1e3);
+  buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)ov, (long long)rv,
+             (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
+  if (T.level == be->hw.nlevels - 1 && T.kept > 0)
+    buf_printf(out, " (%.0f%% kept in %s)", 100 * T.kept, be->hw.level[T.level - 1].name);
+  buf_printf(out, ": compute %.3f ms, memory %.3f ms", T.comp_s * 1e3, T.mem_s * 1e3);
   if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
   buf_printf(out, ": predicted %.3f ms\n", t * 1e3);
   return t;

@@ -923,12 +923,14 @@ typedef struct SchedWork {
   int64_t tasks;
 } SchedWork;
 /* The terms of its time: the threads that take part, the level its data lives in, whether
- * the written lines are read for ownership (memory), the bytes moved, compute, memory and
- * fork-join seconds and the total, max(compute, memory) + fork-join. */
+ * the written lines are read for ownership (memory), the bytes moved, the share of the
+ * working set a cache keeps between calls (1 where it fits one, the last cache's share where
+ * it fits none), compute, memory and fork-join seconds and the total, max(compute, memory) +
+ * fork-join. */
 typedef struct SchedTerms {
   int threads, level;
   bool memory;
-  double moved, comp_s, mem_s, sync_s, total;
+  double moved, kept, comp_s, mem_s, sync_s, total;
 } SchedTerms;
 /* The predicted seconds of w on `threads` of h; the terms in *out when out is not NULL. */
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out);

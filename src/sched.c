@@ -79,13 +79,25 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           in cpu_attn.c's block_update
  *   hoisting        a row    cost.c         what does not vary along a row runs once a row
  *                                           (LICM), read in :code layernorm asm
- *   write-allocate  2x       sched.c        a store to a line no cache holds reads the line
+ *   write-allocate  2x bus   sched.c        a store to a line no cache holds reads the line
  *                                           first (read for ownership), so each byte written
- *                                           to memory moves twice unless the kernel streams
- *                                           its stores (Intel SDM vol. 3 11.3 "write-back";
- *                                           AMD APM vol. 2 7.4; Arm's cores detect whole-line
- *                                           writes, which the CPU back end only meets with
- *                                           streaming stores anyway) */
+ *                                           to memory crosses the memory bus twice unless the
+ *                                           kernel streams its stores (Intel SDM vol. 3 11.3
+ *                                           "write-back"; AMD APM vol. 2 7.4; Arm's cores
+ *                                           detect whole-line writes, which the CPU back end
+ *                                           only meets with streaming stores anyway); only
+ *                                           the fill counts against a core's own rate, the
+ *                                           write-back of the dirty line does not (sched.c,
+ *                                           the streaming kernel's time)
+ *   kept share      C / F    sched.c        a working set F larger than the last cache C
+ *                                           finds C of it there on the next call: the caches'
+ *                                           replacement resists a stream that cycles through
+ *                                           more than they hold (adaptive insertion, Qureshi
+ *                                           et al., ISCA 2007; in Intel's L3 since Ivy Bridge
+ *                                           and AMD's since Zen), where pure LRU would keep
+ *                                           none; rmsnorm over 2048 x 4096 on 2 threads of
+ *                                           Zen 5 (33.6 MB read, 32 MiB L3) ran 0.96 ms,
+ *                                           1.40 ms with every byte from memory */
 #define SCHED_SYNC_S 0.3e-6
 
 /* The roofline of FLOPs and bytes on `threads` of h: the slower of the FLOPs at the threads'
@@ -106,13 +118,15 @@ double sched_roofline(const HwModel *hw, int threads, double flops, double bytes
 /* The level a working set of F bytes stays in between calls, on `threads` cores: a private
  * cache holds `threads` times its size, a shared one its size for each group of cores that
  * shares it; nlevels - 1 (main memory) when no cache holds it. */
+static double fit_capacity(const HwModel *h, int i, int threads) {
+  int sb = h->level[i].shared_by > 1 ? h->level[i].shared_by : 1, t = threads > 0 ? threads : 1;
+  return (double)h->level[i].bytes * (double)(sb > 1 ? (t + sb - 1) / sb : t);
+}
+
 int sched_fit_level(const HwModel *h, double F, int threads) {
-  int nc = hw_ncaches(h), t = threads > 0 ? threads : 1;
-  for (int i = 0; i < nc; i++) {
-    int sb = h->level[i].shared_by > 1 ? h->level[i].shared_by : 1;
-    double cap = (double)h->level[i].bytes * (double)(sb > 1 ? (t + sb - 1) / sb : t);
-    if (F <= cap && h->level[i].gbs > 0) return i;
-  }
+  int nc = hw_ncaches(h);
+  for (int i = 0; i < nc; i++)
+    if (F <= fit_capacity(h, i, threads) && h->level[i].gbs > 0) return i;
   return h->nlevels - 1;
 }
 
@@ -141,16 +155,51 @@ double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes) {
   return core * (threads > 0 ? threads : 1);
 }
 
+/* The bytes of a streaming kernel come from where its working set stays between calls: the
+ * bytes it reads and, unless it streams its stores past the caches, the lines it writes,
+ * which a store allocates.  A set that fits a cache streams at that level's rate.  One
+ * larger than every cache finds the last cache's capacity of it there (the kept share, in
+ * the index above) and the rest in memory; stores that stream go to memory whatever fits.
+ *
+ * A core's rate from memory (the hw file's per-core dram.gbs, a read loop's) is bound by
+ * the lines it can have in flight: it counts what the core fetches, the bytes it reads and
+ * the lines its stores fill (read for ownership) or stream, and not the write-back of a
+ * dirty line, which the cache hierarchy does after the fact.  Where the threads' fetches
+ * could outrun the memory's total (dram.total_gbs), the bus binds instead, and it carries
+ * the write-back too: twice the written bytes of a kernel that does not stream them.  (A
+ * detected host's total is its usable cores' streams, no bus of its own: there the cores'
+ * fetches bind.)  Charging the write-back at the core's rate, the
+ * model called silu over 2048 x 5632 on 2 threads of Zen 5 (memory-bound there) 2.9 ms
+ * against 1.4 measured. */
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out) {
   SchedTerms T = {0};
   int t = threads > 0 ? threads : 1;
   if (w->tasks > 0 && w->tasks < t) t = (int)w->tasks;
   if (h->cores > 0 && t > h->cores) t = h->cores;
   T.threads = t;
-  T.level = sched_fit_level(h, w->read + w->written, t);
-  T.memory = T.level == h->nlevels - 1 && !w->streamed;
-  T.moved = w->read + w->written * (T.memory ? 2 : 1);
-  T.mem_s = T.moved / sched_threads_bw(h, T.level, t);
+  int last = h->nlevels - 1, nc = hw_ncaches(h);
+  double streamed = w->streamed ? w->written : 0, F = w->read + w->written - streamed;
+  T.level = sched_fit_level(h, F, t);
+  T.memory = T.level == last && !w->streamed;
+  T.moved = w->read + w->written;
+  double kept = 0, cached_s = 0;
+  if (T.level == last && nc > 0 && F > 0) {
+    kept = fit_capacity(h, nc - 1, t) / F;
+    cached_s = kept * F / sched_threads_bw(h, nc - 1, t);
+  } else if (T.level < last) {
+    kept = 1;
+    cached_s = F / sched_threads_bw(h, T.level, t);
+  }
+  double fetched = (1 - kept) * F + streamed, bus = fetched + (T.memory ? (1 - kept) * w->written : 0);
+  double mem_s = 0;
+  if (fetched > 0 && last >= 0) {
+    const HwLevel *m = &h->level[last];
+    double core = m->gbs > 0 ? m->gbs * 1e9 * t : 10e9, tot = m->total_gbs > 0 ? m->total_gbs * 1e9 : 0;
+    mem_s = fetched / core;
+    if (tot > 0 && tot < core) mem_s = bus / tot;
+  }
+  T.kept = kept;
+  T.mem_s = cached_s + mem_s;
   T.comp_s = w->ops / sched_lane_ops_rate(h, t, w->elem_bytes);
   T.sync_s = t > 1 ? SCHED_SYNC_S : 0;
   T.total = (T.mem_s > T.comp_s ? T.mem_s : T.comp_s) + T.sync_s;

@@ -42,6 +42,24 @@ static double bw_of(const HwModel *h, int i, int t) {
   return (h->level[i].total_gbs > 0 && bw > h->level[i].total_gbs ? h->level[i].total_gbs : bw) * 1e9;
 }
 
+/* A streaming kernel's memory seconds, derived from the file's figures: its working set F
+ * (what it reads and, unless its stores stream, what it writes) from the level that holds
+ * it; one that no cache holds finds the last cache's capacity of itself there and fetches
+ * the rest, and the streamed stores, from memory at the threads' per-core rate -- or, where
+ * that rate outruns the memory's total, crosses the bus at the total, the write-back of the
+ * lines it did not stream beside the fetches. */
+static double mem_time(const HwModel *h, double read, double written, bool streamed, int t) {
+  int last = h->nlevels - 1, llc = hw_ncaches(h) - 1;
+  double nt = streamed ? written : 0, F = read + written - nt;
+  int lv = level_of(h, F, t);
+  if (lv < last) return F / bw_of(h, lv, t) + nt / (h->level[last].gbs * 1e9 * t);
+  const HwLevel *c = &h->level[llc], *m = &h->level[last];
+  double kept = (double)c->bytes * (c->shared_by > 1 ? ceil((double)t / c->shared_by) : t) / F;
+  double fetched = (1 - kept) * F + nt, core = m->gbs * 1e9 * t, tot = m->total_gbs * 1e9;
+  double from_mem = tot < core ? (fetched + (streamed ? 0 : (1 - kept) * written)) / tot : fetched / core;
+  return kept * F / bw_of(h, llc, t) + from_mem;
+}
+
 static double lanes_rate(const HwModel *h, int t, int elem) {
   return (double)(h->vector_bits / (8 * elem)) * h->fma_units * h->ghz * 1e9 * t;
 }
@@ -153,9 +171,9 @@ static void check_stream(const char *text, int ops, int tensors, const HwModel *
   SchedWork w = {.ops = ops * n, .elem_bytes = 4, .read = 4 * tensors * n, .written = 4 * n, .streamed = streamed,
                  .tasks = B < 4 * t ? B : 4 * t};
   int tt = B < t ? (int)B : t;
-  int lv = level_of(h, w.read + w.written, tt);
+  int lv = level_of(h, w.read + (streamed ? 0 : w.written), tt);
   bool rfo = lv == h->nlevels - 1 && !streamed;
-  double mem = (w.read + w.written * (rfo ? 2 : 1)) / bw_of(h, lv, tt);
+  double mem = mem_time(h, w.read, w.written, streamed, tt);
   double comp = w.ops / lanes_rate(h, tt, 4);
   double want = fmax(mem, comp) + (tt > 1 ? SYNC_S : 0);
   SchedTerms T;
@@ -211,6 +229,46 @@ START_TEST(test_rowwise) {
     sched_stream_time(&h, 2, &w, &T);
     ck_assert_msg(T.level < h.nlevels - 1 && T.comp_s > T.mem_s, "%s: compute %g, memory %g", h.name, T.comp_s, T.mem_s);
   }
+}
+END_TEST
+
+/* Memory, term by term, on zen5's figures (2 threads: 48 GB/s from DRAM, 130 from the
+ * 32 MiB L3 they share).  Each check fails if its term is dropped:
+ *   - the write-back of a line a store allocated is not a core's fetch: silu's 46 MB read
+ *     and 46 MB written are 92 MB at the cores' rate, not 138;
+ *   - a working set the L3 cannot hold finds the L3's capacity of itself there;
+ *   - streamed stores leave the caches to what is read: rmsnorm over 2048 x 4096 reads
+ *     33.6 MB, the L3's capacity of it kept, and writes 33.5 MB to memory;
+ *   - where the threads' fetches outrun the memory's total, the bus binds, and carries
+ *     the write-backs too. */
+START_TEST(test_memory_terms) {
+  HwModel h = model("zen5");
+  double L3 = (double)h.level[2].bytes, dram = h.level[3].gbs * 2e9, l3bw = h.level[2].gbs * 2e9;
+  SchedTerms T;
+  double rd = 4.0 * 2048 * 5632;
+  SchedWork silu = {.ops = 0, .elem_bytes = 4, .read = rd, .written = rd, .tasks = 8};
+  sched_stream_time(&h, 2, &silu, &T);
+  double kept = L3 / (2 * rd);
+  ck_assert(close_to(T.kept, kept));
+  ck_assert_msg(close_to(T.mem_s, kept * 2 * rd / l3bw + (1 - kept) * 2 * rd / dram), "silu: %g s", T.mem_s);
+  ck_assert(T.memory && T.level == 3);
+  /* rmsnorm, streamed: its reads alone outgrow the L3 by gamma's 16 KiB */
+  SchedWork rms = {.ops = 0, .elem_bytes = 4, .read = 4.0 * 2048 * 4096 + 4 * 4096, .written = 4.0 * 2048 * 4096,
+                   .streamed = true, .tasks = 8};
+  sched_stream_time(&h, 2, &rms, &T);
+  kept = L3 / rms.read;
+  ck_assert(!T.memory && T.level == 3 && close_to(T.kept, kept));
+  ck_assert(close_to(T.mem_s, kept * rms.read / l3bw + ((1 - kept) * rms.read + rms.written) / dram));
+  /* streamed, its reads in L2: the stores still go to memory */
+  SchedWork small = {.ops = 0, .elem_bytes = 4, .read = 512e3, .written = 512e3, .streamed = true, .tasks = 8};
+  sched_stream_time(&h, 2, &small, &T);
+  ck_assert(T.level == 1 && close_to(T.mem_s, 512e3 / (h.level[1].gbs * 2e9) + 512e3 / dram));
+  /* all 128 cores: 128 x 24 GB/s outruns the 460 in all; the bus carries fetches and
+   * write-backs */
+  SchedWork big = {.ops = 0, .elem_bytes = 4, .read = 4e9, .written = 4e9, .tasks = 1024};
+  sched_stream_time(&h, 128, &big, &T);
+  double cap = L3 * 16, k = cap / 8e9, tot = h.level[3].total_gbs * 1e9;
+  ck_assert_msg(close_to(T.mem_s, k * 8e9 / bw_of(&h, 2, 128) + (1 - k) * 12e9 / tot), "bus: %g s", T.mem_s);
 }
 END_TEST
 
@@ -290,6 +348,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_fit_level);
   tcase_add_test(tc, test_elementwise);
   tcase_add_test(tc, test_rowwise);
+  tcase_add_test(tc, test_memory_terms);
   tcase_add_test(tc, test_hoisted);
   tcase_add_test(tc, test_measured_peak);
   tcase_add_test(tc, test_attn_softmax);
