@@ -41,8 +41,10 @@ trap 'rm -rf "$tmp"' EXIT
 # One program: the functions the stdlib lacks, then per round every statement, each after a
 # marker naming its suite and its line.
 for f in "$@"; do
+  # named as make bench names it: the shared suite's rowwise.txt and shapes/rowwise.txt apart
   suite=$(basename "$f" .txt)
-  grep -v '^[[:space:]]*#' "$f" | grep -v '^[[:space:]]*$' | sed "s/^/$suite /"
+  case $(basename "$(dirname "$f")") in shapes) suite=shapes/$suite ;; esac
+  grep -v '^[[:space:]]*#' "$f" | grep -v '^[[:space:]]*$' | sed "s,^,$suite ,"
 done | awk -v rounds="$rounds" -v gmax="${GEMM_MAX:-12}" '
   function dims(n, i, s) { s = ""; for (i = 0; i < n; i++) s = s (i ? ", " : "") "D" i; return s }
   function sumfn(spec, n,   name, i, out, red, k) {
@@ -63,7 +65,7 @@ done | awk -v rounds="$rounds" -v gmax="${GEMM_MAX:-12}" '
   }
   {
     suite = $1; op = $2
-    if (suite == "gemm" && op ~ /^[0-9]+$/) {
+    if (suite ~ /gemm$/ && op ~ /^[0-9]+$/) {
       if (++ng > gmax) next
       setup = sprintf("A = randn(f32[%d, %d])\nB = randn(f32[%d, %d])", $2, $4, $4, $3)
       stmt = "C = matmul(A, B)"; what = "matmul " $2 "x" $3 "x" $4
@@ -105,13 +107,13 @@ awk -v stat="$stat" '
     key = ""
   }
   END {
-    printf "%-8s %-26s %11s %11s %7s\n", "suite", "statement", "measured", "predicted", "error"
+    printf "%-16s %-26s %11s %11s %7s\n", "suite", "statement", "measured", "predicted", "error"
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, a, "|"); e = pred[k] / best[k] - 1
-      printf "%-8s %-26s %8.3f ms %8.3f ms %+6.0f%%\n", a[1], a[2], best[k], pred[k], 100 * e
+      printf "%-16s %-26s %8.3f ms %8.3f ms %+6.0f%%\n", a[1], a[2], best[k], pred[k], 100 * e
       sum[a[1]] += (e < 0 ? -e : e); cnt[a[1]]++
       if (!(a[1] in so)) { so[a[1]] = 1; sorder[++ns] = a[1] }
     }
     for (i = 1; i <= ns; i++)
-      printf "mean |error| %-8s %4.0f%% over %d lines\n", sorder[i], 100 * sum[sorder[i]] / cnt[sorder[i]], cnt[sorder[i]]
+      printf "mean |error| %-16s %4.0f%% over %d lines\n", sorder[i], 100 * sum[sorder[i]] / cnt[sorder[i]], cnt[sorder[i]]
   }' "$tmp/out"
