@@ -213,6 +213,10 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
 /* The model's seconds for the partials' combination (the partials written by the pieces,
  * read again, and the result written, on one thread). */
 double cpu_reduce_combine_time(const HwModel *h, const CpuRedSplit *sp, int elem_bytes);
+/* The lane-operations the innermost loop's runs of a reduction kernel cost beyond one an
+ * element at the vector rate: its elements past the last whole vector and each run's entry
+ * and exit, in cycles of h's clock at its vector pipes' rate (0 for other kernels). */
+double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext);
 /* The tasks cpu_rt.c splits a kernel's parallel axis into on `threads` (cpu_rt.c): one
  * where the kernel is small. */
 int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int threads);

@@ -373,6 +373,45 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
   return true;
 }
 
+/* ---- the innermost loop's short runs, for the model ---- */
+
+/* A reduction's innermost loop runs whole vectors, and the elements of a run past the last
+ * whole vector one at a time; each run also enters and leaves its loop and (where reduced)
+ * adds its vector partials across.  The lane-operations count (cost.c) prices every element
+ * at the vector rate, which holds for long runs; a sum over the last axis of 7 (100000 x 7)
+ * ran at 12% of its bytes' rate, since every element there is such a one.  Charged here: a
+ * cycle for each element past the last whole vector (a load and an add; two where the run is
+ * kept, whose result is loaded and stored again) and RUN_CYC for each run. */
+#define RUN_CYC 3
+
+double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext) {
+  if (kn->nouter || kn->nstages != 1 || kn->stages[0].expr->kind != KX_REDUCE || h->ghz <= 0) return 0;
+  const Stage *st = &kn->stages[0];
+  const KExpr *e = st->expr;
+  double total = 1, k;
+  for (int i = 0; i < st->naxes; i++) total *= (double)ext[st->axes[i]];
+  for (int i = 0; i < e->nraxes; i++) total *= (double)ext[e->raxes[i]];
+  bool keep;
+  CpuRedPlan pl;
+  if (cpu_reduce_plan(p, kn, 0, par_axis, &pl)) {
+    int g = pl.ng - 1;
+    k = 1;
+    for (int i = 0; i < pl.glen[g]; i++) k *= (double)ext[pl.ax[pl.gfirst[g] + i]];
+    keep = !pl.gred[g];
+  } else if (st->naxes && cpu_interchanged(p, kn, 0, par_axis)) {
+    k = (double)ext[st->axes[st->naxes - 1]];
+    keep = true;
+  } else {
+    k = (double)ext[e->raxes[e->nraxes - 1]];
+    keep = false;
+  }
+  int eb = elem_size(e->ty), vf = h->vector_bits > 0 ? h->vector_bits / (8 * eb) : 1;
+  if (total <= 0 || k <= 0) return 0;
+  double runs = total / k, rest = (double)((int64_t)k % (vf > 0 ? vf : 1));
+  double cycles = runs * (rest * (keep ? 2 : 1) + RUN_CYC);
+  return cycles * sched_lane_ops_rate(h, 1, eb) / (h->ghz * 1e9);
+}
+
 /* ---- the loop nest ---- */
 
 /* The extent of run g (its axes' product); lead: of those after the first. */

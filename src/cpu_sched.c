@@ -40,7 +40,7 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
  * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
 static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const Extents *x,
-                           int threads, bool nt, int64_t tasks, const CpuRedSplit *sp, Buf *out) {
+                           int threads, bool nt, int par_axis, int64_t tasks, const CpuRedSplit *sp, Buf *out) {
   const EvalSizes *sz = &x->sz;
   const Poly *rp, *wp;
   cost_kernel_traffic(p, kn, pc, &rp, &wp);
@@ -60,11 +60,13 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
                  .read = (double)rv, .written = (double)wv, .streamed = nt && llc > 0 && (double)(rv + wv) > llc,
                  .tasks = tasks};
+  double runs = cpu_reduce_run_ops(&be->hw, p, kn, par_axis, x->ext);
+  w.ops += runs;
   SchedTerms T;
   if (sp) w.tasks = sp->pieces;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
   buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s: compute %.3f ms, memory %.3f ms",
-             (long long)ov, (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "",
+             (long long)(ov + (int64_t)runs), (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "",
              be->hw.level[T.level].name, T.comp_s * 1e3, T.mem_s * 1e3);
   if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
   if (sp) buf_printf(out, ", partials combined %.3f ms", comb * 1e3);
@@ -229,7 +231,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0,
+      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis,
                             par ? cpu_task_count(kn, ck->par_axis, ext, threads) : 1, split ? &sp : NULL, out);
     }
   }

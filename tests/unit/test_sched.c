@@ -344,6 +344,43 @@ START_TEST(test_reduce_split) {
   }
 }
 END_TEST
+
+/* A reduction's innermost runs past their last whole vector (cpu_reduce_run_ops): sums over
+ * a last axis of k cost a cycle for each of the k mod lanes elements past the last vector and
+ * 3 more a run, in lane-operations at the vector pipes' rate of one core; a kept innermost
+ * run (column sums, its result loaded and stored again) two cycles an element.  Runs as
+ * long as a whole number of vectors cost only the 3. */
+START_TEST(test_reduce_runs) {
+  const Program *p = lowered("fn rs(X: f32[R, K]) -> f32[R] {\n  Y[r] = sum[k] X[r, k]\n  return Y\n}");
+  int ar = p->axes[0].name[0] == 'r' ? 0 : 1, ak = 1 - ar;
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32;
+    const int64_t ks[] = {1, 7, lanes - 1, lanes, lanes + 1, 3 * lanes};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+      int64_t ext[2];
+      ext[ar] = 100000;
+      ext[ak] = ks[i];
+      double want = 100000.0 * ((double)(ks[i] % lanes) + 3) * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
+      double got = cpu_reduce_run_ops(&h, p, &p->kernels[0], ar, ext);
+      ck_assert_msg(close_to(got, want), "%s: 100000 x %lld: %g lane-ops, derived %g", h.name, (long long)ks[i], got, want);
+    }
+  }
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+  p = lowered("fn cs(X: f32[R, K]) -> f32[K] {\n  Y[k] = sum[r] X[r, k]\n  return Y\n}");
+  ar = p->axes[0].name[0] == 'r' ? 0 : 1, ak = 1 - ar;
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32;
+    int64_t ext[2];
+    ext[ar] = 1021;
+    ext[ak] = lanes + 7;
+    double want = 1021.0 * (2.0 * (7 % lanes) + 3) * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
+    ck_assert(close_to(cpu_reduce_run_ops(&h, p, &p->kernels[0], ak, ext), want));
+  }
+}
+END_TEST
 #endif
 
 static Suite *sched_suite(void) {
@@ -359,6 +396,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_attn_softmax);
 #ifdef HAVE_LLVM
   tcase_add_test(tc, test_reduce_split);
+  tcase_add_test(tc, test_reduce_runs);
 #endif
   suite_add_tcase(s, tc);
   return s;
