@@ -192,5 +192,33 @@ bool cpu_reduce_plan(const Program *p, const Kernel *kn, int s, int par_axis, Cp
 int64_t cpu_reduce_work(const Kernel *kn, int s, int par_axis, const int64_t *ext);
 /* :sched's words for a plan: its runs, outer to inner. */
 void cpu_reduce_text(const Program *p, const CpuRedPlan *pl, Buf *out);
+/* A reduction whose kept extent leaves cores idle, its reduced extent split instead: each
+ * piece of `axis` a task that reduces into a partial result of its own (piece 0 into the
+ * result), the partials combined in piece order.  The pieces depend on the shape and the
+ * model's cores alone, never on the threads that run them, so the result does not either. */
+typedef struct CpuRedSplit {
+  int axis;                        /* the reduced axis split (the operand's outermost reduced) */
+  int64_t pieces, kept;            /* its pieces; the results (the kept extents' product) */
+  int nmove, move_slot[16], move_dim[16];   /* the loads' slots that take axis, at dim */
+  double t_now, t_split;           /* the model's seconds without and with the split */
+} CpuRedSplit;
+/* Whether ck's kernel at these extents (strides and shape per slot, as cpu_rt.c has them;
+ * shape NULL: the result is taken as dense) runs split, by the model of h: its plan in *sp. */
+bool cpu_reduce_split(const HwModel *h, const Program *p, const CKernel *ck, const int64_t *ext,
+                      const int64_t *strides, const int64_t *shape, CpuRedSplit *sp);
+/* Run it with fn over the kernel's n iterations of its parallel axis on pool; false when the
+ * partial results cannot be allocated. */
+bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, KernelFn fn, const KCtx *base,
+                          const CpuRedSplit *sp, int64_t n, volatile int *interrupt);
+/* The model's seconds for the partials' combination (the partials written by the pieces,
+ * read again, and the result written, on one thread). */
+double cpu_reduce_combine_time(const HwModel *h, const CpuRedSplit *sp, int elem_bytes);
+/* The lane-operations the innermost loop's runs of a reduction kernel cost beyond one an
+ * element at the vector rate: its elements past the last whole vector and each run's entry
+ * and exit, in cycles of h's clock at its vector pipes' rate (0 for other kernels). */
+double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext);
+/* The tasks cpu_rt.c splits a kernel's parallel axis into on `threads` (cpu_rt.c): one
+ * where the kernel is small. */
+int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int threads);
 
 #endif

@@ -1,9 +1,10 @@
 /* cpu_reduce.c -- reductions over several axes, or a middle one, on the compiled CPU back
  * end: the plan (which axes run together in one loop), the loop nest cpu.c has built
- * through cpu_reduce.h, and a reduction's weight in the run-time's split over threads.  cpu.c
- * asks for a plan for a kernel's only stage when it reduces; the stage then runs here,
- * cpu_sched.c prints the plan and cpu_rt.c weighs the split.  Only built where LLVM is
- * (HAVE_LLVM).
+ * through cpu_reduce.h, a reduction's weight in the run-time's split over threads, and the
+ * split of its reduced extent where the kept one leaves cores idle.  cpu.c asks for a plan
+ * for a kernel's only stage when it reduces; the stage then runs here, cpu_sched.c prints
+ * the plan and prices the split, cpu_rt.c weighs the tasks and runs the split through
+ * cpu_reduce_split_run.  Only built where LLVM is (HAVE_LLVM).
  *
  * Why.  A stage loops over its own axes, then the reduction's, in the order written, and
  * LLVM vectorises the innermost loop: batch norm's statistics, Y[c] = sum[n, h, w]
@@ -31,6 +32,7 @@
 
 #include "cpu_reduce.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- the plan ---- */
@@ -191,7 +193,7 @@ static bool along(const KExpr *e, int a) {
  * thread.  But where the parallel axis is the operand's rows (column sums, s[n] =
  * sum[b] X[b, n]), each task would read a short piece of every row, which measured slower
  * on two threads than the whole rows on one (4096 x 4096: 3.3 against 1.8 ms); those keep
- * the old count, until their tasks can split the rows' axis instead. */
+ * the old count, and cpu_reduce_split splits their reduced extent instead. */
 int64_t cpu_reduce_work(const Kernel *kn, int s, int par_axis, const int64_t *ext) {
   const KExpr *e = kn->stages[s].expr;
   if (e->kind != KX_REDUCE || par_axis < 0 || along(e->a[0], par_axis)) return 1;
@@ -208,6 +210,206 @@ void cpu_reduce_text(const Program *p, const CpuRedPlan *pl, Buf *out) {
     if (pl->glen[g] > 1) buf_putc(out, ')');
     buf_puts(out, pl->gred[g] ? " reduced" : " kept");
   }
+}
+
+/* ---- the reduced extent split over threads ---- */
+
+/* Column sums, c[j] = sum[i] W[i, j] over 4096 x 4096, ran on one thread: their tasks split
+ * the kept extent, and a task that reads a short piece of every row measured slower than one
+ * that reads whole rows (cpu_reduce_work).  Where the kept extent leaves cores idle, the
+ * reduced one is split instead: each piece of the operand's outermost reduced axis is the
+ * same kernel run with that axis's extent cut to the piece and the loads that take it moved
+ * to its start, into a partial result of its own; the partials are then combined in piece
+ * order.  The pieces are twice the model's cores (or the axis's extent), so results are the
+ * same on any number of threads; a sum's rounding differs from the unsplit order's by the
+ * few partial sums.  Whether to split is the model's: the streaming time of the kernel on
+ * the tasks it would have, against the split's plus the partials written and combined. */
+
+#define SPLIT_SLOTS 16
+
+/* The partial results' combination, one type and operation. */
+#define COMBINE(T)                                                        \
+  static void combine_##T(T *y, const T *x, int64_t n, RedOp op) {        \
+    switch (op) {                                                         \
+    case RED_SUM: for (int64_t i = 0; i < n; i++) y[i] += x[i]; break;    \
+    case RED_PROD: for (int64_t i = 0; i < n; i++) y[i] *= x[i]; break;   \
+    case RED_MAX: for (int64_t i = 0; i < n; i++) y[i] = x[i] > y[i] || x[i] != x[i] ? x[i] : y[i]; break; \
+    case RED_MIN: for (int64_t i = 0; i < n; i++) y[i] = x[i] < y[i] || x[i] != x[i] ? x[i] : y[i]; break; \
+    }                                                                     \
+  }
+COMBINE(float)
+COMBINE(double)
+COMBINE(int32_t)
+COMBINE(int64_t)
+
+static bool combinable(DynElem e) { return e == DYN_F32 || e == DYN_F64 || e == DYN_I32 || e == DYN_I64; }
+
+double cpu_reduce_combine_time(const HwModel *h, const CpuRedSplit *sp, int elem_bytes) {
+  double k = (double)sp->kept * elem_bytes;
+  SchedWork c = {.ops = (double)sp->kept * (double)(sp->pieces - 1), .elem_bytes = elem_bytes,
+                 .read = k * (double)sp->pieces, .written = k, .tasks = 1};
+  return sched_stream_time(h, 1, &c, NULL);
+}
+
+bool cpu_reduce_split(const HwModel *h, const Program *p, const CKernel *ck, const int64_t *ext,
+                      const int64_t *strides, const int64_t *shape, CpuRedSplit *sp) {
+  const Kernel *kn = ck->kn;
+  if (kn->nouter || kn->nstages != 1 || ck->gemm || ck->win) return false;
+  const Stage *st = &kn->stages[0];
+  const KExpr *e = st->expr;
+  int out = st->out;
+  if (e->kind != KX_REDUCE || !combinable(e->ty) || p->slots[out].type.elem != e->ty) return false;
+  Scan sc = {0};
+  scan(e->a[0], &sc, false);
+  if (sc.bad || !sc.nload) return false;
+  /* the axis: the first reduced subscript of the first load that has one */
+  int a = -1;
+  for (int i = 0; i < sc.nload && a < 0; i++)
+    for (int k = 0; k < sc.load[i]->n && a < 0; k++)
+      if (sc.load[i]->a[k]->kind == KX_AXIS && !kept(st, sc.load[i]->a[k]->axis)) a = sc.load[i]->a[k]->axis;
+  if (a < 0 || (sc.loose >> (a % 64) & 1) || ext[a] < 2) return false;
+  memset(sp, 0, sizeof *sp);
+  sp->axis = a;
+  /* every load that takes it takes it once, as a plain subscript, at one dim per slot */
+  for (int i = 0; i < sc.nload; i++) {
+    const KExpr *l = sc.load[i];
+    if (!(l->axmask >> (a % 64) & 1)) continue;
+    int d = place(l->a, l->n, a), m = 0;
+    if (d < 0) return false;
+    for (int k = 0; k < l->n; k++)
+      if (k != d && (l->a[k]->axmask >> (a % 64) & 1)) return false;
+    while (m < sp->nmove && sp->move_slot[m] != l->slot) m++;
+    if (m < sp->nmove) {
+      if (sp->move_dim[m] != d) return false;
+      continue;
+    }
+    if (sp->nmove == SPLIT_SLOTS || l->slot == out) return false;
+    sp->move_slot[sp->nmove] = l->slot;
+    sp->move_dim[sp->nmove++] = d;
+  }
+  /* the result dense, so that its partials are plain arrays */
+  int64_t kept_n = 1, dense = 1;
+  for (int d = st->naxes - 1; d >= 0; d--) {
+    int64_t x = shape ? shape[out * DYN_MAX_RANK + d] : ext[st->axes[d]];
+    if (shape && x > 1 && strides[out * DYN_MAX_RANK + d] != dense) return false;
+    dense *= x;
+    kept_n *= x;
+  }
+  if (kept_n < 1) return false;
+  sp->kept = kept_n;
+  /* the model: the kernel's bytes and an operation an element, on its tasks or on the pieces */
+  int cores = h->cores > 0 ? h->cores : 1, eb = elem_size(e->ty);
+  double elems = (double)kept_n, rd = 0;
+  for (int i = 0; i < e->nraxes; i++) elems *= (double)(ext[e->raxes[i]] > 0 ? ext[e->raxes[i]] : 0);
+  for (int i = 0; i < sc.nload; i++) rd += elems * elem_size(p->slots[sc.load[i]->slot].type.elem);
+  int64_t pieces = ext[a] < 2 * cores ? ext[a] : 2 * cores;
+  SchedWork w = {.ops = elems, .elem_bytes = eb, .read = rd, .written = (double)kept_n * eb,
+                 .tasks = cpu_task_count(kn, ck->par_axis, ext, cores)};
+  if (w.tasks >= cores || pieces < 2) return false;
+  sp->t_now = sched_stream_time(h, cores, &w, NULL);
+  w.tasks = pieces;
+  sp->pieces = pieces;
+  sp->t_split = sched_stream_time(h, cores, &w, NULL) + cpu_reduce_combine_time(h, sp, eb);
+  return sp->t_split < sp->t_now;
+}
+
+typedef struct SplitRun {
+  const Program *p;
+  const CKernel *ck;
+  KernelFn fn;
+  const KCtx *base;
+  const CpuRedSplit *sp;
+  char *part;                      /* pieces - 1 partial results, `bytes` apart */
+  size_t bytes;
+  int64_t n;
+  volatile int *interrupt;
+} SplitRun;
+
+static void split_task(void *arg, int64_t t) {
+  SplitRun *r = arg;
+  if (r->interrupt && *r->interrupt) return;
+  const CpuRedSplit *sp = r->sp;
+  const Program *p = r->p;
+  int64_t R = r->base->ext[sp->axis], lo = R * t / sp->pieces, hi = R * (t + 1) / sp->pieces;
+  int64_t ext_local[64], *ext = p->naxes <= 64 ? ext_local : xmalloc(sizeof(int64_t) * (size_t)p->naxes);
+  void *bufs_local[256], **bufs = p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)p->nslots);
+  memcpy(ext, r->base->ext, sizeof(int64_t) * (size_t)p->naxes);
+  memcpy(bufs, r->base->bufs, sizeof(void *) * (size_t)p->nslots);
+  ext[sp->axis] = hi - lo;
+  for (int m = 0; m < sp->nmove; m++) {
+    int s = sp->move_slot[m];
+    bufs[s] = (char *)bufs[s] + lo * r->base->strides[s * DYN_MAX_RANK + sp->move_dim[m]] * elem_size(p->slots[s].type.elem);
+  }
+  if (t > 0) bufs[r->ck->kn->stages[0].out] = r->part + (size_t)(t - 1) * r->bytes;
+  KCtx c = *r->base;
+  c.ext = ext;
+  c.bufs = bufs;
+  r->fn(&c, 0, r->n);
+  if (ext != ext_local) free(ext);
+  if (bufs != bufs_local) free(bufs);
+}
+
+bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, KernelFn fn, const KCtx *base,
+                          const CpuRedSplit *sp, int64_t n, volatile int *interrupt) {
+  const Stage *st = &ck->kn->stages[0];
+  DynElem ty = st->expr->ty;
+  size_t bytes = ((size_t)sp->kept * (size_t)elem_size(ty) + 63) / 64 * 64;
+  char *part = aligned_alloc(64, bytes * (size_t)(sp->pieces - 1));
+  if (!part) return false;
+  SplitRun r = {p, ck, fn, base, sp, part, bytes, n, interrupt};
+  dyn_parallel_for(pool, sp->pieces, split_task, &r);
+  void *y = base->bufs[st->out];
+  RedOp op = st->expr->red;
+  for (int64_t t = 1; t < sp->pieces; t++) {
+    const void *x = part + (size_t)(t - 1) * bytes;
+    switch (ty) {
+    case DYN_F32: combine_float(y, x, sp->kept, op); break;
+    case DYN_F64: combine_double(y, x, sp->kept, op); break;
+    case DYN_I32: combine_int32_t(y, x, sp->kept, op); break;
+    default: combine_int64_t(y, x, sp->kept, op); break;
+    }
+  }
+  free(part);
+  return true;
+}
+
+/* ---- the innermost loop's short runs, for the model ---- */
+
+/* A reduction's innermost loop runs whole vectors, and the elements of a run past the last
+ * whole vector one at a time; each run also enters and leaves its loop and (where reduced)
+ * adds its vector partials across.  The lane-operations count (cost.c) prices every element
+ * at the vector rate, which holds for long runs; a sum over the last axis of 7 (100000 x 7)
+ * ran at 12% of its bytes' rate, since every element there is such a one.  Charged here: a
+ * cycle for each element past the last whole vector (a load and an add; two where the run is
+ * kept, whose result is loaded and stored again) and RUN_CYC for each run. */
+#define RUN_CYC 3
+
+double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext) {
+  if (kn->nouter || kn->nstages != 1 || kn->stages[0].expr->kind != KX_REDUCE || h->ghz <= 0) return 0;
+  const Stage *st = &kn->stages[0];
+  const KExpr *e = st->expr;
+  double total = 1, k;
+  for (int i = 0; i < st->naxes; i++) total *= (double)ext[st->axes[i]];
+  for (int i = 0; i < e->nraxes; i++) total *= (double)ext[e->raxes[i]];
+  bool keep;
+  CpuRedPlan pl;
+  if (cpu_reduce_plan(p, kn, 0, par_axis, &pl)) {
+    int g = pl.ng - 1;
+    k = 1;
+    for (int i = 0; i < pl.glen[g]; i++) k *= (double)ext[pl.ax[pl.gfirst[g] + i]];
+    keep = !pl.gred[g];
+  } else if (st->naxes && cpu_interchanged(p, kn, 0, par_axis)) {
+    k = (double)ext[st->axes[st->naxes - 1]];
+    keep = true;
+  } else {
+    k = (double)ext[e->raxes[e->nraxes - 1]];
+    keep = false;
+  }
+  int eb = elem_size(e->ty), vf = h->vector_bits > 0 ? h->vector_bits / (8 * eb) : 1;
+  if (total <= 0 || k <= 0) return 0;
+  double runs = total / k, rest = (double)((int64_t)k % (vf > 0 ? vf : 1));
+  double cycles = runs * (rest * (keep ? 2 : 1) + RUN_CYC);
+  return cycles * sched_lane_ops_rate(h, 1, eb) / (h->ghz * 1e9);
 }
 
 /* ---- the loop nest ---- */

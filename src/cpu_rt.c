@@ -101,6 +101,20 @@ static void run_task(void *arg, int64_t t) {
 }
 
 
+/* Work per parallel iteration decides the split: small kernels run on one thread (a
+ * reduction's summed axes count too, cpu_reduce_work). */
+int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int threads) {
+  int64_t n = par_axis >= 0 ? ext[par_axis] : 1, work = 1;
+  for (int s = 0; s < kn->nstages; s++) {
+    for (int a = 0; a < kn->stages[s].naxes; a++)
+      if (kn->stages[s].axes[a] != par_axis) work *= ext[kn->stages[s].axes[a]] > 0 ? ext[kn->stages[s].axes[a]] : 1;
+    work *= cpu_reduce_work(kn, s, par_axis, ext);
+  }
+  int64_t tasks = n * work < 32768 ? 1 : (int64_t)threads * 4;
+  if (tasks > n) tasks = n;
+  return tasks > 0 ? tasks : 1;
+}
+
 /* The contraction's sizes and element strides; strides[slot * DYN_MAX_RANK + d]. */
 void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
   const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
@@ -540,20 +554,14 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     T.nlocal = nl;
     T.local_slots = lslots;
     T.local_bytes = lbytes;
-    /* work per parallel iteration decides the split: small kernels run on one thread (a
-     * reduction's summed axes count too, cpu_reduce_work) */
-    int64_t work = 1;
-    for (int s = 0; s < ck->kn->nstages; s++) {
-      for (int a = 0; a < ck->kn->stages[s].naxes; a++)
-        if (ck->kn->stages[s].axes[a] != ck->par_axis) work *= ext[ck->kn->stages[s].axes[a]] > 0 ? ext[ck->kn->stages[s].axes[a]] : 1;
-      work *= cpu_reduce_work(ck->kn, s, ck->par_axis, ext);
-    }
-    int64_t tasks = n * work < 32768 ? 1 : (int64_t)nthreads * 4;
-    if (tasks > n) tasks = n;
+    CpuRedSplit sp;
+    int64_t tasks = cpu_task_count(ck->kn, ck->par_axis, ext, nthreads);
     T.n = n;
     T.chunk = (n + tasks - 1) / tasks;
     tasks = (n + T.chunk - 1) / T.chunk;
-    if (tasks == 1) run_task(&T, 0);
+    if (!T.nlocal && !T.nt && cpu_reduce_split(&be->hw, p, ck, ext, strides, shape, &sp)) {
+      if (!cpu_reduce_split_run(be->pool, p, ck, T.st ? ck->fn_st : ck->fn, &base, &sp, n, interrupt)) errflag = 2;
+    } else if (tasks == 1) run_task(&T, 0);
     else dyn_parallel_for(be->pool, tasks, run_task, &T);
     if (errflag == 2) {
       snprintf(err, errlen, "cannot allocate the per-row buffers of %s", ck->kn->name);

@@ -40,7 +40,7 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
  * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
 static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const Extents *x,
-                           int threads, bool nt, int64_t tasks, Buf *out) {
+                           int threads, bool nt, int par_axis, int64_t tasks, const CpuRedSplit *sp, Buf *out) {
   const EvalSizes *sz = &x->sz;
   const Poly *rp, *wp;
   cost_kernel_traffic(p, kn, pc, &rp, &wp);
@@ -60,16 +60,20 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
                  .read = (double)rv, .written = (double)wv, .streamed = nt && llc > 0 && (double)(rv + wv) > llc,
                  .tasks = tasks};
+  double runs = cpu_reduce_run_ops(&be->hw, p, kn, par_axis, x->ext);
+  w.ops += runs;
   SchedTerms T;
-  double t = sched_stream_time(&be->hw, threads, &w, &T);
-  buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)ov, (long long)rv,
-             (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
+  if (sp) w.tasks = sp->pieces;
+  double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
+  buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)(ov + (int64_t)runs),
+             (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
   if (T.level == be->hw.nlevels - 1 && T.kept > 0)
     buf_printf(out, " (%.0f%% kept in %s)", 100 * T.kept, be->hw.level[T.level - 1].name);
   buf_printf(out, ": compute %.3f ms, memory %.3f ms", T.comp_s * 1e3, T.mem_s * 1e3);
   if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
-  buf_printf(out, ": predicted %.3f ms\n", t * 1e3);
-  return t;
+  if (sp) buf_printf(out, ", partials combined %.3f ms", comb * 1e3);
+  buf_printf(out, ": predicted %.3f ms\n", (t + comb) * 1e3);
+  return t + comb;
 }
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) {
@@ -209,12 +213,17 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       out->s[out->len] = 0;
       buf_printf(out, "tasks over %s", par);
       if (have) {
-        int64_t n = ext[ck->par_axis];
-        int64_t tasks = n < (int64_t)threads * 4 ? n : (int64_t)threads * 4;
+        int64_t n = ext[ck->par_axis], tasks = cpu_task_count(kn, ck->par_axis, ext, threads);
         buf_printf(out, " = %lld in %lld task%s", (long long)n, (long long)tasks, tasks == 1 ? "" : "s");
       }
       buf_putc(out, '\n');
     }
+    CpuRedSplit sp;
+    bool split = have && cpu_reduce_split(&be->hw, p, ck, ext, strides, NULL, &sp);
+    if (split)
+      buf_printf(out, "  split: %s in %lld pieces over the threads instead, each into partial results of its own, "
+                 "combined in order (the model: %.3f against %.3f ms)\n", p->axes[sp.axis].name, (long long)sp.pieces,
+                 sp.t_split * 1e3, sp.t_now * 1e3);
     if (ck->nt_slot >= 0) {
       double llc = (double)sched_last_cache_bytes(&be->hw);
       bool mib = llc >= (1 << 20);
@@ -224,8 +233,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0,
-                            par ? (ext[ck->par_axis] < (int64_t)threads * 4 ? ext[ck->par_axis] : (int64_t)threads * 4) : 1, out);
+      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis,
+                            par ? cpu_task_count(kn, ck->par_axis, ext, threads) : 1, split ? &sp : NULL, out);
     }
   }
   if (have) {

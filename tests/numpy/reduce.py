@@ -13,6 +13,8 @@ of the absolute values of their terms (compare.py's `terms`), integers exactly.
 """
 import itertools
 import os
+import re
+import subprocess
 import sys
 
 import numpy as np
@@ -52,11 +54,15 @@ def src(name, rank, axes, dtype, op):
             % (name, ty, ins, ty, outs, stmt, name, stmt))
 
 
-def red_case(k, shape, axes, dtype, op='sum', fortran=False):
+def red_case(k, shape, axes, dtype, op='sum', fortran=False, hw=None):
     X = data(shape, dtype)
     name = 'r%d' % k
-    if op == 'max':
-        ref = X.max(axis=axes) if 0 not in [shape[a] for a in axes] else None
+    if hw is not None and op in ('max', 'min') and X.size:
+        # the extremes in the first and the last piece of a split, so that every partial counts
+        X[(0,) * (len(shape) - 1) + (slice(0, None, 2),)] = 99 if op == 'max' else -99
+        X[(-1,) * (len(shape) - 1) + (slice(1, None, 2),)] = 99 if op == 'max' else -99
+    if op in ('max', 'min'):
+        ref = getattr(X, op)(axis=axes) if 0 not in [shape[a] for a in axes] else None
         if ref is None:
             return
         outs = [compare.out(n, dtype, ref, compare.EXACT) for n in ('Yf', 'Yt')]
@@ -66,10 +72,12 @@ def red_case(k, shape, axes, dtype, op='sum', fortran=False):
     else:
         ref, mag = f64(X).sum(axis=axes), np.abs(f64(X)).sum(axis=axes)
         outs = [compare.summed(n, dtype, ref, mag) for n in ('Yf', 'Yt')]
-    compare.case('%s %s over %s of %s%s' % (op, TY[dtype], ''.join(map(str, axes)), 'x'.join(map(str, shape)),
-                                            ' (Fortran order)' if fortran else ''),
-                 [('X', X)], src(name, len(shape), axes, dtype, op), outs,
-                 fortran=('X',) if fortran else ())
+    body = src(name, len(shape), axes, dtype, op)
+    if hw:
+        body = ':hw %s\n%s:hw host\n' % (hw, body)
+    compare.case('%s %s over %s of %s%s%s' % (op, TY[dtype], ''.join(map(str, axes)), 'x'.join(map(str, shape)),
+                                              ' (Fortran order)' if fortran else '', ' under --hw=%s' % hw if hw else ''),
+                 [('X', X)], body, outs, fortran=('X',) if fortran else ())
 
 
 k = 0
@@ -95,6 +103,64 @@ for shape, axes in [((6, 37, 29, 31), (0, 2, 3)), ((9, 33, 17, 23), (2, 3)), ((7
     k += 1
     red_case(k, shape, axes, F64)
     k += 1
+
+
+def split_probe(model):
+    """The pieces a column sum's reduced extent is split into under `model` (twice its cores,
+    cpu_reduce.c) and its f32 lanes, as the model in use says (:sched, :hw); (None, 8) where
+    this build has no compiled back end.  A model under which a large column sum is not split
+    stops the test: the cases below would not reach the split."""
+    script = (':hw %s\nfn cs(X: f32[D0, D1]) -> f32[D1] {\n  Y[i1] = sum[i0] X[i0, i1]\n  return Y\n}\n'
+              ':sched cs D0=6007 D1=17\n:hw\n' % model)
+    try:
+        r = subprocess.run([sys.argv[1], '--target=cpu'], input=script, capture_output=True, text=True,
+                           timeout=120)
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return None, 8
+    if r.returncode != 0 or 'kernel cs_Y' not in r.stdout:
+        return None, 8
+    bits = re.search(r'(\d+)-bit vectors', r.stdout)
+    pieces = re.search(r'split: i0 in (\d+) pieces', r.stdout)
+    if not pieces:
+        sys.exit('reduce.py: under --hw=%s a column sum of 6007 x 17 is not split over the threads:\n%s'
+                 % (model, r.stdout))
+    return int(pieces.group(1)), int(bits.group(1)) // 32 if bits else 8
+
+
+# The reduced extent split over threads (cpu_reduce_split): column sums and reductions whose
+# kept extent leaves cores idle, at the split's boundaries as the model in use places them
+# (pieces - 1, pieces, pieces + 1 of the split axis) and at its vector's lanes - 1, lanes,
+# lanes + 1 of kept results, under the host's model and a narrower one (zen3: 256 bits).
+for model in ('host', 'zen3'):
+    P, L = split_probe(model)
+    P = P or 4
+    hw = '' if model == 'host' else model
+    for K in (1, L - 1, L, L + 1, 2 * L + 1):
+        red_case(k, (6007, K), (0,), F32, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (6007, L + 1), (0,), F32, op, hw=hw)
+        k += 1
+    for shape, dtype in (((4099, L - 1), F64), ((3001, L + 1), I32), ((3001, L), I64)):
+        red_case(k, shape, (0,), dtype, hw=hw)
+        k += 1
+    red_case(k, (3001, L - 1), (0,), I32, 'max', hw=hw)
+    k += 1
+    red_case(k, (6007, L + 1), (0,), F32, fortran=True, hw=hw)
+    k += 1
+    for shape in ((0, L + 1), (1, L + 1), (2, L + 1), (6007, 0)):
+        red_case(k, shape, (0,), F32, hw=hw)
+        k += 1
+    for a in (P - 1, P, P + 1):
+        red_case(k, (max(a, 2), 2003, L + 1), (0, 1), F32, hw=hw)
+        k += 1
+    red_case(k, (P + 1, 1009, L - 1), (0, 1), F64, hw=hw)
+    k += 1
+    red_case(k, (P + 1, 2, 401, L - 1), (0, 2), F32, hw=hw)
+    k += 1
+    red_case(k, (P - 1, 1, 401, L + 1), (0, 2), F32, 'min', hw=hw)
+    k += 1
+
 
 if __name__ == '__main__':
     sys.exit(compare.main())

@@ -340,6 +340,107 @@ START_TEST(test_attn_softmax) {
 }
 END_TEST
 
+#ifdef HAVE_LLVM
+#include "cpu_int.h"
+
+/* The streaming time of f32 work on t threads and `tasks` tasks, from the file's figures. */
+static double stream_want(const HwModel *h, int t, int64_t tasks, double ops, double rd, double wr) {
+  int tt = tasks < t ? (int)tasks : t;
+  if (tt > h->cores) tt = h->cores;
+  int lv = level_of(h, rd + wr, tt);
+  bool rfo = lv == h->nlevels - 1;
+  double mem = (rd + wr * (rfo ? 2 : 1)) / bw_of(h, lv, tt), comp = ops / lanes_rate(h, tt, 4);
+  return fmax(mem, comp) + (tt > 1 ? SYNC_S : 0);
+}
+
+/* A column sum's reduced extent split over the threads (cpu_reduce_split): where its kept
+ * extent makes one task (under 32768 elements, cpu_rt.c's rule), the R rows go in twice the
+ * model's cores pieces, priced as the same bytes on those pieces plus the partials combined
+ * (each piece's row of K read again, the result written, on one thread), against the kernel
+ * on one task; it splits where that is shorter.  Kept extents that fill the cores, a single
+ * row and no rows keep the kernel's own tasks. */
+START_TEST(test_reduce_split) {
+  const Program *p = lowered("fn cs(X: f32[R, K]) -> f32[K] {\n  Y[k] = sum[r] X[r, k]\n  return Y\n}");
+  const Kernel *kn = &p->kernels[0];
+  int ar = -1, ak = -1;
+  for (int a = 0; a < p->naxes; a++) {
+    if (!strcmp(p->axes[a].name, "r")) ar = a;
+    if (!strcmp(p->axes[a].name, "k")) ak = a;
+  }
+  ck_assert(ar >= 0 && ak >= 0 && kn->nstages == 1);
+  CKernel ck = {.kn = kn, .par_axis = ak};
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    const int64_t shapes[][2] = {{4096, 4096}, {6007, 17}, {1000, 33}, {100000, 1}, {7, 100000}, {1, 4096}, {0, 4096},
+                                 {2 * (int64_t)h.cores - 1, 4099}, {2 * (int64_t)h.cores + 1, 4099}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      int64_t R = shapes[s][0], K = shapes[s][1], ext[64] = {0};
+      ext[ar] = R;
+      ext[ak] = K;
+      CpuRedSplit sp;
+      bool got = cpu_reduce_split(&h, p, &ck, ext, NULL, NULL, &sp);
+      int64_t pieces = R < 2 * h.cores ? R : 2 * h.cores, tasks = K < 32768 ? 1 : (K < 4 * h.cores ? K : 4 * h.cores);
+      double n = (double)R * K;
+      bool want = false;
+      if (R >= 2 && tasks < h.cores) {
+        double now = stream_want(&h, h.cores, tasks, n, 4 * n, 4.0 * K);
+        double split = stream_want(&h, h.cores, pieces, n, 4 * n, 4.0 * K) +
+                       stream_want(&h, 1, 1, (double)K * (pieces - 1), 4.0 * K * pieces, 4.0 * K);
+        want = split < now;
+        if (got) {
+          ck_assert_int_eq(sp.axis, ar);
+          ck_assert_int_eq(sp.pieces, pieces);
+          ck_assert_int_eq(sp.kept, K);
+          ck_assert_msg(close_to(sp.t_now, now) && close_to(sp.t_split, split), "%s %lld x %lld: %g / %g s, derived %g / %g",
+                        h.name, (long long)R, (long long)K, sp.t_now, sp.t_split, now, split);
+        }
+      }
+      ck_assert_msg(got == want, "%s %lld x %lld: split %d, derived %d", h.name, (long long)R, (long long)K, got, want);
+      /* the column sums: memory-bound, the split's cores beat one core's bandwidth */
+      if (s == 0) ck_assert_msg(got, "%s: 4096 x 4096 column sums not split", h.name);
+    }
+  }
+}
+END_TEST
+
+/* A reduction's innermost runs past their last whole vector (cpu_reduce_run_ops): sums over
+ * a last axis of k cost a cycle for each of the k mod lanes elements past the last vector and
+ * 3 more a run, in lane-operations at the vector pipes' rate of one core; a kept innermost
+ * run (column sums, its result loaded and stored again) two cycles an element.  Runs as
+ * long as a whole number of vectors cost only the 3. */
+START_TEST(test_reduce_runs) {
+  const Program *p = lowered("fn rs(X: f32[R, K]) -> f32[R] {\n  Y[r] = sum[k] X[r, k]\n  return Y\n}");
+  int ar = p->axes[0].name[0] == 'r' ? 0 : 1, ak = 1 - ar;
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32;
+    const int64_t ks[] = {1, 7, lanes - 1, lanes, lanes + 1, 3 * lanes};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+      int64_t ext[2];
+      ext[ar] = 100000;
+      ext[ak] = ks[i];
+      double want = 100000.0 * ((double)(ks[i] % lanes) + 3) * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
+      double got = cpu_reduce_run_ops(&h, p, &p->kernels[0], ar, ext);
+      ck_assert_msg(close_to(got, want), "%s: 100000 x %lld: %g lane-ops, derived %g", h.name, (long long)ks[i], got, want);
+    }
+  }
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+  p = lowered("fn cs(X: f32[R, K]) -> f32[K] {\n  Y[k] = sum[r] X[r, k]\n  return Y\n}");
+  ar = p->axes[0].name[0] == 'r' ? 0 : 1, ak = 1 - ar;
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32;
+    int64_t ext[2];
+    ext[ar] = 1021;
+    ext[ak] = lanes + 7;
+    double want = 1021.0 * (2.0 * (7 % lanes) + 3) * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
+    ck_assert(close_to(cpu_reduce_run_ops(&h, p, &p->kernels[0], ak, ext), want));
+  }
+}
+END_TEST
+#endif
+
 static Suite *sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = tcase_create("model");
@@ -352,6 +453,10 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_hoisted);
   tcase_add_test(tc, test_measured_peak);
   tcase_add_test(tc, test_attn_softmax);
+#ifdef HAVE_LLVM
+  tcase_add_test(tc, test_reduce_split);
+  tcase_add_test(tc, test_reduce_runs);
+#endif
   suite_add_tcase(s, tc);
   return s;
 }
