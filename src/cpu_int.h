@@ -132,6 +132,16 @@ void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides
  * layout (the loop kernel runs it). */
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                    const EvalSizes *sz, int threads, double fit_bytes, Win *W);
+/* cpu_rt.c: at least `bytes` of 64-byte aligned scratch for the calling thread, kept for its
+ * next task (NULL when it cannot be had). */
+void *cpu_scratch_get(size_t bytes);
+/* cpu_conv_gemm.c: run a dense windowed contraction of shape W as an implicit GEMM on g (B's
+ * panels packed from the windows, A packed once): 1 ran; 0 the model's plan is not one of
+ * tiles (the gathered path runs it); -1 failed (err set).  Its prediction for `threads`
+ * (-1 where it would not run), described into out when out is not NULL. */
+int cpu_conv_gemm_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,
+                      volatile int *interrupt, char *err, size_t errlen);
+double cpu_conv_gemm_predict(GemmKernels *g, const Win *W, int threads, Buf *out);
 /* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
  * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);
