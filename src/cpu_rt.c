@@ -2,8 +2,9 @@
  * evaluates its tables of strides, shapes and extents (kept from call to call while the
  * sizes repeat), then runs each kernel: loop kernels split into tasks on the thread pool
  * with their per-row locals in each thread's scratch, contractions on the GEMM engine, and
- * convolutions as windows gathered into matrices for the micro-kernels.  The code it runs
- * is cpu.c's. */
+ * convolutions on the micro-kernels: as cpu_conv_gemm.c's implicit GEMM where the model's
+ * plan is one of tiles, else as windows gathered into matrices here.  The code it runs is
+ * cpu.c's. */
 #include "config.h"
 #include "dyn_int.h"
 
