@@ -142,14 +142,6 @@ static void grp_plane(const GrpJob *J, int64_t t, const void *w, double *run, co
  * a buffer of its task's (in L1 or L2 as it is read) and the padding kernel does not run.
  * Which elements are zero is never assumed from the expression's form: the condition is
  * evaluated over the plane once a call and must equal "the load is inside X". */
-typedef struct Pad {
-  const char *x;                         /* X's data */
-  int rank;
-  int64_t xs[DYN_MAX_RANK];              /* X's strides */
-  int64_t ps[DYN_MAX_RANK], pe[DYN_MAX_RANK];   /* the padded tensor's strides and extents */
-  int64_t d[2], h, w;                    /* the plane's shift (y + d[0], x + d[1] in X) and X's plane */
-  int64_t plane;                         /* the padded plane's elements */
-} Pad;
 
 /* Elements past a padded plane that a vector run may read (zeros). */
 #define PAD_MARGIN 256
@@ -287,14 +279,15 @@ static bool pads_exactly(const KExpr *e, const int *axes, const EvalSizes *sz, c
   return true;
 }
 
-/* Is kernel k of cp the zero padding (above) of a tensor X that only kernel k + 1, a grouped
- * convolution, reads, with these sizes?  Then P describes it. */
+/* Is kernel k of cp the zero padding (above) of a tensor X that only kernel k + 1, a windowed
+ * contraction (grouped, or dense for cpu_conv_gemm.c), reads, with these sizes?  Then P
+ * describes it. */
 static bool pad_fusable(const CpuProgram *cp, int k, void **bufs, const int64_t *ext, const int64_t *strides,
                         const int64_t *shape, const EvalSizes *sz, Pad *P) {
   const Program *p = cp->p;
   if (k + 1 >= cp->nk || p->naxes > 64) return false;   /* axmask: one bit an axis */
   const CKernel *ck = &cp->k[k], *cv = &cp->k[k + 1];
-  if (ck->gemm || ck->win || ck->kn->nstages != 1 || !cv->win || !cv->w.ng) return false;
+  if (ck->gemm || ck->win || ck->kn->nstages != 1 || !cv->win) return false;
   const Stage *st = &ck->kn->stages[0];
   const KExpr *e = st->expr;
   int slot = st->out, R = st->naxes;
@@ -556,6 +549,10 @@ int cpu_conv_padded(CpuBackend *be, const CpuProgram *cp, int k, void **bufs, co
                     char *err, size_t errlen) {
   Pad P;
   if (!pad_fusable(cp, k, bufs, ext, strides, shape, sz, &P)) return 0;
+  if (!cp->k[k + 1].w.ng) {            /* dense: the implicit GEMM packs X's windows itself */
+    int r = cpu_conv_gemm_padded(be, cp, &cp->k[k + 1], bufs, ext, strides, sz, &P, interrupt, err, errlen);
+    return r > 0 ? 2 : r;
+  }
   int r = conv_run(be, cp, &cp->k[k + 1], bufs, ext, strides, sz, &P, interrupt, err, errlen);
   return r > 0 ? 2 : r;
 }
@@ -620,8 +617,14 @@ int cpu_conv_describe_padded(CpuBackend *be, const CpuProgram *cp, int k, const 
   Pad P;
   if (!x || !x->ok || !pad_fusable(cp, k, NULL, x->ext, x->strides, x->shape, &x->sz, &P)) return 0;
   const CKernel *cv = &cp->k[k + 1];
-  buf_printf(out, "kernel %s (and %s, the padding it reads, fused)\n", cv->kn->name, cp->k[k].kn->name);
-  double t = conv_model(be, cp->p, cv, x->ext, x->strides, &x->sz, threads, &P, out);
+  Buf d = {0};
+  double t = cv->w.ng ? conv_model(be, cp->p, cv, x->ext, x->strides, &x->sz, threads, &P, &d)
+                      : cpu_conv_gemm_padded_predict(be, cp->p, cv, x->ext, x->strides, &x->sz, &P, threads, &d);
+  if (t >= 0) {
+    buf_printf(out, "kernel %s (and %s, the padding it reads, fused)\n", cv->kn->name, cp->k[k].kn->name);
+    buf_puts(out, d.s ? d.s : "");
+  }
+  buf_free(&d);
   if (t < 0) return 0;
   *total += t;
   return 2;

@@ -132,6 +132,35 @@ void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides
  * layout (the loop kernel runs it). */
 bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, const int64_t *strides,
                    const EvalSizes *sz, int threads, double fit_bytes, Win *W);
+/* cpu_conv.c: nn's zero padding of X (Xp[..., y, x] = X[..., y + d[0], x + d[1]] inside X,
+ * 0 outside), fused into the convolution that alone reads it: X's data and strides, the
+ * padded tensor's strides and extents (row-major), the shift and X's plane. */
+typedef struct Pad {
+  const char *x;                         /* X's data */
+  int rank;
+  int64_t xs[DYN_MAX_RANK];              /* X's strides */
+  int64_t ps[DYN_MAX_RANK], pe[DYN_MAX_RANK];   /* the padded tensor's strides and extents */
+  int64_t d[2], h, w;                    /* the plane's shift (y + d[0], x + d[1] in X) and X's plane */
+  int64_t plane;                         /* the padded plane's elements */
+} Pad;
+/* cpu_conv_gemm.c: the dense convolution ck reading the padding P as an implicit GEMM on X
+ * itself (the padding kernel then does not run): 1 ran, 0 not this way (both kernels run
+ * as they are), -1 failed; and its prediction, described into out (-1: not this way). */
+int cpu_conv_gemm_padded(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                         const int64_t *strides, const EvalSizes *sz, const Pad *P, volatile int *interrupt,
+                         char *err, size_t errlen);
+double cpu_conv_gemm_padded_predict(CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
+                                    const int64_t *strides, const EvalSizes *sz, const Pad *P, int threads, Buf *out);
+/* cpu_rt.c: at least `bytes` of 64-byte aligned scratch for the calling thread, kept for its
+ * next task (NULL when it cannot be had). */
+void *cpu_scratch_get(size_t bytes);
+/* cpu_conv_gemm.c: run a dense windowed contraction of shape W as an implicit GEMM on g (B's
+ * panels packed from the windows, A packed once): 1 ran; 0 the model's plan is not one of
+ * tiles (the gathered path runs it); -1 failed (err set).  Its prediction for `threads`
+ * (-1 where it would not run), described into out when out is not NULL. */
+int cpu_conv_gemm_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,
+                      volatile int *interrupt, char *err, size_t errlen);
+double cpu_conv_gemm_predict(GemmKernels *g, const Win *W, int threads, Buf *out);
 /* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
  * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);

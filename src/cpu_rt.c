@@ -2,8 +2,9 @@
  * evaluates its tables of strides, shapes and extents (kept from call to call while the
  * sizes repeat), then runs each kernel: loop kernels split into tasks on the thread pool
  * with their per-row locals in each thread's scratch, contractions on the GEMM engine, and
- * convolutions as windows gathered into matrices for the micro-kernels.  The code it runs
- * is cpu.c's. */
+ * convolutions on the micro-kernels: as cpu_conv_gemm.c's implicit GEMM where the model's
+ * plan is one of tiles, else as windows gathered into matrices here.  The code it runs is
+ * cpu.c's. */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -48,8 +49,8 @@ static void scratch_drop(void *v) {
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_drop); }
 
-/* At least `bytes` of 64-byte aligned scratch for this thread, or NULL. */
-static void *scratch_get(size_t bytes) {
+/* At least `bytes` of 64-byte aligned scratch for this thread, or NULL (cpu_int.h). */
+void *cpu_scratch_get(size_t bytes) {
   pthread_once(&scratch_once, scratch_init);
   Scratch *sc = pthread_getspecific(scratch_key);
   if (!sc) {
@@ -87,7 +88,7 @@ static void run_task(void *arg, int64_t t) {
   void *bufs_local[256];
   void **bufs = T->p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)T->p->nslots);
   memcpy(bufs, T->base.bufs, sizeof(void *) * (size_t)T->p->nslots);
-  char *scratch = T->nlocal ? scratch_get(T->local_total) : NULL;
+  char *scratch = T->nlocal ? cpu_scratch_get(T->local_total) : NULL;
   bool ok = !T->nlocal || scratch;
   for (int i = 0; ok && i < T->nlocal; i++) {
     bufs[T->local_slots[i]] = scratch;
@@ -332,7 +333,7 @@ static void win_task(void *arg, int64_t t) {
     for (int i = W->n[0] - 1; i >= 0; i--) o += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
     x.b = (const char *)J->b + (size_t)o * (size_t)J->es;
   } else {
-    char *col = scratch_get((size_t)(W->ktot * qn * J->es));
+    char *col = cpu_scratch_get((size_t)(W->ktot * qn * J->es));
     if (!col) {
       atomic_store(&J->failed, 1);
       return;
@@ -367,6 +368,8 @@ static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, v
     memset(bufs[ck->g_c], 0, (size_t)(W.ptot * W.mtot * W.qtot) * (size_t)es);
     return 1;
   }
+  int r = cpu_conv_gemm_run(be, gk, &W, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], interrupt, err, errlen);
+  if (r) return r;                       /* the implicit GEMM (cpu_conv_gemm.c) took it */
   WinJob J = { &W, gk, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0, "" };
   dyn_parallel_for(be->pool, W.ptot * W.parts, win_task, &J);
   if (J.failed == 1) return 0;

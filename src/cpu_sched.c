@@ -151,6 +151,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       Win W;
       GemmKernels *gk = have ? cpu_gemm_for(be, r->ty, NULL, 0) : NULL;
       if (gk && cpu_win_shape(p, ck, ext, strides, sz, threads, hw_cache_bytes(&be->hw, 1), &W)) {
+        double tg = cpu_conv_gemm_predict(gk, &W, threads, out);
+        if (tg >= 0) {                 /* the implicit GEMM takes it (cpu_conv_gemm.c) */
+          total += tg;
+          continue;
+        }
         buf_printf(out, "  gathered: %lld x %lld for each of %lld", (long long)W.ktot, (long long)W.qtot, (long long)W.ptot);
         bool moved = false;
         for (int i = 0; i < r->nraxes; i++) moved |= W.korder[i] != i;

@@ -353,6 +353,11 @@ int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int n
 int gemm_compile_part(GemmKernels *g, int what, const char *prefix, char *err, size_t errlen);
 
 
+/* gemm_run.c: rows [0, mt) x [0, kc) of A (any strides) packed as the tiles of f read them:
+ * its row pieces (pieces_init with tab) one after another, each a panel out[k * h + i]. */
+void gemm_pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t a_sm, int64_t a_sk, int64_t mt,
+                 int64_t kc, int tab, char *out);
+
 /* gemm_model.c: the register tiles and inner-product tiles with their modelled rates, the
  * edge DP, calibration, and the choice of a plan. */
 void gemm_enumerate_tiles(GemmKernels *g);

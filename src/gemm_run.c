@@ -113,6 +113,13 @@ static void pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t
   }
 }
 
+/* The same, for callers outside the engine that pack A once for many products
+ * (cpu_conv_gemm.c). */
+void gemm_pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t a_sm, int64_t a_sk, int64_t mt,
+                 int64_t kc, int tab, char *out) {
+  pack_a(g, f, a, a_sm, a_sk, mt, kc, tab, out);
+}
+
 /* General-stride packing of B (any b_sn): out[p*kc*nr + k*nr + j], zero past nt. */
 static void pack_b_strided(const GemmKernels *g, const Family *f, const char *b, int64_t b_sk,
                            int64_t b_sn, int64_t kc, int64_t nt, char *out) {

@@ -6,11 +6,16 @@ metrics it uses with cases of its own: nn's conv2d and conv1d, and a depthwise c
 written in index notation as a user writes it (one filter a channel), on random data at
 strides 1 and 2, padding 0 to 3, kernels 1, 3, 5 and 7, and awkward shapes: no images, one,
 images smaller than the kernel (with the padding making up for it), prime sizes, one or
-three channels.  The compiled CPU back end runs these as gathered GEMMs, as plain GEMMs on
-the image, or plane by plane (the depthwise ones); each result is judged against the sum of
-the absolute values of its terms, as compare.py judges a matrix product.
+three channels.  The compiled CPU back end runs these as implicit GEMMs (B's panels packed
+from the windows), as gathered GEMMs, as plain GEMMs on the image, or plane by plane (the
+depthwise ones); each result is judged against the sum of the absolute values of its terms,
+as compare.py judges a matrix product.  The implicit GEMM's cases (named 'tile ...') take
+their sizes around the micro-tiles of the hardware model in use, f32 and f64, and run again
+under --hw=zen3 (named 'zen3 ...') where this CPU runs that model's code.
 """
 import os
+import re
+import subprocess
 import sys
 
 import numpy as np
@@ -153,5 +158,79 @@ for shape in [(0, 2, 5, 3, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (2, 3, 2, 4, 5, 1, 2
               (3, 5, 31, 7, 3, 2, 1), (2, 7, 97, 13, 7, 1, 3), (1, 16, 64, 17, 1, 2, 0)]:
     conv1d_case(*shape)
 
+
+# The implicit GEMM (cpu_conv_gemm.c), around the micro-tile of the hardware model in use:
+# filters (M) and output columns (Q) one under, at and one over each family's mr and nr, read
+# from dyn's `:sched` for the same flags (never assumed from the host); reductions longer than
+# a k block (C K K of 333 and 1600), more filters than an M block, a map of many column
+# chunks, and f64 through a convolution written as a user writes it.
+CONV64 = '''
+fn conv64(X: f64[N, C, H, W], Wt: f64[F, C, KH, KW], S: size, P: size) -> f64[N, F, (H + 2*P - KH) / S + 1, (W + 2*P - KW) / S + 1] where S >= 1, H + 2*P >= KH, W + 2*P >= KW {
+  Xp[n, c, y, x]: f64[N, C, H + 2*P, W + 2*P] = where(y >= P and y < H + P and x >= P and x < W + P, X[n, c, y - P, x - P], 0.0)
+  Y[n, f, h, w] = sum[c, i, j] Xp[n, c, h * S + i, w * S + j] * Wt[f, c, i, j]
+  return Y
+}
+'''
+
+
+def conv64_case(n, c, h, w, f, k, s, p, tag):
+    X, Wt = rng.standard_normal((n, c, h, w)), rng.standard_normal((f, c, k, k))
+    v = windows(X, k, s, p)
+    ref = np.einsum('nchwij,fcij->nfhw', v, Wt)
+    mag = np.einsum('nchwij,fcij->nfhw', np.abs(v), np.abs(Wt))
+    compare.case('%s f64 N=%d C=%d H=%d W=%d F=%d K=%d S=%d P=%d' % (tag, n, c, h, w, f, k, s, p),
+                 [('X', X), ('Wt', Wt)], CONV64 + 'Y = conv64(X, Wt, %d, %d)' % (s, p),
+                 [compare.summed('Y', np.float64, ref, mag)])
+
+
+def tiles(flags):
+    """The micro-tile families (mr, nr) of f32 that dyn with these flags has."""
+    r = subprocess.run([DYN] + flags + ['-e', ':sched matmul'], capture_output=True, text=True)
+    m = re.search(r'candidates \(mr x nr\):((?: \d+x\d+)+)', r.stdout)
+    return [tuple(int(v) for v in t.split('x')) for t in m.group(1).split()] if m else []
+
+
+def tile_cases(flags, tag):
+    fams = tiles(flags)
+    if not fams:
+        raise SystemExit('conv.py: no micro-kernel families in dyn %s\'s :sched matmul' % ' '.join(flags))
+    for mr, nr in fams:
+        for d in (-1, 0, 1):
+            conv_case_tagged(tag, 2, 3, 5, 7, mr + d, 3, 1, 1)            # M around mr
+            conv_case_tagged(tag, 1, 5, 3, nr + d, 9, 3, 1, 1)            # Q = nr + d columns
+            conv_case_tagged(tag, 1, 4, 1, 2 * (nr + d) - 1, 7, 3, 2, 1)  # the same at stride 2
+            conv_case_tagged(tag, 1, 2, 2 * (mr + d), 2 * (nr + d), mr + d, 1, 2, 0)  # 1 x 1, stride 2
+    for shape in [(2, 37, 9, 11, 13, 3, 1, 1), (1, 64, 10, 9, 7, 5, 1, 2), (1, 3, 5, 6, 300, 3, 1, 1),
+                  (1, 3, 100, 97, 8, 3, 1, 0), (0, 5, 7, 7, 9, 3, 1, 1), (1, 1, 2, 2, 11, 7, 2, 3),
+                  (3, 13, 17, 19, 23, 5, 2, 2), (1, 7, 31, 29, 17, 7, 1, 3)]:
+        conv_case_tagged(tag, *shape)
+    for shape in [(2, 5, 9, 8, 11, 3, 1, 1), (1, 7, 13, 11, fams[0][0] + 1, 5, 2, 2), (1, 3, 4, 4, 6, 5, 1, 2)]:
+        conv64_case(*shape, tag)
+
+
+def conv_case_tagged(tag, n, c, h, w, f, k, s, p):
+    before = len(compare.CASES)
+    conv_case(n, c, h, w, f, k, s, p)
+    compare.CASES[before].name = tag + ' ' + compare.CASES[before].name
+
+
 if __name__ == '__main__':
+    DYN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else 'dyn'
+    tile_cases(compare.FLAGS, 'tile')
+    status = compare.main()
+    # the same cases again on a narrower model's code (AVX2's tiles), where this CPU runs it
+    narrow = compare.FLAGS + ['--hw=zen3']
+    ok = subprocess.run([DYN] + narrow + ['--target=cpu', '-e', 'x = sum[i] rand(f32[4])[i]'],
+                        capture_output=True, text=True)
+    if status or len(sys.argv) < 3 or ok.returncode or 'cannot run' in ok.stderr:
+        print('conv.py: the cases under --hw=zen3 are skipped: %s'
+              % ('an earlier failure' if status else ok.stderr.strip() or 'no scratch folder'))
+        sys.exit(status)
+    del compare.CASES[:]
+    tile_cases(narrow, 'zen3')
+    compare.FLAGS[:] = narrow
+    os.environ['DYN_NUMPY_TARGETS'] = 'cpu'
+    scratch = os.path.join(sys.argv[2], 'zen3')
+    os.makedirs(scratch, exist_ok=True)
+    sys.argv[2:] = [scratch, 'zen3']
     sys.exit(compare.main())
