@@ -347,9 +347,7 @@ END_TEST
 static double stream_want(const HwModel *h, int t, int64_t tasks, double ops, double rd, double wr) {
   int tt = tasks < t ? (int)tasks : t;
   if (tt > h->cores) tt = h->cores;
-  int lv = level_of(h, rd + wr, tt);
-  bool rfo = lv == h->nlevels - 1;
-  double mem = (rd + wr * (rfo ? 2 : 1)) / bw_of(h, lv, tt), comp = ops / lanes_rate(h, tt, 4);
+  double mem = mem_time(h, rd, wr, false, tt), comp = ops / lanes_rate(h, tt, 4);
   return fmax(mem, comp) + (tt > 1 ? SYNC_S : 0);
 }
 
