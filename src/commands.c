@@ -568,12 +568,13 @@ static double roofs(Session *s, int *threads, double *bw, const char **whose) {
   bool measured = s->hw_foreign ? s->host_peak_measured : s->peak_measured;
   int cores = hw->cores > 0 ? hw->cores : 1, th = s->threads < cores ? s->threads : cores;
   double peak = hw->peak_gflops_f32 * th / cores;
-  /* Without dyn --calibrate the model's peak comes from the clock /proc/cpuinfo reports,
-   * often the base clock (a virtual CPU's, say) where the cores run faster: the rate the
-   * matmul micro-kernel was measured at when it was compiled is the truer roof then. */
+  /* Without dyn --calibrate the model's peak comes from a clock: /proc/cpuinfo's, often
+   * the base clock (a virtual CPU's, say) where the cores run faster, or one timed on a
+   * scalar chain, which a core may not keep at full vector width.  The rate the matmul
+   * micro-kernel was measured at when it was compiled is the truer roof then. */
   *whose = "";
   double kernel = !measured && s->cpu && s->target->id == BE_CPU ? cpu_core_gflops(s->cpu) * th : 0;
-  if (kernel > peak) {
+  if (kernel > 0) {
     peak = kernel;
     *whose = " (the micro-kernel's rate, measured)";
   }

@@ -915,6 +915,12 @@ void hw_detect_host_in(const char *root, HwModel *out) {
   char model[128] = "";
   double ghz = detect_ghz(root, model, sizeof model);
   if (!g.model[0]) copy_str(g.model, sizeof g.model, model);
+  /* The clock timed on this machine, when it is one (not a fake tree): believed over
+   * /proc/cpuinfo's within 0.5-2.5x of it (an emulator runs the chain at no clock of the
+   * host's), or alone within what a core can run at. */
+  double timed = root[0] ? 0 : detect_clock_ghz();
+  bool clock_timed = timed >= 0.4 && timed <= 8 && (ghz <= 0 || (timed >= 0.5 * ghz && timed <= 2.5 * ghz));
+  if (clock_timed) ghz = timed;
   if (ghz > 0) {
     out->ghz = ghz;
     prov[HW_F_GHZ] = HW_MEASURED;
@@ -985,7 +991,7 @@ void hw_detect_host_in(const char *root, HwModel *out) {
   buf_printf(&src, "detected: %s%sISA (%s), %d usable core%s, clock %s, caches %s; bandwidths, "
              "FMA pipes and latency from %s%s", g.ident, g.ident[0] ? ", " : "", out->llvm_cpu,
              out->cores, out->cores == 1 ? "" : "s",
-             ghz > 0 ? "from /proc/cpuinfo" : "from the file",
+             clock_timed ? "timed" : ghz > 0 ? "from /proc/cpuinfo" : "from the file",
              !cache_src ? "from the file (none detected)"
              : strcmp(cache_src, "sysfs") ? "from cpuid" : "from sysfs",
              base.path[0] ? base.name : from, base.path[0] ? ".hw" : "");

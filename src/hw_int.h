@@ -99,6 +99,10 @@ double detect_ghz(const char *root, char *model, size_t modelcap);
  * cpuid's cache leaves; the count of levels, with *src "sysfs", "cpuid", or NULL for none. */
 int detect_caches(const char *root, bool cpuid, CacheInfo c[3], const char **src);
 
+/* ---- hw_clock.c: the clock this thread's core runs at, timed on a dependent chain (GHz; 0
+ * where the ISA has no chain known here) ---- */
+double detect_clock_ghz(void);
+
 /* ---- hw_arm.c: an Arm64 host's identity (MIDR from /proc/cpuinfo or the register) and the
  * vector extensions its kernel enables (hwcaps); built on Arm64 only ---- */
 #if defined(__aarch64__)

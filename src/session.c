@@ -317,8 +317,10 @@ RunStatus session_run_file(Session *s, const char *path) {
 
 /* ---- calibration ---- */
 
+/* What identifies the hardware a calibration was made on.  Not the clock: detection times
+ * it at each start (hw_clock.c), and it moves by a few percent from one start to the next. */
 static void fingerprint(const HwModel *hw, Buf *out) {
-  buf_printf(out, "%s|%s|%d|%.2f|%d", hw->llvm_cpu, hw->llvm_features, hw->cores, hw->ghz, hw->vector_bits);
+  buf_printf(out, "%s|%s|%d|%d", hw->llvm_cpu, hw->llvm_features, hw->cores, hw->vector_bits);
 }
 
 static char *calibration_path(void) {

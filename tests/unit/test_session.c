@@ -249,7 +249,7 @@ static void write_file(const char *path, const char *text) {
 static void host_fingerprint(char *fp, size_t n, double *peak) {
   HwModel hw;
   hw_detect_host(&hw);
-  snprintf(fp, n, "%s|%s|%d|%.2f|%d", hw.llvm_cpu, hw.llvm_features, hw.cores, hw.ghz, hw.vector_bits);
+  snprintf(fp, n, "%s|%s|%d|%d", hw.llvm_cpu, hw.llvm_features, hw.cores, hw.vector_bits);
   *peak = hw.peak_gflops_f32;
 }
 
@@ -259,6 +259,13 @@ static char *peak_line(Session *s) {
   const char *p = strstr(t, "  peak:");
   ck_assert_ptr_nonnull(p);
   return strndup(p, strcspn(p, "\n"));
+}
+
+/* Is the :hw peak line the model's own, not a calibration of twice or 1000 times it?  The
+ * detected clock is timed at each start (hw_clock.c), so the figure moves a little. */
+static bool model_peak(const char *line, double model) {
+  double v = 0;
+  return sscanf(line, "  peak: %lf", &v) == 1 && v > 0.5 * model && v < 1.5 * model;
 }
 
 /* A session started with a cache directory dir holding calibration.txt as text (NULL: none). */
@@ -292,11 +299,11 @@ START_TEST(test_calibration_cache) {
   session_free(s);
 
   /* another machine's is not */
-  snprintf(text, sizeof text, "fingerprint = other|cpu|1|1.00|128\npeak_gflops_f32 = %.3f\nthreads = 1\n", 2 * model);
+  snprintf(text, sizeof text, "fingerprint = other|cpu|1|128\npeak_gflops_f32 = %.3f\nthreads = 1\n", 2 * model);
   s = start_with(cache, text);
   ck_assert_str_eq(news(&err), "");
   got = peak_line(s);
-  ck_assert_str_eq(got, uncalibrated);
+  ck_assert_msg(model_peak(got, model), "%s, uncalibrated %s", got, uncalibrated);
   free(got);
   session_free(s);
 
@@ -307,7 +314,7 @@ START_TEST(test_calibration_cache) {
   const char *e = news(&err);
   ck_assert_msg(!strncmp(e, path, strlen(path)) && strstr(e, "is not plausible"), "%s", e);
   got = peak_line(s);
-  ck_assert_str_eq(got, uncalibrated);
+  ck_assert_msg(model_peak(got, model), "%s, uncalibrated %s", got, uncalibrated);
   free(got);
   session_free(s);
 
@@ -318,7 +325,7 @@ START_TEST(test_calibration_cache) {
   s = start_with(cache, NULL);
   ck_assert_str_eq(news(&err), "");
   got = peak_line(s);
-  ck_assert_str_eq(got, uncalibrated);
+  ck_assert_msg(model_peak(got, model), "%s, uncalibrated %s", got, uncalibrated);
   free(got);
   session_free(s);
   rmdir(path);
