@@ -24,7 +24,10 @@
 /* Arm Ltd.'s cores that LLVM knows by name, by MIDR part number (Arm's technical reference
  * manuals, "Main ID Register"), with the closest hw file: neoverse-n1 for the NEON-only
  * cores, neoverse-v2 for those with SVE. */
-static const struct { long part; const char *name, *llvm_cpu, *llvm_fallback, *file; } ARM_PARTS[] = {
+static const struct {
+  long part;
+  const char *name, *llvm_cpu, *llvm_fallback, *file;
+} ARM_PARTS[] = {
   {0xd03, "Cortex-A53", "cortex-a53", "generic", "neoverse-n1"},
   {0xd07, "Cortex-A57", "cortex-a57", "generic", "neoverse-n1"},
   {0xd08, "Cortex-A72", "cortex-a72", "generic", "neoverse-n1"},
