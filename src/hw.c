@@ -885,6 +885,7 @@ void hw_detect_host_in(const char *root, HwModel *out) {
 #elif defined(__x86_64__)
   copy_str(out->arch, sizeof out->arch, "x86_64");
 #endif
+  if (g.arch[0]) copy_str(out->arch, sizeof out->arch, g.arch);   /* a fake tree's Arm64 */
   out->path[0] = 0;
   HwProv *prov = out->prov;
 

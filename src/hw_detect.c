@@ -144,6 +144,31 @@ static int sysfs_caches(const char *root, CacheInfo c[3]) {
   return c[0].level && c[1].level ? found : 0;
 }
 
+/* The "key : value" lines of root's /proc/cpuinfo, in order, to each(key, value, ctx), both
+ * without their surrounding blanks; a line without a colon (the blank line that ends a
+ * processor's lines) comes as key "".  Stops when each returns false; false if there is no
+ * file.  Lines longer than the buffer (a flags line of thousands of features) go in pieces,
+ * the later ones without a colon in them.  One reader for x86's, Arm's and the clock's
+ * fields. */
+bool cpuinfo_fields(const char *root, bool (*each)(const char *key, char *value, void *ctx),
+                    void *ctx) {
+  char path[512], line[4096];
+  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':'), *v = colon ? colon + 1 : line + strlen(line);
+    while (*v == ' ' || *v == '\t') v++;
+    v[strcspn(v, "\n")] = 0;
+    size_t kl = colon ? (size_t)(colon - line) : 0;
+    while (kl && (line[kl - 1] == ' ' || line[kl - 1] == '\t')) kl--;
+    line[kl] = 0;
+    if (!each(line, v, ctx)) break;
+  }
+  fclose(f);
+  return true;
+}
+
 /* What an x86 CPU says of itself: vendor, family and model (cpuid's display family and
  * model, extended fields folded in) and the features the OS lets us use.  Read from cpuid,
  * or from a fake tree's /proc/cpuinfo (cpuinfo_x86) so tests can stand for any CPU. */
@@ -157,51 +182,42 @@ typedef struct {
 /* The identity of the first processor in root's /proc/cpuinfo, as Linux prints it on x86
  * ("vendor_id", "cpu family", "model", "model name", "flags"); false without a vendor, a
  * family and flags.  Linux lists only the features the OS has enabled, as XGETBV would tell. */
-static bool cpuinfo_x86(const char *root, X86Id *id) {
-  char path[512], line[4096];
-  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
-  FILE *f = fopen(path, "r");
-  memset(id, 0, sizeof *id);
-  if (!f) return false;
-  bool fam = false, flags = false;
-  while (fgets(line, sizeof line, f)) {
-    char *colon = strchr(line, ':');
-    if (!colon) {
-      if (fam || flags) break;           /* the blank line after the first processor */
-      continue;
-    }
-    char *v = colon + 1;
-    while (*v == ' ' || *v == '\t') v++;
-    v[strcspn(v, "\n")] = 0;
-    size_t kl = (size_t)(colon - line);
-    while (kl && (line[kl - 1] == ' ' || line[kl - 1] == '\t')) kl--;
-    line[kl] = 0;
-    if (!strcmp(line, "vendor_id")) {
-      copy_str(id->vendor, sizeof id->vendor, v);
-    } else if (!strcmp(line, "cpu family")) {
-      id->family = atoi(v);
-      fam = true;
-    } else if (!strcmp(line, "model")) {
-      id->model = atoi(v);
-    } else if (!strcmp(line, "model name")) {
-      copy_str(id->brand, sizeof id->brand, v);
-    } else if (!strcmp(line, "flags")) {
-      flags = true;
-      struct { const char *flag; bool *on; } map[] = {
-        {"avx", &id->avx}, {"avx2", &id->avx2}, {"fma", &id->fma}, {"f16c", &id->f16c},
-        {"bmi1", &id->bmi}, {"bmi2", &id->bmi2}, {"avx512f", &id->avx512f},
-        {"avx512dq", &id->avx512dq}, {"avx512cd", &id->avx512cd}, {"avx512bw", &id->avx512bw},
-        {"avx512vl", &id->avx512vl}, {"avx512_vnni", &id->avx512vnni},
-        {"avx512_bf16", &id->avx512bf16}, {"avx512_fp16", &id->avx512fp16},
-        {"topoext", &id->topoext},
-      };
-      for (char *t = strtok(v, " \t"); t; t = strtok(NULL, " \t"))
-        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-          if (!strcmp(t, map[i].flag)) *map[i].on = true;
-    }
+typedef struct { X86Id *id; bool fam, flags; } X86Read;
+
+static bool x86_field(const char *key, char *v, void *ctx) {
+  X86Read *r = ctx;
+  X86Id *id = r->id;
+  if (!key[0]) return !(r->fam || r->flags);     /* the blank line after the first processor */
+  if (!strcmp(key, "vendor_id")) {
+    copy_str(id->vendor, sizeof id->vendor, v);
+  } else if (!strcmp(key, "cpu family")) {
+    id->family = atoi(v);
+    r->fam = true;
+  } else if (!strcmp(key, "model")) {
+    id->model = atoi(v);
+  } else if (!strcmp(key, "model name")) {
+    copy_str(id->brand, sizeof id->brand, v);
+  } else if (!strcmp(key, "flags")) {
+    r->flags = true;
+    struct { const char *flag; bool *on; } map[] = {
+      {"avx", &id->avx}, {"avx2", &id->avx2}, {"fma", &id->fma}, {"f16c", &id->f16c},
+      {"bmi1", &id->bmi}, {"bmi2", &id->bmi2}, {"avx512f", &id->avx512f},
+      {"avx512dq", &id->avx512dq}, {"avx512cd", &id->avx512cd}, {"avx512bw", &id->avx512bw},
+      {"avx512vl", &id->avx512vl}, {"avx512_vnni", &id->avx512vnni},
+      {"avx512_bf16", &id->avx512bf16}, {"avx512_fp16", &id->avx512fp16},
+      {"topoext", &id->topoext},
+    };
+    for (char *t = strtok(v, " \t"); t; t = strtok(NULL, " \t"))
+      for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(t, map[i].flag)) *map[i].on = true;
   }
-  fclose(f);
-  return id->vendor[0] && fam && flags;
+  return true;
+}
+
+static bool cpuinfo_x86(const char *root, X86Id *id) {
+  memset(id, 0, sizeof *id);
+  X86Read r = {id, false, false};
+  return cpuinfo_fields(root, x86_field, &r) && id->vendor[0] && r.fam && r.flags;
 }
 
 #ifdef HW_X86
@@ -308,29 +324,24 @@ static int cpuid_caches(const X86Id *id, CacheInfo c[3]) {
 
 /* The highest "cpu MHz" in /proc/cpuinfo (the core running us is awake; idle ones may report
  * a low clock), or 0. */
-double detect_ghz(const char *root, char *model, size_t modelcap) {
-  char path[512];
-  snprintf(path, sizeof path, "%s/proc/cpuinfo", root);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[512];
-  double best = 0;
-  while (fgets(line, sizeof line, f)) {
-    char *colon = strchr(line, ':');
-    if (!colon) continue;
-    if (!strncmp(line, "cpu MHz", 7)) {
-      double mhz = strtod(colon + 1, NULL);
-      if (mhz > best) best = mhz;
-    } else if (model && !model[0] && !strncmp(line, "model name", 10)) {
-      char *v = colon + 1;
-      while (*v == ' ' || *v == '\t') v++;
-      size_t n = strcspn(v, "\n");
-      snprintf(model, modelcap, "%.*s", (int)n, v);
-    }
+typedef struct { double best; char *model; size_t cap; } GhzRead;
+
+static bool ghz_field(const char *key, char *v, void *ctx) {
+  GhzRead *r = ctx;
+  if (!strcmp(key, "cpu MHz")) {
+    double mhz = strtod(v, NULL);
+    if (mhz > r->best) r->best = mhz;
+  } else if (r->model && !r->model[0] && !strcmp(key, "model name")) {
+    snprintf(r->model, r->cap, "%s", v);
   }
-  fclose(f);
+  return true;
+}
+
+double detect_ghz(const char *root, char *model, size_t modelcap) {
+  GhzRead r = {0, model, modelcap};
+  cpuinfo_fields(root, ghz_field, &r);
   /* Outside this range it is not a clock a core runs at (a VM may report 0 or nonsense). */
-  return best >= 400 && best <= 8000 ? best / 1000.0 : 0;
+  return r.best >= 400 && r.best <= 8000 ? r.best / 1000.0 : 0;
 }
 
 /* The x86 CPUs that have a closer file than their ISA's, or an LLVM name of their own: one
@@ -445,8 +456,8 @@ static void guess_x86(const X86Id *id, CpuGuess *g) {
   g->fma_units = id->fma ? 0 : 1;
 }
 
-/* The CPU: a fake tree's /proc/cpuinfo when it describes an x86 CPU (tests), else what this
- * machine tells (cpuid on x86, hw_arm.c on Arm64). */
+/* The CPU: a fake tree's /proc/cpuinfo when it describes an x86 or an Arm64 CPU (tests, on
+ * any host), else what this machine tells (cpuid on x86, hw_arm.c on Arm64). */
 void detect_cpu(const char *root, CpuGuess *g) {
   memset(g, 0, sizeof *g);
   X86Id id;
@@ -454,6 +465,7 @@ void detect_cpu(const char *root, CpuGuess *g) {
     guess_x86(&id, g);
     return;
   }
+  if (root[0] && arm_guess_text(root, g)) return;
 #ifdef HW_X86
   x86_identify(&id);
   guess_x86(&id, g);

@@ -25,6 +25,7 @@ typedef struct {
   int vector_bits, vec_regs;  /* 0: keep the file's */
   int fma_units;              /* 0: derive from the file's datapath width */
   char model[128];
+  char arch[16];              /* "aarch64" for an Arm64 guess, else "": the build's own */
   bool cpuid;                 /* the identity is this machine's cpuid (its cache leaves apply) */
 } CpuGuess;
 
@@ -99,13 +100,21 @@ double detect_ghz(const char *root, char *model, size_t modelcap);
  * cpuid's cache leaves; the count of levels, with *src "sysfs", "cpuid", or NULL for none. */
 int detect_caches(const char *root, bool cpuid, CacheInfo c[3], const char **src);
 
+/* Each "key : value" line of root's /proc/cpuinfo to each(key, value, ctx), key "" for a line
+ * without a colon, until each returns false; false without the file. */
+bool cpuinfo_fields(const char *root, bool (*each)(const char *key, char *value, void *ctx),
+                    void *ctx);
+
 /* ---- hw_clock.c: the clock this thread's core runs at, timed on a dependent chain (GHz; 0
  * where the ISA has no chain known here) ---- */
 double detect_clock_ghz(void);
 
-/* ---- hw_arm.c: an Arm64 host's identity (MIDR from /proc/cpuinfo or the register) and the
- * vector extensions its kernel enables (hwcaps); built on Arm64 only ---- */
+/* ---- hw_arm.c: an Arm64 CPU's identity (MIDR from /proc/cpuinfo or the register) and the
+ * vector extensions its kernel enables (hwcaps, or cpuinfo's "Features") ---- */
+/* From root's /proc/cpuinfo alone, on any host; false when it names no Arm core. */
+bool arm_guess_text(const char *root, CpuGuess *g);
 #if defined(__aarch64__)
+/* This Arm64 host: cpuinfo, else the MIDR_EL1 register; extensions from the hwcaps. */
 void arm_guess(const char *root, CpuGuess *g);
 #endif
 

@@ -10,8 +10,11 @@
 #      (-cpu cortex-a72) and as one with SVE (-cpu max): dyn must detect the Arm host and its
 #      extensions, its compiled softmax, gelu, log_softmax, math chain and matmul must agree
 #      with the reference evaluator (:check), a model of another ISA (zen5) is for looking
-#      only, and test_hw passes.  With DYN_AARCH64_FULL=1, also the golden programs on
-#      compiled code, tests/differential.sh and the CPU back end's Check suite (test_cpu).
+#      only, and test_hw passes; the NEON core must take hw/neoverse-n1.hw, and its compiled
+#      long sum (numpy.sh's "long sums" case of 2^21 terms, with a Python that has NumPy)
+#      holds NumPy's.
+#      With DYN_AARCH64_FULL=1, also the golden programs on compiled code,
+#      tests/differential.sh and the CPU back end's Check suite (test_cpu).
 #
 # Both builds are out of tree, under this test's temporary directory, from a clean copy of the
 # sources; ccache is used when present.  Skipped (77) without the cross compiler or
@@ -99,6 +102,7 @@ run() {   # NAME DIR SCRIPT|PROGRAM [ARG...]: a suite, with DIR as the build tre
   esac
 }
 
+py=${PYTHON_NUMPY:-/usr/bin/python3}
 pc=/nonexistent
 [ -n "$sysroot" ] && pc=$sysroot/usr/lib/aarch64-linux-gnu/pkgconfig
 evaluator() {   # BUILD: the reference evaluator's suites on BUILD's dyn
@@ -145,7 +149,10 @@ for cpu in cortex-a72 max; do
   echo "$hw" | grep -q 'Arm64\|Neoverse\|Cortex' || fail "$cpu: not detected as an Arm64 host: $hw"
   case $cpu in
     max) echo "$hw" | grep -q '+sve' || fail "$cpu: SVE not detected: $hw" ;;
-    *) echo "$hw" | grep -q '+sve' && fail "$cpu: SVE detected on a NEON-only core: $hw" ;;
+    *) echo "$hw" | grep -q '+sve' && fail "$cpu: SVE detected on a NEON-only core: $hw"
+       # a Cortex-A72 is NEON-only: the Neoverse N1 file, and LLVM's name for the core
+       echo "$hw" | grep -q 'from neoverse-n1.hw' || fail "$cpu: not from neoverse-n1.hw: $hw"
+       echo "$hw" | grep -q 'cortex-a72' || fail "$cpu: not LLVM's cortex-a72: $hw" ;;
   esac
   out=$("$d/dyn" -e 'seed(3)
 A = randn(f32[37, 129])
@@ -165,6 +172,14 @@ A = randn(f32[37, 129])
   [ $rc = 0 ] && echo "$out" | grep -q 'cpu vs ref.*: ok' || fail "$cpu: --hw=zen5: status $rc: $out"
   echo "$cpu: detection and :check, $(( $(date +%s) - t0 )) s"
   [ -x "$work/llvm/tests/unit/test_hw" ] && run "unit-test_hw-$cpu" "$d" "$qemu" -cpu $cpu "$work/llvm/tests/unit/test_hw"
+  # A long sum on NEON's 4 lanes, where a running sum per lane loses most (numpy.sh's case of
+  # 2^21 terms, compiled code only; the shorter ones, 3.5 minutes for all under QEMU, check
+  # the blocks' edges, which are the same code on every host).
+  if [ $cpu = cortex-a72 ] && "$py" -c 'import numpy' > /dev/null 2>&1; then
+    mkdir "$work/numpy" || exit 99
+    run "numpy-long-sums-$cpu" "$d" env DYN_NUMPY_TARGETS=cpu "$py" \
+      "$work/src/tests/numpy/compare.py" "$d/dyn" "$work/numpy" "long sums 1x2097152"
+  fi
   # LLVM itself runs emulated here, 20 to 60 times slower than on hardware: the long suites
   # (each over 5 minutes) run when asked for.
   if [ -n "$DYN_AARCH64_FULL" ]; then

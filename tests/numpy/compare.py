@@ -695,6 +695,39 @@ for M, N in [(3, 513), (2, 1031), (5, 1100), (1, 2053), (600, 7)]:
           summed('t', F32, a.sum(), np.abs(a).sum()), out('T', F32, A.T, EXACT),
           out('E', F32, a * 3 - 1, ('elem', 1e-6, 2e-6)),   # A * 3 rounds, then cancels
           out('G', F32, gelu_ref(A))])
+# ---- long sums: an error that grows with log n, not n ----
+# Terms just above 1 (1 + u / 1024): once a running sum passes 2^14 their fractions are below
+# half its last place and each addition drops them, so a row summed in one accumulator per
+# vector lane (n / lanes terms each) loses about 1e-4 of the row on any target up to 128
+# partial sums.  A blocked sum meets each term with at most a block's, whatever n.  The sums
+# are judged by eps * log2(n) * sum|x|; layernorm's mean and variance are sums, and its
+# Y = (x - mu) / sigma turns their errors into |dY| <= (dmu + |Y| * sigma * dv / 2v) / sigma.
+# The rows before the long ones put the blocks' edges at 1, 255, 256, 257 and 513.
+LONGSUM = '''
+fn sums(A: f32[M, N]) -> (f32[M], f32) {
+  s[i] = sum[j] A[i, j]
+  t    = sum[i, j] A[i, j]
+  return (s, t)
+}
+'''
+EPS32 = 2.0 ** -24
+rng_sum = np.random.default_rng(20261202)    # its own, so that the cases after keep their data
+for M, N in [(5, 1), (3, 255), (1, 256), (3, 257), (2, 513), (2, 3000017), (1, 1 << 21)]:
+    A = (1 + rng_sum.uniform(0, 1, (M, N)) / 1024).astype(F32)
+    a = f64(A)
+    lg = EPS32 * max(1.0, math.log2(N))
+    mu, d = a.mean(1, keepdims=True), a - a.mean(1, keepdims=True)
+    sd = np.sqrt((d * d).mean(1, keepdims=True))
+    Yr = d / np.sqrt(sd * sd + 1e-5)
+    # the 1e-5 inside the root keeps Y's scale below 1 / sigma; f32's own roundings of x - mu,
+    # the root and the products are a few eps of |Y| more
+    dY = (lg * np.abs(a).mean(1, keepdims=True) + np.abs(d) * lg / 2) / np.sqrt(sd * sd + 1e-5)
+    case('long sums %dx%d: row sums, total, layernorm of terms just above 1' % (M, N),
+         [('A', A), ('g', np.ones(N, F32)), ('b', np.zeros(N, F32))],
+         LONGSUM + '(s, t) = sums(A)\nY = layernorm(A, g, b)',
+         [out('s', F32, a.sum(1), ('terms', lg, np.abs(a).sum(1))),
+          out('t', F32, a.sum(), ('terms', EPS32 * math.log2(A.size), np.abs(a).sum())),
+          out('Y', F32, Yr, ('terms', 1.0, dY + 8 * EPS32 * np.abs(Yr) + 1e-30))])
 for M, N in [(3, 0), (0, 4)]:
     A = np.zeros((M, N), F32)
     case('empty axis %dx%d: sum 0, prod 1' % (M, N), [('A', A)],

@@ -202,8 +202,8 @@ static HwModel parse_ok(const char *text) {
 START_TEST(test_all_files) {
   static const char *const required[] = {"generic-avx2", "skylake-avx512", "icelake-server",
                                          "sapphirerapids", "emeraldrapids", "graniterapids",
-                                         "zen3", "zen4", "zen5", "neoverse-v2", "a100", "h100",
-                                         "h200", "l4", "rtx4090"};
+                                         "zen3", "zen4", "zen5", "neoverse-v2", "neoverse-n1",
+                                         "a100", "h100", "h200", "l4", "rtx4090"};
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
     HwModel m;
     if (!load(required[i], &m)) continue;
@@ -564,9 +564,9 @@ START_TEST(test_load_unknown) {
   /* Every required file is listed, in order. */
   const char *p = err;
   static const char *const names[] = {"a100", "emeraldrapids", "generic-avx2", "graniterapids",
-                                      "h100", "h200", "icelake-server", "l4", "neoverse-v2",
-                                      "rtx4090", "sapphirerapids", "skylake-avx512", "zen3",
-                                      "zen4", "zen5"};
+                                      "h100", "h200", "icelake-server", "l4", "neoverse-n1",
+                                      "neoverse-v2", "rtx4090", "sapphirerapids",
+                                      "skylake-avx512", "zen3", "zen4", "zen5"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
     const char *q = strstr(p, names[i]);
     ck_assert_msg(q != NULL, "%s missing from: %s", names[i], err);
@@ -847,6 +847,16 @@ START_TEST(test_detect_fake_sysfs) {
 }
 END_TEST
 
+/* The model detected from a fake tree whose /proc/cpuinfo is text, sane, and the file it
+ * should start from. */
+static void detect_text(const char *root, const char *text, const char *file, HwModel *m,
+                        HwModel *f) {
+  put(root, "/proc/cpuinfo", text);
+  hw_detect_host_in(root, m);
+  load(file, f);
+  check_sane(m);
+}
+
 /* Fake x86 CPUs: a /proc/cpuinfo as Linux prints it on x86 (vendor, family and model in
  * decimal, flags) and caches in sysfs.  Detection must choose the file and the LLVM name by
  * vendor, family and model, and tag what it took from the machine as measured and the rest
@@ -906,13 +916,9 @@ START_TEST(test_detect_fake_cpus) {
              "model name\t: Fake %s\nstepping\t: 1\ncpu MHz\t\t: 2100.000\nflags\t\t: %s\n\n"
              "processor\t: 1\nvendor_id\t: %s\n", cpus[k].vendor, cpus[k].family,
              cpus[k].model, cpus[k].uarch, cpus[k].flags, cpus[k].vendor);
-    put(root, "/proc/cpuinfo", text);
-
     HwModel m, file;
-    hw_detect_host_in(root, &m);
-    load(cpus[k].file, &file);
+    detect_text(root, text, cpus[k].file, &m, &file);
     const char *what = cpus[k].uarch;
-    check_sane(&m);
     check_sourced(&m);
     char want[256];
     snprintf(want, sizeof want, "from %s.hw", cpus[k].file);
@@ -973,6 +979,98 @@ START_TEST(test_detect_fake_cpus) {
 }
 END_TEST
 
+/* Fake Arm64 CPUs: a /proc/cpuinfo as Linux prints it on Arm64 ("CPU implementer", "CPU
+ * part", "Features"), read on whatever host runs the test, without executing Arm code.  The
+ * MIDR part chooses the file and the LLVM name; "Features" the extensions.  Text that names
+ * no Arm core (a malformed or missing field) is not taken for one. */
+#define N1_FEATS "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid " \
+                 "asimdrdm lrcpc dcpop asimddp ssbs"
+START_TEST(test_detect_fake_arm) {
+  static const struct {
+    const char *impl, *part, *feats, *file, *llvm_cpu, *uarch, *ident;
+    bool sve;
+  } cpus[] = {
+    {"0x41", "0xd4f", N1_FEATS " sve sve2 bf16 i8mm", "neoverse-v2", "neoverse-v2",
+     "Neoverse V2", "implementer 41h part D4Fh", true},
+    {"0x41", "0xd0c", N1_FEATS, "neoverse-n1", "neoverse-n1", "Neoverse N1",
+     "implementer 41h part D0Ch", false},
+    {"0x41", "0xd08", "fp asimd evtstrm crc32 cpuid", "neoverse-n1", "cortex-a72",
+     "Cortex-A72", "implementer 41h part D08h", false},
+    /* cores the table does not name: generic, the file by SVE */
+    {"0x61", "0x022", "fp asimd", "neoverse-n1", "generic", "unnamed core 61h:022h",
+     "implementer 61h part 022h", false},
+    {"0x41", "0xfff", "fp asimd sve", "neoverse-v2", "generic", "unnamed core 41h:FFFh",
+     "implementer 41h part FFFh", true},
+    /* no Features line: NEON, which every Arm64 core has */
+    {"65", "3340", NULL, "neoverse-n1", "neoverse-n1", "Neoverse N1",
+     "implementer 41h part D0Ch", false},
+  };
+  for (size_t k = 0; k < sizeof cpus / sizeof cpus[0]; k++) {
+    char root[] = "/tmp/test_hw_arm_XXXXXX", text[1024], want[256];
+    ck_assert(mkdtemp(root) != NULL);
+    int n = snprintf(text, sizeof text, "processor\t: 0\nBogoMIPS\t: 50.00\n");
+    if (cpus[k].feats) n += snprintf(text + n, sizeof text - (size_t)n, "Features\t: %s\n",
+                                     cpus[k].feats);
+    snprintf(text + n, sizeof text - (size_t)n,
+             "CPU implementer\t: %s\nCPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: %s\n"
+             "CPU revision\t: 1\n\nprocessor\t: 1\nCPU implementer\t: 0x42\nCPU part\t: 0x001\n",
+             cpus[k].impl, cpus[k].part);
+    HwModel m, file;
+    detect_text(root, text, cpus[k].file, &m, &file);
+    const char *what = cpus[k].uarch;
+    snprintf(want, sizeof want, "from %s.hw", cpus[k].file);
+    ck_assert_msg(strstr(m.source, want) != NULL, "%s: %s", what, m.source);
+    ck_assert_msg(strstr(m.source, cpus[k].ident) != NULL, "%s: %s", what, m.source);
+    ck_assert_str_eq(m.llvm_cpu, cpus[k].llvm_cpu);
+    ck_assert_str_eq(m.arch, "aarch64");
+    snprintf(want, sizeof want, "Arm64, %s, detected", what);
+    ck_assert_str_eq(m.desc, want);
+    ck_assert_int_eq(m.vector_bits, 128);
+    ck_assert_int_eq(m.vec_regs, 32);
+    ck_assert_msg(strstr(m.llvm_features, "+neon") != NULL, "%s: %s", what, m.llvm_features);
+    ck_assert(!!strstr(m.llvm_features, "+sve") == cpus[k].sve);
+    ck_assert(!!strstr(m.llvm_features, "+sve2") == !!strstr(cpus[k].feats ? cpus[k].feats : "",
+                                                              "sve2"));
+    /* the file's figures: FMA pipes at its width (both 128 bits), latency, bandwidths */
+    ck_assert_int_eq(m.fma_units, file.fma_units);
+    ck_assert_int_eq(m.fma_latency, file.fma_latency);
+    ck_assert(near(level(&m, "L1")->gbs, level(&file, "L1")->gbs, 1e-12));
+    ck_assert(m.ghz == file.ghz);                      /* no "cpu MHz" on Arm64 */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+  /* Text that names no core: detection goes on as for a file without Arm fields (this
+   * host's own way, for this build's ISA), takes no Arm identity from it, and nothing
+   * crashes. */
+  static const char *const bad[] = {
+    "CPU implementer\t: zz\nCPU part\t: 0xd0c\n",
+    "CPU implementer\t: 0x41\nCPU part\t: 0xd0c junk\n",
+    "CPU implementer\t: 0x41\n",
+    "CPU part\t: 0xd0c\n",
+    "CPU implementer\t: 0x141\nCPU part\t: 0xd0c\n",
+    "CPU implementer : 0x41\nCPU part : 0x10000\n",
+    "CPU implementer\t:\nCPU part\t:\n",
+    ":\n::\nCPU\n",
+    "",
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    char root[] = "/tmp/test_hw_arm_XXXXXX";
+    ck_assert(mkdtemp(root) != NULL);
+    put(root, "/proc/cpuinfo", bad[k]);
+    HwModel m, own;
+    hw_detect_host_in(root, &m);
+    check_sane(&m);
+    hw_detect_host_in("", &own);
+    ck_assert_str_eq(m.arch, own.arch);
+    ck_assert_msg(strstr(m.source, "implementer") == NULL, "%s: %s", bad[k], m.source);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+}
+END_TEST
+
 static Suite *hw_suite(void) {
   Suite *s = suite_create("hw");
   TCase *tc = tcase_create("core");
@@ -989,6 +1087,7 @@ static Suite *hw_suite(void) {
   tcase_add_test(tc, test_detect_without_files);
   tcase_add_test(tc, test_detect_fake_sysfs);
   tcase_add_test(tc, test_detect_fake_cpus);
+  tcase_add_test(tc, test_detect_fake_arm);
   suite_add_tcase(s, tc);
   return s;
 }
