@@ -516,13 +516,12 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
     return 0;
   }
   double rows = (double)B * S / (double)groups, keys = (double)groups * T * kept;
-  int L = hw->vector_bits >= 64 ? hw->vector_bits / 32 : 1, hs = 0;
-  if (L > LANES) L = LANES;
-  for (int l = 1; l < L; l *= 2) hs += 2;       /* a shuffle and an add a halving */
-  hs = (hs + LANES / L - 1) * L;                 /* and the folds of 16 lanes into L */
-  /* lane-operations: the FMAs of the scores and of P . V over whole vectors, a horizontal sum
-   * a score */
-  double ops = keys * rows * (double)(sched_cdiv(D, LANES) * LANES + sched_cdiv(E, LANES) * LANES + hs);
+  /* lane-operations: the FMAs of the scores and of P . V over whole 16-lane vectors, each
+   * with (rows + 1) / rows loads (a row of K or V shared by the rows, one operand a row: Q's
+   * vector, P's broadcast), as many load ports as FMA pipes on every model, so the loads
+   * bound it; and a score's share of vsum4's 13 operations on 16 lanes */
+  double fma = (double)(sched_cdiv(D, LANES) * LANES + sched_cdiv(E, LANES) * LANES);
+  double ops = keys * rows * (fma * (rows + 1) / rows + 13.0 * LANES / 4);
   /* bytes: K and V of the keys once, Q and O; a group after the first of a batch index reads
    * them again from the level one head's K and V fit */
   double head = 4.0 * T * kept * (D + E), once = head * B + 4.0 * B * S * (D + E);
