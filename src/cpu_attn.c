@@ -10,7 +10,9 @@
  * mask hides from every row of the query block are skipped, unless V holds an inf or a NaN
  * (0 * inf must still make the NaN the unfused program makes).  Whether to fuse is the
  * model's choice per shape (the scores' traffic against more, smaller GEMM calls);
- * DYN_ATTENTION=fused or =unfused in the environment forces it (tests, measurements).
+ * DYN_ATTENTION=fused or =unfused in the environment forces it (tests, measurements).  A few
+ * query rows (a decoder's step) take the row path below instead, when the model says so
+ * (=tiles or =rows forces the path).
  */
 #include "config.h"
 #include "dyn_int.h"
@@ -97,6 +99,7 @@ static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
 static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c, int div,
                                      const int64_t *lo, const int64_t *hi, float *m, float *l, float *acc,
                                      int64_t d) {
+  int64_t wd = (n + LANES - 1) / LANES * LANES;   /* the vectors that hold the n scores */
   for (int64_t i = 0; i < rows; i++) {
     float *x = P + i * ld;
     int64_t a = lo ? lo[i] : 0, b = hi ? hi[i] : n;
@@ -104,7 +107,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
     if (b > n) b = n;
     if (b < a) b = a;
     vf16 vmax = (vf16){0} - INFINITY;
-    for (int64_t j = 0; j < ld; j += LANES) {
+    for (int64_t j = 0; j < wd; j += LANES) {
       vf16 v = *(vf16 *)(x + j);
       if (div) v = v / c;
       else if (c != 1.0f) v = v * c;
@@ -119,7 +122,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
     float mnew = m[i] > mx ? m[i] : mx;
     vf16 vsum = (vf16){0};
     if (mnew == -INFINITY) {
-      for (int64_t j = 0; j < ld; j += LANES) {
+      for (int64_t j = 0; j < wd; j += LANES) {
         vf16 v = *(vf16 *)(x + j);
         v = vsel(v != v, v, (vf16){0});     /* NaN stays, -inf gives 0 */
         *(vf16 *)(x + j) = v;
@@ -128,7 +131,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
       l[i] += vhsum(vsum);
       continue;
     }
-    for (int64_t j = 0; j < ld; j += LANES) {
+    for (int64_t j = 0; j < wd; j += LANES) {
       vf16 v = vexp_neg(*(vf16 *)(x + j) - mnew);
       *(vf16 *)(x + j) = v;
       vsum += v;
@@ -392,6 +395,23 @@ static ATTN_CLONES void rows_pv(const float *P, int64_t ld, int r, const float *
   }
 }
 
+/* Whether the n rows at v (rs floats apart, e floats each, contiguous) are all finite: an inf
+ * or a NaN has every exponent bit set, tested a vector at a time (a scalar isfinite an
+ * element was most of a masked decoder step's time). */
+static ATTN_CLONES bool rows_finite(const float *v, int64_t n, int64_t rs, int64_t e) {
+  typedef int32_t ui16 __attribute__((vector_size(64), aligned(4)));
+  vi16 bad = (vi16){0}, ex = (vi16){0} + 0x7f800000;
+  int64_t ew = e / LANES * LANES;
+  for (int64_t j = 0; j < n; j++) {
+    const float *r = v + j * rs;
+    for (int64_t x = 0; x < ew; x += LANES) bad |= (*(const ui16 *)(r + x) & ex) == ex;
+    if (ew < e) bad |= ((vi16)vload_part(r + ew, e - ew) & ex) == ex;
+  }
+  for (int k = 0; k < LANES; k++)
+    if (bad[k]) return false;
+  return true;
+}
+
 static void run_rows(void *ctx, int64_t task) {
   Call *w = ctx;
   if (w->failed || (w->stop && *w->stop)) return;
@@ -509,7 +529,7 @@ static int64_t rows_keys(const HwModel *hw, int64_t T) {
 }
 
 double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
-                          double kept, bool div, bool *serial) {
+                          double kept, bool masked, bool div, bool *serial) {
   int64_t groups = B * sched_cdiv(S, ROWS_MAX);
   if (groups <= 0) {
     if (serial) *serial = true;
@@ -525,6 +545,7 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
   /* bytes: K and V of the keys once, Q and O; a group after the first of a batch index reads
    * them again from the level one head's K and V fit */
   double head = 4.0 * T * kept * (D + E), once = head * B + 4.0 * B * S * (D + E);
+  if (masked) once += 4.0 * B * T * E;           /* V checked for an inf or a NaN, on one thread */
   double again = head * (double)(groups - B);
   double best = 0;
   for (int pass = 0; pass < 2; pass++) {
@@ -617,8 +638,8 @@ static int forced(void) {
  * reads K and V once and stores nothing, the least any path moves, and the other two are
  * priced (the GEMM engine's plans: microseconds a call) only for :sched (all). */
 static void plan(CpuBackend *be, Call *w, int threads, int f, bool all) {
-  w->rows_s = cpu_attn_rows_time(&be->hw, threads, w->B, w->S, w->T, w->D, w->E, rows_kept(w), w->div, &w->serial);
-  bool unit = w->ks[2] <= 1 && w->vs[2] <= 1;
+  w->rows_s = cpu_attn_rows_time(&be->hw, threads, w->B, w->S, w->T, w->D, w->E, rows_kept(w), w->mask, w->div, &w->serial);
+  bool unit = (w->ks[2] == 0 || w->ks[2] == 1) && (w->vs[2] == 0 || w->vs[2] == 1);
   if (all || !unit || w->S > ROWS_MAX || f == 2) predict(be, w, threads, &w->tiles_s, &w->unfused_s);
   else w->tiles_s = w->unfused_s = INFINITY;
   w->rows = unit && (f == 3 || (f != 2 && w->rows_s < w->tiles_s));
@@ -723,12 +744,14 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
   if (w.mask) {   /* blocks are skipped only where V is finite */
     w.vbad = xcalloc((size_t)w.B + 1, 1);
     for (int64_t b = 0; b < w.B; b++)
-      for (int64_t t = 0; t < w.T && !w.vbad[b]; t++)
-        for (int64_t d = 0; d < w.E; d++)
-          if (!isfinite(w.v[b * w.vs[0] + t * w.vs[1] + d * w.vs[2]])) {
-            w.vbad[b] = 1;
-            break;
-          }
+      if (w.vs[2] == 1) w.vbad[b] = !rows_finite(w.v + b * w.vs[0], w.T, w.vs[1], w.E);
+      else
+        for (int64_t t = 0; t < w.T && !w.vbad[b]; t++)
+          for (int64_t d = 0; d < w.E; d++)
+            if (!isfinite(w.v[b * w.vs[0] + t * w.vs[1] + d * w.vs[2]])) {
+              w.vbad[b] = 1;
+              break;
+            }
   }
   if (w.rows) {
     if (tasks == 1 || w.serial)

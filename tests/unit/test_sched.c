@@ -475,17 +475,22 @@ START_TEST(test_attn_rows) {
       for (int t = 1; t <= 2; t++) {
         const int64_t *x = shapes[i];
         bool s1, s2;
-        double got = cpu_attn_rows_time(&h, t, x[0], x[1], x[2], x[3], x[4], 1.0, false, &s1);
+        double got = cpu_attn_rows_time(&h, t, x[0], x[1], x[2], x[3], x[4], 1.0, false, false, &s1);
         double want = rows_want(&h, t, x[0], x[1], x[2], x[3], x[4], &s2);
         ck_assert_msg(close_to(got, want), "%s %lld x %lld x %lld x %lld, %d threads: %g s, want %g", MODELS[m],
                       (long long)x[0], (long long)x[1], (long long)x[2], (long long)x[3], t, got, want);
         ck_assert(s1 == s2);
       }
-    /* half the keys masked: the key terms halve, Q's and O's bytes stay */
+    /* half the keys masked: the key terms halve, Q's and O's bytes stay, and V is read once
+     * more for its infinities (8 x 4096 x 64 floats at the level the call's data fits) */
     bool s;
-    double full = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, false, &s);
-    double half = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 0.5, false, &s);
+    double full = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, false, false, &s);
+    double half = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 0.5, false, false, &s);
     ck_assert(half < full && half > 0.45 * full);
+    double once = 4.0 * 8 * (4096 * 128 + 128), v = 4.0 * 8 * 4096 * 64;
+    double vmem = (once + v) / bw_of(&h, level_of(&h, once + v, 1), 1);
+    double masked = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, true, false, &s);
+    ck_assert_msg(masked > full && (close_to(masked, vmem) || masked > vmem), "%s: %g s masked", MODELS[m], masked);
   }
 }
 END_TEST
