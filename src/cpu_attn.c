@@ -10,7 +10,9 @@
  * mask hides from every row of the query block are skipped, unless V holds an inf or a NaN
  * (0 * inf must still make the NaN the unfused program makes).  Whether to fuse is the
  * model's choice per shape (the scores' traffic against more, smaller GEMM calls);
- * DYN_ATTENTION=fused or =unfused in the environment forces it (tests, measurements).
+ * DYN_ATTENTION=fused or =unfused in the environment forces it (tests, measurements).  A few
+ * query rows (a decoder's step) take the row path below instead, when the model says so
+ * (=tiles or =rows forces the path).
  */
 #include "config.h"
 #include "dyn_int.h"
@@ -97,6 +99,7 @@ static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
 static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c, int div,
                                      const int64_t *lo, const int64_t *hi, float *m, float *l, float *acc,
                                      int64_t d) {
+  int64_t wd = (n + LANES - 1) / LANES * LANES;   /* the vectors that hold the n scores */
   for (int64_t i = 0; i < rows; i++) {
     float *x = P + i * ld;
     int64_t a = lo ? lo[i] : 0, b = hi ? hi[i] : n;
@@ -104,7 +107,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
     if (b > n) b = n;
     if (b < a) b = a;
     vf16 vmax = (vf16){0} - INFINITY;
-    for (int64_t j = 0; j < ld; j += LANES) {
+    for (int64_t j = 0; j < wd; j += LANES) {
       vf16 v = *(vf16 *)(x + j);
       if (div) v = v / c;
       else if (c != 1.0f) v = v * c;
@@ -119,7 +122,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
     float mnew = m[i] > mx ? m[i] : mx;
     vf16 vsum = (vf16){0};
     if (mnew == -INFINITY) {
-      for (int64_t j = 0; j < ld; j += LANES) {
+      for (int64_t j = 0; j < wd; j += LANES) {
         vf16 v = *(vf16 *)(x + j);
         v = vsel(v != v, v, (vf16){0});     /* NaN stays, -inf gives 0 */
         *(vf16 *)(x + j) = v;
@@ -128,7 +131,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
       l[i] += vhsum(vsum);
       continue;
     }
-    for (int64_t j = 0; j < ld; j += LANES) {
+    for (int64_t j = 0; j < wd; j += LANES) {
       vf16 v = vexp_neg(*(vf16 *)(x + j) - mnew);
       *(vf16 *)(x + j) = v;
       vsum += v;
@@ -162,6 +165,8 @@ typedef struct Call {
   unsigned char *vbad;                  /* per batch: V holds an inf or a NaN */
   volatile int *stop;
   int failed;
+  bool on, rows, serial;                /* the model's choice: fused, on which path, one thread */
+  double tiles_s, rows_s, unfused_s;    /* its predictions */
 } Call;
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
@@ -253,6 +258,213 @@ static void run_block(void *ctx, int64_t task) {
   free(P);
 }
 
+/* ---- the row path: a few query rows against every key, without the GEMM engine ----
+ *
+ * A decoder's step (S = 1) or any few rows: each task takes one batch index and up to
+ * ROWS_MAX query rows and reads K and V once, row by row as they are stored, so K is never
+ * transposed, nothing is packed or planned, and no block of scores is a GEMM call.  The scores
+ * of a key are dot products over D (the rows' accumulators in registers, one horizontal sum
+ * each), the weights go through block_update as the tiles' do, and P . V adds each key's V row,
+ * scaled by its weights, to the rows' accumulators, a 16-lane column strip at a time.  A tail
+ * of D or E past the last whole vector is read through a zeroed vector, so no lane reads past
+ * a row. */
+#define ROWS_MAX 4
+
+/* The n floats at p (0 < n <= LANES) in a vector whose other lanes are 0. */
+static inline __attribute__((always_inline)) vf16 vload_part(const float *p, int64_t n) {
+  vf16 v = (vf16){0};
+  memcpy(&v, p, (size_t)n * sizeof(float));
+  return v;
+}
+
+/* The sums of four vectors at once: lanes 0, 8, 4 and 12 hold those of a, b, c and d (13
+ * operations where four horizontal sums take 32). */
+static inline __attribute__((always_inline)) vf16 vsum4(vf16 a, vf16 b, vf16 c, vf16 d) {
+  vf16 ab = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+            __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  vf16 cd = __builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+            __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  vf16 y = __builtin_shufflevector(ab, cd, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
+           __builtin_shufflevector(ab, cd, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  y += __builtin_shufflevector(y, y, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  y += __builtin_shufflevector(y, y, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return y;
+}
+
+/* The LANES floats of a row of K at x: a whole vector before dw, the d - x left after it. */
+static inline __attribute__((always_inline)) vf16 kload(const float *kr, int64_t x, int64_t dw, int64_t d) {
+  typedef float uf16 __attribute__((vector_size(64), aligned(4)));
+  return x < dw ? (vf16)*(const uf16 *)(kr + x) : vload_part(kr + x, d - x);
+}
+
+/* P[i][j] = q_i . k_j for R rows (q: rows of dp floats, zero past d) and the n keys at k (rows
+ * ks floats apart, d floats each): four keys at a time, R x 4 accumulators in registers and
+ * their sums four at once, then the keys left one by one. */
+static inline __attribute__((always_inline)) void scores_rows(const float *q, int64_t dp, const int R, const float *k,
+                                                              int64_t ks, int64_t n, int64_t d, float *P, int64_t ld) {
+  int64_t dw = d / LANES * LANES, j = 0;
+  for (; j + 4 <= n; j += 4) {
+    vf16 a[ROWS_MAX][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) a[i][u] = (vf16){0};
+    for (int64_t x = 0; x < dp; x += LANES) {
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) {
+        vf16 kv = kload(k + (j + u) * ks, x, dw, d);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) a[i][u] += *(const vf16 *)(q + i * dp + x) * kv;
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+      vf16 z = vsum4(a[i][0], a[i][1], a[i][2], a[i][3]);
+      float *o = P + i * ld + j;
+      o[0] = z[0], o[1] = z[8], o[2] = z[4], o[3] = z[12];
+    }
+  }
+  for (; j < n; j++) {
+    vf16 a[ROWS_MAX];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) a[i] = (vf16){0};
+    for (int64_t x = 0; x < dp; x += LANES) {
+      vf16 kv = kload(k + j * ks, x, dw, d);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) a[i] += *(const vf16 *)(q + i * dp + x) * kv;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) P[i * ld + j] = vhsum(a[i]);
+  }
+}
+
+static ATTN_CLONES void rows_scores(const float *q, int64_t dp, int r, const float *k, int64_t ks, int64_t n,
+                                    int64_t d, float *P, int64_t ld) {
+  switch (r) {
+  case 1: scores_rows(q, dp, 1, k, ks, n, d, P, ld); break;
+  case 2: scores_rows(q, dp, 2, k, ks, n, d, P, ld); break;
+  case 3: scores_rows(q, dp, 3, k, ks, n, d, P, ld); break;
+  default: scores_rows(q, dp, 4, k, ks, n, d, P, ld); break;
+  }
+}
+
+/* acc_i += sum_j P[i][j] v_j for R rows (acc: rows of ep floats) over the n rows of V at v (vs
+ * floats apart, e floats each), NS vectors of columns from x at a time: R x NS accumulators in
+ * registers, so that the additions of one key do not wait on the previous key's (an FMA's
+ * latency is several cycles; one chain a row left the pipes idle). */
+static inline __attribute__((always_inline)) void pv_strip(const float *P, int64_t ld, const int R, const int NS,
+                                                           const float *v, int64_t vs, int64_t n, int64_t x,
+                                                           int64_t e, float *acc, int64_t ep) {
+  typedef float uf16 __attribute__((vector_size(64), aligned(4)));
+  vf16 a[ROWS_MAX][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+    for (int u = 0; u < NS; u++) a[i][u] = *(vf16 *)(acc + i * ep + x + u * LANES);
+  bool whole = x + NS * LANES <= e;   /* else NS is 1 and the vector passes e */
+  for (int64_t j = 0; j < n; j++) {
+    const float *vr = v + j * vs + x;
+#pragma GCC unroll 4
+    for (int u = 0; u < NS; u++) {
+      vf16 vv = whole ? (vf16)*(const uf16 *)(vr + u * LANES) : vload_part(vr, e - x);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; i++) a[i][u] += P[i * ld + j] * vv;
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; i++)
+#pragma GCC unroll 4
+    for (int u = 0; u < NS; u++) *(vf16 *)(acc + i * ep + x + u * LANES) = a[i][u];
+}
+
+static inline __attribute__((always_inline)) void pv_strips(const float *P, int64_t ld, const int R, const int NS,
+                                                            const float *v, int64_t vs, int64_t n, int64_t e,
+                                                            float *acc, int64_t ep) {
+  int64_t x = 0;
+  for (; x + NS * LANES <= e; x += NS * LANES) pv_strip(P, ld, R, NS, v, vs, n, x, e, acc, ep);
+  for (; x < ep; x += LANES) pv_strip(P, ld, R, 1, v, vs, n, x, e, acc, ep);
+}
+
+static ATTN_CLONES void rows_pv(const float *P, int64_t ld, int r, const float *v, int64_t vs, int64_t n, int64_t e,
+                                float *acc, int64_t ep) {
+  switch (r) {
+  case 1: pv_strips(P, ld, 1, 4, v, vs, n, e, acc, ep); break;
+  case 2: pv_strips(P, ld, 2, 4, v, vs, n, e, acc, ep); break;
+  case 3: pv_strips(P, ld, 3, 2, v, vs, n, e, acc, ep); break;
+  default: pv_strips(P, ld, 4, 2, v, vs, n, e, acc, ep); break;
+  }
+}
+
+/* Whether the n rows at v (rs floats apart, e floats each, contiguous) are all finite: an inf
+ * or a NaN has every exponent bit set, tested a vector at a time (a scalar isfinite an
+ * element was most of a masked decoder step's time). */
+static ATTN_CLONES bool rows_finite(const float *v, int64_t n, int64_t rs, int64_t e) {
+  typedef int32_t ui16 __attribute__((vector_size(64), aligned(4)));
+  vi16 bad = (vi16){0}, ex = (vi16){0} + 0x7f800000;
+  int64_t ew = e / LANES * LANES;
+  for (int64_t j = 0; j < n; j++) {
+    const float *r = v + j * rs;
+    for (int64_t x = 0; x < ew; x += LANES) bad |= (*(const ui16 *)(r + x) & ex) == ex;
+    if (ew < e) bad |= ((vi16)vload_part(r + ew, e - ew) & ex) == ex;
+  }
+  for (int k = 0; k < LANES; k++)
+    if (bad[k]) return false;
+  return true;
+}
+
+static void run_rows(void *ctx, int64_t task) {
+  Call *w = ctx;
+  if (w->failed || (w->stop && *w->stop)) return;
+  int64_t nsb = (w->S + ROWS_MAX - 1) / ROWS_MAX, b = task / nsb, s0 = task % nsb * ROWS_MAX;
+  int r = (int)(w->S - s0 < ROWS_MAX ? w->S - s0 : ROWS_MAX);
+  int64_t D = w->D, E = w->E, dp = (D + LANES - 1) / LANES * LANES;
+  /* q rows, scores, accumulators, m and l (floats), then the mask's bounds */
+  size_t nf = (size_t)(ROWS_MAX * (dp + w->ld + w->le) + 2 * ROWS_MAX), nb = nf * sizeof(float) + 4 * ROWS_MAX * 8;
+  /* on the stack when small (a head of 64: 4 KiB), where a malloc a task was a tenth of a
+   * decoder step's time */
+  float small[4096] __attribute__((aligned(64))), *q = small;
+  if (nb > sizeof small && posix_memalign((void **)&q, 64, nb)) {
+    w->failed = 2;
+    return;
+  }
+  float *P = q + ROWS_MAX * dp, *acc = P + ROWS_MAX * w->ld, *m = acc + ROWS_MAX * w->le, *l = m + ROWS_MAX;
+  int64_t *lo = (int64_t *)(l + ROWS_MAX), *hi = lo + ROWS_MAX, *bl = hi + ROWS_MAX, *bh = bl + ROWS_MAX;
+  memset(q, 0, sizeof(float) * (size_t)(ROWS_MAX * dp));
+  memset(acc, 0, sizeof(float) * (size_t)(ROWS_MAX * w->le));
+  const float *qb = w->q + b * w->qs[0] + s0 * w->qs[1];
+  for (int i = 0; i < r; i++) {
+    m[i] = -INFINITY, l[i] = 0;
+    for (int64_t x = 0; x < D; x++) q[i * dp + x] = qb[i * w->qs[1] + x * w->qs[2]];
+  }
+  int64_t lo_all = 0, hi_all = w->T;
+  if (w->mask) {
+    lo_all = w->T, hi_all = 0;
+    for (int i = 0; i < r; i++) {
+      mask_row(w, s0 + i, &lo[i], &hi[i]);
+      if (lo[i] < hi[i]) lo_all = lo[i] < lo_all ? lo[i] : lo_all, hi_all = hi[i] > hi_all ? hi[i] : hi_all;
+    }
+    if (w->vbad[b]) lo_all = 0, hi_all = w->T;
+    if (hi_all < lo_all) hi_all = lo_all;
+  }
+  const float *kb = w->k + b * w->ks[0], *vb = w->v + b * w->vs[0];
+  for (int64_t t0 = lo_all; t0 < hi_all; t0 += w->bc) {
+    int64_t n = hi_all - t0 < w->bc ? hi_all - t0 : w->bc;
+    rows_scores(q, dp, r, kb + t0 * w->ks[1], w->ks[1], n, D, P, w->ld);
+    int64_t *rl = NULL, *rh = NULL;
+    if (w->mask) {
+      for (int i = 0; i < r; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
+      rl = bl, rh = bh;
+    }
+    block_update(P, w->ld, r, n, w->scale, w->div, rl, rh, m, l, acc, w->le);
+    rows_pv(P, w->ld, r, vb + t0 * w->vs[1], w->vs[1], n, E, acc, w->le);
+  }
+  for (int i = 0; i < r; i++) {
+    float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
+    for (int64_t x = 0; x < E; x++) o[x * w->os[2]] = acc[i * w->le + x] / l[i];
+  }
+  if (q != small) free(q);
+}
+
 /* K[b] transposed into kt[b] ([D][T]), 16 keys at a time so that both sides stay in cache. */
 static void transpose_k(void *ctx, int64_t b) {
   Call *w = ctx;
@@ -307,6 +519,70 @@ static void call_shape(const AttnChain *c, const int64_t *ext, const int64_t *st
   for (int i = 0; i < r; i++) w->os[3 - r + i] = strides[c->o * DYN_MAX_RANK + i];
 }
 
+/* The row path's keys a block: its scores, ROWS_MAX rows of them, take a quarter of L1, in
+ * whole vectors, at most 512, and no more than T needs. */
+static int64_t rows_keys(const HwModel *hw, int64_t T) {
+  int64_t n = level_bytes(hw, "L1", 32768) / 4 / (4 * ROWS_MAX) / LANES * LANES;
+  n = n < LANES ? LANES : n > 512 ? 512 : n;
+  int64_t t = (T + LANES - 1) / LANES * LANES;
+  return t > 0 && t < n ? t : n;
+}
+
+double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
+                          double kept, bool masked, bool div, bool *serial) {
+  int64_t groups = B * sched_cdiv(S, ROWS_MAX);
+  if (groups <= 0) {
+    if (serial) *serial = true;
+    return 0;
+  }
+  double rows = (double)B * S / (double)groups, keys = (double)groups * T * kept;
+  /* lane-operations: the FMAs of the scores and of P . V over whole 16-lane vectors, each
+   * with (rows + 1) / rows loads (a row of K or V shared by the rows, one operand a row: Q's
+   * vector, P's broadcast), as many load ports as FMA pipes on every model, so the loads
+   * bound it; and a score's share of vsum4's 13 operations on 16 lanes */
+  double fma = (double)(sched_cdiv(D, LANES) * LANES + sched_cdiv(E, LANES) * LANES);
+  double ops = keys * rows * (fma * (rows + 1) / rows + 13.0 * LANES / 4);
+  /* bytes: K and V of the keys once, Q and O; a group after the first of a batch index reads
+   * them again from the level one head's K and V fit */
+  double head = 4.0 * T * kept * (D + E), once = head * B + 4.0 * B * S * (D + E);
+  if (masked) once += 4.0 * B * T * E;           /* V checked for an inf or a NaN, on one thread */
+  double again = head * (double)(groups - B);
+  double best = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    int t = pass ? threads : 1;
+    if (t > groups) t = (int)groups;
+    if (hw->cores > 0 && t > hw->cores) t = hw->cores;
+    if (t < 1) t = 1;
+    double mem = once / sched_threads_bw(hw, sched_fit_level(hw, once, t), t) +
+                 again / sched_threads_bw(hw, sched_fit_level(hw, head, 1), t);
+    double comp = ops / sched_lane_ops_rate(hw, t, 4) + cost_attn_softmax_time(hw, t, keys * rows, div);
+    SchedWork fj = {0, 4, 0, 0, false, groups};  /* the fork-join alone */
+    double total = (mem > comp ? mem : comp) + sched_stream_time(hw, t, &fj, NULL);
+    if (!pass || total < best) {
+      best = total;
+      if (serial) *serial = !pass;
+    }
+  }
+  return best;
+}
+
+/* The share of the keys the row path's groups visit under the mask. */
+static double rows_kept(const Call *w) {
+  if (!w->mask) return 1;
+  double seen = 0;
+  int64_t groups = sched_cdiv(w->S, ROWS_MAX);
+  for (int64_t g = 0; g < groups; g++) {
+    int64_t lo_all = w->T, hi_all = 0;
+    for (int64_t s = g * ROWS_MAX; s < w->S && s < (g + 1) * ROWS_MAX; s++) {
+      int64_t lo, hi;
+      mask_row(w, s, &lo, &hi);
+      if (lo < hi) lo_all = lo < lo_all ? lo : lo_all, hi_all = hi > hi_all ? hi : hi_all;
+    }
+    if (hi_all > lo_all) seen += (double)(hi_all - lo_all);
+  }
+  return groups > 0 && w->T > 0 ? seen / ((double)groups * (double)w->T) : 0;
+}
+
 /* Predicted seconds fused and unfused, for :sched and the choice. */
 static void predict(CpuBackend *be, const Call *w, int threads, double *fused, double *unfused) {
   const HwModel *hw = &be->hw;
@@ -341,14 +617,38 @@ static void predict(CpuBackend *be, const Call *w, int threads, double *fused, d
   }
   double frac = nsb > 0 && ntb > 0 ? kept / (double)(nsb * ntb) : 0;
   int64_t tasks = B * nsb;
+  /* K transposed first, read and written once, a fork-join of B tasks */
+  SchedWork kt = {0, 4, 4.0 * B * T * D, 4.0 * B * T * D, false, B};
   *fused = (double)sched_waves(tasks, threads) * (tasks ? kept * (double)B / (double)tasks : 0) * blk +
-           ew * frac + cost_roofline(hw, threads, 0, 4.0 * B * (S * D + S * E + 2 * T * D + T * E));
+           ew * frac + cost_roofline(hw, threads, 0, 4.0 * B * (S * D + S * E + 2 * T * D + T * E)) +
+           sched_stream_time(hw, threads, &kt, NULL);
 }
 
+/* DYN_ATTENTION: 0 the model's choice, -1 unfused, 1 fused on the model's path, 2 on the
+ * tiles, 3 on the row path. */
 static int forced(void) {
   const char *e = getenv("DYN_ATTENTION");
   if (!e) return 0;
-  return !strcmp(e, "fused") ? 1 : !strcmp(e, "unfused") ? -1 : 0;
+  return !strcmp(e, "fused") ? 1 : !strcmp(e, "unfused") ? -1 : !strcmp(e, "tiles") ? 2 : !strcmp(e, "rows") ? 3 : 0;
+}
+
+/* The model's choice for w on `threads`: fused or not, and on which path.  The row path
+ * reads rows of K and V in place, so it needs their d to be the unit stride (a zero stride:
+ * not known yet, C order assumed).  When every batch index's rows are one of its tasks, it
+ * reads K and V once and stores nothing, the least any path moves, and the other two are
+ * priced (the GEMM engine's plans: microseconds a call) only for :sched (all). */
+static void plan(CpuBackend *be, Call *w, int threads, int f, bool all) {
+  w->rows_s = cpu_attn_rows_time(&be->hw, threads, w->B, w->S, w->T, w->D, w->E, rows_kept(w), w->mask, w->div, &w->serial);
+  bool unit = (w->ks[2] == 0 || w->ks[2] == 1) && (w->vs[2] == 0 || w->vs[2] == 1);
+  if (all || !unit || w->S > ROWS_MAX || f == 2) predict(be, w, threads, &w->tiles_s, &w->unfused_s);
+  else w->tiles_s = w->unfused_s = INFINITY;
+  w->rows = unit && (f == 3 || (f != 2 && w->rows_s < w->tiles_s));
+  double fused = w->rows ? w->rows_s : w->tiles_s;
+  w->on = f ? f > 0 : fused < w->unfused_s;
+  if (w->rows) {
+    w->bc = rows_keys(&be->hw, w->T);
+    w->ld = w->bc;
+  }
 }
 
 /* Fill w for chain c; false when the chain cannot run fused here (no GEMM engine). */
@@ -397,10 +697,9 @@ const bool *cpu_attn_choose(CpuBackend *be, CpuProgram *cp, const int64_t *ext, 
       Call w;
       /* the strides do not change the prediction: C order is assumed */
       int64_t *st = xcalloc((size_t)cp->p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
-      double fu = 0, un = 0;
       if (prepare(be, c, ext, szv, st, &w)) {
-        predict(be, &w, pool_threads(be->pool), &fu, &un);
-        on = fu < un;
+        plan(be, &w, pool_threads(be->pool), f, false);
+        on = w.on;
       }
       free(st);
     }
@@ -409,6 +708,20 @@ const bool *cpu_attn_choose(CpuBackend *be, CpuProgram *cp, const int64_t *ext, 
       if (c->inner[j] >= 0) cp->attn_unstored[c->inner[j]] = true;
   }
   return cp->attn_unstored;
+}
+
+/* The end of a call: 4 (the kernels it ran), or -1 with why. */
+static int finish(Call *w, volatile int *interrupt, char *err, size_t errlen) {
+  free(w->vbad);
+  if (interrupt && *interrupt) {
+    snprintf(err, errlen, "interrupted");
+    return -1;
+  }
+  if (w->failed) {
+    snprintf(err, errlen, w->failed == 2 ? "cannot allocate the blocks of fused attention" : "the contraction engine failed");
+    return -1;
+  }
+  return 4;
 }
 
 int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64_t *ext, const int64_t *szv,
@@ -424,17 +737,27 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
   }
   w.q = bufs[c->q], w.k = bufs[c->k], w.v = bufs[c->v], w.o = bufs[c->o];
   w.stop = interrupt;
-  int64_t nsb = (w.S + w.br - 1) / w.br, tasks = w.B * nsb;
+  int f = forced();
+  plan(be, &w, pool_threads(be->pool), f ? f : 1, false);
+  int64_t nsb = (w.S + (w.rows ? ROWS_MAX : w.br) - 1) / (w.rows ? ROWS_MAX : w.br), tasks = w.B * nsb;
   if (tasks <= 0) return 4;
   if (w.mask) {   /* blocks are skipped only where V is finite */
     w.vbad = xcalloc((size_t)w.B + 1, 1);
     for (int64_t b = 0; b < w.B; b++)
-      for (int64_t t = 0; t < w.T && !w.vbad[b]; t++)
-        for (int64_t d = 0; d < w.E; d++)
-          if (!isfinite(w.v[b * w.vs[0] + t * w.vs[1] + d * w.vs[2]])) {
-            w.vbad[b] = 1;
-            break;
-          }
+      if (w.vs[2] == 1) w.vbad[b] = !rows_finite(w.v + b * w.vs[0], w.T, w.vs[1], w.E);
+      else
+        for (int64_t t = 0; t < w.T && !w.vbad[b]; t++)
+          for (int64_t d = 0; d < w.E; d++)
+            if (!isfinite(w.v[b * w.vs[0] + t * w.vs[1] + d * w.vs[2]])) {
+              w.vbad[b] = 1;
+              break;
+            }
+  }
+  if (w.rows) {
+    if (tasks == 1 || w.serial)
+      for (int64_t t = 0; t < tasks; t++) run_rows(&w, t);
+    else dyn_parallel_for(be->pool, tasks, run_rows, &w);
+    return finish(&w, interrupt, err, errlen);
   }
   int64_t ktn;
   if (!size_mul_ok(w.B * w.D, w.T, &ktn) || posix_memalign((void **)&w.kt, 64, (size_t)ktn * sizeof(float) + 64)) {
@@ -447,16 +770,7 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
   if (tasks == 1) run_block(&w, 0);
   else dyn_parallel_for(be->pool, tasks, run_block, &w);
   free(w.kt);
-  free(w.vbad);
-  if (interrupt && *interrupt) {
-    snprintf(err, errlen, "interrupted");
-    return -1;
-  }
-  if (w.failed) {
-    snprintf(err, errlen, w.failed == 2 ? "cannot allocate the blocks of fused attention" : "the contraction engine failed");
-    return -1;
-  }
-  return 4;
+  return finish(&w, interrupt, err, errlen);
 }
 
 int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext, const EvalSizes *sz, int threads,
@@ -485,15 +799,20 @@ int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext,
     free(szv);
     return 0;
   }
-  double fu = 0, un = 0;
-  predict(be, &w, threads, &fu, &un);
+  int64_t br = w.br, bc = w.bc;
+  plan(be, &w, threads, f, true);
   free(szv);
-  bool on = f ? f > 0 : fu < un;
+  double fu = w.rows ? w.rows_s : w.tiles_s;
   buf_printf(out, "  blocks: %lld query rows x %lld keys per task (L2), %lld tasks; predicted %.3f ms fused,\n"
                   "  %.3f ms unfused (scores stored): %s%s\n",
-             (long long)w.br, (long long)w.bc, (long long)(w.B * ((w.S + w.br - 1) / w.br)), fu * 1e3, un * 1e3,
-             on ? "fused" : "unfused", f ? " (DYN_ATTENTION)" : "");
-  if (!on) return 0;
+             (long long)br, (long long)bc, (long long)(w.B * ((w.S + br - 1) / br)), w.tiles_s * 1e3,
+             w.unfused_s * 1e3, w.on && !w.rows ? "fused" : w.on ? "fused on rows" : "unfused",
+             f ? " (DYN_ATTENTION)" : "");
+  buf_printf(out, "  rows: %d query rows a task against keys in blocks of %lld, K and V read in place, %lld tasks%s;\n"
+                  "  predicted %.3f ms: %s\n",
+             ROWS_MAX, (long long)rows_keys(&be->hw, w.T), (long long)(w.B * sched_cdiv(w.S, ROWS_MAX)),
+             w.serial ? " on one thread" : "", w.rows_s * 1e3, w.on && w.rows ? "fused on rows" : "not taken");
+  if (!w.on) return 0;
   *total += fu;
   return 4;
 }

@@ -196,6 +196,12 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
                  const int64_t *strides, volatile int *interrupt, char *err, size_t errlen);
 int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext, const EvalSizes *sz, int threads,
                       Buf *out, double *total);
+/* The predicted seconds of the row path (a few query rows a task, K and V read in place) on
+ * Q[B, S, D], K[B, T, D], V[B, T, E], of whose keys a mask (masked) leaves the share `kept`,
+ * on `threads` of hw or on one (*serial, when that is faster: a fork-join costs more than it
+ * saves). */
+double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
+                          double kept, bool masked, bool div, bool *serial);
 
 /* cpu_reduce.c: a reduction stage walked in runs of axes that lie one after another in
  * memory, each run one loop (its design note says when and why).  The plan, from the program

@@ -5,10 +5,12 @@
 #     that a long T runs fused (the model's choice: the scores of 4 x 4096 x 4096 outgrow
 #     every cache of every model); for two chains of another form (the scores also
 #     returned, a max over the other axis) it says nothing of the kind;
+#   - :sched says that a decoder's step (S = 1) runs fused on the row path;
 #   - NumPy's float64 results on random data (tests/numpy/attention.py: shapes 0, 1, primes
 #     and the block the model gives +-1; NaN and infinities; masks) agree with the compiled
-#     code with the fusion forced on (DYN_ATTENTION=fused) and off (=unfused), and with the
-#     reference evaluator.
+#     code with the fusion forced on (DYN_ATTENTION=fused), on each of its paths (=tiles,
+#     =rows) and off (=unfused), and with the reference evaluator; the row path again under
+#     --hw=zen3, a model of 256-bit vectors, whose lanes and blocks the cases then follow.
 # Skips (77) without the compiled CPU back end or without a Python that has NumPy.
 srcdir_=$(cd "$(dirname "$0")" && pwd)
 top_builddir=${top_builddir:-$srcdir_/..}
@@ -49,6 +51,8 @@ for f in causal_attention; do
   "$dyn" -e ":sched $f B=2 S=100 T=300 D=64" > "$work/causal.txt" 2>&1
   check ":sched $f: the scores are not stored, masked blocks skipped" 'masked blocks skipped' yes "$work/causal.txt"
 done
+"$dyn" -e ":sched attention B=12 S=1 T=128 D=64" > "$work/decode.txt" 2>&1
+check ":sched attention, S = 1: fused on the row path" 'predicted [0-9.]* ms: fused on rows' yes "$work/decode.txt"
 sed '/^:sched/d' "$work/chains.dyn" > "$work/user.dyn"
 for f in "myattn N=100 M=300 E=64 F=32:yes" "withscores S=100 T=300 D=64:no" "colmax S=100 T=300 D=64:no"; do
   { cat "$work/user.dyn"; echo ":sched ${f%:*}"; } > "$work/one.dyn"
@@ -56,11 +60,14 @@ for f in "myattn N=100 M=300 E=64 F=32:yes" "withscores S=100 T=300 D=64:no" "co
   check ":sched ${f%% *}: fused ${f##*:}" 'never stored' "${f##*:}" "$work/one.txt"
 done
 
-for mode in fused unfused; do
-  mkdir "$work/$mode"
-  DYN_ATTENTION=$mode "$py" "$srcdir_/numpy/compare.py" "$dyn" "$work/$mode" attention > "$work/$mode.txt" 2>&1
+for mode in fused unfused tiles rows rows:--hw=zen3; do
+  flags=; case $mode in *:*) flags=${mode#*:};; esac
+  dir=$work/$(echo "$mode" | tr ':=-' '___')
+  mkdir "$dir"
+  DYN_ATTENTION=${mode%%:*} DYN_NUMPY_FLAGS=$flags "$py" "$srcdir_/numpy/compare.py" "$dyn" "$dir" attention \
+    > "$dir.txt" 2>&1
   rc=$?
-  grep -v '^PASS' "$work/$mode.txt" | sed "s/^/$mode: /"
+  grep -v '^PASS' "$dir.txt" | sed "s/^/$mode: /"
   [ $rc -eq 0 ] || fail=1
 done
 exit $fail

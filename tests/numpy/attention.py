@@ -6,7 +6,10 @@ The shapes sit around the block the fused kernel uses on this machine's model (r
 causal masks with S != T; NaN and infinities (rows all masked, an inf in V where the mask
 hides it); a user-written chain with other names, another scale, no batch and its own mask,
 which fuses too; and two chains that must not fuse (the scores also returned; a max over
-the other axis).  Each result is judged against float64 NumPy by the size of its terms.
+the other axis).  The row path (a few query rows a task, K and V read in place) gets a
+decoder's steps: S = 1 and the rows a task takes +-1, T from 1 past two of its key blocks,
+D below, at and past the model's vector lanes and the odd heads 80 and 96, causal or not,
+at top level as well as in a function; and an f64 chain, which no path fuses.  Each result is judged against float64 NumPy by the size of its terms.
 tests/attention.sh runs these cases with the fusion forced on and off.
 """
 import re
@@ -42,17 +45,33 @@ fn colmax(Q: f32[S, D], K: f32[T, D], V: f32[T, D]) -> f32[S, D] {
 '''
 
 
-def block(dyn, D):
-    """The fused kernel's block of keys for head size D on this machine's model."""
+def sched(dyn, flags, line, pattern, default):
+    """The numbers pattern finds in :sched's text for line, on the model in use (flags)."""
     try:
-        r = subprocess.run([dyn, '-e', ':sched attention B=1 S=100000 T=100000 D=%d' % D],
-                           capture_output=True, text=True, timeout=120)
-        m = re.search(r'blocks: (\d+) query rows x (\d+) keys', r.stdout)
+        r = subprocess.run([dyn] + flags + ['-e', line], capture_output=True, text=True, timeout=120)
+        m = re.search(pattern, ' '.join(r.stdout.split()))
         if m:
-            return int(m.group(2))
+            return tuple(int(g) for g in m.groups())
     except (OSError, subprocess.SubprocessError):
         pass
-    return 128
+    return default
+
+
+def block(dyn, D, flags=()):
+    """The fused kernel's block of keys for head size D on this machine's model."""
+    return sched(dyn, list(flags), ':sched attention B=1 S=100000 T=100000 D=%d' % D,
+                 r'blocks: (\d+) query rows x (\d+) keys', (0, 128))[1]
+
+
+def rows_block(dyn, flags):
+    """The row path's query rows a task and keys a block on the model in use."""
+    return sched(dyn, list(flags), ':sched attention B=1 S=1 T=100000 D=64',
+                 r'rows: (\d+) query rows a task against keys in blocks of (\d+)', (4, 512))
+
+
+def lanes(dyn, flags):
+    """The f32 lanes of the model's vectors (:hw)."""
+    return sched(dyn, list(flags), ':hw', r'(\d+)-bit vectors', (256,))[0] // 32
 
 
 def ref(Q, K, V, scale, mask=None, colmax=False):
@@ -118,6 +137,44 @@ def add_cases(dyn, c):
         attn_case(name, 2, 9, 21, 3, True, f)
     n = block(dyn, 3)
     attn_case('inf in V, long', 1, 7, 3 * n + 2, 3, True, inf_v_hidden)
+
+    # the row path: a decoder's steps around its rows a task and its block of keys
+    R, nk = rows_block(dyn, c.FLAGS)
+    L = lanes(dyn, c.FLAGS)
+    for D in sorted({1, L - 1, L, L + 1, 80, 96}):
+        shapes = [(1, 1), (1, nk + 1), (R + 1, 37)]
+        if D in (L + 1, 80):
+            shapes += [(1, 2), (1, nk - 1), (R, 2 * nk + 3), (R - 1, 5), (1, 0), (0, 3)]
+        for S, T in shapes:
+            for causal in (False, True):
+                attn_case('rows %d x %d' % (R, nk), 3, S, T, D, causal)
+    attn_case('rows, NaN in Q', 2, 2, 21, 3, False, nan_q)
+    attn_case('rows, inf in V hidden', 1, R + 2, 2 * nk + 2, 3, True, inf_v_hidden)
+    attn_case('rows, large scores', 2, 1, 3 * nk + 1, 80, False, big_scores)
+    # the same chain written at top level, not in a function
+    Q, K, V = c.randn((2, 1, 80)), c.randn((2, 131, 80)), c.randn((2, 131, 80))
+    O, mag = ref(Q, K, V, 1 / np.sqrt(np.float32(80)))
+    c.case('attention at top level S1 T131 D80', [('Q', Q), ('K', K), ('V', V)],
+           'a[b, s, t] = (sum[d] Q[b, s, d] * K[b, t, d]) / sqrt(80.0)\n'
+           'm[b, s] = max[t] a[b, s, t]\n'
+           'e[b, s, t] = exp(a[b, s, t] - m[b, s])\n'
+           'z[b, s] = sum[t] e[b, s, t]\n'
+           'O[b, s, d] = (sum[t] e[b, s, t] * V[b, t, d]) / z[b, s]',
+           [c.out('O', c.F32, O, ('terms', tol, np.broadcast_to(mag, O.shape)))])
+    # f64: no path fuses it, the result is still softmax(Q K^T) V
+    Q, K, V = c.randn((1, 96), dtype=c.F64), c.randn((nk + 1, 96), dtype=c.F64), c.randn((nk + 1, 96), dtype=c.F64)
+    O, mag = ref(Q, K, V, 1.0)
+    c.case('attention f64 chain S1 T%d D96' % (nk + 1), [('Q', Q), ('K', K), ('V', V)],
+           'fn attn64(Q: f64[S, D], K: f64[T, D], V: f64[T, D]) -> f64[S, D] {\n'
+           '  a[s, t] = sum[d] Q[s, d] * K[t, d]\n'
+           '  m[s] = max[t] a[s, t]\n'
+           '  e[s, t] = exp(a[s, t] - m[s])\n'
+           '  z[s] = sum[t] e[s, t]\n'
+           '  O[s, d] = (sum[t] e[s, t] * V[t, d]) / z[s]\n'
+           '  return O\n'
+           '}\n'
+           'O = attn64(Q, K, V)',
+           [c.out('O', c.F64, O, ('terms', 1e-12, np.broadcast_to(mag, O.shape)))])
 
     # the user's chain: other names, scale 0.25, no batch, mask j + 2 > i (none all masked)
     for N, M, E, F in ((5, 9, 3, 2), (n + 1, 2 * n + 3, 64, 7), (1, 1, 1, 1), (4, 0, 3, 2)):

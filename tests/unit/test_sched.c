@@ -439,6 +439,61 @@ START_TEST(test_reduce_runs) {
 END_TEST
 #endif
 
+#ifdef HAVE_LLVM
+/* Fused attention's row path (cpu_attn.c): a group of up to 4 query rows a task reads K and V
+ * once (bytes at the level the call's data fits, again for each further group of a batch
+ * index at the level one head's fits), lane-operations for the FMAs of both products over
+ * 16-lane vectors with their loads ((rows + 1) / rows a FMA) and 13 / 4 vectors a score to
+ * sum, the softmax's, and the fork-join where it runs on more than one thread, which it does
+ * only when that is faster. */
+static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
+                        bool *serial) {
+  int64_t groups = B * ((S + 3) / 4);
+  double rows = (double)B * S / groups, keys = (double)groups * T;
+  double ops = keys * rows * ((double)(((D + 15) / 16 + (E + 15) / 16) * 16) * (rows + 1) / rows + 13 * 16 / 4.0);
+  double head = 4.0 * T * (D + E), once = head * B + 4.0 * B * S * (D + E), again = head * (groups - B);
+  double best = 0;
+  for (int t = 1; t <= threads; t += threads > 1 ? threads - 1 : 1) {
+    int u = t < groups ? t : (int)groups;
+    u = u < h->cores ? u : h->cores;
+    double mem = once / bw_of(h, level_of(h, once, u), u) + again / bw_of(h, level_of(h, head, 1), u);
+    double comp = ops / lanes_rate(h, u, 4) + 24 * keys * rows / lanes_rate(h, u, 4);
+    double total = fmax(mem, comp) + (u > 1 ? SYNC_S : 0);
+    if (t == 1 || total < best) best = total, *serial = t == 1;
+  }
+  return best;
+}
+
+START_TEST(test_attn_rows) {
+  const int64_t shapes[][5] = {{12, 1, 128, 64, 64}, {16, 1, 4096, 80, 80}, {12, 77, 77, 64, 64},
+                               {1, 1, 1, 3, 3},      {3, 5, 61, 96, 32},    {64, 1, 2048, 128, 128}};
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      for (int t = 1; t <= 2; t++) {
+        const int64_t *x = shapes[i];
+        bool s1, s2;
+        double got = cpu_attn_rows_time(&h, t, x[0], x[1], x[2], x[3], x[4], 1.0, false, false, &s1);
+        double want = rows_want(&h, t, x[0], x[1], x[2], x[3], x[4], &s2);
+        ck_assert_msg(close_to(got, want), "%s %lld x %lld x %lld x %lld, %d threads: %g s, want %g", MODELS[m],
+                      (long long)x[0], (long long)x[1], (long long)x[2], (long long)x[3], t, got, want);
+        ck_assert(s1 == s2);
+      }
+    /* half the keys masked: the key terms halve, Q's and O's bytes stay, and V is read once
+     * more for its infinities (8 x 4096 x 64 floats at the level the call's data fits) */
+    bool s;
+    double full = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, false, false, &s);
+    double half = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 0.5, false, false, &s);
+    ck_assert(half < full && half > 0.45 * full);
+    double once = 4.0 * 8 * (4096 * 128 + 128), v = 4.0 * 8 * 4096 * 64;
+    double vmem = (once + v) / bw_of(&h, level_of(&h, once + v, 1), 1);
+    double masked = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, true, false, &s);
+    ck_assert_msg(masked > full && (close_to(masked, vmem) || masked > vmem), "%s: %g s masked", MODELS[m], masked);
+  }
+}
+END_TEST
+#endif
+
 static Suite *sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = tcase_create("model");
@@ -454,6 +509,7 @@ static Suite *sched_suite(void) {
 #ifdef HAVE_LLVM
   tcase_add_test(tc, test_reduce_split);
   tcase_add_test(tc, test_reduce_runs);
+  tcase_add_test(tc, test_attn_rows);
 #endif
   suite_add_tcase(s, tc);
   return s;
