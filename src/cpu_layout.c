@@ -1,9 +1,8 @@
-/* cpu_layout.c -- the cost of a layout change on the compiled CPU back end: a stage that
- * cpu.c runs in tiles transposed in registers (cpu_blocked_axis: a transpose, a permutation
- * that moves the last axis).  cpu_sched.c asks it for the time :sched and :time print.
- * Such a kernel moves the bytes of a copy, but a copy does one load and one store a vector
- * while a tile also pays the shuffles that transpose it, and the lines of a tile lie a row
- * apart, where a copy's follow each other.  Only built where LLVM is (HAVE_LLVM). */
+/* cpu_layout.c -- a layout change on the compiled CPU back end: a stage that cpu.c runs in
+ * tiles transposed in registers (cpu_blocked_axis: a transpose, a permutation that moves
+ * the last axis).  Here: the walk of its tiles (blocks, bands, whole tiles a task), which
+ * cpu.c's gen_blocked and cpu_rt.c's split follow, and its cost, which cpu_sched.c prints
+ * for :sched and :time.  Only built where LLVM is (HAVE_LLVM). */
 #include "config.h"
 #include "dyn_int.h"
 
