@@ -114,15 +114,21 @@ int cpu_par_axis(const Kernel *kn);
 bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
 int cpu_tile_lanes(int vector_bits, DynElem ty);
-/* cpu.c: the rows of the result a layout change's tiles of w lanes of ty go along
- * in a block before its next band (at least w, a power of two). */
+/* cpu_layout.c: the walk of a layout change's tiles of w lanes of ty (cpu.c's gen_blocked):
+ * the values of u a block spans (a multiple of w), the tiles a band of v spans, and a
+ * task's share of the parallel axis rounded up to whole tiles when that axis is a tiled
+ * stage's u (chunk unchanged otherwise; vector_bits: the model's). */
 int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w);
-/* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) that moves
- * `bytes` takes on `threads` of hw at these extents and element strides
- * (strides[slot * DYN_MAX_RANK + d]): the larger of its bytes at the rate of the level they
- * fit in and its tiles' shuffles; 0 for a kernel without a layout change. */
-double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext,
-                       const int64_t *strides, int threads, double bytes);
+int cpu_layout_band(const HwModel *hw, DynElem ty, int w);
+int64_t cpu_layout_chunk(const Kernel *kn, int par_axis, int vector_bits, int64_t chunk);
+/* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) takes on
+ * `threads` of hw at these extents and element strides (strides[slot * DYN_MAX_RANK + d]), reading `read` and writing `written` bytes (streamed:
+ * with streaming stores) in `tasks` tasks: the larger of its bytes (sched_stream_time's:
+ * the level they fit in, the reads for ownership of unstreamed lines from memory) and its
+ * tiles' shuffles and edges' elements, plus the fork-join; the terms in *T (comp_s: the
+ * tiles').  0 for a kernel without a layout change. */
+double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
+                       double read, double written, bool streamed, int64_t tasks, SchedTerms *T);
 
 /* cpu_rt.c: a contraction kernel's sizes and element strides as the GEMM engine takes them
  * (strides[slot * DYN_MAX_RANK + d]). */

@@ -1,9 +1,8 @@
-/* cpu_layout.c -- the cost of a layout change on the compiled CPU back end: a stage that
- * cpu.c runs in tiles transposed in registers (cpu_blocked_axis: a transpose, a permutation
- * that moves the last axis).  cpu_sched.c asks it for the time :sched and :time print.
- * Such a kernel moves the bytes of a copy, but a copy does one load and one store a vector
- * while a tile also pays the shuffles that transpose it, and the lines of a tile lie a row
- * apart, where a copy's follow each other.  Only built where LLVM is (HAVE_LLVM). */
+/* cpu_layout.c -- a layout change on the compiled CPU back end: a stage that cpu.c runs in
+ * tiles transposed in registers (cpu_blocked_axis: a transpose, a permutation that moves
+ * the last axis).  Here: the walk of its tiles (blocks, bands, whole tiles a task), which
+ * cpu.c's gen_blocked and cpu_rt.c's split follow, and its cost, which cpu_sched.c prints
+ * for :sched and :time.  Only built where LLVM is (HAVE_LLVM). */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -11,14 +10,49 @@
 
 #include "cpu_int.h"
 
-/* The load by which a layout change reads along u: its last subscript is u (NULL: none). */
-static const KExpr *load_along(const KExpr *e, int u) {
-  if (e->kind == KX_LOAD && e->n >= 1 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) return e;
-  for (int i = 0; i < e->n; i++) {
-    const KExpr *l = load_along(e->a[i], u);
-    if (l) return l;
+/* ---- the walk of the tiles ----
+ * The tiles are walked in blocks of u (the result's rows, the input's columns), in each the
+ * bands of v (the result's columns, the input's rows), and in a band the tiles along u, then
+ * along v: a band reads each of its input rows in a run of the block (RUN_IN lines) and
+ * writes each of the block's result rows in a run of the band (RUN_OUT lines).  Measured on
+ * T = transpose(W), W f32[4096, 4096], 2 threads of Zen 5 (16 x 16 tiles, streamed stores,
+ * minimum of 11 calls each, against a 2-thread memcpy of the same bytes in the same run):
+ * bands one tile wide in blocks of 128 rows (the earlier walk: every result row written a
+ * line at a time, input rows read 512 B at a time) ran at 46-57% of the copy; blocks of 256
+ * and bands of 4 tiles (1 KiB of each input row, 4 lines of each result row) at 72-86%;
+ * bands of 8 or 16 tiles and blocks of 512 or 1024 no better (63-97%, within the noise of
+ * a shared host), blocks of 128 with bands of 4-16 tiles 63-74%.  So runs of 16 lines read
+ * and 4 lines written, in the model's lines: the memory's streams stay long enough for its
+ * prefetchers and open pages while a band's input rows (64 KiB here) stay within L2. */
+#define RUN_IN 16
+#define RUN_OUT 4
+
+static int64_t line_bytes(const HwModel *hw) {
+  const HwLevel *l1 = hw->nlevels > 1 ? &hw->level[0] : NULL;
+  return l1 && l1->line > 0 ? l1->line : 64;
+}
+
+int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w) {
+  int64_t bk = RUN_IN * line_bytes(hw) / elem_size(ty);
+  return bk < w ? w : bk / w * w;
+}
+
+int cpu_layout_band(const HwModel *hw, DynElem ty, int w) {
+  int64_t nb = RUN_OUT * line_bytes(hw) / ((int64_t)w * elem_size(ty));
+  return nb < 1 ? 1 : (int)nb;
+}
+
+/* A task whose share of u is not whole tiles runs the rest in the plain loops: W f32[97, ...]
+ * in the runtime's 8 tasks of 13 values of u each had no whole tile at all (33-39% of the
+ * copy for permute 201 of 64 x 128 x 97). */
+int64_t cpu_layout_chunk(const Kernel *kn, int par_axis, int vector_bits, int64_t chunk) {
+  int w = 1;
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    int lanes = cpu_blocked_axis(kn, st) == par_axis && par_axis >= 0 ? cpu_tile_lanes(vector_bits, st->expr->ty) : 1;
+    if (lanes > w) w = lanes;
   }
-  return NULL;
+  return (chunk + w - 1) / w * w;
 }
 
 /* The share of the model's L1 that the w rows of a tile, `stride_bytes` apart, may use:
@@ -34,60 +68,80 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
   return (double)w / ((double)(span / g) * l1->ways);
 }
 
-/* The model of a tile (w x w elements, w the lanes at the model's width): log2(w) rounds of
- * w two-vector shuffles on one shuffle port, and a load or a store a row beside them, one a
- * cycle: w (log2 w + 1) cycles.  Measured with cpu.c's tiles on Zen 5 (one thread, f32,
- * 16 x 16 tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here.  When
- * the lines of the input's and the result's rows crowd the L1's sets (pressure: the sum of
- * set_pressure over both), they evict each other: 512 x 512 (pressure 2) took 2.3 times as
- * long as 496 x 496, 1024 x 1024 (pressure 4) 3.6 times as long as 1008 x 1008, 768 x 768
- * (pressure 1) 1.1 times what this predicts; so a tile costs that many times more (up to 4). */
+/* ---- the model ----
+ * A tile (w x w elements, w the lanes at the model's width): log2(w) rounds of w two-vector
+ * shuffles on one shuffle port, and a load or a store a row beside them, one a cycle:
+ * w (log2 w + 1) cycles.  Measured with cpu.c's tiles on Zen 5 (one thread, f32, 16 x 16
+ * tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here.  An element of
+ * a tile cut by an edge runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
+ * transpose of f32[7, 8191] (no whole tile: every element in the plain loops, 1.3-1.9
+ * cycles an element at the file's 2.1 GHz on 2 threads).  When the lines of the input's and
+ * the result's rows crowd the L1's sets (pressure: the sum of set_pressure over both), they
+ * evict each other: with this walk, one thread, minima of 41 calls, 512 x 512 (pressure 1.3)
+ * took 1.5-1.6 times as long an element as 496 x 496, 1024 x 1024 (pressure 2.7) 1.1-1.6
+ * times 1008 x 1008, 768 x 768 and 256 x 256 (pressure 0.7) 1.0-1.3 times 752 x 752 and
+ * 240 x 240; so a tile costs up to PRESSURE_MAX times more (the earlier walk's blocks of a
+ * tile's width lost up to 3.6 times). */
+#define EDGE_CYC 1.5
+#define PRESSURE_MAX 1.5
+
 static double tile_cycles(int w, double pressure) {
   int lg = 0;
   while ((1 << lg) < w) lg++;
-  double f = pressure < 1 ? 1 : pressure > 4 ? 4 : pressure;
-  return (double)w * (lg + 1) * f;
+  return (double)w * (lg + 1) * (pressure < 1 ? 1 : pressure > PRESSURE_MAX ? PRESSURE_MAX : pressure);
 }
 
-double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext,
-                       const int64_t *strides, int threads, double bytes) {
-  int cores = hw->cores > 0 ? hw->cores : 1, t = threads < cores ? threads : cores;
-  if (t < 1) t = 1;
+/* The load by which a layout change reads along u: its last subscript is u (NULL: none). */
+static const KExpr *load_along(const KExpr *e, int u) {
+  if (e->kind == KX_LOAD && e->n >= 1 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) return e;
+  for (int i = 0; i < e->n; i++) {
+    const KExpr *l = load_along(e->a[i], u);
+    if (l) return l;
+  }
+  return NULL;
+}
+
+double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
+                       double read, double written, bool streamed, int64_t tasks, SchedTerms *out) {
   double cycles = 0;
   bool any = false;
+  int esize = 4;
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     int u = cpu_blocked_axis(kn, st);
     if (u < 0) continue;
     any = true;
-    int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), esize = elem_size(st->expr->ty);
-    double n = 1;
-    for (int a = 0; a < st->naxes; a++) n *= (double)ext[st->axes[a]];
-    /* a tile's rows: the result's a step of u apart, the input's a step of v (the stage's
-     * innermost axis) */
-    int v = st->axes[st->naxes - 1];
-    /* the result's lines crowd the L1 only when they are stored there: a result that with
-     * its input outgrows the last cache is streamed past it (cpu_rt.c's streaming) */
-    double pressure = 0;
-    int64_t llc = sched_last_cache_bytes(hw);
+    int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), v = st->axes[st->naxes - 1];
+    esize = elem_size(st->expr->ty);
+    double n = 1, rest = 1, pressure = 0;
+    for (int a = 0; a < st->naxes; a++) {
+      n *= (double)ext[st->axes[a]];
+      if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
+      /* the twin streams only the tiles whose result rows start on the vector's size (cpu.c's
+       * gen_blocked); the others' stores read their lines for ownership */
+      if (st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] % w) streamed = false;
+    }
+    /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
+     * the input's rows are a step of v apart */
     for (int a = 0; a < st->naxes; a++)
-      if (st->axes[a] == u && !(llc > 0 && bytes > (double)llc))
-        pressure += set_pressure(hw, strides[st->out * DYN_MAX_RANK + a] * esize, w);
+      if (st->axes[a] == u && !streamed) pressure += set_pressure(hw, strides[st->out * DYN_MAX_RANK + a] * esize, w);
     const KExpr *ld = load_along(st->expr, u);
     for (int k = 0; ld && k + 1 < ld->n; k++)
       if (ld->a[k]->kind == KX_AXIS && ld->a[k]->axis == v) {
         pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);
         break;
       }
-    cycles += n / ((double)w * w) * tile_cycles(w, pressure);
+    double whole = (double)(ext[u] / w * w) * (double)(ext[v] / w * w) * rest;
+    cycles += whole / ((double)w * w) * tile_cycles(w, pressure) + (n - whole) * EDGE_CYC;
   }
   if (!any) return 0;
-  /* the bytes at the rate of the level each thread's share fits in (a transpose in cache runs
-   * at the cache's rate, where the roofline of cost.c takes main memory's) */
-  double bw = sched_shared_bw(hw, bytes / t, t) * t;
-  double mem = bytes / (bw > 0 ? bw : 1e9);
-  double shuffle = cycles / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9 * t);
-  return shuffle > mem ? shuffle : mem;
+  SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed, .tasks = tasks};
+  SchedTerms T;
+  sched_stream_time(hw, threads, &sw, &T);
+  T.comp_s = cycles / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9 * T.threads);
+  T.total = (T.comp_s > T.mem_s ? T.comp_s : T.mem_s) + T.sync_s;
+  if (out) *out = T;
+  return T.total;
 }
 
 #endif

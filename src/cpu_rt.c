@@ -560,7 +560,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     CpuRedSplit sp;
     int64_t tasks = cpu_task_count(ck->kn, ck->par_axis, ext, nthreads);
     T.n = n;
-    T.chunk = (n + tasks - 1) / tasks;
+    T.chunk = cpu_layout_chunk(ck->kn, ck->par_axis, be->hw.vector_bits, (n + tasks - 1) / tasks);
     tasks = (n + T.chunk - 1) / T.chunk;
     if (!T.nlocal && !T.nt && cpu_reduce_split(&be->hw, p, ck, ext, strides, shape, &sp)) {
       if (!cpu_reduce_split_run(be->pool, p, ck, T.st ? ck->fn_st : ck->fn, &base, &sp, n, interrupt)) errflag = 2;

@@ -48,21 +48,25 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   const char *why;
   poly_eval(rp, eval_size_lookup, (void *)sz, &rv, &why);
   poly_eval(wp, eval_size_lookup, (void *)sz, &wv, &why);
+  double llc = (double)sched_last_cache_bytes(&be->hw);
+  bool streamed = nt && llc > 0 && (double)(rv + wv) > llc;
+  SchedTerms T;
   /* a layout change in tiles has its own cost (cpu_layout.c) */
-  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)(rv + wv));
+  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)rv, (double)wv, streamed, tasks, &T);
   if (lt > 0) {
-    buf_printf(out, "  model: %lld bytes: predicted %.3f ms (a layout change: its bytes or its tiles' shuffles)\n",
-               (long long)(rv + wv), lt * 1e3);
+    buf_printf(out, "  model: a layout change: %lld bytes read, %lld written%s, from %s: tiles %.3f ms, memory %.3f ms",
+               (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name,
+               T.comp_s * 1e3, T.mem_s * 1e3);
+    if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
+    buf_printf(out, ": predicted %.3f ms\n", lt * 1e3);
     return lt;
   }
   poly_eval(cost_kernel_ops(p, kn, pc), eval_size_lookup, (void *)sz, &ov, &why);
-  double llc = (double)sched_last_cache_bytes(&be->hw);
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
-                 .read = (double)rv, .written = (double)wv, .streamed = nt && llc > 0 && (double)(rv + wv) > llc,
+                 .read = (double)rv, .written = (double)wv, .streamed = streamed,
                  .tasks = tasks};
   double runs = cpu_reduce_run_ops(&be->hw, p, kn, par_axis, x->ext);
   w.ops += runs;
-  SchedTerms T;
   if (sp) w.tasks = sp->pieces;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
   buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)(ov + (int64_t)runs),
@@ -74,6 +78,14 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   if (sp) buf_printf(out, ", partials combined %.3f ms", comb * 1e3);
   buf_printf(out, ": predicted %.3f ms\n", (t + comb) * 1e3);
   return t + comb;
+}
+
+/* The tasks cpu_rt.c splits the parallel axis into (cpu_task_count), each whole tiles of a
+ * layout change split along its tiles' rows (cpu_layout_chunk). */
+static int64_t run_tasks(CpuBackend *be, const CKernel *ck, const int64_t *ext, int threads) {
+  int64_t n = ext[ck->par_axis], tasks = cpu_task_count(ck->kn, ck->par_axis, ext, threads);
+  int64_t chunk = cpu_layout_chunk(ck->kn, ck->par_axis, be->hw.vector_bits, (n + tasks - 1) / tasks);
+  return (n + chunk - 1) / chunk;
 }
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) {
@@ -218,7 +230,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       out->s[out->len] = 0;
       buf_printf(out, "tasks over %s", par);
       if (have) {
-        int64_t n = ext[ck->par_axis], tasks = cpu_task_count(kn, ck->par_axis, ext, threads);
+        int64_t n = ext[ck->par_axis], tasks = run_tasks(be, ck, ext, threads);
         buf_printf(out, " = %lld in %lld task%s", (long long)n, (long long)tasks, tasks == 1 ? "" : "s");
       }
       buf_putc(out, '\n');
@@ -239,7 +251,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
     }
     if (have) {
       total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis,
-                            par ? cpu_task_count(kn, ck->par_axis, ext, threads) : 1, split ? &sp : NULL, out);
+                            par ? run_tasks(be, ck, ext, threads) : 1, split ? &sp : NULL, out);
     }
   }
   if (have) {

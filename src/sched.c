@@ -79,6 +79,12 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           in cpu_attn.c's block_update
  *   hoisting        a row    cost.c         what does not vary along a row runs once a row
  *                                           (LICM), read in :code layernorm asm
+ *   EDGE_CYC        1.5 cyc  cpu_layout.c   an element of a layout change's tile cut by an
+ *                                           edge (the plain loops): transpose of f32[7, 8191]
+ *                                           on 2 threads of Zen 5
+ *   PRESSURE_MAX    1.5x     cpu_layout.c   the most a tile whose rows crowd the L1's sets
+ *                                           costs: 512 x 512 and 1024 x 1024 against rows a
+ *                                           tile shorter, one thread of Zen 5
  *   write-allocate  2x bus   sched.c        a store to a line no cache holds reads the line
  *                                           first (read for ownership), so each byte written
  *                                           to memory crosses the memory bus twice unless the

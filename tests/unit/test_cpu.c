@@ -571,7 +571,7 @@ END_TEST
  * shuffles registers of that width.  For two models, never the host's; the code is only
  * looked at.  The model prices such a tile more when its rows crowd the L1's sets: a
  * power-of-two row length costs more an element than one a line shorter where the tile has
- * more rows than the L1 has ways. */
+ * more rows than the L1 has ways (cpu_layout.c: up to 1.5 times). */
 START_TEST(test_layout_code) {
   static const char *const models[] = {"skylake-avx512", "zen3"};
   static const char *const types[][2] = {{"f32", "float"}, {"f64", "double"}};
@@ -606,8 +606,8 @@ START_TEST(test_layout_code) {
       ck_assert_msg(shuf, "%s %s: no shuffle of %s registers in the assembly", models[i], types[t][0], reg);
       buf_free(&out);
       /* the model: rows of 1024 elements (4 or 8 KiB) fall into one set of the L1, rows of 1008
-       * into many; a tile whose rows outnumber the set's ways costs about twice as much an
-       * element, one whose rows fit costs the same */
+       * into many; a tile whose rows outnumber the set's ways costs more an element (up to 1.5
+       * times), one whose rows fit costs the same */
       double per[2];
       int64_t n[2] = {1008, 1024};
       for (int k = 0; k < 2; k++) {
@@ -618,11 +618,11 @@ START_TEST(test_layout_code) {
         ck_assert(extents_bind(&x, f->code.prog, &sz));
         per[k] = cpu_schedule(b, f->code.cpu, pc, &x, 1, &out) / (double)(32 * n[k]);
         extents_free(&x);
-        ck_assert_msg(strstr(out.s, "a layout change: its bytes or its tiles' shuffles"), "%s", out.s);
+        ck_assert_msg(strstr(out.s, "model: a layout change: "), "%s", out.s);
         buf_free(&out);
       }
       int ways = m.level[0].ways;
-      ck_assert_msg(ways > 0 && (w > ways ? per[1] > 1.5 * per[0] : per[1] < 1.25 * per[0]),
+      ck_assert_msg(ways > 0 && (w > ways ? per[1] > 1.3 * per[0] : per[1] < 1.1 * per[0]),
                     "%s %s: tiles of %d rows, %d ways: %g s an element at 32 x 1024, %g at 32 x 1008",
                     models[i], types[t][0], w, ways, per[1], per[0]);
       free_backend(b);

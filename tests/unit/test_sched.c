@@ -437,6 +437,62 @@ START_TEST(test_reduce_runs) {
   }
 }
 END_TEST
+
+/* A layout change in tiles (cpu_layout.c), T[j, i] = X[i, j] of X f32[A, B] (u = j, v = i):
+ * its bytes as an element-wise kernel's (mem_time) -- streamed where they outgrow the last
+ * cache and the result's rows start on a vector (A a multiple of the lanes w), else read
+ * for ownership where they come from memory -- against its tiles, w (log2 w + 1)
+ * cycles each at the file's clock, and EDGE_CYC an element of a tile cut by an edge, the
+ * larger of the two plus the fork-join.  The shapes keep the rows' strides off high powers
+ * of two, where crowded L1 sets would cost the tiles more (test_cpu's test_layout_code). */
+#define EDGE_CYC 1.5            /* cpu_layout.c's, measured there */
+
+static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool whole_tiles_only) {
+  const Program *p = lowered("fn f(X: f32[A, B]) -> f32[B, A] {\n  T[j, i] = X[i, j]\n  return T\n}");
+  const Kernel *kn = &p->kernels[0];
+  ck_assert_int_eq(cpu_blocked_axis(kn, &kn->stages[0]), kn->stages[0].axes[0]);
+  int64_t ext[8] = {0}, strides[8 * DYN_MAX_RANK] = {0};
+  ck_assert(p->naxes <= 8 && p->nslots <= 8);
+  for (int a = 0; a < p->naxes; a++) ext[a] = !strcmp(p->axes[a].name, "i") ? A : B;
+  for (int s = 0; s < p->nslots; s++) {
+    strides[s * DYN_MAX_RANK] = p->slots[s].kind == SLOT_INPUT ? B : A;
+    strides[s * DYN_MAX_RANK + 1] = 1;
+  }
+  double bytes = 4.0 * A * B, llc = (double)sched_last_cache_bytes(h);
+  int w = h->vector_bits / 32 > 16 ? 16 : h->vector_bits / 32, lg = 0, tasks = 4 * t;
+  while ((1 << lg) < w) lg++;
+  bool streamed = 2 * bytes > llc && A % w == 0;
+  int lv = level_of(h, streamed ? bytes : 2 * bytes, t);
+  bool rfo = lv == h->nlevels - 1 && !streamed;
+  double mem = mem_time(h, bytes, bytes, streamed, t);
+  double whole = (double)(B / w * w) * (double)(A / w * w);
+  double tiles = (whole / w * (lg + 1) + ((double)A * B - whole) * EDGE_CYC) / (h->ghz * 1e9 * t);
+  SchedTerms T;
+  double got = cpu_layout_time(h, p, kn, ext, strides, t, bytes, bytes, 2 * bytes > llc, tasks, &T);
+  double want = fmax(mem, tiles) + (t > 1 ? SYNC_S : 0);
+  ck_assert_msg(close_to(T.mem_s, mem) && T.memory == rfo, "%s %lld x %lld: memory %g s, derived %g (%s)", h->name,
+                (long long)A, (long long)B, T.mem_s, mem, rfo ? "read for ownership" : "no reads for ownership");
+  if (whole_tiles_only || mem < tiles)
+    ck_assert_msg(close_to(T.comp_s, tiles), "%s %lld x %lld: tiles %g s, derived %g", h->name, (long long)A, (long long)B,
+                  T.comp_s, tiles);
+  ck_assert_msg(close_to(got, want), "%s %lld x %lld on %d: %g s, derived %g", h->name, (long long)A, (long long)B, t, got,
+                want);
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+}
+
+START_TEST(test_layout) {
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    check_layout(&h, 48, 80, 1, true);         /* in L1, whole tiles: the shuffles */
+    check_layout(&h, 37, 53, 1, true);         /* tiles and edges */
+    check_layout(&h, 7, 8191, 2, true);        /* no whole tile: the plain loops */
+    check_layout(&h, 4112, 4104, 2, false);    /* streamed: the bytes once */
+    check_layout(&h, 4099, 4104, 2, false);    /* rows off the vector: read for ownership */
+    check_layout(&h, 720, 400, 2, false);      /* in a cache of two cores */
+  }
+}
+END_TEST
 #endif
 
 #ifdef HAVE_LLVM
@@ -510,6 +566,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_reduce_split);
   tcase_add_test(tc, test_reduce_runs);
   tcase_add_test(tc, test_attn_rows);
+  tcase_add_test(tc, test_layout);
 #endif
   suite_add_tcase(s, tc);
   return s;
