@@ -69,10 +69,26 @@ typedef struct CgJob {
 /* The GEMM model's plan for the product as if B were gathered (M x K by K x P Q, unit
  * strides), on `threads`; false where its plan is not one of tiles (C of a few rows or
  * columns: the gathered path's engine has kernels for those). */
+/* A window's taps: K's extent over that of the reduction axis with B's largest step (the
+ * channels), 1 for a 1 x 1 convolution. */
+static int64_t cg_taps(const Win *W) {
+  int big = -1;
+  for (int i = 0; i < W->n[1]; i++)
+    if (W->ext[1][i] > 1 && (big < 0 || llabs(W->coef[1][i]) > llabs(W->coef[1][big]))) big = i;
+  return big < 0 ? 1 : W->ktot / W->ext[1][big];
+}
+
 static bool cg_plan(GemmKernels *g, const Win *W, bool padded, int threads, CgPlan *C) {
   /* B already a matrix in place (a 1 x 1 convolution at stride 1): the engine's own plans,
    * which pack B as their first tiles read it, serve it as they are */
   if (g->wide || (W->direct && !padded) || W->mtot <= ROWS_MAX) return false;
+  /* Windows of more than one tap (3 x 3, 7 x 7) take the gathered path: X's elements are
+   * packed once a tap either way, and the gathered matrix packed by the engine's own packer
+   * ran faster on the whole (tests/bench/compare-builds.sh on the conv suite, 3 rounds: this
+   * path took 0.88-1.57x the gathered path's time on 3 x 3 to 7 x 7 layers, worst where
+   * images are small and their last panel of columns mostly masked).  One tap a window
+   * gains from packing X in place, nn's padded copy dropped: 0.47-0.54x on 1 x 1 layers. */
+  if (cg_taps(W) > 1) return false;
   GemmArgs x = W->x;
   x.batch = 1;
   x.n = W->ptot * W->qtot;
