@@ -3,11 +3,13 @@
  * timed against the wall clock.  /proc/cpuinfo's "cpu MHz" is often the base clock where the
  * cores run faster (a virtual CPU reported 2.1 GHz on cores whose micro-kernel ran at the
  * rate of 3.2), and every compute-bound prediction of the model scales with the clock it is
- * given.  The measurement takes about 1 ms, once per detection: ten trials of 0.1 ms, the fastest
- * kept, since a busy machine interrupts some. */
+ * given.  The measurement takes about 1 ms, once per process (a session detects the host
+ * more than once): ten trials of 0.1 ms, the fastest kept, since a busy machine interrupts
+ * some. */
 #include "config.h"
 #include "hw_int.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
@@ -29,7 +31,10 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double detect_clock_ghz(void) {
+static double clock_ghz;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+static void clock_time(void) {
   enum { STEPS = 1000, TRIALS = 10 };
   uint64_t x = 1, m = 3;
   double best = 0;
@@ -39,7 +44,12 @@ double detect_clock_ghz(void) {
     double dt = now_s() - t0;
     if (dt > 0 && (best == 0 || dt < best)) best = dt;
   }
-  return best > 0 ? STEPS * CHAIN_CYCLES / best * 1e-9 : 0;
+  clock_ghz = best > 0 ? STEPS * CHAIN_CYCLES / best * 1e-9 : 0;
+}
+
+double detect_clock_ghz(void) {
+  pthread_once(&clock_once, clock_time);
+  return clock_ghz;
 }
 
 #else
