@@ -528,12 +528,12 @@ static int conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, voi
   GrpJob J = {&G, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, chunk, ntask, pad, interrupt, 0};
   dyn_parallel_for(be->pool, (ntask + chunk - 1) / chunk, grp_task, &J);
   free(tab);
-  if (J.failed) {
-    snprintf(err, errlen, "out of memory for the convolution's weights");
-    return -1;
-  }
-  if (interrupt && *interrupt) {
-    snprintf(err, errlen, "interrupted");
+  return cpu_conv_ended(J.failed, "out of memory for the convolution's weights", interrupt, err, errlen);
+}
+
+int cpu_conv_ended(bool failed, const char *why, volatile int *interrupt, char *err, size_t errlen) {
+  if (failed || (interrupt && *interrupt)) {
+    snprintf(err, errlen, "%s", failed ? why : "interrupted");
     return -1;
   }
   return 1;

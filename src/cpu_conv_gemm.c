@@ -376,15 +376,7 @@ static int cg_run(CpuBackend *be, GemmKernels *g, const Win *W, CgPad *D, const 
   dyn_parallel_for(be->pool, C.tasks, cg_task, &J);
   tensor_release(apk);
   free(koff);
-  if (J.failed) {
-    snprintf(err, errlen, "out of memory for the convolution's packed panels");
-    return -1;
-  }
-  if (interrupt && *interrupt) {
-    snprintf(err, errlen, "interrupted");
-    return -1;
-  }
-  return 1;
+  return cpu_conv_ended(J.failed, "out of memory for the convolution's packed panels", interrupt, err, errlen);
 }
 
 int cpu_conv_gemm_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,

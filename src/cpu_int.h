@@ -170,6 +170,9 @@ double cpu_conv_gemm_predict(GemmKernels *g, const Win *W, int threads, Buf *out
 /* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
  * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);
+/* cpu_conv.c: how a convolution's parallel run ended: -1 with err set to why (it failed)
+ * or "interrupted", else 1. */
+int cpu_conv_ended(bool failed, const char *why, volatile int *interrupt, char *err, size_t errlen);
 /* cpu_conv.c: run a grouped windowed contraction (a depthwise convolution: ck->w.ng > 0)
  * plane by plane.  1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
 int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
