@@ -49,11 +49,14 @@ defs="" libs=""
 inc_has() { echo "#include <$1>" | $CC -E -x c - >/dev/null 2>&1; }
 if inc_has dnnl.h; then defs="$defs -DHAVE_DNNL_H"; libs="$libs -ldnnl"; fi
 if inc_has cblas.h; then defs="$defs -DHAVE_CBLAS_H"; libs="$libs -lopenblas"; fi
+# The engine comes from the configured tree's convenience library (make builds it), so the
+# benchmark links whatever sources the engine is made of today.
+lib="${CONFIG_DIR:-$root}/.libs/libdyn_int.a"
+[ -r "$lib" ] || { echo "run-gemm.sh: no $lib: run make first" >&2; exit 2; }
 # config.h comes from the configured tree (the root, or $CONFIG_DIR for a separate build).
 $CC -std=gnu11 -O2 -I"$root/src" -I"${CONFIG_DIR:-$root}" $($LLVM_CONFIG --cflags) $defs \
   -DDYN_SRCDIR="\"$root\"" -DDYN_PKGDATADIR="\"$root\"" \
-  "$root/tests/bench/bench_gemm.c" "$root/src/util.c" "$root/src/hw.c" "$root/src/jit.c" \
-  "$root/src/pool.c" "$root/src/gemm.c" \
+  "$root/tests/bench/bench_gemm.c" "$lib" \
   $($LLVM_CONFIG --ldflags --libs core orcjit native passes) $libs -lpthread -lm \
   -o "$BUILD/bench_gemm"
 
