@@ -304,7 +304,7 @@ typedef struct HwModel {
                              operands widened to f32; 2 where vdpbf16ps issues as an FMA does) */
   char path[256];         /* where it was loaded from ("" for built-in or detected) */
   char llvm_cpu_fallback[32]; /* for an LLVM that does not know llvm_cpu ("generic" if unset) */
-  char source[256];       /* detected models: what was detected, what came from which file */
+  char source[384];       /* detected models: what was detected, what came from which file */
   HwProv prov[HW_NFIGURES]; /* where each scalar figure comes from (HW_F_*) */
 } HwModel;
 

@@ -177,6 +177,7 @@ typedef struct {
   int family, model;
   bool avx, avx2, fma, f16c, bmi, bmi2, avx512f, avx512dq, avx512cd, avx512bw, avx512vl,
       avx512vnni, avx512bf16, avx512fp16, topoext;
+  bool hypervisor;          /* a virtual machine's guest (cpuid 1, ecx bit 31) */
 } X86Id;
 
 /* The identity of the first processor in root's /proc/cpuinfo, as Linux prints it on x86
@@ -205,7 +206,7 @@ static bool x86_field(const char *key, char *v, void *ctx) {
       {"avx512dq", &id->avx512dq}, {"avx512cd", &id->avx512cd}, {"avx512bw", &id->avx512bw},
       {"avx512vl", &id->avx512vl}, {"avx512_vnni", &id->avx512vnni},
       {"avx512_bf16", &id->avx512bf16}, {"avx512_fp16", &id->avx512fp16},
-      {"topoext", &id->topoext},
+      {"topoext", &id->topoext}, {"hypervisor", &id->hypervisor},
     };
     for (char *t = strtok(v, " \t"); t; t = strtok(NULL, " \t"))
       for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
@@ -234,6 +235,7 @@ static void x86_identify(X86Id *id) {
   id->model = (int)((a >> 4) & 0xf);
   if (base == 0x6 || base == 0xf) id->model |= (int)((a >> 12) & 0xf0);
   bool osxsave = (c >> 27) & 1, cpu_avx = (c >> 28) & 1;
+  id->hypervisor = (c >> 31) & 1;
   id->fma = (c >> 12) & 1;
   id->f16c = (c >> 29) & 1;
   /* The CPU may have AVX and AVX-512 while the OS does not save their registers; XCR0 says
@@ -415,6 +417,7 @@ static void guess_x86(const X86Id *id, CpuGuess *g) {
   IsaLevel isa = v4 ? ISA_V4 : v3 ? ISA_V3 : id->avx ? ISA_AVX : ISA_X86_64;
   const char *vendor = !strcmp(id->vendor, "HygonGenuine") ? "AuthenticAMD" : id->vendor;
   copy_str(g->model, sizeof g->model, id->brand);
+  g->guest = id->hypervisor;
   snprintf(g->ident, sizeof g->ident, "%s family %Xh model %02Xh",
            !strcmp(vendor, "GenuineIntel") ? "Intel" : !strcmp(vendor, "AuthenticAMD") ? "AMD"
                                                                                       : "x86",
@@ -470,6 +473,7 @@ void detect_cpu(const char *root, CpuGuess *g) {
   x86_identify(&id);
   guess_x86(&id, g);
   g->cpuid = true;
+  g->guest = g->guest && !root[0];      /* a fake tree's machine is no guest of this one's host */
 #elif defined(__aarch64__)
   arm_guess(root, g);
 #else

@@ -27,6 +27,7 @@ typedef struct {
   char model[128];
   char arch[16];              /* "aarch64" for an Arm64 guess, else "": the build's own */
   bool cpuid;                 /* the identity is this machine's cpuid (its cache leaves apply) */
+  bool guest;                 /* a virtual machine's guest (x86's hypervisor flag) */
 } CpuGuess;
 
 /* ---- the figures' syntax ---- */

@@ -863,6 +863,57 @@ static void detect_text(const char *root, const char *text, const char *file, Hw
  * as the file has it. */
 #define AVX2_FLAGS "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 fma"
 #define AVX512_FLAGS AVX2_FLAGS " avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni"
+/* A virtual machine's guest (x86's hypervisor flag) sees the whole chip's shared L3 as shared
+ * by its own cores: 260 MiB for 2 cores of an Emerald Rapids.  The model counts on their
+ * share at the file's capacity a core; the same caches on a machine that is no guest, and a
+ * private L2, are taken as reported. */
+START_TEST(test_detect_guest_share) {
+  for (int guest = 0; guest <= 1; guest++) {
+    char root[] = "/tmp/test_hw_vm_XXXXXX", rel[256], text[1024];
+    ck_assert(mkdtemp(root) != NULL);
+    static const char *const idx[][5] = {
+      {"1", "Data", "48K", "0", "64"},
+      {"2", "Unified", "2048K", "0", "64"},
+      {"3", "Unified", "266240K", "0-1", "64"},
+    };
+    static const char *const files[] = {"level", "type", "size", "shared_cpu_list",
+                                        "coherency_line_size"};
+    for (int i = 0; i < 3; i++)
+      for (int f = 0; f < 5; f++) {
+        snprintf(rel, sizeof rel, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, files[f]);
+        snprintf(text, sizeof text, "%s\n", idx[i][f]);
+        put(root, rel, text);
+      }
+    snprintf(text, sizeof text,
+             "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+             "model name\t: Fake Xeon\ncpu MHz\t\t: 2100.000\nflags\t\t: %s%s\n\n"
+             "processor\t: 1\nvendor_id\t: GenuineIntel\n",
+             AVX512_FLAGS " avx512_bf16 avx512_fp16", guest ? " hypervisor" : "");
+    HwModel m, file;
+    detect_text(root, text, "emeraldrapids", &m, &file);
+    const HwLevel *l3 = level(&m, "L3"), *fl3 = level(&file, "L3"), *l2 = level(&m, "L2");
+    ck_assert(l3 && fl3 && l2);
+    ck_assert_int_eq(l2->bytes, 2 << 20);
+    ck_assert_int_eq(hw_prov(&m, "l2.bytes"), HW_MEASURED);
+    ck_assert_int_eq(l3->shared_by, 2);
+    if (guest) {
+      ck_assert_int_eq(l3->bytes, fl3->bytes / fl3->shared_by * 2);
+      ck_assert_int_eq(hw_prov(&m, "l3.bytes"), hw_prov(&file, "l3.bytes"));
+      ck_assert_msg(strstr(m.source, "(a virtual machine's share, L3: 10 MiB of the 260 MiB reported)"),
+                    "%s", m.source);
+    } else {
+      ck_assert_int_eq(l3->bytes, (int64_t)266240 << 10);
+      ck_assert_int_eq(hw_prov(&m, "l3.bytes"), HW_MEASURED);
+      ck_assert_msg(!strstr(m.source, "virtual machine"), "%s", m.source);
+    }
+    ck_assert_msg(strstr(m.source, "from emeraldrapids.hw") != NULL, "%s", m.source);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(cmd), 0);
+  }
+}
+END_TEST
+
 START_TEST(test_detect_fake_cpus) {
   static const struct {
     const char *vendor;
@@ -1087,6 +1138,7 @@ static Suite *hw_suite(void) {
   tcase_add_test(tc, test_detect_without_files);
   tcase_add_test(tc, test_detect_fake_sysfs);
   tcase_add_test(tc, test_detect_fake_cpus);
+  tcase_add_test(tc, test_detect_guest_share);
   tcase_add_test(tc, test_detect_fake_arm);
   suite_add_tcase(s, tc);
   return s;
