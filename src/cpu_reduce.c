@@ -423,6 +423,7 @@ CpuShortShape cpu_reduce_short_shape(const HwModel *h, DynElem ty) {
   CpuShortShape s;
   s.lanes = cpu_tile_lanes(h->vector_bits, ty);
   s.amax = (h->vec_regs > 0 ? h->vec_regs : 16) / 2;
+  if (s.amax > 32) s.amax = 32;   /* short_main's arrays */
   s.chains = (h->fma_units > 0 ? h->fma_units : 2) * (h->fma_latency > 0 ? h->fma_latency : 4);
   if (s.chains > s.amax) s.chains = s.amax;
   return s;
