@@ -507,11 +507,10 @@ static LLVMValueRef gen_reduce(G *g, const KExpr *e, LLVMValueRef guard, bool in
   return row_sum_end(g, e, total);
 }
 
-/* acc = acc (op) x, for the reduction e */
-static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x) {
-  LLVMTypeRef t = ty_of(g, e->ty);
+/* cur (op) x for the reduction e, on scalars or vectors of its type */
+static LLVMValueRef red_op(G *g, const KExpr *e, LLVMValueRef cur, LLVMValueRef x) {
   bool f = elem_is_float(e->ty);
-  LLVMValueRef cur = LLVMBuildLoad2(g->b, t, acc, ""), r;
+  LLVMValueRef r;
   switch (e->red) {
   case RED_SUM: r = f ? LLVMBuildFAdd(g->b, cur, x, "") : LLVMBuildAdd(g->b, cur, x, ""); break;
   case RED_PROD: r = f ? LLVMBuildFMul(g->b, cur, x, "") : LLVMBuildMul(g->b, cur, x, ""); break;
@@ -519,14 +518,20 @@ static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x) {
     bool mx = e->red == RED_MAX;
     if (f) {
       LLVMValueRef args[2] = {cur, x};
-      r = intrinsic(g, mx ? "llvm.maximum" : "llvm.minimum", t, args, 2);
+      r = intrinsic(g, mx ? "llvm.maximum" : "llvm.minimum", LLVMTypeOf(cur), args, 2);
     } else {
       r = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, mx ? LLVMIntSGT : LLVMIntSLT, x, cur, ""), x, cur, "");
     }
   }
   }
   fast_flags(r, true);
-  LLVMBuildStore(g->b, r, acc);
+  return r;
+}
+
+/* acc = acc (op) x, for the reduction e */
+static void red_step(G *g, const KExpr *e, LLVMValueRef acc, LLVMValueRef x) {
+  LLVMValueRef cur = LLVMBuildLoad2(g->b, ty_of(g, e->ty), acc, "");
+  LLVMBuildStore(g->b, red_op(g, e, cur, x), acc);
 }
 
 static LLVMValueRef elem_ptr(G *g, int slot, LLVMValueRef *subs, int n) {
@@ -1224,6 +1229,34 @@ static void gen_reduced(G *g, const Stage *st, const CpuRedPlan *pl, int par_axi
   cpu_reduce_gen(&rg);
 }
 
+/* ---- a reduction of short kept runs (cpu_reduce.c), the others' loops where it cannot ---- */
+
+static LLVMValueRef red_op_at(void *v, LLVMValueRef a, LLVMValueRef x) { RedEnv *r = v; return red_op(r->g, r->st->expr, a, x); }
+static LLVMValueRef red_addr(void *v) {
+  RedEnv *r = v;
+  const KExpr *l = r->st->expr->a[0];
+  LLVMValueRef subs[DYN_MAX_RANK * 2];
+  for (int k = 0; k < l->n; k++) subs[k] = r->g->axv[l->a[k]->axis];
+  return elem_ptr(r->g, l->slot, subs, l->n);
+}
+static void short_other(void *v) {
+  RedEnv *r = v;
+  CpuRedPlan rp;
+  if (cpu_reduce_plan(r->g->p, r->g->kn, 0, r->par_axis, &rp)) gen_reduced(r->g, r->st, &rp, r->par_axis, r->lo, r->hi);
+  else red_plain(v);
+}
+
+static void gen_short(G *g, const Stage *st, const CpuShortPlan *sp, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+  RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
+  CpuRedGen rg = {
+    .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .lo = lo, .hi = hi,
+    .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
+    .store = red_store, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
+    .shape = cpu_reduce_short_shape(g->hw, st->expr->ty), .op = red_op_at, .addr = red_addr,
+  };
+  cpu_reduce_short_gen(&rg, sp);
+}
+
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
   int no = kn->nouter;
@@ -1235,6 +1268,12 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     CpuRedPlan rp;
+    CpuShortPlan sp;
+    if (cpu_reduce_short_plan(g->p, kn, s, &sp)) {
+      gen_short(g, st, &sp, par_axis, lo, hi);
+      g->fused_red = NULL;
+      continue;
+    }
     if (cpu_reduce_plan(g->p, kn, s, par_axis, &rp)) {
       gen_reduced(g, st, &rp, par_axis, lo, hi);
       g->fused_red = NULL;

@@ -212,6 +212,27 @@ int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext,
 double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
                           double kept, bool masked, bool div, bool *serial);
 
+/* cpu_reduce.c: a reduction whose kept innermost run is short (cpu_reduce_short_plan): the
+ * operand a single load X[..., r0, v] whose last subscript v is the stage's last axis and
+ * whose one before it, r0, is reduced, so that where v's stride is 1 and r0's is v's extent
+ * each block X[..., :, :] is one stretch of memory, read in whole vectors. */
+typedef struct CpuShortPlan {
+  int slot, rank;                  /* the operand's slot and rank */
+  int v, r0;                       /* the kept run's axis and the reduced one before it */
+} CpuShortPlan;
+bool cpu_reduce_short_plan(const Program *p, const Kernel *kn, int s, CpuShortPlan *sp);
+/* The vectors of such a kernel's accumulators: its lanes at the model's width, the most
+ * vectors a lane pattern may take (A = r / gcd(r, lanes)), and the chains of adds that keep
+ * the pipes busy; the accumulators of a run of r are ceil(chains / A) sets of A vectors, as
+ * many sets as fit in amax vectors. */
+typedef struct CpuShortShape {
+  int lanes, amax, chains;
+} CpuShortShape;
+CpuShortShape cpu_reduce_short_shape(const HwModel *h, DynElem ty);
+/* The accumulator vectors of a run of r under shape s, or 0 when r takes the stage's other
+ * loops (r < 1, or its lane pattern needs more than s.amax vectors). */
+int cpu_reduce_short_accs(CpuShortShape s, int64_t r);
+
 /* cpu_reduce.c: a reduction stage walked in runs of axes that lie one after another in
  * memory, each run one loop (its design note says when and why).  The plan, from the program
  * alone; the stage's code checks at run time that the strides do join each run. */

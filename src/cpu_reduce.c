@@ -373,6 +373,227 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
   return true;
 }
 
+/* ---- short kept runs ----
+ * A sum along a middle axis whose kept innermost run is short -- X f32[8, 1021, 7] summed
+ * over its middle axis -- ran interchanged (cpu.c): each reduced row added a run of 7 into
+ * the result's, a masked or scalar loop of 7 entered 8,168 times, at 12% of a copy's
+ * bandwidth.  Where the run's stride is 1 and the reduced axis before it has the run's
+ * extent r as its stride, the block [reduced rows x r] of each kept index is one stretch of
+ * memory, read here in whole vectors of W lanes (the model's width).  Element t of the
+ * block is column t mod r, so a vector's lanes see the same columns again every A = r /
+ * gcd(r, W) vectors (W a power of two): A vectors of accumulators taken in turn, lane l of
+ * the j-th holding column (j W + l) mod r.  So that the adds keep the pipes busy, the loop
+ * takes ceil(chains / A) such sets (as many as fit in amax), C vectors an iteration (C W
+ * elements, a multiple of r); the block's last C W elements or fewer go whole vectors then
+ * elements into the same places of an array of C W (the same lanes, since C W is a multiple
+ * of r); then the sets fold into the first, vector by vector, and its A W / r rows of r
+ * places into the first row, all columns side by side (one chain a column stalled on the
+ * adds' latency).  A lane pattern of more than `amax` vectors (r = 17 with 16 lanes) runs
+ * the interchanged loops.  Summing order: each lane's chain in order of the rows, then the
+ * sets in order, then the rows of the first set in order; it depends on r and the model's
+ * width, never on the threads, which split the kept axes (and where the only kept axis is
+ * the run, take it whole or run the other loops). */
+
+bool cpu_reduce_short_plan(const Program *p, const Kernel *kn, int s, CpuShortPlan *sp) {
+  const Stage *st = &kn->stages[s];
+  const KExpr *e = st->expr, *l;
+  if (kn->nouter || kn->nstages != 1 || st->naxes < 1 || e->kind != KX_REDUCE || !combinable(e->ty) ||
+      p->slots[st->out].type.elem != e->ty)
+    return false;
+  l = e->a[0];
+  if (l->kind != KX_LOAD || l->checked || l->n < 2 || l->n != st->naxes + e->nraxes || p->slots[l->slot].type.elem != e->ty)
+    return false;
+  for (int k = 0; k < l->n; k++)
+    if (l->a[k]->kind != KX_AXIS || place(l->a, k, l->a[k]->axis) >= 0) return false;
+  int v = l->a[l->n - 1]->axis, r0 = l->a[l->n - 2]->axis;
+  if (v != st->axes[st->naxes - 1] || kept(st, r0)) return false;
+  for (int k = 0; k < l->n; k++) {   /* every subscript a kept or a reduced axis */
+    bool red = false;
+    for (int i = 0; i < e->nraxes; i++) red = red || e->raxes[i] == l->a[k]->axis;
+    if (!red && !kept(st, l->a[k]->axis)) return false;
+  }
+  sp->slot = l->slot;
+  sp->rank = l->n;
+  sp->v = v;
+  sp->r0 = r0;
+  return true;
+}
+
+CpuShortShape cpu_reduce_short_shape(const HwModel *h, DynElem ty) {
+  CpuShortShape s;
+  s.lanes = cpu_tile_lanes(h->vector_bits, ty);
+  s.amax = (h->vec_regs > 0 ? h->vec_regs : 16) / 2;
+  if (s.amax > 32) s.amax = 32;   /* short_main's arrays */
+  s.chains = (h->fma_units > 0 ? h->fma_units : 2) * (h->fma_latency > 0 ? h->fma_latency : 4);
+  if (s.chains > s.amax) s.chains = s.amax;
+  return s;
+}
+
+/* The accumulator vectors of a lane pattern of a vectors: enough sets for the chains, as
+ * many as fit in amax. */
+static int sets_of(CpuShortShape s, int64_t a) {
+  int64_t u = (s.chains + a - 1) / a, most = s.amax / a;
+  return (int)((u < most ? u : most) * a);
+}
+
+int cpu_reduce_short_accs(CpuShortShape s, int64_t r) {
+  if (r < 1) return 0;
+  int64_t low = r & -r, a = r / (low < s.lanes ? low : s.lanes);
+  return a > s.amax ? 0 : sets_of(s, a);
+}
+
+static LLVMValueRef k64(const CpuRedGen *rg, int64_t v) { return LLVMConstInt(rg->i64, (unsigned long long)v, 1); }
+
+/* A load or a store of a scalar or a vector, aligned to its element only. */
+static LLVMValueRef ld(const CpuRedGen *rg, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
+  LLVMValueRef v = LLVMBuildLoad2(rg->b, t, LLVMBuildGEP2(rg->b, rg->ty, base, &i, 1, ""), "");
+  LLVMSetAlignment(v, (unsigned)elem_size(rg->st->expr->ty));
+  return v;
+}
+static void st_at(const CpuRedGen *rg, LLVMValueRef x, LLVMValueRef base, LLVMValueRef i) {
+  LLVMValueRef s = LLVMBuildStore(rg->b, x, LLVMBuildGEP2(rg->b, rg->ty, base, &i, 1, ""));
+  LLVMSetAlignment(s, (unsigned)elem_size(rg->st->expr->ty));
+}
+/* buf[i] = buf[i] (op) base[j] */
+static void add_at(const CpuRedGen *rg, LLVMTypeRef t, LLVMValueRef buf, LLVMValueRef i, LLVMValueRef base, LLVMValueRef j) {
+  st_at(rg, rg->op(rg->g, ld(rg, t, buf, i), ld(rg, t, base, j)), buf, i);
+}
+
+/* The whole iterations of c vectors of the block [0, n) at base into the accumulators kept
+ * in buf (c W elements), in registers in the loop. */
+static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRef base, LLVMValueRef n) {
+  LLVMBuilderRef b = rg->b;
+  int W = rg->shape.lanes;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
+  LLVMValueRef acc0[64], acc[64], nxt[64];
+  for (int j = 0; j < c; j++) acc0[j] = ld(rg, vt, buf, k64(rg, (int64_t)j * W));
+  LLVMValueRef nch = LLVMBuildSDiv(b, n, k64(rg, (int64_t)c * W), "");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.vectors");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.kept");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, nch, k64(rg, 0), ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  LLVMValueRef i = LLVMBuildPhi(b, rg->i64, "chunk");
+  LLVMAddIncoming(i, (LLVMValueRef[]){k64(rg, 0)}, &pre, 1);
+  for (int j = 0; j < c; j++) {
+    acc[j] = LLVMBuildPhi(b, vt, "acc");
+    LLVMAddIncoming(acc[j], &acc0[j], &pre, 1);
+  }
+  LLVMValueRef off = LLVMBuildMul(b, i, k64(rg, (int64_t)c * W), "");
+  for (int j = 0; j < c; j++)
+    nxt[j] = rg->op(rg->g, acc[j], ld(rg, vt, base, LLVMBuildAdd(b, off, k64(rg, (int64_t)j * W), "")));
+  LLVMValueRef i1 = LLVMBuildAdd(b, i, k64(rg, 1), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+  LLVMAddIncoming(i, &i1, &latch, 1);
+  for (int j = 0; j < c; j++) LLVMAddIncoming(acc[j], &nxt[j], &latch, 1);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, nch, ""), body, done);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMValueRef fin[64];
+  for (int j = 0; j < c; j++) {
+    LLVMValueRef in[2] = {acc0[j], nxt[j]};
+    LLVMBasicBlockRef from[2] = {pre, latch};
+    fin[j] = LLVMBuildPhi(b, vt, "");
+    LLVMAddIncoming(fin[j], in, from, 2);
+  }
+  for (int j = 0; j < c; j++) st_at(rg, fin[j], buf, k64(rg, (int64_t)j * W));
+}
+
+void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
+  LLVMBuilderRef b = rg->b;
+  const Stage *st = rg->st;
+  const KExpr *e = st->expr;
+  CpuShortShape sh = rg->shape;
+  int W = sh.lanes, cmax = 1;
+  for (int a = 1; a <= sh.amax; a++) cmax = sets_of(sh, a) > cmax ? sets_of(sh, a) : cmax;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
+  LLVMValueRef r = rg->ext(rg->g, sp->v), R = rg->ext(rg->g, sp->r0);
+  /* A = r / gcd(r, W) and C (sets_of), computed for r >= 1 */
+  LLVMValueRef r1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, r, k64(rg, 1), ""), k64(rg, 1), r, "");
+  LLVMValueRef low = LLVMBuildAnd(b, r1, LLVMBuildNeg(b, r1, ""), "");
+  low = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, low, k64(rg, W), ""), low, k64(rg, W), "");
+  LLVMValueRef A = LLVMBuildUDiv(b, r1, low, "");
+  LLVMValueRef U = LLVMBuildUDiv(b, LLVMBuildAdd(b, A, k64(rg, sh.chains - 1), ""), A, "");
+  LLVMValueRef most = LLVMBuildUDiv(b, k64(rg, sh.amax), A, "");
+  U = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, U, most, ""), U, most, "");
+  LLVMValueRef C = LLVMBuildMul(b, U, A, "");
+  LLVMValueRef CW = LLVMBuildMul(b, C, k64(rg, W), "");
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSGE, r, k64(rg, 1), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLE, A, k64(rg, sh.amax), ""), "");
+  LLVMValueRef s_v = rg->stride(rg->g, sp->slot, sp->rank - 1, sp->rank);
+  LLVMValueRef s_r = rg->stride(rg->g, sp->slot, sp->rank - 2, sp->rank);
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, s_v, k64(rg, 1), ""), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, s_r, r, ""), "");
+  if (sp->v == rg->par_axis) {   /* a task takes the run whole */
+    ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, rg->lo, k64(rg, 0), ""), "");
+    ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, rg->hi, r, ""), "");
+  }
+  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short");
+  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.apart");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.reduced");
+  LLVMBuildCondBr(b, ok, fast, slow);
+  LLVMPositionBuilderAtEnd(b, slow);
+  rg->plain(rg->g);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, fast);
+  LLVMValueRef buf = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(cmax * W)));
+  LLVMValueRef init = rg->init(rg->g);
+  /* the kept axes but the run, outer to inner */
+  for (int a = 0; a + 1 < st->naxes; a++) {
+    bool par = st->axes[a] == rg->par_axis;
+    rg->set_axis(rg->g, st->axes[a], rg->loop(rg->g, par ? rg->lo : k64(rg, 0), par ? rg->hi : rg->ext(rg->g, st->axes[a])));
+  }
+  rg->set_axis(rg->g, sp->v, k64(rg, 0));
+  rg->set_axis(rg->g, sp->r0, k64(rg, 0));
+  LLVMValueRef i = rg->loop(rg->g, k64(rg, 0), CW);
+  st_at(rg, init, buf, i);
+  rg->end(rg->g);
+  /* the reduced axes but r0, then the block */
+  for (int k = 0; k < e->nraxes; k++)
+    if (e->raxes[k] != sp->r0) rg->set_axis(rg->g, e->raxes[k], rg->loop(rg->g, k64(rg, 0), rg->ext(rg->g, e->raxes[k])));
+  LLVMValueRef base = rg->addr(rg->g), n = LLVMBuildMul(b, R, r, "");
+  LLVMBasicBlockRef tail = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.tail");
+  LLVMValueRef sw = LLVMBuildSwitch(b, A, tail, (unsigned)sh.amax);
+  for (int a = 1; a <= sh.amax; a++) {
+    LLVMBasicBlockRef arm = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.lanes");
+    LLVMAddCase(sw, k64(rg, a), arm);
+    LLVMPositionBuilderAtEnd(b, arm);
+    short_main(rg, sets_of(sh, a), buf, base, n);
+    LLVMBuildBr(b, tail);
+  }
+  LLVMPositionBuilderAtEnd(b, tail);
+  /* the rest, less than C W elements from a multiple of C W: whole vectors, then elements */
+  LLVMValueRef done = LLVMBuildMul(b, LLVMBuildSDiv(b, n, CW, ""), CW, "");
+  LLVMValueRef rest = LLVMBuildSub(b, n, done, ""), nv = LLVMBuildSDiv(b, rest, k64(rg, W), "");
+  LLVMValueRef tb = LLVMBuildGEP2(b, rg->ty, base, &done, 1, "");
+  i = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), nv), k64(rg, W), "");
+  add_at(rg, vt, buf, i, tb, i);
+  rg->end(rg->g);
+  i = rg->loop(rg->g, LLVMBuildMul(b, nv, k64(rg, W), ""), rest);
+  add_at(rg, rg->ty, buf, i, tb, i);
+  rg->end(rg->g);
+  for (int k = 0; k + 1 < e->nraxes; k++) rg->end(rg->g);
+  /* the sets of A vectors into the first, in order, then each row of r places of those A
+   * vectors into the first row, in order (columns side by side, not one chain a column) */
+  LLVMValueRef L = LLVMBuildMul(b, A, k64(rg, W), ""), rows = LLVMBuildUDiv(b, L, r1, "");
+  LLVMValueRef u = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 1), LLVMBuildUDiv(b, C, A, "")), L, "");
+  i = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), A), k64(rg, W), "");
+  add_at(rg, vt, buf, i, buf, LLVMBuildAdd(b, u, i, ""));
+  rg->end(rg->g);
+  rg->end(rg->g);
+  LLVMValueRef k = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 1), rows), r, "");
+  LLVMValueRef c = rg->loop(rg->g, k64(rg, 0), r);
+  add_at(rg, rg->ty, buf, c, buf, LLVMBuildAdd(b, k, c, ""));
+  rg->end(rg->g);
+  rg->end(rg->g);
+  c = rg->loop(rg->g, k64(rg, 0), r);
+  rg->set_axis(rg->g, sp->v, c);
+  rg->store(rg->g, ld(rg, rg->ty, buf, c));
+  rg->end(rg->g);
+  for (int a = 0; a + 1 < st->naxes; a++) rg->end(rg->g);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, join);
+}
+
 /* ---- the innermost loop's short runs, for the model ---- */
 
 /* A reduction's innermost loop runs whole vectors, and the elements of a run past the last
@@ -384,10 +605,35 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
  * kept, whose result is loaded and stored again) and RUN_CYC for each run. */
 #define RUN_CYC 3
 
+/* Short kept runs (cpu_reduce_short_gen), their cycles beyond a lane-operation an element at
+ * the vector rate, which their whole vectors run at: each block's last elements short of
+ * C W, a vector or an element a cycle, and its loop's entry (RUN_CYC); each kept index's
+ * accumulators set to the start, their sets folded (a vector a cycle), the rows of the first
+ * set (an element a cycle) and the stores of its run.  -1 where the run takes the other
+ * loops (strides are taken as dense: a tensor read in place otherwise is priced as dense). */
+static double short_cycles(const HwModel *h, const Stage *st, const CpuShortPlan *sp, const int64_t *ext) {
+  CpuShortShape sh = cpu_reduce_short_shape(h, st->expr->ty);
+  int64_t r = ext[sp->v], R = ext[sp->r0];
+  int c = cpu_reduce_short_accs(sh, r);
+  if (c < 1) return -1;
+  int64_t low = r & -r, a = r / (low < sh.lanes ? low : sh.lanes), W = sh.lanes;
+  double kept = 1, blocks = 1;
+  for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
+  for (int i = 0; i < st->expr->nraxes; i++)
+    if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
+  int64_t rest = R * r % ((int64_t)c * W);
+  double block = (double)(rest / W + rest % W + RUN_CYC);
+  double fold = (double)(c + (c / a - 1) * a + a * W + RUN_CYC);
+  return kept * (blocks * block + fold);
+}
+
 double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext) {
   if (kn->nouter || kn->nstages != 1 || kn->stages[0].expr->kind != KX_REDUCE || h->ghz <= 0) return 0;
   const Stage *st = &kn->stages[0];
   const KExpr *e = st->expr;
+  CpuShortPlan sp;
+  double sc = cpu_reduce_short_plan(p, kn, 0, &sp) ? short_cycles(h, st, &sp, ext) : -1;
+  if (sc >= 0) return sc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
   double total = 1, k;
   for (int i = 0; i < st->naxes; i++) total *= (double)ext[st->axes[i]];
   for (int i = 0; i < e->nraxes; i++) total *= (double)ext[e->raxes[i]];

@@ -30,9 +30,18 @@ typedef struct CpuRedGen {
   LLVMValueRef (*init)(void *g);         /* the reduction's start (0 for a sum) */
   LLVMValueRef (*slot)(void *g, LLVMTypeRef t);                   /* an entry-block alloca */
   void (*plain)(void *g);                /* the stage's ordinary loops, for other layouts */
+  /* for short kept runs (cpu_reduce_short_gen) */
+  const Stage *st;                       /* the stage */
+  int par_axis;
+  CpuShortShape shape;                   /* its vectors, from the model */
+  LLVMValueRef (*op)(void *g, LLVMValueRef a, LLVMValueRef x);   /* a (op) x, scalars or vectors */
+  LLVMValueRef (*addr)(void *g);         /* the operand's address at the axes' values */
 } CpuRedGen;
 
 /* Emit the stage at the builder's position. */
 void cpu_reduce_gen(const CpuRedGen *rg);
+/* Emit a stage of short kept runs (cpu_reduce_short_plan) at the builder's position; plain
+ * runs the stage's other loops where the layout or the run's length does not suit. */
+void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp);
 
 #endif

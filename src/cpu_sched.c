@@ -208,6 +208,16 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       const Stage *st = &kn->stages[s2];
       if (!st->naxes) continue;
       CpuRedPlan rp;
+      CpuShortPlan sh;
+      if (cpu_reduce_short_plan(p, kn, s2, &sh)) {
+        CpuShortShape ss = cpu_reduce_short_shape(&be->hw, st->expr->ty);
+        int c = have ? cpu_reduce_short_accs(ss, ext[sh.v]) : 0;
+        buf_printf(out, "  stage %s: short kept runs of %s, each block [%s x %s] read in vectors of %d lanes",
+                   p->slots[st->out].name, p->axes[sh.v].name, p->axes[sh.r0].name, p->axes[sh.v].name, ss.lanes);
+        if (have && c) buf_printf(out, " into %d vectors of accumulators (%s = %lld)", c, p->axes[sh.v].name, (long long)ext[sh.v]);
+        else if (have) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.v].name, (long long)ext[sh.v]);
+        buf_puts(out, ",\n    where the run's stride is 1 and the reduced axis's the run's extent, else:\n");
+      }
       if (cpu_reduce_plan(p, kn, s2, ck->par_axis, &rp)) {
         buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);
         cpu_reduce_text(p, &rp, out);

@@ -8,7 +8,9 @@ in f32, f64, i32 and i64, and a max in f32.  The extents are awkward: no element
 primes, and the lanes of every x86 model's vector (4, 8 and 16 of f32 and f64) and one more
 or less, so that merged runs of axes end inside a vector and in its last lane.  Some inputs
 are written in Fortran order: read in place, their axes do not lie one after another as
-the merged loops need, and the stage's own loops run them.  Sums are judged against the sum
+the merged loops need, and the stage's own loops run them.  Short kept runs after a reduced
+axis, read in whole vectors, run at the lengths and reduced extents around each model's
+lanes and accumulators, as :sched reports them.  Sums are judged against the sum
 of the absolute values of their terms (compare.py's `terms`), integers exactly.
 """
 import itertools
@@ -159,6 +161,61 @@ for model in ('host', 'zen3'):
     red_case(k, (P + 1, 2, 401, L - 1), (0, 2), F32, hw=hw)
     k += 1
     red_case(k, (P - 1, 1, 401, L + 1), (0, 2), F32, 'min', hw=hw)
+    k += 1
+
+
+def short_probe(model, r):
+    """The lanes and the accumulator vectors a sum over the middle axis of f32[3, 1000, r]
+    takes under `model`, as its :sched says (cpu_reduce.c's short kept runs); (None, None)
+    where this build has no compiled back end or the run takes the other loops."""
+    script = (':hw %s\nfn sr(X: f32[D0, D1, D2]) -> f32[D0, D2] {\n  Y[i0, i2] = sum[i1] X[i0, i1, i2]\n'
+              '  return Y\n}\n:sched sr D0=3 D1=1000 D2=%d\n' % (model, r))
+    try:
+        out = subprocess.run([sys.argv[1], '--target=cpu'], input=script, capture_output=True, text=True,
+                             timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return None, None
+    m = re.search(r'vectors of (\d+) lanes into (\d+) vectors of accumulators', out)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+# Short kept runs (cpu_reduce.c): the kept innermost run r shorter than a few vectors, the
+# reduced axis before it, read in whole vectors whose lanes keep to their columns.  Runs of
+# 1, 2, 3, 5, 7 and the lanes - 1 and + 1 of the model in use (host, and zen3's and
+# generic-avx2's narrower vectors and fewer registers); reduced extents of no rows, one, a
+# prime, and the rows of one iteration of the accumulators (C lanes / r) and one more or
+# less, so that the block's tail is empty, one vector or a few elements; f64 at its own lanes,
+# integers, max and min; the reduced axis alone (the run the only kept axis, which the
+# threads then take whole), beside another reduced or kept axis; and Fortran order, which
+# the other loops run.
+for model in ('host', 'zen3', 'generic-avx2'):
+    hw = '' if model == 'host' else model
+    L = short_probe(model, 7)[0] or 8
+    for r in sorted({1, 2, 3, 5, 7, L - 1, L + 1}):
+        lanes, C = short_probe(model, r)
+        it = C * lanes // r if C else 8
+        for R in sorted({0, 1, 13, it - 1, it, it + 1, 2 * it + 1}):
+            red_case(k, (3, max(R, 0), r), (1,), F32, hw=hw)
+            k += 1
+        red_case(k, (2 * it + 3, r), (0,), F32, hw=hw)
+        k += 1
+        red_case(k, (2, 3, it + 1, r), (1, 2), F32, hw=hw)
+        k += 1
+    W = max(L // 2, 2)
+    for r in (1, 3, W - 1, W + 1):
+        red_case(k, (4, 101, r), (1,), F64, hw=hw)
+        k += 1
+    for r, dtype in ((5, I32), (3, I64), (L - 1, I32), (W + 1, I64)):
+        red_case(k, (3, 211, r), (1,), dtype, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (3, 97, 7), (1,), F32, op, hw=hw)
+        k += 1
+        red_case(k, (2, 61, 3), (1,), F64, op, hw=hw)
+        k += 1
+    red_case(k, (3, 2, 67, 5), (0, 2), F32, hw=hw)
+    k += 1
+    red_case(k, (3, 67, 7), (1,), F32, fortran=True, hw=hw)
     k += 1
 
 

@@ -431,10 +431,58 @@ START_TEST(test_reduce_runs) {
     int lanes = h.vector_bits / 32;
     int64_t ext[2];
     ext[ar] = 1021;
-    ext[ak] = lanes + 7;
+    ext[ak] = (int64_t)lanes * h.vec_regs + 7;   /* a lane pattern of more vectors than short runs take */
     double want = 1021.0 * (2.0 * (7 % lanes) + 3) * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
     ck_assert(close_to(cpu_reduce_run_ops(&h, p, &p->kernels[0], ak, ext), want));
   }
+}
+END_TEST
+
+/* Short kept runs (cpu_reduce.c): Y[b, k] = sum[r] X[b, r, k] with k short reads each block
+ * [r x k] in whole vectors of the model's lanes (16 at most) into C vectors of
+ * accumulators: a = k / gcd(k, lanes) vectors a set, ceil(chains / a) sets (chains: the FMA
+ * pipes times their latency) as many as fit in half the vector registers.  Beyond a
+ * lane-operation an element at the vector rate, each block costs a cycle for each vector and
+ * element of its last R k mod C lanes and 3 for its loop, each result row C cycles to start
+ * its accumulators, a vector a cycle to fold the sets and an element a cycle to fold the
+ * rows of the first set, and 3 more.  Patterns of more than half the registers run the
+ * interchanged loops, two cycles an element past the last vector and 3 a run. */
+START_TEST(test_reduce_short) {
+  const Program *p = lowered("fn sr(X: f32[B, R, K]) -> f32[B, K] {\n  Y[b, k] = sum[r] X[b, r, k]\n  return Y\n}");
+  int ab = -1, ar = -1, ak = -1;
+  for (int a = 0; a < p->naxes; a++) {
+    if (!strcmp(p->axes[a].name, "b")) ab = a;
+    if (!strcmp(p->axes[a].name, "r")) ar = a;
+    if (!strcmp(p->axes[a].name, "k")) ak = a;
+  }
+  ck_assert(ab >= 0 && ar >= 0 && ak >= 0);
+  CpuShortPlan sp;
+  ck_assert(cpu_reduce_short_plan(p, &p->kernels[0], 0, &sp) && sp.v == ak && sp.r0 == ar);
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int64_t lanes = h.vector_bits / 32 > 16 ? 16 : h.vector_bits / 32, amax = h.vec_regs / 2;
+    int64_t chains = h.fma_units * h.fma_latency < amax ? h.fma_units * h.fma_latency : amax;
+    const int64_t ks[] = {1, 2, 3, 5, 7, lanes - 1, lanes, lanes + 1, 2 * lanes + 1};
+    const int64_t rs[] = {0, 1, 1021, 4096};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+      for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++) {
+        int64_t K = ks[i], R = rs[j], ext[3], g = 1;
+        ext[ab] = 8;
+        ext[ar] = R;
+        ext[ak] = K;
+        while (K % (g * 2) == 0 && g * 2 <= lanes) g *= 2;
+        int64_t a = K / g, u = (chains + a - 1) / a, c = (u < amax / a ? u : amax / a) * a;
+        int64_t rest = R * K % (c * lanes);
+        double cyc = a > amax ? (double)R * (2.0 * (double)(K % lanes) + 3)
+                               : (double)(rest / lanes + rest % lanes + 3) + (double)(c + (c - a) + a * lanes + 3);
+        double want = 8 * cyc * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
+        double got = cpu_reduce_run_ops(&h, p, &p->kernels[0], ab, ext);
+        ck_assert_msg(close_to(got, want), "%s: 8 x %lld x %lld: %g lane-ops, derived %g", h.name, (long long)R,
+                      (long long)K, got, want);
+      }
+  }
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
 }
 END_TEST
 
@@ -565,6 +613,7 @@ static Suite *sched_suite(void) {
 #ifdef HAVE_LLVM
   tcase_add_test(tc, test_reduce_split);
   tcase_add_test(tc, test_reduce_runs);
+  tcase_add_test(tc, test_reduce_short);
   tcase_add_test(tc, test_attn_rows);
   tcase_add_test(tc, test_layout);
 #endif
