@@ -210,7 +210,7 @@ int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext,
  * on `threads` of hw or on one (*serial, when that is faster: a fork-join costs more than it
  * saves). */
 double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
-                          double kept, bool masked, bool div, bool *serial);
+                          double kept, bool masked, bool *serial);
 
 /* cpu_reduce.c: a reduction stage walked in runs of axes that lie one after another in
  * memory, each run one loop (its design note says when and why).  The plan, from the program
