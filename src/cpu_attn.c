@@ -662,6 +662,39 @@ static void plan(CpuBackend *be, Call *w, int threads, int f, bool all) {
   }
 }
 
+/* A chain's last plan for each of the two layouts plan() tells apart (K's and V's rows of
+ * unit stride or not): its key (the sizes, the mask's line, the threads, DYN_ATTENTION) and
+ * what plan() chose.  Each chain keeps its own, so that two chains of the same sizes, whose
+ * masks may send them different ways, never take each other's; a repeated shape skips the
+ * model, whose GEMM plans (predict: four a call, from the choice and again from the run)
+ * took longer than the work of attention 3 x 61 x 61 x 32. */
+#define PLAN_KEY 10
+struct AttnPlan {
+  bool valid;
+  int64_t key[PLAN_KEY];
+  bool on, rows, serial;
+  int64_t bc, ld;
+  double tiles_s, rows_s, unfused_s;
+};
+
+/* plan(), or chain i's last plan when its key is w's (f: DYN_ATTENTION, forced()). */
+static void plan_kept(CpuBackend *be, CpuProgram *cp, int i, Call *w, int threads, int f) {
+  bool unit = (w->ks[2] == 0 || w->ks[2] == 1) && (w->vs[2] == 0 || w->vs[2] == 1);
+  struct AttnPlan *ap = &cp->attn_plan[2 * i + unit];
+  int64_t key[PLAN_KEY] = {w->B, w->S, w->T, w->D, w->E, threads, 2 * f + w->mask};
+  memcpy(&key[7], &w->c0, sizeof w->c0);
+  memcpy(&key[8], &w->cs, sizeof w->cs);
+  memcpy(&key[9], &w->ct, sizeof w->ct);
+  if (ap->valid && !memcmp(ap->key, key, sizeof key)) {
+    w->on = ap->on, w->rows = ap->rows, w->serial = ap->serial, w->bc = ap->bc, w->ld = ap->ld;
+    w->tiles_s = ap->tiles_s, w->rows_s = ap->rows_s, w->unfused_s = ap->unfused_s;
+    return;
+  }
+  plan(be, w, threads, f, false);
+  *ap = (struct AttnPlan){true, {0}, w->on, w->rows, w->serial, w->bc, w->ld, w->tiles_s, w->rows_s, w->unfused_s};
+  memcpy(ap->key, key, sizeof key);
+}
+
 /* Fill w for chain c; false when the chain cannot run fused here (no GEMM engine). */
 static bool prepare(CpuBackend *be, const AttnChain *c, const int64_t *ext, const int64_t *szv,
                     const int64_t *strides, Call *w) {
@@ -695,6 +728,7 @@ void cpu_attn_find(CpuProgram *cp) {
     if (cp->k[found[i].k0].gemm && cp->k[found[i].k0 + 2].gemm) cp->attn[kept++] = found[i];
   cp->nattn = kept;
   cp->attn_on = kept ? xcalloc((size_t)kept, sizeof(bool)) : NULL;
+  cp->attn_plan = kept ? xcalloc(2 * (size_t)kept, sizeof *cp->attn_plan) : NULL;
   cp->attn_unstored = kept ? xcalloc((size_t)cp->p->nslots + 1, sizeof(bool)) : NULL;
 }
 
@@ -710,7 +744,7 @@ const bool *cpu_attn_choose(CpuBackend *be, CpuProgram *cp, const int64_t *ext, 
       /* the strides do not change the prediction: C order is assumed */
       int64_t *st = xcalloc((size_t)cp->p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
       if (prepare(be, c, ext, szv, st, &w)) {
-        plan(be, &w, pool_threads(be->pool), f, false);
+        plan_kept(be, cp, i, &w, pool_threads(be->pool), f);
         on = w.on;
       }
       free(st);
@@ -749,8 +783,7 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
   }
   w.q = bufs[c->q], w.k = bufs[c->k], w.v = bufs[c->v], w.o = bufs[c->o];
   w.stop = interrupt;
-  int f = forced();
-  plan(be, &w, pool_threads(be->pool), f ? f : 1, false);
+  plan_kept(be, cp, i, &w, pool_threads(be->pool), forced());
   int64_t nsb = (w.S + (w.rows ? ROWS_MAX : w.br) - 1) / (w.rows ? ROWS_MAX : w.br), tasks = w.B * nsb;
   if (tasks <= 0) return 4;
   if (w.mask) {   /* blocks are skipped only where V is finite */

@@ -64,6 +64,7 @@ struct CpuProgram {
   AttnChain *attn;              /* attention chains that may run fused (cpu_attn.c) */
   int nattn;
   bool *attn_on;                /* per chain: fused in the current call */
+  struct AttnPlan *attn_plan;   /* per chain: its last plans (cpu_attn.c) */
   bool *attn_unstored;          /* per slot: a temporary the current call never stores */
 };
 
