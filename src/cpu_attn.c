@@ -209,6 +209,21 @@ static void mask_row(const Call *w, int64_t s, int64_t *lo, int64_t *hi) {
   if (*hi < *lo) *hi = *lo;
 }
 
+/* Rows s0 .. s0 + rows of batch index b of O: each accumulator row times 1 / l, one division
+ * a row (E scalar divisions a row were a tenth of a small call's time on the row path), a
+ * vector at a time where O's rows are contiguous.  l = 0 (every key masked) still gives the
+ * NaN of 0 / 0, and a NaN l a NaN. */
+static void store_rows(const Call *w, int64_t b, int64_t s0, int64_t rows, const float *acc, const float *l) {
+  for (int64_t i = 0; i < rows; i++) {
+    float *restrict o = w->o + b * w->os[0] + (s0 + i) * w->os[1], inv = 1 / l[i];
+    const float *restrict a = acc + i * w->le;
+    if (w->os[2] == 1)
+      for (int64_t k = 0; k < w->E; k++) o[k] = a[k] * inv;
+    else
+      for (int64_t k = 0; k < w->E; k++) o[k * w->os[2]] = a[k] * inv;
+  }
+}
+
 static void run_block(void *ctx, int64_t task) {
   Call *w = ctx;
   if (w->failed || (w->stop && *w->stop)) return;
@@ -260,10 +275,7 @@ static void run_block(void *ctx, int64_t task) {
       break;
     }
   }
-  for (int64_t i = 0; i < rows; i++) {
-    float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
-    for (int64_t k = 0; k < E; k++) o[k * w->os[2]] = acc[i * w->le + k] / l[i];
-  }
+  store_rows(w, b, s0, rows, acc, l);
   free(P);
 }
 
@@ -443,7 +455,9 @@ static void run_rows(void *ctx, int64_t task) {
   const float *qb = w->q + b * w->qs[0] + s0 * w->qs[1];
   for (int i = 0; i < r; i++) {
     m[i] = -INFINITY, l[i] = 0;
-    for (int64_t x = 0; x < D; x++) q[i * dp + x] = qb[i * w->qs[1] + x * w->qs[2]];
+    if (w->qs[2] == 1) memcpy(q + i * dp, qb + i * w->qs[1], sizeof(float) * (size_t)D);
+    else
+      for (int64_t x = 0; x < D; x++) q[i * dp + x] = qb[i * w->qs[1] + x * w->qs[2]];
   }
   int64_t lo_all = 0, hi_all = w->T;
   if (w->mask) {
@@ -467,10 +481,7 @@ static void run_rows(void *ctx, int64_t task) {
     block_update(P, w->ld, r, n, w->k2, rl, rh, m, l, acc, w->le);
     rows_pv(P, w->ld, r, vb + t0 * w->vs[1], w->vs[1], n, E, acc, w->le);
   }
-  for (int i = 0; i < r; i++) {
-    float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
-    for (int64_t x = 0; x < E; x++) o[x * w->os[2]] = acc[i * w->le + x] / l[i];
-  }
+  store_rows(w, b, s0, r, acc, l);
   if (q != small) free(q);
 }
 
