@@ -177,14 +177,15 @@ void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly 
 }
 
 /* The softmax's work on `scores` f32 scores of an attention on `threads` cores (cpu_attn.c
- * prices both ways with it): a score's scale, running maximum, difference, exponential and
- * sum's step, in lane-operations at the vector pipes' rate, the scale a division where the
- * program divides by it (attention's / sqrt(D): a vdivps a score either way, fused or not).
- * It was 20 FLOPs a score at the FLOP peak, which counts an FMA twice: under half the 24 to
- * 31 lane-operations of the code (block_update in cpu_attn.c). */
-double cost_attn_softmax_time(const HwModel *hw, int threads, double scores, bool div) {
+ * prices both ways with it): a score's running maximum, difference, exponential and sum's
+ * step, in lane-operations at the vector pipes' rate, and its scale: a product, or a division
+ * where the program divides by it (attention's / sqrt(D): a vdivps a score unfused), or
+ * nothing where the fused kernel folds it and log2(e) into the difference's FMA (block_update
+ * in cpu_attn.c: exp2(x * c log2(e) - m)).  It was 20 FLOPs a score at the FLOP peak, which
+ * counts an FMA twice: under half the 23 to 31 lane-operations of the code. */
+double cost_attn_softmax_time(const HwModel *hw, int threads, double scores, AttnScale how) {
   int t = hw->cores > 0 && threads > hw->cores ? hw->cores : threads;
-  int ops = lane_ops(OP_EXP) + 3 + (div ? lane_ops(OP_DIV) : 1);
+  int ops = lane_ops(OP_EXP) + 3 + (how == ATTN_SCALE_DIV ? lane_ops(OP_DIV) : how == ATTN_SCALE_MUL);
   return scores * ops / sched_lane_ops_rate(hw, t > 0 ? t : 1, 4);
 }
 

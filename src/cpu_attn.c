@@ -26,11 +26,14 @@
 #include <string.h>
 
 /* The exponentials and the row statistics of a block of scores, 16 lanes at a time in GCC's
- * vector extension.  The arguments of exp here are never above 0 (x - max, m_old - m_new),
- * so one range suffices: below -87 it gives 0 (the unfused code's denormals, at most 1e-38,
- * are dropped), -inf gives 0, NaN stays NaN.  On x86-64 the function is compiled for three
- * instruction sets and the loader picks the host's (the JIT'd kernels follow the model; this
- * one cannot, being C). */
+ * vector extension.  The weights are 2^(x c log2(e) - m), m the running max of x c log2(e):
+ * the score's scale c (1 / sqrt(D) as a product, never a division) and log2(e) are one
+ * constant, so a score's exponent is one FMA and its power of two needs no range reduction
+ * by ln 2.  The arguments of exp2 here are never above a rounding of 0 (x c log2(e) - m,
+ * m_old - m_new), so one range suffices: below -126 it gives 0 (the unfused code's
+ * denormals, at most 1e-38, are dropped), -inf gives 0, NaN stays NaN.  On x86-64 the
+ * function is compiled for three instruction sets and the loader picks the host's (the
+ * JIT'd kernels follow the model; this one cannot, being C). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -67,81 +70,87 @@ static inline __attribute__((always_inline)) float vhsum(vf16 v) {
   return v[0];
 }
 
-static inline __attribute__((always_inline)) vf16 vexp_neg(vf16 x) {
-  vi16 low = x < -87.0f;
-  vf16 xc = vsel(low, (vf16){0} - 87.0f, x);
-  vf16 fx = xc * 1.44269504088896341f + 0.5f;
+/* 2^x, x <= 0 up to a rounding: x = n + r, r in [-1/2, 1/2], 2^r by Cephes exp2f's
+ * polynomial (relative error 2e-7), 2^n in the exponent's bits. */
+static inline __attribute__((always_inline)) vf16 vexp2_neg(vf16 x) {
+  vi16 low = x < -126.0f;
+  vf16 xc = vsel(low, (vf16){0} - 126.0f, x);
+  vf16 fx = xc + 0.5f;
   vi16 ni = __builtin_convertvector(fx, vi16);
   vf16 nf = __builtin_convertvector(ni, vf16);
   vi16 over = nf > fx;                  /* truncation rounded a negative up: floor it */
   ni += over;                           /* -1 where over */
   nf = __builtin_convertvector(ni, vf16);
-  vf16 r = xc - nf * 0.693359375f;
-  r = r + nf * 2.12194440e-4f;
-  vf16 y = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r + 1.0f;
+  vf16 r = xc - nf;
+  vf16 y = r * 1.535336188319500e-4f + 1.339887440266574e-3f;
+  y = y * r + 9.618437357674640e-3f;
+  y = y * r + 5.550332471162809e-2f;
+  y = y * r + 2.402264791363012e-1f;
+  y = y * r + 6.931472028550421e-1f;
+  y = y * r + 1.0f;
   vf16 p2 = (vf16)((ni + 127) << 23);
   y = y * p2;
-  y = vsel(low, (vf16){0}, y);          /* -inf and below -87: 0 */
+  y = vsel(low, (vf16){0}, y);          /* -inf and below -126: 0 */
   vi16 nan = x != x;
   return vsel(nan, x, y);
 }
 
-/* One block of scores P (rows of ld floats, ld a multiple of LANES, n valid columns): the score
- * function (x * c, or x / c), the mask (columns outside [lo[i], hi[i]) become -inf), then the
- * online update of m, l and the accumulator rows acc (d floats each, d a multiple of LANES);
- * P becomes the weights exp(x - m_new).  Rows whose max is still -inf add 0 (or the NaN of a
- * NaN score). */
-static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float c, int div,
-                                     const int64_t *lo, const int64_t *hi, float *m, float *l, float *acc,
-                                     int64_t d) {
+/* One block of scores P (rows of ld floats, ld a multiple of LANES, n valid columns): the
+ * mask (columns outside [lo[i], hi[i]) weigh 0), then the online update of m, l and the
+ * accumulator rows acc (d floats each, d a multiple of LANES); P becomes the weights
+ * 2^(x k - m_new), k the scale times log2(e) and m in its units.  The first pass only reads
+ * the row: the largest x k is k times the largest x (the smallest where k < 0), so no scaled
+ * score is stored; the second makes each weight with one FMA and exp2.  Rows whose max is
+ * still -inf add 0 (or the NaN of a NaN score). */
+static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float k, const int64_t *lo,
+                                     const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
   int64_t wd = (n + LANES - 1) / LANES * LANES;   /* the vectors that hold the n scores */
+  const vi16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const vf16 ninf = (vf16){0} - INFINITY, zero = (vf16){0};
+  float ka = k < 0 ? -k : k, sg = k < 0 ? -1.0f : 1.0f;
   for (int64_t i = 0; i < rows; i++) {
     float *x = P + i * ld;
     int64_t a = lo ? lo[i] : 0, b = hi ? hi[i] : n;
     if (a < 0) a = 0;
     if (b > n) b = n;
     if (b < a) b = a;
-    vf16 vmax = (vf16){0} - INFINITY;
-    for (int64_t j = 0; j < wd; j += LANES) {
-      vf16 v = *(vf16 *)(x + j);
-      if (div) v = v / c;
-      else if (c != 1.0f) v = v * c;
-      if (j < a || j + LANES > b) {        /* the mask, and the padding past n */
-        for (int k = 0; k < LANES; k++)
-          if (j + k < a || j + k >= b) v[k] = -INFINITY;
+    /* the keys' vectors: [ja, jb), the lanes outside [a, b) masked */
+    int64_t ja = a / LANES * LANES, jb = (b + LANES - 1) / LANES * LANES;
+    vf16 vmax = ninf;
+    for (int64_t j = ja; j < jb; j += LANES) {
+      vf16 v = *(vf16 *)(x + j) * sg;
+      if (j < a || j + LANES > b) {
+        vi16 at = iota + (int32_t)j;
+        v = vsel((at >= (int32_t)a) & (at < (int32_t)b), v, ninf);
       }
-      *(vf16 *)(x + j) = v;
       vmax = vsel(v > vmax, v, vmax);
     }
-    float mx = vhmax(vmax);
+    float top = vhmax(vmax);
+    float mx = top == -INFINITY ? -INFINITY : ka * top;
     float mnew = m[i] > mx ? m[i] : mx;
-    vf16 vsum = (vf16){0};
-    if (mnew == -INFINITY) {
-      for (int64_t j = 0; j < wd; j += LANES) {
-        vf16 v = *(vf16 *)(x + j);
-        v = vsel(v != v, v, (vf16){0});     /* NaN stays, -inf gives 0 */
-        *(vf16 *)(x + j) = v;
-        vsum += v;
-      }
-      l[i] += vhsum(vsum);
-      continue;
-    }
+    vf16 vsum = zero;
+    vf16 kv = zero + k, nm = zero - mnew;
     for (int64_t j = 0; j < wd; j += LANES) {
-      vf16 v = vexp_neg(*(vf16 *)(x + j) - mnew);
+      if (j + LANES <= a || j >= b) {
+        *(vf16 *)(x + j) = zero;
+        continue;
+      }
+      vf16 v = *(vf16 *)(x + j);
+      /* no key seen yet (every score -inf): 0, NaN stays */
+      v = mnew == -INFINITY ? vsel(v != v, v, zero) : vexp2_neg(v * kv + nm);
+      if (j < a || j + LANES > b) {
+        vi16 at = iota + (int32_t)j;
+        v = vsel((at >= (int32_t)a) & (at < (int32_t)b), v, zero);
+      }
       *(vf16 *)(x + j) = v;
       vsum += v;
     }
     float s = vhsum(vsum);
     if (m[i] != mnew) {
-      vf16 al = vexp_neg((vf16){0} + (m[i] - mnew));
+      vf16 al = vexp2_neg(zero + (m[i] - mnew));
       l[i] *= al[0];
       float *o = acc + i * d;
-      for (int64_t k = 0; k < d; k += LANES) *(vf16 *)(o + k) *= al;
+      for (int64_t c = 0; c < d; c += LANES) *(vf16 *)(o + c) *= al;
       m[i] = mnew;
     }
     l[i] += s;
@@ -158,8 +167,8 @@ typedef struct Call {
   float *kt;                            /* K transposed, [B][D][T], so that Q . K^T reads rows */
   float *o;
   int64_t qs[3], ks[3], vs[3], os[3];   /* element strides of (batch, s|t, d|e) */
-  float scale;
-  int div;
+  float k2;                             /* the score's scale times log2(e) */
+  bool div;                             /* the program divides by the scale (its own softmax) */
   bool mask;
   double c0, cs, ct;                    /* the mask: c0 + cs*s + ct*t  op  0 */
   unsigned char *vbad;                  /* per batch: V holds an inf or a NaN */
@@ -198,6 +207,21 @@ static void mask_row(const Call *w, int64_t s, int64_t *lo, int64_t *hi) {
   *lo = a > 0 ? a : 0;
   *hi = b < w->T ? b : w->T;
   if (*hi < *lo) *hi = *lo;
+}
+
+/* Rows s0 .. s0 + rows of batch index b of O: each accumulator row times 1 / l, one division
+ * a row (E scalar divisions a row were a tenth of a small call's time on the row path), a
+ * vector at a time where O's rows are contiguous.  l = 0 (every key masked) still gives the
+ * NaN of 0 / 0, and a NaN l a NaN. */
+static void store_rows(const Call *w, int64_t b, int64_t s0, int64_t rows, const float *acc, const float *l) {
+  for (int64_t i = 0; i < rows; i++) {
+    float *restrict o = w->o + b * w->os[0] + (s0 + i) * w->os[1], inv = 1 / l[i];
+    const float *restrict a = acc + i * w->le;
+    if (w->os[2] == 1)
+      for (int64_t k = 0; k < w->E; k++) o[k] = a[k] * inv;
+    else
+      for (int64_t k = 0; k < w->E; k++) o[k * w->os[2]] = a[k] * inv;
+  }
 }
 
 static void run_block(void *ctx, int64_t task) {
@@ -243,7 +267,7 @@ static void run_block(void *ctx, int64_t task) {
       for (int64_t i = 0; i < rows; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
       rl = bl, rh = bh;
     }
-    block_update(P, w->ld, rows, n, w->scale, w->div, rl, rh, m, l, acc, w->le);
+    block_update(P, w->ld, rows, n, w->k2, rl, rh, m, l, acc, w->le);
     GemmArgs y = {1, rows, E, n, P, 0, w->ld, 1, w->v + b * w->vs[0] + t0 * w->vs[1], 0, w->vs[1], w->vs[2],
                   acc, 0, w->le, 1, true, w->stop};
     if (!gemm_run(w->g, &y, NULL, err, sizeof err)) {
@@ -251,10 +275,7 @@ static void run_block(void *ctx, int64_t task) {
       break;
     }
   }
-  for (int64_t i = 0; i < rows; i++) {
-    float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
-    for (int64_t k = 0; k < E; k++) o[k * w->os[2]] = acc[i * w->le + k] / l[i];
-  }
+  store_rows(w, b, s0, rows, acc, l);
   free(P);
 }
 
@@ -434,7 +455,9 @@ static void run_rows(void *ctx, int64_t task) {
   const float *qb = w->q + b * w->qs[0] + s0 * w->qs[1];
   for (int i = 0; i < r; i++) {
     m[i] = -INFINITY, l[i] = 0;
-    for (int64_t x = 0; x < D; x++) q[i * dp + x] = qb[i * w->qs[1] + x * w->qs[2]];
+    if (w->qs[2] == 1) memcpy(q + i * dp, qb + i * w->qs[1], sizeof(float) * (size_t)D);
+    else
+      for (int64_t x = 0; x < D; x++) q[i * dp + x] = qb[i * w->qs[1] + x * w->qs[2]];
   }
   int64_t lo_all = 0, hi_all = w->T;
   if (w->mask) {
@@ -455,13 +478,10 @@ static void run_rows(void *ctx, int64_t task) {
       for (int i = 0; i < r; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
       rl = bl, rh = bh;
     }
-    block_update(P, w->ld, r, n, w->scale, w->div, rl, rh, m, l, acc, w->le);
+    block_update(P, w->ld, r, n, w->k2, rl, rh, m, l, acc, w->le);
     rows_pv(P, w->ld, r, vb + t0 * w->vs[1], w->vs[1], n, E, acc, w->le);
   }
-  for (int i = 0; i < r; i++) {
-    float *o = w->o + b * w->os[0] + (s0 + i) * w->os[1];
-    for (int64_t x = 0; x < E; x++) o[x * w->os[2]] = acc[i * w->le + x] / l[i];
-  }
+  store_rows(w, b, s0, r, acc, l);
   if (q != small) free(q);
 }
 
@@ -529,7 +549,7 @@ static int64_t rows_keys(const HwModel *hw, int64_t T) {
 }
 
 double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
-                          double kept, bool masked, bool div, bool *serial) {
+                          double kept, bool masked, bool *serial) {
   int64_t groups = B * sched_cdiv(S, ROWS_MAX);
   if (groups <= 0) {
     if (serial) *serial = true;
@@ -555,7 +575,7 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
     if (t < 1) t = 1;
     double mem = once / sched_threads_bw(hw, sched_fit_level(hw, once, t), t) +
                  again / sched_threads_bw(hw, sched_fit_level(hw, head, 1), t);
-    double comp = ops / sched_lane_ops_rate(hw, t, 4) + cost_attn_softmax_time(hw, t, keys * rows, div);
+    double comp = ops / sched_lane_ops_rate(hw, t, 4) + cost_attn_softmax_time(hw, t, keys * rows, ATTN_SCALE_FOLDED);
     SchedWork fj = {0, 4, 0, 0, false, groups};  /* the fork-join alone */
     double total = (mem > comp ? mem : comp) + sched_stream_time(hw, t, &fj, NULL);
     if (!pass || total < best) {
@@ -589,8 +609,10 @@ static void predict(CpuBackend *be, const Call *w, int threads, double *fused, d
   GemmKernels *g = w->g;
   int64_t B = w->B, S = w->S, T = w->T, D = w->D, E = w->E;
   double bst = (double)B * S * T;
-  /* the exponentials and the row work, the same count both ways (cost.c) */
-  double ew = cost_attn_softmax_time(hw, threads, bst, w->div);
+  /* the exponentials and the row work (cost.c): the program's row-wise kernel applies the
+   * scale as it is written, the fused kernel folds it into the exponent's FMA */
+  double ew = cost_attn_softmax_time(hw, threads, bst, w->div ? ATTN_SCALE_DIV : ATTN_SCALE_MUL);
+  double ewf = cost_attn_softmax_time(hw, threads, bst, ATTN_SCALE_FOLDED);
   GemmArgs a = {B, S, T, D, NULL, S * D, D, 1, NULL, T * D, 1, D, NULL, S * T, T, 1, false, NULL};
   GemmArgs b = {B, S, E, T, NULL, S * T, T, 1, NULL, T * E, E, 1, NULL, S * E, E, 1, false, NULL};
   /* unfused: the scores written and read back about five times (scores, e, the sum, P . V) */
@@ -620,7 +642,7 @@ static void predict(CpuBackend *be, const Call *w, int threads, double *fused, d
   /* K transposed first, read and written once, a fork-join of B tasks */
   SchedWork kt = {0, 4, 4.0 * B * T * D, 4.0 * B * T * D, false, B};
   *fused = (double)sched_waves(tasks, threads) * (tasks ? kept * (double)B / (double)tasks : 0) * blk +
-           ew * frac + cost_roofline(hw, threads, 0, 4.0 * B * (S * D + S * E + 2 * T * D + T * E)) +
+           ewf * frac + cost_roofline(hw, threads, 0, 4.0 * B * (S * D + S * E + 2 * T * D + T * E)) +
            sched_stream_time(hw, threads, &kt, NULL);
 }
 
@@ -638,7 +660,7 @@ static int forced(void) {
  * reads K and V once and stores nothing, the least any path moves, and the other two are
  * priced (the GEMM engine's plans: microseconds a call) only for :sched (all). */
 static void plan(CpuBackend *be, Call *w, int threads, int f, bool all) {
-  w->rows_s = cpu_attn_rows_time(&be->hw, threads, w->B, w->S, w->T, w->D, w->E, rows_kept(w), w->mask, w->div, &w->serial);
+  w->rows_s = cpu_attn_rows_time(&be->hw, threads, w->B, w->S, w->T, w->D, w->E, rows_kept(w), w->mask, &w->serial);
   bool unit = (w->ks[2] == 0 || w->ks[2] == 1) && (w->vs[2] == 0 || w->vs[2] == 1);
   if (all || !unit || w->S > ROWS_MAX || f == 2) predict(be, w, threads, &w->tiles_s, &w->unfused_s);
   else w->tiles_s = w->unfused_s = INFINITY;
@@ -649,6 +671,39 @@ static void plan(CpuBackend *be, Call *w, int threads, int f, bool all) {
     w->bc = rows_keys(&be->hw, w->T);
     w->ld = w->bc;
   }
+}
+
+/* A chain's last plan for each of the two layouts plan() tells apart (K's and V's rows of
+ * unit stride or not): its key (the sizes, the mask's line, the threads, DYN_ATTENTION) and
+ * what plan() chose.  Each chain keeps its own, so that two chains of the same sizes, whose
+ * masks may send them different ways, never take each other's; a repeated shape skips the
+ * model, whose GEMM plans (predict: four a call, from the choice and again from the run)
+ * took longer than the work of attention 3 x 61 x 61 x 32. */
+#define PLAN_KEY 10
+struct AttnPlan {
+  bool valid;
+  int64_t key[PLAN_KEY];
+  bool on, rows, serial;
+  int64_t bc, ld;
+  double tiles_s, rows_s, unfused_s;
+};
+
+/* plan(), or chain i's last plan when its key is w's (f: DYN_ATTENTION, forced()). */
+static void plan_kept(CpuBackend *be, CpuProgram *cp, int i, Call *w, int threads, int f) {
+  bool unit = (w->ks[2] == 0 || w->ks[2] == 1) && (w->vs[2] == 0 || w->vs[2] == 1);
+  struct AttnPlan *ap = &cp->attn_plan[2 * i + unit];
+  int64_t key[PLAN_KEY] = {w->B, w->S, w->T, w->D, w->E, threads, 2 * f + w->mask};
+  memcpy(&key[7], &w->c0, sizeof w->c0);
+  memcpy(&key[8], &w->cs, sizeof w->cs);
+  memcpy(&key[9], &w->ct, sizeof w->ct);
+  if (ap->valid && !memcmp(ap->key, key, sizeof key)) {
+    w->on = ap->on, w->rows = ap->rows, w->serial = ap->serial, w->bc = ap->bc, w->ld = ap->ld;
+    w->tiles_s = ap->tiles_s, w->rows_s = ap->rows_s, w->unfused_s = ap->unfused_s;
+    return;
+  }
+  plan(be, w, threads, f, false);
+  *ap = (struct AttnPlan){true, {0}, w->on, w->rows, w->serial, w->bc, w->ld, w->tiles_s, w->rows_s, w->unfused_s};
+  memcpy(ap->key, key, sizeof key);
 }
 
 /* Fill w for chain c; false when the chain cannot run fused here (no GEMM engine). */
@@ -663,8 +718,9 @@ static bool prepare(CpuBackend *be, const AttnChain *c, const int64_t *ext, cons
   blocks(&be->hw, w->B, w->S, w->T, (w->D + w->E + 1) / 2, pool_threads(be->pool), &w->br, &w->bc);
   w->ld = (w->bc + LANES - 1) / LANES * LANES;
   w->le = (w->E + LANES - 1) / LANES * LANES;
-  w->scale = c->scale ? (float)fuse_attn_value(c->scale, szv, -1, -1, 0, 0) : 1.0f;
+  double scale = c->scale ? (double)(float)fuse_attn_value(c->scale, szv, -1, -1, 0, 0) : 1.0;
   w->div = c->scale && c->div;
+  w->k2 = (float)((w->div ? 1 / scale : scale) * M_LOG2E);
   if (c->mask_l) {
     w->mask = true;
     double f00 = fuse_attn_value(c->mask_l, szv, c->ax_s, c->ax_t, 0, 0) - fuse_attn_value(c->mask_r, szv, c->ax_s, c->ax_t, 0, 0);
@@ -683,6 +739,7 @@ void cpu_attn_find(CpuProgram *cp) {
     if (cp->k[found[i].k0].gemm && cp->k[found[i].k0 + 2].gemm) cp->attn[kept++] = found[i];
   cp->nattn = kept;
   cp->attn_on = kept ? xcalloc((size_t)kept, sizeof(bool)) : NULL;
+  cp->attn_plan = kept ? xcalloc(2 * (size_t)kept, sizeof *cp->attn_plan) : NULL;
   cp->attn_unstored = kept ? xcalloc((size_t)cp->p->nslots + 1, sizeof(bool)) : NULL;
 }
 
@@ -698,7 +755,7 @@ const bool *cpu_attn_choose(CpuBackend *be, CpuProgram *cp, const int64_t *ext, 
       /* the strides do not change the prediction: C order is assumed */
       int64_t *st = xcalloc((size_t)cp->p->nslots * DYN_MAX_RANK + 1, sizeof(int64_t));
       if (prepare(be, c, ext, szv, st, &w)) {
-        plan(be, &w, pool_threads(be->pool), f, false);
+        plan_kept(be, cp, i, &w, pool_threads(be->pool), f);
         on = w.on;
       }
       free(st);
@@ -737,8 +794,7 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
   }
   w.q = bufs[c->q], w.k = bufs[c->k], w.v = bufs[c->v], w.o = bufs[c->o];
   w.stop = interrupt;
-  int f = forced();
-  plan(be, &w, pool_threads(be->pool), f ? f : 1, false);
+  plan_kept(be, cp, i, &w, pool_threads(be->pool), forced());
   int64_t nsb = (w.S + (w.rows ? ROWS_MAX : w.br) - 1) / (w.rows ? ROWS_MAX : w.br), tasks = w.B * nsb;
   if (tasks <= 0) return 4;
   if (w.mask) {   /* blocks are skipped only where V is finite */

@@ -262,6 +262,7 @@ void cpu_program_free(CpuProgram *cp) {
   free(cp->k);
   free(cp->attn);
   free(cp->attn_on);
+  free(cp->attn_plan);
   free(cp->attn_unstored);
   free(cp->ir);
   free(cp->tables);

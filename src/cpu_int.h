@@ -64,6 +64,7 @@ struct CpuProgram {
   AttnChain *attn;              /* attention chains that may run fused (cpu_attn.c) */
   int nattn;
   bool *attn_on;                /* per chain: fused in the current call */
+  struct AttnPlan *attn_plan;   /* per chain: its last plans (cpu_attn.c) */
   bool *attn_unstored;          /* per slot: a temporary the current call never stores */
 };
 
@@ -210,7 +211,7 @@ int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext,
  * on `threads` of hw or on one (*serial, when that is faster: a fork-join costs more than it
  * saves). */
 double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
-                          double kept, bool masked, bool div, bool *serial);
+                          double kept, bool masked, bool *serial);
 
 /* cpu_reduce.c: a reduction whose kept innermost run is short (cpu_reduce_short_plan): the
  * operand a single load X[..., r0, v] whose last subscript v is the stage's last axis and

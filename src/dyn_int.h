@@ -943,10 +943,13 @@ void cost_kernel_traffic(const Program *p, const Kernel *kn, PolyCtx *pc, const 
 /* A kernel's vector lane-operations: each operation one, a math function what its vector
  * expansion spends per element (the table in cost.c). */
 const Poly *cost_kernel_ops(const Program *p, const Kernel *kn, PolyCtx *pc);
+/* How an attention's softmax applies its scale: folded into the exponent's FMA (the fused
+ * kernel), a product or a division of each score (the program's own row-wise kernel). */
+typedef enum { ATTN_SCALE_FOLDED, ATTN_SCALE_MUL, ATTN_SCALE_DIV } AttnScale;
 /* Seconds of an attention's softmax on `scores` f32 scores: their lane-operations (the
- * exponential's expansion, the scale, a division with div, and three more a score) at the
+ * exponential's expansion, the scale as `how` applies it, and three more a score) at the
  * vector pipes' rate of `threads`. */
-double cost_attn_softmax_time(const HwModel *hw, int threads, double scores, bool div);
+double cost_attn_softmax_time(const HwModel *hw, int threads, double scores, AttnScale how);
 void cost_program(const Program *p, PolyCtx *pc, const Poly **flops, const Poly **bytes);
 /* Seconds for flops and bytes on `threads` cores of hw: max(compute, memory). */
 double cost_roofline(const HwModel *hw, int threads, double flops, double bytes);

@@ -6,6 +6,8 @@
 #     every cache of every model); for two chains of another form (the scores also
 #     returned, a max over the other axis) it says nothing of the kind;
 #   - :sched says that a decoder's step (S = 1) runs fused on the row path;
+#   - :sched of a function with two chains of the same sizes, attention and causal_attention,
+#     gives each chain its own prediction and choice, those of its function alone;
 #   - NumPy's float64 results on random data (tests/numpy/attention.py: shapes 0, 1, primes
 #     and the block the model gives +-1; NaN and infinities; masks) agree with the compiled
 #     code with the fusion forced on (DYN_ATTENTION=fused), on each of its paths (=tiles,
@@ -53,6 +55,28 @@ for f in causal_attention; do
 done
 "$dyn" -e ":sched attention B=12 S=1 T=128 D=64" > "$work/decode.txt" 2>&1
 check ":sched attention, S = 1: fused on the row path" 'predicted [0-9.]* ms: fused on rows' yes "$work/decode.txt"
+# two chains of the same sizes in one function, whose model prefers another path for each
+# (the mask halves the causal one's keys): each chain keeps its own prediction and choice,
+# the same as its function's alone in the same session, and never the other's
+cat > "$work/pair.dyn" <<'EOF'
+fn pair(Q: f32[B, S, D], K: f32[B, T, D], V: f32[B, T, D]) -> f32[B, S, D] {
+  P = attention(Q, K, V)
+  O = causal_attention(P, K, V)
+  return O
+}
+:sched pair B=16 S=1024 T=1024 D=64
+:sched attention B=16 S=1024 T=1024 D=64
+:sched causal_attention B=16 S=1024 T=1024 D=64
+EOF
+"$dyn" "$work/pair.dyn" 2>&1 | tr '\n' ' ' | tr -s ' ' |
+  grep -oE 'predicted [0-9.]+ ms( fused, [0-9.]+ ms unfused \(scores stored\))?: (fused on rows|fused|unfused|not taken)' \
+  > "$work/pair.txt"
+if [ "$(wc -l < "$work/pair.txt")" -eq 8 ] && [ "$(sed -n 1,4p "$work/pair.txt")" = "$(sed -n 5,8p "$work/pair.txt")" ] &&
+   [ "$(sed -n 1,2p "$work/pair.txt")" != "$(sed -n 3,4p "$work/pair.txt")" ]; then
+  echo "PASS: :sched of two chains of equal sizes: each its own plan"
+else
+  echo "FAIL: :sched of two chains of equal sizes: each its own plan"; sed 's/^/    /' "$work/pair.txt"; fail=1
+fi
 sed '/^:sched/d' "$work/chains.dyn" > "$work/user.dyn"
 for f in "myattn N=100 M=300 E=64 F=32:yes" "withscores S=100 T=300 D=64:no" "colmax S=100 T=300 D=64:no"; do
   { cat "$work/user.dyn"; echo ":sched ${f%:*}"; } > "$work/one.dyn"

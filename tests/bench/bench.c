@@ -351,11 +351,17 @@ static Work op_work(const Op *o) {
     w.flops = 2.0 * (double)w.nout * w.terms;
     break;
   }
-  case OP_ATTENTION: case OP_CAUSAL:
+  case OP_ATTENTION: case OP_CAUSAL: {
+    /* 4 D + 5 FLOPs a (query, key) pair that counts: all S x T of them, or causal's t <= s
+     * (nn's mask, aligned at the top left): min(s + 1, T) keys for query s, the masked
+     * scores needing no products nor exponentials */
+    double S = (double)d[1], T = (double)d[2], pairs = S * T;
+    if (o->op == OP_CAUSAL) pairs = S <= T ? S * (S + 1) / 2 : T * (T + 1) / 2 + (S - T) * T;
     w.nout = d[0] * d[1] * d[3];
-    w.flops = 4.0 * (double)d[0] * (double)d[1] * (double)d[2] * (double)d[3] + 5.0 * (double)d[0] * (double)d[1] * (double)d[2];
+    w.flops = (double)d[0] * pairs * (4.0 * (double)d[3] + 5.0);
     w.terms = (double)(d[2] + d[3]);
     break;
+  }
   default:                              /* the same shape out as its first input in */
     w.nout = 1;
     for (int k = 0; k < rank[0]; k++) w.nout *= shape[0][k];
@@ -1649,7 +1655,8 @@ static const Section sections[] = {
      "PyTorch: F.conv2d"},
     {"attention", "attention causal", false, "OP B S T D", {TORCH, NWHO}, false, true, 0.5,
      "f32 attention and causal_attention (nn) of Q[B, S, D], K and V [B, T, D]; PyTorch: "
-     "torch.softmax(Q @ K.transpose(-2, -1) / sqrt(D), -1) @ V (causal: masked_fill with -inf)"},
+     "torch.softmax(Q @ K.transpose(-2, -1) / sqrt(D), -1) @ V (causal: masked_fill with -inf); GFLOP/s of 4 D + 5 "
+     "FLOPs a pair of query and key, causal's the pairs t <= s it keeps"},
     /* both round C to bf16 once: results a unit in bf16's last place apart (2^-8 of the
      * largest) are both right */
     {"gemm_bf16", "matmul_bf16", true, "M N K", {ONEDNN, NWHO}, false, true, 0.5,

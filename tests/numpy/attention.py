@@ -4,7 +4,9 @@ src/fuse_attn.c, src/cpu_attn.c).
 The shapes sit around the block the fused kernel uses on this machine's model (read from
 `:sched`, never assumed): 0, 1, primes, block-1, block, block+1, with D 1, 3, 64 and 80;
 causal masks with S != T; NaN and infinities (rows all masked, an inf in V where the mask
-hides it); a user-written chain with other names, another scale, no batch and its own mask,
+hides it); scores large, huge (1e4 and more, exact ties) and tiny (1e-30), on both paths;
+two chains of the same sizes in one function, the second causal, fed by the first; a
+user-written chain with other names, another scale, no batch and its own mask,
 which fuses too; and two chains that must not fuse (the scores also returned; a max over
 the other axis).  The row path (a few query rows a task, K and V read in place) gets a
 decoder's steps: S = 1 and the rows a task takes +-1, T from 1 past two of its key blocks,
@@ -131,8 +133,18 @@ def add_cases(dyn, c):
     def big_scores(Q, K, V):
         Q *= 40.0                # scores near +-1000: the running max must rescale
 
+    def huge_scores(Q, K, V):
+        # scores of 1e4 and more, whole multiples of 256 (exact in f32's products and sums),
+        # so that two keys tie exactly or lie 148 apart after the scale: the weights' error
+        # is the scale's rounding alone, and a weight past a tie underflows to 0
+        Q[...] = np.round(Q * 4) * 256
+        K[...] = np.round(K * 4)
+
+    def tiny_scores(Q, K, V):
+        Q *= 1e-30               # every weight 1: the mean of V's rows
+
     for name, f in (('NaN in Q', nan_q), ('inf in K', inf_k), ('inf in V', inf_v_hidden),
-                    ('large scores', big_scores)):
+                    ('large scores', big_scores), ('huge scores', huge_scores), ('tiny scores', tiny_scores)):
         attn_case(name, 2, 9, 21, 3, False, f)
         attn_case(name, 2, 9, 21, 3, True, f)
     n = block(dyn, 3)
@@ -151,6 +163,25 @@ def add_cases(dyn, c):
     attn_case('rows, NaN in Q', 2, 2, 21, 3, False, nan_q)
     attn_case('rows, inf in V hidden', 1, R + 2, 2 * nk + 2, 3, True, inf_v_hidden)
     attn_case('rows, large scores', 2, 1, 3 * nk + 1, 80, False, big_scores)
+    for name, f in (('huge scores', huge_scores), ('tiny scores', tiny_scores)):
+        attn_case('rows, ' + name, 2, R + 1, 2 * nk + 3, 3, False, f)
+        attn_case('rows, ' + name, 2, R + 1, 2 * nk + 3, 3, True, f)
+    # two chains of the same sizes in one function, the second masked and fed by the first:
+    # each runs on its own plan (path, mask, scale), not on the other's, at a size the model
+    # fuses on the tiles and at a decoder's step
+    for S, T, D in ((n + 1, n + 1, 3), (1, nk + 1, 80)):
+        Q, K, V = c.randn((2, S, D)), c.randn((2, T, D)), c.randn((2, T, D))
+        O1, _ = ref(Q, K, V, 1 / np.sqrt(np.float32(D)))
+        mask = np.arange(T)[None, :] <= np.arange(S)[:, None]
+        O, mag = ref(O1.astype(np.float32), K, V, 1 / np.sqrt(np.float32(D)), mask)
+        c.case('attention then causal_attention S%d T%d D%d' % (S, T, D), [('Q', Q), ('K', K), ('V', V)],
+               'fn pair(Q: f32[B, S, D], K: f32[B, T, D], V: f32[B, T, D]) -> f32[B, S, D] {\n'
+               '  P = attention(Q, K, V)\n'
+               '  O = causal_attention(P, K, V)\n'
+               '  return O\n'
+               '}\n'
+               'O = pair(Q, K, V)',
+               [c.out('O', c.F32, O, ('terms', 4 * tol, np.broadcast_to(mag, O.shape)))])
     # the same chain written at top level, not in a function
     Q, K, V = c.randn((2, 1, 80)), c.randn((2, 131, 80)), c.randn((2, 131, 80))
     O, mag = ref(Q, K, V, 1 / np.sqrt(np.float32(80)))

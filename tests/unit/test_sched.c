@@ -323,19 +323,22 @@ START_TEST(test_measured_peak) {
 }
 END_TEST
 
-/* An attention's softmax: 24 lane-operations a score (the exponential's 20, the scale's
- * product, the maximum, the difference and the sum's step), 31 where the scale is a division
- * (8), at the vector pipes' rate, threads beyond the model's cores adding nothing. */
+/* An attention's softmax: 23 lane-operations a score where the fused kernel folds the scale
+ * into the exponent's FMA (the exponential's 20, the maximum, the FMA and the sum's step), 24
+ * with the scale's product, 31 where the scale is a division (8), at the vector pipes' rate,
+ * threads beyond the model's cores adding nothing. */
 START_TEST(test_attn_softmax) {
   for (int m = 0; m < NMODELS; m++) {
     HwModel h = model(MODELS[m]);
     const double scores[] = {1, 77 * 77 * 12, 16.0 * 512 * 512};
     for (size_t i = 0; i < sizeof scores / sizeof scores[0]; i++)
       for (int t = 1; t <= 2; t++) {
-        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], false), 24 * scores[i] / lanes_rate(&h, t, 4)));
-        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], true), 31 * scores[i] / lanes_rate(&h, t, 4)));
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], ATTN_SCALE_FOLDED),
+                           23 * scores[i] / lanes_rate(&h, t, 4)));
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], ATTN_SCALE_MUL), 24 * scores[i] / lanes_rate(&h, t, 4)));
+        ck_assert(close_to(cost_attn_softmax_time(&h, t, scores[i], ATTN_SCALE_DIV), 31 * scores[i] / lanes_rate(&h, t, 4)));
       }
-    ck_assert(close_to(cost_attn_softmax_time(&h, 4 * h.cores, 1e6, false), 24e6 / lanes_rate(&h, h.cores, 4)));
+    ck_assert(close_to(cost_attn_softmax_time(&h, 4 * h.cores, 1e6, ATTN_SCALE_MUL), 24e6 / lanes_rate(&h, h.cores, 4)));
   }
 }
 END_TEST
@@ -561,7 +564,7 @@ static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int
     int u = t < groups ? t : (int)groups;
     u = u < h->cores ? u : h->cores;
     double mem = once / bw_of(h, level_of(h, once, u), u) + again / bw_of(h, level_of(h, head, 1), u);
-    double comp = ops / lanes_rate(h, u, 4) + 24 * keys * rows / lanes_rate(h, u, 4);
+    double comp = ops / lanes_rate(h, u, 4) + 23 * keys * rows / lanes_rate(h, u, 4);
     double total = fmax(mem, comp) + (u > 1 ? SYNC_S : 0);
     if (t == 1 || total < best) best = total, *serial = t == 1;
   }
@@ -577,7 +580,7 @@ START_TEST(test_attn_rows) {
       for (int t = 1; t <= 2; t++) {
         const int64_t *x = shapes[i];
         bool s1, s2;
-        double got = cpu_attn_rows_time(&h, t, x[0], x[1], x[2], x[3], x[4], 1.0, false, false, &s1);
+        double got = cpu_attn_rows_time(&h, t, x[0], x[1], x[2], x[3], x[4], 1.0, false, &s1);
         double want = rows_want(&h, t, x[0], x[1], x[2], x[3], x[4], &s2);
         ck_assert_msg(close_to(got, want), "%s %lld x %lld x %lld x %lld, %d threads: %g s, want %g", MODELS[m],
                       (long long)x[0], (long long)x[1], (long long)x[2], (long long)x[3], t, got, want);
@@ -586,12 +589,12 @@ START_TEST(test_attn_rows) {
     /* half the keys masked: the key terms halve, Q's and O's bytes stay, and V is read once
      * more for its infinities (8 x 4096 x 64 floats at the level the call's data fits) */
     bool s;
-    double full = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, false, false, &s);
-    double half = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 0.5, false, false, &s);
+    double full = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, false, &s);
+    double half = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 0.5, false, &s);
     ck_assert(half < full && half > 0.45 * full);
     double once = 4.0 * 8 * (4096 * 128 + 128), v = 4.0 * 8 * 4096 * 64;
     double vmem = (once + v) / bw_of(&h, level_of(&h, once + v, 1), 1);
-    double masked = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, true, false, &s);
+    double masked = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, true, &s);
     ck_assert_msg(masked > full && (close_to(masked, vmem) || masked > vmem), "%s: %g s masked", MODELS[m], masked);
   }
 }
