@@ -103,15 +103,23 @@ static void run_task(void *arg, int64_t t) {
 
 
 /* Work per parallel iteration decides the split: small kernels run on one thread (a
- * reduction's summed axes count too, cpu_reduce_work). */
+ * reduction's summed axes count too, cpu_reduce_work).  An iteration's work is the sum of
+ * its stages' (softmax's max, exp, sum and divide each pass over the row once), held below
+ * TASK_WORK_CAP so that it cannot overflow: multiplied, the stages of softmax over rows of
+ * 100003 came to 100003^4, which wrapped to a small or negative figure and ran on one
+ * thread. */
+#define TASK_WORK_CAP ((int64_t)1 << 40)
 int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int threads) {
-  int64_t n = par_axis >= 0 ? ext[par_axis] : 1, work = 1;
-  for (int s = 0; s < kn->nstages; s++) {
-    for (int a = 0; a < kn->stages[s].naxes; a++)
-      if (kn->stages[s].axes[a] != par_axis) work *= ext[kn->stages[s].axes[a]] > 0 ? ext[kn->stages[s].axes[a]] : 1;
-    work *= cpu_reduce_work(kn, s, par_axis, ext);
+  int64_t n = par_axis >= 0 ? ext[par_axis] : 1, work = 0;
+  for (int s = 0; s < kn->nstages && work < TASK_WORK_CAP; s++) {
+    int64_t w = cpu_reduce_work(kn, s, par_axis, ext);
+    for (int a = 0; a < kn->stages[s].naxes; a++) {
+      int64_t e = kn->stages[s].axes[a] != par_axis ? ext[kn->stages[s].axes[a]] : 1;
+      w = e <= 1 ? w : e < TASK_WORK_CAP / w ? w * e : TASK_WORK_CAP;
+    }
+    work += w;
   }
-  int64_t tasks = n * work < 32768 ? 1 : (int64_t)threads * 4;
+  int64_t tasks = n <= 32767 / (work > 0 ? work : 1) ? 1 : (int64_t)threads * 4;
   if (tasks > n) tasks = n;
   return tasks > 0 ? tasks : 1;
 }

@@ -305,7 +305,7 @@ if [ -n "$base" ] && [ -f "$top_srcdir/hw/$base.hw" ]; then
   if [ $st != 0 ] || [ -s serr.txt ]; then cat serr.txt; grep -B1 MISMATCH sout.txt | head -20; fi
   echo "streaming: $ok passed, $((bad + (st != 0 && bad == 0))) failed"
   [ $st = 0 ] && [ "$ok" = "$(grep -c '^:check' stream.dyn)" ] && [ ! -s serr.txt ] || exit 1
-  # which kernels have a twin: not gelu (a tanh per element); layernorm (an rsqrt per row) does
+  # which kernels have a twin: not gelu (a sigmoid per element); layernorm (an rsqrt per row) does
   printf ':sched layernorm\n:sched softmax\n:sched relu\n:sched gelu\n' | "$dyn" --hw=small.hw 2>&1 | unwrap > sched.txt
   tw=$(grep -c '^  streaming stores to Y' sched.txt)
   gelu_tw=$(sed -n '/^kernel gelu/,$p' sched.txt | grep -c streaming)

@@ -495,6 +495,15 @@ static void free_backend(CpuBackend *b) {
   cpu_backend_free(b);
 }
 
+/* A back end for the named model, whatever this CPU has: for code that is only looked at. */
+static CpuBackend *model_backend(const char *name, HwModel *m) {
+  char err[256];
+  ck_assert_msg(hw_load(name, m, err, sizeof err), "%s", err);
+  CpuBackend *b = cpu_backend_new(m, 2, err, sizeof err);   /* any x86-64 host */
+  ck_assert_msg(b, "no back end for %s: %s", name, err);
+  return b;
+}
+
 /* A model other than the host's: its own width, whatever this CPU has. */
 START_TEST(test_schedule_and_code_model) {
   HwModel m;
@@ -517,9 +526,7 @@ END_TEST
 START_TEST(test_gather_code) {
   HwModel m;
   char err[256];
-  ck_assert_msg(hw_load("skylake-avx512", &m, err, sizeof err), "%s", err);
-  CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);   /* any x86-64 host: code only */
-  ck_assert_msg(b, "no back end for skylake-avx512: %s", err);
+  CpuBackend *b = model_backend("skylake-avx512", &m);
   Func *f = compile_on(b, "fn gat(X: f32[N], I: i32[M]) -> f32[M] {\n  Y[j] = X[I[j]] * 2.0\n  return Y\n}");
   Buf out = {0};
   ck_assert_msg(cpu_program_code(b, f->code.cpu, "llvm", &out, err, sizeof err), "%s", err);
@@ -538,9 +545,7 @@ START_TEST(test_scan_code) {
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     HwModel m;
     char err[256], want[64];
-    ck_assert_msg(hw_load(models[i], &m, err, sizeof err), "%s", err);
-    CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);   /* any x86-64 host: code only */
-    ck_assert_msg(b, "no back end for %s: %s", models[i], err);
+    CpuBackend *b = model_backend(models[i], &m);
     Func *f = compile_on(b, "fn sc(X: f32[B, N]) -> (f32[B, N], f32[B, N]) {\n"
                             "  R[b, n] = scan[n] +(X[b, n])\n  D[b, n] = scan[b] +(X[b, n])\n  return (R, D)\n}");
     Buf out = {0};
@@ -579,9 +584,7 @@ START_TEST(test_layout_code) {
     for (size_t t = 0; t < 2; t++) {
       HwModel m;
       char err[256], src[256], want[64];
-      ck_assert_msg(hw_load(models[i], &m, err, sizeof err), "%s", err);
-      CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);   /* any x86-64 host: code only */
-      ck_assert_msg(b, "no back end for %s: %s", models[i], err);
+      CpuBackend *b = model_backend(models[i], &m);
       snprintf(src, sizeof src, "fn tr(A: %s[M, N]) -> %s[N, M] {\n  T[j, i] = A[i, j]\n  return T\n}", types[t][0], types[t][0]);
       Func *f = compile_on(b, src);
       int w = m.vector_bits / (t ? 64 : 32), lg = 0;
@@ -630,6 +633,36 @@ START_TEST(test_layout_code) {
 }
 END_TEST
 
+/* Softmax's quotient e[b, n] / s[b] divides once a row: its division may use a reciprocal
+ * (cpu.c's fast_flags), which LLVM's LICM takes out of the row's loops, so the vector loops
+ * multiply by 1 / s[b] and every fdiv left is that scalar reciprocal.  A division of each
+ * element (an fdiv of a vector) is 8 lane-operations where the multiply is one. */
+START_TEST(test_softmax_reciprocal) {
+  static const char *const models[] = {"skylake-avx512", "zen3", "zen5", "generic-avx2"};
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    HwModel m;
+    char err[256], vmul[64];
+    CpuBackend *b = model_backend(models[i], &m);
+    Func *f = compile_on(b, ROWS[0].text);
+    Buf out = {0};
+    ck_assert_msg(cpu_program_code(b, f->code.cpu, "llvm", &out, err, sizeof err), "%s", err);
+    int recips = 0;
+    for (const char *l = out.s; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+      const char *d = strstr(l, " fdiv "), *eol = strchr(l, '\n');
+      if (!d || (eol && d > eol)) continue;
+      const char *ty = strstr(d, "float 1.000000e+00, ");
+      ck_assert_msg(ty && (!eol || ty < eol), "%s: a division that is not a row's reciprocal: %.*s", models[i],
+                    (int)(eol ? eol - l : (long)strlen(l)), l);
+      recips++;
+    }
+    snprintf(vmul, sizeof vmul, "fmul nsz arcp contract <%d x float>", m.vector_bits / 32);
+    ck_assert_msg(recips > 0 && strstr(out.s, vmul), "%s: %d reciprocals, no %s in:\n%s", models[i], recips, vmul, out.s);
+    buf_free(&out);
+    free_backend(b);
+  }
+}
+END_TEST
+
 /* A reduction over several axes, or a middle one, walks the axes that lie together in
  * memory as one loop, in the operand's order (cpu_reduce.c): batch norm's statistics sum
  * (h w) as one run inside n, the middle axis b of X[a, b, c, d] adds whole (c d) runs of the
@@ -647,9 +680,7 @@ START_TEST(test_reduce_code) {
     for (size_t k = 0; k < 2; k++) {
       HwModel m;
       char err[256], want[80];
-      ck_assert_msg(hw_load(models[i], &m, err, sizeof err), "%s", err);
-      CpuBackend *b = cpu_backend_new(&m, 2, err, sizeof err);   /* any x86-64 host: code only */
-      ck_assert_msg(b, "no back end for %s: %s", models[i], err);
+      CpuBackend *b = model_backend(models[i], &m);
       Func *f = compile_on(b, srcs[k][0]);
       Buf out = {0};
       cpu_schedule(b, f->code.cpu, pc, NULL, 2, &out);
@@ -668,7 +699,7 @@ int main(void) {
   __typeof__(test_elementwise) tests[] = {
     test_elementwise, test_reductions, test_scans, test_row_kernels, test_contraction, test_bounds_check,
     test_empty, test_schedule_and_code_host, test_schedule_and_code_model, test_gather_code, test_scan_code,
-    test_layout_code, test_reduce_code,
+    test_layout_code, test_reduce_code, test_softmax_reciprocal,
     test_strided_inputs, test_strided_variant_on_demand,
   };
   Suite *s = suite_create("cpu");

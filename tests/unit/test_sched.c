@@ -404,6 +404,39 @@ START_TEST(test_reduce_split) {
 }
 END_TEST
 
+/* The tasks of softmax's fused row kernel (cpu_task_count): a row's work is the sum of its
+ * stages' (each of max, exp, sum and divide passes over the N elements once), and the rows
+ * split into four tasks a thread, or one a row, once the rows' work reaches 32768.  Rows of
+ * 100003 ran on one thread where the stages' work was multiplied: 100003^4 overflowed. */
+START_TEST(test_task_count) {
+  const Program *p = lowered("fn softmax(X: f32[B, N]) -> f32[B, N] {\n"
+                             "  m[b] = max[n] X[b, n]\n"
+                             "  e[b, n] = exp(X[b, n] - m[b])\n"
+                             "  s[b] = sum[n] e[b, n]\n"
+                             "  Y[b, n] = e[b, n] / s[b]\n"
+                             "  return Y\n}");
+  const Kernel *kn = &p->kernels[0];
+  int par = cpu_par_axis(kn);       /* the rows; each statement has its own b and n axes */
+  ck_assert(par >= 0 && !strcmp(p->axes[par].name, "b") && kn->nstages == 4);
+  const int64_t shapes[][2] = {{7, 100003}, {7, 1170}, {7, 1171}, {1000, 7}, {1000, 9}, {3, 1LL << 40}, {1, 100003},
+                               {0, 100003}, {100003, 0}};
+  for (int threads = 1; threads <= 16; threads *= 2)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      int64_t B = shapes[s][0], N = shapes[s][1], ext[64] = {0};
+      for (int a = 0; a < p->naxes; a++) ext[a] = strcmp(p->axes[a].name, "b") ? N : B;
+      double work = 4.0 * (N > 1 ? N : 1);
+      int64_t want = (double)B * work < 32768 ? 1 : B < 4 * threads ? B : 4 * threads;
+      int64_t got = cpu_task_count(kn, par, ext, threads);
+      ck_assert_msg(got == (want > 0 ? want : 1), "%lld x %lld on %d threads: %lld tasks, derived %lld", (long long)B,
+                    (long long)N, threads, (long long)got, (long long)want);
+    }
+  /* the shape: seven rows of 100003 on two threads run on all of them */
+  int64_t ext[64] = {0};
+  for (int a = 0; a < p->naxes; a++) ext[a] = strcmp(p->axes[a].name, "b") ? 100003 : 7;
+  ck_assert_int_gt(cpu_task_count(kn, par, ext, 2), 1);
+}
+END_TEST
+
 /* A reduction's innermost runs past their last whole vector (cpu_reduce_run_ops): sums over
  * a last axis of k cost a cycle for each of the k mod lanes elements past the last vector and
  * 3 more a run, in lane-operations at the vector pipes' rate of one core; a kept innermost
@@ -615,6 +648,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_attn_softmax);
 #ifdef HAVE_LLVM
   tcase_add_test(tc, test_reduce_split);
+  tcase_add_test(tc, test_task_count);
   tcase_add_test(tc, test_reduce_runs);
   tcase_add_test(tc, test_reduce_short);
   tcase_add_test(tc, test_attn_rows);
