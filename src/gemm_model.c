@@ -870,7 +870,8 @@ Prob gemm_part_cols(const GemmKernels *g, const Prob *p, int64_t e) {
  * n mod nr columns past the last full strip cost a whole strip: 2048 x 33 x 513 on 14x32
  * tiles spent half its time on one column.  The inner-product kernels take a few columns
  * at their own cost (vectors along k, no broadcasts), so the last e <= DOT_MAXN columns go
- * to them and the rest to the tiles, when the two predictions together beat the best
+ * to them and the rest to its own best plan (the tiles, or inner products again where the
+ * rest is narrow enough for them), when the two predictions together beat the best
  * single plan by SPLIT_GAIN and SPLIT_S, the second run's own costs (a near tie stays
  * one run: 1000 x 97 x 3 took 5 us either way; 127 x 65 x 2 took 0.6 us whole and 0.8
  * split, 0.2 more than predicted).  On 2 threads 2048 x 33 x 513 went 263 -> 182 us so,

@@ -519,7 +519,11 @@ START_TEST(test_edge_columns) {
         GemmPlanInfo pi;
         ck_assert(gemm_last_plan(g, &pi));
         if (pi.edge) {
-          ck_assert_msg(cs.la == 'r' && cs.lc == 'r' && pi.edge <= 16 && !pi.dot && !pi.rows,
+          /* the rest is a plan of its own: tiles, or inner products too where it is no wider
+           * than they take (16 columns) and the model times them faster, which the kernels'
+           * calibrated rates decide from one start to the next (97 x 18 x 162 in f64) */
+          ck_assert_msg(cs.la == 'r' && cs.lc == 'r' && pi.edge <= 16 && !pi.rows &&
+                        (!pi.dot || cs.n - pi.edge <= 16),
                         "%lld x %lld x %lld: %lld columns apart", (long long)cs.m, (long long)cs.n,
                         (long long)cs.k, (long long)pi.edge);
           split++;
