@@ -863,27 +863,35 @@ static void detect_text(const char *root, const char *text, const char *file, Hw
  * as the file has it. */
 #define AVX2_FLAGS "fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c bmi1 avx2 bmi2 fma"
 #define AVX512_FLAGS AVX2_FLAGS " avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni"
+/* The caches of cpu0 in a fake sysfs, as a 2-core virtual machine shows them: a 48 KiB L1 and
+ * a 2 MiB L2 per core, and an L3 of l3_size (sysfs's "16384K") shared by both cores. */
+static void put_vm_caches(const char *root, const char *l3_size) {
+  const char *const idx[][5] = {
+    /* level, type, size, shared_cpu_list, line */
+    {"1", "Data", "48K", "0", "64"},
+    {"2", "Unified", "2048K", "0", "64"},
+    {"3", "Unified", l3_size, "0-1", "64"},
+  };
+  static const char *const files[] = {"level", "type", "size", "shared_cpu_list",
+                                      "coherency_line_size"};
+  char rel[256], text[64];
+  for (int i = 0; i < 3; i++)
+    for (int f = 0; f < 5; f++) {
+      snprintf(rel, sizeof rel, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, files[f]);
+      snprintf(text, sizeof text, "%s\n", idx[i][f]);
+      put(root, rel, text);
+    }
+}
+
 /* A virtual machine's guest (x86's hypervisor flag) sees the whole chip's shared L3 as shared
  * by its own cores: 260 MiB for 2 cores of an Emerald Rapids.  The model counts on their
  * share at the file's capacity a core; the same caches on a machine that is no guest, and a
  * private L2, are taken as reported. */
 START_TEST(test_detect_guest_share) {
   for (int guest = 0; guest <= 1; guest++) {
-    char root[] = "/tmp/test_hw_vm_XXXXXX", rel[256], text[1024];
+    char root[] = "/tmp/test_hw_vm_XXXXXX", text[1024];
     ck_assert(mkdtemp(root) != NULL);
-    static const char *const idx[][5] = {
-      {"1", "Data", "48K", "0", "64"},
-      {"2", "Unified", "2048K", "0", "64"},
-      {"3", "Unified", "266240K", "0-1", "64"},
-    };
-    static const char *const files[] = {"level", "type", "size", "shared_cpu_list",
-                                        "coherency_line_size"};
-    for (int i = 0; i < 3; i++)
-      for (int f = 0; f < 5; f++) {
-        snprintf(rel, sizeof rel, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, files[f]);
-        snprintf(text, sizeof text, "%s\n", idx[i][f]);
-        put(root, rel, text);
-      }
+    put_vm_caches(root, "266240K");
     snprintf(text, sizeof text,
              "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
              "model name\t: Fake Xeon\ncpu MHz\t\t: 2100.000\nflags\t\t: %s%s\n\n"
@@ -944,24 +952,10 @@ START_TEST(test_detect_fake_cpus) {
     /* a Zen 4 whose OS enables no AVX-512: Zen 4's file, an LLVM name without AVX-512 */
     {"AuthenticAMD", 0x19, 0x11, AVX2_FLAGS, "zen4", "x86-64-v3", "Zen 4 without AVX-512", 256},
   };
-  const char *c = "/sys/devices/system/cpu";
   for (size_t k = 0; k < sizeof cpus / sizeof cpus[0]; k++) {
-    char root[] = "/tmp/test_hw_cpu_XXXXXX", rel[256], text[1024];
+    char root[] = "/tmp/test_hw_cpu_XXXXXX", text[1024];
     ck_assert(mkdtemp(root) != NULL);
-    static const char *const idx[][5] = {
-      /* level, type, size, shared_cpu_list, line: a 2-core VM with a 2 MiB L2 per core */
-      {"1", "Data", "48K", "0", "64"},
-      {"2", "Unified", "2048K", "0", "64"},
-      {"3", "Unified", "16384K", "0-1", "64"},
-    };
-    static const char *const files[] = {"level", "type", "size", "shared_cpu_list",
-                                        "coherency_line_size"};
-    for (int i = 0; i < 3; i++)
-      for (int f = 0; f < 5; f++) {
-        snprintf(rel, sizeof rel, "%s/cpu0/cache/index%d/%s", c, i, files[f]);
-        snprintf(text, sizeof text, "%s\n", idx[i][f]);
-        put(root, rel, text);
-      }
+    put_vm_caches(root, "16384K");
     snprintf(text, sizeof text,
              "processor\t: 0\nvendor_id\t: %s\ncpu family\t: %d\nmodel\t\t: %d\n"
              "model name\t: Fake %s\nstepping\t: 1\ncpu MHz\t\t: 2100.000\nflags\t\t: %s\n\n"
