@@ -95,6 +95,14 @@ static inline __attribute__((always_inline)) vf16 vexp2_neg(vf16 x) {
   return vsel(nan, x, y);
 }
 
+/* v with its lanes j + i outside [a, b) set to fill, where the vector at j straddles an end */
+static inline __attribute__((always_inline)) vf16 keep_lanes(vf16 v, int64_t j, int64_t a, int64_t b, vf16 fill) {
+  if (j >= a && j + LANES <= b) return v;
+  const vi16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  vi16 at = iota + (int32_t)j;
+  return vsel((at >= (int32_t)a) & (at < (int32_t)b), v, fill);
+}
+
 /* One block of scores P (rows of ld floats, ld a multiple of LANES, n valid columns): the
  * mask (columns outside [lo[i], hi[i]) weigh 0), then the online update of m, l and the
  * accumulator rows acc (d floats each, d a multiple of LANES); P becomes the weights
@@ -105,7 +113,6 @@ static inline __attribute__((always_inline)) vf16 vexp2_neg(vf16 x) {
 static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float k, const int64_t *lo,
                                      const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
   int64_t wd = (n + LANES - 1) / LANES * LANES;   /* the vectors that hold the n scores */
-  const vi16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const vf16 ninf = (vf16){0} - INFINITY, zero = (vf16){0};
   float ka = k < 0 ? -k : k, sg = k < 0 ? -1.0f : 1.0f;
   for (int64_t i = 0; i < rows; i++) {
@@ -118,11 +125,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
     int64_t ja = a / LANES * LANES, jb = (b + LANES - 1) / LANES * LANES;
     vf16 vmax = ninf;
     for (int64_t j = ja; j < jb; j += LANES) {
-      vf16 v = *(vf16 *)(x + j) * sg;
-      if (j < a || j + LANES > b) {
-        vi16 at = iota + (int32_t)j;
-        v = vsel((at >= (int32_t)a) & (at < (int32_t)b), v, ninf);
-      }
+      vf16 v = keep_lanes(*(vf16 *)(x + j) * sg, j, a, b, ninf);
       vmax = vsel(v > vmax, v, vmax);
     }
     float top = vhmax(vmax);
@@ -138,10 +141,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
       vf16 v = *(vf16 *)(x + j);
       /* no key seen yet (every score -inf): 0, NaN stays */
       v = mnew == -INFINITY ? vsel(v != v, v, zero) : vexp2_neg(v * kv + nm);
-      if (j < a || j + LANES > b) {
-        vi16 at = iota + (int32_t)j;
-        v = vsel((at >= (int32_t)a) & (at < (int32_t)b), v, zero);
-      }
+      v = keep_lanes(v, j, a, b, zero);
       *(vf16 *)(x + j) = v;
       vsum += v;
     }
