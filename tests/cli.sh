@@ -237,7 +237,9 @@ fi
 
 # The GEMM model's choice keeps the plan weighed first among those predicted within 3% of the
 # fastest, so that noise in the measured rates does not flip it: :sched lists the chosen
-# candidate first, and it is never more than 3% slower than the fastest listed.
+# candidate first, and the fastest listed is never under 97% of it (PLAN_MARGIN: the chosen
+# at most 1/0.97 = 1.0309 times the fastest), give or take the 0.005 us each printed time is
+# rounded by (chosen 2.73 us beside 2.65 is within it).
 if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
   for shape in "M=64 N=64 K=64" "M=31 N=37 K=41" "M=300 N=200 K=100" "M=1 N=512 K=512" "M=257 N=3 K=129" "M=1000 N=1000 K=64"; do
     printf ':sched matmul %s\n' "$shape"
@@ -248,7 +250,7 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
             inlist && / us$/ { t[++n] = $(NF - 1) + 0; next }
             inlist { check(); inlist = 0 }
             function check() { if (!n) return; m = t[1]; for (i = 2; i <= n; i++) if (t[i] < m) m = t[i]
-                               if (t[1] > m * 1.03 + 1e-9) { print "chosen " t[1] " us, fastest " m " us"; bad = 1 }; n = 0 }
+                               if (t[1] > m / 0.97 + 0.01) { print "chosen " t[1] " us, fastest " m " us"; bad = 1 }; n = 0 }
             END { if (inlist) check(); exit bad }' margin.txt; then
     fail=$((fail + 1)); echo "FAIL plan-margin:"; grep -A4 'candidates' margin.txt | head -40
   else
