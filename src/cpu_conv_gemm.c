@@ -28,11 +28,14 @@
 
 /* One call's plan: the engine's tile family, blocks and whether A is packed, as the GEMM
  * model chose them for the whole M x K x (P Q) product, and the tasks: each index of P in
- * `chunks` runs of whole panels of Q's columns. */
+ * `chunks` runs of whole panels of Q's columns, each of those in `parts` runs of M's rows
+ * (more than one only where the images and their chunks are fewer than the threads: a
+ * 1 x 1 convolution of one 7 x 7 map has a single panel of columns). */
 typedef struct CgPlan {
   const Family *f;
   Plan pl;
   int64_t chunks, panels;              /* chunks per index of P; nr-wide panels of Q */
+  int64_t parts, unit;                 /* runs of M's rows per chunk; their rows, a multiple of */
   int64_t tasks;
   double t;                            /* predicted seconds */
 } CgPlan;
@@ -110,7 +113,14 @@ static bool cg_plan(GemmKernels *g, const Win *W, bool padded, int threads, CgPl
   int64_t t = threads > 1 ? threads : 1;
   C->chunks = cdiv(C->panels, fit);
   while (C->chunks < C->panels && (W->ptot * C->chunks) % t && W->ptot * C->chunks < 4 * t) C->chunks++;
-  C->tasks = W->ptot * C->chunks;
+  /* Too few tasks for the threads: M's rows split as well, in whole tiles (whole blocks of
+   * mc rows where A is packed, the layout cg_pack_a writes).  Each part packs the same
+   * panels of B again, K x nr elements beside its mc x K x nr FLOPs. */
+  C->unit = C->pl.pack_a ? C->pl.mc : C->f->mr;
+  C->parts = 1;
+  int64_t units = cdiv(W->mtot, C->unit);
+  while (W->ptot * C->chunks * C->parts < t && C->parts < units) C->parts++;
+  C->tasks = W->ptot * C->chunks * C->parts;
   /* the tasks in waves over the threads: the plan's time for the whole product, by the
    * share of the busiest thread */
   double waves = (double)sched_waves(C->tasks, t);
@@ -243,8 +253,8 @@ static void cg_pack_a(void *arg, int64_t t) {
   }
 }
 
-/* Task t: the columns of chunk t % chunks of index t / chunks of P, every k block's panels
- * packed from the image into this thread's scratch, then the tiles over all of M. */
+/* Task t: the columns of one chunk of one index of P, every k block's panels packed from
+ * the image into this thread's scratch, then the tiles over its part of M's rows. */
 static void cg_task(void *arg, int64_t t) {
   CgJob *J = arg;
   const Win *W = J->W;
@@ -253,10 +263,12 @@ static void cg_task(void *arg, int64_t t) {
   const Family *f = C->f;
   const GemmKernels *g = J->g;
   if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
-  int64_t p = t / C->chunks, ch = t % C->chunks, es = J->es, nr = f->nr;
+  int64_t per = C->chunks * C->parts, p = t / per, ch = t % per / C->parts, part = t % C->parts;
+  int64_t es = J->es, nr = f->nr, units = cdiv(W->mtot, C->unit);
   int64_t j0 = ch * C->panels / C->chunks, j1 = (ch + 1) * C->panels / C->chunks;
   int64_t q0 = j0 * nr, q1 = imin(W->qtot, j1 * nr);
-  if (q0 >= q1) return;
+  int64_t m0 = part * units / C->parts * C->unit, m1 = imin(W->mtot, (part + 1) * units / C->parts * C->unit);
+  if (q0 >= q1 || m0 >= m1) return;
   char *pk = cpu_scratch_get((size_t)(pl->kc * (j1 - j0) * nr * es) + (J->pad ? sizeof(int64_t) * (size_t)W->ktot : 0));
   if (!pk) {
     atomic_store(&J->failed, 1);
@@ -308,10 +320,10 @@ static void cg_task(void *arg, int64_t t) {
     int beta = pc > 0;
     /* the C tiles fetched for writing first where C's rows alias in L1 or outgrow L2, as
      * the engine's blocks do (gemm_run.c's prefetch_c) */
-    if ((W->qtot * es) % SET_SPAN == 0 || (double)(W->mtot * (q1 - q0) * es) > hw_cache_bytes(&g->hw, 1))
+    if ((W->qtot * es) % SET_SPAN == 0 || (double)((m1 - m0) * (q1 - q0) * es) > hw_cache_bytes(&g->hw, 1))
       beta |= UK_PREFETCH_C;
-    for (int64_t ic = 0; ic < W->mtot; ic += pl->mc) {
-      int64_t mcur = imin(pl->mc, W->mtot - ic);
+    for (int64_t ic = m0; ic < m1; ic += pl->mc) {
+      int64_t mcur = imin(pl->mc, m1 - ic);
       const char *ablk = pl->pack_a ? J->apk + (size_t)(pc * W->mtot + ic * kcur) * (size_t)es
                                     : J->a + (size_t)(ic * W->x.a_sm + pc * W->x.a_sk) * (size_t)es;
       for (int64_t q = q0; q < q1; q += nr) {
@@ -409,13 +421,15 @@ int cpu_conv_gemm_padded(CpuBackend *be, const CpuProgram *cp, const CKernel *ck
 static double cg_predict(GemmKernels *g, const Win *W, bool padded, int threads, Buf *out) {
   CgPlan C;
   if (!cg_plan(g, W, padded, threads, &C)) return -1;
+  char parts[64];
+  snprintf(parts, sizeof parts, ", each in %lld runs of rows", (long long)C.parts);
   if (out)
     buf_printf(out, "  %s implicit GEMM of M %lld, K %lld, N %lld for each of %lld: B's panels "
                "packed from the windows%s as they are read (no gathered matrix), A %s; tiles %dx%d, "
-               "kc %lld, mc %lld; %lld tasks (%lld chunks of columns an image): predicted %.3f ms\n",
+               "kc %lld, mc %lld; %lld tasks (%lld chunks of columns an image%s): predicted %.3f ms\n",
                padded ? "an" : "run instead as an", (long long)W->mtot, (long long)W->ktot, (long long)W->qtot,
                (long long)W->ptot, padded ? " of X, the padding's zeros filled in" : "", C.pl.pack_a ? "packed once for all tasks" : "read in place", C.f->mr, C.f->nr, (long long)C.pl.kc,
-               (long long)C.pl.mc, (long long)C.tasks, (long long)C.chunks, C.t * 1e3);
+               (long long)C.pl.mc, (long long)C.tasks, (long long)C.chunks, C.parts > 1 ? parts : "", C.t * 1e3);
   return C.t;
 }
 

@@ -163,7 +163,8 @@ for shape in [(0, 2, 5, 3, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (2, 3, 2, 4, 5, 1, 2
 # filters (M) and output columns (Q) one under, at and one over each family's mr and nr, read
 # from dyn's `:sched` for the same flags (never assumed from the host); reductions longer than
 # a k block (C K K of 333 and 1600), more filters than an M block, a map of many column
-# chunks, and f64 through a convolution written as a user writes it.
+# chunks, one image of one panel whose filters the threads share, and f64 through a
+# convolution written as a user writes it.
 CONV64 = '''
 fn conv64(X: f64[N, C, H, W], Wt: f64[F, C, KH, KW], S: size, P: size) -> f64[N, F, (H + 2*P - KH) / S + 1, (W + 2*P - KW) / S + 1] where S >= 1, H + 2*P >= KH, W + 2*P >= KW {
   Xp[n, c, y, x]: f64[N, C, H + 2*P, W + 2*P] = where(y >= P and y < H + P and x >= P and x < W + P, X[n, c, y - P, x - P], 0.0)
@@ -200,6 +201,10 @@ def tile_cases(flags, tag):
             conv_case_tagged(tag, 1, 5, 3, nr + d, 9, 3, 1, 1)            # Q = nr + d columns
             conv_case_tagged(tag, 1, 4, 1, 2 * (nr + d) - 1, 7, 3, 2, 1)  # the same at stride 2
             conv_case_tagged(tag, 1, 2, 2 * (mr + d), 2 * (nr + d), mr + d, 1, 2, 0)  # 1 x 1, stride 2
+        # one image of one panel of columns: its filters shared out over the threads in runs
+        # of whole tiles, the last run short
+        conv_case_tagged(tag, 1, 9, 7, 7, 3 * mr + 1, 1, 2, 0)
+        conv_case_tagged(tag, 1, 5, 4, nr - 1, 5 * mr - 1, 1, 1, 1)
     for shape in [(2, 37, 9, 11, 13, 3, 1, 1), (1, 64, 10, 9, 7, 5, 1, 2), (1, 3, 5, 6, 300, 3, 1, 1),
                   (1, 3, 100, 97, 8, 3, 1, 0), (0, 5, 7, 7, 9, 3, 1, 1), (1, 1, 2, 2, 11, 7, 2, 3),
                   (3, 13, 17, 19, 23, 5, 2, 2), (1, 7, 31, 29, 17, 7, 1, 3)]:
