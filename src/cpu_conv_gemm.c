@@ -2,8 +2,9 @@
  * contraction engine's micro-kernels: Y[p] = A . B[p], B's K x Q windows never gathered into
  * a matrix of their own.  A (the filters) is packed once a call and shared by every task;
  * each task packs its panels of B straight from the image into the micro-kernel's layout,
- * with the window arithmetic, and runs the tiles on them.  cpu_rt.c's run_window calls it;
- * cpu_sched.c prints its plan and prediction. */
+ * with the window arithmetic, and runs the tiles on them; on small maps the panels run across
+ * the images, the tiles writing into scratch that is copied out to them.  cpu_rt.c's
+ * run_window calls it; cpu_sched.c prints its plan and prediction. */
 #include "config.h"
 #include "dyn_int.h"
 
@@ -36,13 +37,16 @@ typedef struct CgPlan {
   Plan pl;
   int64_t chunks, panels;              /* chunks per index of P; nr-wide panels of Q */
   int64_t parts, unit;                 /* runs of M's rows per chunk; their rows, a multiple of */
+  bool span;                           /* panels run across images (below) */
   int64_t tasks;
   double t;                            /* predicted seconds */
 } CgPlan;
 
 /* A run of columns of one panel that step evenly through B: columns [j, j + n) of the panel
- * read B at off, off + step, ... */
-typedef struct Seg { int j, n; int64_t off, step, y, x; } Seg;
+ * read B at off, off + step, ... (off from B's start, its image's offset included); with the
+ * padding fused, at row y and column x of X's plane (the shift and the image's included),
+ * in the planes of xpl (its image's table of X's offset of each row's plane). */
+typedef struct Seg { int j, n; int64_t off, step, y, x; const int64_t *xpl; bool in; } Seg;
 
 /* With nn's padding fused (cpu_conv.c's Pad), B is the padded tensor, never written: each
  * axis's coefficient in it taken apart into planes, rows and columns of the padded plane
@@ -105,22 +109,35 @@ static bool cg_plan(GemmKernels *g, const Win *W, bool padded, int threads, CgPl
   if (C->pl.rows || C->pl.dot) return false;
   C->f = &g->fam[C->pl.fam];
   int64_t nr = C->f->nr, es = g->esize;
-  C->panels = cdiv(W->qtot, nr);
+  /* Small maps: an image's last panel is mostly masked (a 7 x 7 map is 49 columns of a
+   * 64-wide panel) and every image streams all of A again.  Panels then run across the
+   * images, P Q columns in all, their tiles writing into a scratch C that each task copies
+   * out to the images at its end; chosen where that saves at least one panel in sixteen. */
+  int64_t all = W->ptot * W->qtot;
+  C->span = W->ptot > 1 && W->ptot * cdiv(W->qtot, nr) * 15 > cdiv(all, nr) * 16;
+  int64_t imgs = C->span ? 1 : W->ptot;
+  C->panels = cdiv(C->span ? all : W->qtot, nr);
   /* chunks of B's columns whose packed panels (kc rows) fit half of L2 beside A's block,
    * and enough of them for the tasks to share out evenly */
   int64_t fit = (int64_t)(hw_cache_bytes(&g->hw, 1) / 2 / (double)(C->pl.kc * nr * es));
   if (fit < 1) fit = 1;
   int64_t t = threads > 1 ? threads : 1;
-  C->chunks = cdiv(C->panels, fit);
-  while (C->chunks < C->panels && (W->ptot * C->chunks) % t && W->ptot * C->chunks < 4 * t) C->chunks++;
-  /* Too few tasks for the threads: M's rows split as well, in whole tiles (whole blocks of
-   * mc rows where A is packed, the layout cg_pack_a writes).  Each part packs the same
-   * panels of B again, K x nr elements beside its mc x K x nr FLOPs. */
+  /* At least the chunks that fit; then more chunks, or M's rows split into parts as well (in
+   * whole tiles: whole blocks of mc rows where A is packed, the layout cg_pack_a writes),
+   * for the tasks to share out evenly: the split whose busiest thread has the fewest tiles,
+   * waves of tasks times the largest task's panels and rows (the fewest chunks and parts
+   * of those that tie: each chunk streams A again, each part packs its panels of B again).
+   * 512 x 2048 over 7 panels (8 images of 7 x 7) on 2 threads: 2 parts of 43 tiles' rows,
+   * not 2 chunks of 3 and 4 panels. */
   C->unit = C->pl.pack_a ? C->pl.mc : C->f->mr;
-  C->parts = 1;
-  int64_t units = cdiv(W->mtot, C->unit);
-  while (W->ptot * C->chunks * C->parts < t && C->parts < units) C->parts++;
-  C->tasks = W->ptot * C->chunks * C->parts;
+  int64_t units = cdiv(W->mtot, C->unit), cmin = cdiv(C->panels, fit), best = INT64_MAX;
+  C->chunks = cmin, C->parts = 1;
+  for (int64_t c = cmin; c <= C->panels && c <= cmin + 4 * t; c++)
+    for (int64_t r = 1; r <= units && r <= 4 * t; r++) {
+      int64_t busiest = sched_waves(imgs * c * r, t) * cdiv(C->panels, c) * cdiv(units, r);
+      if (busiest < best) best = busiest, C->chunks = c, C->parts = r;
+    }
+  C->tasks = imgs * C->chunks * C->parts;
   /* the tasks in waves over the threads: the plan's time for the whole product, by the
    * share of the busiest thread */
   double waves = (double)sched_waves(C->tasks, t);
@@ -202,22 +219,24 @@ static bool cg_pad_split(const Win *W, const Pad *P, CgPad *D) {
 CG_PACK(pack_f32, float)
 CG_PACK(pack_f64, double)
 
-/* The same from X through the fused padding: row k of the panel reads X's plane xpl[k] at
- * row y0 + ky[k] + the segment's, column x0 + kx[k] + the segment's (in X's coordinates:
- * the shift added), stepping st columns; zeros where that falls outside X. */
+/* The same from X through the fused padding: row k of the panel (row pc + k of K) reads X's
+ * plane in the segment's table at pc + k, at row ky[k] + the segment's, column kx[k] + the
+ * segment's (in X's coordinates), stepping st columns; zeros where that falls outside X. */
 #define CG_PACK_PAD(NAME, T)                                                                          \
-  CG_CLONES static void NAME(T *restrict out, const T *restrict x, const int64_t *restrict xpl,      \
+  CG_CLONES static void NAME(T *restrict out, const T *restrict x, int64_t pc,                         \
                              const Split *restrict ks, int64_t kc, const Seg *segs, int ns, int nr,    \
-                             int w, int64_t y0, int64_t x0, const Pad *P) {                           \
+                             int w, const Pad *P) {                                                   \
     int64_t sy = P->xs[P->rank - 2], sx = P->xs[P->rank - 1];                                         \
     for (int64_t k = 0; k < kc; k++) {                                                               \
       T *restrict d = out + k * nr;                                                                  \
       for (int i = 0; i < ns; i++) {                                                                \
         T *restrict dd = d + segs[i].j;                                                              \
         int n = segs[i].n;                                                                           \
-        int64_t y = y0 + ks[k].y + segs[i].y, xs = x0 + ks[k].x + segs[i].x, st = segs[i].step;      \
+        int64_t y = ks[k].y + segs[i].y, xs = ks[k].x + segs[i].x, st = segs[i].step;                \
         int64_t lo = 0, hi = 0;                                                                      \
-        if (y >= 0 && y < P->h && st > 0) {                                                         \
+        if (segs[i].in)                                                                              \
+          hi = n;                                                                                    \
+        else if (y >= 0 && y < P->h && st > 0) {                                                    \
           lo = xs >= 0 ? 0 : (-xs + st - 1) / st;                                                    \
           hi = xs < P->w ? (P->w - 1 - xs) / st + 1 : 0;                                             \
           if (hi > n) hi = n;                                                                        \
@@ -225,7 +244,7 @@ CG_PACK(pack_f64, double)
         } else if (y >= 0 && y < P->h && xs >= 0 && xs < P->w)                                       \
           hi = n;                                                                                    \
         for (int j = 0; j < lo; j++) dd[j] = 0;                                                      \
-        const T *restrict s = x + xpl[k] + y * sy + xs * sx;                                         \
+        const T *restrict s = x + segs[i].xpl[pc + k] + y * sy + xs * sx;                            \
         int64_t ss = st * sx;                                                                        \
         if (ss == 1)                                                                                 \
           for (int64_t j = lo; j < hi; j++) dd[j] = s[j];                                            \
@@ -253,8 +272,77 @@ static void cg_pack_a(void *arg, int64_t t) {
   }
 }
 
-/* Task t: the columns of one chunk of one index of P, every k block's panels packed from
- * the image into this thread's scratch, then the tiles over its part of M's rows. */
+/* An image's offsets: B's offset of index p of P (without the padding), or (with it) the
+ * image's split in the padded plane, the shift added, and xpl, X's offset of the plane of
+ * each row of K for that image. */
+typedef struct Img { int64_t boff; Split bs; int64_t *xpl; } Img;
+
+static void cg_image(const Win *W, const CgPad *D, int64_t p, Img *im) {
+  int64_t pi = p;
+  im->boff = W->b0;
+  for (int i = W->n[0] - 1; i >= 0; i--) im->boff += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
+  if (!D) return;
+  const Pad *P = D->P;
+  Split bs = D->b0;
+  pi = p;
+  for (int i = W->n[0] - 1; i >= 0; i--) {
+    int64_t v = pi % W->ext[0][i];
+    pi /= W->ext[0][i];
+    bs.pl += v * D->ax[0][i].pl, bs.y += v * D->ax[0][i].y, bs.x += v * D->ax[0][i].x;
+  }
+  for (int64_t k = 0; k < W->ktot; k++) {
+    int64_t v = bs.pl + D->k[k].pl, o = 0;
+    for (int d = P->rank - 3; d >= 0; d--) o += v % P->pe[d] * P->xs[d], v /= P->pe[d];
+    im->xpl[k] = o;
+  }
+  bs.y += P->d[0], bs.x += P->d[1];
+  im->bs = bs;
+}
+
+/* The segments of w columns from column g of the task's columns (of one image's Q, or of all
+ * P Q when the panels span the images; im holds the images from p0 on). */
+static int cg_panel(const Win *W, const CgPad *D, bool span, int64_t p, int64_t p0, const Img *im, int64_t g,
+                    int64_t w, Seg *s) {
+  int ns = 0;
+  for (int64_t j = 0; j < w;) {
+    int64_t q = span ? (g + j) % W->qtot : g + j, n = span ? imin(w - j, W->qtot - q) : w - j;
+    const Img *m = &im[(span ? (g + j) / W->qtot : p) - p0];
+    int k = cg_segs(W, D, q, n, s + ns);
+    for (int i = ns; i < ns + k; i++) {
+      s[i].j += (int)j;
+      if (D) s[i].y += m->bs.y, s[i].x += m->bs.x, s[i].xpl = m->xpl;
+      else s[i].off += m->boff;
+    }
+    ns += k, j += n;
+  }
+  /* Runs that continue one another in memory merge: without padding every window lies in X,
+   * and the taps shift a run and the next alike, so rows of a map that X holds contiguous
+   * (a 1 x 1 convolution at stride 1, 7 columns a row) pack as one run, not one a row. */
+  const Pad *P = D ? D->P : NULL;
+  bool inside = P && P->d[0] == 0 && P->d[1] == 0 && P->pe[P->rank - 2] == P->h && P->pe[P->rank - 1] == P->w;
+  int out = 0;
+  for (int i = 0; i < ns; i++) {
+    s[i].in = inside;
+    if (out > 0) {
+      Seg *a = &s[out - 1];
+      bool next = a->step == s[i].step && a->xpl == s[i].xpl &&
+                  (P ? inside && (s[i].y - a->y) * P->xs[P->rank - 2] + (s[i].x - a->x) * P->xs[P->rank - 1] ==
+                                   a->n * a->step * P->xs[P->rank - 1]
+                     : s[i].off - a->off == a->n * a->step);
+      if (next && a->j + a->n == s[i].j) {
+        a->n += s[i].n;
+        continue;
+      }
+    }
+    s[out++] = s[i];
+  }
+  return out;
+}
+
+/* Task t: the columns of one chunk (of one index of P, or across them), every k block's
+ * panels packed from the images into this thread's scratch, then the tiles over its part of
+ * M's rows, into C or, where the panels span images, into a scratch C copied out at the
+ * end. */
 static void cg_task(void *arg, int64_t t) {
   CgJob *J = arg;
   const Win *W = J->W;
@@ -263,64 +351,54 @@ static void cg_task(void *arg, int64_t t) {
   const Family *f = C->f;
   const GemmKernels *g = J->g;
   if (atomic_load(&J->failed) || (J->stop && *J->stop)) return;
-  int64_t per = C->chunks * C->parts, p = t / per, ch = t % per / C->parts, part = t % C->parts;
-  int64_t es = J->es, nr = f->nr, units = cdiv(W->mtot, C->unit);
+  int64_t per = C->chunks * C->parts, p = C->span ? 0 : t / per, ch = t % per / C->parts, part = t % C->parts;
+  int64_t es = J->es, nr = f->nr, units = cdiv(W->mtot, C->unit), cols = C->span ? W->ptot * W->qtot : W->qtot;
   int64_t j0 = ch * C->panels / C->chunks, j1 = (ch + 1) * C->panels / C->chunks;
-  int64_t q0 = j0 * nr, q1 = imin(W->qtot, j1 * nr);
+  int64_t q0 = j0 * nr, q1 = imin(cols, j1 * nr);
   int64_t m0 = part * units / C->parts * C->unit, m1 = imin(W->mtot, (part + 1) * units / C->parts * C->unit);
   if (q0 >= q1 || m0 >= m1) return;
-  char *pk = cpu_scratch_get((size_t)(pl->kc * (j1 - j0) * nr * es) + (J->pad ? sizeof(int64_t) * (size_t)W->ktot : 0));
+  /* the images this task reads: p alone, or those its columns span */
+  int64_t p0 = C->span ? q0 / W->qtot : p, nimg = C->span ? (q1 - 1) / W->qtot - p0 + 1 : 1;
+  const CgPad *D = J->pad;
+  int64_t ldc = C->span ? (j1 - j0) * nr : W->qtot;
+  size_t pkb = (size_t)(pl->kc * (j1 - j0) * nr * es), ctb = C->span ? (size_t)((m1 - m0) * ldc * es) : 0;
+  size_t imb = sizeof(Img) * (size_t)nimg, xpb = D ? sizeof(int64_t) * (size_t)(W->ktot * nimg) : 0;
+  char *pk = cpu_scratch_get(pkb + ctb + imb + xpb);
   if (!pk) {
     atomic_store(&J->failed, 1);
     return;
   }
-  int64_t boff = W->b0, pi = p;
-  for (int i = W->n[0] - 1; i >= 0; i--) boff += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
-  const char *b = J->b ? J->b + (size_t)boff * (size_t)es : NULL;   /* none with the padding fused */
-  char *cimg = J->c + (size_t)(p * W->mtot * W->qtot) * (size_t)es;
-  Seg segs[MAX_V * 64 + 1];
-  const CgPad *D = J->pad;
-  Split bs = { 0, 0, 0 };                /* with the padding: this image's offset, apart */
-  int64_t *xpl = NULL;                   /* ... and X's offset of each row's plane */
-  if (D) {
-    bs = D->b0;
-    pi = p;
-    for (int i = W->n[0] - 1; i >= 0; i--) {
-      int64_t v = pi % W->ext[0][i];
-      pi /= W->ext[0][i];
-      bs.pl += v * D->ax[0][i].pl, bs.y += v * D->ax[0][i].y, bs.x += v * D->ax[0][i].x;
-    }
-    xpl = (int64_t *)(pk + (size_t)(pl->kc * (j1 - j0) * nr * es));
-    const Pad *P = D->P;
-    for (int64_t k = 0; k < W->ktot; k++) {
-      int64_t v = bs.pl + D->k[k].pl, o = 0;
-      for (int d = P->rank - 3; d >= 0; d--) o += v % P->pe[d] * P->xs[d], v /= P->pe[d];
-      xpl[k] = o;
-    }
+  char *ct = pk + pkb;
+  Img *im = (Img *)(ct + ctb);
+  for (int64_t i = 0; i < nimg; i++) {
+    im[i].xpl = D ? (int64_t *)((char *)(im + nimg) + sizeof(int64_t) * (size_t)(i * W->ktot)) : NULL;
+    cg_image(W, D, p0 + i, &im[i]);
   }
+  /* C's element (row, column) at cbase + (row - cm) * ldc + column - cq */
+  char *cbase = C->span ? ct : J->c + (size_t)(p * W->mtot * W->qtot) * (size_t)es;
+  int64_t cm = C->span ? m0 : 0, cq = C->span ? q0 : 0;
+  Seg segs[MAX_V * 64 + 1];
   for (int64_t pc = 0; pc < W->ktot; pc += pl->kc) {
     if (J->stop && *J->stop) return;
     int64_t kcur = imin(pl->kc, W->ktot - pc);
     for (int64_t q = q0; q < q1; q += nr) {
-      int w = (int)imin(nr, q1 - q), ns = cg_segs(W, D, q, w, segs);
+      int w = (int)imin(nr, q1 - q), ns = cg_panel(W, D, C->span, p, p0, im, q, w, segs);
       char *out = pk + (size_t)((q - q0) * kcur) * (size_t)es;
       if (D) {
-        const Pad *P = D->P;
-        int64_t y0 = bs.y + P->d[0], x0 = bs.x + P->d[1];
         if (es == 4)
-          pack_pad_f32((float *)out, (const float *)P->x, xpl + pc, D->k + pc, kcur, segs, ns, (int)nr, w, y0, x0, P);
+          pack_pad_f32((float *)out, (const float *)D->P->x, pc, D->k + pc, kcur, segs, ns, (int)nr, w, D->P);
         else
-          pack_pad_f64((double *)out, (const double *)P->x, xpl + pc, D->k + pc, kcur, segs, ns, (int)nr, w, y0, x0, P);
+          pack_pad_f64((double *)out, (const double *)D->P->x, pc, D->k + pc, kcur, segs, ns, (int)nr, w, D->P);
       } else if (es == 4) {
-        pack_f32((float *)out, (const float *)b, J->koff + pc, kcur, segs, ns, (int)nr, w);
+        pack_f32((float *)out, (const float *)J->b, J->koff + pc, kcur, segs, ns, (int)nr, w);
       } else {
-        pack_f64((double *)out, (const double *)b, J->koff + pc, kcur, segs, ns, (int)nr, w);
+        pack_f64((double *)out, (const double *)J->b, J->koff + pc, kcur, segs, ns, (int)nr, w);
       }
     }
     int beta = pc > 0;
     /* the C tiles fetched for writing first where C's rows alias in L1 or outgrow L2, as
      * the engine's blocks do (gemm_run.c's prefetch_c) */
-    if ((W->qtot * es) % SET_SPAN == 0 || (double)((m1 - m0) * (q1 - q0) * es) > hw_cache_bytes(&g->hw, 1))
+    if ((ldc * es) % SET_SPAN == 0 || (double)((m1 - m0) * (q1 - q0) * es) > hw_cache_bytes(&g->hw, 1))
       beta |= UK_PREFETCH_C;
     for (int64_t ic = m0; ic < m1; ic += pl->mc) {
       int64_t mcur = imin(pl->mc, m1 - ic);
@@ -329,7 +407,7 @@ static void cg_task(void *arg, int64_t t) {
       for (int64_t q = q0; q < q1; q += nr) {
         int64_t w = imin(nr, q1 - q);
         const char *bp = pk + (size_t)((q - q0) * kcur) * (size_t)es;
-        char *cb = cimg + (size_t)(ic * W->qtot + q) * (size_t)es;
+        char *cb = cbase + (size_t)((ic - cm) * ldc + q - cq) * (size_t)es;
         Pieces it;
         pieces_init(&it, f, mcur, 0);
         int64_t r0;
@@ -344,11 +422,20 @@ static void cg_task(void *arg, int64_t t) {
           } else {
             ap = ablk + (size_t)(r0 * W->x.a_sm) * (size_t)es, a_rs = W->x.a_sm, a_cs = W->x.a_sk;
           }
-          tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, nr, cb + (size_t)(r0 * W->qtot) * (size_t)es, W->qtot,
-                    beta, NULL);
+          tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, nr, cb + (size_t)(r0 * ldc) * (size_t)es, ldc, beta,
+                    NULL);
         }
       }
     }
+  }
+  if (!C->span) return;
+  /* the scratch C's rows out to the images, a run of each image's columns at a time */
+  for (int64_t q = q0; q < q1;) {
+    int64_t pi = q / W->qtot, ql = q % W->qtot, n = imin(q1 - q, W->qtot - ql);
+    for (int64_t r = m0; r < m1; r++)
+      memcpy(J->c + (size_t)((pi * W->mtot + r) * W->qtot + ql) * (size_t)es,
+             ct + (size_t)((r - m0) * ldc + (q - q0)) * (size_t)es, (size_t)(n * es));
+    q += n;
   }
 }
 
@@ -426,10 +513,12 @@ static double cg_predict(GemmKernels *g, const Win *W, bool padded, int threads,
   if (out)
     buf_printf(out, "  %s implicit GEMM of M %lld, K %lld, N %lld for each of %lld: B's panels "
                "packed from the windows%s as they are read (no gathered matrix), A %s; tiles %dx%d, "
-               "kc %lld, mc %lld; %lld tasks (%lld chunks of columns an image%s): predicted %.3f ms\n",
+               "kc %lld, mc %lld; %lld tasks (%lld chunks of columns %s%s): predicted %.3f ms\n",
                padded ? "an" : "run instead as an", (long long)W->mtot, (long long)W->ktot, (long long)W->qtot,
                (long long)W->ptot, padded ? " of X, the padding's zeros filled in" : "", C.pl.pack_a ? "packed once for all tasks" : "read in place", C.f->mr, C.f->nr, (long long)C.pl.kc,
-               (long long)C.pl.mc, (long long)C.tasks, (long long)C.chunks, C.parts > 1 ? parts : "", C.t * 1e3);
+               (long long)C.pl.mc, (long long)C.tasks, (long long)C.chunks,
+               C.span ? "across the images, their panels spanning them, C through scratch" : "an image",
+               C.parts > 1 ? parts : "", C.t * 1e3);
   return C.t;
 }
 

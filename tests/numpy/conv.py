@@ -153,6 +153,27 @@ for n, c, h, w, cond, inside, fill, keep in [
         (2, 3, 5, 6, BOUNDS, bounds, '1.0', False), (2, 3, 5, 6, BOUNDS, bounds, '0.0', True)]:
     padded_case(n, c, h, w, cond, inside, fill, keep)
 
+# A strided 1 x 1 projection written on X itself, no padded tensor (the implicit GEMM's
+# panels packed from B in place): maps small enough for the panels to run across images.
+PROJ = '''
+fn proj(X: f32[N, C, H, W], Wt: f32[F, C]) -> f32[N, F, (H + 1) / 2, (W + 1) / 2] {
+  Y[n, f, h, w]: f32[N, F, (H + 1) / 2, (W + 1) / 2] = sum[c] X[n, c, 2 * h, 2 * w] * Wt[f, c]
+  return Y
+}
+'''
+
+
+def proj_case(n, c, h, w, f):
+    X, Wt = randn((n, c, h, w)), randn((f, c))
+    v = f64(X)[:, :, ::2, ::2]
+    ref, mag = np.einsum('nchw,fc->nfhw', v, f64(Wt)), np.einsum('nchw,fc->nfhw', np.abs(v), np.abs(f64(Wt)))
+    compare.case('strided projection N=%d C=%d H=%d W=%d F=%d' % (n, c, h, w, f), [('X', X), ('Wt', Wt)],
+                 PROJ + 'Y = proj(X, Wt)', [compare.summed('Y', F32, ref, mag)])
+
+
+for shape in [(6, 20, 7, 9, 30), (3, 33, 14, 14, 17), (1, 5, 1, 1, 7), (11, 8, 5, 3, 64)]:
+    proj_case(*shape)
+
 # N C L F K S P
 for shape in [(0, 2, 5, 3, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (2, 3, 2, 4, 5, 1, 2),
               (3, 5, 31, 7, 3, 2, 1), (2, 7, 97, 13, 7, 1, 3), (1, 16, 64, 17, 1, 2, 0)]:
@@ -205,6 +226,12 @@ def tile_cases(flags, tag):
         # of whole tiles, the last run short
         conv_case_tagged(tag, 1, 9, 7, 7, 3 * mr + 1, 1, 2, 0)
         conv_case_tagged(tag, 1, 5, 4, nr - 1, 5 * mr - 1, 1, 1, 1)
+        # several images of small maps: panels that run across the images, C through scratch
+        # (15, 30 and 25 columns an image; stride 2 and the padding fused; f64)
+        conv_case_tagged(tag, 5, 6, 3, 5, 2 * mr + 1, 1, 1, 0)
+        conv_case_tagged(tag, 7, 4, 4, 3, mr, 1, 1, 1)
+        conv_case_tagged(tag, 9, 3, 7, 7, mr + 1, 1, 2, 1)
+        conv64_case(4, 5, 3, 3, mr + 2, 1, 1, 0, tag)
     for shape in [(2, 37, 9, 11, 13, 3, 1, 1), (1, 64, 10, 9, 7, 5, 1, 2), (1, 3, 5, 6, 300, 3, 1, 1),
                   (1, 3, 100, 97, 8, 3, 1, 0), (0, 5, 7, 7, 9, 3, 1, 1), (1, 1, 2, 2, 11, 7, 2, 3),
                   (3, 13, 17, 19, 23, 5, 2, 2), (1, 7, 31, 29, 17, 7, 1, 3)]:
