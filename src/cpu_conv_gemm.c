@@ -535,4 +535,117 @@ double cpu_conv_gemm_padded_predict(CpuBackend *be, const Program *p, const CKer
   return cg_predict(g, &W, true, threads, out);
 }
 
+/* ---- the gathered path, images in groups ----
+ *
+ * Windows of several taps (3 x 3, 7 x 7) are gathered into a K x Q matrix an image and each
+ * multiplied by a GEMM on one thread (cpu_rt.c's win_task).  On small maps that GEMM is
+ * narrow (a 7 x 7 map is 49 columns, most of a second panel masked) and every image streams
+ * A again; here the images of a group are gathered side by side into one K x (G Q) matrix
+ * that the last cache holds, multiplied by one GEMM on all threads into a scratch C, and
+ * copied out to the images.  The model chooses between the two: the group's GEMM and its
+ * gather and copy at the roofline, against the GEMMs an image in waves over the threads. */
+typedef struct GgPlan { int64_t group, groups; GemmArgs x; double t, t_each; } GgPlan;
+
+/* DYN_CONV: grouped, the groups wherever the last cache holds two images' matrices; image, a
+ * GEMM an image always (for tests and measurements); else the model's choice. */
+static int gg_forced(void) {
+  const char *e = getenv("DYN_CONV");
+  return !e ? 0 : !strcmp(e, "grouped") ? 1 : !strcmp(e, "image") ? -1 : 0;
+}
+
+static bool gg_plan(GemmKernels *g, const Win *W, int threads, GgPlan *G) {
+  int force = gg_forced();
+  if (force < 0) return false;
+  if (W->direct || W->ptot < 2 || W->ktot == 0 || W->qtot == 0 || W->mtot == 0) return false;
+  int t = threads > 1 ? threads : 1;
+  double es = g->esize, img = (double)W->ktot * (double)W->qtot * es, llc = (double)sched_last_cache_bytes(&g->hw);
+  int64_t grp = img > 0 ? (int64_t)(llc / 2 / img) : 0;
+  if (grp > W->ptot) grp = W->ptot;
+  if (grp < 2) return false;
+  G->groups = cdiv(W->ptot, grp);
+  G->group = cdiv(W->ptot, G->groups);          /* groups as even as they can be */
+  GemmArgs x = W->x;
+  x.n = G->group * W->qtot;
+  x.b_sk = x.n, x.b_sn = 1;
+  x.c_sm = x.n, x.c_sn = 1;
+  G->x = x;
+  double moved = 2.0 * (double)W->ktot * (double)x.n * es + 2.0 * (double)W->mtot * (double)x.n * es;
+  G->t = (double)G->groups * (gemm_predict(g, &x, t) + cost_roofline(&g->hw, t, 0, moved));
+  G->t_each = (double)sched_waves(W->ptot * W->parts, t) *       /* W->x: the GEMM of an image's largest part */
+              (gemm_predict(g, &W->x, 1) + cost_roofline(&g->hw, 1, 0, 2.0 * (double)W->ktot * (double)W->x.n * es));
+  return force > 0 || G->t < G->t_each;
+}
+
+typedef struct GgJob {
+  const Win *W;
+  const char *b;
+  char *col, *ct, *c;
+  int64_t p0, np, n, rows;               /* the group's first image, its images, columns; rows a task */
+  int es;
+} GgJob;
+
+/* Task t of the gather: rows [t rows, (t + 1) rows) of K, every image of the group. */
+static void gg_gather(void *arg, int64_t t) {
+  GgJob *J = arg;
+  const Win *W = J->W;
+  int64_t k1 = imin(W->ktot, (t + 1) * J->rows);
+  for (int64_t k = t * J->rows; k < k1; k++)
+    for (int64_t i = 0; i < J->np; i++)
+      cpu_win_gather_row(W, J->b, J->col + (size_t)(k * J->n + i * W->qtot) * (size_t)J->es, J->p0 + i, k, 0,
+                         W->qrows, J->es);
+}
+
+/* Task t of the copy out: image t % np of the group, rows [t / np rows, ...) of M. */
+static void gg_copy(void *arg, int64_t t) {
+  GgJob *J = arg;
+  const Win *W = J->W;
+  int64_t i = t % J->np, m0 = t / J->np * J->rows, m1 = imin(W->mtot, m0 + J->rows);
+  size_t q = (size_t)W->qtot * (size_t)J->es;
+  for (int64_t m = m0; m < m1; m++)
+    memcpy(J->c + (size_t)((J->p0 + i) * W->mtot + m) * q, J->ct + (size_t)(m * J->n + i * W->qtot) * (size_t)J->es, q);
+}
+
+int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,
+                         volatile int *interrupt, char *err, size_t errlen) {
+  GgPlan G;
+  int threads = pool_threads(be->pool);
+  if (!gg_plan(g, W, threads, &G)) return 0;
+  int es = g->esize;
+  size_t colb = (size_t)(W->ktot * G.x.n) * (size_t)es, ctb = (size_t)(W->mtot * G.x.n) * (size_t)es;
+  char *buf = malloc(colb + ctb);
+  if (!buf) return 0;                    /* a GEMM an image needs less */
+  int t = threads > 1 ? threads : 1;
+  GgJob J = { W, b, buf, buf + colb, c, 0, 0, G.x.n, 0, es };
+  int rc = 1;
+  for (int64_t p0 = 0; p0 < W->ptot && rc == 1; p0 += G.group) {
+    J.p0 = p0, J.np = imin(G.group, W->ptot - p0), J.n = J.np * W->qtot;
+    J.rows = cdiv(W->ktot, 4 * t);
+    dyn_parallel_for(be->pool, cdiv(W->ktot, J.rows), gg_gather, &J);
+    GemmArgs x = G.x;
+    x.n = J.n, x.b_sk = J.n, x.c_sm = J.n;
+    x.a = a, x.b = J.col, x.c = J.ct;
+    x.stop = interrupt;
+    if (!gemm_run(g, &x, be->pool, err, errlen)) rc = -1;
+    else if (interrupt && *interrupt) rc = cpu_conv_ended(0, "", interrupt, err, errlen);
+    if (rc != 1) break;
+    J.rows = cdiv(W->mtot, imax(1, 4 * t / J.np));
+    dyn_parallel_for(be->pool, J.np * cdiv(W->mtot, J.rows), gg_copy, &J);
+  }
+  free(buf);
+  return rc;
+}
+
+double cpu_conv_grouped_predict(GemmKernels *g, const Win *W, int threads, Buf *out, GemmArgs *x) {
+  GgPlan G;
+  if (!gg_plan(g, W, threads, &G)) return -1;
+  if (out)
+    buf_printf(out, "  gathered in %lld groups of up to %lld images: a %lld x %lld matrix each (the last cache "
+               "holds it), one GEMM of M %lld, N %lld, K %lld on %d threads, C through scratch copied out "
+               "to the images: predicted %.3f ms (a GEMM an image on each thread: %.3f ms):\n",
+               (long long)G.groups, (long long)G.group, (long long)W->ktot, (long long)G.x.n, (long long)W->mtot,
+               (long long)G.x.n, (long long)W->ktot, threads, G.t * 1e3, G.t_each * 1e3);
+  if (x) *x = G.x;
+  return G.t;
+}
+
 #endif

@@ -168,6 +168,16 @@ void *cpu_scratch_get(size_t bytes);
 int cpu_conv_gemm_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,
                       volatile int *interrupt, char *err, size_t errlen);
 double cpu_conv_gemm_predict(GemmKernels *g, const Win *W, int threads, Buf *out);
+/* cpu_conv_gemm.c: the gathered path with the images taken in groups, each group's windows
+ * gathered into one K x (G Q) matrix and multiplied by one GEMM on all threads, where the
+ * model says that beats a GEMM an image on each thread: 1 ran, 0 not this way, -1 failed;
+ * and its prediction (-1 where it would not run), described into out, its GEMM into x. */
+int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,
+                         volatile int *interrupt, char *err, size_t errlen);
+double cpu_conv_grouped_predict(GemmKernels *g, const Win *W, int threads, Buf *out, GemmArgs *x);
+/* cpu_rt.c: row ki of index pi of a gathered window matrix, Q's runs [r0, r1), into dst. */
+void cpu_win_gather_row(const Win *W, const char *b, char *dst, int64_t pi, int64_t ki, int64_t r0, int64_t r1,
+                        int es);
 /* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
  * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);

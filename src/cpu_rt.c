@@ -282,7 +282,7 @@ bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, cons
 }
 
 /* Row ki of index pi of P's matrix, its runs [r0, r1) of Q's last axis, into dst. */
-static void gather_row(const Win *W, const char *b, char *dst, int64_t pi, int64_t ki, int64_t r0,
+void cpu_win_gather_row(const Win *W, const char *b, char *dst, int64_t pi, int64_t ki, int64_t r0,
                        int64_t r1, int es) {
   int nq = W->n[2];
   int64_t qlast = W->qlast, qstep = W->coef[2][nq - 1], o = W->b0, idx[DYN_MAX_RANK] = { 0 };
@@ -347,7 +347,7 @@ static void win_task(void *arg, int64_t t) {
       return;
     }
     for (int64_t k = 0; k < W->ktot; k++)
-      gather_row(W, J->b, col + (size_t)(k * qn) * (size_t)J->es, p, k, r0, r1, J->es);
+      cpu_win_gather_row(W, J->b, col + (size_t)(k * qn) * (size_t)J->es, p, k, r0, r1, J->es);
     x.b = col;
     x.b_sk = qn;
   }
@@ -378,6 +378,8 @@ static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, v
   }
   int r = cpu_conv_gemm_run(be, gk, &W, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], interrupt, err, errlen);
   if (r) return r;                       /* the implicit GEMM (cpu_conv_gemm.c) took it */
+  r = cpu_conv_grouped_run(be, gk, &W, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], interrupt, err, errlen);
+  if (r) return r;                       /* images gathered together (cpu_conv_gemm.c) */
   WinJob J = { &W, gk, bufs[ck->g_a], bufs[ck->g_b], bufs[ck->g_c], es, interrupt, 0, "" };
   dyn_parallel_for(be->pool, W.ptot * W.parts, win_task, &J);
   if (J.failed == 1) return 0;

@@ -168,6 +168,16 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
           total += tg;
           continue;
         }
+        GemmArgs gx;
+        double tgr = cpu_conv_grouped_predict(gk, &W, threads, out, &gx);
+        if (tgr >= 0) {                /* the images gathered in groups (cpu_conv_gemm.c) */
+          Buf d = {0};
+          gemm_describe(gk, &gx, threads, &d);
+          put_indented(out, d.s, "    ");
+          buf_free(&d);
+          total += tgr;
+          continue;
+        }
         buf_printf(out, "  gathered: %lld x %lld for each of %lld", (long long)W.ktot, (long long)W.qtot, (long long)W.ptot);
         bool moved = false;
         for (int i = 0; i < r->nraxes; i++) moved |= W.korder[i] != i;

@@ -11,7 +11,8 @@ from the windows), as gathered GEMMs, as plain GEMMs on the image, or plane by p
 depthwise ones); each result is judged against the sum of the absolute values of its terms,
 as compare.py judges a matrix product.  The implicit GEMM's cases (named 'tile ...') take
 their sizes around the micro-tiles of the hardware model in use, f32 and f64, and run again
-under --hw=zen3 (named 'zen3 ...') where this CPU runs that model's code.
+under --hw=zen3 (named 'zen3 ...') where this CPU runs that model's code, and with the
+gathered path's images taken in groups (DYN_CONV=grouped, named 'grouped ...').
 """
 import os
 import re
@@ -249,7 +250,20 @@ def conv_case_tagged(tag, n, c, h, w, f, k, s, p):
 if __name__ == '__main__':
     DYN = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else 'dyn'
     tile_cases(compare.FLAGS, 'tile')
+    argv = sys.argv[:]
     status = compare.main()
+    # the same cases with the gathered path's images taken in groups wherever they can be
+    # (DYN_CONV=grouped; the model takes them so only where it predicts a gain)
+    if not status and len(sys.argv) >= 3:
+        del compare.CASES[:]
+        tile_cases(compare.FLAGS, 'grouped')
+        os.environ['DYN_CONV'], os.environ['DYN_NUMPY_TARGETS'] = 'grouped', 'cpu'
+        scratch = os.path.join(argv[2], 'grouped')
+        os.makedirs(scratch, exist_ok=True)
+        sys.argv[2:] = [scratch, 'grouped']
+        status = compare.main()
+        del os.environ['DYN_CONV'], os.environ['DYN_NUMPY_TARGETS']
+        sys.argv[:] = argv
     # the same cases again on a narrower model's code (AVX2's tiles), where this CPU runs it
     narrow = compare.FLAGS + ['--hw=zen3']
     ok = subprocess.run([DYN] + narrow + ['--target=cpu', '-e', 'x = sum[i] rand(f32[4])[i]'],
