@@ -538,12 +538,13 @@ double cpu_conv_gemm_padded_predict(CpuBackend *be, const Program *p, const CKer
 /* ---- the gathered path, images in groups ----
  *
  * Windows of several taps (3 x 3, 7 x 7) are gathered into a K x Q matrix an image and each
- * multiplied by a GEMM on one thread (cpu_rt.c's win_task).  On small maps that GEMM is
- * narrow (a 7 x 7 map is 49 columns, most of a second panel masked) and every image streams
- * A again; here the images of a group are gathered side by side into one K x (G Q) matrix
- * that the last cache holds, multiplied by one GEMM on all threads into a scratch C, and
- * copied out to the images.  The model chooses between the two: the group's GEMM and its
- * gather and copy at the roofline, against the GEMMs an image in waves over the threads. */
+ * multiplied by a GEMM on one thread (cpu_rt.c's win_task).  With many filters and channels
+ * every image streams all of A again from beyond L2, and on small maps that GEMM is narrow
+ * (a 7 x 7 map is 49 columns, most of a second panel masked); here the images of a group
+ * are gathered side by side into one K x (G Q) matrix that the last cache holds, multiplied
+ * by one GEMM on all threads into a scratch C, and copied out to the images.  Where A does
+ * not fit half of L2, the model chooses between the two: the group's GEMM and its gather
+ * and copy at the roofline, against the GEMMs an image in waves over the threads. */
 typedef struct GgPlan { int64_t group, groups; GemmArgs x; double t, t_each; } GgPlan;
 
 /* DYN_CONV: grouped, the groups wherever the last cache holds two images' matrices; image, a
@@ -559,6 +560,12 @@ static bool gg_plan(GemmKernels *g, const Win *W, int threads, GgPlan *G) {
   if (W->direct || W->ptot < 2 || W->ktot == 0 || W->qtot == 0 || W->mtot == 0) return false;
   int t = threads > 1 ? threads : 1;
   double es = g->esize, img = (double)W->ktot * (double)W->qtot * es, llc = (double)sched_last_cache_bytes(&g->hw);
+  /* Only where an image's GEMM streams A from beyond its core's L2 again: elsewhere the
+   * group's matrix, out of L2, cost more than the masked columns saved (DYN_CONV=grouped
+   * against =image, :time, three rounds: conv 8 32 28 28 64 5 1 2 6.5-7.4 ms against
+   * 3.6-6.2, conv 64 64 8 8 64 3 1 1 2.7-3.1 against 1.8-2.8; conv 4 512 7 7 512 3 1 1, A
+   * 9.4 MB, gained). */
+  if (!force && (double)W->mtot * (double)W->ktot * es <= hw_cache_bytes(&g->hw, 1) / 2) return false;
   int64_t grp = img > 0 ? (int64_t)(llc / 2 / img) : 0;
   if (grp > W->ptot) grp = W->ptot;
   if (grp < 2) return false;
@@ -582,17 +589,19 @@ typedef struct GgJob {
   char *col, *ct, *c;
   int64_t p0, np, n, rows;               /* the group's first image, its images, columns; rows a task */
   int es;
+  _Atomic int failed;
 } GgJob;
 
-/* Task t of the gather: rows [t rows, (t + 1) rows) of K, every image of the group. */
+/* Task t of the gather: image t of the group, every row of K, into its columns. */
 static void gg_gather(void *arg, int64_t t) {
   GgJob *J = arg;
   const Win *W = J->W;
-  int64_t k1 = imin(W->ktot, (t + 1) * J->rows);
-  for (int64_t k = t * J->rows; k < k1; k++)
-    for (int64_t i = 0; i < J->np; i++)
-      cpu_win_gather_row(W, J->b, J->col + (size_t)(k * J->n + i * W->qtot) * (size_t)J->es, J->p0 + i, k, 0,
-                         W->qrows, J->es);
+  int64_t *roff = cpu_scratch_get(sizeof(int64_t) * (size_t)W->qrows);
+  if (!roff) {
+    atomic_store(&J->failed, 1);
+    return;
+  }
+  cpu_win_gather(W, J->b, J->col + (size_t)(t * W->qtot) * (size_t)J->es, J->n, J->p0 + t, 0, W->qrows, J->es, roff);
 }
 
 /* Task t of the copy out: image t % np of the group, rows [t / np rows, ...) of M. */
@@ -615,12 +624,15 @@ int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const voi
   char *buf = malloc(colb + ctb);
   if (!buf) return 0;                    /* a GEMM an image needs less */
   int t = threads > 1 ? threads : 1;
-  GgJob J = { W, b, buf, buf + colb, c, 0, 0, G.x.n, 0, es };
+  GgJob J = { W, b, buf, buf + colb, c, 0, 0, G.x.n, 0, es, 0 };
   int rc = 1;
   for (int64_t p0 = 0; p0 < W->ptot && rc == 1; p0 += G.group) {
     J.p0 = p0, J.np = imin(G.group, W->ptot - p0), J.n = J.np * W->qtot;
-    J.rows = cdiv(W->ktot, 4 * t);
-    dyn_parallel_for(be->pool, cdiv(W->ktot, J.rows), gg_gather, &J);
+    dyn_parallel_for(be->pool, J.np, gg_gather, &J);
+    if (J.failed) {
+      rc = cpu_conv_ended(true, "out of memory for the gathered windows", interrupt, err, errlen);
+      break;
+    }
     GemmArgs x = G.x;
     x.n = J.n, x.b_sk = J.n, x.c_sm = J.n;
     x.a = a, x.b = J.col, x.c = J.ct;

@@ -175,9 +175,10 @@ double cpu_conv_gemm_predict(GemmKernels *g, const Win *W, int threads, Buf *out
 int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,
                          volatile int *interrupt, char *err, size_t errlen);
 double cpu_conv_grouped_predict(GemmKernels *g, const Win *W, int threads, Buf *out, GemmArgs *x);
-/* cpu_rt.c: row ki of index pi of a gathered window matrix, Q's runs [r0, r1), into dst. */
-void cpu_win_gather_row(const Win *W, const char *b, char *dst, int64_t pi, int64_t ki, int64_t r0, int64_t r1,
-                        int es);
+/* cpu_rt.c: index pi of a gathered window matrix, Q's runs [r0, r1), every row of K into dst
+ * (rows ld elements apart); roff: room for r1 - r0 offsets. */
+void cpu_win_gather(const Win *W, const char *b, char *dst, int64_t ld, int64_t pi, int64_t r0, int64_t r1, int es,
+                    int64_t *roff);
 /* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
  * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);
