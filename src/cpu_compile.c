@@ -141,7 +141,14 @@ static double now_ms(void) {
 GemmKernels *cpu_gemm_for(CpuBackend *be, DynElem e, char *err, size_t errlen) {
   int i = e == DYN_F64 ? 1 : e == DYN_F16 ? 2 : e == DYN_BF16 ? 3 : 0;
   if (be->gemm[i]) return be->gemm[i];
-  if (i < 2) return be->gemm[i] = gemm_compile(e, &be->hw, err, errlen);
+  if (i < 2) {
+    be->gemm[i] = gemm_compile(e, &be->hw, err, errlen);
+    /* dyn --calibrate's sustained rate of all cores at once, a core's share of it (f64 at
+     * half the f32 rate), where the model's peak is that measurement */
+    if (be->gemm[i] && be->hw.prov[HW_F_PEAK] == HW_MEASURED && be->hw.cores > 0)
+      gemm_sustain(be->gemm[i], be->hw.peak_gflops_f32 / be->hw.cores / (i == 1 ? 2 : 1));
+    return be->gemm[i];
+  }
   GemmKernels *wide = cpu_gemm_for(be, DYN_F32, err, errlen);
   return be->gemm[i] = wide ? gemm_half_compile(e, wide, err, errlen) : NULL;
 }

@@ -79,6 +79,10 @@ double gemm_peak_gflops(GemmKernels *g, Pool *pool, double seconds);
 /* The best rate of one core in GFLOP/s that calibration measured (each family's tallest
  * tile, operands in L1), or 0 when nothing was measured. */
 double gemm_core_gflops(const GemmKernels *g);
+/* The sustained rate of one core, core_gflops (dyn --calibrate's, all cores at once for a
+ * tenth of a second), where it is below the calibrated one: every kernel's modelled time
+ * scaled up by their ratio, now and when a part is calibrated later. */
+void gemm_sustain(GemmKernels *g, double core_gflops);
 /* The model's predicted seconds for x with nthreads (the time :time is held to). */
 double gemm_predict(GemmKernels *g, const GemmArgs *x, int nthreads);
 

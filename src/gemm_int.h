@@ -160,6 +160,8 @@ struct GemmKernels {
   int nfuncs;
   double call_base;               /* the cheapest family's tallest tile's call_s (calibrate): the
                                      model charges a tile its call_s beyond this */
+  double slow;                    /* the kernels' sustained time over their calibrated time
+                                     (gemm_sustain; 0 or 1: the same) */
   /* The row-streaming kernels are compiled the first time a plan would weigh them (B larger
    * than the last cache): most programs never need them, and they are a tenth of the
    * compile.  rows_state: 0 not yet, 1 ready, -1 failed (plans then leave them out). */

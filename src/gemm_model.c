@@ -298,7 +298,7 @@ void gemm_calibrate_rows(GemmKernels *g) {
       double dt = (now_s() - t0) / (8.0 * RK * (RN / g->W));
       if (dt < best) best = dt;
     }
-    g->rows_sec[h] = best > 0 && best < 1 ? best : h / (hw_ghz(&g->hw) * 1e9);
+    g->rows_sec[h] = (best > 0 && best < 1 ? best : h / (hw_ghz(&g->hw) * 1e9)) * (g->slow > 1 ? g->slow : 1);
   }
   free(mem);
 }
@@ -330,6 +330,7 @@ void gemm_calibrate_dots(GemmKernels *g) {
       double per = (t[0] - t[1]) / (NV - 1);
       if (per > 0 && per < 1) d->vsec[w][h] = per;
       if (t[1] - d->vsec[w][h] > 0 && t[1] < 1) d->call[w][h] = t[1] - d->vsec[w][h];
+      if (per > 0 && per < 1 && g->slow > 1) d->vsec[w][h] *= g->slow;
     }
   /* B^T of NV rows and W columns, from a B of W columns (b to c, 2 NV W elements apart) */
   d->bt_block = 1e30;
@@ -954,6 +955,29 @@ double gemm_core_gflops(const GemmKernels *g) {
   return best;
 }
 
+/* Calibration times each kernel for microseconds on one core; under a long load of wide
+ * vectors on every core the clock falls (Emerald Rapids guest: the 14x32 tile calibrated at
+ * 143-164 GFLOP/s a core, 123-125 right after 0.2 s of it; 1024^3 on one thread ran
+ * 127-131 against 136-157 predicted).  A rate under a quarter of the calibrated one is no
+ * clock's: it is ignored. */
+void gemm_sustain(GemmKernels *g, double core_gflops) {
+  if (g->wide) return;
+  double slow = g->slow > 1 ? g->slow : 1, now = gemm_core_gflops(g), burst = now * slow;
+  if (!(core_gflops > 0) || !(now > 0) || core_gflops >= now || core_gflops < burst / 4) return;
+  double k = now / core_gflops;          /* beyond what is applied already */
+  g->slow = slow * k;
+  for (int fi = 0; fi < g->nfam; fi++) {
+    Family *f = &g->fam[fi];
+    for (int h = 1; h <= f->mr; h++) f->ksec[h] *= k;
+    gemm_plan_edges(g, f);
+  }
+  for (int h = 0; h <= ROWS_MAX; h++) g->rows_sec[h] *= k;
+  for (int w = 0; w <= DOT_WMAX; w++)
+    for (int h = 0; h <= DOT_HMAX; h++) g->dot.vsec[w][h] *= k;
+  GemmForce fo = g->force;               /* the plans remembered were priced at the old rates */
+  gemm_force(g, &fo);
+}
+
 static int cmp_plan(const void *x, const void *y) {
   double a = ((const Plan *)x)->t, b = ((const Plan *)y)->t;
   return a < b ? -1 : a > b;
@@ -1014,7 +1038,9 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
   for (int fi = 0; fi < g->nfam; fi++) {
     const Family *f = &g->fam[fi];
     buf_printf(out, "family %d: %dx%d, heights (GFLOP/s per core, %s):", fi, f->mr, f->nr,
-               f->measured ? "measured in L1; + ns a call" : "FMA model");
+               !f->measured ? "FMA model"
+               : g->slow > 1 ? "measured in L1, times the sustained rate's share; + ns a call"
+                             : "measured in L1; + ns a call");
     for (int hh = 1; hh <= f->mr; hh++)
       if (f->has[hh]) {
         buf_printf(out, " %d%s %.0f", hh, f->ksplit[hh] > 1 ? "*" : "", tile_gflops(f, hh));

@@ -331,6 +331,33 @@ START_TEST(test_c_traffic) {
 }
 END_TEST
 
+/* dyn --calibrate's sustained rate slows the model's kernels where it is below the rate
+ * calibrated at compile time, and only there: a rate above it, or under a quarter of it (no
+ * clock's), changes nothing; half of it doubles the compute of a product that fits the
+ * caches (its prediction 1.5 to 2 times what it was), and the same rate twice is applied
+ * once.  Plans remembered at the old rates are forgotten.  Only planned, never run. */
+START_TEST(test_sustained_rate) {
+  char err[256];
+  GemmKernels *g = gemm_compile(DYN_F32, &hw, err, sizeof err);
+  ck_assert_msg(g != NULL, "%s", err);
+  GemmArgs x = { .batch = 1, .m = 384, .n = 384, .k = 384, .a_sm = 384, .a_sk = 1, .b_sk = 384,
+                 .b_sn = 1, .c_sm = 384, .c_sn = 1 };
+  double burst = gemm_core_gflops(g), t0 = gemm_predict(g, &x, 1);
+  ck_assert(burst > 0 && t0 > 0);
+  gemm_sustain(g, burst * 2);
+  ck_assert(gemm_predict(g, &x, 1) == t0 && gemm_core_gflops(g) == burst);
+  gemm_sustain(g, burst / 8);
+  ck_assert(gemm_predict(g, &x, 1) == t0);
+  gemm_sustain(g, burst / 2);
+  double t1 = gemm_predict(g, &x, 1);
+  ck_assert_msg(fabs(gemm_core_gflops(g) / (burst / 2) - 1) < 1e-9, "%g against %g", gemm_core_gflops(g), burst / 2);
+  ck_assert_msg(t1 >= 1.5 * t0 && t1 <= 2.0 * t0 * 1.001, "%g s, was %g s", t1, t0);
+  gemm_sustain(g, burst / 2);
+  ck_assert(gemm_predict(g, &x, 1) == t1);
+  gemm_free(g);
+}
+END_TEST
+
 START_TEST(test_batched_accumulate) {
   int bad = 0;
   for (int acc = 0; acc < 2; acc++)
@@ -957,6 +984,7 @@ int main(void) {
   tcase_add_test(tc, test_layouts);
   tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_c_traffic);
+  tcase_add_test(tc, test_sustained_rate);
   tcase_add_test(tc, test_prefetch_c);
   tcase_add_test(tc, test_batched_accumulate);
   tcase_add_test(tc, test_f64);
