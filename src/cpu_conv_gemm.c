@@ -541,14 +541,16 @@ double cpu_conv_gemm_padded_predict(CpuBackend *be, const Program *p, const CKer
  * multiplied by a GEMM on one thread (cpu_rt.c's win_task).  With many filters and channels
  * every image streams all of A again from beyond L2, and on small maps that GEMM is narrow
  * (a 7 x 7 map is 49 columns, most of a second panel masked); here the images of a group
- * are gathered side by side into one K x (G Q) matrix that the last cache holds, multiplied
- * by one GEMM on all threads into a scratch C, and copied out to the images.  Where A does
- * not fit half of L2, the model chooses between the two: the group's GEMM and its gather
- * and copy at the roofline, against the GEMMs an image in waves over the threads. */
+ * are gathered side by side into one K x (G Q) matrix, multiplied by one GEMM on all
+ * threads into a scratch M x (G Q) C, and copied out to the images; half the last cache
+ * holds the two (so the scratch is never more than the result itself).  Where A does not
+ * fit half of L2, the model chooses between the two: the group's GEMM and its gather and
+ * copy at the roofline, against the GEMMs an image in waves over the threads. */
 typedef struct GgPlan { int64_t group, groups; GemmArgs x; double t, t_each; } GgPlan;
 
-/* DYN_CONV: grouped, the groups wherever the last cache holds two images' matrices; image, a
- * GEMM an image always (for tests and measurements); else the model's choice. */
+/* DYN_CONV: grouped, the groups wherever half the last cache holds two images' matrices and
+ * their results; image, a GEMM an image always (for tests and measurements); else the
+ * model's choice. */
 static int gg_forced(void) {
   const char *e = getenv("DYN_CONV");
   return !e ? 0 : !strcmp(e, "grouped") ? 1 : !strcmp(e, "image") ? -1 : 0;
@@ -566,7 +568,9 @@ static bool gg_plan(GemmKernels *g, const Win *W, int threads, GgPlan *G) {
    * 3.6-6.2, conv 64 64 8 8 64 3 1 1 2.7-3.1 against 1.8-2.8; conv 4 512 7 7 512 3 1 1, A
    * 9.4 MB, gained). */
   if (!force && (double)W->mtot * (double)W->ktot * es <= hw_cache_bytes(&g->hw, 1) / 2) return false;
-  int64_t grp = img > 0 ? (int64_t)(llc / 2 / img) : 0;
+  /* the group's matrix and its scratch C together in half the last cache */
+  double cimg = (double)W->mtot * (double)W->qtot * es;
+  int64_t grp = (int64_t)(llc / 2 / (img + cimg));
   if (grp > W->ptot) grp = W->ptot;
   if (grp < 2) return false;
   G->groups = cdiv(W->ptot, grp);
