@@ -55,6 +55,7 @@ typedef struct Seg { int j, n; int64_t off, step, y, x; const int64_t *xpl; bool
 typedef struct Split { int64_t pl, y, x; } Split;
 typedef struct CgPad {
   const Pad *P;
+  bool inside;                           /* no padding at all: every window lies in X */
   Split b0, ax[3][DYN_MAX_RANK];         /* B's offset at 0, and each axis of P, K, Q */
   Split *k;                              /* each row of K */
 } CgPad;
@@ -190,6 +191,7 @@ static bool cg_pad_split(const Win *W, const Pad *P, CgPad *D) {
       ymax += (W->ext[g][i] - 1) * D->ax[g][i].y, xmax += (W->ext[g][i] - 1) * D->ax[g][i].x;
     }
   const Split *last = &D->ax[2][W->n[2] - 1];
+  D->inside = P->d[0] == 0 && P->d[1] == 0 && P->pe[P->rank - 2] == P->h && P->pe[P->rank - 1] == P->w;
   return ymax < P->pe[P->rank - 2] && xmax < P->pe[P->rank - 1] && last->pl == 0 && last->y == 0 &&
          (last->x > 0 || W->qlast == 1);
 }
@@ -319,7 +321,7 @@ static int cg_panel(const Win *W, const CgPad *D, bool span, int64_t p, int64_t 
    * and the taps shift a run and the next alike, so rows of a map that X holds contiguous
    * (a 1 x 1 convolution at stride 1, 7 columns a row) pack as one run, not one a row. */
   const Pad *P = D ? D->P : NULL;
-  bool inside = P && P->d[0] == 0 && P->d[1] == 0 && P->pe[P->rank - 2] == P->h && P->pe[P->rank - 1] == P->w;
+  bool inside = D && D->inside;
   int out = 0;
   for (int i = 0; i < ns; i++) {
     s[i].in = inside;
@@ -337,6 +339,19 @@ static int cg_panel(const Win *W, const CgPad *D, bool span, int64_t p, int64_t 
     s[out++] = s[i];
   }
   return out;
+}
+
+/* Rows [m0, m1) of a scratch C whose columns are [q0, q1) of all P Q (row m0 and column q0
+ * first, rows ldc apart) out to C[p, m, q], a run of each image's columns at a time. */
+static void cg_copy_out(const Win *W, char *c, const char *ct, int64_t ldc, int64_t q0, int64_t q1, int64_t m0,
+                        int64_t m1, int es) {
+  for (int64_t q = q0; q < q1;) {
+    int64_t pi = q / W->qtot, ql = q % W->qtot, n = imin(q1 - q, W->qtot - ql);
+    for (int64_t r = m0; r < m1; r++)
+      memcpy(c + (size_t)((pi * W->mtot + r) * W->qtot + ql) * (size_t)es,
+             ct + (size_t)((r - m0) * ldc + (q - q0)) * (size_t)es, (size_t)(n * es));
+    q += n;
+  }
 }
 
 /* Task t: the columns of one chunk (of one index of P, or across them), every k block's
@@ -428,15 +443,7 @@ static void cg_task(void *arg, int64_t t) {
       }
     }
   }
-  if (!C->span) return;
-  /* the scratch C's rows out to the images, a run of each image's columns at a time */
-  for (int64_t q = q0; q < q1;) {
-    int64_t pi = q / W->qtot, ql = q % W->qtot, n = imin(q1 - q, W->qtot - ql);
-    for (int64_t r = m0; r < m1; r++)
-      memcpy(J->c + (size_t)((pi * W->mtot + r) * W->qtot + ql) * (size_t)es,
-             ct + (size_t)((r - m0) * ldc + (q - q0)) * (size_t)es, (size_t)(n * es));
-    q += n;
-  }
+  if (C->span) cg_copy_out(W, J->c, ct, ldc, q0, q1, m0, m1, (int)es);
 }
 
 /* Run W's product, with the padding D fused or not. */
@@ -508,9 +515,9 @@ int cpu_conv_gemm_padded(CpuBackend *be, const CpuProgram *cp, const CKernel *ck
 static double cg_predict(GemmKernels *g, const Win *W, bool padded, int threads, Buf *out) {
   CgPlan C;
   if (!cg_plan(g, W, padded, threads, &C)) return -1;
-  char parts[64];
-  snprintf(parts, sizeof parts, ", each in %lld runs of rows", (long long)C.parts);
-  if (out)
+  if (out) {
+    char parts[64];
+    snprintf(parts, sizeof parts, ", each in %lld runs of rows", (long long)C.parts);
     buf_printf(out, "  %s implicit GEMM of M %lld, K %lld, N %lld for each of %lld: B's panels "
                "packed from the windows%s as they are read (no gathered matrix), A %s; tiles %dx%d, "
                "kc %lld, mc %lld; %lld tasks (%lld chunks of columns %s%s): predicted %.3f ms\n",
@@ -519,6 +526,7 @@ static double cg_predict(GemmKernels *g, const Win *W, bool padded, int threads,
                (long long)C.pl.mc, (long long)C.tasks, (long long)C.chunks,
                C.span ? "across the images, their panels spanning them, C through scratch" : "an image",
                C.parts > 1 ? parts : "", C.t * 1e3);
+  }
   return C.t;
 }
 
@@ -612,10 +620,10 @@ static void gg_gather(void *arg, int64_t t) {
 static void gg_copy(void *arg, int64_t t) {
   GgJob *J = arg;
   const Win *W = J->W;
-  int64_t i = t % J->np, m0 = t / J->np * J->rows, m1 = imin(W->mtot, m0 + J->rows);
-  size_t q = (size_t)W->qtot * (size_t)J->es;
-  for (int64_t m = m0; m < m1; m++)
-    memcpy(J->c + (size_t)((J->p0 + i) * W->mtot + m) * q, J->ct + (size_t)(m * J->n + i * W->qtot) * (size_t)J->es, q);
+  int64_t i = t % J->np, m0 = t / J->np * J->rows, m1 = imin(W->mtot, m0 + J->rows), q0 = (J->p0 + i) * W->qtot;
+  if (m0 < m1)
+    cg_copy_out(W, J->c, J->ct + (size_t)(m0 * J->n + i * W->qtot) * (size_t)J->es, J->n, q0, q0 + W->qtot, m0, m1,
+                J->es);
 }
 
 int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *a, const void *b, void *c,

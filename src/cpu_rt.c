@@ -281,38 +281,32 @@ bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, cons
   return W->direct || (double)W->ktot * (double)x->n * (double)es <= (double)WIN_PART_BYTES;
 }
 
-/* Runs of n elements, every step-th of src, to dst one after another: a run's elements are
+/* Runs of n elements, every step-th of src, to d one after another: a run's elements are
  * copied in a plain loop, kept one and vectorised (clones for AVX2 and AVX-512 chosen when
- * the library loads, as cpu_conv.c's) -- GCC would otherwise call memcpy for each run, and a 3 x 3
- * window on an 8 x 8 map gathers runs of 8: 40% of conv 64 64 8 8 64's time went to the
- * gather, most of it in memcpy's calls and in taking the indices apart for every row). */
+ * the library loads, as cpu_conv.c's).  GCC would otherwise call memcpy for each run, and a
+ * 3 x 3 window on an 8 x 8 map gathers runs of 8: 40% of conv 64 64 8 8 64's time went to
+ * the gather, most of it in memcpy's calls and in taking the indices apart for every row. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
-__attribute__((optimize("O3", "no-tree-loop-distribute-patterns"), target_clones("avx512f", "avx2", "default")))
+#define COPY_ATTR                                                                                     \
+  __attribute__((optimize("O3", "no-tree-loop-distribute-patterns"), target_clones("avx512f", "avx2", "default")))
 #elif defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#define COPY_ATTR __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define COPY_ATTR
 #endif
-static void copy_runs(char *restrict dst, const char *restrict src, const int64_t *restrict roff, int64_t nrun,
-                      int64_t n, int64_t step, int es) {
-  if (es == 4) {
-    float *d = (float *)dst;
-    for (int64_t r = 0; r < nrun; r++, d += n) {
-      const float *s = (const float *)src + roff[r];
-      if (step == 1)
-        for (int64_t j = 0; j < n; j++) d[j] = s[j];
-      else
-        for (int64_t j = 0; j < n; j++) d[j] = s[j * step];
-    }
-  } else {
-    double *d = (double *)dst;
-    for (int64_t r = 0; r < nrun; r++, d += n) {
-      const double *s = (const double *)src + roff[r];
-      if (step == 1)
-        for (int64_t j = 0; j < n; j++) d[j] = s[j];
-      else
-        for (int64_t j = 0; j < n; j++) d[j] = s[j * step];
-    }
+#define COPY_RUNS(NAME, T)                                                                            \
+  COPY_ATTR static void NAME(T *restrict d, const T *restrict src, const int64_t *restrict roff,      \
+                             int64_t nrun, int64_t n, int64_t step) {                                 \
+    for (int64_t r = 0; r < nrun; r++, d += n) {                                                     \
+      const T *s = src + roff[r];                                                                    \
+      if (step == 1)                                                                                 \
+        for (int64_t j = 0; j < n; j++) d[j] = s[j];                                                 \
+      else                                                                                           \
+        for (int64_t j = 0; j < n; j++) d[j] = s[j * step];                                          \
+    }                                                                                                \
   }
-}
+COPY_RUNS(copy_runs_f32, float)
+COPY_RUNS(copy_runs_f64, double)
 
 /* Index pi of P's matrix, its runs [r0, r1) of Q's last axis, every row of K into dst (rows
  * ld elements apart).  The runs' offsets are the same for every row of K, so they are taken
@@ -347,7 +341,10 @@ void cpu_win_gather(const Win *W, const char *b, char *dst, int64_t ld, int64_t 
         o -= W->coef[1][i] * W->ext[1][i];
         kidx[i] = 0;
       }
-    copy_runs(dst + (size_t)(k * ld) * (size_t)es, b + (size_t)o * (size_t)es, roff, r1 - r0, qlast, qstep, es);
+    if (es == 4)
+      copy_runs_f32((float *)dst + k * ld, (const float *)b + o, roff, r1 - r0, qlast, qstep);
+    else
+      copy_runs_f64((double *)dst + k * ld, (const double *)b + o, roff, r1 - r0, qlast, qstep);
   }
 }
 
