@@ -163,13 +163,17 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
  * edge of r rows may run as one taller tile instead of several passes over the B strip.
  * One kernel serves packed A (a_rs = 1, a_cs = h), column-major A and row-major A in place.
  * With ks > 1 accumulator sets, consecutive k steps go to different sets, which hides the
- * FMA latency of short tiles; the sets are summed at the end.  (Software prefetch of B
- * rows ahead was tried for B read in place and did not help on Zen 5.)
+ * FMA latency of short tiles; the sets are summed at the end.  Every step asks for the
+ * lines of B's row k + PACK_AHEAD: B read in place walks rows far apart, a new page
+ * every row or few, where the hardware prefetchers stop.  On Zen 5 that did not help; on
+ * an Emerald Rapids guest, 1 thread, f32, the plain kernel with it against without, in
+ * one process, alternately 15 times each, minimum: 3 x 768 x 768 1.15-1.21x as fast,
+ * 8 x 768 x 768 1.24-1.28x, 3 x 1000 x 1000 1.13-1.17x; 2 threads 1.16x (7 x 768 x 768,
+ * 3 x 1000 x 1000); packed B (1024^3, 512 x 768 x 3072, 77 x 4096 x 4096) 0.98-1.02x.
  * The packing variant (pack: one a family, height mr, masked) takes one more argument,
  * ptr packed: it reads B in place (b_rs its row stride) and also stores each row of the
- * strip, zeros past n_rem, to packed[k*nr + j], asking for row k + PACK_AHEAD's lines as it
- * goes.  run_block gives it the first tile of each strip, so packing B needs no pass of its
- * own and its reads from memory overlap that tile's FMAs (77 x 4096 x 4096 on 2 threads,
+ * strip, zeros past n_rem, to packed[k*nr + j].  run_block gives it the first tile of
+ * each strip, so packing B needs no pass of its own and its reads from memory overlap that tile's FMAs (77 x 4096 x 4096 on 2 threads,
  * 6x64 tiles: 9.4 -> 8.3 ms against packing first, the means of 6 alternating runs' medians;
  * a panel packed strip by strip just before its tiles instead, with or without prefetching
  * the next strip during them, gained 0-5%).
@@ -267,10 +271,12 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
       LLVMValueRef bv[MAX_V];
       for (int j = 0; j < v; j++)
         bv[j] = load_vec(g, gep(g, bu, ci64(g, (int64_t)j * g->W)), mask[j]);
-      if (pack) {            /* the row, zeros past n_rem, into the panel; a row ahead asked for */
+      if (pack) {            /* the row, zeros past n_rem, into the panel */
         LLVMValueRef ku = gep(g, pkk, ci64(g, (int64_t)u * v * g->W));
         for (int j = 0; j < v; j++)
           LLVMSetAlignment(LLVMBuildStore(B, bv[j], gep(g, ku, ci64(g, (int64_t)j * g->W))), (unsigned)(g->W * g->esize));
+      }
+      if (!pfn) {            /* a row ahead asked for */
         LLVMValueRef ahead = gep(g, bu, LLVMBuildMul(B, b_rs, ci64(g, PACK_AHEAD), ""));
         for (int l = 0; l < v * g->W * g->esize; l += 64) {
           LLVMValueRef args[] = { gep(g, ahead, ci64(g, l / g->esize)), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
