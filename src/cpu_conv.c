@@ -35,7 +35,7 @@ typedef struct Grp {
   int64_t ptot, gtot, qtot, ktot;
   int64_t qlast, qrows, qstep;           /* Q's last extent, the rows of it, and B's step along it */
   int64_t rowc;                          /* B's step between rows when Q has two axes (flat rows) */
-  bool flat;                             /* rows computed as one run (below) */
+  int64_t band;                          /* rows computed as one run (below); 1: a row at a time */
   int64_t lo, hi;                        /* the least and greatest offset of B read */
   int64_t kmin, kmax;                    /* the least and greatest of koff */
   int64_t *boff;                         /* per task (p, g): B's offset; per row; per tap */
@@ -44,26 +44,51 @@ typedef struct Grp {
 } Grp;
 
 /* A run y[0..n) = sum over taps t of w[t] * b[koff[t] + j*step], for f32 and f64.  The
- * vector form (step 1 or 2) computes whole blocks of one cache line of outputs, each kept in
- * registers over the taps, so it writes up to a line past n and reads as far past the run:
- * the caller gives it room (grp_task).  The exact form runs anywhere. */
-#define CONV_RUN(NAME, EXACT, T)                                                                    \
+ * vector form (step 1 or 2) computes whole lines of outputs, so it writes up to a line past
+ * n and reads as far past the run: the caller gives it room (grp_task).  It takes 8, 4, 2
+ * lines at a time while they last, then one: each line's sum is a chain of one FMA a tap,
+ * and a chain waits the FMA's latency at every step, so one line at a time ran at a
+ * quarter of the FMA rate or less (dwconv 1 32 112 112 3 1 1, 9 taps: 0.17-0.23 ms, the
+ * model's compute 0.04).  The lines are GCC's and Clang's vectors of 64 bytes (one zmm, two
+ * ymm or four xmm as the clone's target has them), written out because the vectoriser
+ * made of eight lines' arrays a loop that spilled them; a step of 2 takes the even lanes of
+ * two loads.  The exact form runs anywhere. */
+typedef float ConvVf __attribute__((vector_size(64)));
+typedef double ConvVd __attribute__((vector_size(64)));
+typedef int32_t ConvIf __attribute__((vector_size(64)));
+typedef int64_t ConvId __attribute__((vector_size(64)));
+#define CONV_LD(VT, p) ({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
+#if defined(__clang__)
+#define CONV_EVEN_f(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define CONV_EVEN_d(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#else
+#define CONV_EVEN_f(a, b) __builtin_shuffle(a, b, (ConvIf){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#define CONV_EVEN_d(a, b) __builtin_shuffle(a, b, (ConvId){0, 2, 4, 6, 8, 10, 12, 14})
+#endif
+#define CONV_BLOCK(T, VT, X, NL, S)                                                                 \
+  for (; n - j0 >= (NL) * L || ((NL) == 1 && j0 < n); j0 += (NL) * L) {                             \
+    VT acc[NL];                                                                                     \
+    for (int q = 0; q < (NL); q++) acc[q] = (VT){0};                                                \
+    for (int64_t t = 0; t < nk; t++) {                                                              \
+      const T *s = b + koff[t] + (S) * j0;                                                          \
+      VT wt = (VT){0} + w[t];                                                                       \
+      for (int q = 0; q < (NL); q++)                                                                \
+        acc[q] += wt * ((S) == 1 ? CONV_LD(VT, s + q * L)                                           \
+                                 : CONV_EVEN_##X(CONV_LD(VT, s + 2 * q * L), CONV_LD(VT, s + 2 * q * L + L))); \
+    }                                                                                               \
+    memcpy(y + j0, acc, sizeof acc);                                                                \
+  }
+#define CONV_RUN(NAME, EXACT, T, VT, X)                                                             \
   CONV_CLONES static void NAME(T *restrict y, const T *restrict b, const int64_t *restrict koff,   \
                                const T *restrict w, int64_t nk, int64_t n, int64_t step) {         \
     enum { L = 64 / sizeof(T) };                                                                    \
-    for (int64_t j0 = 0; j0 < n; j0 += L) {                                                         \
-      T acc[L] = {0};                                                                               \
-      if (step == 1)                                                                                \
-        for (int64_t t = 0; t < nk; t++) {                                                          \
-          const T *restrict s = b + koff[t] + j0;                                                   \
-          for (int j = 0; j < L; j++) acc[j] += w[t] * s[j];                                        \
-        }                                                                                           \
-      else                                                                                          \
-        for (int64_t t = 0; t < nk; t++) {                                                          \
-          const T *restrict s = b + koff[t] + 2 * j0;                                               \
-          for (int j = 0; j < L; j++) acc[j] += w[t] * s[2 * j];                                    \
-        }                                                                                           \
-      for (int j = 0; j < L; j++) y[j0 + j] = acc[j];                                               \
+    int64_t j0 = 0;                                                                                 \
+    if (step == 1) {                                                                                \
+      CONV_BLOCK(T, VT, X, 8, 1) CONV_BLOCK(T, VT, X, 4, 1) CONV_BLOCK(T, VT, X, 2, 1)              \
+      CONV_BLOCK(T, VT, X, 1, 1)                                                                    \
+    } else {                                                                                        \
+      CONV_BLOCK(T, VT, X, 8, 2) CONV_BLOCK(T, VT, X, 4, 2) CONV_BLOCK(T, VT, X, 2, 2)              \
+      CONV_BLOCK(T, VT, X, 1, 2)                                                                    \
     }                                                                                               \
   }                                                                                                 \
   static void EXACT(T *y, const T *b, const int64_t *koff, const T *w, int64_t nk, int64_t n, int64_t step) { \
@@ -73,8 +98,8 @@ typedef struct Grp {
       y[j] = acc;                                                                                   \
     }                                                                                               \
   }
-CONV_RUN(run_f32, exact_f32, float)
-CONV_RUN(run_f64, exact_f64, double)
+CONV_RUN(run_f32, exact_f32, float, ConvVf, f)
+CONV_RUN(run_f64, exact_f64, double, ConvVd, d)
 
 typedef struct GrpJob {
   const Grp *G;
@@ -105,12 +130,21 @@ static void copy_rows(char *restrict y, const char *restrict src, int64_t n, int
       for (int64_t j = 0; j < len; j++) ((double *)y)[q * len + j] = ((const double *)src)[q * step + j];
 }
 
-/* Plane t = (p, g) = (t / gtot, t % gtot), its weights in w.  A plane whose rows lie close
- * together in B (a step of one along Q's last axis, rows rowc apart with rowc under twice
- * the row) is computed as one run over rowc * (rows - 1) + qlast elements into scratch, the
- * elements between rows computed and dropped: with small maps (7 x 7) the rows are too short
- * for the vector loop, and one run of 61 fills it.  Others go a row at a time, into Y
- * directly. */
+/* The rows of Q a run computes at once: a plane whose rows lie close together in B (a step
+ * of one along Q's last axis, rows rowc apart with rowc under twice the row) is computed in
+ * bands of rows, each one run over rowc * (rows - 1) + qlast elements into scratch, the
+ * elements between rows computed and dropped, as many rows as FLAT_MAX holds: rows of a
+ * small map (7 x 7) are too short for the vector loop, and one run of 61 fills it; rows of
+ * a large one (112 x 112, 9 taps) went one at a time through blocks of 4, 2 and 1 lines,
+ * half of each row in blocks too short to keep the FMAs busy, and a band of 17 rows runs
+ * in blocks of 8 (dwconv 1 32 112 112 3 1 1 on 1 thread: 0.42 -> 0.30 ms).  Others go a
+ * row at a time, into Y directly where the vector form cannot run. */
+static int64_t conv_band(int nq, int64_t qstep, int64_t rowc, int64_t qlast, int64_t qrows) {
+  if (nq != 2 || qstep != 1 || rowc < qlast || rowc >= 2 * qlast || qrows < 2 || qlast + rowc > FLAT_MAX) return 1;
+  int64_t band = (FLAT_MAX - qlast) / rowc + 1;
+  return band < qrows ? band : qrows;
+}
+
 static void grp_plane(const GrpJob *J, int64_t t, const void *w, double *run, const char *b, int64_t at0,
                       int64_t lo, int64_t hi) {
   const Grp *G = J->G;
@@ -119,17 +153,17 @@ static void grp_plane(const GrpJob *J, int64_t t, const void *w, double *run, co
   /* a run reads B from koff's least to its greatest plus the run's span, rounded up to
    * whole lines of outputs; the vector form runs where that stays inside what the
    * convolution as a whole reads */
-  int64_t line = 64 / es, step = G->flat ? 1 : G->qstep, len = G->flat ? G->rowc * (G->qrows - 1) + G->qlast : G->qlast;
-  int64_t pad = (len + line - 1) / line * line, rows = G->flat ? 1 : G->qrows;
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t at = at0 + (G->flat ? 0 : G->roff[r]);
+  int64_t line = 64 / es, step = G->band > 1 ? 1 : G->qstep;
+  for (int64_t r = 0; r < G->qrows; r += G->band) {
+    int64_t nb = G->qrows - r < G->band ? G->qrows - r : G->band;
+    int64_t len = G->rowc * (nb - 1) + G->qlast, pad = (len + line - 1) / line * line;
+    int64_t at = at0 + G->roff[r];
     bool vec = (step == 1 || step == 2) && pad <= FLAT_MAX && at + G->kmin >= lo && at + G->kmax + step * (pad - 1) <= hi;
-    char *dst = G->flat || vec ? (char *)run : y + (size_t)(r * G->qlast * es);
+    char *dst = nb > 1 || vec ? (char *)run : y + (size_t)(r * G->qlast * es);
     const char *src = b + (size_t)at * (size_t)es;
     if (es == 4) (vec ? run_f32 : exact_f32)((float *)dst, (const float *)src, G->koff, w, G->ktot, vec ? pad : len, step);
     else (vec ? run_f64 : exact_f64)((double *)dst, (const double *)src, G->koff, w, G->ktot, vec ? pad : len, step);
-    if (G->flat) copy_rows(y, (char *)run, G->qrows, G->qlast, G->rowc, (int)es);
-    else if (vec) copy_rows(y + (size_t)(r * G->qlast * es), (char *)run, 1, G->qlast, 0, (int)es);
+    if (nb > 1 || vec) copy_rows(y + (size_t)(r * G->qlast * es), (char *)run, nb, G->qlast, G->rowc, (int)es);
   }
 }
 
@@ -469,8 +503,7 @@ static int conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, voi
     G.rowc = load_offset(w->b, ax, strides, sz) - b0;
     ax[w->q[0]] = 0;
   }
-  G.flat = w->nq == 2 && G.qstep == 1 && G.rowc >= G.qlast && G.rowc < 2 * G.qlast &&
-           G.rowc * (G.qrows - 1) + G.qlast <= FLAT_MAX;
+  G.band = conv_band(w->nq, G.qstep, G.rowc, G.qlast, G.qrows);
   int64_t ntask = G.ptot * G.gtot;
   int64_t *tab = malloc(sizeof(int64_t) * (size_t)(ntask + G.qrows + 2 * G.ktot + G.gtot));
   if (!tab) {
@@ -557,14 +590,32 @@ int cpu_conv_padded(CpuBackend *be, const CpuProgram *cp, int k, void **bufs, co
   return r > 0 ? 2 : r;
 }
 
-/* The model: the vector runs' loads and FMAs (one each a tap and a vector of outputs, the
- * lanes of a run's last vector and a flat plane's columns between rows included) and the
- * copies of rows into Y and into a padded plane, against the bytes each plane reads (X's
- * plane when padded here, else the span its windows cover in B: a 7 x 7 output with 3 x 3
- * taps reads a 9 x 9 plane) and Y written once, by the streaming kernels' time (sched.c):
- * bound by whichever takes longer, in the level the data fits, and the fork-join.  (The
- * roofline at the peak FLOP rate predicted dwconv over 1 x 512 x 14 x 14 at 8% of its
- * time: a tap is a load as well as an FMA, and the runs hold more lanes than outputs.) */
+/* The model: each plane's runs in cycles, converted to the lane-operations of the
+ * streaming kernels' time (sched.c), against the bytes each plane reads (X's plane when
+ * padded here, else the span its windows cover in B: a 7 x 7 output with 3 x 3 taps reads
+ * a 9 x 9 plane) and Y written once: bound by whichever takes longer, in the level the data
+ * fits, and the fork-join.  A run costs the larger of its loads and FMAs (a tap and a line of
+ * outputs each; two loads at a step of 2) and its chains (run_f32's blocks of 8, 4, 2 and 1
+ * lines, each a chain of one FMA a tap at the FMA's latency), and CONV_RUN_CYC beside them;
+ * every output CONV_OUT_CYC for its copies (into a padded plane, out of a run).  Both were
+ * fitted on one thread of an Emerald Rapids guest in model cycles, 3 x 3 taps: 7 x 7 and
+ * 14 x 14 maps (one run a plane: 114 and 228 ns a plane) and 112 x 112 at stride 2 (a row
+ * at a time: 8.1 us a plane); 112 x 112 at stride 1, in bands, came out 19% under.  (The
+ * roofline at the peak FLOP rate predicted dwconv over 1 x 512 x 14 x 14 at 8% of its time,
+ * and loads and FMAs alone at 10-20% of it.) */
+#define CONV_RUN_CYC 230.0
+#define CONV_OUT_CYC 1.7
+
+/* A run's cycles: `lines` lines of outputs over nk taps at a step of `step`. */
+static double run_cycles(const HwModel *h, int64_t lines, int64_t nk, int64_t step) {
+  double work = (double)lines * (double)nk * (step == 2 ? 2 : 1), chain = 0;
+  for (int64_t nl = 8, left = lines; nl >= 1; nl /= 2) {
+    chain += (double)(left / nl) * (double)nk * (h->fma_latency > 0 ? h->fma_latency : 4);
+    left %= nl;
+  }
+  return CONV_RUN_CYC + (work > chain ? work : chain);
+}
+
 static double conv_model(const CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
                          const int64_t *strides, const EvalSizes *sz, int threads, const Pad *P, Buf *out) {
   int64_t ptot, gtot, qtot, ktot;
@@ -589,10 +640,15 @@ static double conv_model(const CpuBackend *be, const Program *p, const CKernel *
     ax[w->q[0]] = 1;
     rowc = load_offset(w->b, ax, strides, sz) - b0;
   }
-  bool flat = w->nq == 2 && qstep == 1 && rowc >= qlast && rowc < 2 * qlast && rowc * (qrows - 1) + qlast <= FLAT_MAX;
-  double runs = flat ? 1 : (double)qrows, len = flat ? (double)(rowc * (qrows - 1) + qlast) : (double)qlast;
-  double vecs = planes * runs * ceil(len / lanes), read = planes * (double)(P ? P->h * P->w : span) * es;
-  SchedWork W = {.ops = vecs * lanes * 2.0 * (double)ktot + planes * (double)qtot + (P ? read / es : 0),
+  int64_t band = conv_band(w->nq, qstep, rowc, qlast, qrows), full = qrows / band, last = qrows % band;
+  int64_t step = band > 1 ? 1 : qstep, L = (int64_t)lanes;
+  int64_t lfull = (rowc * (band - 1) + qlast + L - 1) / L, llast = last ? (rowc * (last - 1) + qlast + L - 1) / L : 0;
+  double vecs = planes * ((double)full * (double)lfull + (double)llast);
+  double cyc = (double)full * run_cycles(&be->hw, lfull, ktot, step) + (last ? run_cycles(&be->hw, llast, ktot, step) : 0) +
+               CONV_OUT_CYC * (double)qtot;
+  double lane_ops = planes * cyc * sched_lane_ops_rate(&be->hw, 1, es) / ((be->hw.ghz > 0 ? be->hw.ghz : 1) * 1e9);
+  double read = planes * (double)(P ? P->h * P->w : span) * es;
+  SchedWork W = {.ops = lane_ops,
                  .elem_bytes = es, .read = read, .written = planes * (double)qtot * es,
                  .tasks = (int64_t)planes < 8 * (int64_t)threads ? (int64_t)planes : 8 * (int64_t)threads};
   SchedTerms T;
@@ -601,7 +657,7 @@ static double conv_model(const CpuBackend *be, const Program *p, const CKernel *
     buf_printf(out, "  grouped (depthwise): %lld planes of %lld outputs from %lld taps each, computed\n"
                "      directly %s%s; %.0f vector loads and FMAs, %.0f bytes read, %.0f written, from %s:\n"
                "      compute %.3f ms, memory %.3f ms: predicted %.3f ms\n",
-               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, flat ? "in one run" : "a row at a time",
+               (long long)(ptot * gtot), (long long)qtot, (long long)ktot, band >= qrows ? "in one run" : band > 1 ? "in bands of rows" : "a row at a time",
                P ? ", each padded as it is computed" : "", vecs * (double)ktot, W.read, W.written,
                be->hw.level[T.level].name, T.comp_s * 1e3, T.mem_s * 1e3, t * 1e3);
   return t;

@@ -102,8 +102,29 @@ for shape in [(0, 3, 5, 5, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3, 1, 1
               # many planes, shared out in chunks that do not divide them (7 x 7 and 14 x 14
               # maps, 201 and 262 planes); 169 taps, more than a task keeps in place
               (3, 67, 7, 7, 3, 1, 1), (2, 131, 14, 14, 3, 2, 1), (1, 97, 14, 14, 5, 1, 2),
-              (2, 3, 20, 17, 13, 1, 6)]:
+              (2, 3, 20, 17, 13, 1, 6),
+              # planes in bands of rows (as many as the scratch run holds: 17 rows of a
+              # 112-wide map, 32 of a 61-wide one), the last band of one row or of several;
+              # blocks of 8, 4, 2 and 1 lines of outputs at both strides
+              (1, 3, 35, 112, 3, 1, 1), (1, 2, 33, 61, 3, 1, 1), (2, 3, 40, 100, 5, 1, 2),
+              (1, 2, 9, 255, 3, 2, 1), (1, 2, 5, 263, 3, 1, 1)]:
     dw_case(*shape)
+
+DW64 = DW.replace('f32', 'f64')
+
+
+def dw64_case(n, c, h, w, k, s, p):
+    X, Wt = rng.standard_normal((n, c, h, w)), rng.standard_normal((c, k, k))
+    v = windows(X, k, s, p)
+    ref = np.einsum('nchwij,cij->nchw', v, Wt)
+    mag = np.einsum('nchwij,cij->nchw', np.abs(v), np.abs(Wt))
+    compare.case('depthwise f64 N=%d C=%d H=%d W=%d K=%d S=%d P=%d' % (n, c, h, w, k, s, p),
+                 [('X', X), ('Wt', Wt)], DW64 + 'Y = dwconv2d(X, Wt, %d, %d)' % (s, p),
+                 [compare.summed('Y', np.float64, ref, mag)])
+
+
+for shape in [(2, 3, 7, 7, 3, 1, 1), (1, 2, 35, 112, 3, 1, 1), (1, 2, 17, 129, 3, 2, 1), (1, 3, 13, 61, 5, 1, 2)]:
+    dw64_case(*shape)
 
 # A padding written otherwise, as a user may (the compiled back end builds each padded plane
 # itself when it finds the condition true exactly where the load is inside X, and runs the
