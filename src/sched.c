@@ -82,6 +82,12 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *   EDGE_CYC        1.5 cyc  cpu_layout.c   an element of a layout change's tile cut by an
  *                                           edge (the plain loops): transpose of f32[7, 8191]
  *                                           on 2 threads of Zen 5
+ *   CONV_RUN_CYC    230 cyc  cpu_conv.c     a depthwise plane's run beside its loads and FMAs
+ *                                           (a call, its blocks' set-up, the copy's loop):
+ *   CONV_OUT_CYC    1.7 cyc  cpu_conv.c     and an output's copies into the padded plane and
+ *                                           out of the run; fitted on 1 thread of Emerald
+ *                                           Rapids, 3 x 3 taps, 7 x 7, 14 x 14 and 112 x 112
+ *                                           maps (cpu_conv.c, the model's comment)
  *   PRESSURE_MAX    1.5x     cpu_layout.c   the most a tile whose rows crowd the L1's sets
  *                                           costs: 512 x 512 and 1024 x 1024 against rows a
  *                                           tile shorter, one thread of Zen 5
