@@ -28,12 +28,31 @@ static bool close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) 
 
 /* A working set's level, walked from the file's capacities: a private cache holds its size
  * per thread, a shared one its size per group of cores sharing it. */
-static int level_of(const HwModel *h, double F, int t) {
+/* What cache i keeps of a streaming set of F bytes on t threads, derived from the file's
+ * figures: a shared cache its capacity for each group of cores that shares it; a private one
+ * 0.7 of one core's capacity while the set fits the threads' caches together, and nothing of
+ * a larger set (sched.c, stream_hold). */
+static double hold_of(const HwModel *h, int i, double F, int t) {
+  const HwLevel *l = &h->level[i];
+  if (l->shared_by > 1) return (double)l->bytes * ceil((double)t / l->shared_by);
+  return F <= (double)l->bytes * t ? 0.7 * (double)l->bytes : 0;
+}
+
+/* The first level whose capacity for t threads holds F bytes (sched_fit_level: what a
+ * kernel reads again within a call finds there), else main memory. */
+static int fit_of(const HwModel *h, double F, int t) {
   for (int i = 0; i < hw_ncaches(h); i++) {
     const HwLevel *l = &h->level[i];
     double units = l->shared_by > 1 ? ceil((double)t / l->shared_by) : t;
     if (F <= (double)l->bytes * units) return i;
   }
+  return h->nlevels - 1;
+}
+
+/* The level that keeps all of a streaming set of F bytes between calls, else main memory. */
+static int level_of(const HwModel *h, double F, int t) {
+  for (int i = 0; i < hw_ncaches(h); i++)
+    if (F <= hold_of(h, i, F, t)) return i;
   return h->nlevels - 1;
 }
 
@@ -43,21 +62,23 @@ static double bw_of(const HwModel *h, int i, int t) {
 }
 
 /* A streaming kernel's memory seconds, derived from the file's figures: its working set F
- * (what it reads and, unless its stores stream, what it writes) from the level that holds
- * it; one that no cache holds finds the last cache's capacity of itself there and fetches
- * the rest, and the streamed stores, from memory at the threads' per-core rate -- or, where
- * that rate outruns the memory's total, crosses the bus at the total, the write-back of the
- * lines it did not stream beside the fetches. */
+ * (what it reads and, unless its stores stream, what it writes), each cache's share of it
+ * (hold_of, beyond what the faster ones keep) at that cache's rate; what none keeps, and the
+ * streamed stores, from memory at the threads' per-core rate -- or, where that rate outruns
+ * the memory's total, across the bus at the total, the write-back of the lines it did not
+ * stream beside the fetches. */
 static double mem_time(const HwModel *h, double read, double written, bool streamed, int t) {
-  int last = h->nlevels - 1, llc = hw_ncaches(h) - 1;
-  double nt = streamed ? written : 0, F = read + written - nt;
-  int lv = level_of(h, F, t);
-  if (lv < last) return F / bw_of(h, lv, t) + nt / (h->level[last].gbs * 1e9 * t);
-  const HwLevel *c = &h->level[llc], *m = &h->level[last];
-  double kept = (double)c->bytes * (c->shared_by > 1 ? ceil((double)t / c->shared_by) : t) / F;
+  int last = h->nlevels - 1;
+  double nt = streamed ? written : 0, F = read + written - nt, kept = 0, s = 0;
+  for (int i = 0; i < hw_ncaches(h) && F > 0; i++) {
+    double up = fmin(1, hold_of(h, i, F, t) / F);
+    if (up > kept) s += (up - kept) * F / bw_of(h, i, t), kept = up;
+  }
+  const HwLevel *m = &h->level[last];
   double fetched = (1 - kept) * F + nt, core = m->gbs * 1e9 * t, tot = m->total_gbs * 1e9;
-  double from_mem = tot < core ? (fetched + (streamed ? 0 : (1 - kept) * written)) / tot : fetched / core;
-  return kept * F / bw_of(h, llc, t) + from_mem;
+  if (!(fetched > 0)) return s;
+  double from_mem = tot > 0 && tot < core ? (fetched + (streamed ? 0 : (1 - kept) * written)) / tot : fetched / core;
+  return s + from_mem;
 }
 
 static double lanes_rate(const HwModel *h, int t, int elem) {
@@ -91,9 +112,9 @@ START_TEST(test_fit_level) {
       for (int i = 0; i < nc; i++) {
         const HwLevel *l = &h.level[i];
         double cap = (double)l->bytes * (l->shared_by > 1 ? ceil((double)t / l->shared_by) : t);
-        ck_assert_int_eq(sched_fit_level(&h, cap, t), level_of(&h, cap, t));
-        ck_assert_int_eq(sched_fit_level(&h, cap + 64, t), level_of(&h, cap + 64, t));
-        ck_assert_int_gt(level_of(&h, cap + 64, t), i);
+        ck_assert_int_eq(sched_fit_level(&h, cap, t), fit_of(&h, cap, t));
+        ck_assert_int_eq(sched_fit_level(&h, cap + 64, t), fit_of(&h, cap + 64, t));
+        ck_assert_int_gt(fit_of(&h, cap + 64, t), i);
       }
       ck_assert_int_eq(sched_fit_level(&h, 1e12, t), h.nlevels - 1);
       ck_assert_int_eq(sched_fit_level(&h, 64, t), 0);
@@ -269,6 +290,24 @@ START_TEST(test_memory_terms) {
   sched_stream_time(&h, 128, &big, &T);
   double cap = L3 * 16, k = cap / 8e9, tot = h.level[3].total_gbs * 1e9;
   ck_assert_msg(close_to(T.mem_s, k * 8e9 / bw_of(&h, 2, 128) + (1 - k) * 12e9 / tot), "bus: %g s", T.mem_s);
+  /* A private L2 keeps 0.7 of one core's capacity of a set the threads' L2s hold, the
+   * rest coming from L3; nothing of a larger set.  Each check fails with the set taken
+   * whole from where it fits, as the model did: on 1 thread, a set of exactly L2 ... */
+  double L2 = (double)h.level[1].bytes, l2bw1 = h.level[1].gbs * 1e9, l3bw1 = h.level[2].gbs * 1e9;
+  SchedWork edge = {.ops = 0, .elem_bytes = 4, .read = L2 / 2, .written = L2 / 2, .tasks = 8};
+  sched_stream_time(&h, 1, &edge, &T);
+  ck_assert_msg(T.level == 2 && close_to(T.mem_s, 0.7 * L2 / l2bw1 + 0.3 * L2 / l3bw1), "L2's edge: %g s", T.mem_s);
+  /* ... a set 0.7 of it, all from L2 ... */
+  edge.read = edge.written = 0.35 * L2;
+  sched_stream_time(&h, 1, &edge, &T);
+  ck_assert(T.level == 1 && close_to(T.mem_s, 0.7 * L2 / l2bw1));
+  /* ... a line past it, all from L3; on 2 threads the same set is in their two L2s */
+  edge.read = edge.written = L2 / 2 + 64;
+  sched_stream_time(&h, 1, &edge, &T);
+  ck_assert(T.level == 2 && close_to(T.mem_s, (L2 + 128) / l3bw1));
+  sched_stream_time(&h, 2, &edge, &T);
+  double in2 = 0.7 * L2 / (L2 + 128);
+  ck_assert(T.level == 2 && close_to(T.mem_s, in2 * (L2 + 128) / (2 * l2bw1) + (1 - in2) * (L2 + 128) / (2 * l3bw1)));
 }
 END_TEST
 
@@ -596,7 +635,7 @@ static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int
   for (int t = 1; t <= threads; t += threads > 1 ? threads - 1 : 1) {
     int u = t < groups ? t : (int)groups;
     u = u < h->cores ? u : h->cores;
-    double mem = once / bw_of(h, level_of(h, once, u), u) + again / bw_of(h, level_of(h, head, 1), u);
+    double mem = once / bw_of(h, fit_of(h, once, u), u) + again / bw_of(h, fit_of(h, head, 1), u);
     double comp = ops / lanes_rate(h, u, 4) + 23 * keys * rows / lanes_rate(h, u, 4);
     double total = fmax(mem, comp) + (u > 1 ? SYNC_S : 0);
     if (t == 1 || total < best) best = total, *serial = t == 1;
