@@ -101,6 +101,11 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           the fill counts against a core's own rate, the
  *                                           write-back of the dirty line does not (sched.c,
  *                                           the streaming kernel's time)
+ *   STREAM_KEEP     0.7      sched.c        a private cache's share of one core's capacity
+ *                                           that a streaming set keeps between calls while
+ *                                           the threads' caches hold it (nothing of a larger
+ *                                           set): permutations of 0.5-8 MiB, 1 and 2 threads
+ *                                           of Emerald Rapids (stream_hold)
  *   kept share      C / F    sched.c        a working set F larger than the last cache C
  *                                           finds C of it there on the next call: the caches'
  *                                           replacement resists a stream that cycles through
