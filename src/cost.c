@@ -110,28 +110,30 @@ static const Poly *row_ops(PolyCtx *pc, const Program *p, const KExpr *e, uint64
 
 /* The FLOPs (or lane-operations) of a kernel's stages, each over its points; lane-operations
  * that do not vary inside a row once a row (row_ops). */
-static const Poly *kernel_work(const Program *p, const Kernel *kn, PolyCtx *pc, bool ops) {
-  const Poly *f = poly_const(pc, 0);
+/* Stage s's FLOPs (ops false) or lane-operations (ops true) over the kernel's outer loops. */
+static const Poly *stage_work(const Program *p, const Kernel *kn, int s, PolyCtx *pc, bool ops) {
   const Poly *outer = poly_const(pc, 1);
   for (int o = 0; o < kn->nouter; o++) outer = poly_mul(pc, outer, p->axes[kn->outer[o]].extent);
-  for (int s = 0; s < kn->nstages; s++) {
-    const Stage *st = &kn->stages[s];
-    const Poly *pts = outer;
-    uint64_t vary = 0;
-    for (int a = 0; a < st->naxes; a++) {
-      pts = poly_mul(pc, pts, p->axes[st->axes[a]].extent);
-      vary |= 1ull << (st->axes[a] % 64);
-    }
-    if (!ops) {
-      f = poly_add(pc, f, poly_mul(pc, pts, flops_of(pc, p, st->expr, false)));
-      continue;
-    }
-    const Poly *row = poly_const(pc, 0), *none = NULL;
-    const Poly *each = row_ops(pc, p, st->expr, vary, 0, 0, &row, &none);
-    f = poly_add(pc, f, poly_add(pc, poly_mul(pc, pts, each), poly_mul(pc, outer, row)));
+  const Stage *st = &kn->stages[s];
+  const Poly *pts = outer;
+  uint64_t vary = 0;
+  for (int a = 0; a < st->naxes; a++) {
+    pts = poly_mul(pc, pts, p->axes[st->axes[a]].extent);
+    vary |= 1ull << (st->axes[a] % 64);
   }
+  if (!ops) return poly_mul(pc, pts, flops_of(pc, p, st->expr, false));
+  const Poly *row = poly_const(pc, 0), *none = NULL;
+  const Poly *each = row_ops(pc, p, st->expr, vary, 0, 0, &row, &none);
+  return poly_add(pc, poly_mul(pc, pts, each), poly_mul(pc, outer, row));
+}
+
+static const Poly *kernel_work(const Program *p, const Kernel *kn, PolyCtx *pc, bool ops) {
+  const Poly *f = poly_const(pc, 0);
+  for (int s = 0; s < kn->nstages; s++) f = poly_add(pc, f, stage_work(p, kn, s, pc, ops));
   return f;
 }
+
+const Poly *cost_stage_ops(const Program *p, const Kernel *kn, int s, PolyCtx *pc) { return stage_work(p, kn, s, pc, true); }
 
 const Poly *cost_kernel_ops(const Program *p, const Kernel *kn, PolyCtx *pc) { return kernel_work(p, kn, pc, true); }
 

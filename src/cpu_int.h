@@ -217,6 +217,12 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
                  const int64_t *strides, volatile int *interrupt, char *err, size_t errlen);
 int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext, const EvalSizes *sz, int threads,
                       Buf *out, double *total);
+/* cpu_sched.c: a row-wise kernel's seconds with each row's stages in turn, the first
+ * against the reads and the last (or, pipelined, stage pipe_f with it) against the writes,
+ * from w and the streaming model's terms T of it; 0 where it has one stage. */
+double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
+                        const SchedWork *w, const SchedTerms *T);
+
 /* The predicted seconds of the row path (a few query rows a task, K and V read in place) on
  * Q[B, S, D], K[B, T, D], V[B, T, E], of whose keys a mask (masked) leaves the share `kept`,
  * on `threads` of hw or on one (*serial, when that is faster: a fork-join costs more than it

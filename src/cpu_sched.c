@@ -39,8 +39,44 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * level they live in, plus the fork-join; its line of :sched.  Streaming stores (nt) are
  * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
  * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
+/* A row-wise kernel's rows go through their stages in turn: the first reads the row from
+ * where it lives, the later ones find it in L1 or L2, the last writes the row's result.  The
+ * hardware prefetchers follow the addresses a loop walks, so while the middle stages
+ * compute nothing fetches the next row: only a stage that moves bytes overlaps them.  The
+ * time is then the first stage's compute against the reads, the middle stages' compute, and
+ * the last stage's against the writes (with a pipelined kernel, the last stage of one row
+ * runs in the loop of stage pipe_f of the next, against the writes too).  Against the
+ * compute and memory of the whole kernel overlapped: layernorm over 101 x 4096 on 1 thread
+ * of Emerald Rapids ran 0.16-0.17 ms, where overlapped predicted 0.12 ms and in turn 0.14. */
+double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
+                        const SchedWork *w, const SchedTerms *T) {
+  int ns = kn->nstages;
+  double c[64], sum = 0;
+  if (ns < 2 || ns > 64 || !(w->ops > 0)) return 0;
+  for (int s = 0; s < ns; s++) {
+    int64_t v = 0;
+    const char *why;
+    if (!poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) return 0;
+    c[s] = (double)v;
+    sum += c[s];
+  }
+  /* lane-operations beyond the stages' (the runs of a reduction) go with the first */
+  c[0] += w->ops - sum;
+  for (int s = 0; s < ns; s++) c[s] *= T->comp_s / w->ops;
+  double moved = w->read + w->written, rd = moved > 0 ? T->mem_s * w->read / moved : 0, wr = T->mem_s - rd;
+  int f = pipe_f >= 0 && pipe_f < ns - 1 ? pipe_f : -1;
+  double t = 0;
+  for (int s = 0; s < ns - 1; s++) {
+    double comp = c[s] + (s == f ? c[ns - 1] : 0), mem = (s == 0 ? rd : 0) + (s == f ? wr : 0);
+    t += comp > mem ? comp : mem;
+  }
+  if (f < 0) t += c[ns - 1] > wr ? c[ns - 1] : wr;
+  return t + T->sync_s;
+}
+
 static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const Extents *x,
-                           int threads, bool nt, int par_axis, int64_t tasks, const CpuRedSplit *sp, Buf *out) {
+                           int threads, bool nt, int par_axis, int64_t tasks, const CpuRedSplit *sp, int pipe_f,
+                           Buf *out) {
   const EvalSizes *sz = &x->sz;
   const Poly *rp, *wp;
   cost_kernel_traffic(p, kn, pc, &rp, &wp);
@@ -69,12 +105,15 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   w.ops += runs;
   if (sp) w.tasks = sp->pieces;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
+  double turn = kn->nouter && !sp ? cpu_rows_in_turn(p, kn, pc, sz, pipe_f, &w, &T) : 0;
+  if (turn > t) t = turn;
   buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)(ov + (int64_t)runs),
              (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
   if (T.level == be->hw.nlevels - 1 && T.kept > 0)
     buf_printf(out, " (%.0f%% kept in %s)", 100 * T.kept, be->hw.level[T.level - 1].name);
   buf_printf(out, ": compute %.3f ms, memory %.3f ms", T.comp_s * 1e3, T.mem_s * 1e3);
   if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
+  if (turn > 0 && turn >= t) buf_puts(out, ", the rows' stages in turn");
   if (sp) buf_printf(out, ", partials combined %.3f ms", comb * 1e3);
   buf_printf(out, ": predicted %.3f ms\n", (t + comb) * 1e3);
   return t + comb;
@@ -271,7 +310,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
     }
     if (have) {
       total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis,
-                            par ? run_tasks(be, ck, ext, threads) : 1, split ? &sp : NULL, out);
+                            par ? run_tasks(be, ck, ext, threads) : 1, split ? &sp : NULL, ck->pipe_f, out);
     }
   }
   if (have) {

@@ -943,6 +943,8 @@ void cost_kernel_traffic(const Program *p, const Kernel *kn, PolyCtx *pc, const 
 /* A kernel's vector lane-operations: each operation one, a math function what its vector
  * expansion spends per element (the table in cost.c). */
 const Poly *cost_kernel_ops(const Program *p, const Kernel *kn, PolyCtx *pc);
+/* Stage s's share of them. */
+const Poly *cost_stage_ops(const Program *p, const Kernel *kn, int s, PolyCtx *pc);
 /* How an attention's softmax applies its scale: folded into the exponent's FMA (the fused
  * kernel), a product or a division of each score (the program's own row-wise kernel). */
 typedef enum { ATTN_SCALE_FOLDED, ATTN_SCALE_MUL, ATTN_SCALE_DIV } AttnScale;

@@ -671,6 +671,44 @@ START_TEST(test_attn_rows) {
   }
 }
 END_TEST
+
+/* A row-wise kernel's rows go through their stages in turn (cpu_sched.c): layernorm's mean
+ * (1 lane-operation an element, 8 a row) against the reads, its variance (4 and 8) alone,
+ * its result (4 and 17) against the writes.  Fails with the stages' compute overlapped with
+ * all the bytes (max(compute, memory)), or with a stage's share taken by its elements only. */
+START_TEST(test_rows_in_turn) {
+  const char *ln = "fn layernorm(X: f32[B, N], g: f32[N], be: f32[N]) -> f32[B, N] {\n"
+                   "  mu[b] = (sum[n] X[b, n]) / N\n"
+                   "  d[b, n] = X[b, n] - mu[b]\n"
+                   "  v[b] = (sum[n] d[b, n] * d[b, n]) / N\n"
+                   "  Y[b, n] = d[b, n] * rsqrt(v[b] + 1e-5) * g[n] + be[n]\n"
+                   "  return Y\n}";
+  const Program *p = lowered(ln);
+  const Kernel *kn = &p->kernels[0];
+  ck_assert_int_eq(kn->nstages, 3);
+  HwModel h = model("zen5");
+  const int64_t shapes[][2] = {{101, 4096}, {4096, 4096}, {33, 1000}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+    for (int t = 1; t <= 2; t++) {
+      int64_t B = shapes[i][0], N = shapes[i][1];
+      const char *names[2] = {"B", "N"};
+      int64_t vals[2] = {B, N};
+      EvalSizes sz = {names, vals, 2};
+      double n = (double)B * N;
+      SchedWork w = {.ops = 9 * n + 33.0 * B, .elem_bytes = 4, .read = 4 * n + 8.0 * N, .written = 4 * n, .tasks = B};
+      SchedTerms T;
+      sched_stream_time(&h, t, &w, &T);
+      double per = T.comp_s / w.ops, rd = T.mem_s * w.read / (w.read + w.written), wr = T.mem_s - rd;
+      double want = fmax(rd, (n + 8.0 * B) * per) + (4 * n + 8.0 * B) * per + fmax(wr, (4 * n + 17.0 * B) * per) + T.sync_s;
+      double got = cpu_rows_in_turn(p, kn, pc, &sz, -1, &w, &T);
+      ck_assert_msg(close_to(got, want), "%lld x %lld, %d threads: %g s, want %g", (long long)B, (long long)N, t, got, want);
+      ck_assert(got >= T.total * (1 - 1e-12));   /* in turn is never shorter than overlapped */
+      /* pipelined: the result's stage runs in the variance's loop, against the writes */
+      want = fmax(rd, (n + 8.0 * B) * per) + fmax(wr, (8 * n + 25.0 * B) * per) + T.sync_s;
+      ck_assert(close_to(cpu_rows_in_turn(p, kn, pc, &sz, 1, &w, &T), want));
+    }
+}
+END_TEST
 #endif
 
 static Suite *sched_suite(void) {
@@ -691,6 +729,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_reduce_runs);
   tcase_add_test(tc, test_reduce_short);
   tcase_add_test(tc, test_attn_rows);
+  tcase_add_test(tc, test_rows_in_turn);
   tcase_add_test(tc, test_layout);
 #endif
   suite_add_tcase(s, tc);
