@@ -218,7 +218,9 @@ fi
 check code-filter-none 1 "error: :code: no function of softmax's cuda code is named like 'nope'; its functions: softmax_Y_warp, softmax_Y_block256" -- -e ':code softmax cuda nope'
 
 # :time of a call whose arguments are built in the statement times the call alone, says so,
-# and binds its result; a call of bound names is timed as the statement it is.
+# and binds its result; a call of bound names is timed as a call too (its arguments looked up
+# once, not the statement read again at each run), without the note, and binds its result;
+# a call that fails says why, at the call, as the statement would.
 cat > tcall.dyn <<'EOF'
 A = rand(f32[20, 30])
 :time Z = matmul(rand(f32[20, 30]), rand(f32[30, 40]))
@@ -234,6 +236,8 @@ if [ "$(grep -c '^(the call of matmul alone: its arguments were built once, befo
 else
   pass=$((pass + 1))
 fi
+printf 'A = rand(f32[20, 30])\n:time W = matmul(A, A)\n' > tfail.dyn
+check time-call-fails 1 "tfail.dyn:2:11: error: matmul: K is 30 from A (f32[20, 30]) but 20 from B (f32[20, 30])" -- tfail.dyn
 
 # The GEMM model's choice keeps the plan weighed first among those predicted within 3% of the
 # fastest, so that noise in the measured rates does not flip it: :sched lists the chosen
