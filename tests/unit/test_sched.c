@@ -311,6 +311,14 @@ START_TEST(test_memory_terms) {
 }
 END_TEST
 
+/* layernorm as the stdlib writes it, in three stages over a row (test_hoisted, test_rows_in_turn) */
+static const char LAYERNORM[] = "fn layernorm(X: f32[B, N], g: f32[N], be: f32[N]) -> f32[B, N] {\n"
+                                "  mu[b] = (sum[n] X[b, n]) / N\n"
+                                "  d[b, n] = X[b, n] - mu[b]\n"
+                                "  v[b] = (sum[n] d[b, n] * d[b, n]) / N\n"
+                                "  Y[b, n] = d[b, n] * rsqrt(v[b] + 1e-5) * g[n] + be[n]\n"
+                                "  return Y\n}";
+
 /* Operations that do not vary along a row run once a row: the compiler hoists them out of
  * the row's loops.  layernorm's lane-operations, counted by hand from its stages:
  *   mu[b]   = (sum[n] X[b, n]) / N          the sum's step (1) an element; a division (8) a row
@@ -320,13 +328,7 @@ END_TEST
  *                                           element; rsqrt(v + 1e-5) (16 + 1) a row
  * 9 an element and 33 a row.  Charged an element, the rsqrt made it 26 an element. */
 START_TEST(test_hoisted) {
-  const char *ln = "fn layernorm(X: f32[B, N], g: f32[N], be: f32[N]) -> f32[B, N] {\n"
-                   "  mu[b] = (sum[n] X[b, n]) / N\n"
-                   "  d[b, n] = X[b, n] - mu[b]\n"
-                   "  v[b] = (sum[n] d[b, n] * d[b, n]) / N\n"
-                   "  Y[b, n] = d[b, n] * rsqrt(v[b] + 1e-5) * g[n] + be[n]\n"
-                   "  return Y\n}";
-  const Program *p = lowered(ln);
+  const Program *p = lowered(LAYERNORM);
   const int64_t shapes[][2] = {{1, 1}, {1, 768}, {2047, 1024}, {13, 7}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     int64_t B = shapes[s][0], N = shapes[s][1];
@@ -677,13 +679,7 @@ END_TEST
  * its result (4 and 17) against the writes.  Fails with the stages' compute overlapped with
  * all the bytes (max(compute, memory)), or with a stage's share taken by its elements only. */
 START_TEST(test_rows_in_turn) {
-  const char *ln = "fn layernorm(X: f32[B, N], g: f32[N], be: f32[N]) -> f32[B, N] {\n"
-                   "  mu[b] = (sum[n] X[b, n]) / N\n"
-                   "  d[b, n] = X[b, n] - mu[b]\n"
-                   "  v[b] = (sum[n] d[b, n] * d[b, n]) / N\n"
-                   "  Y[b, n] = d[b, n] * rsqrt(v[b] + 1e-5) * g[n] + be[n]\n"
-                   "  return Y\n}";
-  const Program *p = lowered(ln);
+  const Program *p = lowered(LAYERNORM);
   const Kernel *kn = &p->kernels[0];
   ck_assert_int_eq(kn->nstages, 3);
   HwModel h = model("zen5");
