@@ -656,7 +656,13 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   s->timing = (SessionTiming){.median = med, .min = t[0], .max = t[n - 1], .runs = n,
                               .instead = s->ran_instead - instead_before};
   Buf b = {0};
-  buf_printf(&b, "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)", med * 1e3, t[0] * 1e3, t[n - 1] * 1e3, n, s->target->name);
+  /* in microseconds where the median is under 0.1 ms, where milliseconds to three places
+   * read a call of a small kernel as 0.000 */
+  bool us = med < 1e-4;
+  double u = us ? 1e6 : 1e3;
+  const char *fmt = us ? "time: median %.2f us  min %.2f us  max %.2f us  runs %d  (%s)"
+                       : "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)";
+  buf_printf(&b, fmt, med * u, t[0] * u, t[n - 1] * u, n, s->target->name);
   /* a target whose code did not run every time says so: the times are the evaluator's */
   if (s->ran_instead != instead_before)
     buf_printf(&b, "\n(the reference evaluator ran %u of the %d runs: %s)", s->ran_instead - instead_before, n, s->instead_why);
@@ -703,7 +709,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     } else {
       pred = cost_roofline(be_run_hw(s), s->threads, (double)fv, (double)bv);
     }
-    if (pred > 0) buf_printf(&b, "; predicted %.3f ms", pred * 1e3);
+    if (pred > 0) buf_printf(&b, us ? "; predicted %.2f us" : "; predicted %.3f ms", pred * u);
     s->timing.predicted = pred;
   }
   state_print_line(s, b.s);

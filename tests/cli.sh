@@ -236,6 +236,18 @@ if [ "$(grep -c '^(the call of matmul alone: its arguments were built once, befo
 else
   pass=$((pass + 1))
 fi
+# :time's unit: microseconds where the median is under 0.1 ms (a call of 16 elements),
+# milliseconds from there on (a 256 x 256 x 256 matmul, about 33 MFLOP), the line's three
+# times in one unit.
+printf 'fn inc(X: f32[N]) -> f32[N] {\n  Y[i] = X[i] + 1.0\n  return Y\n}\nx = rand(f32[16])\n:time inc(x)\nA = rand(f32[256, 256])\n:time matmul(A, A)\n' > tunit.dyn
+"$dyn" tunit.dyn > tunit.txt 2>&1
+if [ "$(grep -c '^time: median' tunit.txt)" != 2 ] ||
+   ! awk '/^time: median/ { n++; u = $4; if ($7 != u || $10 != u || (u == "us" && $3 >= 100) || (u == "ms" && $3 < 0.1) || (u != "us" && u != "ms")) bad = 1 }
+          END { exit !(n == 2 && !bad) }' tunit.txt || ! grep -q '^time: median [0-9.]* us ' tunit.txt; then
+  fail=$((fail + 1)); echo "FAIL time-unit:"; cat tunit.txt
+else
+  pass=$((pass + 1))
+fi
 printf 'A = rand(f32[20, 30])\n:time W = matmul(A, A)\n' > tfail.dyn
 check time-call-fails 1 "tfail.dyn:2:11: error: matmul: K is 30 from A (f32[20, 30]) but 20 from B (f32[20, 30])" -- tfail.dyn
 
