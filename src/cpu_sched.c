@@ -34,11 +34,6 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * shorter than they are.  A software cost, about a constant count of cycles. */
 #define CALL_S 0.15e-6
 
-/* The model of a kernel that streams its tensors (element-wise, row-wise, a reduction), from
- * sched.c: its lane-operations at the vector pipes' rate against its bytes at the rate of the
- * level they live in, plus the fork-join; its line of :sched.  Streaming stores (nt) are
- * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
- * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
 /* A row-wise kernel's rows go through their stages in turn: the first reads the row from
  * where it lives, the later ones find it in L1 or L2, the last writes the row's result.  The
  * hardware prefetchers follow the addresses a loop walks, so while the middle stages
@@ -74,6 +69,11 @@ double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const E
   return t + T->sync_s;
 }
 
+/* The model of a kernel that streams its tensors (element-wise, row-wise, a reduction), from
+ * sched.c: its lane-operations at the vector pipes' rate against its bytes at the rate of the
+ * level they live in, plus the fork-join; its line of :sched.  Streaming stores (nt) are
+ * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
+ * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
 static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const Extents *x,
                            int threads, bool nt, int par_axis, int64_t tasks, const CpuRedSplit *sp, int pipe_f,
                            Buf *out) {
@@ -106,14 +106,15 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   if (sp) w.tasks = sp->pieces;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
   double turn = kn->nouter && !sp ? cpu_rows_in_turn(p, kn, pc, sz, pipe_f, &w, &T) : 0;
-  if (turn > t) t = turn;
+  bool in_turn = turn > t;
+  if (in_turn) t = turn;
   buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)(ov + (int64_t)runs),
              (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
   if (T.level == be->hw.nlevels - 1 && T.kept > 0)
     buf_printf(out, " (%.0f%% kept in %s)", 100 * T.kept, be->hw.level[T.level - 1].name);
   buf_printf(out, ": compute %.3f ms, memory %.3f ms", T.comp_s * 1e3, T.mem_s * 1e3);
   if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
-  if (turn > 0 && turn >= t) buf_puts(out, ", the rows' stages in turn");
+  if (in_turn) buf_puts(out, ", the rows' stages in turn");
   if (sp) buf_printf(out, ", partials combined %.3f ms", comb * 1e3);
   buf_printf(out, ": predicted %.3f ms\n", (t + comb) * 1e3);
   return t + comb;
