@@ -661,19 +661,24 @@ def main():
     failed, shown, stats = 0, 0, {'ok': 0, 'error': 0, 'checks': 0, 'declined': 0}
     try:
         for n, (text, lib, repl) in enumerate(progs, 1):
-            d = os.path.join(work, 'p')
-            shutil.rmtree(d, ignore_errors=True)
-            os.mkdir(d)
-            with open(os.path.join(d, 'prog.dyn'), 'w') as fh:
-                fh.write(text)
-            with open(os.path.join(d, 'lib.dyn'), 'w') as fh:
-                fh.write(lib)
+            # each target in a folder of its own, as the program found it: a file the
+            # first run saved must not be there for the second to load
+            dirs = []
+            for sub in ('cpu', 'ref'):
+                d = os.path.join(work, sub)
+                shutil.rmtree(d, ignore_errors=True)
+                os.mkdir(d)
+                with open(os.path.join(d, 'prog.dyn'), 'w') as fh:
+                    fh.write(text)
+                with open(os.path.join(d, 'lib.dyn'), 'w') as fh:
+                    fh.write(lib)
+                dirs.append(d)
             files = {'prog.dyn': text, 'lib.dyn': lib}
             stdin = text if repl else None
-            a = run(dyn, ['--threads=' + opts['--threads']], 'prog.dyn', d, float(opts['--timeout']), stdin)
+            a = run(dyn, ['--threads=' + opts['--threads']], 'prog.dyn', dirs[0], float(opts['--timeout']), stdin)
             bad = judge(a, files, repl)
             if not bad and '--no-ref' not in flags:
-                b = run(dyn, ['--target=ref'], 'prog.dyn', d, float(opts['--timeout']), stdin)
+                b = run(dyn, ['--target=ref'], 'prog.dyn', dirs[1], float(opts['--timeout']), stdin)
                 bad = ['with --target=ref: ' + x for x in judge(b, files, repl, False)]
                 ea, eb = errors_of(a[2], repl), errors_of(b[2], repl)
                 if not bad and (a[0] != b[0] or ea != eb):
