@@ -1113,14 +1113,26 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     if (twin) LLVMSetVolatile(sto, 1);
   }
   LLVMBuildBr(g->b, next);
-  /* a tile cut by an edge: the plain loops */
+  /* a tile cut by an edge: the plain loops, the longer of its sides inside.  (With v always
+   * inside, the 16 x 1 tiles of a 1 x 768 matrix paid an inner loop's set-up for every
+   * element: 1.8 us for its transpose, 0.57 us for that of a 768 x 1 one.) */
   LLVMPositionBuilderAtEnd(g->b, edge);
-  g->axv[u] = loop_begin(g, &U, ub, smin64(g, ue, uke));
-  g->axv[v] = loop_begin(g, &V, vb, smin64(g, ve, v1));
-  gen_body(g, kn, st, NULL, NULL, twin);
-  loop_end(g, &V);
-  loop_end(g, &U);
-  LLVMBuildBr(g->b, next);
+  LLVMValueRef ul = smin64(g, ue, uke), vl = smin64(g, ve, v1);
+  LLVMBasicBlockRef v_in = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.v"),
+                    u_in = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.u");
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, LLVMBuildSub(g->b, vl, vb, ""), LLVMBuildSub(g->b, ul, ub, ""), ""),
+                  v_in, u_in);
+  for (int inner_v = 1; inner_v >= 0; inner_v--) {
+    LLVMPositionBuilderAtEnd(g->b, inner_v ? v_in : u_in);
+    Loop *o = inner_v ? &U : &V, *in = inner_v ? &V : &U;
+    int ao = inner_v ? u : v, ai = inner_v ? v : u;
+    g->axv[ao] = loop_begin(g, o, inner_v ? ub : vb, inner_v ? ul : vl);
+    g->axv[ai] = loop_begin(g, in, inner_v ? vb : ub, inner_v ? vl : ul);
+    gen_body(g, kn, st, NULL, NULL, twin);
+    loop_end(g, in);
+    loop_end(g, o);
+    LLVMBuildBr(g->b, next);
+  }
   LLVMPositionBuilderAtEnd(g->b, next);
   loop_end_by(g, &VT, w);
   loop_end_by(g, &UB, w);
