@@ -660,9 +660,10 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
    * read a call of a small kernel as 0.000 */
   bool us = med < 1e-4;
   double u = us ? 1e6 : 1e3;
-  const char *fmt = us ? "time: median %.2f us  min %.2f us  max %.2f us  runs %d  (%s)"
-                       : "time: median %.3f ms  min %.3f ms  max %.3f ms  runs %d  (%s)";
-  buf_printf(&b, fmt, med * u, t[0] * u, t[n - 1] * u, n, s->target->name);
+  int dp = us ? 2 : 3;
+  const char *un = us ? "us" : "ms";
+  buf_printf(&b, "time: median %.*f %s  min %.*f %s  max %.*f %s  runs %d  (%s)", dp, med * u, un, dp, t[0] * u, un, dp,
+             t[n - 1] * u, un, n, s->target->name);
   /* a target whose code did not run every time says so: the times are the evaluator's */
   if (s->ran_instead != instead_before)
     buf_printf(&b, "\n(the reference evaluator ran %u of the %d runs: %s)", s->ran_instead - instead_before, n, s->instead_why);
@@ -709,7 +710,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     } else {
       pred = cost_roofline(be_run_hw(s), s->threads, (double)fv, (double)bv);
     }
-    if (pred > 0) buf_printf(&b, us ? "; predicted %.2f us" : "; predicted %.3f ms", pred * u);
+    if (pred > 0) buf_printf(&b, "; predicted %.*f %s", dp, pred * u, un);
     s->timing.predicted = pred;
   }
   state_print_line(s, b.s);

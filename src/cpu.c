@@ -1117,20 +1117,20 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
    * inside, the 16 x 1 tiles of a 1 x 768 matrix paid an inner loop's set-up for every
    * element: 1.8 us for its transpose, 0.57 us for that of a 768 x 1 one.) */
   LLVMPositionBuilderAtEnd(g->b, edge);
-  LLVMValueRef ul = smin64(g, ue, uke), vl = smin64(g, ve, v1);
-  LLVMBasicBlockRef v_in = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.v"),
-                    u_in = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.u");
-  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, LLVMBuildSub(g->b, vl, vb, ""), LLVMBuildSub(g->b, ul, ub, ""), ""),
-                  v_in, u_in);
-  for (int inner_v = 1; inner_v >= 0; inner_v--) {
-    LLVMPositionBuilderAtEnd(g->b, inner_v ? v_in : u_in);
-    Loop *o = inner_v ? &U : &V, *in = inner_v ? &V : &U;
-    int ao = inner_v ? u : v, ai = inner_v ? v : u;
-    g->axv[ao] = loop_begin(g, o, inner_v ? ub : vb, inner_v ? ul : vl);
-    g->axv[ai] = loop_begin(g, in, inner_v ? vb : ub, inner_v ? vl : ul);
+  int eax[2] = {u, v};                                   /* 0: u, 1: v */
+  LLVMValueRef elo[2] = {ub, vb}, ehi[2] = {smin64(g, ue, uke), smin64(g, ve, v1)};
+  LLVMBasicBlockRef in_blk[2] = {LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.u"),
+                                 LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.v")};
+  LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, LLVMBuildSub(g->b, ehi[1], vb, ""), LLVMBuildSub(g->b, ehi[0], ub, ""), ""),
+                  in_blk[1], in_blk[0]);
+  for (int in = 0; in < 2; in++) {                      /* the inner axis */
+    Loop EL[2];
+    LLVMPositionBuilderAtEnd(g->b, in_blk[in]);
+    g->axv[eax[1 - in]] = loop_begin(g, &EL[1 - in], elo[1 - in], ehi[1 - in]);
+    g->axv[eax[in]] = loop_begin(g, &EL[in], elo[in], ehi[in]);
     gen_body(g, kn, st, NULL, NULL, twin);
-    loop_end(g, in);
-    loop_end(g, o);
+    loop_end(g, &EL[in]);
+    loop_end(g, &EL[1 - in]);
     LLVMBuildBr(g->b, next);
   }
   LLVMPositionBuilderAtEnd(g->b, next);
