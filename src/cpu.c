@@ -1269,6 +1269,19 @@ static void gen_short(G *g, const Stage *st, const CpuShortPlan *sp, int par_axi
   cpu_reduce_short_gen(&rg, sp);
 }
 
+/* ---- a reduction of short rows, W at a time in a gather's lanes (cpu_reduce.c) ---- */
+
+static void gen_rows(G *g, const Stage *st, const CpuShortPlan *sp, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+  RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
+  CpuRedGen rg = {
+    .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .lo = lo, .hi = hi,
+    .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
+    .store = red_store, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
+    .shape = {.lanes = cpu_reduce_rows_lanes(g->hw, st->expr->ty)}, .op = red_op_at, .addr = red_addr,
+  };
+  cpu_reduce_rows_gen(&rg, sp);
+}
+
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   Loop outer[DYN_MAX_RANK];
   int no = kn->nouter;
@@ -1283,6 +1296,11 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     CpuShortPlan sp;
     if (cpu_reduce_short_plan(g->p, kn, s, &sp)) {
       gen_short(g, st, &sp, par_axis, lo, hi);
+      g->fused_red = NULL;
+      continue;
+    }
+    if (cpu_reduce_rows_plan(g->hw, g->p, kn, s, &sp)) {
+      gen_rows(g, st, &sp, par_axis, lo, hi);
       g->fused_red = NULL;
       continue;
     }

@@ -43,5 +43,8 @@ void cpu_reduce_gen(const CpuRedGen *rg);
 /* Emit a stage of short kept runs (cpu_reduce_short_plan) at the builder's position; plain
  * runs the stage's other loops where the layout or the run's length does not suit. */
 void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp);
+/* Emit a stage of short reduced runs (cpu_reduce_rows_plan), W rows at a time in the lanes
+ * of gathers, shape.lanes = W; plain runs the stage's other loops where the rows are long. */
+void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp);
 
 #endif

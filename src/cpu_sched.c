@@ -268,14 +268,26 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         else if (have) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.v].name, (long long)ext[sh.v]);
         buf_puts(out, ",\n    where the run's stride is 1 and the reduced axis's the run's extent, else:\n");
       }
+      if (cpu_reduce_rows_plan(&be->hw, p, kn, s2, &sh)) {
+        int W = cpu_reduce_rows_lanes(&be->hw, st->expr->ty);
+        buf_printf(out, "  stage %s: short reduced runs of %s, %d rows of %s at a time, one in each lane of a gather",
+                   p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name);
+        if (have && ext[sh.r0] >= 2 * W) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
+        buf_printf(out, ",\n    where the rows are shorter than %d, else:\n", 2 * W);
+      }
       if (cpu_reduce_plan(p, kn, s2, ck->par_axis, &rp)) {
         buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);
         cpu_reduce_text(p, &rp, out);
         buf_puts(out, "\n    (each run one loop where its strides join; the innermost vectorised)\n");
         continue;
       }
-      buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
-                 cpu_interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
+      const KExpr *re = st->expr;
+      if (re->kind == KX_REDUCE && re->nraxes && !cpu_interchanged(p, kn, s2, ck->par_axis))
+        buf_printf(out, "  stage %s: vectorised along %s, each %s its own reduction in vector partial sums\n",
+                   p->slots[st->out].name, p->axes[re->raxes[re->nraxes - 1]].name, p->axes[st->axes[st->naxes - 1]].name);
+      else
+        buf_printf(out, "  stage %s: vectorised along %s%s\n", p->slots[st->out].name, p->axes[st->axes[st->naxes - 1]].name,
+                   cpu_interchanged(p, kn, s2, ck->par_axis) ? ", inside the reduction's loops (each step updates the row)" : "");
       int bu = cpu_blocked_axis(kn, st);
       if (bu >= 0) {
         int w = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);

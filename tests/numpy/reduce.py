@@ -219,5 +219,57 @@ for model in ('host', 'zen3', 'generic-avx2'):
     k += 1
 
 
+
+def rows_probe(model):
+    """The rows a sum over the last axis of f32[B, N] takes at a time under `model`, as its
+    :sched says (cpu_reduce.c's short reduced runs, a row in each lane of a gather); None
+    where this build has no compiled back end or the model has no gathers."""
+    script = (':hw %s\nfn rs(X: f32[D0, D1]) -> f32[D0] {\n  Y[i0] = sum[i1] X[i0, i1]\n  return Y\n}\n'
+              ':sched rs D0=1000 D1=7\n' % model)
+    try:
+        out = subprocess.run([sys.argv[1], '--target=cpu'], input=script, capture_output=True, text=True,
+                             timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return None
+    m = re.search(r'short reduced runs of i1, (\d+) rows of i0 at a time', out)
+    return int(m.group(1)) if m else None
+
+
+# Short reduced runs (cpu_reduce.c): rows shorter than two vectors summed W at a time, a row
+# in each lane of a gather, under the host's model and the narrower zen3 and generic-avx2.
+# Rows of 0, 1, 2, 3, 7 and W - 1, W, W + 1, 2 W - 1 (the longest) and 2 W (the other loops);
+# row counts of none, one, W - 1, W + 1 and 3 W + 2, so that the last group is empty, whole
+# or a few lanes; f64 at its own lanes, integers, max and min; rows under two kept axes, a
+# row axis split over the threads, and Fortran order, where the gathers stride the rows.
+for model in ('host', 'zen3', 'generic-avx2'):
+    hw = '' if model == 'host' else model
+    W = rows_probe(model) or 8
+    for r in sorted({0, 1, 2, 3, 7, W - 1, W, W + 1, 2 * W - 1, 2 * W}):
+        for R in sorted({0, 1, W - 1, W + 1, 3 * W + 2}):
+            red_case(k, (R, r), (1,), F32, hw=hw)
+            k += 1
+    red_case(k, (20011, 7), (1,), F32, hw=hw)
+    k += 1
+    w = max(W // 2, 2)
+    for r in (1, 3, w + 1, 2 * w - 1):
+        red_case(k, (3 * w + 1, r), (1,), F64, hw=hw)
+        k += 1
+    for r, dtype in ((5, I32), (3, I64), (W + 1, I32), (w + 1, I64)):
+        red_case(k, (2 * W + 3, r), (1,), dtype, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (2 * W + 5, 7), (1,), F32, op, hw=hw)
+        k += 1
+        red_case(k, (w + 3, 3), (1,), F64, op, hw=hw)
+        k += 1
+    red_case(k, (3, 2 * W + 1, 5), (2,), F32, hw=hw)
+    k += 1
+    red_case(k, (2, 3, W + 1, 7), (3,), F32, hw=hw)
+    k += 1
+    red_case(k, (3 * W + 2, 7), (1,), F32, fortran=True, hw=hw)
+    k += 1
+    red_case(k, (5, W + 3, 3), (2,), F32, fortran=True, hw=hw)
+    k += 1
+
 if __name__ == '__main__':
     sys.exit(compare.main())
