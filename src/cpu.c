@@ -1241,7 +1241,7 @@ static void gen_reduced(G *g, const Stage *st, const CpuRedPlan *pl, int par_axi
   cpu_reduce_gen(&rg);
 }
 
-/* ---- a reduction of short kept runs (cpu_reduce.c), the others' loops where it cannot ---- */
+/* ---- a reduction of short kept runs, or of short rows (cpu_reduce.c), the others' loops where it cannot ---- */
 
 static LLVMValueRef red_op_at(void *v, LLVMValueRef a, LLVMValueRef x) { RedEnv *r = v; return red_op(r->g, r->st->expr, a, x); }
 static LLVMValueRef red_addr(void *v) {
@@ -1258,28 +1258,20 @@ static void short_other(void *v) {
   else red_plain(v);
 }
 
-static void gen_short(G *g, const Stage *st, const CpuShortPlan *sp, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+/* Short kept runs, or (rows) short reduced runs W at a time in a gather's lanes. */
+static void gen_short(G *g, const Stage *st, const CpuShortPlan *sp, bool rows, int par_axis, LLVMValueRef lo,
+                      LLVMValueRef hi) {
   RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
   CpuRedGen rg = {
     .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .lo = lo, .hi = hi,
     .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
     .store = red_store, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
-    .shape = cpu_reduce_short_shape(g->hw, st->expr->ty), .op = red_op_at, .addr = red_addr,
+    .shape = rows ? (CpuShortShape){.lanes = cpu_reduce_rows_lanes(g->hw, st->expr->ty)}
+                  : cpu_reduce_short_shape(g->hw, st->expr->ty),
+    .op = red_op_at, .addr = red_addr,
   };
-  cpu_reduce_short_gen(&rg, sp);
-}
-
-/* ---- a reduction of short rows, W at a time in a gather's lanes (cpu_reduce.c) ---- */
-
-static void gen_rows(G *g, const Stage *st, const CpuShortPlan *sp, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
-  RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
-  CpuRedGen rg = {
-    .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .lo = lo, .hi = hi,
-    .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
-    .store = red_store, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
-    .shape = {.lanes = cpu_reduce_rows_lanes(g->hw, st->expr->ty)}, .op = red_op_at, .addr = red_addr,
-  };
-  cpu_reduce_rows_gen(&rg, sp);
+  if (rows) cpu_reduce_rows_gen(&rg, sp);
+  else cpu_reduce_short_gen(&rg, sp);
 }
 
 static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
@@ -1295,12 +1287,12 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     CpuRedPlan rp;
     CpuShortPlan sp;
     if (cpu_reduce_short_plan(g->p, kn, s, &sp)) {
-      gen_short(g, st, &sp, par_axis, lo, hi);
+      gen_short(g, st, &sp, false, par_axis, lo, hi);
       g->fused_red = NULL;
       continue;
     }
     if (cpu_reduce_rows_plan(g->hw, g->p, kn, s, &sp)) {
-      gen_rows(g, st, &sp, par_axis, lo, hi);
+      gen_short(g, st, &sp, true, par_axis, lo, hi);
       g->fused_red = NULL;
       continue;
     }

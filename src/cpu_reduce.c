@@ -636,7 +636,7 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   const Stage *st = rg->st;
   int W = rg->shape.lanes;
   LLVMContextRef cx = rg->cx;
-  LLVMTypeRef i32 = LLVMInt32TypeInContext(cx), i1 = LLVMInt1TypeInContext(cx);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(cx);
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W), vi = LLVMVectorType(i32, (unsigned)W);
   LLVMTypeRef pt = LLVMPointerTypeInContext(cx, 0), vp = LLVMVectorType(pt, (unsigned)W);
   LLVMValueRef r = rg->ext(rg->g, sp->r0);
@@ -682,7 +682,6 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMValueRef cnt = LLVMBuildSub(b, q_hi, q0, "");
   cnt = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, cnt, k64(rg, W), ""), cnt, k64(rg, W), "");
   LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntULT, lanes, SPLAT(LLVMBuildTrunc(b, cnt, i32, ""), vi), "");
-  (void)i1;
   rg->set_axis(rg->g, sp->v, q0);
   rg->set_axis(rg->g, sp->r0, k64(rg, 0));
   LLVMValueRef base = rg->addr(rg->g);
