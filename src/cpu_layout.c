@@ -132,7 +132,9 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
         break;
       }
     double whole = (double)(ext[u] / w * w) * (double)(ext[v] / w * w) * rest;
-    cycles += whole / ((double)w * w) * tile_cycles(w, pressure) + (n - whole) * EDGE_CYC;
+    /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
+    double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
+    cycles += whole / ((double)w * w) * tile_cycles(w, pressure) + (n - whole) * edge;
   }
   if (!any) return 0;
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed, .tasks = tasks};

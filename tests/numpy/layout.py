@@ -85,10 +85,12 @@ def cases(dyn):
             # 2-D: the result's rows (u) around a block, its columns (v) around a band; tiles
             # and no tiles; the tasks' split of u (97 rows: 8 tasks of 13 rows before whole tiles);
             # a side shorter than a tile, whose cut tiles run with the longer side inside (1 x N,
-            # 3 x N) and with the shorter (N x 3)
+            # 3 x N) and with the shorter (N x 3); a whole side shorter than a tile, the matrix
+            # then cut into pieces 256 long (cpu.c's THIN) on the other, one more and one less
             for m, n in [(0, 5), (1, 1), (w, w), (w - 1, w + 1), (band - 1, block + 1), (band + 1, block - 1),
                          (band, block), (2 * band + 3, 2 * block + 1), (401, 97), (37, 2 * block - 1),
-                         (1, block + 3), (3, 2 * block + 1), (2 * block + 1, 3)]:
+                         (1, block + 3), (3, 2 * block + 1), (2 * block + 1, 3),
+                         (w - 1, 2 * 256 + 1), (2 * 256 + 1, w - 1), (1, 257), (255, 1)]:
                 if ty in ('f64', 'bf16') and m * n > 40000:
                     continue
                 case(model, ty, (m, n), (1, 0))
@@ -98,7 +100,8 @@ def cases(dyn):
                                 ((2, 3, w + 1, band - 1), (0, 3, 1, 2)), ((2, w, 7, 2 * w), (0, 2, 3, 1)),
                                 ((3, 2, 5, 31), (3, 2, 1, 0)), ((2, 3, 2, w + 1, 19), (0, 4, 1, 2, 3)),
                                 ((2, 2, 3, 5, w - 1), (4, 3, 2, 1, 0)), ((1, 3, 7, 2 * w, 11), (0, 1, 2, 4, 3)),
-                                ((2, 3, 5, 7, 11), (1, 0, 2, 3, 4)), ((2, 3, block + 5), (0, 2, 1))]:
+                                ((2, 3, 5, 7, 11), (1, 0, 2, 3, 4)), ((2, 3, block + 5), (0, 2, 1)),
+                                ((2, 3, 300), (0, 2, 1))]:
                 case(model, ty, shape, perm)
         # larger than any model's last cache (over 64 MiB in all), result rows on a vector: the
         # tiles stream their rows (cpu_rt.c's streaming)

@@ -572,8 +572,8 @@ END_TEST
  * its bytes as an element-wise kernel's (mem_time) -- streamed where they outgrow the last
  * cache and the result's rows start on a vector (A a multiple of the lanes w), else read
  * for ownership where they come from memory -- against its tiles, w (log2 w + 1)
- * cycles each at the file's clock, and EDGE_CYC an element of a tile cut by an edge, the
- * larger of the two plus the fork-join.  The shapes keep the rows' strides off high powers
+ * cycles each at the file's clock, and EDGE_CYC an element of a tile cut by an edge (a
+ * vector a cycle where a side is 1: a copy), the larger of the two plus the fork-join.  The shapes keep the rows' strides off high powers
  * of two, where crowded L1 sets would cost the tiles more (test_cpu's test_layout_code). */
 #define EDGE_CYC 1.5            /* cpu_layout.c's, measured there */
 
@@ -596,7 +596,8 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   bool rfo = lv == h->nlevels - 1 && !streamed;
   double mem = mem_time(h, bytes, bytes, streamed, t);
   double whole = (double)(B / w * w) * (double)(A / w * w);
-  double tiles = (whole / w * (lg + 1) + ((double)A * B - whole) * EDGE_CYC) / (h->ghz * 1e9 * t);
+  double edge = A == 1 || B == 1 ? 1.0 / w : EDGE_CYC;
+  double tiles = (whole / w * (lg + 1) + ((double)A * B - whole) * edge) / (h->ghz * 1e9 * t);
   SchedTerms T;
   double got = cpu_layout_time(h, p, kn, ext, strides, t, bytes, bytes, 2 * bytes > llc, tasks, &T);
   double want = fmax(mem, tiles) + (t > 1 ? SYNC_S : 0);
@@ -617,6 +618,8 @@ START_TEST(test_layout) {
     check_layout(&h, 48, 80, 1, true);         /* in L1, whole tiles: the shuffles */
     check_layout(&h, 37, 53, 1, true);         /* tiles and edges */
     check_layout(&h, 7, 8191, 2, true);        /* no whole tile: the plain loops */
+    check_layout(&h, 1, 30011, 2, true);       /* a side of 1: a copy */
+    check_layout(&h, 30011, 1, 2, true);
     check_layout(&h, 4112, 4104, 2, false);    /* streamed: the bytes once */
     check_layout(&h, 4099, 4104, 2, false);    /* rows off the vector: read for ownership */
     check_layout(&h, 720, 400, 2, false);      /* in a cache of two cores */
