@@ -250,6 +250,10 @@ CpuShortShape cpu_reduce_short_shape(const HwModel *h, DynElem ty);
 /* The accumulator vectors of a run of r under shape s, or 0 when r takes the stage's other
  * loops (r < 1, or its lane pattern needs more than s.amax vectors). */
 int cpu_reduce_short_accs(CpuShortShape s, int64_t r);
+/* Where it is 0, a run of r with stride 1, from one vector to 8 vectors long, is kept in
+ * that many whole vectors of registers and one for its tail over the reduced rows: their
+ * count, else 0 (the interchanged loops). */
+int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r);
 /* A reduction over the operand's last subscript alone, the row before it the stage's last
  * kept axis (X[..., b, n] summed over n), on a model with gathers (x86 with AVX2 or
  * AVX-512): rows shorter than two vectors of lanes (cpu_reduce_rows_lanes) run that many at

@@ -32,6 +32,7 @@
 
 #include "cpu_reduce.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -498,6 +499,131 @@ static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRe
   for (int j = 0; j < c; j++) st_at(rg, fin[j], buf, k64(rg, (int64_t)j * W));
 }
 
+/* Kept runs in registers.  Where the lane pattern is too long for the accumulators (r = 33
+ * with 16 lanes: 33 vectors) or the block is not one stretch (rows a stride apart), the
+ * interchanged loops added each reduced row into the result in memory, and each row's adds
+ * waited on the last row's stores: column sums of f32[1000, 33] took 4.5 us on one thread of
+ * an Emerald Rapids core, 13 cycles a row.  Where the run's stride is 1 and it is at least
+ * one vector and at most KEPT_VMAX long, its columns are kept in registers over the reduced
+ * rows instead: its whole vectors from the run's start, and the last r mod W columns as the
+ * run's last W with the lanes already counted set to the reduction's start, so that no load
+ * reads past the run.  Summing order: each column's chain in order of the rows, as the
+ * interchanged loops sum. */
+#define KEPT_VMAX 8
+int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r) {
+  return r >= s.lanes && r <= (int64_t)KEPT_VMAX * s.lanes ? (int)(r / s.lanes) + 1 : 0;
+}
+static void kept_arm(const CpuRedGen *rg, int nv, LLVMValueRef base, LLVMValueRef s_r, LLVMValueRef R, LLVMValueRef r,
+                     LLVMValueRef tailmask, LLVMValueRef init, LLVMValueRef buf) {
+  LLVMBuilderRef b = rg->b;
+  int W = rg->shape.lanes;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
+  LLVMValueRef acc0[KEPT_VMAX + 1], acc[KEPT_VMAX + 1], nxt[KEPT_VMAX + 1];
+  for (int j = 0; j <= nv; j++) acc0[j] = ld(rg, vt, buf, k64(rg, (int64_t)j * W));
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.rows");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.done");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, R, k64(rg, 0), ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  LLVMValueRef i = LLVMBuildPhi(b, rg->i64, "row");
+  LLVMAddIncoming(i, (LLVMValueRef[]){k64(rg, 0)}, &pre, 1);
+  for (int j = 0; j <= nv; j++) {
+    acc[j] = LLVMBuildPhi(b, vt, "acc");
+    LLVMAddIncoming(acc[j], &acc0[j], &pre, 1);
+  }
+  LLVMValueRef row = LLVMBuildMul(b, i, s_r, "");
+  for (int j = 0; j < nv; j++)
+    nxt[j] = rg->op(rg->g, acc[j], ld(rg, vt, base, LLVMBuildAdd(b, row, k64(rg, (int64_t)j * W), "")));
+  LLVMValueRef last = ld(rg, vt, base, LLVMBuildAdd(b, row, LLVMBuildSub(b, r, k64(rg, W), ""), ""));
+  nxt[nv] = rg->op(rg->g, acc[nv], LLVMBuildSelect(b, tailmask, last, init, ""));
+  LLVMValueRef i1 = LLVMBuildAdd(b, i, k64(rg, 1), "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+  LLVMAddIncoming(i, &i1, &latch, 1);
+  for (int j = 0; j <= nv; j++) LLVMAddIncoming(acc[j], &nxt[j], &latch, 1);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, R, ""), body, done);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMValueRef fin[KEPT_VMAX + 1];
+  for (int j = 0; j <= nv; j++) {
+    LLVMValueRef in[2] = {acc0[j], nxt[j]};
+    LLVMBasicBlockRef from[2] = {pre, latch};
+    fin[j] = LLVMBuildPhi(b, vt, "");
+    LLVMAddIncoming(fin[j], in, from, 2);
+  }
+  for (int j = 0; j <= nv; j++) st_at(rg, fin[j], buf, k64(rg, (int64_t)j * W));
+}
+
+static void kept_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
+  LLVMBuilderRef b = rg->b;
+  const Stage *st = rg->st;
+  const KExpr *e = st->expr;
+  int W = rg->shape.lanes;
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vt = LLVMVectorType(rg->ty, (unsigned)W), vi = LLVMVectorType(i32, (unsigned)W);
+  bool par = sp->v == rg->par_axis;
+  LLVMValueRef v0 = par ? rg->lo : k64(rg, 0), r = par ? LLVMBuildSub(b, rg->hi, rg->lo, "") : rg->ext(rg->g, sp->v);
+  LLVMValueRef R = rg->ext(rg->g, sp->r0);
+  LLVMValueRef s_v = rg->stride(rg->g, sp->slot, sp->rank - 1, sp->rank);
+  LLVMValueRef s_r = rg->stride(rg->g, sp->slot, sp->rank - 2, sp->rank);
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, s_v, k64(rg, 1), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSGE, r, k64(rg, W), ""), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLE, r, k64(rg, (int64_t)KEPT_VMAX * W), ""), "");
+  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept");
+  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.apart");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.reduced");
+  LLVMBuildCondBr(b, ok, fast, slow);
+  LLVMPositionBuilderAtEnd(b, slow);
+  rg->plain(rg->g);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, fast);
+  LLVMValueRef buf = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)((KEPT_VMAX + 1) * W)));
+  LLVMValueRef init = rg->init(rg->g);
+  LLVMValueRef zero32 = LLVMConstInt(i32, 0, 0);
+  LLVMValueRef vinit = LLVMBuildShuffleVector(b, LLVMBuildInsertElement(b, LLVMGetUndef(vt), init, zero32, ""),
+                                              LLVMGetUndef(vt), LLVMConstNull(vi), "");
+  /* whole vectors nv = r / W (the first nv W columns), the tail's lanes W - r mod W and up */
+  LLVMValueRef nv = LLVMBuildSDiv(b, r, k64(rg, W), "");
+  LLVMValueRef t = LLVMBuildSub(b, r, LLVMBuildMul(b, nv, k64(rg, W), ""), "");
+  LLVMValueRef iota[64];
+  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
+  LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), t, ""), i32, "");
+  LLVMValueRef tailmask = LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W),
+                                        LLVMBuildShuffleVector(b, LLVMBuildInsertElement(b, LLVMGetUndef(vi), from, zero32, ""),
+                                                               LLVMGetUndef(vi), LLVMConstNull(vi), ""), "");
+  for (int a = 0; a + 1 < st->naxes; a++) {
+    bool pa = st->axes[a] == rg->par_axis;
+    rg->set_axis(rg->g, st->axes[a], rg->loop(rg->g, pa ? rg->lo : k64(rg, 0), pa ? rg->hi : rg->ext(rg->g, st->axes[a])));
+  }
+  for (int j = 0; j <= KEPT_VMAX; j++) st_at(rg, vinit, buf, k64(rg, (int64_t)j * W));
+  for (int k = 0; k < e->nraxes; k++)
+    if (e->raxes[k] != sp->r0) rg->set_axis(rg->g, e->raxes[k], rg->loop(rg->g, k64(rg, 0), rg->ext(rg->g, e->raxes[k])));
+  rg->set_axis(rg->g, sp->v, v0);
+  rg->set_axis(rg->g, sp->r0, k64(rg, 0));
+  LLVMValueRef base = rg->addr(rg->g);
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.next");
+  LLVMValueRef sw = LLVMBuildSwitch(b, nv, after, KEPT_VMAX);
+  for (int n = 1; n <= KEPT_VMAX; n++) {
+    LLVMBasicBlockRef arm = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.vectors");
+    LLVMAddCase(sw, k64(rg, n), arm);
+    LLVMPositionBuilderAtEnd(b, arm);
+    kept_arm(rg, n, base, s_r, R, r, tailmask, vinit, buf);
+    LLVMBuildBr(b, after);
+  }
+  LLVMPositionBuilderAtEnd(b, after);
+  for (int k = 0; k + 1 < e->nraxes; k++) rg->end(rg->g);
+  /* the whole vectors' columns, then the tail's: column c is lane c - (r - W) of vector nv */
+  LLVMValueRef nw = LLVMBuildMul(b, nv, k64(rg, W), "");
+  LLVMValueRef c = rg->loop(rg->g, k64(rg, 0), nw);
+  rg->set_axis(rg->g, sp->v, LLVMBuildAdd(b, v0, c, ""));
+  rg->store(rg->g, ld(rg, rg->ty, buf, c));
+  rg->end(rg->g);
+  c = rg->loop(rg->g, nw, r);
+  rg->set_axis(rg->g, sp->v, LLVMBuildAdd(b, v0, c, ""));
+  rg->store(rg->g, ld(rg, rg->ty, buf, LLVMBuildAdd(b, c, LLVMBuildSub(b, k64(rg, W), t, ""), "")));
+  rg->end(rg->g);
+  for (int a = 0; a + 1 < st->naxes; a++) rg->end(rg->g);
+  LLVMBuildBr(b, join);
+  LLVMPositionBuilderAtEnd(b, join);
+}
+
 void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMBuilderRef b = rg->b;
   const Stage *st = rg->st;
@@ -532,7 +658,7 @@ void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.reduced");
   LLVMBuildCondBr(b, ok, fast, slow);
   LLVMPositionBuilderAtEnd(b, slow);
-  rg->plain(rg->g);
+  kept_gen(rg, sp);
   LLVMBuildBr(b, join);
   LLVMPositionBuilderAtEnd(b, fast);
   LLVMValueRef buf = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(cmax * W)));
@@ -725,7 +851,17 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
 static double short_cycles(const HwModel *h, const Stage *st, const CpuShortPlan *sp, const int64_t *ext) {
   CpuShortShape sh = cpu_reduce_short_shape(h, st->expr->ty);
   int64_t r = ext[sp->v], R = ext[sp->r0];
-  int c = cpu_reduce_short_accs(sh, r);
+  int c = cpu_reduce_short_accs(sh, r), kv = cpu_reduce_kept_vectors(sh, r);
+  if (c < 1 && kv > 0) {
+    /* kept in registers: a load and an add a vector a row, at least the adds' latency a
+     * row (each vector's chain takes one add a row); the stores of the run */
+    double kept = 1, blocks = (double)R;
+    for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
+    for (int i = 0; i < st->expr->nraxes; i++)
+      if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
+    double row = fmax((double)kv, (double)(h->fma_latency > 0 ? h->fma_latency : 4));
+    return kept * (blocks * row + (double)(r + RUN_CYC));
+  }
   if (c < 1) return -1;
   int64_t low = r & -r, a = r / (low < sh.lanes ? low : sh.lanes), W = sh.lanes;
   double kept = 1, blocks = 1;

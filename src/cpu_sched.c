@@ -264,7 +264,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         int c = have ? cpu_reduce_short_accs(ss, ext[sh.v]) : 0;
         buf_printf(out, "  stage %s: short kept runs of %s, each block [%s x %s] read in vectors of %d lanes",
                    p->slots[st->out].name, p->axes[sh.v].name, p->axes[sh.r0].name, p->axes[sh.v].name, ss.lanes);
+        int kv = have ? cpu_reduce_kept_vectors(ss, ext[sh.v]) : 0;
         if (have && c) buf_printf(out, " into %d vectors of accumulators (%s = %lld)", c, p->axes[sh.v].name, (long long)ext[sh.v]);
+        else if (kv)
+          buf_printf(out, " (not at %s = %lld, too long a lane pattern: the run's columns kept in %d vectors of registers "
+                          "over the rows instead)", p->axes[sh.v].name, (long long)ext[sh.v], kv);
         else if (have) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.v].name, (long long)ext[sh.v]);
         buf_puts(out, ",\n    where the run's stride is 1 and the reduced axis's the run's extent, else:\n");
       }

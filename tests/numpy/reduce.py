@@ -220,6 +220,36 @@ for model in ('host', 'zen3', 'generic-avx2'):
 
 
 
+
+# Kept runs in registers (cpu_reduce.c's kept_gen): a kept last run of one vector to
+# KEPT_VMAX (8) vectors whose lane pattern outgrows the accumulators (W + 1, 2 W + 1, ...),
+# summed over the reduced axis before it with its columns in registers, its tail the run's
+# last vector with the lanes already counted masked.  Runs of W + 1 to 8 W + 1 (the other
+# loops) around the model's lanes, reduced extents of none, one and more, f64 at its own
+# lanes, integers, max and min, a middle axis, and a split over the threads (a kept extent
+# that leaves cores idle).
+for model in ('host', 'zen3', 'generic-avx2'):
+    hw = '' if model == 'host' else model
+    W = short_probe(model, 7)[0] or 8
+    for r in sorted({W + 1, 2 * W + 1, 33, 3 * W - 1, 8 * W - 1, 8 * W, 8 * W + 1}):
+        for R in (0, 1, 7, 1001):
+            red_case(k, (R, r), (0,), F32, hw=hw)
+            k += 1
+    w = max(W // 2, 2)
+    for r in (w + 1, 3 * w + 1, 8 * w):
+        red_case(k, (97, r), (0,), F64, hw=hw)
+        k += 1
+    for r, dtype in ((W + 3, I32), (w + 3, I64)):
+        red_case(k, (61, r), (0,), dtype, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (53, 2 * W + 1), (0,), F32, op, hw=hw)
+        k += 1
+    red_case(k, (3, 211, 2 * W + 3), (1,), F32, hw=hw)
+    k += 1
+    red_case(k, (6007, W + 1), (0,), F32, hw=hw)
+    k += 1
+
 def rows_probe(model):
     """The rows a sum over the last axis of f32[B, N] takes at a time under `model`, as its
     :sched says (cpu_reduce.c's short reduced runs, a row in each lane of a gather); None

@@ -527,8 +527,11 @@ END_TEST
  * lane-operation an element at the vector rate, each block costs a cycle for each vector and
  * element of its last R k mod C lanes and 3 for its loop, each result row C cycles to start
  * its accumulators, a vector a cycle to fold the sets and an element a cycle to fold the
- * rows of the first set, and 3 more.  Patterns of more than half the registers run the
- * interchanged loops, two cycles an element past the last vector and 3 a run. */
+ * rows of the first set, and 3 more.  Patterns of more than half the registers keep a run
+ * of one to 8 vectors in registers (k / lanes + 1 vectors, the last its tail) over the
+ * rows: each row the larger of a cycle a vector and the adds' latency, and the run's k
+ * stores and 3 more; longer ones run the interchanged loops, two cycles an element past the
+ * last vector and 3 a run. */
 START_TEST(test_reduce_short) {
   const Program *p = lowered("fn sr(X: f32[B, R, K]) -> f32[B, K] {\n  Y[b, k] = sum[r] X[b, r, k]\n  return Y\n}");
   int ab = -1, ar = -1, ak = -1;
@@ -544,7 +547,7 @@ START_TEST(test_reduce_short) {
     HwModel h = model(MODELS[m]);
     int64_t lanes = h.vector_bits / 32 > 16 ? 16 : h.vector_bits / 32, amax = h.vec_regs / 2;
     int64_t chains = h.fma_units * h.fma_latency < amax ? h.fma_units * h.fma_latency : amax;
-    const int64_t ks[] = {1, 2, 3, 5, 7, lanes - 1, lanes, lanes + 1, 2 * lanes + 1};
+    const int64_t ks[] = {1, 2, 3, 5, 7, lanes - 1, lanes, lanes + 1, 2 * lanes + 1, 8 * lanes + 1};
     const int64_t rs[] = {0, 1, 1021, 4096};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
       for (size_t j = 0; j < sizeof rs / sizeof rs[0]; j++) {
@@ -555,8 +558,10 @@ START_TEST(test_reduce_short) {
         while (K % (g * 2) == 0 && g * 2 <= lanes) g *= 2;
         int64_t a = K / g, u = (chains + a - 1) / a, c = (u < amax / a ? u : amax / a) * a;
         int64_t rest = R * K % (c * lanes);
-        double cyc = a > amax ? (double)R * (2.0 * (double)(K % lanes) + 3)
-                               : (double)(rest / lanes + rest % lanes + 3) + (double)(c + (c - a) + a * lanes + 3);
+        int64_t kv = K / lanes + 1, lat = h.fma_latency;
+        double cyc = a <= amax ? (double)(rest / lanes + rest % lanes + 3) + (double)(c + (c - a) + a * lanes + 3)
+                     : K >= lanes && K <= 8 * lanes ? (double)R * (double)(kv > lat ? kv : lat) + (double)(K + 3)
+                                                    : (double)R * (2.0 * (double)(K % lanes) + 3);
         double want = 8 * cyc * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
         double got = cpu_reduce_run_ops(&h, p, &p->kernels[0], ab, ext);
         ck_assert_msg(close_to(got, want), "%s: 8 x %lld x %lld: %g lane-ops, derived %g", h.name, (long long)R,
