@@ -460,36 +460,34 @@ static void add_at(const CpuRedGen *rg, LLVMTypeRef t, LLVMValueRef buf, LLVMVal
   st_at(rg, rg->op(rg->g, ld(rg, t, buf, i), ld(rg, t, base, j)), buf, i);
 }
 
-/* The whole iterations of c vectors of the block [0, n) at base into the accumulators kept
- * in buf (c W elements), in registers in the loop. */
-static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRef base, LLVMValueRef n) {
+/* A loop of n iterations whose c vectors of accumulators, kept in buf (c W elements), stay
+ * in registers: step gives each iteration's next values from the current ones, and the
+ * final ones go back to buf. */
+typedef void (*AccStep)(const CpuRedGen *rg, const void *ctx, LLVMValueRef i, const LLVMValueRef *acc, LLVMValueRef *nxt);
+static void acc_loop(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRef n, AccStep step, const void *ctx) {
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
-  LLVMValueRef acc0[64], acc[64], nxt[64];
+  LLVMValueRef acc0[64], acc[64], nxt[64], fin[64];
   for (int j = 0; j < c; j++) acc0[j] = ld(rg, vt, buf, k64(rg, (int64_t)j * W));
-  LLVMValueRef nch = LLVMBuildSDiv(b, n, k64(rg, (int64_t)c * W), "");
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.vectors");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "short.kept");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, nch, k64(rg, 0), ""), body, done);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "acc.loop");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "acc.done");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, n, k64(rg, 0), ""), body, done);
   LLVMPositionBuilderAtEnd(b, body);
-  LLVMValueRef i = LLVMBuildPhi(b, rg->i64, "chunk");
+  LLVMValueRef i = LLVMBuildPhi(b, rg->i64, "i");
   LLVMAddIncoming(i, (LLVMValueRef[]){k64(rg, 0)}, &pre, 1);
   for (int j = 0; j < c; j++) {
     acc[j] = LLVMBuildPhi(b, vt, "acc");
     LLVMAddIncoming(acc[j], &acc0[j], &pre, 1);
   }
-  LLVMValueRef off = LLVMBuildMul(b, i, k64(rg, (int64_t)c * W), "");
-  for (int j = 0; j < c; j++)
-    nxt[j] = rg->op(rg->g, acc[j], ld(rg, vt, base, LLVMBuildAdd(b, off, k64(rg, (int64_t)j * W), "")));
+  step(rg, ctx, i, acc, nxt);
   LLVMValueRef i1 = LLVMBuildAdd(b, i, k64(rg, 1), "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMAddIncoming(i, &i1, &latch, 1);
   for (int j = 0; j < c; j++) LLVMAddIncoming(acc[j], &nxt[j], &latch, 1);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, nch, ""), body, done);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, n, ""), body, done);
   LLVMPositionBuilderAtEnd(b, done);
-  LLVMValueRef fin[64];
   for (int j = 0; j < c; j++) {
     LLVMValueRef in[2] = {acc0[j], nxt[j]};
     LLVMBasicBlockRef from[2] = {pre, latch};
@@ -497,6 +495,24 @@ static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRe
     LLVMAddIncoming(fin[j], in, from, 2);
   }
   for (int j = 0; j < c; j++) st_at(rg, fin[j], buf, k64(rg, (int64_t)j * W));
+}
+
+/* Short kept runs: iteration i adds the c vectors of the block from i c W on. */
+typedef struct { int c; LLVMValueRef base; } ShortCtx;
+static void short_step(const CpuRedGen *rg, const void *ctx, LLVMValueRef i, const LLVMValueRef *acc, LLVMValueRef *nxt) {
+  const ShortCtx *x = ctx;
+  int W = rg->shape.lanes;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
+  LLVMValueRef off = LLVMBuildMul(rg->b, i, k64(rg, (int64_t)x->c * W), "");
+  for (int j = 0; j < x->c; j++)
+    nxt[j] = rg->op(rg->g, acc[j], ld(rg, vt, x->base, LLVMBuildAdd(rg->b, off, k64(rg, (int64_t)j * W), "")));
+}
+
+/* The whole iterations of c vectors of the block [0, n) at base into the accumulators kept
+ * in buf (c W elements), in registers in the loop. */
+static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRef base, LLVMValueRef n) {
+  ShortCtx x = {c, base};
+  acc_loop(rg, c, buf, LLVMBuildSDiv(rg->b, n, k64(rg, (int64_t)c * rg->shape.lanes), ""), short_step, &x);
 }
 
 /* Kept runs in registers.  Where the lane pattern is too long for the accumulators (r = 33
@@ -513,43 +529,19 @@ static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRe
 int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r) {
   return r >= s.lanes && r <= (int64_t)KEPT_VMAX * s.lanes ? (int)(r / s.lanes) + 1 : 0;
 }
-static void kept_arm(const CpuRedGen *rg, int nv, LLVMValueRef base, LLVMValueRef s_r, LLVMValueRef R, LLVMValueRef r,
-                     LLVMValueRef tailmask, LLVMValueRef init, LLVMValueRef buf) {
+/* Kept runs in registers: row i adds the run's nv whole vectors and its last one, the lanes
+ * already counted set to the start. */
+typedef struct { int nv; LLVMValueRef base, s_r, r, tailmask, init; } KeptCtx;
+static void kept_step(const CpuRedGen *rg, const void *ctx, LLVMValueRef i, const LLVMValueRef *acc, LLVMValueRef *nxt) {
+  const KeptCtx *x = ctx;
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
-  LLVMValueRef acc0[KEPT_VMAX + 1], acc[KEPT_VMAX + 1], nxt[KEPT_VMAX + 1];
-  for (int j = 0; j <= nv; j++) acc0[j] = ld(rg, vt, buf, k64(rg, (int64_t)j * W));
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.rows");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.done");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGT, R, k64(rg, 0), ""), body, done);
-  LLVMPositionBuilderAtEnd(b, body);
-  LLVMValueRef i = LLVMBuildPhi(b, rg->i64, "row");
-  LLVMAddIncoming(i, (LLVMValueRef[]){k64(rg, 0)}, &pre, 1);
-  for (int j = 0; j <= nv; j++) {
-    acc[j] = LLVMBuildPhi(b, vt, "acc");
-    LLVMAddIncoming(acc[j], &acc0[j], &pre, 1);
-  }
-  LLVMValueRef row = LLVMBuildMul(b, i, s_r, "");
-  for (int j = 0; j < nv; j++)
-    nxt[j] = rg->op(rg->g, acc[j], ld(rg, vt, base, LLVMBuildAdd(b, row, k64(rg, (int64_t)j * W), "")));
-  LLVMValueRef last = ld(rg, vt, base, LLVMBuildAdd(b, row, LLVMBuildSub(b, r, k64(rg, W), ""), ""));
-  nxt[nv] = rg->op(rg->g, acc[nv], LLVMBuildSelect(b, tailmask, last, init, ""));
-  LLVMValueRef i1 = LLVMBuildAdd(b, i, k64(rg, 1), "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-  LLVMAddIncoming(i, &i1, &latch, 1);
-  for (int j = 0; j <= nv; j++) LLVMAddIncoming(acc[j], &nxt[j], &latch, 1);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i1, R, ""), body, done);
-  LLVMPositionBuilderAtEnd(b, done);
-  LLVMValueRef fin[KEPT_VMAX + 1];
-  for (int j = 0; j <= nv; j++) {
-    LLVMValueRef in[2] = {acc0[j], nxt[j]};
-    LLVMBasicBlockRef from[2] = {pre, latch};
-    fin[j] = LLVMBuildPhi(b, vt, "");
-    LLVMAddIncoming(fin[j], in, from, 2);
-  }
-  for (int j = 0; j <= nv; j++) st_at(rg, fin[j], buf, k64(rg, (int64_t)j * W));
+  LLVMValueRef row = LLVMBuildMul(b, i, x->s_r, "");
+  for (int j = 0; j < x->nv; j++)
+    nxt[j] = rg->op(rg->g, acc[j], ld(rg, vt, x->base, LLVMBuildAdd(b, row, k64(rg, (int64_t)j * W), "")));
+  LLVMValueRef last = ld(rg, vt, x->base, LLVMBuildAdd(b, row, LLVMBuildSub(b, x->r, k64(rg, W), ""), ""));
+  nxt[x->nv] = rg->op(rg->g, acc[x->nv], LLVMBuildSelect(b, x->tailmask, last, x->init, ""));
 }
 
 static void kept_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
@@ -604,7 +596,8 @@ static void kept_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
     LLVMBasicBlockRef arm = LLVMAppendBasicBlockInContext(rg->cx, rg->fn, "kept.vectors");
     LLVMAddCase(sw, k64(rg, n), arm);
     LLVMPositionBuilderAtEnd(b, arm);
-    kept_arm(rg, n, base, s_r, R, r, tailmask, vinit, buf);
+    KeptCtx x = {n, base, s_r, r, tailmask, vinit};
+    acc_loop(rg, n + 1, buf, R, kept_step, &x);
     LLVMBuildBr(b, after);
   }
   LLVMPositionBuilderAtEnd(b, after);
