@@ -1025,9 +1025,9 @@ static void transpose_rows(G *g, LLVMValueRef *rows, int w) {
 }
 
 /* The part [ulo, uhi) x [vlo, vhi) of a layout change by its plain loops, the longer side
- * inside, then a branch to next: a side shorter than a tile (gen_blocked).  (With v always
- * inside, the 16 x 1 pieces of a 1 x 768 matrix paid an inner loop's set-up for every
- * element: 1.8 us for its transpose, 0.57 us for that of a 768 x 1 one.) */
+ * inside, then a branch to next.  (With v always inside, the 16 x 1 tiles of a 1 x 768
+ * matrix paid an inner loop's set-up for every element: 1.8 us for its transpose, 0.57 us
+ * for that of a 768 x 1 one.) */
 #define THIN 256
 static void gen_edge(G *g, const Kernel *kn, const Stage *st, int u, int v, LLVMValueRef ulo, LLVMValueRef uhi,
                      LLVMValueRef vlo, LLVMValueRef vhi, bool twin, LLVMBasicBlockRef next) {
@@ -1073,10 +1073,10 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
    * the block and writes its result rows in runs of the band (cpu_layout.c) */
   Loop UK, VT;
   int64_t bk = cpu_layout_block(g->hw, ty, w), bw = (int64_t)cpu_layout_band(g->hw, ty, w) * w;
-  /* a side shorter than a tile: no tile fits, and the whole runs in the plain loops as
-   * pieces THIN long, the longer side inside (a transpose of 1 x 768 is then three loops of
-   * 256, not 48 of 16), short enough that a strided side's lines stay in L1 (as one piece
-   * 1000 long, the transpose of 15 x 1000 took twice as long as in cut tiles of 16) */
+  /* a side shorter than a tile: every tile is cut, and the whole runs as cut tiles THIN
+   * long, the longer side inside (a transpose of 1 x 768 is then three loops of 256, not 48
+   * of 16), short enough that a strided side's lines stay in L1 (as one cut tile, 1000 long,
+   * the transpose of 15 x 1000 took twice as long as in tiles of 16) */
   LLVMValueRef thin = LLVMBuildOr(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, LLVMBuildSub(g->b, u1, u0, ""), c64(g, w), ""),
                                   LLVMBuildICmp(g->b, LLVMIntSLT, LLVMBuildSub(g->b, v1, v0, ""), c64(g, w), ""), "");
   LLVMBasicBlockRef thin_b = LLVMAppendBasicBlockInContext(g->cx, g->fn, "thin");
@@ -1103,19 +1103,19 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   LLVMValueRef vb = loop_begin(g, &VT, vband, smin64(g, LLVMBuildAdd(g->b, vband, c64(g, bw), ""), v1));
   LLVMValueRef ve = LLVMBuildAdd(g->b, vb, c64(g, w), "");
   LLVMValueRef ue = LLVMBuildAdd(g->b, ub, c64(g, w), "");
-  /* both sides are at least a tile long here: the last tile of each starts a tile before
-   * its end, over elements the one before it computed already (the same values, written
-   * again by the same task), instead of running cut (permute 0321 of 3 x 31 x 17 x 67 had
-   * half its elements in cut tiles, run by the plain loops) */
-  LLVMValueRef us = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ue, u1, ""), LLVMBuildSub(g->b, u1, c64(g, w), ""), ub, "");
-  LLVMValueRef vs = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ve, v1, ""), LLVMBuildSub(g->b, v1, c64(g, w), ""), vb, "");
+  LLVMValueRef whole = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, uke, ""),
+                                    LLVMBuildICmp(g->b, LLVMIntSLE, ve, v1, ""), "");
+  LLVMBasicBlockRef tile = LLVMAppendBasicBlockInContext(g->cx, g->fn, "tile");
+  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->cx, g->fn, "next");
-  /* a tile: buf[v - vs][u - us] = the stage's value, along u; then transposed */
+  LLVMBuildCondBr(g->b, whole, tile, edge);
+  /* a whole tile: buf[v - vb][u - ub] = the stage's value, along u; then transposed */
+  LLVMPositionBuilderAtEnd(g->b, tile);
   /* loops of a constant trip count, so that each row of the buffer is one vector */
   LLVMValueRef dv = loop_begin(g, &V, c64(g, 0), c64(g, w));
-  g->axv[v] = LLVMBuildAdd(g->b, vs, dv, "");
+  g->axv[v] = LLVMBuildAdd(g->b, vb, dv, "");
   LLVMValueRef du = loop_begin(g, &U, c64(g, 0), c64(g, w));
-  g->axv[u] = LLVMBuildAdd(g->b, us, du, "");
+  g->axv[u] = LLVMBuildAdd(g->b, ub, du, "");
   LLVMValueRef val = gen(g, st->expr, NULL, false);
   LLVMValueRef at[2] = {c64(g, 0), LLVMBuildAdd(g->b, LLVMBuildMul(g->b, dv, c64(g, w), ""), du, "")};
   LLVMBuildStore(g->b, val, LLVMBuildGEP2(g->b, LLVMArrayType(et, (unsigned)(w * w)), buf, at, 2, ""));
@@ -1131,8 +1131,8 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   transpose_rows(g, rows, w);
   LLVMValueRef subs[DYN_MAX_RANK], at_row[16];
   for (int r = 0; r < w; r++) {
-    g->axv[u] = LLVMBuildAdd(g->b, us, c64(g, r), "");
-    g->axv[v] = vs;
+    g->axv[u] = LLVMBuildAdd(g->b, ub, c64(g, r), "");
+    g->axv[v] = vb;
     for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
     at_row[r] = elem_ptr(g, st->out, subs, st->naxes);
   }
@@ -1161,6 +1161,9 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     if (twin) LLVMSetVolatile(sto, 1);
   }
   LLVMBuildBr(g->b, next);
+  /* a tile cut by an edge: the plain loops, the longer of its sides inside */
+  LLVMPositionBuilderAtEnd(g->b, edge);
+  gen_edge(g, kn, st, u, v, ub, smin64(g, ue, uke), vb, smin64(g, ve, v1), twin, next);
   LLVMPositionBuilderAtEnd(g->b, next);
   loop_end_by(g, &VT, w);
   loop_end_by(g, &UB, w);

@@ -72,9 +72,8 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
  * A tile (w x w elements, w the lanes at the model's width): log2(w) rounds of w two-vector
  * shuffles on one shuffle port, and a load or a store a row beside them, one a cycle:
  * w (log2 w + 1) cycles.  Measured with cpu.c's tiles on Zen 5 (one thread, f32, 16 x 16
- * tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here.  A side at
- * least a tile long is whole tiles, its last one over elements of the one before; an element
- * of a side shorter than a tile runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
+ * tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here.  An element of
+ * a tile cut by an edge runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
  * transpose of f32[7, 8191] (no whole tile: every element in the plain loops, 1.3-1.9
  * cycles an element at the file's 2.1 GHz on 2 threads).  When the lines of the input's and
  * the result's rows crowd the L1's sets (pressure: the sum of set_pressure over both), they
@@ -132,15 +131,10 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
         pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);
         break;
       }
-    /* sides at least a tile long run whole tiles only, the last of each side over its
-     * neighbour's last elements; a shorter side runs the plain loops, a copy (a vector a
-     * cycle) where it is 1 */
-    if (ext[u] >= w && ext[v] >= w) {
-      double tiles = (double)((ext[u] + w - 1) / w) * (double)((ext[v] + w - 1) / w) * rest;
-      cycles += tiles * tile_cycles(w, pressure);
-    } else {
-      cycles += n * (ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC);
-    }
+    double whole = (double)(ext[u] / w * w) * (double)(ext[v] / w * w) * rest;
+    /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
+    double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
+    cycles += whole / ((double)w * w) * tile_cycles(w, pressure) + (n - whole) * edge;
   }
   if (!any) return 0;
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed, .tasks = tasks};
