@@ -395,24 +395,32 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
  * width, never on the threads, which split the kept axes (and where the only kept axis is
  * the run, take it whole or run the other loops). */
 
-bool cpu_reduce_short_plan(const Program *p, const Kernel *kn, int s, CpuShortPlan *sp) {
+/* The operand of a kernel's only stage, a reduction of a plain load: its type the stage's,
+ * every subscript an axis, each once, each a kept or a reduced axis.  NULL otherwise. */
+static const KExpr *plain_operand(const Program *p, const Kernel *kn, int s) {
   const Stage *st = &kn->stages[s];
   const KExpr *e = st->expr, *l;
   if (kn->nouter || kn->nstages != 1 || st->naxes < 1 || e->kind != KX_REDUCE || !combinable(e->ty) ||
       p->slots[st->out].type.elem != e->ty)
-    return false;
+    return NULL;
   l = e->a[0];
   if (l->kind != KX_LOAD || l->checked || l->n < 2 || l->n != st->naxes + e->nraxes || p->slots[l->slot].type.elem != e->ty)
-    return false;
-  for (int k = 0; k < l->n; k++)
-    if (l->a[k]->kind != KX_AXIS || place(l->a, k, l->a[k]->axis) >= 0) return false;
-  int v = l->a[l->n - 1]->axis, r0 = l->a[l->n - 2]->axis;
-  if (v != st->axes[st->naxes - 1] || kept(st, r0)) return false;
-  for (int k = 0; k < l->n; k++) {   /* every subscript a kept or a reduced axis */
+    return NULL;
+  for (int k = 0; k < l->n; k++) {
+    if (l->a[k]->kind != KX_AXIS || place(l->a, k, l->a[k]->axis) >= 0) return NULL;
     bool red = false;
     for (int i = 0; i < e->nraxes; i++) red = red || e->raxes[i] == l->a[k]->axis;
-    if (!red && !kept(st, l->a[k]->axis)) return false;
+    if (!red && !kept(st, l->a[k]->axis)) return NULL;
   }
+  return l;
+}
+
+bool cpu_reduce_short_plan(const Program *p, const Kernel *kn, int s, CpuShortPlan *sp) {
+  const Stage *st = &kn->stages[s];
+  const KExpr *l = plain_operand(p, kn, s);
+  if (!l) return false;
+  int v = l->a[l->n - 1]->axis, r0 = l->a[l->n - 2]->axis;
+  if (v != st->axes[st->naxes - 1] || kept(st, r0)) return false;
   sp->slot = l->slot;
   sp->rank = l->n;
   sp->v = v;
@@ -444,6 +452,14 @@ int cpu_reduce_short_accs(CpuShortShape s, int64_t r) {
 }
 
 static LLVMValueRef k64(const CpuRedGen *rg, int64_t v) { return LLVMConstInt(rg->i64, (unsigned long long)v, 1); }
+
+/* x in every lane of a vector of W (the vector type vt's length) */
+static LLVMValueRef splat(const CpuRedGen *rg, LLVMValueRef x, LLVMTypeRef vt) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx);
+  LLVMValueRef zero = LLVMConstInt(i32, 0, 0);
+  return LLVMBuildShuffleVector(rg->b, LLVMBuildInsertElement(rg->b, LLVMGetUndef(vt), x, zero, ""), LLVMGetUndef(vt),
+                                LLVMConstNull(LLVMVectorType(i32, LLVMGetVectorSize(vt))), "");
+}
 
 /* A load or a store of a scalar or a vector, aligned to its element only. */
 static LLVMValueRef ld(const CpuRedGen *rg, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
@@ -568,18 +584,14 @@ static void kept_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMPositionBuilderAtEnd(b, fast);
   LLVMValueRef buf = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)((KEPT_VMAX + 1) * W)));
   LLVMValueRef init = rg->init(rg->g);
-  LLVMValueRef zero32 = LLVMConstInt(i32, 0, 0);
-  LLVMValueRef vinit = LLVMBuildShuffleVector(b, LLVMBuildInsertElement(b, LLVMGetUndef(vt), init, zero32, ""),
-                                              LLVMGetUndef(vt), LLVMConstNull(vi), "");
+  LLVMValueRef vinit = splat(rg, init, vt);
   /* whole vectors nv = r / W (the first nv W columns), the tail's lanes W - r mod W and up */
   LLVMValueRef nv = LLVMBuildSDiv(b, r, k64(rg, W), "");
   LLVMValueRef t = LLVMBuildSub(b, r, LLVMBuildMul(b, nv, k64(rg, W), ""), "");
   LLVMValueRef iota[64];
   for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
   LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), t, ""), i32, "");
-  LLVMValueRef tailmask = LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W),
-                                        LLVMBuildShuffleVector(b, LLVMBuildInsertElement(b, LLVMGetUndef(vi), from, zero32, ""),
-                                                               LLVMGetUndef(vi), LLVMConstNull(vi), ""), "");
+  LLVMValueRef tailmask = LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W), splat(rg, from, vi), "");
   for (int a = 0; a + 1 < st->naxes; a++) {
     bool pa = st->axes[a] == rg->par_axis;
     rg->set_axis(rg->g, st->axes[a], rg->loop(rg->g, pa ? rg->lo : k64(rg, 0), pa ? rg->hi : rg->ext(rg->g, st->axes[a])));
@@ -725,30 +737,19 @@ void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
  * rows, or strides an i32 index cannot reach, the stage's other loops run. */
 
 bool cpu_reduce_rows_plan(const HwModel *h, const Program *p, const Kernel *kn, int s, CpuShortPlan *sp) {
-  const Stage *st = &kn->stages[s];
-  const KExpr *e = st->expr, *l;
   if (strcmp(h->arch, "aarch64") == 0 || (!strstr(h->llvm_features, "+avx2") && !strstr(h->llvm_features, "+avx512f")))
     return false;
-  if (kn->nouter || kn->nstages != 1 || st->naxes < 1 || e->kind != KX_REDUCE || e->nraxes != 1 || !combinable(e->ty) ||
-      p->slots[st->out].type.elem != e->ty)
-    return false;
-  l = e->a[0];
-  if (l->kind != KX_LOAD || l->checked || l->n < 2 || l->n != st->naxes + 1 || p->slots[l->slot].type.elem != e->ty)
-    return false;
-  for (int k = 0; k < l->n; k++)
-    if (l->a[k]->kind != KX_AXIS || place(l->a, k, l->a[k]->axis) >= 0) return false;
+  const Stage *st = &kn->stages[s];
+  const KExpr *l = plain_operand(p, kn, s);
+  if (!l || st->expr->nraxes != 1) return false;
   int n = l->a[l->n - 1]->axis, v = l->a[l->n - 2]->axis;
-  if (n != e->raxes[0] || v != st->axes[st->naxes - 1]) return false;
-  for (int k = 0; k + 1 < l->n; k++)
-    if (!kept(st, l->a[k]->axis)) return false;
+  if (n != st->expr->raxes[0] || v != st->axes[st->naxes - 1]) return false;
   sp->slot = l->slot;
   sp->rank = l->n;
   sp->v = v;
   sp->r0 = n;
   return true;
 }
-
-int cpu_reduce_rows_lanes(const HwModel *h, DynElem ty) { return cpu_tile_lanes(h->vector_bits, ty); }
 
 void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMBuilderRef b = rg->b;
@@ -784,11 +785,9 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMValueRef iota[64];
   for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
   LLVMValueRef lanes = LLVMConstVector(iota, (unsigned)W);
-#define SPLAT(x, t) LLVMBuildShuffleVector(b, LLVMBuildInsertElement(b, LLVMGetUndef(t), x, LLVMConstInt(i32, 0, 0), ""), \
-                                           LLVMGetUndef(t), LLVMConstNull(vi), "")
-  LLVMValueRef step_v = LLVMBuildMul(b, lanes, SPLAT(LLVMBuildTrunc(b, s_v, i32, ""), vi), "");
+  LLVMValueRef step_v = LLVMBuildMul(b, lanes, splat(rg, LLVMBuildTrunc(b, s_v, i32, ""), vi), "");
   LLVMValueRef sn32 = LLVMBuildTrunc(b, s_n, i32, "");
-  LLVMValueRef init = SPLAT(rg->init(rg->g), vt);
+  LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   /* the kept axes but the row, outer to inner; then groups of W rows */
   for (int a = 0; a + 1 < st->naxes; a++) {
     bool par = st->axes[a] == rg->par_axis;
@@ -800,13 +799,13 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMValueRef q0 = LLVMBuildAdd(b, q_lo, LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), groups), k64(rg, W), ""), "");
   LLVMValueRef cnt = LLVMBuildSub(b, q_hi, q0, "");
   cnt = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, cnt, k64(rg, W), ""), cnt, k64(rg, W), "");
-  LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntULT, lanes, SPLAT(LLVMBuildTrunc(b, cnt, i32, ""), vi), "");
+  LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntULT, lanes, splat(rg, LLVMBuildTrunc(b, cnt, i32, ""), vi), "");
   rg->set_axis(rg->g, sp->v, q0);
   rg->set_axis(rg->g, sp->r0, k64(rg, 0));
   LLVMValueRef base = rg->addr(rg->g);
   LLVMBuildStore(b, init, buf);
   LLVMValueRef c = rg->loop(rg->g, k64(rg, 0), r);
-  LLVMValueRef idx = LLVMBuildAdd(b, step_v, SPLAT(LLVMBuildMul(b, LLVMBuildTrunc(b, c, i32, ""), sn32, ""), vi), "");
+  LLVMValueRef idx = LLVMBuildAdd(b, step_v, splat(rg, LLVMBuildMul(b, LLVMBuildTrunc(b, c, i32, ""), sn32, ""), vi), "");
   LLVMValueRef ptrs = LLVMBuildGEP2(b, rg->ty, base, &idx, 1, "");
   LLVMValueRef args[4] = {ptrs, LLVMConstInt(i32, (unsigned)elem_size(st->expr->ty), 0), mask, init};
   LLVMValueRef x = LLVMBuildCall2(b, gty, gather, args, 4, "");
@@ -819,7 +818,6 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   rg->end(rg->g);
   rg->end(rg->g);
   for (int a = 0; a + 1 < st->naxes; a++) rg->end(rg->g);
-#undef SPLAT
   LLVMBuildBr(b, join);
   LLVMPositionBuilderAtEnd(b, join);
 }
@@ -874,7 +872,7 @@ double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, 
   CpuShortPlan sp;
   double sc = cpu_reduce_short_plan(p, kn, 0, &sp) ? short_cycles(h, st, &sp, ext) : -1;
   if (sc >= 0) return sc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
-  int W = cpu_reduce_rows_lanes(h, e->ty);
+  int W = cpu_tile_lanes(h->vector_bits, e->ty);
   if (cpu_reduce_rows_plan(h, p, kn, 0, &sp) && ext[sp.r0] < 2 * W) {
     /* short rows, W at a time: a gather a column of the group, a cycle a lane (an Emerald
      * Rapids core took 12-21 cycles for the 16 lanes of f32), then the W results stored */

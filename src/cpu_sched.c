@@ -273,7 +273,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         buf_puts(out, ",\n    where the run's stride is 1 and the reduced axis's the run's extent, else:\n");
       }
       if (cpu_reduce_rows_plan(&be->hw, p, kn, s2, &sh)) {
-        int W = cpu_reduce_rows_lanes(&be->hw, st->expr->ty);
+        int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
         buf_printf(out, "  stage %s: short reduced runs of %s, %d rows of %s at a time, one in each lane of a gather",
                    p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name);
         if (have && ext[sh.r0] >= 2 * W) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
