@@ -226,11 +226,12 @@ static inline double hw_line_move_s(const HwModel *h) {
 }
 
 /* The plan cache's key for a problem on nthreads, and its slot (gemm_run's lookup, on every
- * call that misses the thread's last plan). */
+ * call that misses the thread's last plan).  B's offset in a line is part of it: the model
+ * prices B read in place by whether its vectors straddle lines (model_block). */
 static inline void plan_key(const Prob *p, int nthreads, int64_t *key) {
   int64_t k[KEY_LEN] = { p->batch, p->m, p->n, p->k, p->a_sb, p->a_sm, p->a_sk, p->b_sb, p->b_sk,
                          p->b_sn, p->c_sb, p->c_sm, p->c_sn,
-                         nthreads * 4 + p->acc * 2 + p->ctmp };
+                         (int64_t)(nthreads * 4 + p->acc * 2 + p->ctmp) << 6 | (int64_t)((uintptr_t)p->b & 63) };
   memcpy(key, k, sizeof k);
 }
 

@@ -53,7 +53,10 @@
 #define WS_S 40e-9
 /* B read in place: packed B ran 7-10% faster at 16 x 511 x 511 x 128 and in place 4% faster
  * at 12 x 100 x 100 x 64, where packing costs relatively more (SPLIT_LOADS); packed B 3-5%
- * faster at 1000 x 768 x 768, where the strip fills most of L1 (CROWDED_L1). */
+ * faster at 1000 x 768 x 768, where the strip fills most of L1 (CROWDED_L1).  A B whose rows
+ * are whole lines apart but that starts 16 bytes past a line splits as many loads: on one
+ * thread of Emerald Rapids, 64 x 3136 x 576 (an im2col'd 3 x 3 layer) read B in place 22%
+ * slower than from a line (5 lines a strip's row instead of 4), packed 3-8% slower. */
 #define SPLIT_LOADS 0.05
 #define CROWDED_L1 0.07
 #define FAR_PIECE 12              /* see model_block */
@@ -508,11 +511,12 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   double call_s = (CALL_CYC + 2.0 * htop * f->v) / hz + extra;
   pl->t_comp = (double)bt * ntiles * ((double)K * rs + (double)nkb * calls * call_s);
   /* B read in place costs more than the kernel rates say (they were measured on aligned
-   * strips that fit): rows not a whole number of lines apart make most of its vectors
-   * straddle two lines, and a strip past 3/4 of L1 (its rows' whole lines, one more a row
-   * when misaligned) shares the cache badly with A and C. */
+   * strips that fit): rows not a whole number of lines apart, or a B that does not start
+   * on a line (a caller's array at 16 bytes past one), make most of its vectors straddle
+   * two lines, and a strip past 3/4 of L1 (its rows' whole lines, one more a row when
+   * misaligned) shares the cache badly with A and C. */
   if (!pl->pack_b && K > 1) {
-    bool split = (p->b_sk * g->esize) % (int64_t)line != 0;
+    bool split = (p->b_sk * g->esize) % (int64_t)line != 0 || (uintptr_t)p->b % (uintptr_t)line != 0;
     int64_t lines = cdiv(f->nr * g->esize, (int64_t)line) + split;
     double extra = split ? SPLIT_LOADS : 0;
     if ((double)imin(pl->kc, K) * lines * line > 0.75 * hw_cache_bytes(h, 0)) extra += CROWDED_L1;

@@ -481,6 +481,51 @@ START_TEST(test_narrow_b_in_place) {
 }
 END_TEST
 
+/* B read in place from an address that is not on a line (a caller's array 16 bytes past
+ * one) makes its vectors straddle two lines: the model charges it as it does rows a
+ * fraction of a line apart, and the plan cache keeps the two apart, so that an aligned call
+ * does not hand its plan to a misaligned one of the same shape (or the reverse). */
+START_TEST(test_misaligned_b) {
+  int64_t m = 24, n = 256, k = 64;          /* rows of B a whole number of lines apart */
+  float *a = aligned_alloc(64, (size_t)(m * k) * 4), *b = aligned_alloc(64, (size_t)(k * n + 16) * 4),
+        *c = aligned_alloc(64, (size_t)(m * n) * 4);
+  for (int64_t i = 0; i < m * k; i++) a[i] = (float)rnd();
+  for (int64_t i = 0; i < k * n + 16; i++) b[i] = (float)rnd();
+  GemmForce fo = { .fam = 1, .pack_a = 2, .pack_b = 2 };
+  gemm_force(g32, &fo);
+  double want[2];
+  char err[256];
+  for (int r = 0; r < 2; r++)
+    for (int off = 0; off < 2; off++) {      /* in turn, so that a cached plan would be reused */
+      GemmArgs x = { .batch = 1, .m = m, .n = n, .k = k, .a = a, .a_sm = k, .a_sk = 1, .b = b + 4 * off,
+                     .b_sk = n, .b_sn = 1, .c = c, .c_sm = n, .c_sn = 1 };
+      GemmPlanInfo pi, ran;
+      ck_assert(gemm_plan_info(g32, &x, 1, &pi));
+      ck_assert(!pi.pack_b);
+      want[off] = pi.predicted_s;
+      ck_assert_msg(gemm_run(g32, &x, NULL, err, sizeof err), "%s", err);
+      ck_assert(gemm_last_plan(g32, &ran));
+      ck_assert_msg(ran.predicted_s == pi.predicted_s, "B %s a line: ran the plan of %.3g us, its own is %.3g us",
+                    off ? "16 bytes past" : "on", ran.predicted_s * 1e6, pi.predicted_s * 1e6);
+      for (int64_t i = 0; i < m; i++)    /* and it is right: one row of C against a plain sum */
+        if (i % 7 == 0)
+          for (int64_t j = 0; j < n; j++) {
+            const float *bo = b + 4 * off;
+            double s = 0, mag = 0;
+            for (int64_t q = 0; q < k; q++) {
+              s += (double)a[i * k + q] * bo[q * n + j];
+              mag += fabs((double)a[i * k + q] * bo[q * n + j]);
+            }
+            ck_assert_msg(fabs(c[i * n + j] - s) <= 1e-6 * mag + 1e-30, "C[%lld, %lld]", (long long)i, (long long)j);
+          }
+    }
+  ck_assert_msg(want[1] > want[0] * 1.01, "B in place 16 bytes past a line: %.3g us, on one: %.3g us", want[1] * 1e6,
+                want[0] * 1e6);
+  gemm_force(g32, NULL);
+  free(a), free(b), free(c);
+}
+END_TEST
+
 /* Every plan the model could choose, forced: families, packing, grids, odd blocks. */
 START_TEST(test_forced_plans) {
   int mr[4], nr[4], bad = 0;
@@ -993,6 +1038,7 @@ int main(void) {
   tcase_add_test(tc, test_edge_columns);
   tcase_add_test(tc, test_far_b_packed);
   tcase_add_test(tc, test_narrow_b_in_place);
+  tcase_add_test(tc, test_misaligned_b);
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
