@@ -737,7 +737,7 @@ int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int n
       if (!f->has[h]) continue;
       for (int m = 0; m < (g->cheap_masks ? 1 : 2); m++) {
         bool masked = m == 0;
-        if (h == f->mr && (g->cheap_masks || !masked)) continue;   /* the fetching kernel's */
+        if (h == f->mr && !masked) continue;   /* the fetching kernel's */
         uk_name(name, sizeof name, g, f, h, masked);
         int ks = f->ksplit[h], step = f->v + 3 * h + h * f->v;
         double w = step * (ks + (ks > 1)) + h * f->v * (5 + ks) + 6 * h + 20;
@@ -751,7 +751,7 @@ int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int n
       emit_uk(LIGHTEST(step * (ks + (ks > 1)) * 1.3 + h * f->v * (5 + ks) + 6 * h + 20), name, h, f->v, ks, true, UK_PACK);
       n++;
       ukq_name(name, sizeof name, g, f);
-      emit_uk(LIGHTEST(step * (ks + (ks > 1)) * 1.2 + h * f->v * (5 + ks) + 6 * h + 20), name, h, f->v, ks, !!g->cheap_masks, UK_PF);
+      emit_uk(LIGHTEST(step * (ks + (ks > 1)) * 1.2 + h * f->v * (5 + ks) + 6 * h + 20), name, h, f->v, ks, false, UK_PF);
       n++;
     }
   }

@@ -145,7 +145,8 @@ struct CacheEntry { bool used; int64_t key[KEY_LEN]; Plan plan; };
 struct GemmKernels {
   DynElem elem;
   int esize, W;                  /* bytes per element, elements per vector */
-  bool cheap_masks;              /* AVX-512: masked loads/stores cost as much as plain ones */
+  bool cheap_masks;              /* AVX-512: masked loads/stores cost about as much as plain
+                                    ones (heights under mr get masked kernels only) */
   HwModel hw;
   Jit *jit;
   PackAFn packa;                 /* row-major A -> panels, any height up to the largest mr */
@@ -279,17 +280,18 @@ static inline void packb_name(char *out, size_t n, const GemmKernels *g) {
   snprintf(out, n, "gemm_%s_packb", elem_name(g->elem));
 }
 /* Run the kernel for a piece of hs rows on a tile of height h, w columns wide: the
- * unmasked one when the piece fills the tile.  The full height is the fetching kernel's
- * (UK_PF), asking for the lines fe names or none: it is the family's only one where masks
- * are cheap, and serves the full tiles elsewhere (one kernel fewer to compile each: 6 ms
- * of the 40). */
+ * unmasked one when the piece fills the tile.  A full tile of the full height is the
+ * fetching kernel's (UK_PF, unmasked), asking for the lines fe names or none; a piece of it
+ * the masked plain kernel's.  With AVX-512 the other heights' kernels are masked only
+ * (cheap_masks); the full height's, which runs nearly every step of a large product, is
+ * not: masked loads took 7% of an Emerald Rapids core's rate (gemm.c, cheap_masks). */
 typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
 static inline void tile_call(const GemmKernels *g, const Family *f, int h, int hs, int64_t w, int64_t kc,
                       const void *a, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs,
                       void *c, int64_t c_rs, int32_t beta, const Fetch *fe) {
   static const Fetch none = { 0 };
   if (!fe) fe = &none;
-  if (h == f->mr && (g->cheap_masks || (hs == h && w == f->nr)))
+  if (h == f->mr && hs == h && w == f->nr)
     f->ukq(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta, fe->pf, fe->pf_rs, fe->l0, fe->l1, fe->sh);
   else
     (w == f->nr && hs == h ? f->ukf[h] : f->uk[h])(kc, a, a_rs, a_cs, b, b_rs, c, c_rs, w, hs, beta);
