@@ -398,5 +398,9 @@ bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, s
   snprintf(err, errlen, "this dyn was built without LLVM");
   return false;
 }
+bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen) {
+  snprintf(err, errlen, "this dyn was built without LLVM");
+  return false;
+}
 
 #endif

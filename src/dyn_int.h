@@ -332,6 +332,8 @@ double hw_cache_bytes(const HwModel *h, int i);
 int hw_prov(const HwModel *h, const char *key);
 /* Use a measured f32 peak of the whole chip (dyn --calibrate's) in place of the model's. */
 void hw_set_measured_peak(HwModel *h, double gflops);
+/* Use measured read rates of level i (dyn --calibrate's): a core's and all the cores'. */
+void hw_set_measured_gbs(HwModel *h, int i, double gbs, double total_gbs);
 
 /* ---- lineedit.c: the built-in line editor (used when readline is absent) --------------- */
 
@@ -878,6 +880,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
 
 /* Measure the f32 micro-kernel's peak GFLOP/s on one thread and on all (dyn --calibrate). */
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen);
+/* Measure each memory level's read rate past L1, GB/s, for one core (gbs) and for all the
+ * backend's threads at once (total_gbs), indexed as HwModel.level; 0 where a level has no
+ * set of its own to measure (cpu_calibrate.c). */
+typedef struct CalMemory { double gbs[6], total_gbs[6]; } CalMemory;
+bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen);
 /* One core's f32 rate in GFLOP/s as the matmul micro-kernel measured it when compiled, or 0
  * when it is not compiled (compiling nothing). */
 double cpu_core_gflops(const CpuBackend *be);

@@ -698,6 +698,13 @@ void hw_set_measured_peak(HwModel *h, double gflops) {
   h->prov[HW_F_PEAK] = HW_MEASURED;
 }
 
+void hw_set_measured_gbs(HwModel *h, int i, double gbs, double total_gbs) {
+  if (i < 0 || i >= h->nlevels) return;
+  h->level[i].gbs = gbs;
+  h->level[i].total_gbs = total_gbs;
+  h->level[i].prov_gbs = h->level[i].prov_total = HW_MEASURED;
+}
+
 /* ---- hw_dir and hw_load ------------------------------------------------------------------ */
 
 /* The hw/ beside the running program when it runs in its own source tree (./dyn after make:

@@ -8,10 +8,12 @@
 #include "config.h"
 #include "session_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -346,6 +348,24 @@ static bool plausible_peak(const HwModel *hw, double peak, int threads) {
   return peak <= 4 * model && peak >= model * share / 100;
 }
 
+/* The level of the model a calibration key names ("l2.gbs", "dram.total_gbs": the level's
+ * name in lower case), or -1. */
+static int calibration_level(const HwModel *hw, const char *key) {
+  const char *dot = strchr(key, '.');
+  if (!dot || (strcmp(dot, ".gbs") && strcmp(dot, ".total_gbs"))) return -1;
+  for (int i = 0; i < hw->nlevels && i < 6; i++)
+    if ((size_t)(dot - key) == strlen(hw->level[i].name) && !strncasecmp(key, hw->level[i].name, (size_t)(dot - key)))
+      return i;
+  return -1;
+}
+
+/* A measured rate is believed within 20x of the model's either way: the files' guesses are
+ * not that far off, and a damaged file or another machine's figure may be. */
+static bool plausible_gbs(double model, double measured) {
+  if (!isfinite(measured) || measured <= 0) return false;
+  return !(model > 0) || (measured <= 20 * model && measured >= model / 20);
+}
+
 /* Use a calibration made on this hardware, if there is one.  Only a regular file of a
  * sensible size is read: a FIFO or a link to /dev/zero in its place must not hang or fill
  * every start-up.  A file that cannot be used is ignored with a note. */
@@ -365,7 +385,7 @@ static void load_calibration(Session *s) {
     fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
   } else if (st == FILE_OK) {
     bool match = false;
-    double peak = 0;
+    double peak = 0, gbs[6] = {0}, total[6] = {0};
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -373,6 +393,10 @@ static void load_calibration(Session *s) {
       if (!strcmp(key, "fingerprint")) match = !strcmp(val, fp.s);
       else if (!strcmp(key, "peak_gflops_f32")) peak = strtod(val, NULL);
       else if (!strcmp(key, "threads")) threads = atoi(val);
+      else {
+        int i = calibration_level(&s->host_hw, key);
+        if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : &gbs[i]) = strtod(val, NULL);
+      }
     }
     free(text);
     if (match && !plausible_peak(&s->host_hw, peak, threads)) {
@@ -381,6 +405,15 @@ static void load_calibration(Session *s) {
     } else if (match) {
       hw_set_measured_peak(&s->host_hw, peak);
       s->host_peak_measured = true;
+      for (int i = 0; i < s->host_hw.nlevels && i < 6; i++) {
+        const HwLevel *lv = &s->host_hw.level[i];
+        if (!gbs[i] && !total[i]) continue;
+        if (plausible_gbs(lv->gbs, gbs[i]) && plausible_gbs(lv->total_gbs, total[i]) && total[i] >= gbs[i] / 2)
+          hw_set_measured_gbs(&s->host_hw, i, gbs[i], total[i]);
+        else
+          fprintf(s->err, "dyn: ignoring %s's %s bandwidths: %g GB/s a core and %g in all are not plausible for %s (the model says %.0f and %.0f); run dyn --calibrate again\n",
+                  path.s, lv->name, gbs[i], total[i], s->host_hw.name, lv->gbs, lv->total_gbs);
+      }
     }
   }
   free(dir);
@@ -407,6 +440,20 @@ int session_calibrate(Session *s) {
   }
   fprintf(s->out, "peak: %.1f GFLOP/s on one thread, %.1f GFLOP/s on %d (the hardware model says %.1f)\n", p1, pall,
           s->threads, s->hw.peak_gflops_f32);
+  fprintf(s->out, "measuring the memory's read rates...\n");
+  fflush(s->out);
+  CalMemory mem;
+  if (!cpu_calibrate_memory(s->cpu, &mem, msg, sizeof msg)) {
+    fprintf(s->err, "dyn: --calibrate: %s\n", msg);
+    return 1;
+  }
+  Buf mline = {0};
+  for (int i = 0; i < s->hw.nlevels && i < 6; i++)
+    if (mem.gbs[i] > 0)
+      buf_printf(&mline, "%s%s %.1f GB/s a core, %.1f in all (the model says %.0f and %.0f)", mline.len ? "; " : "",
+                 s->hw.level[i].name, mem.gbs[i], mem.total_gbs[i], s->hw.level[i].gbs, s->hw.level[i].total_gbs);
+  fprintf(s->out, "memory: %s\n", mline.len ? mline.s : "no level past L1 to measure");
+  buf_free(&mline);
   char *dir = calibration_path();
   if (!dir) {
     fprintf(s->err, "dyn: --calibrate: no $HOME or $XDG_CACHE_HOME to keep the result in\n");
@@ -427,6 +474,14 @@ int session_calibrate(Session *s) {
   Buf text = {0};
   buf_printf(&text, "# dyn --calibrate: measured once on this hardware, never per shape\n");
   buf_printf(&text, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
+  for (int i = 0; i < s->hw.nlevels && i < 6; i++)
+    if (mem.gbs[i] > 0) {
+      char lname[16];
+      size_t n = 0;
+      for (; s->hw.level[i].name[n] && n < sizeof lname - 1; n++) lname[n] = (char)tolower((unsigned char)s->hw.level[i].name[n]);
+      lname[n] = 0;
+      buf_printf(&text, "%s.gbs = %.3f\n%s.total_gbs = %.3f\n", lname, mem.gbs[i], lname, mem.total_gbs[i]);
+    }
   FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
   bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
   if (f && !ok) file_out_abandon(f);

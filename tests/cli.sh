@@ -131,6 +131,15 @@ if grep -q "GFLOP/s peak of" peak.txt && grep -q '^time: .*(cpu)$' peak.txt; the
   else
     pass=$((pass + 1))
   fi
+  # and the memory's read rates, which :hw then tags measured: memory's line (the last
+  # before the tags) at least, a level every model has
+  echo ':hw' | "$dyn" > hw-cal.txt 2>&1
+  if ! grep -q '^memory: .* GB/s a core, .* in all' cal.txt ||
+     ! grep -B1 '^  tags:' hw-cal.txt | head -1 | grep -qE 'GB/s \[m\] per core, [0-9.]+ GB/s \[m\] in all'; then
+    fail=$((fail + 1)); echo "FAIL calibrated-memory: no measured read rates:"; cat cal.txt hw-cal.txt
+  else
+    pass=$((pass + 1))
+  fi
 fi
 
 # :time of a top-level statement runs compiled code from its second run on, as a call of a

@@ -9,6 +9,7 @@
 #include "session_int.h"
 
 #include <check.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,48 @@ static Session *start_with(const char *dir, const char *text) {
   if (text) write_file(path, text);
   return new_session("ref");
 }
+
+/* dyn --calibrate's read rates of the memory levels: believed near the model's, with [m] in
+ * :hw; one far from it is ignored with a note and that level keeps its file's figures; a key
+ * for a level this model lacks is no level's.  Figures from the host's own model. */
+START_TEST(test_calibration_bandwidth) {
+  HwModel hw;
+  hw_detect_host(&hw);
+  char fp[600], text[1600], want[200];
+  double model;
+  host_fingerprint(fp, sizeof fp, &model);
+  int last = hw.nlevels - 1;
+  ck_assert_int_ge(last, 1);
+  const HwLevel *mem = &hw.level[last], *l1 = &hw.level[0];
+  char mname[16], cname[16];
+  size_t n;
+  for (n = 0; mem->name[n]; n++) mname[n] = (char)tolower((unsigned char)mem->name[n]);
+  mname[n] = 0;
+  for (n = 0; l1->name[n]; n++) cname[n] = (char)tolower((unsigned char)l1->name[n]);
+  cname[n] = 0;
+  double g = 3 * mem->gbs, t = 3 * mem->total_gbs;
+  snprintf(text, sizeof text,
+           "fingerprint = %s\npeak_gflops_f32 = %.3f\nthreads = 1\n%s.gbs = %.3f\n%s.total_gbs = %.3f\n"
+           "%s.gbs = %.3f\n%s.total_gbs = %.3f\nl9.gbs = 5\nbogus = 1\n",
+           fp, model > 0 ? model : 100, mname, g, mname, t, cname, 1000 * l1->gbs, cname, 1000 * l1->total_gbs);
+  Session *s = start_with(cache, text);
+  snprintf(want, sizeof want, "dyn: ignoring %s/dyn/calibration.txt's %s bandwidths: ", cache, l1->name);
+  const char *e = news(&err);
+  ck_assert_msg(!strncmp(e, want, strlen(want)) && strstr(e, "are not plausible") && !strchr(e, '\n')[1], "%s", e);
+  const char *o = run_ok(s, ":hw");
+  snprintf(want, sizeof want, "%.0f GB/s [m] per core, %.0f GB/s [m] in all", g, t);
+  ck_assert_msg(strstr(o, want), "%s: %s", want, o);
+  snprintf(want, sizeof want, "%.0f GB/s [m] per core", 1000 * l1->gbs);
+  ck_assert_msg(!strstr(o, want), "%s", o);
+  session_free(s);
+  /* a level's rate for all its cores below half of one core's is not a measurement */
+  snprintf(text, sizeof text, "fingerprint = %s\npeak_gflops_f32 = %.3f\nthreads = 1\n%s.gbs = %.3f\n%s.total_gbs = %.3f\n",
+           fp, model > 0 ? model : 100, mname, g, mname, g / 3);
+  s = start_with(cache, text);
+  ck_assert_msg(strstr(news(&err), "are not plausible"), "a total below a core's taken");
+  session_free(s);
+}
+END_TEST
 
 START_TEST(test_calibration_cache) {
   char fp[600], text[900], path[512], want[400];
@@ -557,6 +600,7 @@ static Suite *session_suite(void) {
   tcase_add_test(tc, test_redefinition);
   tcase_add_test(tc, test_call_wrong_shapes);
   tcase_add_test(tc, test_calibration_cache);
+  tcase_add_test(tc, test_calibration_bandwidth);
   tcase_add_test(tc, test_targets_agree);
   tcase_add_test(tc, test_backend_table);
   tcase_add_test(tc, test_target_switching);

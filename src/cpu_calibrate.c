@@ -1,0 +1,135 @@
+/* cpu_calibrate.c -- what dyn --calibrate measures of the memory hierarchy (the micro-kernel's
+ * peak is cpu_compile.c's cpu_calibrate): each level's read rate for one core and for all
+ * the threads at once, so that the streaming models price bytes at this machine's rates
+ * instead of the hw file's, whose bandwidths are often guesses.  session.c keeps them in
+ * the calibration file beside the peak.
+ *
+ * A level's rate is that of a loop reading a set that fits it and not the level above:
+ * halfway between the two capacities a core may use (hw_cache_bytes), and for memory four
+ * times the last cache of all the cores, at least 64 MiB and at most 256 MiB.  The fastest
+ * of seven timed runs of about 20 ms each: a run that shares the cores with other work only
+ * reads slower, never faster.  L1 keeps its file's figure: a plain loop does not reach it.
+ */
+#include "config.h"
+#include "dyn_int.h"
+
+#ifdef HAVE_LLVM
+
+#include "cpu_int.h"
+#include "pool.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The read loop is plain C; built for the baseline it would read 16 bytes at a time, slower
+ * than the vector code it stands for where a cache serves 64 a cycle, so where the compiler
+ * can it gets AVX2 and AVX-512 clones chosen when the library loads (as cpu_conv.c's). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__ELF__)
+#pragma GCC optimize("O3")
+#define CAL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CAL_CLONES
+#endif
+
+/* Integers, so that the sum vectorises without reassociating floating point. */
+CAL_CLONES static uint32_t read_words(const uint32_t *p, size_t n) {
+  uint32_t s = 0;
+  for (size_t i = 0; i < n; i++) s += p[i];
+  return s;
+}
+
+typedef struct ReadJob {
+  uint32_t *buf;
+  size_t words;                /* each task's part */
+  int64_t reps;
+  _Atomic uint32_t sink;
+} ReadJob;
+
+static void read_task(void *ctx, int64_t t) {
+  ReadJob *j = ctx;
+  uint32_t s = 0;
+  for (int64_t r = 0; r < j->reps; r++) s += read_words(j->buf + (size_t)t * j->words, j->words);
+  atomic_fetch_add_explicit(&j->sink, s, memory_order_relaxed);
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* GB/s of `threads` tasks each reading its own `words` of buf (threads 1: the caller alone),
+ * passes enough for about 20 ms. */
+static double read_rate(Pool *pool, int threads, uint32_t *buf, size_t words) {
+  ReadJob j = { .buf = buf, .words = words, .reps = 1 };
+  Pool *use = threads > 1 ? pool : NULL;
+  double t = now_s();            /* one pass warms the level and says how many make 20 ms */
+  dyn_parallel_for(use, threads, read_task, &j);
+  t = now_s() - t;
+  j.reps = t > 0 ? (int64_t)(0.02 / t) + 1 : 1;
+  t = now_s();
+  dyn_parallel_for(use, threads, read_task, &j);
+  t = now_s() - t;
+  return t > 0 ? (double)words * 4 * (double)threads * (double)j.reps / t * 1e-9 : 0;
+}
+
+/* The rounds: each level once a round, one thread and then all, the fastest of each kept.
+ * A shared host's speed moves in phases of seconds; rounds spread each level's runs over
+ * the whole measurement, where five runs in a row fell in one phase (two threads read
+ * memory at 26 GB/s in some processes, 47 in others). */
+#define ROUNDS 7
+
+bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  const HwModel *h = &be->hw;
+  Pool *pool = cpu_backend_pool(be);
+  int threads = pool_threads(pool), nc = hw_ncaches(h), last = h->nlevels - 1;
+  if (last < 1 || nc < 1) {
+    snprintf(err, errlen, "%s has no memory hierarchy to measure", h->name);
+    return false;
+  }
+  uint32_t *buf[6] = {0};
+  size_t words[6] = {0}, all[6] = {0};   /* one thread's words; each thread's, all at once */
+  bool ok = true;
+  for (int i = 1; i <= last && i < 6 && ok; i++) {
+    double bytes;
+    if (i < last) {
+      if (i >= nc) continue;
+      double below = hw_cache_bytes(h, i - 1), cap = hw_cache_bytes(h, i);
+      if (cap < 2 * below) continue;      /* no set fits it and not the level above */
+      bytes = (below + cap) / 2;
+    } else {
+      bytes = hw_cache_bytes(h, nc - 1) * (h->cores > 0 ? h->cores : 1) * 4;
+      bytes = bytes < 64.0 * (1 << 20) ? 64.0 * (1 << 20) : bytes > 256.0 * (1 << 20) ? 256.0 * (1 << 20) : bytes;
+    }
+    words[i] = (size_t)(bytes / 4) / 16 * 16;
+    /* a cache's set is each core's; memory's is shared out */
+    all[i] = i < last ? words[i] : words[i] / (size_t)threads / 16 * 16;
+    size_t n = i < last ? words[i] * (size_t)threads : words[i];
+    if (!(buf[i] = aligned_alloc(64, n * 4))) {
+      snprintf(err, errlen, "could not allocate %zu MiB to measure %s", n * 4 >> 20, h->level[i].name);
+      ok = false;
+      break;
+    }
+    memset(buf[i], 1, n * 4);            /* every page present */
+  }
+  for (int r = 0; r < ROUNDS && ok; r++)
+    for (int i = 1; i <= last && i < 6; i++) {
+      if (!buf[i]) continue;
+      double one = read_rate(pool, 1, buf[i], words[i]);
+      double every = threads > 1 ? read_rate(pool, threads, buf[i], all[i]) : one;
+      if (one > out->gbs[i]) out->gbs[i] = one;
+      if (every > out->total_gbs[i]) out->total_gbs[i] = every;
+    }
+  for (int i = 0; i < 6; i++) {
+    free(buf[i]);
+    /* a core reads at least its share of what all of them read at once: one below it was
+     * measured in a slow phase (13.9 GB/s alone, 43.4 for two, in one run) */
+    if (threads > 1 && out->gbs[i] < out->total_gbs[i] / threads) out->gbs[i] = out->total_gbs[i] / threads;
+  }
+  return ok;
+}
+
+#endif
