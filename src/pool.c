@@ -1,9 +1,15 @@
 /* pool.c -- the runtime's thread pool and the tiny C ABI that generated code calls.
  * dyn_parallel_for(pool, ntasks, fn, ctx) runs fn(ctx, 0..ntasks-1) on the pool's workers and
- * the calling thread, and returns when all are done.  Tasks are claimed from one atomic word
- * holding (job generation, next task, task count), so a worker that wakes late can never run
- * a task of a job that has moved on, and the caller waits only for tasks actually claimed:
- * on a busy machine where a worker is not scheduled, the caller simply runs its share.
+ * the calling thread, and returns when all are done.  Each participant (the caller 0, worker
+ * i the i-th) owns a fixed, contiguous share of the tasks, the same share on every call of
+ * the same count, and claims its own first; then it takes what is left of the others'.  So
+ * the rows a thread wrote on one call are its own again on the next, still in its core's
+ * caches, where claiming from one shared counter handed them to whichever thread came first
+ * (rmsnorm of f32[33, 1000] on 2 threads: median 8.3 us against 4.7 on one, every call
+ * moving half the rows' lines between the cores).  A claim is a compare-and-swap on the
+ * owner's word (job generation, next task), so a worker that wakes late can never run a task
+ * of a job that has moved on, and the caller waits only for tasks actually claimed: on a
+ * busy machine where a worker is not scheduled, the caller simply runs its share too.
  * Idle workers spin briefly (back-to-back kernels pay no wake-up), then sleep on a condition
  * variable (an idle REPL burns no CPU).
  */
@@ -23,17 +29,24 @@
  * does not compete for long with other threads or keep an idle session busy. */
 #define SPIN_NS 100000
 
-/* The claim word: generation (24 bits) | next task (20) | task count (20).  A job of more
- * tasks runs as several rounds. */
+/* The round word: generation (24 bits) | unused (20) | task count (20).  A job of more
+ * tasks runs as several rounds.  A participant's claim word: generation (24) | its next
+ * task (40). */
 #define CNT_BITS 20
 #define MAX_ROUND ((int64_t)1 << CNT_BITS)
 #define W_GEN(w) ((w) >> (2 * CNT_BITS))
-#define W_NEXT(w) (((w) >> CNT_BITS) & (MAX_ROUND - 1))
 #define W_CNT(w) ((w) & (MAX_ROUND - 1))
 #define W_MAKE(g, next, n) (((uint64_t)(g) << (2 * CNT_BITS)) | ((uint64_t)(next) << CNT_BITS) | \
                             (uint64_t)(n))
 
+#define S_GEN(w) ((w) >> 40)
+#define S_NEXT(w) ((int64_t)((w) & (((uint64_t)1 << 40) - 1)))
+#define S_MAKE(g, next) (((uint64_t)(g) << 40) | (uint64_t)(next))
+
 typedef void (*PoolFn)(void *ctx, int64_t task);
+
+/* A participant's claim word, a line of its own. */
+typedef struct Claim { _Alignas(64) _Atomic uint64_t w; } Claim;
 
 struct Pool {
   int nthreads;                        /* participants, the caller included */
@@ -44,7 +57,9 @@ struct Pool {
   _Atomic(PoolFn) fn;
   _Atomic(void *) ctx;
   _Atomic int64_t base;                /* task number of the round's first task */
-  _Alignas(64) _Atomic uint64_t word;  /* generation | next | count */
+  _Alignas(64) _Atomic uint64_t word;  /* generation | - | count */
+  Claim *slot;                         /* each participant's claims, nthreads of them */
+  struct Worker { Pool *p; int self; } *who;
   _Alignas(64) _Atomic int64_t done;   /* tasks of the round finished */
   _Alignas(64) _Atomic int sleepers;
   _Atomic bool quit;
@@ -71,27 +86,38 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Claim and run tasks of the round with generation gen until none is left. */
-static void run_tasks(Pool *p, uint64_t gen) {
-  uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
-  for (;;) {
-    if (W_GEN(w) != gen || W_NEXT(w) >= W_CNT(w)) return;
-    PoolFn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
-    void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
-    int64_t base = atomic_load_explicit(&p->base, memory_order_relaxed);
-    uint64_t next = W_MAKE(gen, W_NEXT(w) + 1, W_CNT(w));
-    /* Success proves the round was still current, so fn, ctx and base belonged to it. */
-    if (atomic_compare_exchange_weak_explicit(&p->word, &w, next, memory_order_acq_rel,
-                                              memory_order_acquire)) {
-      fn(ctx, base + (int64_t)W_NEXT(w));
-      atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
-      w = atomic_load_explicit(&p->word, memory_order_acquire);
+/* The first task of participant i's share of n tasks among np. */
+static inline int64_t share_start(int64_t n, int np, int i) { return n * i / np; }
+
+/* Claim and run tasks of the round with generation gen until none is left: participant
+ * self's own share first, then the others' in turn. */
+static void run_tasks(Pool *p, uint64_t gen, int self) {
+  uint64_t rw = atomic_load_explicit(&p->word, memory_order_acquire);
+  if (W_GEN(rw) != gen) return;
+  int64_t n = (int64_t)W_CNT(rw);
+  int np = p->nthreads;
+  for (int k = 0; k < np; k++) {
+    int i = (self + k) % np;
+    int64_t end = share_start(n, np, i + 1);
+    uint64_t w = atomic_load_explicit(&p->slot[i].w, memory_order_acquire);
+    while (S_GEN(w) == gen && S_NEXT(w) < end) {
+      PoolFn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+      void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+      int64_t base = atomic_load_explicit(&p->base, memory_order_relaxed);
+      /* Success proves the round was still current, so fn, ctx and base belonged to it. */
+      if (atomic_compare_exchange_weak_explicit(&p->slot[i].w, &w, w + 1, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        fn(ctx, base + S_NEXT(w));
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        w = atomic_load_explicit(&p->slot[i].w, memory_order_acquire);
+      }
     }
   }
 }
 
 static void *worker(void *arg) {
-  Pool *p = arg;
+  Pool *p = ((struct Worker *)arg)->p;
+  int self = ((struct Worker *)arg)->self;
   uint64_t seen = W_GEN(atomic_load(&p->word));
   in_pool = true;
   for (;;) {
@@ -116,7 +142,7 @@ static void *worker(void *arg) {
     }
     seen = g;
     if (atomic_load(&p->quit)) break;
-    run_tasks(p, g);
+    run_tasks(p, g, self);
   }
   return NULL;
 }
@@ -133,8 +159,18 @@ static void start_workers(Pool *p, int nthreads) {
   p->nworkers = 0;
   atomic_store(&p->quit, false);
   p->th = nthreads > 1 ? xcalloc((size_t)nthreads - 1, sizeof *p->th) : NULL;
+  p->who = nthreads > 1 ? xcalloc((size_t)nthreads - 1, sizeof *p->who) : NULL;
+  p->slot = aligned_alloc(64, (size_t)nthreads * sizeof *p->slot);
+  if (!p->slot) nthreads = 1, p->slot = aligned_alloc(64, sizeof *p->slot);
+  if (!p->slot) {
+    fprintf(stderr, "dyn: out of memory\n");
+    abort();
+  }
+  for (int i = 0; i < nthreads; i++) atomic_init(&p->slot[i].w, 0);
+  /* the slots and who are written before the threads start, which publishes them */
   for (int i = 0; i < nthreads - 1; i++) {
-    if (pthread_create(&p->th[i], NULL, worker, p)) break;   /* run with fewer */
+    p->who[i] = (struct Worker){p, i + 1};
+    if (pthread_create(&p->th[i], NULL, worker, &p->who[i])) break;   /* run with fewer */
     p->nworkers++;
   }
   p->nthreads = p->nworkers + 1;
@@ -147,7 +183,11 @@ static void stop_workers(Pool *p) {
   wake_all(p);
   for (int i = 0; i < p->nworkers; i++) pthread_join(p->th[i], NULL);
   free(p->th);
+  free(p->who);
+  free(p->slot);
   p->th = NULL;
+  p->who = NULL;
+  p->slot = NULL;
   p->nworkers = 0;
 }
 
@@ -203,9 +243,11 @@ void dyn_parallel_for(void *pool, int64_t ntasks, void (*fn)(void *ctx, int64_t 
     atomic_store_explicit(&p->base, base, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint64_t gen = (W_GEN(atomic_load(&p->word)) + 1) & 0xffffff;
+    for (int i = 0; i < p->nthreads; i++)
+      atomic_store_explicit(&p->slot[i].w, S_MAKE(gen, share_start(n, p->nthreads, i)), memory_order_relaxed);
     atomic_store(&p->word, W_MAKE(gen, 0, n));       /* seq_cst: publishes the fields */
     wake_all(p);
-    run_tasks(p, gen);
+    run_tasks(p, gen, 0);
     /* Wait for the tasks other threads claimed; they are running. */
     for (int i = 1; atomic_load_explicit(&p->done, memory_order_acquire) < n; i++) {
       cpu_relax();
