@@ -90,10 +90,10 @@ bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errl
     snprintf(err, errlen, "%s has no memory hierarchy to measure", h->name);
     return false;
   }
-  uint32_t *buf[6] = {0};
-  size_t words[6] = {0}, all[6] = {0};   /* one thread's words; each thread's, all at once */
+  uint32_t *buf[HW_MAX_LEVELS] = {0};
+  size_t words[HW_MAX_LEVELS] = {0}, all[HW_MAX_LEVELS] = {0};   /* one thread's words; each thread's, all at once */
   bool ok = true;
-  for (int i = 1; i <= last && i < 6 && ok; i++) {
+  for (int i = 1; i <= last && ok; i++) {
     double bytes;
     if (i < last) {
       if (i >= nc) continue;
@@ -116,14 +116,14 @@ bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errl
     memset(buf[i], 1, n * 4);            /* every page present */
   }
   for (int r = 0; r < ROUNDS && ok; r++)
-    for (int i = 1; i <= last && i < 6; i++) {
+    for (int i = 1; i <= last; i++) {
       if (!buf[i]) continue;
       double one = read_rate(pool, 1, buf[i], words[i]);
       double every = threads > 1 ? read_rate(pool, threads, buf[i], all[i]) : one;
       if (one > out->gbs[i]) out->gbs[i] = one;
       if (every > out->total_gbs[i]) out->total_gbs[i] = every;
     }
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < HW_MAX_LEVELS; i++) {
     free(buf[i]);
     /* a core reads at least its share of what all of them read at once: one below it was
      * measured in a slow phase (13.9 GB/s alone, 43.4 for two, in one run) */

@@ -275,6 +275,9 @@ typedef struct HwLevel {
   HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total, prov_ways;
 } HwLevel;
 
+/* The most levels a memory hierarchy has in a model. */
+#define HW_MAX_LEVELS 6
+
 typedef struct HwModel {
   char name[64];          /* "zen5", "h100", "host" */
   char kind[8];           /* "cpu" or "gpu" */
@@ -298,7 +301,7 @@ typedef struct HwModel {
   double fp32_tflops, tf32_tflops, bf16_tflops;
   /* both */
   int nlevels;
-  HwLevel level[6];       /* fastest first; the last is main memory */
+  HwLevel level[HW_MAX_LEVELS]; /* fastest first; the last is main memory */
   double peak_gflops_f32; /* derived when absent: cores * ghz * fma_units * 2 * vector_bits/32 */
   double bf16_per_fma;    /* CPU: a core's bf16 contraction rate over its f32 FMA rate (0: 1, the
                              operands widened to f32; 2 where vdpbf16ps issues as an FMA does) */
@@ -883,7 +886,7 @@ bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, s
 /* Measure each memory level's read rate past L1, GB/s, for one core (gbs) and for all the
  * backend's threads at once (total_gbs), indexed as HwModel.level; 0 where a level has no
  * set of its own to measure (cpu_calibrate.c). */
-typedef struct CalMemory { double gbs[6], total_gbs[6]; } CalMemory;
+typedef struct CalMemory { double gbs[HW_MAX_LEVELS], total_gbs[HW_MAX_LEVELS]; } CalMemory;
 bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen);
 /* One core's f32 rate in GFLOP/s as the matmul micro-kernel measured it when compiled, or 0
  * when it is not compiled (compiling nothing). */

@@ -353,7 +353,7 @@ static bool plausible_peak(const HwModel *hw, double peak, int threads) {
 static int calibration_level(const HwModel *hw, const char *key) {
   const char *dot = strchr(key, '.');
   if (!dot || (strcmp(dot, ".gbs") && strcmp(dot, ".total_gbs"))) return -1;
-  for (int i = 0; i < hw->nlevels && i < 6; i++)
+  for (int i = 0; i < hw->nlevels; i++)
     if ((size_t)(dot - key) == strlen(hw->level[i].name) && !strncasecmp(key, hw->level[i].name, (size_t)(dot - key)))
       return i;
   return -1;
@@ -385,7 +385,7 @@ static void load_calibration(Session *s) {
     fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
   } else if (st == FILE_OK) {
     bool match = false;
-    double peak = 0, gbs[6] = {0}, total[6] = {0};
+    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0};
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -405,7 +405,7 @@ static void load_calibration(Session *s) {
     } else if (match) {
       hw_set_measured_peak(&s->host_hw, peak);
       s->host_peak_measured = true;
-      for (int i = 0; i < s->host_hw.nlevels && i < 6; i++) {
+      for (int i = 0; i < s->host_hw.nlevels; i++) {
         const HwLevel *lv = &s->host_hw.level[i];
         if (!gbs[i] && !total[i]) continue;
         if (plausible_gbs(lv->gbs, gbs[i]) && plausible_gbs(lv->total_gbs, total[i]) && total[i] >= gbs[i] / 2)
@@ -448,7 +448,7 @@ int session_calibrate(Session *s) {
     return 1;
   }
   Buf mline = {0};
-  for (int i = 0; i < s->hw.nlevels && i < 6; i++)
+  for (int i = 0; i < s->hw.nlevels; i++)
     if (mem.gbs[i] > 0)
       buf_printf(&mline, "%s%s %.1f GB/s a core, %.1f in all (the model says %.0f and %.0f)", mline.len ? "; " : "",
                  s->hw.level[i].name, mem.gbs[i], mem.total_gbs[i], s->hw.level[i].gbs, s->hw.level[i].total_gbs);
@@ -474,7 +474,7 @@ int session_calibrate(Session *s) {
   Buf text = {0};
   buf_printf(&text, "# dyn --calibrate: measured once on this hardware, never per shape\n");
   buf_printf(&text, "fingerprint = %s\npeak_gflops_f32_1 = %.3f\npeak_gflops_f32 = %.3f\nthreads = %d\n", fp.s, p1, pall, s->threads);
-  for (int i = 0; i < s->hw.nlevels && i < 6; i++)
+  for (int i = 0; i < s->hw.nlevels; i++)
     if (mem.gbs[i] > 0) {
       char lname[16];
       size_t n = 0;
