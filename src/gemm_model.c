@@ -32,9 +32,9 @@
  *   SPLIT_LOADS   5%       kernels reading B in place whose vectors      16 x 511 x 511 x 128,
  *                          straddle lines run slower than calibrated     12 x 100 x 100 x 64
  *   CROWDED_L1    7%       ... and when the strip fills most of L1       1000 x 768 x 768
- *   FAR_PIECE     12       lines more a row's piece of a B strip costs   50 x 2000 x 3000
- *                          read in place from memory (nothing fetches
- *                          ahead of it)
+ *   FAR_PIECE     3        lines more a row's piece of a B strip costs   50 x 4000 x 20000,
+ *                          read from memory with nothing fetching ahead  8 x 8000 x 8000,
+ *                          of it, a wait the FMAs do not hide            one thread of Zen 4
  *   KSPLIT_MAX_C  256 Ki   k is split over threads only for a C of at    16 x 16 x 100000,
  *   KSPLIT_MIN_K  256      most this many elements and a k this long     1 x 1 x 100000
  *   BT_SITU       2.0      B^T packed in a plan over packbt's calibrated 2 x 16 x 5000 against
@@ -59,7 +59,7 @@
  * slower than from a line (5 lines a strip's row instead of 4), packed 3-8% slower. */
 #define SPLIT_LOADS 0.05
 #define CROWDED_L1 0.07
-#define FAR_PIECE 12              /* see model_block */
+#define FAR_PIECE 3               /* see far_b_s */
 #define KSPLIT_MAX_C (256 << 10)
 #define KSPLIT_MIN_K 256
 #define BT_SITU 2.0               /* see plan_eval_dot */
@@ -495,6 +495,15 @@ static int64_t lines_per_set(int64_t stride, int64_t count) {
 
 /* Predicted seconds for one thread block of bt x mt x nt (x K) of `users` running at once,
  * filling pl's parts. */
+/* The wait for `bytes` of B read by strips from memory with nothing fetching ahead: each
+ * row's piece of a strip (`strip` bytes) costs FAR_PIECE lines more, at memory's rate for
+ * the cores at work.  Fitted on one thread of Zen 4, where it came to 55-60% of the read
+ * rate (B in place, time past the compute: 50 x 4000 x 20000 23 ms for 320 MB, 8 x 8000 x
+ * 8000 about 17 ms for 256 MB). */
+static double far_b_s(const HwModel *h, double strip, double line, double bytes, int users) {
+  return bytes / (sched_shared_bw(h, INFINITY, users) * strip / (strip + FAR_PIECE * line));
+}
+
 static void model_block(const GemmKernels *g, const Family *f, const Prob *p, int64_t bt,
                         int64_t mt, int64_t nt, int users, Plan *pl) {
   const HwModel *h = &g->hw;
@@ -526,6 +535,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   double bwA = sched_shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
   double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), bwB = sched_shared_bw(h, wholeB, users);
   double bwL2 = sched_level_bw(h, hw_cache_bytes(h, 1) / 2);
+  bool farB = wholeB > hw_cache_bytes(h, hw_ncaches(h) - 1) * users;
   /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
    * in place whose rows alias cannot stay in L1 between row pieces: each piece after the
@@ -543,16 +553,16 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   double mem = bytesA * njc / bwA;
   if (!pl->pack_b) {
     /* Each row's piece of a strip costs a line more than its bytes.  A B larger than the
-     * last cache's share of the cores at work comes from memory, where a piece with no
-     * prefetch ahead of it costs FAR_PIECE lines more (50 x 2000 x 3000 on 2 threads: B in
-     * place 3.4-4.3 ms, packed 1.7-2.0; the model had taken its 24 MB to stay in the 32 MB
-     * L3 that 8 cores share) */
-    double strip = f->nr * es, piece = line, bw = bwB;
-    if (wholeB > hw_cache_bytes(h, hw_ncaches(h) - 1) * users) {
-      piece = FAR_PIECE * line;
-      bw = sched_shared_bw(h, INFINITY, users);
-    }
-    mem += bytesB * nic / (bw * strip / (strip + piece));
+     * last cache's share of the cores at work comes from memory with nothing fetching
+     * ahead of the pieces, and the FMAs wait for each: FAR_PIECE lines more a piece, and
+     * a stall, not hidden by the compute (far_b_s).  One thread of Zen 4, B in place
+     * against max(compute, memory), which the model took before: 50 x 4000 x 20000 98 ms
+     * against 75 predicted, 8 x 8000 x 8000 29.5 against 51; packed B within 5% of its
+     * prediction at 50-200 rows.  The 32 MB L3 that 8 cores share did not keep the 24 MB
+     * of 50 x 2000 x 3000 on 2 threads of Zen 5 either (in place 3.4-4.3 ms, packed 1.7-2.0) */
+    double strip = f->nr * es;
+    if (farB) stall += far_b_s(h, strip, line, bytesB * nic, users);
+    else mem += bytesB * nic / (bwB * strip / (strip + line));
     /* A strip that cannot stay in L1 comes back from L2 for each later piece, which the
      * edge DP's in-place table already charges (a piece costs at least its strip's reload
      * from L2), and which a tall piece's FMAs hide.  Rows a multiple of 4 KiB apart alias
@@ -590,9 +600,13 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
       /* The first tile of each strip reads B in place as it computes: its FMAs hide the
        * reads but for about a line of each row's piece (fitted on 77 x 4096 x 4096, 2
        * threads: packing cost about 0.3 ms beside the writes with 6x64 tiles, pieces of
-       * 4 lines, and 0.7 ms with 14x32, pieces of 2). */
+       * 4 lines, and 0.7 ms with 14x32, pieces of 2).  The full tiles after the first
+       * fetch the next strip ahead (emit_uk); with none, a B from memory is read as in
+       * place (8 x 8000 x 8000 on one thread of Zen 4: 43 ms packed, 29.5 in place). */
       double strip = f->nr * es;
-      pack += bytesB / bwB * (line < strip ? line / strip : 1) + panelB * wr;
+      int64_t rows = imin(pl->mc, mt);
+      if (farB && rows / f->mr < 2) pack += far_b_s(h, strip, line, bytesB, users) + panelB * wr;
+      else pack += bytesB / bwB * (line < strip ? line / strip : 1) + panelB * wr;
     } else {
       pack += (bytesB / bwB + panelB * wr) * (p->b_sn == 1 ? 1 : 4);
     }
