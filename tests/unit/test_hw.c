@@ -713,6 +713,26 @@ START_TEST(test_detect_host) {
   hw_describe(&m, &b);
   ck_assert_msg(!strncmp(b.s, "host: ", 6) && strstr(b.s, "from:    detected: "), "%s", b.s);
   buf_free(&b);
+  /* The private caches' bandwidths are the file's bytes a cycle at the clock timed here;
+   * shared levels and memory keep the file's figures (at most the level above's). */
+  const char *from = strrchr(m.source, ' '), *dot = from ? strstr(from, ".hw") : NULL;
+  if (dot) {
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(dot - from - 1), from + 1);
+    HwModel f;
+    ck_assert_msg(hw_load(name, &f, err, sizeof err), "%s", err);
+    double ratio = strstr(m.source, "clock timed") ? m.ghz / f.ghz : 1;
+    ck_assert(!!strstr(m.source, "at the timed clock") == (ratio != 1));
+    for (int i = 0; i + 1 < m.nlevels; i++)
+      for (int j = 0; j + 1 < f.nlevels; j++)
+        if (!strcmp(m.level[i].name, f.level[j].name)) {
+          double want = m.level[i].shared_by <= 1 ? f.level[j].gbs * ratio : f.level[j].gbs;
+          if (m.level[i].shared_by > 1 && i > 0 && want > m.level[i - 1].gbs) want = m.level[i - 1].gbs;
+          ck_assert_msg(near(m.level[i].gbs, want, 1e-9), "%s: %g GB/s, want %g (%s at %g GHz)",
+                        m.level[i].name, m.level[i].gbs, want, name, f.ghz);
+        }
+    ck_assert(near(m.level[m.nlevels - 1].gbs, f.level[f.nlevels - 1].gbs, 1e-9));
+  }
 }
 END_TEST
 
