@@ -575,7 +575,7 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
     if (t < 1) t = 1;
     double mem = once / sched_threads_bw(hw, sched_fit_level(hw, once, t), t) +
                  again / sched_threads_bw(hw, sched_fit_level(hw, head, 1), t);
-    double comp = ops / sched_lane_ops_rate(hw, t, 4) + cost_attn_softmax_time(hw, t, keys * rows, ATTN_SCALE_FOLDED);
+    double comp = ops / sched_fma_lanes_rate(hw, t, 4) + cost_attn_softmax_time(hw, t, keys * rows, ATTN_SCALE_FOLDED);
     SchedWork fj = {0, 4, 0, 0, false, groups};  /* the fork-join alone */
     double total = (mem > comp ? mem : comp) + sched_stream_time(hw, t, &fj, NULL);
     if (!pass || total < best) {

@@ -254,7 +254,7 @@ typedef enum {
 /* The figures of HwModel.prov[], one per numeric key of an hw file. */
 enum {
   HW_F_CORES, HW_F_GHZ, HW_F_PEAK, HW_F_VECTOR_BITS, HW_F_VEC_REGS, HW_F_FMA_UNITS,
-  HW_F_FMA_LATENCY, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
+  HW_F_FMA_LATENCY, HW_F_VEC_UNITS, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
   HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
   HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_F_BF16_PER_FMA,
   HW_NFIGURES
@@ -289,6 +289,9 @@ typedef struct HwModel {
   int vec_regs;           /* architectural vector registers */
   int fma_units;          /* FMA pipes per core */
   int fma_latency;        /* cycles */
+  int vec_units;          /* vector pipes per core, each vector_bits wide, that take floating-point
+                           * adds, multiplies, compares and blends, the FMA pipes among them
+                           * (0: fma_units); streaming kernels' lane-operations issue on them */
   double line_move_ns;    /* a cache line two cores both write, moving from one to the other
                            * (0: not stated) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
@@ -923,6 +926,7 @@ int sched_fit_level(const HwModel *h, double F, int threads);
 double sched_threads_bw(const HwModel *h, int i, int threads);
 /* Vector lane-operations per second of `threads` cores on elements of elem_bytes. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes);
+double sched_fma_lanes_rate(const HwModel *h, int threads, int elem_bytes);
 /* A streaming kernel (element-wise, row-wise, a reduction): its lane-operations, compulsory
  * bytes read and written, whether it streams its stores past the caches, its tasks. */
 typedef struct SchedWork {

@@ -50,6 +50,7 @@ static const KeyDef KEYS[] = {
   {"vec_regs", V_INT, FOR_CPU, true, AT(vec_regs), HW_F_VEC_REGS},
   {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
   {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
+  {"vec_units", V_INT, FOR_CPU, false, AT(vec_units), HW_F_VEC_UNITS},
   {"line_move_ns", V_NUM, FOR_CPU, false, AT(line_move_ns), HW_F_LINE_MOVE_NS},
   {"bf16_per_fma", V_NUM, FOR_CPU, false, AT(bf16_per_fma), HW_F_BF16_PER_FMA},
   {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
@@ -568,6 +569,11 @@ static bool finish_model(ParseState *st, const char *fname, HwModel *out, char *
     }
     out->nlevels++;
   }
+  if (!gpu && out->vec_units && out->vec_units < out->fma_units) {
+    fail(err, errlen, "%s:%d: 'vec_units' (%d) is fewer than 'fma_units' (%d): the FMA pipes are "
+         "vector pipes too", fname, st->key_line[find_key("vec_units")], out->vec_units, out->fma_units);
+    return false;
+  }
   if (!out->peak_gflops_f32) {
     out->peak_gflops_f32 = gpu ? out->fp32_tflops * 1000.0
                                : out->cores * out->ghz * out->fma_units * 2.0 *
@@ -900,8 +906,9 @@ void hw_detect_host_in(const char *root, HwModel *out) {
    * (Zen 4's two 256-bit pipes are one 512-bit unit), so peak stays right when the width
    * differs from the file's (an OS without AVX-512 state, a client AVX-512 part). */
   if (g.vector_bits && g.vector_bits != base.vector_bits) {
-    int width = base.fma_units * base.vector_bits;
+    int width = base.fma_units * base.vector_bits, vwidth = base.vec_units * base.vector_bits;
     out->fma_units = width / g.vector_bits > 0 ? width / g.vector_bits : 1;
+    out->vec_units = vwidth / g.vector_bits;
     out->vector_bits = g.vector_bits;
   }
   if (g.vector_bits) prov[HW_F_VECTOR_BITS] = HW_MEASURED;
@@ -1075,6 +1082,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
                tag(f[HW_F_VECTOR_BITS], &seen), hw->vec_regs, tag(f[HW_F_VEC_REGS], &seen),
                hw->fma_units, hw->fma_units == 1 ? "" : "s", tag(f[HW_F_FMA_UNITS], &seen),
                hw->fma_latency, tag(f[HW_F_FMA_LATENCY], &seen));
+    if (hw->vec_units > hw->fma_units)
+      buf_printf(out, "  vector:  %d units%s for floating-point operations, the FMA units among them\n",
+                 hw->vec_units, tag(f[HW_F_VEC_UNITS], &seen));
     buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
                tag(f[HW_F_PEAK], &seen));
     if (hw->bf16_per_fma > 0)

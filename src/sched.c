@@ -177,16 +177,25 @@ double sched_threads_bw(const HwModel *h, int i, int threads) {
 }
 
 /* Vector lane-operations per second of `threads` cores on elements of elem_bytes: the lanes of
- * a vector times the FMA pipes (the pipes that take every floating-point operation) times
- * the clock, which is a core's share of the f32 peak over the 2 FLOPs an FMA counts there,
- * at the lanes of elem_bytes.  Taken from the peak, it is the measured rate where dyn
+ * a vector times the vector pipes (vec_units, the pipes that take every floating-point
+ * operation; the FMA pipes where the file does not say) times the clock, which is a core's
+ * share of the f32 peak over the 2 FLOPs an FMA counts there, at the lanes of elem_bytes.
+ * Zen 4's four 256-bit pipes are two at 512 bits, of which one pair does FMAs: at the FMA
+ * rate alone the model took gelu, silu and softmax of f32[64, 1024] (in L2, one thread) for
+ * 1.66-1.8x their times.  Taken from the peak, it is the measured rate where dyn
  * --calibrate measured one (hw_set_measured_peak): /proc/cpuinfo's clock is often a virtual
  * CPU's base clock, 2.1 GHz on a Zen 5 host whose micro-kernel ran at 3.4 GHz's rate. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes) {
+  int fma = h->fma_units > 0 ? h->fma_units : 1, pipes = h->vec_units > fma ? h->vec_units : fma;
+  return sched_fma_lanes_rate(h, threads, elem_bytes) * pipes / fma;
+}
+
+/* The same on the FMA pipes alone: the lanes of FMAs a second (code that is all FMAs, or as
+ * many loads as FMAs, such as attention's dot products). */
+double sched_fma_lanes_rate(const HwModel *h, int threads, int elem_bytes) {
   int lanes = h->vector_bits > 0 && elem_bytes > 0 ? h->vector_bits / (8 * elem_bytes) : 1;
-  int pipes = h->fma_units > 0 ? h->fma_units : 1;
   double ghz = h->ghz > 0 ? h->ghz : 1;
-  double core = (double)(lanes > 0 ? lanes : 1) * pipes * ghz * 1e9;
+  double core = (double)(lanes > 0 ? lanes : 1) * (h->fma_units > 0 ? h->fma_units : 1) * ghz * 1e9;
   if (h->peak_gflops_f32 > 0 && h->cores > 0 && elem_bytes > 0)
     core = h->peak_gflops_f32 * 1e9 / h->cores / 2 * 4.0 / elem_bytes;
   return core * (threads > 0 ? threads : 1);

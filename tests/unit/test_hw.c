@@ -63,6 +63,7 @@ static void check_sane(const HwModel *m) {
                   "%s: vector_bits %d", n, m->vector_bits);
     ck_assert_msg(m->vec_regs == 16 || m->vec_regs == 32, "%s: vec_regs %d", n, m->vec_regs);
     ck_assert_msg(m->fma_units >= 1 && m->fma_units <= 4, "%s: fma_units", n);
+    ck_assert_msg(m->vec_units == 0 || (m->vec_units >= m->fma_units && m->vec_units <= 8), "%s: vec_units", n);
     ck_assert_msg(m->fma_latency >= 2 && m->fma_latency <= 8, "%s: fma_latency", n);
     ck_assert_msg(m->cores >= 1 && m->cores <= 4096, "%s: cores %d", n, m->cores);
     ck_assert_msg(m->llvm_cpu[0] && m->llvm_cpu_fallback[0], "%s: llvm_cpu", n);
@@ -125,6 +126,7 @@ static void check_sourced(const HwModel *m) {
                   m->name, FIGURES[i]);
     n++;
   }
+  if (m->vec_units) ck_assert_msg(hw_prov(m, "vec_units") > HW_UNSOURCED, "%s: vec_units unsourced", m->name);
   for (size_t l = 0; l < sizeof LEVEL_PREFIXES / sizeof LEVEL_PREFIXES[0]; l++)
     for (size_t f = 0; f < sizeof LEVEL_FIELDS / sizeof LEVEL_FIELDS[0]; f++) {
       char key[32];
@@ -354,6 +356,8 @@ START_TEST(test_parse_errors) {
     {0, NULL, "l3.shared_by = some\n",
      "t.hw:20: bad number 'some' for 'l3.shared_by' (expected a positive integer or 'all')"},
     {10, "llvm_cpu = \"\"", NULL, "t.hw:10: empty value for 'llvm_cpu'"},
+    {0, NULL, "vec_units = 1\n",
+     "t.hw:20: 'vec_units' (1) is fewer than 'fma_units' (2): the FMA pipes are vector pipes too"},
     {1, "name = my cpu", NULL,
      "t.hw:1: 'name' may hold only letters, digits, '.', '_' and '-', not 'my cpu'"},
     {6, "vector_bits = 1024", NULL, "t.hw:6: 'vector_bits' must be 128, 256 or 512, not 1024"},

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const MODELS[] = {"skylake-avx512", "zen3", "zen5", "neoverse-v2"};
+static const char *const MODELS[] = {"skylake-avx512", "zen3", "zen4", "zen5", "neoverse-v2"};
 #define NMODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
 #define SYNC_S 0.3e-6          /* sched.c's SCHED_SYNC_S, the documented fork-join */
 
@@ -81,8 +81,14 @@ static double mem_time(const HwModel *h, double read, double written, bool strea
   return s + from_mem;
 }
 
-static double lanes_rate(const HwModel *h, int t, int elem) {
+/* The FMA pipes' lanes a second, and the vector pipes' (vec_units where a file gives more
+ * than its FMA pipes, zen4.hw). */
+static double fma_rate(const HwModel *h, int t, int elem) {
   return (double)(h->vector_bits / (8 * elem)) * h->fma_units * h->ghz * 1e9 * t;
+}
+static double lanes_rate(const HwModel *h, int t, int elem) {
+  int pipes = h->vec_units > h->fma_units ? h->vec_units : h->fma_units;
+  return (double)(h->vector_bits / (8 * elem)) * pipes * h->ghz * 1e9 * t;
 }
 
 START_TEST(test_roofline) {
@@ -360,6 +366,16 @@ START_TEST(test_measured_peak) {
     sched_stream_time(&h, 1, &w, &b);
     ck_assert_msg(close_to(b.comp_s, a.comp_s / 1.6), "%s: %g s, was %g", h.name, b.comp_s, a.comp_s);
     ck_assert(close_to(sched_lane_ops_rate(&h, 2, 8), 1.6 * lanes_rate(&h, 2, 8)));
+    /* More vector pipes than FMA pipes: a compute-bound stream's time falls by their ratio,
+     * the calibrated peak (FMAs) unchanged. */
+    int fma = h.fma_units, was = h.vec_units > fma ? h.vec_units : fma;
+    h.vec_units = 2 * was;
+    sched_stream_time(&h, 1, &w, &a);
+    ck_assert_msg(close_to(a.comp_s, b.comp_s / 2), "%s: %g s with %d vector pipes, was %g", h.name,
+                  a.comp_s, h.vec_units, b.comp_s);
+    h.vec_units = fma - 1;                  /* fewer than the FMA pipes: the FMA pipes' rate */
+    sched_stream_time(&h, 1, &w, &a);
+    ck_assert(close_to(a.comp_s, b.comp_s * was / fma));
   }
 }
 END_TEST
@@ -641,7 +657,7 @@ END_TEST
  * once (bytes at the level the call's data fits, again for each further group of a batch
  * index at the level one head's fits), lane-operations for the FMAs of both products over
  * 16-lane vectors with their loads ((rows + 1) / rows a FMA) and 13 / 4 vectors a score to
- * sum, the softmax's, and the fork-join where it runs on more than one thread, which it does
+ * sum at the FMA pipes' rate, the softmax's at the vector pipes', and the fork-join where it runs on more than one thread, which it does
  * only when that is faster. */
 static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
                         bool *serial) {
@@ -654,7 +670,7 @@ static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int
     int u = t < groups ? t : (int)groups;
     u = u < h->cores ? u : h->cores;
     double mem = once / bw_of(h, fit_of(h, once, u), u) + again / bw_of(h, fit_of(h, head, 1), u);
-    double comp = ops / lanes_rate(h, u, 4) + 23 * keys * rows / lanes_rate(h, u, 4);
+    double comp = ops / fma_rate(h, u, 4) + 23 * keys * rows / lanes_rate(h, u, 4);
     double total = fmax(mem, comp) + (u > 1 ? SYNC_S : 0);
     if (t == 1 || total < best) best = total, *serial = t == 1;
   }
