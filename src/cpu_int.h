@@ -256,7 +256,7 @@ int cpu_reduce_short_accs(CpuShortShape s, int64_t r);
 int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r);
 /* A reduction over the operand's last subscript alone, the row before it the stage's last
  * kept axis (X[..., b, n] summed over n), on a model with gathers (x86 with AVX2 or
- * AVX-512): rows shorter than two vectors of lanes (cpu_tile_lanes) run that many at a
+ * AVX-512): rows shorter than a vector of lanes (cpu_tile_lanes) run that many at a
  * time, one in each lane of a gather.  v: the row's axis, r0: the reduced one. */
 bool cpu_reduce_rows_plan(const HwModel *h, const Program *p, const Kernel *kn, int s, CpuShortPlan *sp);
 

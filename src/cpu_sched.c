@@ -276,8 +276,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
         buf_printf(out, "  stage %s: short reduced runs of %s, %d rows of %s at a time, one in each lane of a gather",
                    p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name);
-        if (have && ext[sh.r0] >= 2 * W) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
-        buf_printf(out, ",\n    where the rows are shorter than %d, else:\n", 2 * W);
+        if (have && ext[sh.r0] >= W) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
+        buf_printf(out, ",\n    where the rows are shorter than %d, else:\n", W);
       }
       if (cpu_reduce_plan(p, kn, s2, ck->par_axis, &rp)) {
         buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);

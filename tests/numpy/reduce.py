@@ -265,9 +265,9 @@ def rows_probe(model):
     return int(m.group(1)) if m else None
 
 
-# Short reduced runs (cpu_reduce.c): rows shorter than two vectors summed W at a time, a row
+# Short reduced runs (cpu_reduce.c): rows shorter than a vector summed W at a time, a row
 # in each lane of a gather, under the host's model and the narrower zen3 and generic-avx2.
-# Rows of 0, 1, 2, 3, 7 and W - 1, W, W + 1, 2 W - 1 (the longest) and 2 W (the other loops);
+# Rows of 0, 1, 2, 3, 7 and W - 1 (the longest), W, W + 1 (the other loops), 2 W - 1 and 2 W;
 # row counts of none, one, W - 1, W + 1 and 3 W + 2, so that the last group is empty, whole
 # or a few lanes; f64 at its own lanes, integers, max and min; rows under two kept axes, a
 # row axis split over the threads, and Fortran order, where the gathers stride the rows.
