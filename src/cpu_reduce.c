@@ -878,11 +878,12 @@ double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, 
   if (sc >= 0) return sc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
   int W = cpu_tile_lanes(h->vector_bits, e->ty);
   if (cpu_reduce_rows_plan(h, p, kn, 0, &sp) && ext[sp.r0] < W) {
-    /* short rows, W at a time: a gather a column of the group, a cycle a lane (an Emerald
-     * Rapids core took 12-21 cycles for the 16 lanes of f32), then the W results stored */
-    double groups = (double)((ext[sp.v] + W - 1) / W);
+    /* short rows, W at a time: a gather a column of the group, the model's cycles a lane
+     * (gather_lane_cycles, else one: an Emerald Rapids core took 12-21 cycles for the 16
+     * lanes of f32, a Zen 4 core 22-26), then the W results stored */
+    double groups = (double)((ext[sp.v] + W - 1) / W), g = h->gather_lane_cycles > 0 ? h->gather_lane_cycles : 1;
     for (int i = 0; i + 1 < st->naxes; i++) groups *= (double)ext[st->axes[i]];
-    double cyc = groups * ((double)ext[sp.r0] * W + W + RUN_CYC);
+    double cyc = groups * ((double)ext[sp.r0] * W * g + W + RUN_CYC);
     return cyc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
   }
   double total = 1, k;

@@ -254,7 +254,7 @@ typedef enum {
 /* The figures of HwModel.prov[], one per numeric key of an hw file. */
 enum {
   HW_F_CORES, HW_F_GHZ, HW_F_PEAK, HW_F_VECTOR_BITS, HW_F_VEC_REGS, HW_F_FMA_UNITS,
-  HW_F_FMA_LATENCY, HW_F_VEC_UNITS, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
+  HW_F_FMA_LATENCY, HW_F_VEC_UNITS, HW_F_GATHER_LANE_CYCLES, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
   HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
   HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_F_BF16_PER_FMA,
   HW_NFIGURES
@@ -292,6 +292,7 @@ typedef struct HwModel {
   int vec_units;          /* vector pipes per core, each vector_bits wide, that take floating-point
                            * adds, multiplies, compares and blends, the FMA pipes among them
                            * (0: fma_units); streaming kernels' lane-operations issue on them */
+  double gather_lane_cycles; /* a vector gather's cycles a lane at throughput (0: 1) */
   double line_move_ns;    /* a cache line two cores both write, moving from one to the other
                            * (0: not stated) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */

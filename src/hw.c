@@ -51,6 +51,7 @@ static const KeyDef KEYS[] = {
   {"fma_units", V_INT, FOR_CPU, true, AT(fma_units), HW_F_FMA_UNITS},
   {"fma_latency", V_INT, FOR_CPU, true, AT(fma_latency), HW_F_FMA_LATENCY},
   {"vec_units", V_INT, FOR_CPU, false, AT(vec_units), HW_F_VEC_UNITS},
+  {"gather_lane_cycles", V_NUM, FOR_CPU, false, AT(gather_lane_cycles), HW_F_GATHER_LANE_CYCLES},
   {"line_move_ns", V_NUM, FOR_CPU, false, AT(line_move_ns), HW_F_LINE_MOVE_NS},
   {"bf16_per_fma", V_NUM, FOR_CPU, false, AT(bf16_per_fma), HW_F_BF16_PER_FMA},
   {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
@@ -1085,6 +1086,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
     if (hw->vec_units > hw->fma_units)
       buf_printf(out, "  vector:  %d units%s for floating-point operations, the FMA units among them\n",
                  hw->vec_units, tag(f[HW_F_VEC_UNITS], &seen));
+    if (hw->gather_lane_cycles > 0)
+      buf_printf(out, "  gather:  %.3g cycles a lane%s\n", hw->gather_lane_cycles,
+                 tag(f[HW_F_GATHER_LANE_CYCLES], &seen));
     buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
                tag(f[HW_F_PEAK], &seen));
     if (hw->bf16_per_fma > 0)
