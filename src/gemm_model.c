@@ -493,8 +493,6 @@ static int64_t lines_per_set(int64_t stride, int64_t count) {
   return cdiv(count, imin(pos, count));
 }
 
-/* Predicted seconds for one thread block of bt x mt x nt (x K) of `users` running at once,
- * filling pl's parts. */
 /* The wait for `bytes` of B read by strips from memory with nothing fetching ahead: each
  * row's piece of a strip (`strip` bytes) costs FAR_PIECE lines more, at memory's rate for
  * the cores at work.  Fitted on one thread of Zen 4, where it came to 55-60% of the read
@@ -504,6 +502,8 @@ static double far_b_s(const HwModel *h, double strip, double line, double bytes,
   return bytes / (sched_shared_bw(h, INFINITY, users) * strip / (strip + FAR_PIECE * line));
 }
 
+/* Predicted seconds for one thread block of bt x mt x nt (x K) of `users` running at once,
+ * filling pl's parts. */
 static void model_block(const GemmKernels *g, const Family *f, const Prob *p, int64_t bt,
                         int64_t mt, int64_t nt, int users, Plan *pl) {
   const HwModel *h = &g->hw;
@@ -602,7 +602,9 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
        * threads: packing cost about 0.3 ms beside the writes with 6x64 tiles, pieces of
        * 4 lines, and 0.7 ms with 14x32, pieces of 2).  The full tiles after the first
        * fetch the next strip ahead (emit_uk); with none, a B from memory is read as in
-       * place (8 x 8000 x 8000 on one thread of Zen 4: 43 ms packed, 29.5 in place). */
+       * place, at least (6 x 8000 x 8000 on one thread of Zen 4, packed by its one tile:
+       * 53-57 ms, against 34-38 in place; priced 23 and 30: what else it waits for there
+       * is not known). */
       double strip = f->nr * es;
       int64_t rows = imin(pl->mc, mt);
       if (farB && rows / f->mr < 2) pack += far_b_s(h, strip, line, bytesB, users) + panelB * wr;
