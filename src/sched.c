@@ -205,7 +205,7 @@ double sched_fma_lanes_rate(const HwModel *h, int threads, int elem_bytes) {
  * bytes it reads and, unless it streams its stores past the caches, the lines it writes,
  * which a store allocates.  A set that fits a cache streams at that level's rate, and a
  * private cache past L1 takes the dirty lines back from L1 as well: the written bytes cross
- * twice (with calibrated read rates and without it, L2-resident rows ran 2-5x their
+ * twice (priced without that at calibrated read rates, L2-resident rows ran 2-5x their
  * prediction: rmsnorm of f32[33, 1000] and layernorm of [100, 768] on Emerald Rapids and
  * Zen 4).  One larger than every cache finds the last cache's capacity of it there (the
  * kept share, in the index above) and the rest in memory; stores that stream go to memory
