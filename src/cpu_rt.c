@@ -374,12 +374,15 @@ static void win_task(void *arg, int64_t t) {
     for (int i = W->n[0] - 1; i >= 0; i--) o += (pi % W->ext[0][i]) * W->coef[0][i], pi /= W->ext[0][i];
     x.b = (const char *)J->b + (size_t)o * (size_t)J->es;
   } else {
-    char *col = cpu_scratch_get((size_t)(W->ktot * qn * J->es) + sizeof(int64_t) * (size_t)(r1 - r0));
+    /* the runs' offsets after the matrix, on an int64_t's alignment (an f32 matrix of an
+     * odd count of elements ends 4 bytes past one) */
+    size_t colb = ((size_t)(W->ktot * qn * J->es) + sizeof(int64_t) - 1) / sizeof(int64_t) * sizeof(int64_t);
+    char *col = cpu_scratch_get(colb + sizeof(int64_t) * (size_t)(r1 - r0));
     if (!col) {
       atomic_store(&J->failed, 1);
       return;
     }
-    cpu_win_gather(W, J->b, col, qn, p, r0, r1, J->es, (int64_t *)(col + (size_t)(W->ktot * qn * J->es)));
+    cpu_win_gather(W, J->b, col, qn, p, r0, r1, J->es, (int64_t *)(col + colb));
     x.b = col;
     x.b_sk = qn;
   }
