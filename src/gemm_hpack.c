@@ -190,14 +190,14 @@ static HPACK_CLONES void pairs_k_unit(const uint16_t *s, int64_t ls, int have, i
     for (; p + 4 <= kf; p += 4) {
       vu4 x[4];
       for (int j = 0; j < 4; j++) memcpy(&x[j], r[j] + 2 * p, 16);
-      vu4 t0 = __builtin_shuffle(x[0], x[1], (vu4){0, 4, 1, 5});
-      vu4 t1 = __builtin_shuffle(x[2], x[3], (vu4){0, 4, 1, 5});
-      vu4 t2 = __builtin_shuffle(x[0], x[1], (vu4){2, 6, 3, 7});
-      vu4 t3 = __builtin_shuffle(x[2], x[3], (vu4){2, 6, 3, 7});
-      vu4 y0 = __builtin_shuffle(t0, t1, (vu4){0, 1, 4, 5});
-      vu4 y1 = __builtin_shuffle(t0, t1, (vu4){2, 3, 6, 7});
-      vu4 y2 = __builtin_shuffle(t2, t3, (vu4){0, 1, 4, 5});
-      vu4 y3 = __builtin_shuffle(t2, t3, (vu4){2, 3, 6, 7});
+      vu4 t0 = __builtin_shufflevector(x[0], x[1], 0, 4, 1, 5);
+      vu4 t1 = __builtin_shufflevector(x[2], x[3], 0, 4, 1, 5);
+      vu4 t2 = __builtin_shufflevector(x[0], x[1], 2, 6, 3, 7);
+      vu4 t3 = __builtin_shufflevector(x[2], x[3], 2, 6, 3, 7);
+      vu4 y0 = __builtin_shufflevector(t0, t1, 0, 1, 4, 5);
+      vu4 y1 = __builtin_shufflevector(t0, t1, 2, 3, 6, 7);
+      vu4 y2 = __builtin_shufflevector(t2, t3, 0, 1, 4, 5);
+      vu4 y3 = __builtin_shufflevector(t2, t3, 2, 3, 6, 7);
       memcpy(o + p * w + l, &y0, 16);
       memcpy(o + (p + 1) * w + l, &y1, 16);
       memcpy(o + (p + 2) * w + l, &y2, 16);
