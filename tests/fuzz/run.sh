@@ -5,7 +5,8 @@
 # clang cannot build a fuzzer.  Objects, corpora and crash-* files are kept in fuzz-out/ of
 # the build tree: a crash reproduces with `fuzz-out/fuzz_dyn fuzz-out/crash-HASH`.
 # Environment (set by make): FUZZ_CC (clang), SOURCES (the library's sources, relative to
-# the source tree), LLVM_CFLAGS, LLVM_LIBS, READLINE_LIBS, top_srcdir, top_builddir.
+# the source tree), LLVM_CFLAGS, LLVM_LIBS, READLINE_LIBS, OTHER_LIBS (configure's LIBS:
+# zlib, libpng), top_srcdir, top_builddir.
 secs=${1:-60}
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
@@ -35,12 +36,12 @@ for f in $SOURCES src/stdlib_embed.c src/cuda_prelude.c; do
   fi
   objs="$objs $o"
 done
-npy_objs="$out/obj/util.o $out/obj/tensor.o $out/obj/file.o $out/obj/npy.o"
+npy_objs="$out/obj/util.o $out/obj/tensor.o $out/obj/half.o $out/obj/file.o $out/obj/npy.o"
 # shellcheck disable=SC2086
-$cc $flags $LLVM_CFLAGS "$top_srcdir/tests/fuzz/fuzz_dyn.c" $objs $READLINE_LIBS $LLVM_LIBS -lm -lpthread \
+$cc $flags $LLVM_CFLAGS "$top_srcdir/tests/fuzz/fuzz_dyn.c" $objs $READLINE_LIBS $LLVM_LIBS $OTHER_LIBS -lm -lpthread \
   -o "$out/fuzz_dyn" || exit 99
 # shellcheck disable=SC2086
-$cc $flags "$top_srcdir/tests/fuzz/fuzz_npy.c" $npy_objs -lm -o "$out/fuzz_npy" || exit 99
+$cc $flags "$top_srcdir/tests/fuzz/fuzz_npy.c" $npy_objs $OTHER_LIBS -lm -o "$out/fuzz_npy" || exit 99
 
 # seeds: the reproducers kept in the tree, the golden and error programs; .npy files from dyn
 mkdir -p "$out/seed-dyn" "$out/seed-npy" "$out/corpus-dyn" "$out/corpus-npy"
