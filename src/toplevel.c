@@ -274,6 +274,29 @@ static void temp_value(Session *s, Expr *e, Anon *an) {
 
 /* Evaluate the parts that are not element expressions (calls of functions and built-ins,
  * tensor literals) and replace them by names; collect the bindings read. */
+
+/* The value of a call that a statement indexes or slices at top level, as a tensor: a shape
+ * (shape(X)[0], shape(X)[1:]) as an i64 vector of its sizes; another value that is not a
+ * tensor (a string, a type, a tuple) is a located error.  A slice of shape(X) dereferenced
+ * the missing tensor of the shape value (a crash that make fuzz found). */
+static Value call_tensor(Session *s, Expr *call, const char *verb) {
+  Value v = top_eval(s, call);
+  if (!state_failed(s) && v.kind == VAL_SHAPE) {
+    Tensor *t = top_new_tensor(s, call->span, DYN_I64, 1, (int64_t[]){v.rank});
+    for (int i = 0; t && i < v.rank; i++) tensor_set_i64(t, i, v.dims[i]);
+    val_free(&v);
+    v = t ? val_tensor(t) : (Value){0};
+  }
+  if (state_failed(s)) return (Value){0};
+  if (v.kind != VAL_TENSOR) {
+    state_error(s, call->span, E_BUILTIN,
+                state_tmp_printf(s, "this call's value is not a tensor and cannot be %s", verb));
+    val_free(&v);
+    return (Value){0};
+  }
+  return v;
+}
+
 static void prepare(Session *s, Expr *e, Anon *an) {
   if (state_failed(s)) return;
   if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST || expr_is_slice(e)) {
@@ -283,19 +306,8 @@ static void prepare(Session *s, Expr *e, Anon *an) {
   if (e->kind == EX_INDEX && e->base) {
     /* softmax(X)[0, 1]: the call is computed first, then indexed like a binding */
     const char *nm = temp_name(s, an, e->base);
-    Value v = top_eval(s, e->base);
-    if (!state_failed(s) && v.kind == VAL_SHAPE) {   /* shape(X)[0] */
-      Tensor *t = top_new_tensor(s, e->base->span, DYN_I64, 1, (int64_t[]){v.rank});
-      for (int i = 0; t && i < v.rank; i++) tensor_set_i64(t, i, v.dims[i]);
-      val_free(&v);
-      v = t ? val_tensor(t) : (Value){0};
-    }
+    Value v = call_tensor(s, e->base, "indexed");
     if (state_failed(s)) return;
-    if (v.kind != VAL_TENSOR) {
-      state_error(s, e->base->span, E_BUILTIN, "this call's value is not a tensor and cannot be indexed");
-      val_free(&v);
-      return;
-    }
     vec_push(an->temps, v);
     vec_push(an->temp_names, nm);
     vec_push(an->params, nm);
@@ -969,7 +981,7 @@ bool top_view_is_form(const Expr *e) {
 /* The tensor a view reads: a binding or a call's value (softmax(X)[0:2]).  VAL_NONE after
  * an error. */
 static Value view_base(Session *s, Expr *e) {
-  if (e->kind == EX_INDEX && e->base) return top_eval(s, e->base);
+  if (e->kind == EX_INDEX && e->base) return call_tensor(s, e->base, "sliced");
   Expr nm = *e;
   nm.kind = EX_NAME;
   nm.span = e->kind == EX_INDEX ? e->name_span : e->span;
