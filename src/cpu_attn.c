@@ -587,25 +587,36 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
 }
 
 /* The model counts the masked keys of row blocks one block at a time, up to MASK_SAMPLES of
- * them; of more, that many spread evenly, their count scaled: the mask is affine in s, so the
- * keys a block keeps move evenly from block to block.  (Counting every block of S = 10^9
- * took :sched 10 s.) */
+ * them; of more, that many spread evenly (mask_sample), their count scaled: the mask is
+ * affine in s, so the keys a block keeps move evenly from block to block.  (Counting every
+ * block of S = 10^9 took :sched 10 s.) */
 #define MASK_SAMPLES 4096
+
+/* How many of n row blocks the model counts, and the j-th of them (the middle of its share). */
+static int64_t mask_samples(int64_t n) { return n < MASK_SAMPLES ? n : MASK_SAMPLES; }
+static int64_t mask_sample(int64_t j, int64_t n, int64_t ns) {
+  return (int64_t)(((double)j + 0.5) * (double)n / (double)ns);
+}
+
+/* The keys [*lo, *hi) that rows [s0, s1) keep together under the mask (*hi <= *lo: none). */
+static void mask_rows(const Call *w, int64_t s0, int64_t s1, int64_t *lo_all, int64_t *hi_all) {
+  *lo_all = w->T, *hi_all = 0;
+  for (int64_t s = s0; s < w->S && s < s1; s++) {
+    int64_t lo, hi;
+    mask_row(w, s, &lo, &hi);
+    if (lo < hi) *lo_all = lo < *lo_all ? lo : *lo_all, *hi_all = hi > *hi_all ? hi : *hi_all;
+  }
+}
 
 /* The share of the keys the row path's groups visit under the mask. */
 static double rows_kept(const Call *w) {
   if (!w->mask) return 1;
   double seen = 0;
-  int64_t groups = sched_cdiv(w->S, ROWS_MAX), ns = groups < MASK_SAMPLES ? groups : MASK_SAMPLES;
+  int64_t groups = sched_cdiv(w->S, ROWS_MAX), ns = mask_samples(groups);
   for (int64_t j = 0; j < ns; j++) {
-    int64_t g = (int64_t)(((double)j + 0.5) * (double)groups / (double)ns);
-    int64_t lo_all = w->T, hi_all = 0;
-    for (int64_t s = g * ROWS_MAX; s < w->S && s < (g + 1) * ROWS_MAX; s++) {
-      int64_t lo, hi;
-      mask_row(w, s, &lo, &hi);
-      if (lo < hi) lo_all = lo < lo_all ? lo : lo_all, hi_all = hi > hi_all ? hi : hi_all;
-    }
-    if (hi_all > lo_all) seen += (double)(hi_all - lo_all);
+    int64_t g = mask_sample(j, groups, ns), lo, hi;
+    mask_rows(w, g * ROWS_MAX, (g + 1) * ROWS_MAX, &lo, &hi);
+    if (hi > lo) seen += (double)(hi - lo);
   }
   return ns > 0 && w->T > 0 ? seen / ((double)ns * (double)w->T) : 0;
 }
@@ -631,16 +642,11 @@ static void predict(CpuBackend *be, const Call *w, int threads, double *fused, d
   double blk = gemm_predict(g, &ta, 1) + gemm_predict(g, &tb, 1);
   /* blocks the mask leaves: counted row block by row block (MASK_SAMPLES of them at most) */
   double kept = w->mask ? 0 : (double)nsb * (double)ntb;
-  int64_t ns = !w->mask ? 0 : nsb < MASK_SAMPLES ? nsb : MASK_SAMPLES;
+  int64_t ns = w->mask ? mask_samples(nsb) : 0;
   for (int64_t j = 0; j < ns; j++) {
-    int64_t sb = (int64_t)(((double)j + 0.5) * (double)nsb / (double)ns);
-    int64_t lo_all = T, hi_all = 0;
-    for (int64_t s = sb * w->br; s < S && s < (sb + 1) * w->br; s++) {
-      int64_t lo, hi;
-      mask_row(w, s, &lo, &hi);
-      if (lo < hi) lo_all = lo < lo_all ? lo : lo_all, hi_all = hi > hi_all ? hi : hi_all;
-    }
-    if (hi_all > lo_all) kept += (double)((hi_all + w->bc - 1) / w->bc - lo_all / w->bc);
+    int64_t sb = mask_sample(j, nsb, ns), lo, hi;
+    mask_rows(w, sb * w->br, (sb + 1) * w->br, &lo, &hi);
+    if (hi > lo) kept += (double)((hi + w->bc - 1) / w->bc - lo / w->bc);
   }
   if (ns > 0) kept *= (double)nsb / (double)ns;
   double frac = nsb > 0 && ntb > 0 ? kept / (double)(nsb * ntb) : 0;

@@ -705,23 +705,16 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
  * calls' fixed costs). */
 static double dot_rows_sec(const DotSet *d, const Plan *pl, int64_t mt, double *pass_s) {
   double vs = 0, cs = 0;
-  int64_t left = mt;
-  if (left > DOT_HMAX) {       /* the tallest pieces at once (:sched M=10^13 took minutes) */
+  /* each height as many times as it fits, as dot_piece hands them out (one piece at a time,
+   * :sched matmul M=10^13 took minutes) */
+  for (int64_t left = mt; left > 0;) {
     int h = dot_piece(d, dot_hw(pl), left);
-    double full = (double)(left / h);
+    double n = (double)(left / h);
     for (int s = 0; s < DOT_STRIPS && pl->dw[s]; s++) {
-      vs += full * d->vsec[pl->dw[s]][h];
-      cs += full * d->call[pl->dw[s]][h];
+      vs += n * d->vsec[pl->dw[s]][h];
+      cs += n * d->call[pl->dw[s]][h];
     }
     left %= h;
-  }
-  while (left > 0) {
-    int h = dot_piece(d, dot_hw(pl), left);
-    for (int s = 0; s < DOT_STRIPS && pl->dw[s]; s++) {
-      vs += d->vsec[pl->dw[s]][h];
-      cs += d->call[pl->dw[s]][h];
-    }
-    left -= h;
   }
   *pass_s = cs;
   return vs;

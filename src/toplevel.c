@@ -272,8 +272,6 @@ static void temp_value(Session *s, Expr *e, Anon *an) {
   vec_push(an->spans, sp);
 }
 
-/* Evaluate the parts that are not element expressions (calls of functions and built-ins,
- * tensor literals) and replace them by names; collect the bindings read. */
 
 /* The value of a call that a statement indexes or slices at top level, as a tensor: a shape
  * (shape(X)[0], shape(X)[1:]) as an i64 vector of its sizes; another value that is not a
@@ -297,6 +295,8 @@ static Value call_tensor(Session *s, Expr *call, const char *verb) {
   return v;
 }
 
+/* Evaluate the parts that are not element expressions (calls of functions and built-ins,
+ * tensor literals) and replace them by names; collect the bindings read. */
 static void prepare(Session *s, Expr *e, Anon *an) {
   if (state_failed(s)) return;
   if ((e->kind == EX_CALL && !op_from_name(e->name, &(OpKind){0})) || e->kind == EX_LIST || expr_is_slice(e)) {
