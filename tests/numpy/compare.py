@@ -259,6 +259,44 @@ for N, H, R in [(1, 1, 1), (1, 7, 7), (3, 13, 1), (4, 64, 3), (7, 127, 17), (2, 
     case('conv1d N=%d H=%d R=%d' % (N, H, R), [('X', X), ('Wt', Wt)], CONV + 'O = conv1d(X, Wt)',
          [out('O', F32, ref)])
 
+# ---- arithmetic on a reduction under the stage's last axis (run interchanged: each step of
+# the reduction updates a row of partial results, the arithmetic a pass over the row after) --
+WRAPPED = '''
+fn colmean(X: f32[R, C]) -> f32[C] {
+  Y[c] = sum[r] X[r, c] / f32(R)
+  return Y
+}
+fn midscale(X: f32[A, B, C], w: f32[C], u: f32[A]) -> f32[A, C] {
+  Y[a, c] = (sum[b] X[a, b, c]) * w[c] + u[a]
+  return Y
+}
+fn winmax(X: f32[N, H], w: f32[R]) -> f32[N, H - R + 1] where H >= R {
+  Y[n, h] = 2.0 * (max[r] X[n, h + r] * w[r]) - 1.0
+  return Y
+}
+'''
+for N, C, H, W, K, S in [(1, 1, 1, 1, 1, 1), (2, 3, 7, 9, 3, 1), (1, 2, 17, 33, 2, 2), (3, 5, 16, 15, 3, 2),
+                         (2, 4, 31, 64, 5, 1), (1, 3, 9, 10, 9, 1)]:
+    X = randn((N, C, H, W))
+    win = np.lib.stride_tricks.sliding_window_view(f64(X), (K, K), axis=(2, 3))[:, :, ::S, ::S]
+    case('avgpool2d %dx%dx%dx%d K=%d S=%d' % (N, C, H, W, K, S), [('X', X)],
+         'Y = avgpool2d(X, %d, %d)' % (K, S), [summed('Y', F32, win.mean(axis=(4, 5)), np.abs(win).mean(axis=(4, 5)))])
+for R, C in [(1, 1), (7, 1), (1, 17), (13, 31), (64, 65), (RAND[0], RAND[1])]:
+    X = randn((R, C))
+    case('column mean %dx%d' % (R, C), [('X', X)], WRAPPED + 'Y = colmean(X)',
+         [summed('Y', F32, f64(X).mean(0), np.abs(f64(X)).mean(0))])
+for A, B, C in [(1, 1, 1), (3, 7, 17), (2, 33, 64), (5, 16, 63), (2, RAND[2] + 1, 31)]:
+    X, w, u = randn((A, B, C)), randn(C), randn(A)
+    ref = f64(X).sum(1) * f64(w) + f64(u)[:, None]
+    mag = np.abs(f64(X)).sum(1) * np.abs(f64(w)) + np.abs(f64(u))[:, None]
+    case('middle sum scaled %dx%dx%d' % (A, B, C), [('X', X), ('w', w), ('u', u)], WRAPPED + 'Y = midscale(X, w, u)',
+         [summed('Y', F32, ref, mag)])
+for N, H, R in [(1, 1, 1), (3, 20, 4), (2, 65, 16), (4, 33, 33)]:
+    X, w = randn((N, H)), randn(R)
+    ref = 2.0 * (np.lib.stride_tricks.sliding_window_view(f64(X), R, axis=1) * f64(w)).max(axis=2) - 1.0
+    case('window max scaled N=%d H=%d R=%d' % (N, H, R), [('X', X), ('w', w)], WRAPPED + 'Y = winmax(X, w)',
+         [out('Y', F32, ref)])
+
 # ---- padding with where(...) and a size parameter ----
 PAD = '''
 fn pad(X: f32[H], P: size) -> f32[H + 2 * P] {
