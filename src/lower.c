@@ -603,21 +603,20 @@ static void fuse_inline(L *l, const int *outs, int nout) {
 }
 
 
-/* Hoist a contraction out of the expression around it (alpha * sum[k] A * B + bias): the
- * contraction becomes its own node over the output axes its operands use, and the rest
- * reads its result.  One more buffer, but the contraction then runs as one. */
+/* Hoist a contraction out of the expression around it (alpha * sum[k] A * B + bias, a
+ * convolution plus its bias or under a relu): the contraction becomes its own node over the
+ * output axes its operands use, and the rest reads its result.  One more buffer, but the
+ * contraction then runs as one.  (A 3 x 3 convolution with its bias added in the same
+ * statement ran as a loop kernel: 137 ms over 4 x 64 x 30 x 30 by 64 filters on one thread
+ * of a Zen 4 guest, where the convolution alone took 2.5.) */
 typedef VEC(Node) NodeVec;
 
 static KExpr *hoist(L *l, KExpr *e, const Node *n, bool root, NodeVec *added) {
-  if (!root && contract_expr(e) && n->naxes >= 2) {
+  if (!root && n->naxes >= 2 && e->kind == KX_REDUCE) {
     int axes[DYN_MAX_RANK], na = 0;
-    for (int a = 0; a < n->naxes; a++) {
-      bool used = false;
-      for (int i = 0; i < 2; i++)
-        for (int k = 0; k < e->a[0]->a[i]->n; k++) used = used || e->a[0]->a[i]->a[k]->axis == n->axes[a];
-      if (used) axes[na++] = n->axes[a];
-    }
-    if (na >= 2) {
+    for (int a = 0; a < n->naxes; a++)
+      if (axis_uses(e, n->axes[a])) axes[na++] = n->axes[a];
+    if (na >= 2 && (contract_expr(e) || kexpr_window_contraction(e, axes, na, NULL))) {
       Type t = {0};
       t.elem = e->ty;
       t.rank = na;

@@ -113,6 +113,49 @@ for shape in [(0, 3, 5, 5, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3, 1, 1
               (1, 2, 9, 255, 3, 2, 1), (1, 2, 5, 263, 3, 1, 1)]:
     dw_case(*shape)
 
+# A convolution with arithmetic around it in the same statement (a bias, a relu, a scale):
+# the convolution is taken out as a kernel of its own (lower.c's hoist) and the rest reads
+# its result; a depthwise one too.
+EPI = '''
+fn conv_bias_relu(X: f32[N, C, H, W], Wt: f32[F, C, KH, KW], b: f32[F], S: size, P: size) -> f32[N, F, (H + 2*P - KH) / S + 1, (W + 2*P - KW) / S + 1] where S >= 1, H + 2*P >= KH, W + 2*P >= KW {
+  Xp[n, c, y, x]: f32[N, C, H + 2*P, W + 2*P] = where(y >= P and y < H + P and x >= P and x < W + P, X[n, c, y - P, x - P], 0.0)
+  Y[n, f, h, w] = max(0.5 * (sum[c, i, j] Xp[n, c, h * S + i, w * S + j] * Wt[f, c, i, j]) + b[f], 0.0)
+  return Y
+}
+fn dw_bias(X: f32[N, C, H, W], Wt: f32[C, K, K], b: f32[C]) -> f32[N, C, H - K + 1, W - K + 1] where H >= K, W >= K {
+  Y[n, c, h, w] = b[c] - (sum[i, j] X[n, c, h + i, w + j] * Wt[c, i, j])
+  return Y
+}
+'''
+
+
+def epi_case(n, c, h, w, f, k, s, p):
+    X, Wt, b = randn((n, c, h, w)), randn((f, c, k, k)), randn(f)
+    v = windows(X, k, s, p)
+    conv = np.einsum('nchwij,fcij->nfhw', v, f64(Wt))
+    mag = 0.5 * np.einsum('nchwij,fcij->nfhw', np.abs(v), np.abs(f64(Wt))) + np.abs(f64(b))[:, None, None]
+    ref = np.maximum(0.5 * conv + f64(b)[:, None, None], 0.0)
+    compare.case('conv bias relu N=%d C=%d H=%d W=%d F=%d K=%d S=%d P=%d' % (n, c, h, w, f, k, s, p),
+                 [('X', X), ('Wt', Wt), ('b', b)], EPI + 'Y = conv_bias_relu(X, Wt, b, %d, %d)' % (s, p),
+                 [compare.summed('Y', F32, ref, mag)])
+
+
+def dw_bias_case(n, c, h, w, k):
+    X, Wt, b = randn((n, c, h, w)), randn((c, k, k)), randn(c)
+    v = windows(X, k, 1, 0)
+    ref = f64(b)[:, None, None] - np.einsum('nchwij,cij->nchw', v, f64(Wt))
+    mag = np.abs(f64(b))[:, None, None] + np.einsum('nchwij,cij->nchw', np.abs(v), np.abs(f64(Wt)))
+    compare.case('depthwise bias N=%d C=%d H=%d W=%d K=%d' % (n, c, h, w, k),
+                 [('X', X), ('Wt', Wt), ('b', b)], EPI + 'Y = dw_bias(X, Wt, b)',
+                 [compare.summed('Y', F32, ref, mag)])
+
+
+for shape in [(1, 1, 1, 1, 1, 1, 1, 0), (2, 3, 7, 5, 4, 3, 1, 1), (1, 16, 9, 8, 17, 1, 1, 0),
+              (3, 5, 17, 19, 7, 3, 2, 0), (1, 32, 14, 14, 33, 3, 1, 1), (2, 7, 13, 11, 5, 5, 2, 2)]:
+    epi_case(*shape)
+for shape in [(1, 1, 1, 1, 1), (2, 3, 7, 9, 3), (1, 17, 31, 29, 5)]:
+    dw_bias_case(*shape)
+
 DW64 = DW.replace('f32', 'f64')
 
 
