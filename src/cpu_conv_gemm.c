@@ -515,8 +515,8 @@ int cpu_conv_gemm_run(CpuBackend *be, GemmKernels *g, const Win *W, const void *
 static bool cg_padded_shape(CpuBackend *be, const Program *p, const CKernel *ck, const int64_t *ext,
                             const int64_t *strides, const EvalSizes *sz, const Pad *P, int threads, Win *W,
                             CgPad *D, GemmKernels **g) {
-  if (!cpu_win_shape(p, ck, ext, strides, sz, threads, hw_cache_bytes(&be->hw, 1), W) || W->ptot == 0 ||
-      W->mtot == 0 || W->qtot == 0 || W->ktot == 0 || !cg_pad_split(W, P, D))
+  if (!cpu_win_shape(p, ck, ext, strides, sz, threads, hw_cache_bytes(&be->hw, 1), W) || W->a_gather ||
+      W->ptot == 0 || W->mtot == 0 || W->qtot == 0 || W->ktot == 0 || !cg_pad_split(W, P, D))
     return false;
   *g = cpu_gemm_for(be, ck->kn->stages[0].expr->ty, NULL, 0);
   return *g != NULL;

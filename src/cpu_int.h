@@ -88,6 +88,10 @@ typedef struct Win {
   int64_t parts;                         /* each index of P's matrix in parts along Q */
   bool direct;                           /* B's windows already form that matrix (a 1 x 1
                                             convolution at stride 1): read in place */
+  bool a_gather;                         /* A is not an M x K matrix in place (O[h, s, e] read
+                                            as s x (h, e)): gathered into one first */
+  int64_t a_st[2][DYN_MAX_RANK];         /* then A's strides along M's axes and K's (K in A's
+                                            gathered order, as ext[1]) */
   GemmArgs x;                            /* the GEMM of the largest part */
 } Win;
 

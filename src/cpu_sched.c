@@ -203,6 +203,12 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       Win W;
       GemmKernels *gk = have ? cpu_gemm_for(be, r->ty, NULL, 0) : NULL;
       if (gk && cpu_win_shape(p, ck, ext, strides, sz, threads, hw_cache_bytes(&be->hw, 1), &W)) {
+        if (W.a_gather) {              /* A's layout is not a matrix: gathered into one first */
+          double tga = cost_roofline(&be->hw, 1, 0, 2.0 * (double)W.mtot * (double)W.ktot * (double)elem_size(r->ty));
+          buf_printf(out, "  %s gathered first into a %lld x %lld matrix (its layout is not one): predicted %.3f ms\n",
+                     p->slots[ck->w.a->slot].name, (long long)W.mtot, (long long)W.ktot, tga * 1e3);
+          total += tga;
+        }
         double tg = cpu_conv_gemm_predict(gk, &W, threads, out);
         if (tg >= 0) {                 /* the implicit GEMM takes it (cpu_conv_gemm.c) */
           total += tg;
@@ -230,17 +236,20 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         }
         if (W.parts > 1) buf_printf(out, ", in %lld parts of up to %lld columns", (long long)W.parts, (long long)W.x.n);
         if (W.direct) buf_puts(out, " (read in place: the windows are the image itself)");
-        buf_printf(out, ", on the thread that multiplies it: a GEMM of M %lld, N %lld, K %lld each:\n",
+        /* one matrix in all (run_window): its GEMM on every thread */
+        int gt = W.ptot * W.parts == 1 ? threads : 1;
+        buf_printf(out, ", %s: a GEMM of M %lld, N %lld, K %lld each:\n",
+                   gt > 1 ? "one GEMM on every thread" : "on the thread that multiplies it",
                    (long long)W.mtot, (long long)W.x.n, (long long)W.ktot);
         Buf d = {0};
-        gemm_describe(gk, &W.x, 1, &d);
+        gemm_describe(gk, &W.x, gt, &d);
         put_indented(out, d.s, "    ");
         buf_free(&d);
         /* the tasks shared over the threads, each a gather (the windows read and the matrix
          * written, at the roofline's rate) and its GEMM */
         int64_t rounds = sched_waves(W.ptot * W.parts, threads);
         double gbytes = W.direct ? 0 : 2.0 * (double)W.ktot * (double)W.x.n * (double)elem_size(r->ty);
-        total += (double)rounds * (gemm_predict(gk, &W.x, 1) + cost_roofline(&be->hw, 1, 0, gbytes));
+        total += (double)rounds * (gemm_predict(gk, &W.x, gt) + cost_roofline(&be->hw, 1, 0, gbytes));
         continue;
       }
     }

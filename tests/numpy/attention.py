@@ -108,6 +108,13 @@ def add_cases(dyn, c):
         if causal:
             mask = np.arange(T)[None, :] <= np.arange(S)[:, None]
         O, mag = ref(Q, K, V, 1 / np.sqrt(np.float32(D)), mask)
+        # a score is a sum of D products rounded in f32: its error grows with the size of its
+        # terms (scores near 1000: 6e-5 a rounding), and the weight's relative error with it
+        with np.errstate(all='ignore'):
+            sabs = np.matmul(np.abs(c.f64(Q)), np.swapaxes(np.abs(c.f64(K)), -1, -2)) / np.sqrt(D)
+            smax = sabs.max(-1, keepdims=True) if T else np.zeros(sabs.shape[:-1] + (1,))
+            smax = np.where(np.isfinite(smax), smax, 0)   # a NaN or infinite score: NaN where it reaches
+            mag = mag * (1 + 2 * 2.0 ** -24 * smax / tol)
         fn = 'causal_attention' if causal else 'attention'
         c.case('%s %s B%d S%d T%d D%d' % (fn, name, B, S, T, D), [('Q', Q), ('K', K), ('V', V)],
                'O = %s(Q, K, V)' % fn, [c.out('O', c.F32, O, ('terms', tol, np.broadcast_to(mag, O.shape)))])

@@ -297,6 +297,32 @@ for N, H, R in [(1, 1, 1), (3, 20, 4), (2, 65, 16), (4, 33, 33)]:
     case('window max scaled N=%d H=%d R=%d' % (N, H, R), [('X', X), ('w', w)], WRAPPED + 'Y = winmax(X, w)',
          [out('Y', F32, ref)])
 
+# ---- a contraction through a window whose other operand is not a matrix in place: the
+# attention's heads projected back, O[h, s, e] read as s x (h, e) (gathered into a matrix
+# first), and a batched one (M's axes b and s apart, the taps in two axes) --
+PROJ = '''
+fn proj(O: f32[NH, S, DH], Wo: f32[D, D], bo: f32[D]) -> f32[S, D] where D == NH * DH {
+  Y[s, o] = (sum[h, e] O[h, s, e] * Wo[o, h * DH + e]) + bo[o]
+  return Y
+}
+fn bproj(O: f64[B, NH, S, DH], Wo: f64[F, NH * DH]) -> f64[B, S, F] {
+  Y[b, s, o] = sum[h, e] O[b, h, s, e] * Wo[o, h * DH + e]
+  return Y
+}
+'''
+for NH, S, DH, B in [(1, 1, 1, 1), (2, 3, 5, 2), (4, 17, 16, 3), (12, 33, 64, 1), (3, RAND[1], 7, 2)]:
+    D = NH * DH
+    O, Wo, bo = randn((NH, S, DH)), randn((D, D)), randn(D)
+    Of = f64(O).transpose(1, 0, 2).reshape(S, D)
+    ref = Of @ f64(Wo).T + f64(bo)
+    mag = np.abs(Of) @ np.abs(f64(Wo)).T + np.abs(f64(bo))
+    case('heads projected NH=%d S=%d DH=%d' % (NH, S, DH), [('O', O), ('Wo', Wo), ('bo', bo)],
+         PROJ + 'Y = proj(O, Wo, bo)', [summed('Y', F32, ref, mag)])
+    O4, W4 = randn((B, NH, S, DH), dtype=F64), randn((DH + 3, D), dtype=F64)
+    Of4 = O4.transpose(0, 2, 1, 3).reshape(B, S, D)
+    case('heads projected f64 B=%d NH=%d S=%d DH=%d' % (B, NH, S, DH), [('O', O4), ('Wo', W4)],
+         PROJ + 'Y = bproj(O, Wo)', [summed('Y', F64, Of4 @ W4.T, np.abs(Of4) @ np.abs(W4).T)])
+
 # ---- padding with where(...) and a size parameter ----
 PAD = '''
 fn pad(X: f32[H], P: size) -> f32[H + 2 * P] {
