@@ -476,7 +476,7 @@ static int run_window(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, v
     }
     r = J.failed == 1 ? 0 : 1;
     if (J.failed > 1 || (interrupt && *interrupt)) {
-      snprintf(err, errlen, "%s", J.failed ? J.msg : "interrupted");
+      snprintf(err, errlen, "%s", J.failed > 1 ? J.msg : "interrupted");
       r = -1;
     }
   }
