@@ -613,6 +613,19 @@ static bool reads_in_step(const KExpr *e, int slot, const Kernel *kn, const KExp
   return true;
 }
 
+/* The reduction of a stage's value e: e itself, or the only one inside arithmetic on it
+ * (avgpool2d's (sum[i, j] T[...]) / (K * K), a mean), not under a where; else NULL. */
+static const KExpr *inner_reduce(const KExpr *e) {
+  if (e->kind != KX_REDUCE && count_reduces(e) != 1) return NULL;
+  while (e->kind != KX_REDUCE) {
+    if (e->kind == KX_SELECT || e->kind == KX_SCAN) return NULL;
+    int k = 0;
+    while (k < e->n && !count_reduces(e->a[k])) k++;
+    e = e->a[k];
+  }
+  return e;
+}
+
 /* The reduction of stage s+1 that can be accumulated in stage s's loop, or NULL: stage s+1 is
  * one value per row, holds one reduction (not under a where), whose axes have the extents of
  * stage s's loop and which reads stage s's output only at the element being written. */
@@ -620,14 +633,8 @@ static const KExpr *fusable_reduce(const Program *p, const Kernel *kn, int s, in
   if (s + 1 >= kn->nstages) return NULL;
   const Stage *a = &kn->stages[s], *b = &kn->stages[s + 1];
   if (a->naxes == 0 || b->naxes != 0 || count_reduces(b->expr) != 1) return NULL;
-  const KExpr *e = b->expr;
-  while (e->kind != KX_REDUCE) {
-    if (e->kind == KX_SELECT) return NULL;
-    int k = 0;
-    while (k < e->n && !count_reduces(e->a[k])) k++;
-    e = e->a[k];
-  }
-  if (e->nraxes != a->naxes || count_reduces(e->a[0])) return NULL;
+  const KExpr *e = inner_reduce(b->expr);
+  if (!e || e->nraxes != a->naxes || count_reduces(e->a[0])) return NULL;
   for (int i = 0; i < a->naxes; i++)
     if (a->axes[i] == par_axis || p->axes[a->axes[i]].extent != p->axes[e->raxes[i]].extent) return NULL;
   return reads_in_step(e->a[0], a->out, kn, e) ? e : NULL;
@@ -912,19 +919,6 @@ static bool along_rows(const KExpr *e, int v, int *loads) {
   for (int i = 0; i < e->n; i++)
     if (!along_rows(e->a[i], v, loads)) return false;
   return true;
-}
-
-/* The reduction of a stage's value e: e itself, or the only one inside arithmetic on it
- * (avgpool2d's (sum[i, j] T[...]) / (K * K), a mean), not under a where; else NULL. */
-static const KExpr *inner_reduce(const KExpr *e) {
-  if (e->kind != KX_REDUCE && count_reduces(e) != 1) return NULL;
-  while (e->kind != KX_REDUCE) {
-    if (e->kind == KX_SELECT || e->kind == KX_SCAN) return NULL;
-    int k = 0;
-    while (k < e->n && !count_reduces(e->a[k])) k++;
-    e = e->a[k];
-  }
-  return e;
 }
 
 /* Is stage s of kn built interchanged: its value a reduction over axes other than the

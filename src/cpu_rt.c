@@ -318,6 +318,17 @@ bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, cons
 COPY_RUNS(copy_runs_f32, float)
 COPY_RUNS(copy_runs_f64, double)
 
+/* The next index of an odometer over n axes (extents ext, the last fastest), its offset
+ * (coefficients coef) kept in *off. */
+static inline void odometer_next(int64_t *idx, const int64_t *ext, const int64_t *coef, int n, int64_t *off) {
+  for (int i = n - 1; i >= 0; i--) {
+    *off += coef[i];
+    if (++idx[i] < ext[i]) return;
+    *off -= coef[i] * ext[i];
+    idx[i] = 0;
+  }
+}
+
 /* Index pi of P's matrix, its runs [r0, r1) of Q's last axis, every row of K into dst (rows
  * ld elements apart).  The runs' offsets are the same for every row of K, so they are taken
  * apart once (into roff, r1 - r0 of them), and K's offsets follow an odometer. */
@@ -333,24 +344,12 @@ void cpu_win_gather(const Win *W, const char *b, char *dst, int64_t ld, int64_t 
     r /= W->ext[2][i];
   }
   for (int64_t r = r0; r < r1; r++) {
-    if (r > r0)               /* the next index of the outer axes, as an odometer */
-      for (int i = nq - 2; i >= 0; i--) {
-        ro += W->coef[2][i];
-        if (++idx[i] < W->ext[2][i]) break;
-        ro -= W->coef[2][i] * W->ext[2][i];
-        idx[i] = 0;
-      }
+    if (r > r0) odometer_next(idx, W->ext[2], W->coef[2], nq - 1, &ro);   /* the outer axes' next */
     roff[r - r0] = ro;
   }
   int64_t kidx[DYN_MAX_RANK] = { 0 };
   for (int64_t k = 0; k < W->ktot; k++) {
-    if (k > 0)
-      for (int i = nk - 1; i >= 0; i--) {
-        o += W->coef[1][i];
-        if (++kidx[i] < W->ext[1][i]) break;
-        o -= W->coef[1][i] * W->ext[1][i];
-        kidx[i] = 0;
-      }
+    if (k > 0) odometer_next(kidx, W->ext[1], W->coef[1], nk, &o);
     if (es == 4)
       copy_runs_f32((float *)dst + k * ld, (const float *)b + o, roff, r1 - r0, qlast, qstep);
     else
@@ -415,23 +414,11 @@ static void win_gather_a(const Win *W, int nm, const char *a, char *dst, int es)
   int64_t mi[DYN_MAX_RANK] = { 0 }, ki[DYN_MAX_RANK] = { 0 }, om = 0;
   int64_t run = nk ? W->ext[1][nk - 1] : 1, rs = nk ? W->a_st[1][nk - 1] : 0;
   for (int64_t m = 0; m < W->mtot; m++) {
-    if (m > 0)
-      for (int i = nm - 1; i >= 0; i--) {
-        om += W->a_st[0][i];
-        if (++mi[i] < W->mext[i]) break;
-        om -= W->a_st[0][i] * W->mext[i];
-        mi[i] = 0;
-      }
-    int64_t ok = 0;
+    if (m > 0) odometer_next(mi, W->mext, W->a_st[0], nm, &om);
+    int64_t ok = 0;               /* K's outer axes from 0 again; the innermost is the run */
     memset(ki, 0, sizeof ki);
     for (int64_t k = 0; k < W->ktot; k += run) {
-      if (k > 0)
-        for (int i = nk - 2; i >= 0; i--) {
-          ok += W->a_st[1][i];
-          if (++ki[i] < W->ext[1][i]) break;
-          ok -= W->a_st[1][i] * W->ext[1][i];
-          ki[i] = 0;
-        }
+      if (k > 0) odometer_next(ki, W->ext[1], W->a_st[1], nk - 1, &ok);
       char *d = dst + (size_t)(m * W->ktot + k) * (size_t)es;
       if (es == 4)
         copy_runs_f32((float *)d, (const float *)a + om + ok, (int64_t[]){ 0 }, 1, run, rs);
