@@ -90,8 +90,12 @@ static double tile_cyc(const HwModel *h, int mr, int v, int ks) {
  * several short pieces can cost more than one padded tall one. */
 void gemm_plan_edges(const GemmKernels *g, Family *f) {
   const HwModel *hm = &g->hw;
-  double strip = (double)f->nr * g->esize;
-  double reload[2] = { strip / sched_level_bw(hm, 1), strip / sched_level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
+  double strip = (double)f->nr * g->esize, line = hm->nlevels && hm->level[0].line > 0 ? hm->level[0].line : 64;
+  /* a packed strip comes back from L1; one in place from L2, its rows far apart, where a
+   * row's piece of s bytes costs as much as s + one line (as from memory, model_block):
+   * 16 x 768 x 768 ran its 2-row piece of 14 + 2 at 47 GFLOP/s on Zen 4, its B at 47 GB/s */
+  double reload[2] = { strip / sched_level_bw(hm, 1),
+                       (strip + line) / sched_level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
   double call = CALL_CYC / 256.0 / (hw_ghz(hm) * 1e9);
   for (int t = 0; t < 2; t++) {
     double best_c[2 * MAX_MR];
