@@ -266,6 +266,16 @@ tiles=$(grep -c "a layout change (it reads along .*, writes along .*), in tiles 
 echo "layout changes: $tiles of transpose, p3 in tiles of $w x $w (want 2)"
 [ "$tiles" = 2 ] || { cat lay.txt; exit 1; }
 
+# a chain of reductions down the columns (softmax over axis 0) is not grouped per column,
+# whose reductions would read an element a line: each is its own kernel, interchanged
+printf '%s\n' 'fn cs(X: f32[R, C]) -> f32[R, C] {' '  m[c] = max[r] X[r, c]' '  s[c] = sum[r] exp(X[r, c] - m[c])' \
+  '  Y[r, c] = exp(X[r, c] - m[c]) / s[c]' '  return Y' '}' ':sched cs' ':check cs(rand(f32[37, 19]))' |
+  "$dyn" 2>&1 | unwrap > cols.txt
+cr=$(grep -c "a reduction in runs of axes, outer to inner: r reduced, c kept" cols.txt)
+rw=$(grep -c "row-wise" cols.txt)
+echo "columns: $cr reductions of softmax over axis 0 interchanged, $rw row-wise kernels (want 2, 0)"
+[ "$cr" = 2 ] && [ "$rw" = 0 ] && grep -q 'cpu vs ref: .*: ok' cols.txt || { cat cols.txt; exit 1; }
+
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
 # hardware file with a 64 KiB last cache (this machine's own figures otherwise) makes small

@@ -285,6 +285,27 @@ for R, C in [(1, 1), (7, 1), (1, 17), (13, 31), (64, 65), (RAND[0], RAND[1])]:
     X = randn((R, C))
     case('column mean %dx%d' % (R, C), [('X', X)], WRAPPED + 'Y = colmean(X)',
          [summed('Y', F32, f64(X).mean(0), np.abs(f64(X)).mean(0))])
+# ---- a chain of reductions down the columns (softmax over axis 0, the variance of each
+# column): each reduction its own kernel with its loops interchanged, not grouped per column
+COLUMNS = '''
+fn colsoftmax(X: f32[R, C]) -> f32[R, C] {
+  m[c] = max[r] X[r, c]
+  s[c] = sum[r] exp(X[r, c] - m[c])
+  Y[r, c] = exp(X[r, c] - m[c]) / s[c]
+  return Y
+}
+fn colvar(X: f32[R, C]) -> f32[C] {
+  mu[c] = (sum[r] X[r, c]) / f32(R)
+  v[c] = (sum[r] (X[r, c] - mu[c]) * (X[r, c] - mu[c])) / f32(R)
+  return v
+}
+'''
+for R, C in [(1, 1), (1, 17), (7, 1), (13, 31), (64, 65), (RAND[0], RAND[1])]:
+    X = randn((R, C)) * 4
+    e = np.exp(f64(X) - f64(X).max(0))
+    d = f64(X) - f64(X).mean(0)
+    case('columns: softmax and variance %dx%d' % (R, C), [('X', X)], COLUMNS + 'Y = colsoftmax(X)\nV = colvar(X)',
+         [out('Y', F32, e / e.sum(0)), summed('V', F32, (d * d).mean(0), ((np.abs(f64(X)) + np.abs(f64(X).mean(0))) ** 2).mean(0))])
 for A, B, C in [(1, 1, 1), (3, 7, 17), (2, 33, 64), (5, 16, 63), (2, RAND[2] + 1, 31)]:
     X, w, u = randn((A, B, C)), randn(C), randn(A)
     ref = f64(X).sum(1) * f64(w) + f64(u)[:, None]
