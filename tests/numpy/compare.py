@@ -285,6 +285,27 @@ for R, C in [(1, 1), (7, 1), (1, 17), (13, 31), (64, 65), (RAND[0], RAND[1])]:
     X = randn((R, C))
     case('column mean %dx%d' % (R, C), [('X', X)], WRAPPED + 'Y = colmean(X)',
          [summed('Y', F32, f64(X).mean(0), np.abs(f64(X)).mean(0))])
+# ---- loads under where's guard (a padding, joins): loaded where the branch is taken, a
+# masked load of consecutive lanes, never out of the operand
+PADS = '''
+fn pad2(X: f32[M, N], c: f32) -> f32[M + 3, N + 4] {
+  Y[i, j] = where(i >= 2 and i < M + 2 and j >= 1 and j <= N, X[i - 2, j - 1] * 2.0, c)
+  return Y
+}
+fn joins(A: f64[M, N], B: f64[K, N], C: f64[M, L]) -> (f64[M + K, N], f64[M, N + L]) {
+  R = concat(A, B, 0)
+  S = concat(A, C, 1)
+  return (R, S)
+}
+'''
+for M, N, K, L in [(1, 1, 1, 1), (1, 17, 2, 3), (7, 1, 5, 16), (13, 31, 17, 15), (RAND[0], RAND[1], 33, 65)]:
+    X, A, B, C = randn((M, N)), randn((M, N), dtype=F64), randn((K, N), dtype=F64), randn((M, L), dtype=F64)
+    P = np.full((M + 3, N + 4), -1.5)
+    P[2:M + 2, 1:N + 1] = f64(X) * 2
+    case('padding and joins %dx%d, %d, %d' % (M, N, K, L), [('X', X), ('A', A), ('B', B), ('C', C)],
+         PADS + 'Y = pad2(X, -1.5)\n(R, S) = joins(A, B, C)',
+         [out('Y', F32, P), out('R', F64, np.concatenate([A, B], 0)), out('S', F64, np.concatenate([A, C], 1))])
+
 # ---- a chain of reductions down the columns (softmax over axis 0, the variance of each
 # column): each reduction its own kernel with its loops interchanged, not grouped per column
 COLUMNS = '''
