@@ -86,14 +86,19 @@ static LLVMValueRef whole(const CpuScanGen *sg, LLVMValueRef lo, LLVMValueRef hi
   return LLVMBuildAdd(sg->b, lo, LLVMBuildSub(sg->b, n, LLVMBuildSRem(sg->b, n, k64(sg, w), ""), ""), "");
 }
 
-/* Scanned along axis si, not the last: row j - 1 into row j, a vector along the last axis
- * at a time. */
-static void gen_rows(const CpuScanGen *sg, LLVMValueRef *subs, int si) {
-  int v = sg->st->naxes - 1, w = sg->lanes;
+/* Scanned along axis si, not the last: row j - 1 into row j (subs[0..si] set, j >= 1), the
+ * axes after si in loops, a vector along the last axis at a time. */
+void cpu_scan_rows_at(const CpuScanGen *sg, LLVMValueRef *subs, int si) {
+  int v = sg->st->naxes - 1, w = sg->lanes, open = 0;
   LLVMTypeRef vt = LLVMVectorType(sg->ty, (unsigned)w);
+  for (int a = si + 1; a < v; a++) {
+    LLVMValueRef lo, hi;
+    range(sg, a, &lo, &hi);
+    subs[a] = sg->loop(sg->g, lo, hi);
+    open++;
+  }
   LLVMValueRef v0, v1;
   range(sg, v, &v0, &v1);
-  subs[si] = sg->loop(sg->g, k64(sg, 1), sg->ext(sg->g, sg->st->axes[si]));
   LLVMValueRef vt1 = whole(sg, v0, v1, w);
   subs[v] = sg->loop(sg->g, v0, vt1);
   LLVMValueRef j = subs[si];
@@ -107,7 +112,7 @@ static void gen_rows(const CpuScanGen *sg, LLVMValueRef *subs, int si) {
   subs[v] = sg->loop(sg->g, vt1, v1);
   step(sg, subs, si);
   sg->end(sg->g, 1);
-  sg->end(sg->g, 1);
+  while (open--) sg->end(sg->g, 1);
 }
 
 /* Scanned along the last axis si: w rows (axis si - 1) at a time, in w x w tiles. */
@@ -157,9 +162,10 @@ void cpu_scan_gen(const CpuScanGen *sg) {
   int na = st->naxes, si = 0, open = 0;
   while (st->axes[si] != st->expr->raxes[0]) si++;
   LLVMValueRef subs[DYN_MAX_RANK];
-  /* the axes that neither run in order nor carry the vectors: plain loops outside */
+  /* the axes that neither run in order nor carry the vectors: plain loops outside (those
+   * after a scanned axis that is not the last: inside it, cpu_scan_rows_at's) */
   int vec = na < 2 ? -1 : si == na - 1 ? na - 2 : na - 1;
-  for (int a = 0; a < na; a++) {
+  for (int a = 0; a < (vec == na - 1 ? si : na); a++) {
     if (a == si || a == vec) continue;
     LLVMValueRef lo, hi;
     range(sg, a, &lo, &hi);
@@ -167,8 +173,11 @@ void cpu_scan_gen(const CpuScanGen *sg) {
     open++;
   }
   if (vec < 0) line(sg, subs, si, k64(sg, 1));
-  else if (vec == na - 1) gen_rows(sg, subs, si);
-  else gen_cols(sg, subs, si);
+  else if (vec == na - 1) {
+    subs[si] = sg->loop(sg->g, k64(sg, 1), sg->ext(sg->g, st->axes[si]));
+    cpu_scan_rows_at(sg, subs, si);
+    sg->end(sg->g, 1);
+  } else gen_cols(sg, subs, si);
   while (open--) sg->end(sg->g, 1);
 }
 

@@ -30,5 +30,8 @@ typedef struct CpuScanGen {
 
 /* Emit the scan pass of sg->st at the builder's position. */
 void cpu_scan_gen(const CpuScanGen *sg);
+/* For a scan along axis si that is not the last: combine row subs[si] - 1 into row subs[si]
+ * (>= 1), subs[0..si] set, the axes after si in loops of their own. */
+void cpu_scan_rows_at(const CpuScanGen *sg, LLVMValueRef *subs, int si);
 
 #endif

@@ -496,6 +496,32 @@ START_TEST(test_task_count) {
 }
 END_TEST
 
+/* A scan down the columns splits its last axis among the tasks (cpu_par_axis never takes
+ * the scanned one): each task's run of a row is at least a page (4 KiB), unless that would
+ * leave a thread without a task, and never more tasks than columns. */
+START_TEST(test_task_count_runs) {
+  const Program *p = lowered("fn down(X: f32[M, N]) -> f32[M, N] {\n"
+                             "  Y[i, j] = scan[i] +(X[i, j])\n"
+                             "  return Y\n}");
+  const Kernel *kn = &p->kernels[0];
+  int par = cpu_par_axis(kn);
+  ck_assert(par >= 0 && !strcmp(p->axes[par].name, "j"));
+  const int64_t shapes[][2] = {{2048, 2048}, {4096, 1024}, {100000, 3}, {64, 100003}, {9000, 1024}, {1, 1 << 20}};
+  for (int threads = 1; threads <= 16; threads *= 2)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      int64_t M = shapes[s][0], N = shapes[s][1], ext[64] = {0};
+      for (int a = 0; a < p->naxes; a++) ext[a] = strcmp(p->axes[a].name, "j") ? M : N;
+      int64_t got = cpu_task_count(kn, par, ext, threads);
+      ck_assert_msg(got >= 1 && got <= N, "%lld x %lld: %lld tasks", (long long)M, (long long)N, (long long)got);
+      if (got > 1)
+        ck_assert_msg(got <= threads || N * 4 / got >= 4096, "%lld x %lld on %d threads: %lld tasks, runs of %lld bytes",
+                      (long long)M, (long long)N, threads, (long long)got, (long long)(N * 4 / got));
+      if (M * N >= 32768 && N >= threads && N * 4 / threads >= 4096)
+        ck_assert_msg(got >= threads, "%lld x %lld on %d threads: %lld tasks", (long long)M, (long long)N, threads, (long long)got);
+    }
+}
+END_TEST
+
 /* A reduction's innermost runs past their last whole vector (cpu_reduce_run_ops): sums over
  * a last axis of k cost a cycle for each of the k mod lanes elements past the last vector and
  * 3 more a run, in lane-operations at the vector pipes' rate of one core; a kept innermost
@@ -761,6 +787,7 @@ static Suite *sched_suite(void) {
 #ifdef HAVE_LLVM
   tcase_add_test(tc, test_reduce_split);
   tcase_add_test(tc, test_task_count);
+  tcase_add_test(tc, test_task_count_runs);
   tcase_add_test(tc, test_reduce_runs);
   tcase_add_test(tc, test_reduce_short);
   tcase_add_test(tc, test_attn_rows);
