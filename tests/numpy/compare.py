@@ -286,11 +286,17 @@ for R, C in [(1, 1), (7, 1), (1, 17), (13, 31), (64, 65), (RAND[0], RAND[1])]:
     case('column mean %dx%d' % (R, C), [('X', X)], WRAPPED + 'Y = colmean(X)',
          [summed('Y', F32, f64(X).mean(0), np.abs(f64(X)).mean(0))])
 # ---- loads under where's guard (a padding, joins): loaded where the branch is taken, a
-# masked load of consecutive lanes, never out of the operand
+# masked load of consecutive lanes, never out of the operand; a where on the last axis
+# alone splits its loop where the condition flips
 PADS = '''
 fn pad2(X: f32[M, N], c: f32) -> f32[M + 3, N + 4] {
   Y[i, j] = where(i >= 2 and i < M + 2 and j >= 1 and j <= N, X[i - 2, j - 1] * 2.0, c)
   return Y
+}
+fn shifted(X: f32[M, N]) -> (f32[M, N], f32[M, N]) {
+  Y[i, j] = where(j >= 2, X[i, j - 2], X[i, j] * 0.5)
+  Z[i, j] = where(N - 3 < j, -X[i, j], X[i, j] + 1.0)
+  return (Y, Z)
 }
 fn joins(A: f64[M, N], B: f64[K, N], C: f64[M, L]) -> (f64[M + K, N], f64[M, N + L]) {
   R = concat(A, B, 0)
@@ -302,9 +308,14 @@ for M, N, K, L in [(1, 1, 1, 1), (1, 17, 2, 3), (7, 1, 5, 16), (13, 31, 17, 15),
     X, A, B, C = randn((M, N)), randn((M, N), dtype=F64), randn((K, N), dtype=F64), randn((M, L), dtype=F64)
     P = np.full((M + 3, N + 4), -1.5)
     P[2:M + 2, 1:N + 1] = f64(X) * 2
+    Sh = f64(X) * 0.5
+    Sh[:, 2:] = f64(X)[:, :-2]
+    Zs = f64(X) + 1
+    Zs[:, max(N - 2, 0):] = -f64(X)[:, max(N - 2, 0):]
     case('padding and joins %dx%d, %d, %d' % (M, N, K, L), [('X', X), ('A', A), ('B', B), ('C', C)],
-         PADS + 'Y = pad2(X, -1.5)\n(R, S) = joins(A, B, C)',
-         [out('Y', F32, P), out('R', F64, np.concatenate([A, B], 0)), out('S', F64, np.concatenate([A, C], 1))])
+         PADS + 'Y = pad2(X, -1.5)\n(R, S) = joins(A, B, C)\n(Sy, Sz) = shifted(X)',
+         [out('Y', F32, P), out('R', F64, np.concatenate([A, B], 0)), out('S', F64, np.concatenate([A, C], 1)),
+          out('Sy', F32, Sh), out('Sz', F32, Zs)])
 
 # ---- a chain of reductions down the columns (softmax over axis 0, the variance of each
 # column): each reduction its own kernel with its loops interchanged, not grouped per column
