@@ -276,6 +276,20 @@ rw=$(grep -c "row-wise" cols.txt)
 echo "columns: $cr reductions of softmax over axis 0 interchanged, $rw row-wise kernels (want 2, 0)"
 [ "$cr" = 2 ] && [ "$rw" = 0 ] && grep -q 'cpu vs ref: .*: ok' cols.txt || { cat cols.txt; exit 1; }
 
+# a join along the last axis runs its loop in two parts, each reading its operand in plain
+# vectors: no gather in its code for any x86 model in hw/ (one loop with a where per lane
+# became a gather of both operands)
+# (on an x86-64 host: elsewhere x86 code is an LLVM target the build may lack)
+"$dyn" -e ':hw' 2>/dev/null | head -n 2 | grep -q 'Arm64\|Neoverse\|Cortex' || for f in "$top_srcdir"/hw/*.hw; do
+  m=$(basename "$f" .hw)
+  grep -q '^kind *= *gpu\|aarch64' "$f" && continue
+  printf '%s\n' 'fn cat2(A: f32[M, N], B: f32[M, K]) -> f32[M, N + K] {' '  C = concat(A, B, 1)' '  return C' '}' \
+    ':code cat2 llvm' | "$dyn" --hw="$m" > join.txt 2>&1
+  g=$(grep -c 'gather' join.txt); v=$(grep -c 'load <[0-9]* x float>' join.txt)
+  [ "$g" = 0 ] && [ "$v" -gt 0 ] || { echo "join along the last axis on $m: $g gathers, $v vector loads (want 0, some)"; exit 1; }
+done
+echo "joins along the last axis: plain vector loads on every x86 model"
+
 # Streaming stores: a result that with its inputs outgrows the last cache is written by a twin kernel with
 # non-temporal stores, each row's elements before its first line boundary by plain ones.  A
 # hardware file with a 64 KiB last cache (this machine's own figures otherwise) makes small
