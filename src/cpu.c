@@ -1314,12 +1314,14 @@ static void gen_scan_rows(G *g, const Stage *st, int si, int par_axis, LLVMValue
  * A in one part of each row and B in the other; as one loop, each lane's load took its
  * own address (the two loads merged into one from a chosen pointer: a gather), 6.7-7.4
  * GB/s on one thread of Zen 4 for f32[2048, 2 x 2048], against 50 for a join of rows.  So
- * where the stage's value has one where whose condition compares the innermost axis with a
- * value that does not vary along it and raises no error (j < e, j <= e, j > e, j >= e,
- * either side; e of sizes, constants, other indices: flag_free), the loop
- * runs in two parts, [start, p) and [p, end) with p the point where the condition flips
- * (clamped into the range), and each part computes the branch it takes, no other: its
- * loads are plain vectors.  A load that may be out of range is still clamped and flagged. */
+ * where the stage's value has one where whose condition is an `and` of bounds on the
+ * innermost index (j < e, j <= e, j > e, j >= e, either way round) and of conditions that
+ * do not vary along it (a padding's i >= 1 and i <= M), all computable once before the
+ * loop without an error (flag_free), the loop runs in three parts: before the interval
+ * the bounds allow, the interval, after it; each part computes the branch it takes, no
+ * other, so its loads are plain vectors on every target.  Not in the streaming twin,
+ * whose vector stores must start on a line.  A load that may be out of range is still
+ * clamped and flagged. */
 static bool uses_axis(const KExpr *e, int axis);
 
 /* Can e be computed once before the loop, even when the loop runs no iteration: no load,
@@ -1333,17 +1335,34 @@ static bool flag_free(const KExpr *e) {
   return true;
 }
 
+/* The conjuncts of a where's condition c (an `and` of them): bounds on the index v (v < e,
+ * v <= e, v > e, v >= e, either way round, e flag_free and not along v) and conditions that
+ * do not vary along v (flag_free).  False if some conjunct is neither, or none bounds v.
+ * With out, collects them: bounds as (conjunct, which side is v), the rest as they are. */
+typedef struct Conj { const KExpr *bound[8]; int side[8]; int nb; const KExpr *inv[8]; int ni; } Conj;
+static bool conjuncts(const KExpr *c, int v, Conj *out) {
+  if (c->kind == KX_BIN && c->op == OP_AND)
+    return conjuncts(c->a[0], v, out) && conjuncts(c->a[1], v, out);
+  if (c->kind == KX_BIN && (c->op == OP_LT || c->op == OP_LE || c->op == OP_GT || c->op == OP_GE) &&
+      c->a[0]->ty == DYN_I64 && c->a[1]->ty == DYN_I64)
+    for (int k = 0; k < 2; k++)
+      if (c->a[k]->kind == KX_AXIS && c->a[k]->axis == v && !uses_axis(c->a[1 - k], v) && flag_free(c->a[1 - k])) {
+        if (out->nb == 8) return false;
+        out->bound[out->nb] = c;
+        out->side[out->nb++] = k;
+        return true;
+      }
+  if (uses_axis(c, v) || !flag_free(c) || out->ni == 8) return false;
+  out->inv[out->ni++] = c;
+  return true;
+}
+
 static const KExpr *where_on(const KExpr *e, int v, int *count) {
   const KExpr *found = NULL;
-  if (e->kind == KX_SELECT) {
-    const KExpr *c = e->a[0];
-    if (c->kind == KX_BIN && (c->op == OP_LT || c->op == OP_LE || c->op == OP_GT || c->op == OP_GE) &&
-        c->a[0]->ty == DYN_I64 && c->a[1]->ty == DYN_I64)
-      for (int k = 0; k < 2; k++)
-        if (c->a[k]->kind == KX_AXIS && c->a[k]->axis == v && !uses_axis(c->a[1 - k], v) && flag_free(c->a[1 - k])) {
-          found = e;
-          ++*count;
-        }
+  Conj cj = {0};
+  if (e->kind == KX_SELECT && conjuncts(e->a[0], v, &cj) && cj.nb > 0) {
+    found = e;
+    ++*count;
   }
   if (e->kind == KX_REDUCE || e->kind == KX_SCAN) return found;   /* their bodies run in loops of their own */
   for (int i = 0; i < e->n; i++) {
@@ -1360,28 +1379,63 @@ static const KExpr *split_where(const Stage *st, int v) {
   return count == 1 ? w : NULL;
 }
 
-/* The innermost loop over [start, end) of axis v, in two parts at the point where sel's
- * condition flips, each computing its branch (gen_body). */
-static void gen_split_loop(G *g, const Kernel *kn, const Stage *st, const KExpr *sel, int v, LLVMValueRef start, LLVMValueRef end, Loop *L) {
-  const KExpr *c = sel->a[0];
-  int k = c->a[0]->kind == KX_AXIS && c->a[0]->axis == v ? 0 : 1;
-  OpKind op = c->op;
-  if (k == 1) op = op == OP_LT ? OP_GT : op == OP_LE ? OP_GE : op == OP_GT ? OP_LT : OP_LE;   /* v on the left */
-  LLVMValueRef e = gen(g, c->a[1 - k], NULL, false);
-  /* v < p holds for the first part (then first) for < and <=; fails there for > and >= */
-  LLVMValueRef p = op == OP_LE || op == OP_GT ? LLVMBuildAdd(g->b, e, c64(g, 1), "") : e;
-  bool then_first = op == OP_LT || op == OP_LE;
-  p = smin64(g, p, end);
-  p = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, p, start, ""), start, p, "");
-  LLVMValueRef from[2] = {start, p}, to[2] = {p, end};
-  for (int part = 0; part < 2; part++) {
-    g->fixed_sel = sel;
-    g->fixed_then = (part == 0) == then_first;
-    g->axv[v] = loop_begin(g, L, from[part], to[part]);
-    gen_body(g, kn, st, NULL, NULL, false);
-    loop_end(g, L);
-  }
+static LLVMValueRef smax64(G *g, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, a, b, ""), a, b, "");
+}
+
+/* One part of the split loop: [from, to) of v computing sel's branch `then`. */
+static void split_part(G *g, const Kernel *kn, const Stage *st, const KExpr *sel, bool then, int v, LLVMValueRef from,
+                       LLVMValueRef to, Loop *L) {
+  g->fixed_sel = sel;
+  g->fixed_then = then;
+  g->axv[v] = loop_begin(g, L, from, to);
+  gen_body(g, kn, st, NULL, NULL, false);
+  loop_end(g, L);
   g->fixed_sel = NULL;
+}
+
+/* The innermost loop over [start, end) of axis v in three parts: before the interval of v
+ * where sel's bounds on v hold, the interval, after it.  The parts outside compute sel's
+ * second branch; the interval its first where the conditions that do not vary along v hold
+ * (tested once, before its loop), else its second. */
+static void gen_split_loop(G *g, const Kernel *kn, const Stage *st, const KExpr *sel, int v, LLVMValueRef start, LLVMValueRef end, Loop *L) {
+  Conj cj = {0};
+  conjuncts(sel->a[0], v, &cj);
+  LLVMValueRef lo = start, hi = end;
+  for (int b = 0; b < cj.nb; b++) {
+    const KExpr *c = cj.bound[b];
+    int k = cj.side[b];
+    OpKind op = c->op;
+    if (k == 1) op = op == OP_LT ? OP_GT : op == OP_LE ? OP_GE : op == OP_GT ? OP_LT : OP_LE;   /* v on the left */
+    LLVMValueRef e = gen(g, c->a[1 - k], NULL, false);
+    if (op == OP_LE || op == OP_GT) e = LLVMBuildAdd(g->b, e, c64(g, 1), "");
+    if (op == OP_LT || op == OP_LE) hi = smin64(g, hi, e);        /* v < e */
+    else lo = smax64(g, lo, e);                                      /* v >= e */
+  }
+  lo = smin64(g, lo, end);                       /* start <= lo <= hi <= end */
+  hi = smax64(g, hi, lo);
+  split_part(g, kn, st, sel, false, v, start, lo, L);
+  if (cj.ni) {
+    LLVMValueRef inv = NULL;
+    for (int i = 0; i < cj.ni; i++) {
+      LLVMValueRef c = gen(g, cj.inv[i], NULL, false);
+      inv = inv ? LLVMBuildAnd(g->b, inv, c, "") : c;
+    }
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->cx, g->fn, "where.in");
+    LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(g->cx, g->fn, "where.out");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->cx, g->fn, "where.done");
+    LLVMBuildCondBr(g->b, inv, yes, no);
+    LLVMPositionBuilderAtEnd(g->b, yes);
+    split_part(g, kn, st, sel, true, v, lo, hi, L);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, no);
+    split_part(g, kn, st, sel, false, v, lo, hi, L);
+    LLVMBuildBr(g->b, done);
+    LLVMPositionBuilderAtEnd(g->b, done);
+  } else {
+    split_part(g, kn, st, sel, true, v, lo, hi, L);
+  }
+  split_part(g, kn, st, sel, false, v, hi, end, L);
 }
 
 /* ---- a reduction in merged runs of axes (cpu_reduce.c), through these helpers ---- */
@@ -1545,7 +1599,10 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     bool peel = twin && s == kn->nstages - 1 && st->naxes > 0 && st->axes[st->naxes - 1] != par_axis;
     bool split = split_sum(red, strip);
     LLVMValueRef row_acc = split ? row_sum_begin(g) : NULL;
-    const KExpr *sel = !red && !strip && st->naxes > 0 && st->expr->kind != KX_SCAN ? split_where(st, st->axes[st->naxes - 1]) : NULL;
+    /* (not in the streaming twin, whose vector stores must start on a line: a part would
+     * start anywhere) */
+    const KExpr *sel = !twin && !red && !strip && st->naxes > 0 && st->expr->kind != KX_SCAN
+                       ? split_where(st, st->axes[st->naxes - 1]) : NULL;
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
       LLVMValueRef start = par ? lo : c64(g, 0);
