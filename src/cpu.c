@@ -207,6 +207,13 @@ static LLVMValueRef offset(G *g, int slot, LLVMValueRef *subs, int first, int n)
 
 static void slot_alias(G *g, LLVMValueRef inst, int slot);
 
+/* A loaded element as the kernel computes with it: bool as i1, 16-bit floats widened. */
+static LLVMValueRef loaded(G *g, const Slot *s, LLVMValueRef v) {
+  if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
+  if (elem_is_half(s->type.elem)) v = irb_widen16(g->b, v, s->type.elem == DYN_BF16);
+  return v;
+}
+
 /* A load in a branch of `where` that the checker proved in range where its branch is
  * taken: loaded only under its guard, in a block of its own, so that the vectoriser makes
  * it a masked load of consecutive lanes.  Clamped subscripts (gen_load's other way, for a
@@ -234,10 +241,7 @@ static LLVMValueRef guarded_load(G *g, const KExpr *e, const Slot *s, LLVMValueR
   LLVMValueRef vals[2] = {v, LLVMConstNull(mt)};
   LLVMBasicBlockRef from_bb[2] = {take, from};
   LLVMAddIncoming(phi, vals, from_bb, 2);
-  v = phi;
-  if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
-  if (elem_is_half(s->type.elem)) v = irb_widen16(g->b, v, s->type.elem == DYN_BF16);
-  return v;
+  return loaded(g, s, phi);
 }
 
 static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_branch) {
@@ -279,9 +283,7 @@ static LLVMValueRef gen_load(G *g, const KExpr *e, LLVMValueRef guard, bool in_b
   LLVMValueRef ptr = LLVMBuildGEP2(g->b, mt, base, &off, 1, "");
   LLVMValueRef v = LLVMBuildLoad2(g->b, mt, ptr, "");
   slot_alias(g, v, e->slot);
-  if (s->type.elem == DYN_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
-  if (elem_is_half(s->type.elem)) v = irb_widen16(g->b, v, s->type.elem == DYN_BF16);
-  return v;
+  return loaded(g, s, v);
 }
 
 static LLVMValueRef cast(G *g, LLVMValueRef v, DynElem from, DynElem to) {
@@ -1357,25 +1359,25 @@ static bool conjuncts(const KExpr *c, int v, Conj *out) {
   return true;
 }
 
-static const KExpr *where_on(const KExpr *e, int v, int *count) {
-  const KExpr *found = NULL;
-  Conj cj = {0};
-  if (e->kind == KX_SELECT && conjuncts(e->a[0], v, &cj) && cj.nb > 0) {
-    found = e;
+/* The wheres in e whose conditions split the loop of v, counted; the last found and its
+ * conjuncts in *found and *cj. */
+static void where_on(const KExpr *e, int v, int *count, const KExpr **found, Conj *cj) {
+  Conj c = {0};
+  if (e->kind == KX_SELECT && conjuncts(e->a[0], v, &c) && c.nb > 0) {
+    *found = e;
+    *cj = c;
     ++*count;
   }
-  if (e->kind == KX_REDUCE || e->kind == KX_SCAN) return found;   /* their bodies run in loops of their own */
-  for (int i = 0; i < e->n; i++) {
-    const KExpr *f = where_on(e->a[i], v, count);
-    if (f) found = f;
-  }
-  return found;
+  if (e->kind == KX_REDUCE || e->kind == KX_SCAN) return;   /* their bodies run in loops of their own */
+  for (int i = 0; i < e->n; i++) where_on(e->a[i], v, count, found, cj);
 }
 
-/* The where to split the innermost loop v of stage st at, or NULL: exactly one. */
-static const KExpr *split_where(const Stage *st, int v) {
+/* The where to split the innermost loop v of stage st at, and its conjuncts, or NULL:
+ * exactly one. */
+static const KExpr *split_where(const Stage *st, int v, Conj *cj) {
   int count = 0;
-  const KExpr *w = where_on(st->expr, v, &count);
+  const KExpr *w = NULL;
+  where_on(st->expr, v, &count, &w, cj);
   return count == 1 ? w : NULL;
 }
 
@@ -1398,13 +1400,12 @@ static void split_part(G *g, const Kernel *kn, const Stage *st, const KExpr *sel
  * where sel's bounds on v hold, the interval, after it.  The parts outside compute sel's
  * second branch; the interval its first where the conditions that do not vary along v hold
  * (tested once, before its loop), else its second. */
-static void gen_split_loop(G *g, const Kernel *kn, const Stage *st, const KExpr *sel, int v, LLVMValueRef start, LLVMValueRef end, Loop *L) {
-  Conj cj = {0};
-  conjuncts(sel->a[0], v, &cj);
+static void gen_split_loop(G *g, const Kernel *kn, const Stage *st, const KExpr *sel, const Conj *cj, int v,
+                           LLVMValueRef start, LLVMValueRef end, Loop *L) {
   LLVMValueRef lo = start, hi = end;
-  for (int b = 0; b < cj.nb; b++) {
-    const KExpr *c = cj.bound[b];
-    int k = cj.side[b];
+  for (int b = 0; b < cj->nb; b++) {
+    const KExpr *c = cj->bound[b];
+    int k = cj->side[b];
     OpKind op = c->op;
     if (k == 1) op = op == OP_LT ? OP_GT : op == OP_LE ? OP_GE : op == OP_GT ? OP_LT : OP_LE;   /* v on the left */
     LLVMValueRef e = gen(g, c->a[1 - k], NULL, false);
@@ -1415,10 +1416,10 @@ static void gen_split_loop(G *g, const Kernel *kn, const Stage *st, const KExpr 
   lo = smin64(g, lo, end);                       /* start <= lo <= hi <= end */
   hi = smax64(g, hi, lo);
   split_part(g, kn, st, sel, false, v, start, lo, L);
-  if (cj.ni) {
+  if (cj->ni) {
     LLVMValueRef inv = NULL;
-    for (int i = 0; i < cj.ni; i++) {
-      LLVMValueRef c = gen(g, cj.inv[i], NULL, false);
+    for (int i = 0; i < cj->ni; i++) {
+      LLVMValueRef c = gen(g, cj->inv[i], NULL, false);
       inv = inv ? LLVMBuildAnd(g->b, inv, c, "") : c;
     }
     LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->cx, g->fn, "where.in");
@@ -1601,8 +1602,9 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     LLVMValueRef row_acc = split ? row_sum_begin(g) : NULL;
     /* (not in the streaming twin, whose vector stores must start on a line: a part would
      * start anywhere) */
+    Conj cj;
     const KExpr *sel = !twin && !red && !strip && st->naxes > 0 && st->expr->kind != KX_SCAN
-                       ? split_where(st, st->axes[st->naxes - 1]) : NULL;
+                       ? split_where(st, st->axes[st->naxes - 1], &cj) : NULL;
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
       LLVMValueRef start = par ? lo : c64(g, 0);
@@ -1622,7 +1624,7 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
         continue;
       }
       if (sel && a == st->naxes - 1) {
-        gen_split_loop(g, kn, st, sel, st->axes[a], start, par ? hi : load_i64(g, g->ext, st->axes[a]), &L[a]);
+        gen_split_loop(g, kn, st, sel, &cj, st->axes[a], start, par ? hi : load_i64(g, g->ext, st->axes[a]), &L[a]);
         continue;
       }
       g->axv[st->axes[a]] = loop_begin(g, &L[a], start, par ? hi : load_i64(g, g->ext, st->axes[a]));
