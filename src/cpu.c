@@ -1547,7 +1547,7 @@ static void gen_short(G *g, const Stage *st, const CpuShortPlan *sp, bool rows, 
   CpuRedGen rg = {
     .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .lo = lo, .hi = hi,
     .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
-    .store = red_store, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
+    .store = red_store, .out_ptr = red_out_ptr, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
     .shape = rows ? (CpuShortShape){.lanes = cpu_tile_lanes(g->hw->vector_bits, st->expr->ty)}
                   : cpu_reduce_short_shape(g->hw, st->expr->ty),
     .op = red_op_at, .addr = red_addr,

@@ -258,10 +258,13 @@ int cpu_reduce_short_accs(CpuShortShape s, int64_t r);
  * that many whole vectors of registers and one for its tail over the reduced rows: their
  * count, else 0 (the interchanged loops). */
 int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r);
+/* The longest rows the rows plan takes in vectors (cpu_reduce.c's ROWS_VMAX). */
+int cpu_reduce_rows_most(void);
 /* A reduction over the operand's last subscript alone, the row before it the stage's last
  * kept axis (X[..., b, n] summed over n), on a model with gathers (x86 with AVX2 or
- * AVX-512): rows shorter than a vector of lanes (cpu_tile_lanes) run that many at a
- * time, one in each lane of a gather.  v: the row's axis, r0: the reduced one. */
+ * AVX-512): rows run a vector of lanes (cpu_tile_lanes) at a time, those shorter than a
+ * vector one in each lane of a gather, those of a vector to cpu_reduce_rows_most (dense)
+ * each in a vector of partials, folded together.  v: the row's axis, r0: the reduced one. */
 bool cpu_reduce_rows_plan(const HwModel *h, const Program *p, const Kernel *kn, int s, CpuShortPlan *sp);
 
 /* cpu_reduce.c: a reduction stage walked in runs of axes that lie one after another in

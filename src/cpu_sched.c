@@ -283,10 +283,12 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       }
       if (cpu_reduce_rows_plan(&be->hw, p, kn, s2, &sh)) {
         int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
-        buf_printf(out, "  stage %s: short reduced runs of %s, %d rows of %s at a time, one in each lane of a gather",
-                   p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name);
-        if (have && ext[sh.r0] >= W) buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
-        buf_printf(out, ",\n    where the rows are shorter than %d, else:\n", W);
+        buf_printf(out, "  stage %s: short reduced runs of %s, %d rows of %s at a time: rows shorter than %d one in each "
+                   "lane of a gather; rows of %d to %d, dense, each in a vector of partials, the %d vectors folded into one",
+                   p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name, W, W, cpu_reduce_rows_most(), W);
+        if (have && ext[sh.r0] > cpu_reduce_rows_most())
+          buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
+        buf_puts(out, ",\n    else:\n");
       }
       if (cpu_reduce_plan(p, kn, s2, ck->par_axis, &rp)) {
         buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);

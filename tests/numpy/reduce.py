@@ -301,5 +301,38 @@ for model in ('host', 'zen3', 'generic-avx2'):
     red_case(k, (5, W + 3, 3), (2,), F32, fortran=True, hw=hw)
     k += 1
 
+# Rows of a vector to 256 elements (cpu_reduce.c's rows_vectors): each row in a vector of
+# partials, its last W elements with the lanes already counted masked, W rows at a time
+# folded together into one vector of their results; longer rows the other loops.  Rows of W,
+# W + 1, 2 W + 3, 3 W - 1, 100, 255, 256 and 257 elements, under the same models; row counts of
+# one, W - 1, W and 2 W + 1, so that a group is whole, cut short or both; f64 at its own lanes,
+# integers, max and min (the masked lanes must not count), rows under two kept axes, and many
+# groups a task.
+for model in ('host', 'zen3', 'generic-avx2'):
+    hw = '' if model == 'host' else model
+    W = rows_probe(model) or 8
+    for r in sorted({W, W + 1, 2 * W + 3, 3 * W - 1, 100, 255, 256, 257}):
+        for R in sorted({1, W - 1, W, 2 * W + 1}):
+            red_case(k, (R, r), (1,), F32, hw=hw)
+            k += 1
+    w = max(W // 2, 2)
+    for r in (w, w + 1, 5 * w + 3, 256):
+        red_case(k, (2 * w + 1, r), (1,), F64, hw=hw)
+        k += 1
+    for r, dtype in ((W, I32), (3 * W + 1, I32), (w + 5, I64)):
+        red_case(k, (2 * W + 1, r), (1,), dtype, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (2 * W + 1, 2 * W + 3), (1,), F32, op, hw=hw)
+        k += 1
+        red_case(k, (w + 2, 3 * w + 1), (1,), F64, op, hw=hw)
+        k += 1
+    red_case(k, (3, 2 * W + 1, 3 * W + 1), (2,), F32, hw=hw)
+    k += 1
+    red_case(k, (2, 3, W + 1, 2 * W + 1), (3,), F32, hw=hw)
+    k += 1
+    red_case(k, (20011, W + 5), (1,), F32, hw=hw)
+    k += 1
+
 if __name__ == '__main__':
     sys.exit(compare.main())
