@@ -1512,19 +1512,6 @@ static void red_plain(void *v) {
   for (int a = r->st->naxes - 1; a >= 0; a--) loop_end(g, &L[a]);
 }
 
-static void gen_reduced(G *g, const Stage *st, const CpuRedPlan *pl, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
-  RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
-  CpuRedGen rg = {
-    .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .pl = pl, .lo = lo, .hi = hi,
-    .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
-    .value = red_value, .out_ptr = red_out_ptr, .store = red_store, .step = red_step_at, .init = red_start,
-    .slot = red_slot, .plain = red_plain,
-  };
-  cpu_reduce_gen(&rg);
-}
-
-/* ---- a reduction of short kept runs, or of short rows (cpu_reduce.c), the others' loops where it cannot ---- */
-
 static LLVMValueRef red_op_at(void *v, LLVMValueRef a, LLVMValueRef x) { RedEnv *r = v; return red_op(r->g, r->st->expr, a, x); }
 static LLVMValueRef red_addr(void *v) {
   RedEnv *r = v;
@@ -1533,6 +1520,20 @@ static LLVMValueRef red_addr(void *v) {
   for (int k = 0; k < l->n; k++) subs[k] = r->g->axv[l->a[k]->axis];
   return elem_ptr(r->g, l->slot, subs, l->n);
 }
+static void gen_reduced(G *g, const Stage *st, const CpuRedPlan *pl, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
+  RedEnv env = {.g = g, .st = st, .par_axis = par_axis, .lo = lo, .hi = hi};
+  CpuRedGen rg = {
+    .cx = g->cx, .b = g->b, .fn = g->fn, .i64 = g->i64, .ty = ty_of(g, st->expr->ty), .pl = pl, .lo = lo, .hi = hi,
+    .g = &env, .ext = red_ext, .stride = red_stride, .loop = red_loop, .end = red_end, .set_axis = red_set_axis,
+    .value = red_value, .out_ptr = red_out_ptr, .store = red_store, .step = red_step_at, .init = red_start,
+    .slot = red_slot, .plain = red_plain, .st = st, .par_axis = par_axis,
+    .shape = {.lanes = cpu_tile_lanes(g->hw->vector_bits, st->expr->ty)}, .op = red_op_at, .addr = red_addr,
+  };
+  cpu_reduce_gen(&rg);
+}
+
+/* ---- a reduction of short kept runs, or of short rows (cpu_reduce.c), the others' loops where it cannot ---- */
+
 static void short_other(void *v) {
   RedEnv *r = v;
   CpuRedPlan rp;

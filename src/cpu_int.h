@@ -258,6 +258,8 @@ int cpu_reduce_short_accs(CpuShortShape s, int64_t r);
  * that many whole vectors of registers and one for its tail over the reduced rows: their
  * count, else 0 (the interchanged loops). */
 int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r);
+/* The longest innermost run a folded plan takes W results at a time (cpu_reduce.c). */
+int cpu_reduce_fold_most(int W);
 /* The longest rows the rows plan takes in vectors (cpu_reduce.c's ROWS_VMAX). */
 int cpu_reduce_rows_most(void);
 /* A reduction over the operand's last subscript alone, the row before it the stage's last
@@ -279,6 +281,9 @@ typedef struct CpuRedPlan {
   int par_group;                   /* the run led by the parallel axis, or -1 */
   bool direct;                     /* no reduced run outside a kept one: each result is
                                       reduced whole and stored once */
+  bool folded;                     /* a plain load's innermost run reduced, another reduced
+                                      run outside: W results at a time in vectors of partials,
+                                      folded once (cpu_reduce.c), where the extents allow */
   int nchk, chk_slot[CPU_RED_CHECKS], chk_dim[CPU_RED_CHECKS], chk_rank[CPU_RED_CHECKS],
       chk_group[CPU_RED_CHECKS];   /* a slot whose dims from chk_dim hold a run of two or more */
 } CpuRedPlan;

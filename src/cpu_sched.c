@@ -294,6 +294,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);
         cpu_reduce_text(p, &rp, out);
         buf_puts(out, "\n    (each run one loop where its strides join; the innermost vectorised)\n");
+        if (rp.folded) {
+          int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
+          buf_printf(out, "    where the innermost run is %d to %d long and dense: %d results at a time, each in a vector of "
+                     "partials over its runs, the %d folded together once\n", W, cpu_reduce_fold_most(W), W, W);
+        }
         continue;
       }
       const KExpr *re = st->expr;

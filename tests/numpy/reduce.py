@@ -334,5 +334,35 @@ for model in ('host', 'zen3', 'generic-avx2'):
     red_case(k, (20011, W + 5), (1,), F32, hw=hw)
     k += 1
 
+# A folded plan (cpu_reduce.c's folded_gen): a short reduced innermost run (a vector to 4
+# vectors) under another reduced run, W results of the innermost kept run at a time, each
+# in a vector of partials over all its runs, folded together once; a task's last group
+# shifted back over the group before.  Innermost runs of W - 1 (the plan's loops), W, W + 1,
+# 2 W + 3, 4 W - 1 and 4 W (the plan's loops); kept runs of fewer than W results, W, and a
+# few groups and a piece; f64, integers, max and min; the kept run merged from two axes,
+# a kept axis outside the reduced one, and Fortran order (the stage's loops).
+for model in ('host', 'zen3', 'generic-avx2'):
+    hw = '' if model == 'host' else model
+    W = rows_probe(model) or 8
+    for d in sorted({W - 1, W, W + 1, 2 * W + 3, 4 * W - 1, 4 * W}):
+        for kin in sorted({3, W, 3 * W + 5}):
+            red_case(k, (5, kin, d), (0, 2), F32, hw=hw)
+            k += 1
+    red_case(k, (13, 4, 2 * W + 1, W + 1), (0, 3), F32, hw=hw)
+    k += 1
+    red_case(k, (3, 5, 2 * W + 3, W + 2), (1, 3), F32, hw=hw)
+    k += 1
+    w = max(W // 2, 2)
+    red_case(k, (7, 3 * w + 1, w + 3), (0, 2), F64, hw=hw)
+    k += 1
+    for dtype in (I32, I64):
+        red_case(k, (4, 2 * W + 3, W + 5), (0, 2), dtype, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (6, 2 * W + 1, W + 3), (0, 2), F32, op, hw=hw)
+        k += 1
+    red_case(k, (5, 2 * W + 1, W + 3), (0, 2), F32, fortran=True, hw=hw)
+    k += 1
+
 if __name__ == '__main__':
     sys.exit(compare.main())

@@ -569,6 +569,34 @@ START_TEST(test_reduce_runs) {
     double want = 1021.0 * (2.0 * (7 % lanes) + 3) * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
     ck_assert(close_to(cpu_reduce_run_ops(&h, p, &p->kernels[0], ak, ext), want));
   }
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+  /* a folded plan, [a reduced][b kept][d reduced]: innermost runs of a vector to 4 vectors
+   * go `lanes` results at a time, each run's last vector 2 cycles, each group 3 a step of a
+   * and 2 for each of its lanes - 1 fold steps and a cycle for each of its stores; runs of
+   * 4 vectors or more the loops' 3 a run */
+  p = lowered("fn fo(X: f32[A, B, D]) -> f32[B] {\n  Y[b] = sum[a, d] X[a, b, d]\n  return Y\n}");
+  int xa = -1, xb = -1, xd = -1;
+  for (int a = 0; a < p->naxes; a++) {
+    if (!strcmp(p->axes[a].name, "a")) xa = a;
+    if (!strcmp(p->axes[a].name, "b")) xb = a;
+    if (!strcmp(p->axes[a].name, "d")) xd = a;
+  }
+  ck_assert(xa >= 0 && xb >= 0 && xd >= 0);
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32 > 16 ? 16 : h.vector_bits / 32;
+    for (int64_t d = lanes; d <= 4 * lanes; d += 3 * lanes) {
+      int64_t ext[3];
+      ext[xa] = 13;
+      ext[xb] = 100;
+      ext[xd] = d;
+      double runs = 13.0 * 100, groups = 100.0 / lanes;
+      double cyc = d < 4 * lanes ? runs * 2 + groups * 13 * 3 + groups * (2 * (lanes - 1) + lanes) : runs * 3;
+      double want = cyc * lanes_rate(&h, 1, 4) / (h.ghz * 1e9), got = cpu_reduce_run_ops(&h, p, &p->kernels[0], xb, ext);
+      ck_assert_msg(close_to(got, want), "%s: 13 x 100 x %lld: %g lane-ops, derived %g", h.name, (long long)d, got, want);
+    }
+  }
 }
 END_TEST
 
