@@ -557,6 +557,21 @@ static void short_main(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRe
 int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r) {
   return r >= s.lanes && r <= (int64_t)KEPT_VMAX * s.lanes ? (int)(r / s.lanes) + 1 : 0;
 }
+/* A run of r >= W elements (W: the shape's lanes) as nv = r / W whole vectors and its last
+ * W elements, whose lanes from W - r mod W on are new (none where r is a multiple of W):
+ * the mask of those lanes; *t: r mod W. */
+static LLVMValueRef tail_lanes(const CpuRedGen *rg, LLVMValueRef r, LLVMValueRef *nv, LLVMValueRef *t) {
+  LLVMBuilderRef b = rg->b;
+  int W = rg->shape.lanes;
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vi = LLVMVectorType(i32, (unsigned)W);
+  *nv = LLVMBuildSDiv(b, r, k64(rg, W), "");
+  *t = LLVMBuildSub(b, r, LLVMBuildMul(b, *nv, k64(rg, W), ""), "");
+  LLVMValueRef iota[64];
+  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
+  LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), *t, ""), i32, "");
+  return LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W), splat(rg, from, vi), "");
+}
+
 /* Kept runs in registers: row i adds the run's nv whole vectors and its last one, the lanes
  * already counted set to the start. */
 typedef struct { int nv; LLVMValueRef base, s_r, r, tailmask, init; } KeptCtx;
@@ -577,7 +592,7 @@ static void kept_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   const Stage *st = rg->st;
   const KExpr *e = st->expr;
   int W = rg->shape.lanes;
-  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vt = LLVMVectorType(rg->ty, (unsigned)W), vi = LLVMVectorType(i32, (unsigned)W);
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
   bool par = sp->v == rg->par_axis;
   LLVMValueRef v0 = par ? rg->lo : k64(rg, 0), r = par ? LLVMBuildSub(b, rg->hi, rg->lo, "") : rg->ext(rg->g, sp->v);
   LLVMValueRef R = rg->ext(rg->g, sp->r0);
@@ -598,12 +613,7 @@ static void kept_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMValueRef init = rg->init(rg->g);
   LLVMValueRef vinit = splat(rg, init, vt);
   /* whole vectors nv = r / W (the first nv W columns), the tail's lanes W - r mod W and up */
-  LLVMValueRef nv = LLVMBuildSDiv(b, r, k64(rg, W), "");
-  LLVMValueRef t = LLVMBuildSub(b, r, LLVMBuildMul(b, nv, k64(rg, W), ""), "");
-  LLVMValueRef iota[64];
-  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
-  LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), t, ""), i32, "");
-  LLVMValueRef tailmask = LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W), splat(rg, from, vi), "");
+  LLVMValueRef nv, t, tailmask = tail_lanes(rg, r, &nv, &t);
   for (int a = 0; a + 1 < st->naxes; a++) {
     bool pa = st->axes[a] == rg->par_axis;
     rg->set_axis(rg->g, st->axes[a], rg->loop(rg->g, pa ? rg->lo : k64(rg, 0), pa ? rg->hi : rg->ext(rg->g, st->axes[a])));
@@ -852,18 +862,29 @@ static void row_groups_close(const CpuRedGen *rg) {
   for (int a = 0; a + 1 < rg->st->naxes; a++) rg->end(rg->g);
 }
 
+/* W rows of r >= W elements, s_v apart from base, each added into its vector of partials
+ * (acc: W x W elements): its last W elements, the new lanes (mask), then its whole vectors
+ * (nv), one chain a row, a vector of each row an iteration. */
+static void rows_add(const CpuRedGen *rg, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef s_v, LLVMValueRef r,
+                     LLVMValueRef nv, LLVMValueRef mask, LLVMValueRef init) {
+  LLVMBuilderRef b = rg->b;
+  int W = rg->shape.lanes;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
+  LLVMValueRef last = LLVMBuildSub(b, r, k64(rg, W), "");
+  for (int i = 0; i < W; i++) {
+    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, k64(rg, i), s_v, ""), last, ""), at = k64(rg, (int64_t)i * W);
+    st_at(rg, rg->op(rg->g, ld(rg, vt, acc, at), LLVMBuildSelect(b, mask, ld(rg, vt, base, off), init, "")), acc, at);
+  }
+  RowCtx x = {base, s_v, W};
+  acc_loop(rg, W, acc, nv, rows_step, &x);
+}
+
 /* Rows of r >= W elements, dense along the row, s_v apart: W at a time in vectors. */
 static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueRef r, LLVMValueRef s_v) {
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
-  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vt = LLVMVectorType(rg->ty, (unsigned)W), vi = LLVMVectorType(i32, (unsigned)W);
-  LLVMValueRef nv = LLVMBuildSDiv(b, r, k64(rg, W), "");
-  LLVMValueRef t = LLVMBuildSub(b, r, LLVMBuildMul(b, nv, k64(rg, W), ""), "");
-  LLVMValueRef iota[64];
-  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
-  /* the last W elements' lanes from W - t on are new (none where t is 0) */
-  LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), t, ""), i32, "");
-  LLVMValueRef tailmask = LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W), splat(rg, from, vi), "");
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
+  LLVMValueRef nv, t, tailmask = tail_lanes(rg, r, &nv, &t);
   LLVMValueRef init = splat(rg, rg->init(rg->g), vt), last = LLVMBuildSub(b, r, k64(rg, W), "");
   LLVMValueRef part = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
   LLVMValueRef mine = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
@@ -879,12 +900,8 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
    * an iteration; the W results stored as one vector (the result is dense along the rows) */
   LLVMPositionBuilderAtEnd(b, whole);
   LLVMValueRef v[64];
-  for (int i = 0; i < W; i++) {
-    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, k64(rg, i), s_v, ""), last, "");
-    st_at(rg, LLVMBuildSelect(b, tailmask, ld(rg, vt, base, off), init, ""), mine, k64(rg, (int64_t)i * W));
-  }
-  RowCtx x = {base, s_v, W};
-  acc_loop(rg, W, mine, nv, rows_step, &x);
+  for (int i = 0; i < W; i++) st_at(rg, init, mine, k64(rg, (int64_t)i * W));
+  rows_add(rg, mine, base, s_v, r, nv, tailmask, init);
   for (int i = 0; i < W; i++) v[i] = ld(rg, vt, mine, k64(rg, (int64_t)i * W));
   LLVMValueRef st = LLVMBuildStore(b, rows_fold(rg, v, W), rg->out_ptr(rg->g));
   LLVMSetAlignment(st, (unsigned)elem_size(rg->st->expr->ty));
@@ -1186,16 +1203,10 @@ static void folded_gen(const CpuRedGen *rg) {
   const CpuRedPlan *pl = rg->pl;
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes, last = pl->ng - 1, kin = last - 1;
-  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vt = LLVMVectorType(rg->ty, (unsigned)W), vi = LLVMVectorType(i32, (unsigned)W);
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vt = LLVMVectorType(rg->ty, (unsigned)W);
   LLVMValueRef k = run_extent(rg, last, false), s_v = kin_stride(rg);
-  LLVMValueRef nv = LLVMBuildSDiv(b, k, k64(rg, W), "");
-  LLVMValueRef t = LLVMBuildSub(b, k, LLVMBuildMul(b, nv, k64(rg, W), ""), "");
-  LLVMValueRef iota[64];
-  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
-  /* the last W elements' lanes from W - t on are new (none where t is 0) */
-  LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), t, ""), i32, "");
-  LLVMValueRef tailmask = LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W), splat(rg, from, vi), "");
-  LLVMValueRef init = splat(rg, rg->init(rg->g), vt), lastw = LLVMBuildSub(b, k, k64(rg, W), "");
+  LLVMValueRef nv, t, tailmask = tail_lanes(rg, k, &nv, &t);
+  LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   LLVMValueRef mine = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
   for (int g = 0; g < kin; g++)
     if (!pl->gred[g]) open_run(rg, g);
@@ -1210,14 +1221,7 @@ static void folded_gen(const CpuRedGen *rg) {
     if (pl->gred[g]) open_run(rg, g);
   run_at(rg, kin, q0);
   run_at(rg, last, k64(rg, 0));
-  LLVMValueRef base = rg->addr(rg->g);
-  for (int i = 0; i < W; i++) {
-    LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, k64(rg, i), s_v, ""), lastw, "");
-    LLVMValueRef at = k64(rg, (int64_t)i * W);
-    st_at(rg, rg->op(rg->g, ld(rg, vt, mine, at), LLVMBuildSelect(b, tailmask, ld(rg, vt, base, off), init, "")), mine, at);
-  }
-  RowCtx x = {base, s_v, W};
-  acc_loop(rg, W, mine, nv, rows_step, &x);
+  rows_add(rg, mine, rg->addr(rg->g), s_v, k, nv, tailmask, init);
   for (int g = last - 1; g >= 0; g--)
     if (pl->gred[g]) rg->end(rg->g);
   LLVMValueRef v[64];
