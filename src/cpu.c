@@ -989,33 +989,18 @@ static bool any_interchanged(const Program *p, const Kernel *kn, int par_axis) {
   return false;
 }
 
-static LLVMValueRef smin64(G *g, LLVMValueRef a, LLVMValueRef b);
-
-/* The kept row of an interchanged reduction runs in blocks whose partial results stay in
- * the L1 while the reduced loops pass over them: a quarter of it, in whole lines.  A row of
- * them the size of the task's range left the L1 on every reduced step: the column sums of
- * f32[7, 100000] (8 tasks of 12,500 columns, 50 KB of partial results each) ran at 75 GB/s
- * on 2 threads of a Zen 4 guest, where their prediction was 190. */
-static int64_t interchange_block(const HwModel *hw, DynElem ty) {
-  int64_t l1 = hw && hw->nlevels > 1 && hw->level[0].bytes > 0 ? hw->level[0].bytes : 32768;
-  int64_t n = l1 / 4 / elem_size(ty);
-  return n < 256 ? 256 : n / 64 * 64;
-}
-
 /* Stage st, interchanged, at the current outer indices ([lo, hi) of the parallel axis). */
 static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_axis, LLVMValueRef lo, LLVMValueRef hi) {
   const KExpr *e = inner_reduce(st->expr);
   int nv = st->naxes - 1, v = st->axes[nv], no = kn->nouter;
-  Loop L[DYN_MAX_RANK], R[DYN_MAX_RANK * 2], V, B;
+  Loop L[DYN_MAX_RANK], R[DYN_MAX_RANK * 2], V;
   LLVMValueRef subs[DYN_MAX_RANK * 2];
   for (int o = 0; o < no; o++) subs[o] = g->axv[kn->outer[o]];
   for (int a = 0; a < nv; a++) {
     bool par = st->axes[a] == par_axis;
     subs[no + a] = g->axv[st->axes[a]] = loop_begin(g, &L[a], par ? lo : c64(g, 0), par ? hi : load_i64(g, g->ext, st->axes[a]));
   }
-  LLVMValueRef r0 = v == par_axis ? lo : c64(g, 0), r1 = v == par_axis ? hi : load_i64(g, g->ext, v);
-  int64_t bn = interchange_block(g->hw, e->ty);
-  LLVMValueRef v0 = loop_begin(g, &B, r0, r1), v1 = smin64(g, LLVMBuildAdd(g->b, v0, c64(g, bn), ""), r1);
+  LLVMValueRef v0 = v == par_axis ? lo : c64(g, 0), v1 = v == par_axis ? hi : load_i64(g, g->ext, v);
   int n = no + st->naxes;
   subs[n - 1] = loop_begin(g, &V, v0, v1);
   gen_store(g, st->out, subs, n, red_init(g, e, ty_of(g, e->ty)), e->ty, false);
@@ -1034,7 +1019,6 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
     g->fused_red = NULL;
     loop_end(g, &V);
   }
-  loop_end_by(g, &B, bn);
   for (int a = nv - 1; a >= 0; a--) loop_end(g, &L[a]);
 }
 
