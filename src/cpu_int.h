@@ -258,6 +258,10 @@ int cpu_reduce_short_accs(CpuShortShape s, int64_t r);
  * that many whole vectors of registers and one for its tail over the reduced rows: their
  * count, else 0 (the interchanged loops). */
 int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r);
+/* The most rows a plan of column sums takes in registers, and the vectors of its chunks
+ * (cpu_reduce.c's columns_gen). */
+int cpu_reduce_col_rows(void);
+int cpu_reduce_col_vecs(void);
 /* The longest innermost run a folded plan takes W results at a time (cpu_reduce.c). */
 int cpu_reduce_fold_most(int W);
 /* The longest rows the rows plan takes in vectors (cpu_reduce.c's ROWS_VMAX). */
@@ -281,6 +285,8 @@ typedef struct CpuRedPlan {
   int par_group;                   /* the run led by the parallel axis, or -1 */
   bool direct;                     /* no reduced run outside a kept one: each result is
                                       reduced whole and stored once */
+  bool columns;                    /* a plain load's reduced run, then its kept one (column
+                                      sums): few rows may take their columns in registers */
   bool folded;                     /* a plain load's innermost run reduced, another reduced
                                       run outside: W results at a time in vectors of partials,
                                       folded once (cpu_reduce.c), where the extents allow */

@@ -294,6 +294,9 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         buf_printf(out, "  stage %s: a reduction in runs of axes, outer to inner: ", p->slots[st->out].name);
         cpu_reduce_text(p, &rp, out);
         buf_puts(out, "\n    (each run one loop where its strides join; the innermost vectorised)\n");
+        if (rp.columns)
+          buf_printf(out, "    where there are %d rows or fewer: the columns in chunks of %d vectors, each summed in "
+                     "registers over the rows\n", cpu_reduce_col_rows(), cpu_reduce_col_vecs());
         if (rp.folded) {
           int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
           buf_printf(out, "    where the innermost run is %d to %d long and dense: %d results at a time, each in a vector of "

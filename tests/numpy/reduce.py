@@ -364,5 +364,31 @@ for model in ('host', 'zen3', 'generic-avx2'):
     red_case(k, (5, 2 * W + 1, W + 3), (0, 2), F32, fortran=True, hw=hw)
     k += 1
 
+# Column sums of few rows (cpu_reduce.c's columns_gen): at most 32 rows, the kept run in
+# chunks of 8 vectors summed in registers over all the rows, a task's last chunk shifted
+# back.  Rows of 1, 2, 7, 32 and 33 (the plan's loops); columns of a chunk less one (the
+# loops), a chunk, one more, five and a piece, and 20011 (several chunks a task); leading
+# axes merged, f64, integers, max and min, and Fortran order (the stage's loops).
+for model in ('host', 'zen3', 'generic-avx2'):
+    hw = '' if model == 'host' else model
+    W = rows_probe(model) or 8
+    CH = 8 * W
+    for R in (1, 2, 7, 32, 33):
+        for C in sorted({CH - 1, CH, CH + 1, 5 * CH + 3, 20011}):
+            red_case(k, (R, C), (0,), F32, hw=hw)
+            k += 1
+    red_case(k, (3, 5, 2 * CH + 7), (0, 1), F32, hw=hw)
+    k += 1
+    red_case(k, (9, 3 * CH + 1), (0,), F64, hw=hw)
+    k += 1
+    for dtype in (I32, I64):
+        red_case(k, (5, 2 * CH + 5), (0,), dtype, hw=hw)
+        k += 1
+    for op in ('max', 'min'):
+        red_case(k, (6, 2 * CH + 3), (0,), F32, op, hw=hw)
+        k += 1
+    red_case(k, (7, 2 * CH + 3), (0,), F32, fortran=True, hw=hw)
+    k += 1
+
 if __name__ == '__main__':
     sys.exit(compare.main())
