@@ -8,8 +8,9 @@
 #   2. With LLVM 19's arm64 libraries (build-aux/aarch64-sysroot.sh unpacks them): one build,
 #      whose evaluator runs the suites of 1 (--target=ref), then twice, as a NEON-only core
 #      (-cpu cortex-a72) and as one with SVE (-cpu max): dyn must detect the Arm host and its
-#      extensions, its compiled softmax, gelu, log_softmax, math chain and matmul must agree
-#      with the reference evaluator (:check), a model of another ISA (zen5) is for looking
+#      extensions, its compiled softmax, gelu, log_softmax, math chain, matmul and
+#      reductions (a folded plan, column sums of few rows) must agree with the reference
+#      evaluator (:check), a model of another ISA (zen5) is for looking
 #      only, and test_hw passes; the NEON core must take hw/neoverse-n1.hw, and its compiled
 #      long sum (numpy.sh's "long sums" case of 2^21 terms, with a Python that has NumPy)
 #      holds NumPy's.
@@ -154,16 +155,24 @@ for cpu in cortex-a72 max; do
        echo "$hw" | grep -q 'from neoverse-n1.hw' || fail "$cpu: not from neoverse-n1.hw: $hw"
        echo "$hw" | grep -q 'cortex-a72' || fail "$cpu: not LLVM's cortex-a72: $hw" ;;
   esac
+  # and the reductions' run-time nests on NEON's lanes (cpu_reduce.c): a short innermost
+  # run under another reduced axis, W results at a time (runs of 9 and 17), and column sums
+  # of few rows in registers (333 columns: chunks of 8 vectors and a last one shifted back)
   out=$("$d/dyn" -e 'seed(3)
+fn fo(X: f32[A, B, C, D]) -> f32[B, C] { Y[b, c] = sum[a, d] X[a, b, c, d]; return Y }
+fn cs(X: f32[R, C]) -> f32[C] { Y[c] = sum[r] X[r, c]; return Y }
 A = randn(f32[37, 129])
 :check softmax(A)
 :check gelu(A)
 :check log_softmax(A)
 :check sqrt(abs(sin(A)) + cos(A) * cos(A)) + log(1 + abs(A))
 :check matmul(A, randn(f32[129, 31]))
-:check matmul(randn(f32[1, 5]), randn(f32[5, 17]))' 2>&1)
+:check matmul(randn(f32[1, 5]), randn(f32[5, 17]))
+:check fo(randn(f32[5, 3, 11, 9]))
+:check fo(randn(f32[3, 2, 13, 17]))
+:check cs(randn(f32[7, 333]))' 2>&1)
   n=$(echo "$out" | grep -c 'cpu vs ref.*: ok')
-  [ "$n" = 6 ] || fail "$cpu: $n of 6 :check ok: $out"
+  [ "$n" = 9 ] || fail "$cpu: $n of 9 :check ok: $out"
   # A model of another ISA is for looking; statements run on the host's own code.  The host
   # here is the emulated Arm CPU ($cpu), never the machine running the test, and zen5 is an
   # x86 model, foreign to it whatever that machine is.
