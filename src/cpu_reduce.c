@@ -863,21 +863,21 @@ static void row_groups_close(const CpuRedGen *rg) {
   for (int a = 0; a + 1 < rg->st->naxes; a++) rg->end(rg->g);
 }
 
-/* W rows of r >= W elements, s_v apart from base, each added into its vector of partials
- * (acc: W x W elements): its last W elements, the new lanes (mask), then its whole vectors
+/* c rows of r >= W elements, s_v apart from base, each added into its vector of partials
+ * (acc: c x W elements): its last W elements, the new lanes (mask), then its whole vectors
  * (nv), one chain a row, a vector of each row an iteration. */
-static void rows_add(const CpuRedGen *rg, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef s_v, LLVMValueRef r,
+static void rows_add(const CpuRedGen *rg, int c, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef s_v, LLVMValueRef r,
                      LLVMValueRef nv, LLVMValueRef mask, LLVMValueRef init) {
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
   LLVMValueRef last = LLVMBuildSub(b, r, k64(rg, W), "");
-  for (int i = 0; i < W; i++) {
+  for (int i = 0; i < c; i++) {
     LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, k64(rg, i), s_v, ""), last, ""), at = k64(rg, (int64_t)i * W);
     st_at(rg, rg->op(rg->g, ld(rg, vt, acc, at), LLVMBuildSelect(b, mask, ld(rg, vt, base, off), init, "")), acc, at);
   }
-  RowCtx x = {base, s_v, W};
-  acc_loop(rg, W, acc, nv, rows_step, &x);
+  RowCtx x = {base, s_v, c};
+  acc_loop(rg, c, acc, nv, rows_step, &x);
 }
 
 /* Rows of r >= W elements, dense along the row, s_v apart: W at a time in vectors. */
@@ -886,7 +886,7 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
   LLVMValueRef nv, t, tailmask = tail_lanes(rg, r, &nv, &t);
-  LLVMValueRef init = splat(rg, rg->init(rg->g), vt), last = LLVMBuildSub(b, r, k64(rg, W), "");
+  LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   LLVMValueRef part = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
   LLVMValueRef mine = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
   RowGroup q = row_groups_open(rg, sp);
@@ -902,7 +902,7 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   LLVMPositionBuilderAtEnd(b, whole);
   LLVMValueRef v[64];
   for (int i = 0; i < W; i++) st_at(rg, init, mine, k64(rg, (int64_t)i * W));
-  rows_add(rg, mine, base, s_v, r, nv, tailmask, init);
+  rows_add(rg, W, mine, base, s_v, r, nv, tailmask, init);
   for (int i = 0; i < W; i++) v[i] = ld(rg, vt, mine, k64(rg, (int64_t)i * W));
   LLVMValueRef st = LLVMBuildStore(b, rows_fold(rg, v, W), rg->out_ptr(rg->g));
   LLVMSetAlignment(st, (unsigned)elem_size(rg->st->expr->ty));
@@ -914,10 +914,9 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   rg->end(rg->g);
   l = rg->loop(rg->g, k64(rg, 0), q.cnt);
   LLVMValueRef off = LLVMBuildMul(b, l, s_v, "");
-  RowCtx y = {LLVMBuildGEP2(b, rg->ty, base, &off, 1, ""), k64(rg, 0), 1};
   LLVMValueRef at = LLVMBuildGEP2(b, rg->ty, part, (LLVMValueRef[]){LLVMBuildMul(b, l, k64(rg, W), "")}, 1, "");
-  st_at(rg, LLVMBuildSelect(b, tailmask, ld(rg, vt, y.base, last), init, ""), at, k64(rg, 0));
-  acc_loop(rg, 1, at, nv, rows_step, &y);
+  st_at(rg, init, at, k64(rg, 0));
+  rows_add(rg, 1, at, LLVMBuildGEP2(b, rg->ty, base, &off, 1, ""), k64(rg, 0), r, nv, tailmask, init);
   rg->end(rg->g);
   for (int i = 0; i < W; i++) v[i] = ld(rg, vt, part, k64(rg, (int64_t)i * W));
   row_results(rg, sp, q, rows_fold(rg, v, W));
@@ -1220,7 +1219,7 @@ static void folded_gen(const CpuRedGen *rg) {
     if (pl->gred[g]) open_run(rg, g);
   run_at(rg, kin, q0);
   run_at(rg, last, k64(rg, 0));
-  rows_add(rg, mine, rg->addr(rg->g), s_v, k, nv, tailmask, init);
+  rows_add(rg, W, mine, rg->addr(rg->g), s_v, k, nv, tailmask, init);
   for (int g = last - 1; g >= 0; g--)
     if (pl->gred[g]) rg->end(rg->g);
   LLVMValueRef v[64];
