@@ -120,20 +120,21 @@ bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
 int cpu_tile_lanes(int vector_bits, DynElem ty);
 /* cpu_layout.c: the walk of a layout change's tiles of w lanes of ty (cpu.c's gen_blocked):
- * the values of u a block spans (a multiple of w), the tiles a band of v spans, and a
- * task's share of the parallel axis rounded up to whole tiles when that axis is a tiled
- * stage's u (chunk unchanged otherwise; vector_bits: the model's). */
+ * the values of u a block spans (a multiple of w), the tiles a band of v spans, and the
+ * granule of a task's share of the parallel axis: whole tiles (w) when that axis is a tiled
+ * stage's u, else 1 (vector_bits: the model's). */
 int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w);
 int cpu_layout_band(const HwModel *hw, DynElem ty, int w);
-int64_t cpu_layout_chunk(const Kernel *kn, int par_axis, int vector_bits, int64_t chunk);
+int64_t cpu_layout_granule(const Kernel *kn, int par_axis, int vector_bits);
 /* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) takes on
  * `threads` of hw at these extents and element strides (strides[slot * DYN_MAX_RANK + d]), reading `read` and writing `written` bytes (streamed:
- * with streaming stores) in `tasks` tasks: the larger of its bytes (sched_stream_time's:
+ * with streaming stores) in `tasks` tasks, the busiest thread's share `busiest` of them
+ * (SchedWork's): the larger of its bytes (sched_stream_time's:
  * the level they fit in, the reads for ownership of unstreamed lines from memory) and its
  * tiles' shuffles and edges' elements, plus the fork-join; the terms in *T (comp_s: the
  * tiles').  0 for a kernel without a layout change. */
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
-                       double read, double written, bool streamed, int64_t tasks, SchedTerms *T);
+                       double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *T);
 
 /* cpu_rt.c: a contraction kernel's sizes and element strides as the GEMM engine takes them
  * (strides[slot * DYN_MAX_RANK + d]). */
@@ -330,5 +331,14 @@ double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, 
 /* The tasks cpu_rt.c splits a kernel's parallel axis into on `threads` (cpu_rt.c): one
  * where the kernel is small. */
 int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int threads);
+/* cpu_rt.c: the split of a parallel axis of n values into tasks of whole granules (units of
+ * gran values, cpu_layout_granule): task t takes units [t units / tasks, (t + 1) units /
+ * tasks), so the tasks differ by a unit at most.  cpu_split_range gives task t's values
+ * [lo, *hi); cpu_split_busiest the share of n that the busiest of `threads` takes, each
+ * owning a contiguous share of the tasks as the pool hands them out (pool.c). */
+typedef struct CpuSplit { int64_t n, gran, units, tasks; } CpuSplit;
+CpuSplit cpu_task_split(const Kernel *kn, int par_axis, const int64_t *ext, int vector_bits, int threads);
+int64_t cpu_split_range(const CpuSplit *s, int64_t t, int64_t *hi);
+double cpu_split_busiest(const CpuSplit *s, int threads);
 
 #endif

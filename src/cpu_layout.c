@@ -45,14 +45,14 @@ int cpu_layout_band(const HwModel *hw, DynElem ty, int w) {
 /* A task whose share of u is not whole tiles runs the rest in the plain loops: W f32[97, ...]
  * in the runtime's 8 tasks of 13 values of u each had no whole tile at all (33-39% of the
  * copy for permute 201 of 64 x 128 x 97). */
-int64_t cpu_layout_chunk(const Kernel *kn, int par_axis, int vector_bits, int64_t chunk) {
+int64_t cpu_layout_granule(const Kernel *kn, int par_axis, int vector_bits) {
   int w = 1;
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     int lanes = cpu_blocked_axis(kn, st) == par_axis && par_axis >= 0 ? cpu_tile_lanes(vector_bits, st->expr->ty) : 1;
     if (lanes > w) w = lanes;
   }
-  return (chunk + w - 1) / w * w;
+  return w;
 }
 
 /* The share of the model's L1 that the w rows of a tile, `stride_bytes` apart, may use:
@@ -102,7 +102,7 @@ static const KExpr *load_along(const KExpr *e, int u) {
 }
 
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
-                       double read, double written, bool streamed, int64_t tasks, SchedTerms *out) {
+                       double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *out) {
   double cycles = 0;
   bool any = false;
   int esize = 4;
@@ -137,10 +137,11 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     cycles += whole / ((double)w * w) * tile_cycles(w, pressure) + (n - whole) * edge;
   }
   if (!any) return 0;
-  SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed, .tasks = tasks};
+  SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed,
+                  .tasks = tasks, .busiest = busiest};
   SchedTerms T;
   sched_stream_time(hw, threads, &sw, &T);
-  T.comp_s = cycles / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9 * T.threads);
+  T.comp_s = cycles / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9 * T.threads) * T.imbalance;
   T.total = (T.comp_s > T.mem_s ? T.comp_s : T.mem_s) + T.sync_s;
   if (out) *out = T;
   return T.total;

@@ -23,7 +23,7 @@ typedef struct Task {
   const Program *p;
   const CKernel *ck;
   KCtx base;
-  int64_t n, chunk;
+  CpuSplit split;
   int nlocal;
   int *local_slots;
   int64_t *local_bytes;  /* rounded up to whole 64-byte lines */
@@ -83,7 +83,7 @@ static void scratch_trim(void) {
 static void run_task(void *arg, int64_t t) {
   Task *T = arg;
   if (T->interrupt && *T->interrupt) return;
-  int64_t lo = t * T->chunk, hi = lo + T->chunk < T->n ? lo + T->chunk : T->n;
+  int64_t hi, lo = cpu_split_range(&T->split, t, &hi);
   KCtx c = T->base;
   void *bufs_local[256];
   void **bufs = T->p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)T->p->nslots);
@@ -135,6 +135,36 @@ int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int t
   }
   if (tasks > n) tasks = n;
   return tasks > 0 ? tasks : 1;
+}
+
+/* Tasks of whole granules, as even as the granules allow: a chunk of ceil(n / tasks) left
+ * the rows of softmax over f32[33, 1000] in 7 tasks of 5 (the last 3), 4 of them (20 rows)
+ * on one of 2 threads; 8 tasks of 4 or 5 rows share them 16 and 17. */
+CpuSplit cpu_task_split(const Kernel *kn, int par_axis, const int64_t *ext, int vector_bits, int threads) {
+  CpuSplit s = {par_axis >= 0 ? ext[par_axis] : 1, 1, 1, 1};
+  s.gran = cpu_layout_granule(kn, par_axis, vector_bits);
+  s.units = s.n > 0 ? (s.n + s.gran - 1) / s.gran : 1;
+  s.tasks = cpu_task_count(kn, par_axis, ext, threads);
+  if (s.tasks > s.units) s.tasks = s.units;
+  return s;
+}
+
+int64_t cpu_split_range(const CpuSplit *s, int64_t t, int64_t *hi) {
+  int64_t lo = t * s->units / s->tasks * s->gran, h = (t + 1) * s->units / s->tasks * s->gran;
+  *hi = h < s->n ? h : s->n;
+  return lo;
+}
+
+double cpu_split_busiest(const CpuSplit *s, int threads) {
+  int t = threads > 0 ? threads : 1;
+  int64_t most = 0, hi;
+  if (t > s->tasks) t = (int)s->tasks;
+  for (int i = 0; i < t; i++) {
+    int64_t lo = cpu_split_range(s, s->tasks * i / t, &hi);
+    cpu_split_range(s, s->tasks * (i + 1) / t - 1, &hi);
+    if (hi - lo > most) most = hi - lo;
+  }
+  return s->n > 0 ? (double)most / (double)s->n : 1;
 }
 
 /* The contraction's sizes and element strides; strides[slot * DYN_MAX_RANK + d]. */
@@ -640,7 +670,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
       status = -1;
       break;
     }
-    Task T = {p, ck, base, 1, 1, 0, NULL, NULL, 0, interrupt, !st && streaming(be, cp, ck, shape), st};
+    Task T = {p, ck, base, {1, 1, 1, 1}, 0, NULL, NULL, 0, interrupt, !st && streaming(be, cp, ck, shape), st};
     int64_t n = ck->par_axis >= 0 ? ext[ck->par_axis] : 1;
     if (n <= 0 || invisible(p, ck->kn, shape)) continue;
     /* locals of this kernel: each task's in its thread's scratch (run_task), each on a
@@ -662,10 +692,8 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     T.local_slots = lslots;
     T.local_bytes = lbytes;
     CpuRedSplit sp;
-    int64_t tasks = cpu_task_count(ck->kn, ck->par_axis, ext, nthreads);
-    T.n = n;
-    T.chunk = cpu_layout_chunk(ck->kn, ck->par_axis, be->hw.vector_bits, (n + tasks - 1) / tasks);
-    tasks = (n + T.chunk - 1) / T.chunk;
+    T.split = cpu_task_split(ck->kn, ck->par_axis, ext, be->hw.vector_bits, nthreads);
+    int64_t tasks = T.split.tasks;
     if (!T.nlocal && !T.nt && cpu_reduce_split(&be->hw, p, ck, ext, strides, shape, &sp)) {
       if (!cpu_reduce_split_run(be->pool, p, ck, T.st ? ck->fn_st : ck->fn, &base, &sp, n, interrupt)) errflag = 2;
     } else if (tasks == 1) run_task(&T, 0);

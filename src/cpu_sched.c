@@ -75,7 +75,7 @@ double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const E
  * taken when the kernel's tensors outgrow the last cache, as cpu_rt.c decides.  A layout
  * change in tiles is priced by cpu_layout.c instead, from the same bytes. */
 static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, PolyCtx *pc, const Extents *x,
-                           int threads, bool nt, int par_axis, int64_t tasks, const CpuRedSplit *sp, int pipe_f,
+                           int threads, bool nt, int par_axis, const CpuSplit *split, const CpuRedSplit *sp, int pipe_f,
                            Buf *out) {
   const EvalSizes *sz = &x->sz;
   const Poly *rp, *wp;
@@ -88,7 +88,9 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   bool streamed = nt && llc > 0 && (double)(rv + wv) > llc;
   SchedTerms T;
   /* a layout change in tiles has its own cost (cpu_layout.c) */
-  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)rv, (double)wv, streamed, tasks, &T);
+  int64_t tasks = split->tasks;
+  double busiest = cpu_split_busiest(split, threads);
+  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)rv, (double)wv, streamed, tasks, busiest, &T);
   if (lt > 0) {
     buf_printf(out, "  model: a layout change: %lld bytes read, %lld written%s, from %s: tiles %.3f ms, memory %.3f ms",
                (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name,
@@ -100,10 +102,10 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   poly_eval(cost_kernel_ops(p, kn, pc), eval_size_lookup, (void *)sz, &ov, &why);
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
                  .read = (double)rv, .written = (double)wv, .streamed = streamed,
-                 .tasks = tasks};
+                 .tasks = tasks, .busiest = busiest};
   double runs = cpu_reduce_run_ops(&be->hw, p, kn, par_axis, x->ext);
   w.ops += runs;
-  if (sp) w.tasks = sp->pieces;
+  if (sp) w.tasks = sp->pieces, w.busiest = 0;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
   double turn = kn->nouter && !sp ? cpu_rows_in_turn(p, kn, pc, sz, pipe_f, &w, &T) : 0;
   bool in_turn = turn > t;
@@ -120,13 +122,6 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   return t + comb;
 }
 
-/* The tasks cpu_rt.c splits the parallel axis into (cpu_task_count), each whole tiles of a
- * layout change split along its tiles' rows (cpu_layout_chunk). */
-static int64_t run_tasks(CpuBackend *be, const CKernel *ck, const int64_t *ext, int threads) {
-  int64_t n = ext[ck->par_axis], tasks = cpu_task_count(ck->kn, ck->par_axis, ext, threads);
-  int64_t chunk = cpu_layout_chunk(ck->kn, ck->par_axis, be->hw.vector_bits, (n + tasks - 1) / tasks);
-  return (n + chunk - 1) / chunk;
-}
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) {
   const Program *p = cp->p;
@@ -325,8 +320,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       out->s[out->len] = 0;
       buf_printf(out, "tasks over %s", par);
       if (have) {
-        int64_t n = ext[ck->par_axis], tasks = run_tasks(be, ck, ext, threads);
-        buf_printf(out, " = %lld in %lld task%s", (long long)n, (long long)tasks, tasks == 1 ? "" : "s");
+        CpuSplit s = cpu_task_split(kn, ck->par_axis, ext, be->hw.vector_bits, threads);
+        buf_printf(out, " = %lld in %lld task%s", (long long)s.n, (long long)s.tasks, s.tasks == 1 ? "" : "s");
       }
       buf_putc(out, '\n');
     }
@@ -345,8 +340,9 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis,
-                            par ? run_tasks(be, ck, ext, threads) : 1, split ? &sp : NULL, ck->pipe_f, out);
+      CpuSplit s = cpu_task_split(kn, par ? ck->par_axis : -1, ext, be->hw.vector_bits, threads);
+      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis, &s, split ? &sp : NULL,
+                            ck->pipe_f, out);
     }
   }
   if (have) {

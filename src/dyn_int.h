@@ -929,23 +929,25 @@ double sched_threads_bw(const HwModel *h, int i, int threads);
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes);
 double sched_fma_lanes_rate(const HwModel *h, int threads, int elem_bytes);
 /* A streaming kernel (element-wise, row-wise, a reduction): its lane-operations, compulsory
- * bytes read and written, whether it streams its stores past the caches, its tasks. */
+ * bytes read and written, whether it streams its stores past the caches, its tasks and the
+ * share of the work the busiest thread takes (0: an even share). */
 typedef struct SchedWork {
   double ops;
   int elem_bytes;
   double read, written;
   bool streamed;
   int64_t tasks;
+  double busiest;
 } SchedWork;
 /* The terms of its time: the threads that take part, the level its data lives in, whether
  * the written lines are read for ownership (memory), the bytes moved, the share of the
  * working set a cache keeps between calls (1 where it fits one, the last cache's share where
- * it fits none), compute, memory and fork-join seconds and the total, max(compute, memory) +
- * fork-join. */
+ * it fits none), the busiest thread's work over an even share (1 or more), compute, memory
+ * and fork-join seconds and the total, max(compute, memory) + fork-join. */
 typedef struct SchedTerms {
   int threads, level;
   bool memory;
-  double moved, kept, comp_s, mem_s, sync_s, total;
+  double moved, kept, imbalance, comp_s, mem_s, sync_s, total;
 } SchedTerms;
 /* The predicted seconds of w on `threads` of h; the terms in *out when out is not NULL. */
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out);
