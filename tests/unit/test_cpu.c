@@ -576,7 +576,8 @@ END_TEST
  * shuffles registers of that width.  For two models, never the host's; the code is only
  * looked at.  The model prices such a tile more when its rows crowd the L1's sets: a
  * power-of-two row length costs more an element than one a line shorter where the tile has
- * more rows than the L1 has ways (cpu_layout.c: up to 1.5 times). */
+ * more rows than the L1 has ways (cpu_layout.c: up to 1.5 times).  The streaming twin
+ * prefetches each tile's input lines ahead (cpu.c's tile_load). */
 START_TEST(test_layout_code) {
   static const char *const models[] = {"skylake-avx512", "zen3"};
   static const char *const types[][2] = {{"f32", "float"}, {"f64", "double"}};
@@ -599,6 +600,11 @@ START_TEST(test_layout_code) {
       ck_assert_msg(shuffles >= w * lg && shuffles % (w * lg) == 0 && stores >= w,
                     "%s %s: %d shuffles of %d lanes (tiles of %d x %d need %d each), %d stores in:\n%s",
                     models[i], types[t][0], shuffles, w, w, w, w * lg, stores, out.s);
+      /* the streaming twin's tile prefetches a line of each of its w input rows (a tile
+       * ahead); the kernel for tensors in cache none */
+      int prefetches = 0;
+      for (const char *at = out.s; (at = strstr(at, "call void @llvm.prefetch")); at++) prefetches++;
+      ck_assert_msg(prefetches == w, "%s %s: %d prefetches, tiles of %d rows", models[i], types[t][0], prefetches, w);
       buf_free(&out);
       ck_assert_msg(cpu_program_code(b, f->code.cpu, "asm", &out, err, sizeof err), "%s", err);
       const char *reg = m.vector_bits >= 512 ? "%zmm" : "%ymm";
