@@ -75,6 +75,56 @@ static double read_rate(Pool *pool, int threads, uint32_t *buf, size_t words) {
   return t > 0 ? (double)words * 4 * (double)threads * (double)j.reps / t * 1e-9 : 0;
 }
 
+/* A fork-join's cost on the pool: a task a thread, each SYNC_ITERS steps of a dependent
+ * multiply-add chain (about a microsecond), against one such task on the caller alone; the
+ * median of SYNC_RUNS of each, in turn.  The model charged the GEMM engine's 0.3 us,
+ * measured on one Zen 5 guest, where another took 0.7-1.0 us beside tasks of 0.15-2.7 us:
+ * softmax of f32[33, 1000] and its like on 2 threads then ran 1.5-2x their prediction. */
+#define SYNC_ITERS 1000
+#define SYNC_RUNS 2001
+
+static void chain_task(void *ctx, int64_t t) {
+  volatile double *s = ctx;
+  double x = s[t];
+  for (int i = 0; i < SYNC_ITERS; i++) x = x * 0.999999 + 1e-9;
+  s[t] = x;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+bool cpu_calibrate_sync(CpuBackend *be, double *us, char *err, size_t errlen) {
+  Pool *pool = cpu_backend_pool(be);
+  int threads = pool_threads(pool);
+  *us = 0;
+  if (threads <= 1) return true;
+  double *par = malloc(2 * SYNC_RUNS * sizeof *par), *one = par + SYNC_RUNS;
+  volatile double *s = calloc((size_t)threads * 8, sizeof *s);
+  if (!par || !s) {
+    free(par);
+    free((void *)s);
+    snprintf(err, errlen, "could not allocate the fork-join's measurement");
+    return false;
+  }
+  for (int r = 0; r < SYNC_RUNS; r++) {
+    double t = now_s();
+    dyn_parallel_for(pool, threads, chain_task, (void *)s);
+    par[r] = now_s() - t;
+    t = now_s();
+    chain_task((void *)s, 0);
+    one[r] = now_s() - t;
+  }
+  qsort(par, SYNC_RUNS, sizeof *par, cmp_double);
+  qsort(one, SYNC_RUNS, sizeof *one, cmp_double);
+  double d = (par[SYNC_RUNS / 2] - one[SYNC_RUNS / 2]) * 1e6;
+  *us = d > 0.01 ? d : 0.01;
+  free(par);
+  free((void *)s);
+  return true;
+}
+
 /* The rounds: each level once a round, one thread and then all, the fastest of each kept.
  * A shared host's speed moves in phases of seconds; rounds spread each level's runs over
  * the whole measurement, where five runs in a row fell in one phase (two threads read

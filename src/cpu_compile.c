@@ -402,5 +402,9 @@ bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errl
   snprintf(err, errlen, "this dyn was built without LLVM");
   return false;
 }
+bool cpu_calibrate_sync(CpuBackend *be, double *us, char *err, size_t errlen) {
+  snprintf(err, errlen, "this dyn was built without LLVM");
+  return false;
+}
 
 #endif

@@ -295,6 +295,8 @@ typedef struct HwModel {
   double gather_lane_cycles; /* a vector gather's cycles a lane at throughput (0: 1) */
   double line_move_ns;    /* a cache line two cores both write, moving from one to the other
                            * (0: not stated) */
+  double sync_us;         /* a fork-join of the CPU pool on its threads, as dyn --calibrate
+                           * measured it (0: not measured; sched_sync_s's constant) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];
@@ -892,6 +894,8 @@ bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, s
  * set of its own to measure (cpu_calibrate.c). */
 typedef struct CalMemory { double gbs[HW_MAX_LEVELS], total_gbs[HW_MAX_LEVELS]; } CalMemory;
 bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen);
+/* The microseconds a fork-join of the backend's pool costs on its threads (0 on one). */
+bool cpu_calibrate_sync(CpuBackend *be, double *us, char *err, size_t errlen);
 /* One core's f32 rate in GFLOP/s as the matmul micro-kernel measured it when compiled, or 0
  * when it is not compiled (compiling nothing). */
 double cpu_core_gflops(const CpuBackend *be);
@@ -951,6 +955,8 @@ typedef struct SchedTerms {
 } SchedTerms;
 /* The predicted seconds of w on `threads` of h; the terms in *out when out is not NULL. */
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out);
+/* Seconds of a fork-join on the CPU pool: the calibrated figure (sync_us), else 0.3 us. */
+double sched_sync_s(const HwModel *h);
 
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 

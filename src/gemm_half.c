@@ -25,8 +25,9 @@
 /* The bf16 micro-kernel's tile: DP_MR rows by DP_NR columns (two zmm of 16 f32 lanes):
  * 24 accumulators, two vectors of B and a broadcast of A in 32 registers, and 24 independent
  * sums cover vdpbf16ps's latency (6 cycles on Zen 4) at two a cycle.  DP_KC pairs of k a block
- * (DP_MR, DP_NR in gemm_int.h) keep the kernel's B panel (DP_KC x 32 pairs, 24 KiB) in L1; DP_MC rows the A block
- * (96 x 192 pairs, 72 KiB) in L2, and DP_NC columns the task's f32 C block. */
+ * (DP_MR, DP_NR in gemm_int.h) keep the kernel's B panel (DP_KC x 32 pairs, 24 KiB) in L1; up
+ * to 1.5 DP_MC rows (dp_plan) the A block (144 x 192 pairs, 108 KiB) in L2, and up to DP_NC
+ * columns the task's f32 C block. */
 #define DP_KC 192
 #define DP_MC (8 * DP_MR)
 #define DP_NC (16 * DP_NR)
@@ -359,10 +360,9 @@ typedef struct DpPlan {
 } DpPlan;
 
 /* A fork-join of the pool whose workers spin, and the cycles a kernel call costs beyond its
- * sums and its C tile: the f32 engine's SYNC_S and CALL_CYC (gemm_int.h).  Packing is priced
+ * sums and its C tile: the f32 engine's (sched_sync_s, CALL_CYC in gemm_int.h).  Packing is priced
  * as a streaming kernel (sched_stream_time) of PACK_OPS lane-operations an element: one
  * conversion or shuffle a lane, as gemm_hpack.c's loops do. */
-#define DP_SYNC_S SYNC_S
 #define DP_CALL_CYC CALL_CYC
 #define DP_PACK_OPS 1.0
 
@@ -405,37 +405,44 @@ static void dp_time(const GemmKernels *g, const GemmArgs *x, DpPlan *pl, int thr
   pl->pack_s = sched_stream_time(&g->hw, threads, &w, NULL);
   int64_t rounds = cdiv(pl->tasks, threads);
   pl->comp_s = (double)rounds * dp_task_s(g, x, pl, imin(x->m, pl->mcp * DP_MR), imin(x->n, pl->ncp * DP_NR));
-  pl->sync_s = threads > 1 ? 2 * DP_SYNC_S : 0;
+  pl->sync_s = threads > 1 ? 2 * sched_sync_s(&g->hw) : 0;
   pl->total = pl->pack_s + pl->comp_s + pl->sync_s;
 }
 
+/* The plan: of the even shares of the row panels in blocks of at most DP_MC_MAX panels and of
+ * the column panels in blocks of at most DP_NC / DP_NR (each count of blocks giving its own
+ * size), the one the model (dp_time) says is fastest on the threads, or on the caller alone.
+ * The blocks' sizes were found by splitting the largest (DP_MC rows) until the tasks
+ * filled the threads, which left C of 128 x 768 in blocks of 72 and 56 rows, a thread's two
+ * tasks both of one: 1.5x the work of an even share (0.331 ms on 2 threads of Zen 5, where
+ * 96 rows took 0.212); one block of the 128 rows and half the columns each is even. */
+#define DP_MC_MAX (DP_MC / DP_MR * 3 / 2)
 static void dp_plan(const GemmKernels *g, const GemmArgs *x, int T, DpPlan *pl) {
-  memset(pl, 0, sizeof *pl);
-  pl->kp = (x->k + 1) / 2;
-  pl->mp = cdiv(x->m, DP_MR);
-  pl->np = cdiv(x->n, DP_NR);
-  pl->nkb = cdiv(pl->kp, DP_KC);
-  pl->kc = cdiv(pl->kp, pl->nkb);
-  pl->mcp = cdiv(pl->mp, cdiv(pl->mp, DP_MC / DP_MR));
-  pl->ncp = cdiv(pl->np, cdiv(pl->np, DP_NC / DP_NR));
-  for (;;) {                          /* each split makes a side's blocks strictly smaller */
-    pl->mblocks = cdiv(pl->mp, pl->mcp);
-    pl->nblocks = cdiv(pl->np, pl->ncp);
-    pl->tasks = x->batch * pl->mblocks * pl->nblocks;
-    if (T <= 1 || (pl->tasks >= T && (pl->tasks % T == 0 || pl->tasks >= 4 * T))) break;
-    if (pl->mcp > 1 && (pl->mcp * DP_MR >= pl->ncp * DP_NR / 2 || pl->ncp == 1))
-      pl->mcp = imin(pl->mcp - 1, cdiv(pl->mp, pl->mblocks + 1));
-    else if (pl->ncp > 1)
-      pl->ncp = imin(pl->ncp - 1, cdiv(pl->np, pl->nblocks + 1));
-    else
-      break;
+  DpPlan c = {0};
+  c.kp = (x->k + 1) / 2;
+  c.mp = cdiv(x->m, DP_MR);
+  c.np = cdiv(x->n, DP_NR);
+  c.nkb = cdiv(c.kp, DP_KC);
+  c.kc = cdiv(c.kp, c.nkb);
+  *pl = c;
+  pl->total = -1;
+  for (int64_t mb = cdiv(c.mp, DP_MC_MAX); mb <= c.mp; mb = cdiv(c.mp, c.mcp - 1)) {
+    c.mcp = cdiv(c.mp, mb);
+    c.mblocks = cdiv(c.mp, c.mcp);
+    for (int64_t nb = cdiv(c.np, DP_NC / DP_NR); nb <= c.np; nb = cdiv(c.np, c.ncp - 1)) {
+      c.ncp = cdiv(c.np, nb);
+      c.nblocks = cdiv(c.np, c.ncp);
+      c.tasks = x->batch * c.mblocks * c.nblocks;
+      for (int t = 1; t <= 2; t++) {          /* the caller alone, then the threads */
+        c.threads = t == 1 ? 1 : (int)imin(T, c.tasks);
+        if (t == 2 && c.threads <= 1) break;
+        dp_time(g, x, &c, c.threads);
+        if (pl->total < 0 || c.total < pl->total) *pl = c;
+      }
+      if (c.ncp == 1) break;
+    }
+    if (c.mcp == 1) break;
   }
-  pl->threads = (int)imin(T, pl->tasks);
-  DpPlan one = *pl;
-  one.threads = 1;
-  dp_time(g, x, &one, 1);
-  if (pl->threads > 1) dp_time(g, x, pl, pl->threads);
-  if (pl->threads <= 1 || one.total <= pl->total) *pl = one;
 }
 
 typedef struct Dp {
@@ -585,9 +592,9 @@ static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, 
   double peak = hw_ghz(h) * hw_fma_units(h) * 2.0 * (hw_vbits(h) / 32);
   if (g->dp)
     buf_printf(out, "gemm %s on %s: pairs along k summed by vdpbf16ps in %dx%d tiles, k blocks of "
-               "%d pairs, C in f32 blocks of %dx%d rounded once to bf16\n"
+               "%d pairs, C in f32 blocks of up to %dx%d rounded once to bf16\n"
                "  rate: %.1f GFLOP/s a core (the f32 FMA rate x bf16_per_fma = %.3g)\n",
-               elem_name(g->elem), h->name, DP_MR, DP_NR, DP_KC, DP_MC, DP_NC,
+               elem_name(g->elem), h->name, DP_MR, DP_NR, DP_KC, DP_MC_MAX * DP_MR, DP_NC,
                peak * hw_bf16_per_fma(h), hw_bf16_per_fma(h));
   if (g->dp && g->dpsec[0][1] > 0)
     buf_printf(out, "  calibrated: %.1f GFLOP/s a core for the %dx%d tile\n",

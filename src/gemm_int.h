@@ -403,13 +403,13 @@ typedef struct GemmHalfOps {
 } GemmHalfOps;
 
 /* The GEMM engines' software overheads (gemm_model.c's table; gemm_half.c uses them too):
- * CALL_CYC cycles a kernel call costs beyond its sums and C tile, SYNC_S a fork-join.
+ * CALL_CYC cycles a kernel call costs beyond its sums and C tile; a fork-join is
+ * sched_sync_s's (sched.c: dyn --calibrate's figure, else 0.3 us).
  * Measured on 2 threads of Zen 5, a fork-join took 0.16 us with empty tasks and 0.2-0.4 us
  * beside small products (241 x 31 x 13: 1.05 us on one thread, 0.73 on two; 172 x 20 x 83:
  * 3.8 and 2.4).  It was 2 us, which kept products of up to 4 us on one thread: 64 x 64 x 64
  * ran in 2.2 us there and in 1.3 on two.  Workers asleep (no call for 100 us) take about
  * 10 us more to wake; a run of calls pays that once. */
 #define CALL_CYC 20.0
-#define SYNC_S 0.3e-6
 
 #endif

@@ -24,8 +24,8 @@
  *   name          value    what it is                                   how it was fitted
  *   CALL_CYC      20       cycles a kernel call costs beyond its FMAs    whole runs of small
  *                          and C tile (edge DP, tiles, inner products)   products (see below)
- *   SYNC_S        0.3 us   a fork-join on a pool whose workers spin      0.16 us with empty
- *                                                                        tasks, 0.2-0.4 beside
+ *   sync          0.3 us   a fork-join on a pool whose workers spin      0.16 us with empty
+ *                          (sched_sync_s: dyn --calibrate measures it)   tasks, 0.2-0.4 beside
  *                                                                        small products
  *   WS_S          40 ns    a plan's workspace: lock, canaries, packing   2 x 2 x 2: 80 ns
  *                          calls and thread blocks                       packed, 23 in place
@@ -46,8 +46,9 @@
  * The cost of a C line that two cores both write (an N split whose edge falls inside a
  * line) is the hardware's, line_move_ns in the hw file (hw_line_move_s). */
 
-/* CALL_CYC and SYNC_S, software overheads, are in gemm_int.h: the 16-bit engine
- * (gemm_half.c) prices its calls and fork-joins with the same two. */
+/* CALL_CYC, a software overhead, is in gemm_int.h, and the fork-join sched.c's sched_sync_s
+ * (where dyn --calibrate measured one, its figure): the 16-bit engine (gemm_half.c) prices
+ * its calls and fork-joins with the same two. */
 /* A plan that packs runs through a workspace, where a plan reading both operands in place
  * may call one kernel directly (2 x 2 x 2: 80 ns packed, 23 ns in place). */
 #define WS_S 40e-9
@@ -672,7 +673,7 @@ static void plan_eval(const GemmKernels *g, const Prob *p0, int fi, bool pa, boo
   /* The busiest block bounds the time; blocks share the memory bandwidth of the last level
    * only, which per-core figures already reflect. */
   double comp_mem = pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem;
-  pl->t_sync = tb * tm * tn * tk > 1 ? SYNC_S : 0;
+  pl->t_sync = tb * tm * tn * tk > 1 ? sched_sync_s(&g->hw) : 0;
   pl->t_share = (double)share_lines(g, p, pl, bt, mt) * cdiv(p->k, pl->kc) * hw_line_move_s(&g->hw);
   pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync + pl->t_share + pl->t_red;
 }
@@ -700,7 +701,7 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   double bwC = sched_shared_bw(h, (double)p->m * p->n * es * p->batch, users);
   pl->t_mem = (double)bt * ((double)p->k * nt * es / bwB + (double)nch * p->m * p->k * es / bwA +
                             (double)p->m * nt * es * (p->acc ? 2 : 1) / bwC);
-  pl->t_sync = users > 1 ? SYNC_S : 0;
+  pl->t_sync = users > 1 ? sched_sync_s(&g->hw) : 0;
   pl->t_share = (double)share_lines(g, p, pl, bt, p->m) * hw_line_move_s(&g->hw);
   pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_sync + pl->t_share;
 }
@@ -773,7 +774,7 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   else if (d->packbt && d->bt_block < 1 && p->b_sn == 1 && pl->kc >= g->W)
     pl->t_pack = (double)bt * cdiv(p->k, g->W) * cdiv(p->n, g->W) * d->bt_block * BT_SITU;
   else pl->t_pack = bytesB / es * 2 / hz;
-  pl->t_sync = users > 1 ? SYNC_S : 0;
+  pl->t_sync = users > 1 ? sched_sync_s(&g->hw) : 0;
   pl->t = fmax(pl->t_comp, pl->t_mem) + pl->t_pack + pl->t_sync + pl->t_red;
 }
 

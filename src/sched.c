@@ -63,9 +63,12 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *
  *   name            value    where          what it is; how it was found
  *   SCHED_SYNC_S    0.3 us   sched.c        a fork-join on the CPU pool when a kernel's tasks
- *                                           are shared: the GEMM engine's SYNC_S, measured on
- *                                           2 threads of Zen 5 (0.16 us with empty tasks,
- *                                           0.2-0.4 beside small products; gemm_model.c)
+ *                                           are shared, where dyn --calibrate did not measure
+ *                                           one (sched_sync_s; the GEMM engine's too):
+ *                                           measured on 2 threads of Zen 5 (0.16 us with empty
+ *                                           tasks, 0.2-0.4 beside small products;
+ *                                           gemm_model.c); another Zen 5 guest took 0.7-1.0
+ *                                           us beside tasks of 0.15-2.7 us
  *   CALL_S          0.15 us  cpu_sched.c    a call beside its kernels (sizes, facts, plans):
  *                                           make bench's 2 x 2 x 2 and 13 x 11 x 17 matmul on
  *                                           Zen 5, 0.2 us a call with kernels of 0.01-0.1
@@ -121,6 +124,7 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           Zen 5 (33.6 MB read, 32 MiB L3) ran 0.96 ms,
  *                                           1.40 ms with every byte from memory */
 #define SCHED_SYNC_S 0.3e-6
+double sched_sync_s(const HwModel *h) { return h && h->sync_us > 0 ? h->sync_us * 1e-6 : SCHED_SYNC_S; }
 
 /* The roofline of FLOPs and bytes on `threads` of h: the slower of the FLOPs at the threads'
  * share of the peak and the bytes at main memory's bandwidth for that many cores.  The GPU's
@@ -272,7 +276,7 @@ double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, Sche
   T.kept = kept;
   T.mem_s = cached_s * T.imbalance + mem_s;
   T.comp_s = w->ops / sched_lane_ops_rate(h, t, w->elem_bytes) * T.imbalance;
-  T.sync_s = t > 1 ? SCHED_SYNC_S : 0;
+  T.sync_s = t > 1 ? sched_sync_s(h) : 0;
   T.total = (T.mem_s > T.comp_s ? T.mem_s : T.comp_s) + T.sync_s;
   if (out) *out = T;
   return T.total;

@@ -385,7 +385,7 @@ static void load_calibration(Session *s) {
     fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
   } else if (st == FILE_OK) {
     bool match = false;
-    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0};
+    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, sync_us = 0;
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -393,6 +393,7 @@ static void load_calibration(Session *s) {
       if (!strcmp(key, "fingerprint")) match = !strcmp(val, fp.s);
       else if (!strcmp(key, "peak_gflops_f32")) peak = strtod(val, NULL);
       else if (!strcmp(key, "threads")) threads = atoi(val);
+      else if (!strcmp(key, "sync_us")) sync_us = strtod(val, NULL);
       else {
         int i = calibration_level(&s->host_hw, key);
         if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : &gbs[i]) = strtod(val, NULL);
@@ -405,6 +406,10 @@ static void load_calibration(Session *s) {
     } else if (match) {
       hw_set_measured_peak(&s->host_hw, peak);
       s->host_peak_measured = true;
+      /* a fork-join measured on the calibration's threads, believed up to a millisecond */
+      if (isfinite(sync_us) && sync_us > 0 && sync_us < 1000) s->host_hw.sync_us = sync_us;
+      else if (sync_us != 0)
+        fprintf(s->err, "dyn: ignoring %s: a fork-join of %g us is not plausible; run dyn --calibrate again\n", path.s, sync_us);
       for (int i = 0; i < s->host_hw.nlevels; i++) {
         const HwLevel *lv = &s->host_hw.level[i];
         if (!gbs[i] && !total[i]) continue;
@@ -454,6 +459,15 @@ int session_calibrate(Session *s) {
                  s->hw.level[i].name, mem.gbs[i], mem.total_gbs[i], s->hw.level[i].gbs, s->hw.level[i].total_gbs);
   fprintf(s->out, "memory: %s\n", mline.len ? mline.s : "no level past L1 to measure");
   buf_free(&mline);
+  double sync_us = 0;
+  if (s->threads > 1) {
+    if (!cpu_calibrate_sync(s->cpu, &sync_us, msg, sizeof msg)) {
+      fprintf(s->err, "dyn: --calibrate: %s\n", msg);
+      return 1;
+    }
+    fprintf(s->out, "fork-join: %.2f us on %d threads (the model assumed %.2f)\n", sync_us, s->threads,
+            sched_sync_s(NULL) * 1e6);
+  }
   char *dir = calibration_path();
   if (!dir) {
     fprintf(s->err, "dyn: --calibrate: no $HOME or $XDG_CACHE_HOME to keep the result in\n");
@@ -482,6 +496,7 @@ int session_calibrate(Session *s) {
       lname[n] = 0;
       buf_printf(&text, "%s.gbs = %.3f\n%s.total_gbs = %.3f\n", lname, mem.gbs[i], lname, mem.total_gbs[i]);
     }
+  if (sync_us > 0) buf_printf(&text, "sync_us = %.3f\n", sync_us);
   FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
   bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
   if (f && !ok) file_out_abandon(f);

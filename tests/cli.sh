@@ -140,6 +140,19 @@ if grep -q "GFLOP/s peak of" peak.txt && grep -q '^time: .*(cpu)$' peak.txt; the
   else
     pass=$((pass + 1))
   fi
+  # and, on more than one thread, the fork-join, which the model then charges a kernel
+  # whose tasks are shared
+  sync=$(sed -n 's/^fork-join: \([0-9.]*\) us on [0-9]* threads (the model assumed 0.30)$/\1/p' cal.txt)
+  if [ -n "$sync" ]; then
+    echo ':sched softmax B=4096 N=4096' | "$dyn" > sched-cal.txt 2>&1
+    if grep -qF "fork-join $sync us" sched-cal.txt && grep -qx "sync_us = [0-9.]*" "$HOME/.cache/dyn/calibration.txt"; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1)); echo "FAIL calibrated-sync: the fork-join of $sync us not charged:"; cat sched-cal.txt
+    fi
+  elif grep -q '^fork-join' cal.txt; then
+    fail=$((fail + 1)); echo "FAIL calibrated-sync: its line:"; cat cal.txt
+  fi
 fi
 
 # :time of a top-level statement runs compiled code from its second run on, as a call of a

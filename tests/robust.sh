@@ -193,6 +193,8 @@ if [ $have_llvm = yes ] && "$dyn" --calibrate > out 2>&1; then
   cached calibration-absurd "a peak of 1e+30 GFLOP/s is not plausible"
   sed 's/^peak_gflops_f32 = .*/peak_gflops_f32 = nan/' cal.good > "$cal"
   cached calibration-nan "a peak of nan GFLOP/s is not plausible"
+  { grep -v '^sync_us' cal.good; echo 'sync_us = 1e9'; } > "$cal"
+  cached calibration-sync "a fork-join of 1e+09 us is not plausible"
 else
   skip calibration-values
 fi

@@ -993,6 +993,44 @@ START_TEST(test_jit) {
 }
 END_TEST
 
+/* The bf16 engine's plan (gemm_half.c's dp_plan) shares C evenly over the threads: the
+ * busiest thread's rounds of tasks, each at most its block of rows and columns, stay within
+ * a tenth of an even share.  Its blocks were the largest split until the threads had tasks,
+ * which gave C of 128 x 768 on 2 threads blocks of 72 and 56 rows, both of a thread's
+ * tasks of one: 1.125 times an even share.  Described from zen5's model (vdpbf16ps), on
+ * any host. */
+START_TEST(test_dp_plan_even) {
+  char err[256];
+  HwModel z;
+  ck_assert_msg(hw_load("zen5", &z, err, sizeof err), "%s", err);
+  GemmKernels *w = gemm_compile(DYN_F32, &z, err, sizeof err);
+  ck_assert_msg(w != NULL, "%s", err);
+  GemmKernels *g = gemm_half_compile(DYN_BF16, w, err, sizeof err);
+  ck_assert_msg(g != NULL && gemm_half_dp(&z, DYN_BF16), "%s", err);
+  const int64_t shapes[][3] = {{128, 768, 768}, {97, 511, 1023}, {200, 1000, 512}, {1024, 1024, 1024}, {4096, 768, 768}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+    GemmArgs x = { .batch = 1, .m = M, .n = N, .k = K, .a_sm = K, .a_sk = 1, .b_sk = N, .b_sn = 1, .c_sm = N, .c_sn = 1 };
+    Buf out = { 0 };
+    gemm_describe(g, &x, 2, &out);
+    long long tasks, rows, cols;
+    int threads;
+    const char *at = strstr(out.s, " tasks of up to ");
+    ck_assert_msg(at, "%s", out.s);
+    while (at > out.s && at[-1] != ' ') at--;
+    ck_assert_msg(sscanf(at, "%lld tasks of up to %lldx%lld, k blocks of %*d pairs, on %d thread", &tasks, &rows, &cols,
+                         &threads) == 4, "%s", out.s);
+    double busiest = (double)((tasks + threads - 1) / threads) * (double)(rows < M ? rows : M) * (double)(cols < N ? cols : N);
+    ck_assert_msg(threads == 2 && busiest <= 1.1 * (double)M * (double)N / 2,
+                  "%lld x %lld x %lld: %lld tasks of %lld x %lld on %d threads: %.0f of C on the busiest, an even share %.0f",
+                  (long long)M, (long long)N, (long long)K, tasks, rows, cols, threads, busiest, (double)M * N / 2);
+    buf_free(&out);
+  }
+  gemm_free(g);
+  gemm_free(w);
+}
+END_TEST
+
 /* A model of another instruction set is for looking: its Jit builds, optimises and prints
  * AArch64 code and refuses to load any; its contraction engine describes plans from the
  * model's own rates and refuses to run.  Nothing here executes code for it. */
@@ -1097,6 +1135,7 @@ int main(void) {
   TCase *tj = tcase_create("jit");
   tcase_add_test(tj, test_jit);
   tcase_add_test(tj, test_foreign_model);
+  tcase_add_test(tj, test_dp_plan_even);
   suite_add_tcase(s, tj);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
