@@ -122,7 +122,6 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   return t + comb;
 }
 
-
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) {
   const Program *p = cp->p;
   double total = 0;
@@ -314,14 +313,15 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
                    p->axes[st->axes[st->naxes - 1]].name, w, w);
       }
     }
+    /* the tasks cpu_rt.c runs (cpu_task_split) */
+    CpuSplit tasks = have ? cpu_task_split(kn, par ? ck->par_axis : -1, ext, be->hw.vector_bits, threads) : (CpuSplit){0};
     buf_printf(out, "  cores: %s\n", par ? "" : "one task (no parallel axis)");
     if (par) {
       out->len -= 1;
       out->s[out->len] = 0;
       buf_printf(out, "tasks over %s", par);
       if (have) {
-        CpuSplit s = cpu_task_split(kn, ck->par_axis, ext, be->hw.vector_bits, threads);
-        buf_printf(out, " = %lld in %lld task%s", (long long)s.n, (long long)s.tasks, s.tasks == 1 ? "" : "s");
+        buf_printf(out, " = %lld in %lld task%s", (long long)tasks.n, (long long)tasks.tasks, tasks.tasks == 1 ? "" : "s");
       }
       buf_putc(out, '\n');
     }
@@ -340,8 +340,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       else buf_puts(out, cp->twins_tried ? "twin failed to compile, plain stores\n" : "twin compiled on first use (not yet)\n");
     }
     if (have) {
-      CpuSplit s = cpu_task_split(kn, par ? ck->par_axis : -1, ext, be->hw.vector_bits, threads);
-      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis, &s, split ? &sp : NULL,
+      total += stream_model(be, p, kn, pc, x, threads, ck->nt_slot >= 0, ck->par_axis, &tasks, split ? &sp : NULL,
                             ck->pipe_f, out);
     }
   }
