@@ -552,11 +552,6 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   return code_print(s, f, &b, what, only, at);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -653,7 +648,7 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     else val_free(&result);
   }
   if (r != RUN_OK) return r;
-  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  sort_doubles(t, (size_t)n);
   double med = t[n / 2];
   s->timing = (SessionTiming){.median = med, .min = t[0], .max = t[n - 1], .runs = n,
                               .instead = s->ran_instead - instead_before};
@@ -777,7 +772,7 @@ static bool plot_measure(Session *s, Func *f, Tensor **args, Span at, double *se
   if (!ok) state_error(s, at, E_COMMAND, state_tmp_printf(s, ":plot: %s: %s", f->name, err.s ? err.s : "the call failed"));
   buf_free(&err);
   if (!ok) return false;
-  qsort(t, (size_t)n, sizeof(double), cmp_double);
+  sort_doubles(t, (size_t)n);
   *secs = t[n / 2];
   return true;
 }

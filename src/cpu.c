@@ -1130,16 +1130,10 @@ static void gen_edge(G *g, const Kernel *kn, const Stage *st, int u, int v, LLVM
  * instructions (f32[512, 512]: 22-27 -> 26-30 us), so only the streaming twin has them. */
 #define PREFETCH_TILES 2
 static const KExpr *tile_load(const KExpr *e, int u) {
-  if (e->kind == KX_LOAD && e->n >= 2 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) {
-    bool plain = true;
-    for (int i = 0; i < e->n; i++) plain = plain && e->a[i]->kind == KX_AXIS;
-    if (plain) return e;
-  }
-  for (int i = 0; i < e->n; i++) {
-    const KExpr *l = tile_load(e->a[i], u);
-    if (l) return l;
-  }
-  return NULL;
+  const KExpr *l = cpu_layout_load(e, u);
+  for (int i = 0; l && i < l->n; i++)
+    if (l->a[i]->kind != KX_AXIS) return NULL;
+  return l;
 }
 
 /* twin: the streaming twin's (cpu_compile.c's mark_streaming), whose whole tiles stream

@@ -126,6 +126,9 @@ int cpu_tile_lanes(int vector_bits, DynElem ty);
 int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w);
 int cpu_layout_band(const HwModel *hw, DynElem ty, int w);
 int64_t cpu_layout_granule(const Kernel *kn, int par_axis, int vector_bits);
+/* cpu_layout.c: the load by which a layout change reads along u: its last subscript is u
+ * (NULL: none). */
+const KExpr *cpu_layout_load(const KExpr *e, int u);
 /* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) takes on
  * `threads` of hw at these extents and element strides (strides[slot * DYN_MAX_RANK + d]), reading `read` and writing `written` bytes (streamed:
  * with streaming stores) in `tasks` tasks, the busiest thread's share `busiest` of them

@@ -91,11 +91,10 @@ static double tile_cycles(int w, double pressure) {
   return (double)w * (lg + 1) * (pressure < 1 ? 1 : pressure > PRESSURE_MAX ? PRESSURE_MAX : pressure);
 }
 
-/* The load by which a layout change reads along u: its last subscript is u (NULL: none). */
-static const KExpr *load_along(const KExpr *e, int u) {
+const KExpr *cpu_layout_load(const KExpr *e, int u) {
   if (e->kind == KX_LOAD && e->n >= 1 && e->a[e->n - 1]->kind == KX_AXIS && e->a[e->n - 1]->axis == u) return e;
   for (int i = 0; i < e->n; i++) {
-    const KExpr *l = load_along(e->a[i], u);
+    const KExpr *l = cpu_layout_load(e->a[i], u);
     if (l) return l;
   }
   return NULL;
@@ -125,7 +124,7 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
      * the input's rows are a step of v apart */
     for (int a = 0; a < st->naxes; a++)
       if (st->axes[a] == u && !streamed) pressure += set_pressure(hw, strides[st->out * DYN_MAX_RANK + a] * esize, w);
-    const KExpr *ld = load_along(st->expr, u);
+    const KExpr *ld = cpu_layout_load(st->expr, u);
     for (int k = 0; ld && k + 1 < ld->n; k++)
       if (ld->a[k]->kind == KX_AXIS && ld->a[k]->axis == v) {
         pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);

@@ -23,6 +23,7 @@ void *xcalloc(size_t n, size_t m);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+void sort_doubles(double *t, size_t n);  /* ascending, in place (timings for medians) */
 
 /* An arena: bump allocation, freed all at once.  One per compilation (REPL input, file). */
 typedef struct Arena Arena;

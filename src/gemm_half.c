@@ -414,8 +414,8 @@ static void dp_time(const GemmKernels *g, const GemmArgs *x, DpPlan *pl, int thr
  * size), the one the model (dp_time) says is fastest on the threads, or on the caller alone.
  * The blocks' sizes were found by splitting the largest (DP_MC rows) until the tasks
  * filled the threads, which left C of 128 x 768 in blocks of 72 and 56 rows, a thread's two
- * tasks both of one: 1.5x the work of an even share (0.331 ms on 2 threads of Zen 5, where
- * 96 rows took 0.212); one block of the 128 rows and half the columns each is even. */
+ * tasks both of one: 1.125 times an even share (0.331 ms on 2 threads of Zen 5; 0.265 with
+ * one block of the 128 rows and half the columns each). */
 #define DP_MC_MAX (DP_MC / DP_MR * 3 / 2)
 static void dp_plan(const GemmKernels *g, const GemmArgs *x, int T, DpPlan *pl) {
   DpPlan c = {0};

@@ -40,6 +40,12 @@ void *xrealloc(void *p, size_t n) {
 
 char *xstrdup(const char *s) { return xstrndup(s, strlen(s)); }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+void sort_doubles(double *t, size_t n) { qsort(t, n, sizeof *t, cmp_double); }
+
 char *xstrndup(const char *s, size_t n) {
   char *p = xmalloc(n + 1);
   memcpy(p, s, n);

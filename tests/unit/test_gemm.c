@@ -997,8 +997,8 @@ END_TEST
  * busiest thread's rounds of tasks, each at most its block of rows and columns, stay within
  * a tenth of an even share.  Its blocks were the largest split until the threads had tasks,
  * which gave C of 128 x 768 on 2 threads blocks of 72 and 56 rows, both of a thread's
- * tasks of one: 1.125 times an even share.  Described from zen5's model (vdpbf16ps), on
- * any host. */
+ * tasks of one: 1.125 times an even share.  Described from zen5's model file (vdpbf16ps),
+ * never run, so it holds on any host: tests/emulated.sh runs it on an AVX2-only CPU. */
 START_TEST(test_dp_plan_even) {
   char err[256];
   HwModel z;
