@@ -49,18 +49,24 @@ static inline __attribute__((always_inline)) vf16 vsel(vi16 m, vf16 a, vf16 b) {
   return (vf16)(((vi16)a & m) | ((vi16)b & ~m));
 }
 
-/* The largest lane (no lane is NaN) and the sum of the lanes, in registers. */
-static inline __attribute__((always_inline)) float vhmax(vf16 v) {
-  vf16 s = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v = vsel(s > v, s, v);
-  s = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
-  v = vsel(s > v, s, v);
-  s = __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
-  v = vsel(s > v, s, v);
-  s = __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
-  v = vsel(s > v, s, v);
-  return v[0];
+/* The folds of four vectors at once, each vector's lanes combined by max (no lane is NaN) or
+ * by +: lanes 0-3, 8-11, 4-7 and 12-15 hold those of a, b, c and d (13 operations where four
+ * horizontal folds take 32, and one chain of latencies where they made four). */
+static inline __attribute__((always_inline)) vf16 vmax2(vf16 a, vf16 b) { return vsel(b > a, b, a); }
+static inline __attribute__((always_inline)) vf16 vfold4(vf16 a, vf16 b, vf16 c, vf16 d, const bool max) {
+#define FOLD(x, y) (max ? vmax2((x), (y)) : (x) + (y))
+  vf16 ab = FOLD(__builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                 __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+  vf16 cd = FOLD(__builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                 __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+  vf16 y = FOLD(__builtin_shufflevector(ab, cd, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                __builtin_shufflevector(ab, cd, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+  y = FOLD(y, __builtin_shufflevector(y, y, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+  return FOLD(y, __builtin_shufflevector(y, y, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+#undef FOLD
 }
+/* where vfold4 leaves its u-th vector's fold */
+static const int fold_lane[4] = {0, 8, 4, 12};
 
 static inline __attribute__((always_inline)) float vhsum(vf16 v) {
   v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
@@ -109,51 +115,84 @@ static inline __attribute__((always_inline)) vf16 keep_lanes(vf16 v, int64_t j, 
  * 2^(x k - m_new), k the scale times log2(e) and m in its units.  The first pass only reads
  * the row: the largest x k is k times the largest x (the smallest where k < 0), so no scaled
  * score is stored; the second makes each weight with one FMA and exp2.  Rows whose max is
- * still -inf add 0 (or the NaN of a NaN score). */
-static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float k, const int64_t *lo,
-                                     const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
+ * still -inf add 0 (or the NaN of a NaN score).  R rows (at most 4) go together: their
+ * maxima, sums and rescaling factors are each one fold or one exp2 of four lanes, where a
+ * row at a time made a chain of latencies each (a row of 61 keys: about 300 cycles a row). */
+static inline __attribute__((always_inline)) void update_rows(float *P, int64_t ld, const int R, int64_t n, float k,
+                                                              const int64_t *lo, const int64_t *hi, float *m,
+                                                              float *l, float *acc, int64_t d) {
   int64_t wd = (n + LANES - 1) / LANES * LANES;   /* the vectors that hold the n scores */
   const vf16 ninf = (vf16){0} - INFINITY, zero = (vf16){0};
   float ka = k < 0 ? -k : k, sg = k < 0 ? -1.0f : 1.0f;
-  for (int64_t i = 0; i < rows; i++) {
-    float *x = P + i * ld;
-    int64_t a = lo ? lo[i] : 0, b = hi ? hi[i] : n;
-    if (a < 0) a = 0;
-    if (b > n) b = n;
-    if (b < a) b = a;
-    /* the keys' vectors: [ja, jb), the lanes outside [a, b) masked */
-    int64_t ja = a / LANES * LANES, jb = (b + LANES - 1) / LANES * LANES;
-    vf16 vmax = ninf;
-    for (int64_t j = ja; j < jb; j += LANES) {
-      vf16 v = keep_lanes(*(vf16 *)(x + j) * sg, j, a, b, ninf);
-      vmax = vsel(v > vmax, v, vmax);
+  /* each row's keys [a, b), and the vectors [ja, jb) that hold any row's, the lanes outside
+   * a row's masked */
+  int64_t a[4], b[4], ja = wd, jb = 0;
+#pragma GCC unroll 4
+  for (int u = 0; u < R; u++) {
+    a[u] = lo ? lo[u] : 0, b[u] = hi ? hi[u] : n;
+    if (a[u] < 0) a[u] = 0;
+    if (b[u] > n) b[u] = n;
+    if (b[u] < a[u]) b[u] = a[u];
+    if (a[u] < b[u]) {
+      int64_t s = a[u] / LANES * LANES, e = (b[u] + LANES - 1) / LANES * LANES;
+      ja = s < ja ? s : ja, jb = e > jb ? e : jb;
     }
-    float top = vhmax(vmax);
-    float mx = top == -INFINITY ? -INFINITY : ka * top;
-    float mnew = m[i] > mx ? m[i] : mx;
-    vf16 vsum = zero;
-    vf16 kv = zero + k, nm = zero - mnew;
-    for (int64_t j = 0; j < wd; j += LANES) {
-      if (j + LANES <= a || j >= b) {
-        *(vf16 *)(x + j) = zero;
+  }
+  vf16 vmax[4] = {ninf, ninf, ninf, ninf};
+  for (int64_t j = ja; j < jb; j += LANES)
+#pragma GCC unroll 4
+    for (int u = 0; u < R; u++) vmax[u] = vmax2(vmax[u], keep_lanes(*(vf16 *)(P + u * ld + j) * sg, j, a[u], b[u], ninf));
+  vf16 top = vfold4(vmax[0], vmax[1], vmax[2], vmax[3], true);
+  float mnew[4];
+  vf16 nm[4], vsum[4] = {zero, zero, zero, zero}, kv = zero + k;
+#pragma GCC unroll 4
+  for (int u = 0; u < R; u++) {
+    float t = top[fold_lane[u]], mx = t == -INFINITY ? -INFINITY : ka * t;
+    mnew[u] = m[u] > mx ? m[u] : mx;
+    nm[u] = zero - mnew[u];
+  }
+  for (int64_t j = 0; j < wd; j += LANES)
+#pragma GCC unroll 4
+    for (int u = 0; u < R; u++) {
+      float *x = P + u * ld + j;
+      if (j + LANES <= a[u] || j >= b[u]) {
+        *(vf16 *)x = zero;
         continue;
       }
-      vf16 v = *(vf16 *)(x + j);
+      vf16 v = *(vf16 *)x;
       /* no key seen yet (every score -inf): 0, NaN stays */
-      v = mnew == -INFINITY ? vsel(v != v, v, zero) : vexp2_neg(v * kv + nm);
-      v = keep_lanes(v, j, a, b, zero);
-      *(vf16 *)(x + j) = v;
-      vsum += v;
+      v = mnew[u] == -INFINITY ? vsel(v != v, v, zero) : vexp2_neg(v * kv + nm[u]);
+      v = keep_lanes(v, j, a[u], b[u], zero);
+      *(vf16 *)x = v;
+      vsum[u] += v;
     }
-    float s = vhsum(vsum);
-    if (m[i] != mnew) {
-      vf16 al = vexp2_neg(zero + (m[i] - mnew));
-      l[i] *= al[0];
-      float *o = acc + i * d;
-      for (int64_t c = 0; c < d; c += LANES) *(vf16 *)(o + c) *= al;
-      m[i] = mnew;
+  vf16 s = vfold4(vsum[0], vsum[1], vsum[2], vsum[3], false), dm = zero;
+#pragma GCC unroll 4
+  for (int u = 0; u < R; u++)
+    if (m[u] != mnew[u]) dm[fold_lane[u]] = m[u] - mnew[u];
+  vf16 al = vexp2_neg(dm);
+#pragma GCC unroll 4
+  for (int u = 0; u < R; u++) {
+    if (m[u] != mnew[u]) {
+      vf16 f = zero + al[fold_lane[u]];
+      l[u] *= f[0];
+      float *o = acc + u * d;
+      for (int64_t c = 0; c < d; c += LANES) *(vf16 *)(o + c) *= f;
+      m[u] = mnew[u];
     }
-    l[i] += s;
+    l[u] += s[fold_lane[u]];
+  }
+}
+
+static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float k, const int64_t *lo,
+                                     const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
+  int64_t i = 0;
+  for (; i + 4 <= rows; i += 4)
+    update_rows(P + i * ld, ld, 4, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d);
+  switch (rows - i) {
+  case 1: update_rows(P + i * ld, ld, 1, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d); break;
+  case 2: update_rows(P + i * ld, ld, 2, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d); break;
+  case 3: update_rows(P + i * ld, ld, 3, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d); break;
   }
 }
 
@@ -298,20 +337,6 @@ static inline __attribute__((always_inline)) vf16 vload_part(const float *p, int
   return v;
 }
 
-/* The sums of four vectors at once: lanes 0, 8, 4 and 12 hold those of a, b, c and d (13
- * operations where four horizontal sums take 32). */
-static inline __attribute__((always_inline)) vf16 vsum4(vf16 a, vf16 b, vf16 c, vf16 d) {
-  vf16 ab = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-            __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  vf16 cd = __builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-            __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  vf16 y = __builtin_shufflevector(ab, cd, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) +
-           __builtin_shufflevector(ab, cd, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-  y += __builtin_shufflevector(y, y, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
-  y += __builtin_shufflevector(y, y, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
-  return y;
-}
-
 /* The LANES floats of a row of K at x: a whole vector before dw, the d - x left after it. */
 static inline __attribute__((always_inline)) vf16 kload(const float *kr, int64_t x, int64_t dw, int64_t d) {
   typedef float uf16 __attribute__((vector_size(64), aligned(4)));
@@ -340,7 +365,7 @@ static inline __attribute__((always_inline)) void scores_rows(const float *q, in
     }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-      vf16 z = vsum4(a[i][0], a[i][1], a[i][2], a[i][3]);
+      vf16 z = vfold4(a[i][0], a[i][1], a[i][2], a[i][3], false);
       float *o = P + i * ld + j;
       o[0] = z[0], o[1] = z[8], o[2] = z[4], o[3] = z[12];
     }
@@ -559,7 +584,7 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
   /* lane-operations: the FMAs of the scores and of P . V over whole 16-lane vectors, each
    * with (rows + 1) / rows loads (a row of K or V shared by the rows, one operand a row: Q's
    * vector, P's broadcast), as many load ports as FMA pipes on every model, so the loads
-   * bound it; and a score's share of vsum4's 13 operations on 16 lanes */
+   * bound it; and a score's share of vfold4's 13 operations on 16 lanes */
   double fma = (double)(sched_cdiv(D, LANES) * LANES + sched_cdiv(E, LANES) * LANES);
   double ops = keys * rows * (fma * (rows + 1) / rows + 13.0 * LANES / 4);
   /* bytes: K and V of the keys once, Q and O; a group after the first of a batch index reads
