@@ -26,174 +26,56 @@
 #include <string.h>
 
 /* The exponentials and the row statistics of a block of scores, 16 lanes at a time in GCC's
- * vector extension.  The weights are 2^(x c log2(e) - m), m the running max of x c log2(e):
- * the score's scale c (1 / sqrt(D) as a product, never a division) and log2(e) are one
- * constant, so a score's exponent is one FMA and its power of two needs no range reduction
- * by ln 2.  The arguments of exp2 here are never above a rounding of 0 (x c log2(e) - m,
- * m_old - m_new), so one range suffices: below -126 it gives 0 (the unfused code's
- * denormals, at most 1e-38, are dropped), -inf gives 0, NaN stays NaN.  On x86-64 the
- * function is compiled for three instruction sets and the loader picks the host's (the
- * JIT'd kernels follow the model; this one cannot, being C). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ATTN_CLONES
-#endif
-/* the helpers are inlined into each clone: their vector arguments never cross a call */
+ * vector extension (cpu_attn_kern.h).  The weights are 2^(x c log2(e) - m), m the running
+ * max of x c log2(e): the score's scale c (1 / sqrt(D) as a product, never a division) and
+ * log2(e) are one constant, so a score's exponent is one FMA and its power of two needs no
+ * range reduction by ln 2.  The arguments of exp2 here are never above a rounding of 0
+ * (x c log2(e) - m, m_old - m_new), so one range suffices: below -126 it gives 0 (the unfused
+ * code's denormals, at most 1e-38, are dropped), -inf gives 0, NaN stays NaN.  On x86-64 with
+ * GCC the kernels are compiled for three instruction sets and the first call picks the
+ * host's (the JIT'd kernels follow the model; these cannot, being C). */
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float vf16 __attribute__((vector_size(64), aligned(64)));
 typedef int32_t vi16 __attribute__((vector_size(64), aligned(64)));
 #define LANES 16
+#define ROWS_MAX 4   /* the row path's query rows a task (below) */
 
-static inline __attribute__((always_inline)) vf16 vsel(vi16 m, vf16 a, vf16 b) {
-  return (vf16)(((vi16)a & m) | ((vi16)b & ~m));
-}
+typedef struct AttnKern {
+  void (*block_update)(float *P, int64_t ld, int64_t rows, int64_t n, float k, const int64_t *lo, const int64_t *hi,
+                       float *m, float *l, float *acc, int64_t d);
+  void (*rows_scores)(const float *q, int64_t dp, int r, const float *k, int64_t ks, int64_t n, int64_t d, float *P,
+                      int64_t ld);
+  void (*rows_pv)(const float *P, int64_t ld, int r, const float *v, int64_t vs, int64_t n, int64_t e, float *acc,
+                  int64_t ep);
+  bool (*rows_finite)(const float *v, int64_t n, int64_t rs, int64_t e);
+} AttnKern;
 
-/* The folds of four vectors at once, each vector's lanes combined by max (no lane is NaN) or
- * by +: lanes 0-3, 8-11, 4-7 and 12-15 hold those of a, b, c and d (13 operations where four
- * horizontal folds take 32, and one chain of latencies where they made four). */
-static inline __attribute__((always_inline)) vf16 vmax2(vf16 a, vf16 b) { return vsel(b > a, b, a); }
-static inline __attribute__((always_inline)) vf16 vfold4(vf16 a, vf16 b, vf16 c, vf16 d, const bool max) {
-#define FOLD(x, y) (max ? vmax2((x), (y)) : (x) + (y))
-  vf16 ab = FOLD(__builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
-                 __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
-  vf16 cd = FOLD(__builtin_shufflevector(c, d, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
-                 __builtin_shufflevector(c, d, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
-  vf16 y = FOLD(__builtin_shufflevector(ab, cd, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
-                __builtin_shufflevector(ab, cd, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
-  y = FOLD(y, __builtin_shufflevector(y, y, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
-  return FOLD(y, __builtin_shufflevector(y, y, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
-#undef FOLD
-}
-/* where vfold4 leaves its u-th vector's fold */
-static const int fold_lane[4] = {0, 8, 4, 12};
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define ATTN_ISAS 1
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+#define KERN(f) f##_v4
+#include "cpu_attn_kern.h"
+#undef KERN
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v3")
+#define KERN(f) f##_v3
+#include "cpu_attn_kern.h"
+#undef KERN
+#pragma GCC pop_options
+#endif
+#define KERN(f) f##_base
+#include "cpu_attn_kern.h"
+#undef KERN
 
-static inline __attribute__((always_inline)) float vhsum(vf16 v) {
-  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
-  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3);
-  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1);
-  v += __builtin_shufflevector(v, v, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0);
-  return v[0];
-}
-
-/* 2^x, x <= 0 up to a rounding: x = n + r, r in [-1/2, 1/2], 2^r by Cephes exp2f's
- * polynomial (relative error 2e-7), 2^n in the exponent's bits. */
-static inline __attribute__((always_inline)) vf16 vexp2_neg(vf16 x) {
-  vi16 low = x < -126.0f;
-  vf16 xc = vsel(low, (vf16){0} - 126.0f, x);
-  vf16 fx = xc + 0.5f;
-  vi16 ni = __builtin_convertvector(fx, vi16);
-  vf16 nf = __builtin_convertvector(ni, vf16);
-  vi16 over = nf > fx;                  /* truncation rounded a negative up: floor it */
-  ni += over;                           /* -1 where over */
-  nf = __builtin_convertvector(ni, vf16);
-  vf16 r = xc - nf;
-  vf16 y = r * 1.535336188319500e-4f + 1.339887440266574e-3f;
-  y = y * r + 9.618437357674640e-3f;
-  y = y * r + 5.550332471162809e-2f;
-  y = y * r + 2.402264791363012e-1f;
-  y = y * r + 6.931472028550421e-1f;
-  y = y * r + 1.0f;
-  vf16 p2 = (vf16)((ni + 127) << 23);
-  y = y * p2;
-  y = vsel(low, (vf16){0}, y);          /* -inf and below -126: 0 */
-  vi16 nan = x != x;
-  return vsel(nan, x, y);
-}
-
-/* v with its lanes j + i outside [a, b) set to fill, where the vector at j straddles an end */
-static inline __attribute__((always_inline)) vf16 keep_lanes(vf16 v, int64_t j, int64_t a, int64_t b, vf16 fill) {
-  if (j >= a && j + LANES <= b) return v;
-  const vi16 iota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  vi16 at = iota + (int32_t)j;
-  return vsel((at >= (int32_t)a) & (at < (int32_t)b), v, fill);
-}
-
-/* One block of scores P (rows of ld floats, ld a multiple of LANES, n valid columns): the
- * mask (columns outside [lo[i], hi[i]) weigh 0), then the online update of m, l and the
- * accumulator rows acc (d floats each, d a multiple of LANES); P becomes the weights
- * 2^(x k - m_new), k the scale times log2(e) and m in its units.  The first pass only reads
- * the row: the largest x k is k times the largest x (the smallest where k < 0), so no scaled
- * score is stored; the second makes each weight with one FMA and exp2.  Rows whose max is
- * still -inf add 0 (or the NaN of a NaN score).  R rows (at most 4) go together: their
- * maxima, sums and rescaling factors are each one fold or one exp2 of four lanes, where a
- * row at a time made a chain of latencies each (a row of 61 keys: about 300 cycles a row). */
-static inline __attribute__((always_inline)) void update_rows(float *P, int64_t ld, const int R, int64_t n, float k,
-                                                              const int64_t *lo, const int64_t *hi, float *m,
-                                                              float *l, float *acc, int64_t d) {
-  int64_t wd = (n + LANES - 1) / LANES * LANES;   /* the vectors that hold the n scores */
-  const vf16 ninf = (vf16){0} - INFINITY, zero = (vf16){0};
-  float ka = k < 0 ? -k : k, sg = k < 0 ? -1.0f : 1.0f;
-  /* each row's keys [a, b), and the vectors [ja, jb) that hold any row's, the lanes outside
-   * a row's masked */
-  int64_t a[4], b[4], ja = wd, jb = 0;
-#pragma GCC unroll 4
-  for (int u = 0; u < R; u++) {
-    a[u] = lo ? lo[u] : 0, b[u] = hi ? hi[u] : n;
-    if (a[u] < 0) a[u] = 0;
-    if (b[u] > n) b[u] = n;
-    if (b[u] < a[u]) b[u] = a[u];
-    if (a[u] < b[u]) {
-      int64_t s = a[u] / LANES * LANES, e = (b[u] + LANES - 1) / LANES * LANES;
-      ja = s < ja ? s : ja, jb = e > jb ? e : jb;
-    }
-  }
-  vf16 vmax[4] = {ninf, ninf, ninf, ninf};
-  for (int64_t j = ja; j < jb; j += LANES)
-#pragma GCC unroll 4
-    for (int u = 0; u < R; u++) vmax[u] = vmax2(vmax[u], keep_lanes(*(vf16 *)(P + u * ld + j) * sg, j, a[u], b[u], ninf));
-  vf16 top = vfold4(vmax[0], vmax[1], vmax[2], vmax[3], true);
-  float mnew[4];
-  vf16 nm[4], vsum[4] = {zero, zero, zero, zero}, kv = zero + k;
-#pragma GCC unroll 4
-  for (int u = 0; u < R; u++) {
-    float t = top[fold_lane[u]], mx = t == -INFINITY ? -INFINITY : ka * t;
-    mnew[u] = m[u] > mx ? m[u] : mx;
-    nm[u] = zero - mnew[u];
-  }
-  for (int64_t j = 0; j < wd; j += LANES)
-#pragma GCC unroll 4
-    for (int u = 0; u < R; u++) {
-      float *x = P + u * ld + j;
-      if (j + LANES <= a[u] || j >= b[u]) {
-        *(vf16 *)x = zero;
-        continue;
-      }
-      vf16 v = *(vf16 *)x;
-      /* no key seen yet (every score -inf): 0, NaN stays */
-      v = mnew[u] == -INFINITY ? vsel(v != v, v, zero) : vexp2_neg(v * kv + nm[u]);
-      v = keep_lanes(v, j, a[u], b[u], zero);
-      *(vf16 *)x = v;
-      vsum[u] += v;
-    }
-  vf16 s = vfold4(vsum[0], vsum[1], vsum[2], vsum[3], false), dm = zero;
-#pragma GCC unroll 4
-  for (int u = 0; u < R; u++)
-    if (m[u] != mnew[u]) dm[fold_lane[u]] = m[u] - mnew[u];
-  vf16 al = vexp2_neg(dm);
-#pragma GCC unroll 4
-  for (int u = 0; u < R; u++) {
-    if (m[u] != mnew[u]) {
-      vf16 f = zero + al[fold_lane[u]];
-      l[u] *= f[0];
-      float *o = acc + u * d;
-      for (int64_t c = 0; c < d; c += LANES) *(vf16 *)(o + c) *= f;
-      m[u] = mnew[u];
-    }
-    l[u] += s[fold_lane[u]];
-  }
-}
-
-static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t n, float k, const int64_t *lo,
-                                     const int64_t *hi, float *m, float *l, float *acc, int64_t d) {
-  int64_t i = 0;
-  for (; i + 4 <= rows; i += 4)
-    update_rows(P + i * ld, ld, 4, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d);
-  switch (rows - i) {
-  case 1: update_rows(P + i * ld, ld, 1, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d); break;
-  case 2: update_rows(P + i * ld, ld, 2, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d); break;
-  case 3: update_rows(P + i * ld, ld, 3, n, k, lo ? lo + i : NULL, hi ? hi + i : NULL, m + i, l + i, acc + i * d, d); break;
-  }
+/* The kernels for the host's instruction set. */
+static const AttnKern *attn_kern(void) {
+#ifdef ATTN_ISAS
+  if (__builtin_cpu_supports("x86-64-v4")) return &kern_v4;
+  if (__builtin_cpu_supports("x86-64-v3")) return &kern_v3;
+#endif
+  return &kern_base;
 }
 
 /* ---- the shape of one call ---- */
@@ -201,6 +83,7 @@ static ATTN_CLONES void block_update(float *P, int64_t ld, int64_t rows, int64_t
 typedef struct Call {
   const AttnChain *c;
   GemmKernels *g;
+  const AttnKern *kern;                 /* the C kernels for the host */
   int64_t B, S, T, D, E, br, bc, ld, le;   /* D: Q's and K's rows; E: V's and O's (le: E padded) */
   const float *q, *k, *v;
   float *kt;                            /* K transposed, [B][D][T], so that Q . K^T reads rows */
@@ -306,7 +189,7 @@ static void run_block(void *ctx, int64_t task) {
       for (int64_t i = 0; i < rows; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
       rl = bl, rh = bh;
     }
-    block_update(P, w->ld, rows, n, w->k2, rl, rh, m, l, acc, w->le);
+    w->kern->block_update(P, w->ld, rows, n, w->k2, rl, rh, m, l, acc, w->le);
     GemmArgs y = {1, rows, E, n, P, 0, w->ld, 1, w->v + b * w->vs[0] + t0 * w->vs[1], 0, w->vs[1], w->vs[2],
                   acc, 0, w->le, 1, true, w->stop};
     if (!gemm_run(w->g, &y, NULL, err, sizeof err)) {
@@ -328,136 +211,6 @@ static void run_block(void *ctx, int64_t task) {
  * scaled by its weights, to the rows' accumulators, a 16-lane column strip at a time.  A tail
  * of D or E past the last whole vector is read through a zeroed vector, so no lane reads past
  * a row. */
-#define ROWS_MAX 4
-
-/* The n floats at p (0 < n <= LANES) in a vector whose other lanes are 0. */
-static inline __attribute__((always_inline)) vf16 vload_part(const float *p, int64_t n) {
-  vf16 v = (vf16){0};
-  memcpy(&v, p, (size_t)n * sizeof(float));
-  return v;
-}
-
-/* The LANES floats of a row of K at x: a whole vector before dw, the d - x left after it. */
-static inline __attribute__((always_inline)) vf16 kload(const float *kr, int64_t x, int64_t dw, int64_t d) {
-  typedef float uf16 __attribute__((vector_size(64), aligned(4)));
-  return x < dw ? (vf16)*(const uf16 *)(kr + x) : vload_part(kr + x, d - x);
-}
-
-/* P[i][j] = q_i . k_j for R rows (q: rows of dp floats, zero past d) and the n keys at k (rows
- * ks floats apart, d floats each): four keys at a time, R x 4 accumulators in registers and
- * their sums four at once, then the keys left one by one. */
-static inline __attribute__((always_inline)) void scores_rows(const float *q, int64_t dp, const int R, const float *k,
-                                                              int64_t ks, int64_t n, int64_t d, float *P, int64_t ld) {
-  int64_t dw = d / LANES * LANES, j = 0;
-  for (; j + 4 <= n; j += 4) {
-    vf16 a[ROWS_MAX][4];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-      for (int u = 0; u < 4; u++) a[i][u] = (vf16){0};
-    for (int64_t x = 0; x < dp; x += LANES) {
-#pragma GCC unroll 4
-      for (int u = 0; u < 4; u++) {
-        vf16 kv = kload(k + (j + u) * ks, x, dw, d);
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) a[i][u] += *(const vf16 *)(q + i * dp + x) * kv;
-      }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) {
-      vf16 z = vfold4(a[i][0], a[i][1], a[i][2], a[i][3], false);
-      float *o = P + i * ld + j;
-      o[0] = z[0], o[1] = z[8], o[2] = z[4], o[3] = z[12];
-    }
-  }
-  for (; j < n; j++) {
-    vf16 a[ROWS_MAX];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) a[i] = (vf16){0};
-    for (int64_t x = 0; x < dp; x += LANES) {
-      vf16 kv = kload(k + j * ks, x, dw, d);
-#pragma GCC unroll 4
-      for (int i = 0; i < R; i++) a[i] += *(const vf16 *)(q + i * dp + x) * kv;
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) P[i * ld + j] = vhsum(a[i]);
-  }
-}
-
-static ATTN_CLONES void rows_scores(const float *q, int64_t dp, int r, const float *k, int64_t ks, int64_t n,
-                                    int64_t d, float *P, int64_t ld) {
-  switch (r) {
-  case 1: scores_rows(q, dp, 1, k, ks, n, d, P, ld); break;
-  case 2: scores_rows(q, dp, 2, k, ks, n, d, P, ld); break;
-  case 3: scores_rows(q, dp, 3, k, ks, n, d, P, ld); break;
-  default: scores_rows(q, dp, 4, k, ks, n, d, P, ld); break;
-  }
-}
-
-/* acc_i += sum_j P[i][j] v_j for R rows (acc: rows of ep floats) over the n rows of V at v (vs
- * floats apart, e floats each), NS vectors of columns from x at a time: R x NS accumulators in
- * registers, so that the additions of one key do not wait on the previous key's (an FMA's
- * latency is several cycles; one chain a row left the pipes idle). */
-static inline __attribute__((always_inline)) void pv_strip(const float *P, int64_t ld, const int R, const int NS,
-                                                           const float *v, int64_t vs, int64_t n, int64_t x,
-                                                           int64_t e, float *acc, int64_t ep) {
-  typedef float uf16 __attribute__((vector_size(64), aligned(4)));
-  vf16 a[ROWS_MAX][4];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-    for (int u = 0; u < NS; u++) a[i][u] = *(vf16 *)(acc + i * ep + x + u * LANES);
-  bool whole = x + NS * LANES <= e;   /* else NS is 1 and the vector passes e */
-  for (int64_t j = 0; j < n; j++) {
-    const float *vr = v + j * vs + x;
-#pragma GCC unroll 4
-    for (int u = 0; u < NS; u++) {
-      vf16 vv = whole ? (vf16)*(const uf16 *)(vr + u * LANES) : vload_part(vr, e - x);
-#pragma GCC unroll 4
-      for (int i = 0; i < R; i++) a[i][u] += P[i * ld + j] * vv;
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < R; i++)
-#pragma GCC unroll 4
-    for (int u = 0; u < NS; u++) *(vf16 *)(acc + i * ep + x + u * LANES) = a[i][u];
-}
-
-static inline __attribute__((always_inline)) void pv_strips(const float *P, int64_t ld, const int R, const int NS,
-                                                            const float *v, int64_t vs, int64_t n, int64_t e,
-                                                            float *acc, int64_t ep) {
-  int64_t x = 0;
-  for (; x + NS * LANES <= e; x += NS * LANES) pv_strip(P, ld, R, NS, v, vs, n, x, e, acc, ep);
-  for (; x < ep; x += LANES) pv_strip(P, ld, R, 1, v, vs, n, x, e, acc, ep);
-}
-
-static ATTN_CLONES void rows_pv(const float *P, int64_t ld, int r, const float *v, int64_t vs, int64_t n, int64_t e,
-                                float *acc, int64_t ep) {
-  switch (r) {
-  case 1: pv_strips(P, ld, 1, 4, v, vs, n, e, acc, ep); break;
-  case 2: pv_strips(P, ld, 2, 4, v, vs, n, e, acc, ep); break;
-  case 3: pv_strips(P, ld, 3, 2, v, vs, n, e, acc, ep); break;
-  default: pv_strips(P, ld, 4, 2, v, vs, n, e, acc, ep); break;
-  }
-}
-
-/* Whether the n rows at v (rs floats apart, e floats each, contiguous) are all finite: an inf
- * or a NaN has every exponent bit set, tested a vector at a time (a scalar isfinite an
- * element was most of a masked decoder step's time). */
-static ATTN_CLONES bool rows_finite(const float *v, int64_t n, int64_t rs, int64_t e) {
-  typedef int32_t ui16 __attribute__((vector_size(64), aligned(4)));
-  vi16 bad = (vi16){0}, ex = (vi16){0} + 0x7f800000;
-  int64_t ew = e / LANES * LANES;
-  for (int64_t j = 0; j < n; j++) {
-    const float *r = v + j * rs;
-    for (int64_t x = 0; x < ew; x += LANES) bad |= (*(const ui16 *)(r + x) & ex) == ex;
-    if (ew < e) bad |= ((vi16)vload_part(r + ew, e - ew) & ex) == ex;
-  }
-  for (int k = 0; k < LANES; k++)
-    if (bad[k]) return false;
-  return true;
-}
-
 static void run_rows(void *ctx, int64_t task) {
   Call *w = ctx;
   if (w->failed || (w->stop && *w->stop)) return;
@@ -497,14 +250,14 @@ static void run_rows(void *ctx, int64_t task) {
   const float *kb = w->k + b * w->ks[0], *vb = w->v + b * w->vs[0];
   for (int64_t t0 = lo_all; t0 < hi_all; t0 += w->bc) {
     int64_t n = hi_all - t0 < w->bc ? hi_all - t0 : w->bc;
-    rows_scores(q, dp, r, kb + t0 * w->ks[1], w->ks[1], n, D, P, w->ld);
+    w->kern->rows_scores(q, dp, r, kb + t0 * w->ks[1], w->ks[1], n, D, P, w->ld);
     int64_t *rl = NULL, *rh = NULL;
     if (w->mask) {
       for (int i = 0; i < r; i++) bl[i] = lo[i] - t0, bh[i] = hi[i] - t0;
       rl = bl, rh = bh;
     }
-    block_update(P, w->ld, r, n, w->k2, rl, rh, m, l, acc, w->le);
-    rows_pv(P, w->ld, r, vb + t0 * w->vs[1], w->vs[1], n, E, acc, w->le);
+    w->kern->block_update(P, w->ld, r, n, w->k2, rl, rh, m, l, acc, w->le);
+    w->kern->rows_pv(P, w->ld, r, vb + t0 * w->vs[1], w->vs[1], n, E, acc, w->le);
   }
   store_rows(w, b, s0, r, acc, l);
   if (q != small) free(q);
@@ -831,13 +584,14 @@ int cpu_attn_run(CpuBackend *be, CpuProgram *cp, int k, void **bufs, const int64
   }
   w.q = bufs[c->q], w.k = bufs[c->k], w.v = bufs[c->v], w.o = bufs[c->o];
   w.stop = interrupt;
+  w.kern = attn_kern();
   plan_kept(be, cp, i, &w, pool_threads(be->pool), forced());
   int64_t nsb = (w.S + (w.rows ? ROWS_MAX : w.br) - 1) / (w.rows ? ROWS_MAX : w.br), tasks = w.B * nsb;
   if (tasks <= 0) return 4;
   if (w.mask) {   /* blocks are skipped only where V is finite */
     w.vbad = xcalloc((size_t)w.B + 1, 1);
     for (int64_t b = 0; b < w.B; b++)
-      if (w.vs[2] == 1) w.vbad[b] = !rows_finite(w.v + b * w.vs[0], w.T, w.vs[1], w.E);
+      if (w.vs[2] == 1) w.vbad[b] = !w.kern->rows_finite(w.v + b * w.vs[0], w.T, w.vs[1], w.E);
       else
         for (int64_t t = 0; t < w.T && !w.vbad[b]; t++)
           for (int64_t d = 0; d < w.E; d++)

@@ -9,7 +9,7 @@
 #      whose evaluator runs the suites of 1 (--target=ref), then twice, as a NEON-only core
 #      (-cpu cortex-a72) and as one with SVE (-cpu max): dyn must detect the Arm host and its
 #      extensions, its compiled softmax, gelu, log_softmax, math chain, matmul and
-#      reductions (a folded plan, column sums of few rows) must agree with the reference
+#      reductions (a folded plan, column sums of few rows) and fused attention must agree with the reference
 #      evaluator (:check), a model of another ISA (zen5) is for looking
 #      only, and test_hw passes; the NEON core must take hw/neoverse-n1.hw, and its compiled
 #      long sum (numpy.sh's "long sums" case of 2^21 terms, with a Python that has NumPy)
@@ -173,6 +173,14 @@ A = randn(f32[37, 129])
 :check cs(randn(f32[7, 333]))' 2>&1)
   n=$(echo "$out" | grep -c 'cpu vs ref.*: ok')
   [ "$n" = 9 ] || fail "$cpu: $n of 9 :check ok: $out"
+  # fused attention's C kernels in their portable copy (cpu_attn_kern.h), on the row path (a
+  # decoder's step) and the tiles (causal, S != T, past a vector's edge)
+  out=$(DYN_ATTENTION=fused "$d/dyn" -e 'seed(5)
+K = randn(f32[2, 37, 19])
+:check attention(randn(f32[2, 1, 19]), K, K)
+:check causal_attention(randn(f32[2, 21, 19]), K, K)' 2>&1)
+  n=$(echo "$out" | grep -c 'cpu vs ref.*: ok')
+  [ "$n" = 2 ] || fail "$cpu: attention: $n of 2 :check ok: $out"
   # A model of another ISA is for looking; statements run on the host's own code.  The host
   # here is the emulated Arm CPU ($cpu), never the machine running the test, and zen5 is an
   # x86 model, foreign to it whatever that machine is.

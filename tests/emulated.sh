@@ -6,6 +6,7 @@
 # (zen5.hw) must be for looking only, never an illegal instruction.
 #
 # Runs, each through a wrapper that starts dyn under the emulator:
+#   - fused attention on each of its paths (:check; its C kernels' AVX2 copy),
 #   - tests/differential.sh (every :check of it), tests/models.sh (every model in hw/),
 #   - tests/numpy.sh on a share of its cases (DYN_EMU_NUMPY, default: matmul, reductions,
 #     softmax, long rows, math functions, gemm layouts), the other cases' kernels being the
@@ -55,6 +56,26 @@ out=$("$work/build/dyn" --hw=zen5 -e 'A = rand(f32[20, 30])
 :check matmul(A, rand(f32[30, 9]))' 2>&1); rc=$?
 [ $rc = 0 ] || fail "--hw=zen5 under the emulated CPU: exit status $rc: $out"
 echo "$out" | grep -q 'cpu vs ref.*: ok' || fail "--hw=zen5 under the emulated CPU: no :check: $out"
+
+# The fused attention's C kernels in their AVX2 copy (cpu_attn_kern.h; the host runs its
+# own): each path against the reference evaluator, on rows and keys past a vector's edge and
+# a group of four rows', masked (causal, S != T), and a decoder's step.
+att='Q = randn(f32[2, 7, 37])
+K = randn(f32[2, 61, 37])
+V = randn(f32[2, 61, 37])
+:check attention(Q, K, V)
+:check causal_attention(Q, K, V)
+Q1 = randn(f32[3, 1, 64])
+K1 = randn(f32[3, 129, 64])
+:check attention(Q1, K1, K1)
+Q2 = randn(f32[1, 70, 16])
+K2 = randn(f32[1, 70, 16])
+:check causal_attention(Q2, K2, K2)'
+for path in rows tiles; do
+  out=$(DYN_ATTENTION=$path "$work/build/dyn" -e "$att" 2>&1)
+  n=$(echo "$out" | grep -c 'cpu vs ref.*: ok')
+  [ "$n" = 4 ] || fail "attention on the $path path under the emulated CPU: $n of 4 :check ok: $out"
+done
 
 run() {   # NAME SCRIPT [ARG...]: a suite with the emulated dyn
   name=$1; shift
