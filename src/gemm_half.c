@@ -349,14 +349,19 @@ static bool run_widened(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err
  * too: 193 pairs are blocks of 97 and 96, not 192 and 1, whose C round trip cost more
  * than its sums), split further while the threads outnumber them or a round of tasks would
  * leave threads idle.  A call whose predicted time on the threads beats the caller alone by
- * less than the fork-joins runs on the caller alone: 13 x 33 x 385 is 2 us of work. */
+ * less than the fork-joins runs on the caller alone: 13 x 33 x 385 is 2 us of work.  The
+ * operands are packed all first, shared by the tasks, or each task packs the blocks it
+ * reads into its slot's buffers (the slot a thread took last, so that they stay in its
+ * core's caches), whichever the model (dp_time) prefers: packed first, the panels that one
+ * thread packed and another reads move between their cores on every call. */
 typedef struct DpPlan {
   int64_t kp, mp, np;                 /* pairs, row panels, column panels */
   int64_t kc, nkb;                    /* pairs a k block, k blocks */
   int64_t mcp, ncp;                   /* panels of a task's block */
   int64_t mblocks, nblocks, tasks;
   int threads;                        /* that take part; 1: the caller alone */
-  double pack_s, comp_s, sync_s, total;   /* the model's terms (dp_time) */
+  bool priv;                          /* each task packs its own blocks (else all first) */
+  double pack_s, comp_s, sync_s, move_s, total;   /* the model's terms (dp_time) */
 } DpPlan;
 
 /* A fork-join of the pool whose workers spin, and the cycles a kernel call costs beyond its
@@ -395,18 +400,86 @@ static double dp_task_s(const GemmKernels *g, const GemmArgs *x, const DpPlan *p
   return s + bytes / sched_threads_bw(h, h->nlevels > 1 ? 1 : 0, 1);
 }
 
-/* The plan's terms on `threads`: the packing streamed over them, rounds of tasks (each as
- * long as the first, the largest), a fork-join for each phase when more than one. */
+/* Packed panels that one core wrote and another reads move between their caches a few
+ * lines at a time: MOVE_LINES lines for each line_move_ns, the time of one contested line
+ * (fitted on a Zen 5 guest, 2 threads, packed first: 200 x 1000 x 512 took 390 us where the
+ * model without the moves said 255, 128 x 768 x 768 269 us where it said 168; 13 x 33 x 385
+ * 10.3 us where the caller alone took 4.5). */
+#define MOVE_LINES 8
+
+static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
+  int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+  return hi > lo ? hi - lo : 0;
+}
+
+/* The most panels any thread reads, packed first, that another thread packed.  The packing's
+ * tasks (A's panels, batch by batch, then B's) and the sums' tasks (batch, row block, column
+ * block, the last fastest) are each shared among the threads in contiguous runs (pool.c):
+ * a thread reads the A panels of its run's row blocks and the B panels of its column blocks
+ * (all of a batch's once its run is as long as a row of blocks). */
+static int64_t dp_remote_panels(const GemmArgs *x, const DpPlan *pl, int threads) {
+  int64_t ba = x->a_sb ? x->batch : 1, bb = x->b_sb ? x->batch : 1, P = ba * pl->mp + bb * pl->np;
+  int64_t per = pl->mblocks * pl->nblocks, most = 0;
+  for (int i = 0; i < threads; i++) {
+    int64_t t0 = pl->tasks * i / threads, t1 = pl->tasks * (i + 1) / threads, p0 = P * i / threads, p1 = P * (i + 1) / threads;
+    if (t1 <= t0) continue;
+    int64_t b0 = t0 / per, b1 = (t1 - 1) / per;            /* its batch indices */
+    int64_t r0 = t0 % per / pl->nblocks, r1 = (t1 - 1) % per / pl->nblocks;
+    /* A: from its first row block's first panel to its last's end, in the packing's order */
+    int64_t a0 = (x->a_sb ? b0 : 0) * pl->mp + r0 * pl->mcp, a1 = (x->a_sb ? b1 : 0) * pl->mp + imin(pl->mp, (r1 + 1) * pl->mcp);
+    if (!x->a_sb && b1 > b0) a0 = 0, a1 = pl->mp;
+    /* B: its column blocks, all of them when its run wraps a row of blocks */
+    int64_t c0 = t0 % pl->nblocks, c1 = (t1 - 1) % pl->nblocks;
+    if (t1 - t0 >= pl->nblocks || c1 < c0) c0 = 0, c1 = pl->nblocks - 1;
+    int64_t q0 = ba * pl->mp + (x->b_sb ? b0 : 0) * pl->np, q1 = ba * pl->mp + (x->b_sb ? b1 : 0) * pl->np;
+    int64_t s0 = q0 + c0 * pl->ncp, s1 = q1 + imin(pl->np, (c1 + 1) * pl->ncp);
+    if (!x->b_sb || b1 == b0) s1 = s0 - c0 * pl->ncp + imin(pl->np, (c1 + 1) * pl->ncp);
+    int64_t ra = (a1 - a0) - overlap(a0, a1, p0, p1), rb = (s1 - s0) - overlap(s0, s1, p0, p1);
+    /* in panels of A's height (B's are DP_NR / DP_MR times as many lines) */
+    int64_t r = ra * DP_MR + rb * DP_NR;
+    most = r > most ? r : most;
+  }
+  return most;
+}
+
+/* The plan's terms on `threads`, rounds of tasks each as long as the first (the largest).
+ * Packed first: the packing streamed over the threads, a fork-join for each phase, and the
+ * panels a thread reads that another packed (dp_remote_panels), each line fetched from the
+ * packer's cache and taken back when the next call packs it again.  Packed by each task:
+ * its blocks on its own thread, again whenever its thread's previous task had another (a
+ * thread's tasks are consecutive, the column blocks fastest), one fork-join. */
 static void dp_time(const GemmKernels *g, const GemmArgs *x, DpPlan *pl, int threads) {
-  double ba = x->a_sb ? (double)x->batch : 1, bb = x->b_sb ? (double)x->batch : 1;
-  double ea = ba * (double)x->m * (double)x->k, eb = bb * (double)x->k * (double)x->n;
-  double packed = (ba * (double)pl->mp * DP_MR + bb * (double)pl->np * DP_NR) * (double)pl->kp * 4;
-  SchedWork w = { (ea + eb) * DP_PACK_OPS, 2, (ea + eb) * 2, packed, false, threads > 1 ? (int64_t)(ba * pl->mp + bb * pl->np) : 1 };
-  pl->pack_s = sched_stream_time(&g->hw, threads, &w, NULL);
-  int64_t rounds = cdiv(pl->tasks, threads);
-  pl->comp_s = (double)rounds * dp_task_s(g, x, pl, imin(x->m, pl->mcp * DP_MR), imin(x->n, pl->ncp * DP_NR));
-  pl->sync_s = threads > 1 ? 2 * sched_sync_s(&g->hw) : 0;
-  pl->total = pl->pack_s + pl->comp_s + pl->sync_s;
+  const HwModel *h = &g->hw;
+  int64_t rounds = cdiv(pl->tasks, threads), rows = imin(x->m, pl->mcp * DP_MR), cols = imin(x->n, pl->ncp * DP_NR);
+  pl->comp_s = (double)rounds * dp_task_s(g, x, pl, rows, cols);
+  pl->move_s = 0;
+  if (pl->priv) {
+    /* the elements its thread packs: A's block whenever it changes (every nblocks tasks),
+     * B's for every task (or whenever the batch index changes, with one column block) */
+    double a_packs = pl->nblocks > 1 ? (double)cdiv(rounds, pl->nblocks) : (double)rounds;
+    double b_packs = pl->nblocks > 1 ? (double)rounds : x->b_sb ? (double)cdiv(rounds, pl->mblocks) : 1;
+    double e = a_packs * (double)rows * (double)x->k + b_packs * (double)x->k * (double)cols;
+    double bytes = ((double)pl->mcp * DP_MR + (double)pl->ncp * DP_NR) * (double)pl->kp * 4;
+    SchedWork w = { e * DP_PACK_OPS, 2, e * 2, bytes, false, 1 };
+    pl->pack_s = sched_stream_time(h, 1, &w, NULL);
+    pl->sync_s = threads > 1 ? sched_sync_s(h) : 0;
+    /* Not where a thread would pack more than all of B: its column panels, read a line a
+     * row of k from B in memory, cost more than a stream (2048^3 on 2 threads, B packed 9.5
+     * times a thread in panels of 32 columns: 25.8 ms, packed first 22.2). */
+    if (b_packs * (double)cols > (double)x->n * (x->b_sb ? (double)x->batch : 1)) pl->pack_s = INFINITY;
+  } else {
+    double ba = x->a_sb ? (double)x->batch : 1, bb = x->b_sb ? (double)x->batch : 1;
+    double ea = ba * (double)x->m * (double)x->k, eb = bb * (double)x->k * (double)x->n;
+    double packed = (ba * (double)pl->mp * DP_MR + bb * (double)pl->np * DP_NR) * (double)pl->kp * 4;
+    SchedWork w = { (ea + eb) * DP_PACK_OPS, 2, (ea + eb) * 2, packed, false, threads > 1 ? (int64_t)(ba * pl->mp + bb * pl->np) : 1 };
+    pl->pack_s = sched_stream_time(h, threads, &w, NULL);
+    pl->sync_s = threads > 1 ? 2 * sched_sync_s(h) : 0;
+    if (threads > 1) {
+      double lines = (double)dp_remote_panels(x, pl, threads) * (double)pl->kp * 4 / 64;
+      pl->move_s = 2 * lines * hw_line_move_s(h) / MOVE_LINES;
+    }
+  }
+  pl->total = pl->pack_s + pl->comp_s + pl->sync_s + pl->move_s;
 }
 
 /* The plan: of the even shares of the row panels in blocks of at most DP_MC_MAX panels and of
@@ -436,14 +509,24 @@ static void dp_plan(const GemmKernels *g, const GemmArgs *x, int T, DpPlan *pl) 
       for (int t = 1; t <= 2; t++) {          /* the caller alone, then the threads */
         c.threads = t == 1 ? 1 : (int)imin(T, c.tasks);
         if (t == 2 && c.threads <= 1) break;
-        dp_time(g, x, &c, c.threads);
-        if (pl->total < 0 || c.total < pl->total) *pl = c;
+        for (int priv = 0; priv < 2; priv++) {
+          c.priv = priv;
+          dp_time(g, x, &c, c.threads);
+          if (pl->total < 0 || c.total < pl->total) *pl = c;
+        }
       }
       if (c.ncp == 1) break;
     }
     if (c.mcp == 1) break;
   }
 }
+
+/* A slot's state, a line of its own (two threads' flags and tags on one line moved it at
+ * every task): whether a task holds it, and the A and B blocks its buffers hold (-1: none). */
+typedef struct DpSlot {
+  _Alignas(64) _Atomic int busy;
+  int64_t tag[2];
+} DpSlot;
 
 typedef struct Dp {
   GemmKernels *g;
@@ -453,20 +536,27 @@ typedef struct Dp {
   uint32_t *a, *b;                    /* [ba][mp][kp][DP_MR], [bb][np][kp][DP_NR] */
   float *cw;                          /* pl.threads blocks of f32 C, each cw_len */
   int64_t cw_len;
-  _Atomic int *busy;                  /* which of them a task holds */
+  uint32_t *pk;                       /* pl.priv: pl.threads pairs of packed blocks, each pk_len */
+  int64_t pk_len, pk_a;               /* pk_a: where B's block starts */
+  struct DpSlot *slot;                /* pl.threads of them */
   int phase;                          /* 0: pack, 1: compute */
   _Atomic int stopped;
 } Dp;
 
-static void dp_pack(Dp *d, int64_t t) {
+/* Row panel ip of A (column panel of B) of batch index bi, packed at o. */
+static void dp_pack_a(const Dp *d, int64_t bi, int64_t ip, uint32_t *o) {
   const GemmArgs *x = d->x;
+  hpack_pairs((const uint16_t *)x->a + bi * x->a_sb, x->a_sm, x->a_sk, ip * DP_MR, x->m, DP_MR, d->pl.kp, x->k, o);
+}
+static void dp_pack_b(const Dp *d, int64_t bi, int64_t jp, uint32_t *o) {
+  const GemmArgs *x = d->x;
+  hpack_pairs((const uint16_t *)x->b + bi * x->b_sb, x->b_sn, x->b_sk, jp * DP_NR, x->n, DP_NR, d->pl.kp, x->k, o);
+}
+
+static void dp_pack(Dp *d, int64_t t) {
   int64_t mp = d->pl.mp, np = d->pl.np, kp = d->pl.kp;
-  if (t < d->ba * mp)
-    hpack_pairs((const uint16_t *)x->a + t / mp * x->a_sb, x->a_sm, x->a_sk, t % mp * DP_MR, x->m,
-                DP_MR, kp, x->k, d->a + t * kp * DP_MR);
-  else
-    t -= d->ba * mp, hpack_pairs((const uint16_t *)x->b + t / np * x->b_sb, x->b_sn, x->b_sk,
-                                 t % np * DP_NR, x->n, DP_NR, kp, x->k, d->b + t * kp * DP_NR);
+  if (t < d->ba * mp) dp_pack_a(d, t / mp, t % mp, d->a + t * kp * DP_MR);
+  else t -= d->ba * mp, dp_pack_b(d, t / np, t % np, d->b + t * kp * DP_NR);
 }
 
 /* The kernels over `rows` rows of a column panel: the heights that add up to them. */
@@ -497,8 +587,12 @@ static void dp_task(void *ctx, int64_t t) {
   int64_t i0 = ip0 * DP_MR, j0 = jp0 * DP_NR;
   int64_t rows = imin(x->m, ip1 * DP_MR) - i0, cols = imin(x->n, jp1 * DP_NR) - j0;
   int64_t ldc = (jp1 - jp0) * DP_NR + 16;      /* not a power of two: rows in other sets */
-  int slot = 0;
-  while (atomic_exchange(&d->busy[slot], 1)) slot = (slot + 1) % pl->threads;
+  /* the slot this thread took last, if free: its buffers are in this core's caches (taken
+   * in turn, the threads swapped slots from call to call, and each call moved them) */
+  static _Thread_local int last;
+  int slot = last < pl->threads ? last : 0;
+  while (atomic_exchange(&d->slot[slot].busy, 1)) slot = (slot + 1) % pl->threads;
+  last = slot;
   float *cw = d->cw + slot * d->cw_len;
   uint16_t *C = (uint16_t *)x->c + bi * x->c_sb;
   if (x->accumulate)
@@ -506,6 +600,17 @@ static void dp_task(void *ctx, int64_t t) {
       hpack_widen(true, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cw + i * ldc, cols);
   const uint32_t *A = d->a + (x->a_sb ? bi : 0) * pl->mp * pl->kp * DP_MR;
   const uint32_t *B = d->b + (x->b_sb ? bi : 0) * pl->np * pl->kp * DP_NR;
+  if (pl->priv) {   /* the blocks in the slot's own buffers, packed unless already there */
+    uint32_t *pa = d->pk + slot * d->pk_len, *pb = pa + d->pk_a;
+    int64_t ta = (x->a_sb ? bi : 0) * pl->mblocks + mb, tb = (x->b_sb ? bi : 0) * pl->nblocks + nb;
+    int64_t *tag = d->slot[slot].tag;
+    if (tag[0] != ta)
+      for (int64_t ip = ip0; ip < ip1; ip++) dp_pack_a(d, x->a_sb ? bi : 0, ip, pa + (ip - ip0) * pl->kp * DP_MR);
+    if (tag[1] != tb)
+      for (int64_t jp = jp0; jp < jp1; jp++) dp_pack_b(d, x->b_sb ? bi : 0, jp, pb + (jp - jp0) * pl->kp * DP_NR);
+    tag[0] = ta, tag[1] = tb;
+    A = pa - ip0 * pl->kp * DP_MR, B = pb - jp0 * pl->kp * DP_NR;   /* indexed by the global panels below */
+  }
   for (int64_t p0 = 0; p0 < pl->kp; p0 += pl->kc) {
     int64_t kc = imin(pl->kc, pl->kp - p0);
     int32_t beta = p0 > 0 || x->accumulate;
@@ -518,27 +623,32 @@ static void dp_task(void *ctx, int64_t t) {
   }
   for (int64_t i = 0; i < rows; i++)
     hpack_narrow(true, cw + i * ldc, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cols);
-  atomic_store(&d->busy[slot], 0);
+  atomic_store(&d->slot[slot].busy, 0);
 }
 
 static bool run_dp(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t errlen) {
   Dp d = { .g = g, .x = x, .ba = x->a_sb ? x->batch : 1, .bb = x->b_sb ? x->batch : 1 };
   dp_plan(g, x, pool_threads(pool), &d.pl);
   const DpPlan *pl = &d.pl;
-  size_t na = ((size_t)(d.ba * pl->mp * pl->kp) * DP_MR + 15) & ~(size_t)15;   /* B's panels: aligned loads */
-  size_t nb = ((size_t)(d.bb * pl->np * pl->kp) * DP_NR + 15) & ~(size_t)15;
+  /* B's panels: aligned loads */
+  size_t na = pl->priv ? 0 : ((size_t)(d.ba * pl->mp * pl->kp) * DP_MR + 15) & ~(size_t)15;
+  size_t nb = pl->priv ? 0 : ((size_t)(d.bb * pl->np * pl->kp) * DP_NR + 15) & ~(size_t)15;
   d.cw_len = ((pl->mcp * DP_MR * (pl->ncp * DP_NR + 16)) + 15) & ~(int64_t)15;
+  d.pk_a = (pl->mcp * DP_MR * pl->kp + 15) & ~(int64_t)15;                    /* B's block aligned too */
+  d.pk_len = pl->priv ? d.pk_a + pl->ncp * DP_NR * pl->kp : 0;
+  size_t slots = (size_t)pl->threads * (size_t)(d.cw_len + d.pk_len);
   bool own;
-  uint32_t *ws = ws_take(g, (na + nb + (size_t)(pl->threads * d.cw_len)) * 4 + (size_t)pl->threads * sizeof(_Atomic int), &own);
+  uint32_t *ws = ws_take(g, (na + nb + slots) * 4 + (size_t)pl->threads * sizeof(DpSlot), &own);
   if (!ws) {
     snprintf(err, errlen, "gemm: out of memory packing bf16 operands");
     return false;
   }
   d.a = ws, d.b = ws + na, d.cw = (float *)(ws + na + nb);
-  d.busy = (_Atomic int *)(d.cw + pl->threads * d.cw_len);
-  for (int i = 0; i < pl->threads; i++) atomic_init(&d.busy[i], 0);
+  d.pk = (uint32_t *)(d.cw + pl->threads * d.cw_len);
+  d.slot = (DpSlot *)(d.pk + pl->threads * d.pk_len);   /* 64-byte aligned: every part is */
+  for (int i = 0; i < pl->threads; i++) atomic_init(&d.slot[i].busy, 0), d.slot[i].tag[0] = d.slot[i].tag[1] = -1;
   Pool *on = pl->threads > 1 ? pool : NULL;
-  dyn_parallel_for(on, d.ba * pl->mp + d.bb * pl->np, dp_task, &d);
+  if (!pl->priv) dyn_parallel_for(on, d.ba * pl->mp + d.bb * pl->np, dp_task, &d);
   d.phase = 1;
   dyn_parallel_for(on, pl->tasks, dp_task, &d);
   ws_give(g, ws, own);
@@ -605,10 +715,12 @@ static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, 
   if (g->dp && x->batch > 0 && x->m > 0 && x->n > 0 && x->k > 0) {
     DpPlan pl;
     dp_plan(g, x, nthreads > 0 ? nthreads : 1, &pl);
-    buf_printf(out, "  %lld tasks of up to %lldx%lld, k blocks of %lld pairs, on %d thread%s: packing %.3g us, "
-               "sums %.3g us, fork-joins %.3g us\n", (long long)pl.tasks, (long long)(pl.mcp * DP_MR),
+    buf_printf(out, "  %lld tasks of up to %lldx%lld, k blocks of %lld pairs, on %d thread%s, %s: packing %.3g us, "
+               "sums %.3g us, fork-joins %.3g us", (long long)pl.tasks, (long long)(pl.mcp * DP_MR),
                (long long)(pl.ncp * DP_NR), (long long)pl.kc, pl.threads, pl.threads == 1 ? "" : "s",
-               pl.pack_s * 1e6, pl.comp_s * 1e6, pl.sync_s * 1e6);
+               pl.priv ? "each packing its blocks" : "packed first", pl.pack_s * 1e6, pl.comp_s * 1e6, pl.sync_s * 1e6);
+    if (pl.move_s > 0) buf_printf(out, ", panels moving between cores %.3g us", pl.move_s * 1e6);
+    buf_printf(out, "\n");
   }
   if (x->batch > 0 && x->m > 0 && x->n > 0 && x->k > 0)
     buf_printf(out, "  predicted %.3g ms on %d thread%s\n", gemm_half_predict(g, x, nthreads) * 1e3,

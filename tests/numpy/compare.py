@@ -1355,7 +1355,7 @@ for M, K, N in [(1, 1, 1), (0, 3, 2), (4, 0, 3), (7, 13, 31), (17, 1, 5), (33, 6
 # 16-bit contractions on the matmul engine (bf16 on vdpbf16ps where the host has it, else
 # widened to f32): shapes around its tiles (12 x 32 bf16 pairs, the f32 engine's 14 x 32 and
 # 8 x 48 for f16), its k block of 384 and its C blocks (up to 144 x 512: 128 rows in one, 145
-# in two), empty and unit sizes,
+# in two), empty and unit sizes, operands packed by each task or all first (the larger two),
 # batches (B shared by the batch or not) and B read with k contiguous.  A generator of their
 # own keeps the data of the cases before them.
 rng_hm = np.random.default_rng(20261203)
@@ -1380,7 +1380,8 @@ fn mmth(A: f16[M, K], B: f16[N, K]) -> f16[M, N] {
 for Q, M, K, N in [(1, 0, 5, 3), (2, 3, 5, 0), (1, 1, 1, 1), (1, 1, 385, 1), (2, 11, 7, 31),
                    (1, 12, 2, 32), (3, 13, 3, 33), (1, 14, 64, 48), (2, 15, 383, 47),
                    (1, 25, 384, 65), (1, 23, 385, 97), (1, 97, 769, 41), (1, 30, 50, 513),
-                   (1, 95, 13, 511), (2, 2, 1000, 3), (1, 128, 40, 100), (1, 145, 17, 70)]:
+                   (1, 95, 13, 511), (2, 2, 1000, 3), (1, 128, 40, 100), (1, 145, 17, 70),
+                   (1, 300, 600, 700), (4, 150, 300, 600)]:
     A, B = (rng_hm.standard_normal(s).astype(F16) for s in ((Q, M, K), (Q, K, N)))
     Af, Bf = (rng_hm.standard_normal(s).astype(F32) for s in ((Q, M, K), (K, N)))
     Ab, Bb = f64(to_bf16(Af)), f64(to_bf16(Bf))

@@ -994,8 +994,8 @@ START_TEST(test_jit) {
 END_TEST
 
 /* The bf16 engine's plan (gemm_half.c's dp_plan) shares C evenly over the threads: the
- * busiest thread's rounds of tasks, each at most its block of rows and columns, stay within
- * a tenth of an even share.  Its blocks were the largest split until the threads had tasks,
+ * busiest thread's share of the tasks (the pool's contiguous shares, each task its block of
+ * rows and columns, the last ones cut at C's edges) stays within a tenth of an even share.  Its blocks were the largest split until the threads had tasks,
  * which gave C of 128 x 768 on 2 threads blocks of 72 and 56 rows, both of a thread's
  * tasks of one: 1.125 times an even share.  Described from zen5's model file (vdpbf16ps),
  * never run, so it holds on any host: tests/emulated.sh runs it on an AVX2-only CPU. */
@@ -1020,7 +1020,17 @@ START_TEST(test_dp_plan_even) {
     while (at > out.s && at[-1] != ' ') at--;
     ck_assert_msg(sscanf(at, "%lld tasks of up to %lldx%lld, k blocks of %*d pairs, on %d thread", &tasks, &rows, &cols,
                          &threads) == 4, "%s", out.s);
-    double busiest = (double)((tasks + threads - 1) / threads) * (double)(rows < M ? rows : M) * (double)(cols < N ? cols : N);
+    /* the tasks in order, the column blocks fastest, each thread a contiguous share (pool.c) */
+    int64_t nblocks = (N + cols - 1) / cols;
+    double busiest = 0;
+    for (int th = 0; th < threads; th++) {
+      double c = 0;
+      for (long long t = tasks * th / threads; t < tasks * (th + 1) / threads; t++) {
+        int64_t r0 = t / nblocks * rows, c0 = t % nblocks * cols;
+        c += (double)(M - r0 < rows ? M - r0 : rows) * (double)(N - c0 < cols ? N - c0 : cols);
+      }
+      busiest = c > busiest ? c : busiest;
+    }
     ck_assert_msg(threads == 2 && busiest <= 1.1 * (double)M * (double)N / 2,
                   "%lld x %lld x %lld: %lld tasks of %lld x %lld on %d threads: %.0f of C on the busiest, an even share %.0f",
                   (long long)M, (long long)N, (long long)K, tasks, rows, cols, threads, busiest, (double)M * N / 2);
