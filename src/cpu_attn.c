@@ -326,6 +326,12 @@ static int64_t rows_keys(const HwModel *hw, int64_t T) {
   return t > 0 && t < n ? t : n;
 }
 
+/* The cycles of a row-path task beyond its dot products and softmax: its rows of Q copied,
+ * its accumulators cleared, the mask's bounds, the rows divided by l and stored (measured
+ * with rdtsc around the phases, one thread of a Zen 5 guest: 130-210 cycles at 2.7 GHz for
+ * 4 rows of 32 to 64 values a task). */
+#define ROW_TASK_CYC 200
+
 double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
                           double kept, bool masked, bool *serial) {
   int64_t groups = B * sched_cdiv(S, ROWS_MAX);
@@ -353,9 +359,13 @@ double cpu_attn_rows_time(const HwModel *hw, int threads, int64_t B, int64_t S, 
     if (t < 1) t = 1;
     double mem = once / sched_threads_bw(hw, sched_fit_level(hw, once, t), t) +
                  again / sched_threads_bw(hw, sched_fit_level(hw, head, 1), t);
-    double comp = ops / sched_fma_lanes_rate(hw, t, 4) + cost_attn_softmax_time(hw, t, keys * rows, ATTN_SCALE_FOLDED);
+    double dots = ops / sched_fma_lanes_rate(hw, t, 4);
+    /* a task's online softmax runs between its phases that stream K and V, so it adds to
+     * them, as does its setting up and storing (ROW_TASK_CYC) */
+    double soft = cost_attn_softmax_time(hw, t, keys * rows, ATTN_SCALE_FOLDED);
+    double setup = (double)sched_cdiv(groups, t) * ROW_TASK_CYC / ((hw->ghz > 0 ? hw->ghz : 1) * 1e9);
     SchedWork fj = {0, 4, 0, 0, false, groups};  /* the fork-join alone */
-    double total = (mem > comp ? mem : comp) + sched_stream_time(hw, t, &fj, NULL);
+    double total = (mem > dots ? mem : dots) + soft + setup + sched_stream_time(hw, t, &fj, NULL);
     if (!pass || total < best) {
       best = total;
       if (serial) *serial = !pass;

@@ -799,8 +799,9 @@ END_TEST
  * once (bytes at the level the call's data fits, again for each further group of a batch
  * index at the level one head's fits), lane-operations for the FMAs of both products over
  * 16-lane vectors with their loads ((rows + 1) / rows a FMA) and 13 / 4 vectors a score to
- * sum at the FMA pipes' rate, the softmax's at the vector pipes', and the fork-join where it runs on more than one thread, which it does
- * only when that is faster. */
+ * sum at the FMA pipes' rate, overlapping the bytes; then the softmax's at the vector pipes'
+ * and each task's setting up, which do not; and the fork-join where it runs on more than one
+ * thread, which it does only when that is faster. */
 static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int64_t T, int64_t D, int64_t E,
                         bool *serial) {
   int64_t groups = B * ((S + 3) / 4);
@@ -812,8 +813,11 @@ static double rows_want(const HwModel *h, int threads, int64_t B, int64_t S, int
     int u = t < groups ? t : (int)groups;
     u = u < h->cores ? u : h->cores;
     double mem = once / bw_of(h, fit_of(h, once, u), u) + again / bw_of(h, fit_of(h, head, 1), u);
-    double comp = ops / fma_rate(h, u, 4) + 23 * keys * rows / lanes_rate(h, u, 4);
-    double total = fmax(mem, comp) + (u > 1 ? SYNC_S : 0);
+    /* the softmax, and each task's 200 cycles of setting up and storing, between the phases
+     * that stream K and V */
+    double dots = ops / fma_rate(h, u, 4), soft = 23 * keys * rows / lanes_rate(h, u, 4);
+    double setup = (double)((groups + u - 1) / u) * 200 / (h->ghz * 1e9);
+    double total = fmax(mem, dots) + soft + setup + (u > 1 ? SYNC_S : 0);
     if (t == 1 || total < best) best = total, *serial = t == 1;
   }
   return best;
