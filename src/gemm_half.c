@@ -412,12 +412,13 @@ static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   return hi > lo ? hi - lo : 0;
 }
 
-/* The most panels any thread reads, packed first, that another thread packed.  The packing's
+/* The most rows of panels (A's DP_MR a panel, B's DP_NR) that a thread reads, packed first,
+ * and another thread packed.  The packing's
  * tasks (A's panels, batch by batch, then B's) and the sums' tasks (batch, row block, column
  * block, the last fastest) are each shared among the threads in contiguous runs (pool.c):
  * a thread reads the A panels of its run's row blocks and the B panels of its column blocks
  * (all of a batch's once its run is as long as a row of blocks). */
-static int64_t dp_remote_panels(const GemmArgs *x, const DpPlan *pl, int threads) {
+static int64_t dp_remote_rows(const GemmArgs *x, const DpPlan *pl, int threads) {
   int64_t ba = x->a_sb ? x->batch : 1, bb = x->b_sb ? x->batch : 1, P = ba * pl->mp + bb * pl->np;
   int64_t per = pl->mblocks * pl->nblocks, most = 0;
   for (int i = 0; i < threads; i++) {
@@ -435,7 +436,6 @@ static int64_t dp_remote_panels(const GemmArgs *x, const DpPlan *pl, int threads
     int64_t s0 = q0 + c0 * pl->ncp, s1 = q1 + imin(pl->np, (c1 + 1) * pl->ncp);
     if (!x->b_sb || b1 == b0) s1 = s0 - c0 * pl->ncp + imin(pl->np, (c1 + 1) * pl->ncp);
     int64_t ra = (a1 - a0) - overlap(a0, a1, p0, p1), rb = (s1 - s0) - overlap(s0, s1, p0, p1);
-    /* in panels of A's height (B's are DP_NR / DP_MR times as many lines) */
     int64_t r = ra * DP_MR + rb * DP_NR;
     most = r > most ? r : most;
   }
@@ -444,7 +444,7 @@ static int64_t dp_remote_panels(const GemmArgs *x, const DpPlan *pl, int threads
 
 /* The plan's terms on `threads`, rounds of tasks each as long as the first (the largest).
  * Packed first: the packing streamed over the threads, a fork-join for each phase, and the
- * panels a thread reads that another packed (dp_remote_panels), each line fetched from the
+ * panels a thread reads that another packed (dp_remote_rows), each line fetched from the
  * packer's cache and taken back when the next call packs it again.  Packed by each task:
  * its blocks on its own thread, again whenever its thread's previous task had another (a
  * thread's tasks are consecutive, the column blocks fastest), one fork-join. */
@@ -475,7 +475,7 @@ static void dp_time(const GemmKernels *g, const GemmArgs *x, DpPlan *pl, int thr
     pl->pack_s = sched_stream_time(h, threads, &w, NULL);
     pl->sync_s = threads > 1 ? 2 * sched_sync_s(h) : 0;
     if (threads > 1) {
-      double lines = (double)dp_remote_panels(x, pl, threads) * (double)pl->kp * 4 / 64;
+      double lines = (double)dp_remote_rows(x, pl, threads) * (double)pl->kp * 4 / 64;
       pl->move_s = 2 * lines * hw_line_move_s(h) / MOVE_LINES;
     }
   }
@@ -598,6 +598,9 @@ static void dp_task(void *ctx, int64_t t) {
   if (x->accumulate)
     for (int64_t i = 0; i < rows; i++)
       hpack_widen(true, C + (i0 + i) * x->c_sm + j0 * x->c_sn, x->c_sn, cw + i * ldc, cols);
+  /* the panels: all of a batch index's, or (pl->priv) the task's block's, ia and jb the
+   * first of them */
+  int64_t ia = 0, jb = 0;
   const uint32_t *A = d->a + (x->a_sb ? bi : 0) * pl->mp * pl->kp * DP_MR;
   const uint32_t *B = d->b + (x->b_sb ? bi : 0) * pl->np * pl->kp * DP_NR;
   if (pl->priv) {   /* the blocks in the slot's own buffers, packed unless already there */
@@ -609,7 +612,7 @@ static void dp_task(void *ctx, int64_t t) {
     if (tag[1] != tb)
       for (int64_t jp = jp0; jp < jp1; jp++) dp_pack_b(d, x->b_sb ? bi : 0, jp, pb + (jp - jp0) * pl->kp * DP_NR);
     tag[0] = ta, tag[1] = tb;
-    A = pa - ip0 * pl->kp * DP_MR, B = pb - jp0 * pl->kp * DP_NR;   /* indexed by the global panels below */
+    A = pa, B = pb, ia = ip0, jb = jp0;
   }
   for (int64_t p0 = 0; p0 < pl->kp; p0 += pl->kc) {
     int64_t kc = imin(pl->kc, pl->kp - p0);
@@ -617,8 +620,8 @@ static void dp_task(void *ctx, int64_t t) {
     for (int64_t jp = jp0; jp < jp1; jp++) {
       int nv = imin(x->n - jp * DP_NR, DP_NR) > 16 ? 2 : 1;
       for (int64_t ip = ip0; ip < ip1; ip++)
-        dp_rows(d->g, imin(DP_MR, x->m - ip * DP_MR), nv, kc, A + (ip * pl->kp + p0) * DP_MR,
-                B + (jp * pl->kp + p0) * DP_NR, cw + (ip - ip0) * DP_MR * ldc + (jp - jp0) * DP_NR, ldc, beta);
+        dp_rows(d->g, imin(DP_MR, x->m - ip * DP_MR), nv, kc, A + ((ip - ia) * pl->kp + p0) * DP_MR,
+                B + ((jp - jb) * pl->kp + p0) * DP_NR, cw + (ip - ip0) * DP_MR * ldc + (jp - jp0) * DP_NR, ldc, beta);
     }
   }
   for (int64_t i = 0; i < rows; i++)
