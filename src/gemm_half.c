@@ -434,7 +434,6 @@ static int64_t dp_remote_rows(const GemmArgs *x, const DpPlan *pl, int threads) 
     if (t1 - t0 >= pl->nblocks || c1 < c0) c0 = 0, c1 = pl->nblocks - 1;
     int64_t q0 = ba * pl->mp + (x->b_sb ? b0 : 0) * pl->np, q1 = ba * pl->mp + (x->b_sb ? b1 : 0) * pl->np;
     int64_t s0 = q0 + c0 * pl->ncp, s1 = q1 + imin(pl->np, (c1 + 1) * pl->ncp);
-    if (!x->b_sb || b1 == b0) s1 = s0 - c0 * pl->ncp + imin(pl->np, (c1 + 1) * pl->ncp);
     int64_t ra = (a1 - a0) - overlap(a0, a1, p0, p1), rb = (s1 - s0) - overlap(s0, s1, p0, p1);
     int64_t r = ra * DP_MR + rb * DP_NR;
     most = r > most ? r : most;
