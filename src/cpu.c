@@ -1039,7 +1039,8 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
  * tile and used whole.  The tiles are walked in blocks of u and bands of v (cpu_layout.c's
  * cpu_layout_block and cpu_layout_band), so that each input row is read and each result row
  * written in runs of several lines at a time; the task's share of u is whole tiles
- * (cpu_layout_granule, cpu_rt.c's split).  Tiles cut by the edges run the plain loops.  Measured on
+ * (cpu_layout_granule, cpu_rt.c's split).  Tiles cut by v's edge alone run as whole ones with
+ * masked stores where the target has them (cut_tile); other cut tiles run the plain loops.  Measured on
  * 4096 x 4096 f32, 2 threads: 60 ms plainly, 10-13 ms tiled (a copy: 2-3 ms); on a host
  * without transparent huge pages each tile still touches 2W pages.  The streaming twin
  * streams a whole tile's rows where they start on the vector's size (a tile writes each of
@@ -1136,6 +1137,72 @@ static const KExpr *tile_load(const KExpr *e, int u) {
   return l;
 }
 
+/* A tile's values into buf (buf[v - vb][u - ub], along u; nv rows, at most w, of w), then
+ * its rows loaded, transposed in registers, and the address of each result row (at
+ * u = ub + r, v = vb).  The loop along u has the constant trip count w, so that each row of
+ * the buffer is one vector. */
+static void tile_rows(G *g, const Stage *st, int u, int v, LLVMValueRef ub, LLVMValueRef vb, LLVMValueRef nv, LLVMValueRef buf,
+                      int w, LLVMValueRef *rows, LLVMValueRef *at_row) {
+  DynElem ty = st->expr->ty;
+  LLVMTypeRef et = ty_of(g, ty), vt = LLVMVectorType(et, (unsigned)w), bt = LLVMArrayType(et, (unsigned)(w * w));
+  Loop U, V;
+  LLVMValueRef dv = loop_begin(g, &V, c64(g, 0), nv);
+  g->axv[v] = LLVMBuildAdd(g->b, vb, dv, "");
+  LLVMValueRef du = loop_begin(g, &U, c64(g, 0), c64(g, w));
+  g->axv[u] = LLVMBuildAdd(g->b, ub, du, "");
+  LLVMValueRef val = gen(g, st->expr, NULL, false);
+  LLVMValueRef at[2] = {c64(g, 0), LLVMBuildAdd(g->b, LLVMBuildMul(g->b, dv, c64(g, w), ""), du, "")};
+  LLVMBuildStore(g->b, val, LLVMBuildGEP2(g->b, bt, buf, at, 2, ""));
+  loop_end(g, &U);
+  loop_end(g, &V);
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef ix[2] = {c64(g, 0), c64(g, (int64_t)r * w)};
+    LLVMValueRef ld = LLVMBuildLoad2(g->b, vt, LLVMBuildGEP2(g->b, bt, buf, ix, 2, ""), "");
+    LLVMSetAlignment(ld, (unsigned)elem_size(ty));
+    rows[r] = ld;
+  }
+  transpose_rows(g, rows, w);
+  LLVMValueRef subs[DYN_MAX_RANK];
+  for (int r = 0; r < w; r++) {
+    g->axv[u] = LLVMBuildAdd(g->b, ub, c64(g, r), "");
+    g->axv[v] = vb;
+    for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
+    at_row[r] = elem_ptr(g, st->out, subs, st->naxes);
+  }
+}
+
+/* A tile cut by the edge of v alone (nv < w rows of the input, each whole along u), on a
+ * target whose vector stores mask their lanes (AVX-512: a lane masked off is neither
+ * written nor faults): its nv rows through the buffer as a whole tile's, each of its w
+ * result rows stored with the nv lanes inside the edge.  The plain loops take EDGE_CYC
+ * cycles an element (cpu_layout.c's model).  Zen 5, C programs calling the function, old
+ * and new in turn, three rounds: permute 0321 of f32[3, 31, 17, 67] 25-27 -> 16-19 us on one
+ * thread, 28-45 -> 24-28 on two; the transpose of f32[31, 67] 1.6-1.8 -> 0.7 on one thread,
+ * 1.0-1.7 -> 0.7-0.8 on two; f32[1000, 1000] and [4096, 4096] within the noise.  A tile
+ * cut along u would fill its rows element by element, as the plain loops do, and the
+ * shuffles and stores came on top (f32[100, 100] 1.7 -> 2.5 us, f32[4097, 31] 30-33 ->
+ * 34-49 us): those keep the plain loops. */
+static void cut_tile(G *g, const Stage *st, int u, int v, LLVMValueRef ub, LLVMValueRef vb, LLVMValueRef nv, int w) {
+  LLVMTypeRef et = ty_of(g, st->expr->ty), vt = LLVMVectorType(et, (unsigned)w);
+  /* a buffer of its own: sharing the whole tiles' kept theirs in memory (SROA gives up on
+   * an alloca that a loop of a variable trip count indexes), which made the transpose of
+   * f32[1000, 1000] 40% slower */
+  LLVMValueRef buf = entry_alloca(g, LLVMArrayType(et, (unsigned)(w * w)));
+  LLVMSetAlignment(buf, 64);
+  LLVMValueRef rows[16], at_row[16], lane[16];
+  tile_rows(g, st, u, v, ub, vb, nv, buf, w, rows, at_row);
+  for (int c = 0; c < w; c++) lane[c] = LLVMConstInt(g->i32, (unsigned long long)c, 0);
+  LLVMValueRef nv32 = LLVMBuildTrunc(g->b, nv, g->i32, ""), splat = LLVMGetUndef(LLVMVectorType(g->i32, (unsigned)w));
+  for (int c = 0; c < w; c++) splat = LLVMBuildInsertElement(g->b, splat, nv32, lane[c], "");
+  LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntULT, LLVMConstVector(lane, (unsigned)w), splat, "");
+  LLVMTypeRef ov[2] = {vt, g->ptr}, ft;
+  LLVMValueRef fn = irb_intrinsic(g->m, "llvm.masked.store", ov, 2, &ft);
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef args[4] = {rows[r], at_row[r], LLVMConstInt(g->i32, (unsigned long long)elem_size(st->expr->ty), 0), inside};
+    LLVMBuildCall2(g->b, ft, fn, args, 4, "");
+  }
+}
+
 /* twin: the streaming twin's (cpu_compile.c's mark_streaming), whose whole tiles stream
  * their rows where they start on the vector's size (the result's start and its row stride, checked per tile), and
  * whose other stores are volatile, which mark_streaming leaves alone. */
@@ -1143,10 +1210,10 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   int nv = st->naxes - 1, v = st->axes[nv];
   DynElem ty = st->expr->ty;
   int w = cpu_tile_lanes(g->vector_bits, ty);
-  LLVMTypeRef et = ty_of(g, ty), vt = LLVMVectorType(et, (unsigned)w);
+  LLVMTypeRef et = ty_of(g, ty);
   LLVMValueRef buf = entry_alloca(g, LLVMArrayType(et, (unsigned)(w * w)));
   LLVMSetAlignment(buf, 64);
-  Loop L[DYN_MAX_RANK], UB, VB, U, V;
+  Loop L[DYN_MAX_RANK], UB, VB;
   for (int a = 0; a < nv; a++) {
     int ax = st->axes[a];
     if (ax == u) continue;
@@ -1212,31 +1279,8 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     }
     prefetch(g, elem_ptr(g, pl->slot, at, pl->n));
   }
-  /* loops of a constant trip count, so that each row of the buffer is one vector */
-  LLVMValueRef dv = loop_begin(g, &V, c64(g, 0), c64(g, w));
-  g->axv[v] = LLVMBuildAdd(g->b, vb, dv, "");
-  LLVMValueRef du = loop_begin(g, &U, c64(g, 0), c64(g, w));
-  g->axv[u] = LLVMBuildAdd(g->b, ub, du, "");
-  LLVMValueRef val = gen(g, st->expr, NULL, false);
-  LLVMValueRef at[2] = {c64(g, 0), LLVMBuildAdd(g->b, LLVMBuildMul(g->b, dv, c64(g, w), ""), du, "")};
-  LLVMBuildStore(g->b, val, LLVMBuildGEP2(g->b, LLVMArrayType(et, (unsigned)(w * w)), buf, at, 2, ""));
-  loop_end(g, &U);
-  loop_end(g, &V);
-  LLVMValueRef rows[16];
-  for (int r = 0; r < w; r++) {
-    LLVMValueRef ix[2] = {c64(g, 0), c64(g, (int64_t)r * w)};
-    LLVMValueRef ld = LLVMBuildLoad2(g->b, vt, LLVMBuildGEP2(g->b, LLVMArrayType(et, (unsigned)(w * w)), buf, ix, 2, ""), "");
-    LLVMSetAlignment(ld, (unsigned)elem_size(ty));
-    rows[r] = ld;
-  }
-  transpose_rows(g, rows, w);
-  LLVMValueRef subs[DYN_MAX_RANK], at_row[16];
-  for (int r = 0; r < w; r++) {
-    g->axv[u] = LLVMBuildAdd(g->b, ub, c64(g, r), "");
-    g->axv[v] = vb;
-    for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
-    at_row[r] = elem_ptr(g, st->out, subs, st->naxes);
-  }
+  LLVMValueRef rows[16], at_row[16];
+  tile_rows(g, st, u, v, ub, vb, c64(g, w), buf, w, rows, at_row);
   unsigned bytes = (unsigned)(w * elem_size(ty));
   if (twin) {       /* the tile's rows start on the vector's size: streamed, else volatile */
     LLVMValueRef a0 = LLVMBuildPtrToInt(g->b, at_row[0], g->i64, "");
@@ -1262,8 +1306,19 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     if (twin) LLVMSetVolatile(sto, 1);
   }
   LLVMBuildBr(g->b, next);
-  /* a tile cut by an edge: the plain loops, the longer of its sides inside */
+  /* a tile cut by an edge: one whole along u, where the target masks a store's lanes,
+   * through the buffer as a whole tile, its rows stored masked (cut_tile); else the plain
+   * loops */
   LLVMPositionBuilderAtEnd(g->b, edge);
+  if (g->masked_loads) {
+    LLVMBasicBlockRef vcut = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.vcut");
+    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.plain");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, uke, ""), vcut, plain);
+    LLVMPositionBuilderAtEnd(g->b, vcut);
+    cut_tile(g, st, u, v, ub, vb, LLVMBuildSub(g->b, v1, vb, ""), w);
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, plain);
+  }
   gen_edge(g, kn, st, u, v, ub, smin64(g, ue, uke), vb, smin64(g, ve, v1), twin, next);
   LLVMPositionBuilderAtEnd(g->b, next);
   loop_end_by(g, &VT, w);

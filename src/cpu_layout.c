@@ -10,6 +10,8 @@
 
 #include "cpu_int.h"
 
+#include <string.h>
+
 /* ---- the walk of the tiles ----
  * The tiles are walked in blocks of u (the result's rows, the input's columns), in each the
  * bands of v (the result's columns, the input's rows), and in a band the tiles along u, then
@@ -72,8 +74,9 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
  * A tile (w x w elements, w the lanes at the model's width): log2(w) rounds of w two-vector
  * shuffles on one shuffle port, and a load or a store a row beside them, one a cycle:
  * w (log2 w + 1) cycles.  Measured with cpu.c's tiles on Zen 5 (one thread, f32, 16 x 16
- * tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here.  An element of
- * a tile cut by an edge runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
+ * tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here; a tile cut by
+ * v's edge alone costs the same where the stores mask their lanes (cpu.c's cut_tile).  An
+ * element of another tile cut by an edge runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
  * transpose of f32[7, 8191] (no whole tile: every element in the plain loops, 1.3-1.9
  * cycles an element at the file's 2.1 GHz on 2 threads).  When the lines of the input's and
  * the result's rows crowd the L1's sets (pressure: the sum of set_pressure over both), they
@@ -130,10 +133,16 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
         pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);
         break;
       }
-    double whole = (double)(ext[u] / w * w) * (double)(ext[v] / w * w) * rest;
+    double tiles = (double)(ext[u] / w) * (double)(ext[v] / w) * rest, whole = tiles * w * w;
+    /* tiles cut by v's edge alone cost a whole one's where the stores mask their lanes
+     * (cpu.c's cut_tile), unless a side is shorter than a tile */
+    if (ext[u] >= w && ext[v] >= w && ext[v] % w && strstr(hw->llvm_features, "+avx512f")) {
+      tiles += (double)(ext[u] / w) * rest;
+      whole += (double)(ext[u] / w * w) * (double)(ext[v] % w) * rest;
+    }
     /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
     double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
-    cycles += whole / ((double)w * w) * tile_cycles(w, pressure) + (n - whole) * edge;
+    cycles += tiles * tile_cycles(w, pressure) + (n - whole) * edge;
   }
   if (!any) return 0;
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed,

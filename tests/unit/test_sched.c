@@ -738,7 +738,8 @@ END_TEST
  * its bytes as an element-wise kernel's (mem_time) -- streamed where they outgrow the last
  * cache and the result's rows start on a vector (A a multiple of the lanes w), else read
  * for ownership where they come from memory -- against its tiles, w (log2 w + 1)
- * cycles each at the file's clock, and EDGE_CYC an element of a tile cut by an edge (a
+ * cycles each at the file's clock (a tile cut by v's edge alone too, where the model has
+ * AVX-512's masked stores), and EDGE_CYC an element of another tile cut by an edge (a
  * vector a cycle where a side is 1: a copy), the larger of the two plus the fork-join.  The shapes keep the rows' strides off high powers
  * of two, where crowded L1 sets would cost the tiles more (test_cpu's test_layout_code). */
 #define EDGE_CYC 1.5            /* cpu_layout.c's, measured there */
@@ -761,9 +762,13 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   int lv = level_of(h, streamed ? bytes : 2 * bytes, t);
   bool rfo = lv == h->nlevels - 1 && !streamed;
   double mem = mem_time(h, bytes, bytes, streamed, t);
-  double whole = (double)(B / w * w) * (double)(A / w * w);
+  double ntiles = (double)(B / w) * (double)(A / w), whole = ntiles * w * w;
+  if (A >= w && B >= w && A % w && strstr(h->llvm_features, "+avx512f")) {
+    ntiles += (double)(B / w);                        /* cut by v's edge alone: masked */
+    whole += (double)(B / w * w) * (double)(A % w);
+  }
   double edge = A == 1 || B == 1 ? 1.0 / w : EDGE_CYC;
-  double tiles = (whole / w * (lg + 1) + ((double)A * B - whole) * edge) / (h->ghz * 1e9 * t);
+  double tiles = (ntiles * w * (lg + 1) + ((double)A * B - whole) * edge) / (h->ghz * 1e9 * t);
   SchedTerms T;
   double got = cpu_layout_time(h, p, kn, ext, strides, t, bytes, bytes, 2 * bytes > llc, tasks, 0, &T);
   double want = fmax(mem, tiles) + (t > 1 ? SYNC_S : 0);
