@@ -134,10 +134,12 @@ const KExpr *cpu_layout_load(const KExpr *e, int u);
  * with streaming stores) in `tasks` tasks, the busiest thread's share `busiest` of them
  * (SchedWork's): the larger of its bytes (sched_stream_time's:
  * the level they fit in, the reads for ownership of unstreamed lines from memory) and its
- * tiles' shuffles and edges' elements, plus the fork-join; the terms in *T (comp_s: the
- * tiles').  0 for a kernel without a layout change. */
+ * tiles' shuffles and edges' elements (their sum where cpu_layout_waits), plus the
+ * fork-join; the terms in *T (comp_s: the tiles').  0 for a kernel without a layout change. */
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
                        double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *T);
+/* Whether its tiles and bytes add (from a shared cache) rather than overlap. */
+bool cpu_layout_waits(const HwModel *hw, const SchedTerms *T);
 
 /* cpu_rt.c: a contraction kernel's sizes and element strides as the GEMM engine takes them
  * (strides[slot * DYN_MAX_RANK + d]). */

@@ -95,6 +95,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
     buf_printf(out, "  model: a layout change: %lld bytes read, %lld written%s, from %s: tiles %.3f ms, memory %.3f ms",
                (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name,
                T.comp_s * 1e3, T.mem_s * 1e3);
+    if (cpu_layout_waits(&be->hw, &T)) buf_puts(out, " (tiles and memory added: a shared cache)");
     if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
     buf_printf(out, ": predicted %.3f ms\n", lt * 1e3);
     return lt;

@@ -740,7 +740,8 @@ END_TEST
  * for ownership where they come from memory -- against its tiles, w (log2 w + 1)
  * cycles each at the file's clock (a tile cut by v's edge alone too, where the model has
  * AVX-512's masked stores), and EDGE_CYC an element of another tile cut by an edge (a
- * vector a cycle where a side is 1: a copy), the larger of the two plus the fork-join.  The shapes keep the rows' strides off high powers
+ * vector a cycle where a side is 1: a copy), the larger of the two (their sum from a shared
+ * cache) plus the fork-join.  The shapes keep the rows' strides off high powers
  * of two, where crowded L1 sets would cost the tiles more (test_cpu's test_layout_code). */
 #define EDGE_CYC 1.5            /* cpu_layout.c's, measured there */
 
@@ -771,7 +772,8 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   double tiles = (ntiles * w * (lg + 1) + ((double)A * B - whole) * edge) / (h->ghz * 1e9 * t);
   SchedTerms T;
   double got = cpu_layout_time(h, p, kn, ext, strides, t, bytes, bytes, 2 * bytes > llc, tasks, 0, &T);
-  double want = fmax(mem, tiles) + (t > 1 ? SYNC_S : 0);
+  bool waits = lv < h->nlevels - 1 && h->level[lv].shared_by > 1;     /* a shared cache: they add */
+  double want = (waits ? mem + tiles : fmax(mem, tiles)) + (t > 1 ? SYNC_S : 0);
   ck_assert_msg(close_to(T.mem_s, mem) && T.memory == rfo, "%s %lld x %lld: memory %g s, derived %g (%s)", h->name,
                 (long long)A, (long long)B, T.mem_s, mem, rfo ? "read for ownership" : "no reads for ownership");
   if (whole_tiles_only || mem < tiles)
