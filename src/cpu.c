@@ -158,9 +158,11 @@ static LLVMValueRef slot_ptr(G *g, int slot) {
   LLVMValueRef base = entry_load(g, g->ptr, g->bufs, 0, slot);
   const Slot *s = &g->p->slots[slot];
   if (!g->parity || s->kind != SLOT_LOCAL) return base;
-  /* the second copy follows the first: one row's bytes of this local further on */
+  /* the second copy follows the first, cpu_pipe_copy_bytes further on */
   LLVMValueRef bytes = c64(g, elem_size(s->type.elem));
   for (int d = 0; d < s->nlocal; d++) bytes = LLVMBuildMul(g->b, bytes, load_i64(g, g->shape, (int64_t)slot * DYN_MAX_RANK + d), "");
+  bytes = LLVMBuildAnd(g->b, LLVMBuildAdd(g->b, bytes, c64(g, 63), ""), c64(g, -64), "");
+  bytes = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, bytes, c64(g, PIPE_COPY_MIN), ""), bytes, c64(g, PIPE_COPY_MIN), "");
   return LLVMBuildGEP2(g->b, g->i8, base, (LLVMValueRef[]){LLVMBuildMul(g->b, g->parity, bytes, "")}, 1, "");
 }
 

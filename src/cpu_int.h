@@ -129,6 +129,19 @@ int64_t cpu_layout_granule(const Kernel *kn, int par_axis, int vector_bits);
 /* cpu_layout.c: the load by which a layout change reads along u: its last subscript is u
  * (NULL: none). */
 const KExpr *cpu_layout_load(const KExpr *e, int u);
+/* A row-pipelined kernel (cpu.c's gen_piped) keeps each per-row local twice, the second
+ * copy this many bytes after the first (a row's bytes, `row`, on 64-byte lines, at least
+ * PIPE_COPY_MIN): the loop that reads one copy and writes the other is vectorised under a
+ * run-time check that they lie a vector loop's step apart (16 lanes, 4 at once: 256 bytes
+ * of f32, 512 of f64), else it runs scalar.  One row's bytes apart, softmax over rows of
+ * 16 to 63 f32 ran scalar: f32[32768, 32] took 60 ns a row on one thread of Zen 5, twice
+ * f32[16384, 64]'s 31 (its rows 256 bytes apart). */
+#define PIPE_COPY_MIN 1024
+static inline int64_t cpu_pipe_copy_bytes(int64_t row) {
+  int64_t b = (row + 63) / 64 * 64;
+  return b > PIPE_COPY_MIN ? b : PIPE_COPY_MIN;
+}
+
 /* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) takes on
  * `threads` of hw at these extents and element strides (strides[slot * DYN_MAX_RANK + d]), reading `read` and writing `written` bytes (streamed:
  * with streaming stores) in `tasks` tasks, the busiest thread's share `busiest` of them

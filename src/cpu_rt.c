@@ -682,8 +682,9 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     for (int s = 0; s < ck->kn->nstages && nl < 64; s++) {
       const Slot *sl = &p->slots[ck->kn->stages[s].out];
       if (sl->kind != SLOT_LOCAL) continue;
-      int64_t bytes = elem_size(sl->type.elem) * (ck->pipe_f >= 0 ? 2 : 1);
+      int64_t bytes = elem_size(sl->type.elem);
       for (int d = 0; d < sl->nlocal; d++) bytes *= shape[ck->kn->stages[s].out * DYN_MAX_RANK + d];
+      if (ck->pipe_f >= 0) bytes = 2 * cpu_pipe_copy_bytes(bytes);
       lslots[nl] = ck->kn->stages[s].out;
       lbytes[nl] = bytes ? (bytes + 63) / 64 * 64 : 64;
       T.local_total += (size_t)lbytes[nl++];
