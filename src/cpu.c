@@ -636,9 +636,9 @@ static void gen_store(G *g, int slot, LLVMValueRef *subs, int n, LLVMValueRef v,
  * In a row-wise chain, `e[b, n] = exp(...)` is often followed by `s[b] = sum[n] e[b, n]`.
  * The sum can be accumulated in the loop that writes e, saving a pass over the row. */
 
-static int count_reduces(const KExpr *e) {
+int cpu_count_reduces(const KExpr *e) {
   int n = e->kind == KX_REDUCE || e->kind == KX_SCAN;
-  for (int i = 0; i < e->n; i++) n += count_reduces(e->a[i]);
+  for (int i = 0; i < e->n; i++) n += cpu_count_reduces(e->a[i]);
   return n;
 }
 
@@ -660,11 +660,11 @@ static bool reads_in_step(const KExpr *e, int slot, const Kernel *kn, const KExp
 /* The reduction of a stage's value e: e itself, or the only one inside arithmetic on it
  * (avgpool2d's (sum[i, j] T[...]) / (K * K), a mean), not under a where; else NULL. */
 static const KExpr *inner_reduce(const KExpr *e) {
-  if (e->kind != KX_REDUCE && count_reduces(e) != 1) return NULL;
+  if (e->kind != KX_REDUCE && cpu_count_reduces(e) != 1) return NULL;
   while (e->kind != KX_REDUCE) {
     if (e->kind == KX_SELECT || e->kind == KX_SCAN) return NULL;
     int k = 0;
-    while (k < e->n && !count_reduces(e->a[k])) k++;
+    while (k < e->n && !cpu_count_reduces(e->a[k])) k++;
     e = e->a[k];
   }
   return e;
@@ -676,9 +676,9 @@ static const KExpr *inner_reduce(const KExpr *e) {
 static const KExpr *fusable_reduce(const Program *p, const Kernel *kn, int s, int par_axis) {
   if (s + 1 >= kn->nstages) return NULL;
   const Stage *a = &kn->stages[s], *b = &kn->stages[s + 1];
-  if (a->naxes == 0 || b->naxes != 0 || count_reduces(b->expr) != 1) return NULL;
+  if (a->naxes == 0 || b->naxes != 0 || cpu_count_reduces(b->expr) != 1) return NULL;
   const KExpr *e = inner_reduce(b->expr);
-  if (!e || e->nraxes != a->naxes || count_reduces(e->a[0])) return NULL;
+  if (!e || e->nraxes != a->naxes || cpu_count_reduces(e->a[0])) return NULL;
   for (int i = 0; i < a->naxes; i++)
     if (a->axes[i] == par_axis || p->axes[a->axes[i]].extent != p->axes[e->raxes[i]].extent) return NULL;
   return reads_in_step(e->a[0], a->out, kn, e) ? e : NULL;
@@ -1063,7 +1063,7 @@ static bool plain_load_of(const KExpr *e, int u, int v) {
  * while it stores along another, or -1 when the stage is not such a layout change (or
  * reduces, which its own loop nests handle, or stores bools or 16-bit floats). */
 int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
-  if (kn->nouter || st->naxes < 2 || count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty))
+  if (kn->nouter || st->naxes < 2 || cpu_count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty))
     return -1;
   int v = st->axes[st->naxes - 1];
   for (int a = 0; a + 1 < st->naxes; a++)

@@ -113,6 +113,8 @@ struct LLVMOpaqueModule *cpu_build_module(CpuBackend *be, struct LLVMOpaqueConte
  * contraction for the GEMM engine, or a windowed one, is cpu_compile.c's match_gemm and
  * match_window.) */
 int cpu_par_axis(const Kernel *kn);
+/* The reductions and scans in an expression. */
+int cpu_count_reduces(const KExpr *e);
 /* cpu.c: how code generation builds a stage, for :sched's text: interchanged (each step of
  * the reduction updates the row), a layout change in tiles (the axis it reads along, or
  * -1), and the lanes of such a tile. */
@@ -151,6 +153,9 @@ static inline int64_t cpu_pipe_copy_bytes(int64_t row) {
  * fork-join; the terms in *T (comp_s: the tiles').  0 for a kernel without a layout change. */
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
                        double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *T);
+/* cpu_sched.c: the seconds a row-wise kernel spends folding each reduction's lanes into
+ * one value, once a row, on T's threads (sched_stream_time's terms). */
+double cpu_row_folds_s(const HwModel *h, const Kernel *kn, const int64_t *ext, const SchedTerms *T);
 /* Whether its tiles and bytes add (from a shared cache) rather than overlap. */
 bool cpu_layout_waits(const HwModel *hw, const SchedTerms *T);
 

@@ -67,7 +67,8 @@ static double bw_of(const HwModel *h, int i, int t) {
  * taking the written lines back from L1 as well (its share of them twice); what none keeps, and the
  * streamed stores, from memory at the threads' per-core rate -- or, where that rate outruns
  * the memory's total by more than a tenth, across the bus at the total, the write-back of
- * the lines it did not stream beside the fetches. */
+ * the lines it did not stream beside the fetches.  Where the caches keep all it reads, its
+ * streamed stores go to memory at once with the reads: the larger of the two. */
 static double mem_time(const HwModel *h, double read, double written, bool streamed, int t) {
   int last = h->nlevels - 1;
   double nt = streamed ? written : 0, F = read + written - nt, kept = 0, s = 0;
@@ -80,7 +81,7 @@ static double mem_time(const HwModel *h, double read, double written, bool strea
   double fetched = (1 - kept) * F + nt, core = m->gbs * 1e9 * t, tot = m->total_gbs * 1e9;
   if (!(fetched > 0)) return s;
   double from_mem = tot > 0 && tot < 0.9 * core ? (fetched + (streamed ? 0 : (1 - kept) * written)) / tot : fetched / core;
-  return s + from_mem;
+  return kept >= 1 ? fmax(s, from_mem) : s + from_mem;     /* reads all cached: beside the stores */
 }
 
 /* The FMA pipes' lanes a second, and the vector pipes' (vec_units where a file gives more
@@ -268,6 +269,8 @@ END_TEST
  *   - a working set the L3 cannot hold finds the L3's capacity of itself there;
  *   - streamed stores leave the caches to what is read: rmsnorm over 2048 x 4096 reads
  *     33.6 MB, the L3's capacity of it kept, and writes 33.5 MB to memory;
+ *   - where the caches keep all it reads, the streamed stores go beside the reads (the
+ *     larger of the two, not their sum);
  *   - where the threads' fetches outrun the memory's total, the bus binds, and carries
  *     the write-backs too. */
 START_TEST(test_memory_terms) {
@@ -288,10 +291,10 @@ START_TEST(test_memory_terms) {
   kept = L3 / rms.read;
   ck_assert(!T.memory && T.level == 3 && close_to(T.kept, kept));
   ck_assert(close_to(T.mem_s, kept * rms.read / l3bw + ((1 - kept) * rms.read + rms.written) / dram));
-  /* streamed, its reads in L2: the stores still go to memory */
+  /* streamed, its reads in L2: the stores still go to memory, beside the reads */
   SchedWork small = {.ops = 0, .elem_bytes = 4, .read = 512e3, .written = 512e3, .streamed = true, .tasks = 8};
   sched_stream_time(&h, 2, &small, &T);
-  ck_assert(T.level == 1 && close_to(T.mem_s, 512e3 / (h.level[1].gbs * 2e9) + 512e3 / dram));
+  ck_assert(T.level == 1 && close_to(T.mem_s, fmax(512e3 / (h.level[1].gbs * 2e9), 512e3 / dram)));
   /* all 128 cores: 128 x 24 GB/s outruns the 460 in all; the bus carries fetches and
    * write-backs */
   SchedWork big = {.ops = 0, .elem_bytes = 4, .read = 4e9, .written = 4e9, .tasks = 1024};
@@ -863,6 +866,41 @@ END_TEST
  * (1 lane-operation an element, 8 a row) against the reads, its variance (4 and 8) alone,
  * its result (4 and 17) against the writes.  Fails with the stages' compute overlapped with
  * all the bytes (max(compute, memory)), or with a stage's share taken by its elements only. */
+/* Each reduction over a row ends in a fold of the lanes and of the loop's accumulators
+ * (cpu_sched.c): log2(lanes) + 2 steps of 5 cycles, once a row for each reduction, shared
+ * by the threads.  Layernorm folds twice a row (mean and variance), rmsnorm once; an
+ * element-wise kernel never. */
+START_TEST(test_row_folds) {
+  const char *rms = "fn rmsnorm(X: f32[B, N]) -> f32[B, N] {\n  ms[b] = (sum[n] X[b, n] * X[b, n]) / N\n"
+                    "  Y[b, n] = X[b, n] * rsqrt(ms[b] + 1e-5)\n  return Y\n}";
+  const char *ew = "fn f(X: f32[B, N]) -> f32[B, N] {\n  Y[b, n] = X[b, n] * 3.0\n  return Y\n}";
+  const char *texts[3] = {LAYERNORM, rms, ew};
+  const int folds[3] = {2, 1, 0};
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32, steps = 2;
+    while ((1 << (steps - 2)) < lanes) steps++;
+    for (int k = 0; k < 3; k++)
+      for (int t = 1; t <= 2; t++) {
+        const Program *p = lowered(texts[k]);
+        const Kernel *kn = &p->kernels[0];
+        int64_t ext[8] = {0};
+        ck_assert(p->naxes <= 8);
+        for (int a = 0; a < p->naxes; a++) ext[a] = !strcmp(p->axes[a].name, "b") ? 12288 : 128;
+        SchedWork w = {.ops = 1e6, .elem_bytes = 4, .read = 4e6, .written = 4e6, .tasks = 8};
+        SchedTerms T;
+        sched_stream_time(&h, t, &w, &T);
+        double want = 12288.0 * folds[k] * steps * 5 / (h.ghz * 1e9 * T.threads) * T.imbalance;
+        double got = cpu_row_folds_s(&h, kn, ext, &T);
+        ck_assert_msg(folds[k] ? close_to(got, want) : got == 0, "%s, %s, %d threads: %g s, want %g", MODELS[m], texts[k], t,
+                      got, want);
+        lower_free(fn->code.prog);
+        fn->code.prog = NULL;
+      }
+  }
+}
+END_TEST
+
 START_TEST(test_rows_in_turn) {
   const Program *p = lowered(LAYERNORM);
   const Kernel *kn = &p->kernels[0];
@@ -916,6 +954,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_reduce_short);
   tcase_add_test(tc, test_attn_rows);
   tcase_add_test(tc, test_rows_in_turn);
+  tcase_add_test(tc, test_row_folds);
   tcase_add_test(tc, test_layout);
 #endif
   suite_add_tcase(s, tc);
