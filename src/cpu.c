@@ -1621,7 +1621,7 @@ static void gen_short(G *g, const Stage *st, const CpuShortPlan *sp, bool rows, 
     .store = red_store, .out_ptr = red_out_ptr, .init = red_start, .slot = red_slot, .plain = short_other, .st = st, .par_axis = par_axis,
     .shape = rows ? (CpuShortShape){.lanes = cpu_tile_lanes(g->hw->vector_bits, st->expr->ty)}
                   : cpu_reduce_short_shape(g->hw, st->expr->ty),
-    .op = red_op_at, .addr = red_addr,
+    .op = red_op_at, .addr = red_addr, .masked_loads = g->masked_loads,
   };
   if (rows) cpu_reduce_rows_gen(&rg, sp);
   else cpu_reduce_short_gen(&rg, sp);

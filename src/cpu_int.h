@@ -290,6 +290,9 @@ int cpu_reduce_col_vecs(void);
 int cpu_reduce_fold_most(int W);
 /* The longest rows the rows plan takes in vectors (cpu_reduce.c's ROWS_VMAX). */
 int cpu_reduce_rows_most(void);
+/* The shortest rows it takes in vectors on h, rows of W lanes: FOLD_SHORT_MIN where h masks
+ * loads (AVX-512), else W (shorter rows go in the lanes of gathers). */
+int cpu_reduce_rows_least(const HwModel *h, int W);
 /* A reduction over the operand's last subscript alone, the row before it the stage's last
  * kept axis (X[..., b, n] summed over n), on a model with gathers (x86 with AVX2 or
  * AVX-512): rows run a vector of lanes (cpu_tile_lanes) at a time, those shorter than a

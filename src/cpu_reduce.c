@@ -791,6 +791,17 @@ bool cpu_reduce_rows_plan(const HwModel *h, const Program *p, const Kernel *kn, 
  * it depends on W, never on the threads. */
 #define ROWS_VMAX 256
 #define ROW_TAIL_CYC 2
+/* Rows of FOLD_SHORT_MIN to W - 1 elements, where the target masks loads (AVX-512), take
+ * the same way, each row one masked load from its start (rows_add_short), the other lanes
+ * the reduction's start: a gather costs a cycle or more a lane, the masked load and the
+ * fold's share a few a row.  Measured outside dyn (C with AVX-512 intrinsics, one thread of
+ * Zen 5, sums of f32[100000, B], a row's vector folded alone): gathers 0.29-0.39 ns an
+ * element, a masked load and a fold 1.2-1.5 ns a row whatever B: 238 -> 125 us at B = 7,
+ * 588 -> 150 at 15, 158 -> 122 at 5, but 57 -> 117 at 2. */
+#define FOLD_SHORT_MIN 5
+int cpu_reduce_rows_least(const HwModel *h, int W) {
+  return strstr(h->llvm_features, "+avx512f") && FOLD_SHORT_MIN < W ? FOLD_SHORT_MIN : W;
+}
 int cpu_reduce_rows_most(void) { return ROWS_VMAX; }
 
 /* Iteration i: vector i of each of c rows, s_v apart from base, into the row's partials. */
@@ -880,12 +891,39 @@ static void rows_add(const CpuRedGen *rg, int c, LLVMValueRef acc, LLVMValueRef 
   acc_loop(rg, c, acc, nv, rows_step, &x);
 }
 
-/* Rows of r >= W elements, dense along the row, s_v apart: W at a time in vectors. */
-static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueRef r, LLVMValueRef s_v) {
+/* c rows of r < W elements, s_v apart from base, each into its vector of partials: one load
+ * of its r lanes (mask), the others the reduction's start (init), never a lane past the row. */
+static void rows_add_short(const CpuRedGen *rg, int c, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef s_v,
+                           LLVMValueRef mask, LLVMValueRef init) {
+  LLVMBuilderRef b = rg->b;
+  int W = rg->shape.lanes;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W), pt = LLVMPointerTypeInContext(rg->cx, 0), ft;
+  LLVMTypeRef ov[2] = {vt, pt};
+  unsigned id = LLVMLookupIntrinsicID("llvm.masked.load", 16);
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(LLVMGetGlobalParent(rg->fn), id, ov, 2);
+  ft = LLVMIntrinsicGetType(rg->cx, id, ov, 2);
+  for (int i = 0; i < c; i++) {
+    LLVMValueRef off = LLVMBuildMul(b, k64(rg, i), s_v, ""), at = k64(rg, (int64_t)i * W);
+    LLVMValueRef args[4] = {LLVMBuildGEP2(b, rg->ty, base, &off, 1, ""),
+                            LLVMConstInt(LLVMInt32TypeInContext(rg->cx), (unsigned)elem_size(rg->st->expr->ty), 0), mask, init};
+    st_at(rg, rg->op(rg->g, ld(rg, vt, acc, at), LLVMBuildCall2(b, ft, fn, args, 4, "")), acc, at);
+  }
+}
+
+/* Rows of r >= W elements (short: of fewer, on a target that masks loads), dense along the
+ * row, s_v apart: W at a time in vectors. */
+static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueRef r, LLVMValueRef s_v, bool short_rows) {
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
   LLVMValueRef nv, t, tailmask = tail_lanes(rg, r, &nv, &t);
+  if (short_rows) {                    /* the row's r lanes from its start */
+    LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx);
+    LLVMValueRef iota[64];
+    for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
+    tailmask = LLVMBuildICmp(b, LLVMIntSLT, LLVMConstVector(iota, (unsigned)W),
+                             splat(rg, LLVMBuildTrunc(b, r, i32, ""), LLVMVectorType(i32, (unsigned)W)), "");
+  }
   LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   LLVMValueRef part = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
   LLVMValueRef mine = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
@@ -902,7 +940,8 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   LLVMPositionBuilderAtEnd(b, whole);
   LLVMValueRef v[64];
   for (int i = 0; i < W; i++) st_at(rg, init, mine, k64(rg, (int64_t)i * W));
-  rows_add(rg, W, mine, base, s_v, r, nv, tailmask, init);
+  if (short_rows) rows_add_short(rg, W, mine, base, s_v, tailmask, init);
+  else rows_add(rg, W, mine, base, s_v, r, nv, tailmask, init);
   for (int i = 0; i < W; i++) v[i] = ld(rg, vt, mine, k64(rg, (int64_t)i * W));
   LLVMValueRef st = LLVMBuildStore(b, rows_fold(rg, v, W), rg->out_ptr(rg->g));
   LLVMSetAlignment(st, (unsigned)elem_size(rg->st->expr->ty));
@@ -916,7 +955,8 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   LLVMValueRef off = LLVMBuildMul(b, l, s_v, "");
   LLVMValueRef at = LLVMBuildGEP2(b, rg->ty, part, (LLVMValueRef[]){LLVMBuildMul(b, l, k64(rg, W), "")}, 1, "");
   st_at(rg, init, at, k64(rg, 0));
-  rows_add(rg, 1, at, LLVMBuildGEP2(b, rg->ty, base, &off, 1, ""), k64(rg, 0), r, nv, tailmask, init);
+  if (short_rows) rows_add_short(rg, 1, at, LLVMBuildGEP2(b, rg->ty, base, &off, 1, ""), k64(rg, 0), tailmask, init);
+  else rows_add(rg, 1, at, LLVMBuildGEP2(b, rg->ty, base, &off, 1, ""), k64(rg, 0), r, nv, tailmask, init);
   rg->end(rg->g);
   for (int i = 0; i < W; i++) v[i] = ld(rg, vt, part, k64(rg, (int64_t)i * W));
   row_results(rg, sp, q, rows_fold(rg, v, W));
@@ -948,6 +988,18 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(cx, rg->fn, "rows.vectors");
   LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(cx, rg->fn, "rows.apart");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(cx, rg->fn, "rows.reduced");
+  if (rg->masked_loads) {              /* rows of FOLD_SHORT_MIN or more: a masked load a row */
+    LLVMBasicBlockRef folded = LLVMAppendBasicBlockInContext(cx, rg->fn, "rows.folded");
+    LLVMBasicBlockRef other = LLVMAppendBasicBlockInContext(cx, rg->fn, "rows.gathered");
+    LLVMValueRef okf = LLVMBuildICmp(b, LLVMIntSLT, r, k64(rg, W), "");
+    okf = LLVMBuildAnd(b, okf, LLVMBuildICmp(b, LLVMIntSGE, r, k64(rg, FOLD_SHORT_MIN), ""), "");
+    okf = LLVMBuildAnd(b, okf, LLVMBuildICmp(b, LLVMIntEQ, s_n, k64(rg, 1), ""), "");
+    LLVMBuildCondBr(b, okf, folded, other);
+    LLVMPositionBuilderAtEnd(b, folded);
+    rows_vectors(rg, sp, r, s_v, true);
+    LLVMBuildBr(b, join);
+    LLVMPositionBuilderAtEnd(b, other);
+  }
   LLVMBuildCondBr(b, ok, fast, longer);
   LLVMPositionBuilderAtEnd(b, longer);
   LLVMValueRef ok2 = LLVMBuildICmp(b, LLVMIntSGE, r, k64(rg, W), "");
@@ -958,7 +1010,7 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   rg->plain(rg->g);
   LLVMBuildBr(b, join);
   LLVMPositionBuilderAtEnd(b, vec);
-  rows_vectors(rg, sp, r, s_v);
+  rows_vectors(rg, sp, r, s_v, false);
   LLVMBuildBr(b, join);
   LLVMPositionBuilderAtEnd(b, fast);
   LLVMValueRef buf = rg->slot(rg->g, vt);
@@ -1048,8 +1100,8 @@ double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, 
   CpuShortPlan sp;
   double sc = cpu_reduce_short_plan(p, kn, 0, &sp) ? short_cycles(h, st, &sp, ext) : -1;
   if (sc >= 0) return sc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
-  int W = cpu_tile_lanes(h->vector_bits, e->ty);
-  if (cpu_reduce_rows_plan(h, p, kn, 0, &sp) && ext[sp.r0] < W) {
+  int W = cpu_tile_lanes(h->vector_bits, e->ty), least = cpu_reduce_rows_least(h, W);
+  if (cpu_reduce_rows_plan(h, p, kn, 0, &sp) && ext[sp.r0] < least) {
     /* short rows, W at a time: a gather a column of the group, the model's cycles a lane
      * (gather_lane_cycles, else one: an Emerald Rapids core took 12-21 cycles for the 16
      * lanes of f32, a Zen 4 core 22-26), then the W results stored */
@@ -1058,9 +1110,10 @@ double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, 
     double cyc = groups * ((double)ext[sp.r0] * W * g + W + RUN_CYC);
     return cyc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
   }
-  if (cpu_reduce_rows_plan(h, p, kn, 0, &sp) && ext[sp.r0] >= W && ext[sp.r0] <= ROWS_VMAX) {
-    /* rows of a vector or more, W at a time (rows_vectors): each row's last W elements (a
-     * load, often across a line, a select and an operation: ROW_TAIL_CYC), and each group's
+  if (cpu_reduce_rows_plan(h, p, kn, 0, &sp) && ext[sp.r0] >= least && ext[sp.r0] <= ROWS_VMAX) {
+    /* rows of a vector or more (or of least, by masked loads), W at a time (rows_vectors):
+     * each row's last W elements (a load, often across a line, a select and an operation:
+     * ROW_TAIL_CYC; a short row's masked load the same), and each group's
      * loop entry and fold, W - 1 steps of two shuffles and an operation (about two cycles
      * each); the whole vectors at the vector rate (the lane-ops).  13312 rows of 16, 17,
      * 24 and 33 f32 on one thread of a Zen 4 guest: 4.3-7.0 cycles a row measured, 4.6-5.2

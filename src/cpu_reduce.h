@@ -36,6 +36,7 @@ typedef struct CpuRedGen {
   CpuShortShape shape;                   /* its vectors, from the model */
   LLVMValueRef (*op)(void *g, LLVMValueRef a, LLVMValueRef x);   /* a (op) x, scalars or vectors */
   LLVMValueRef (*addr)(void *g);         /* the operand's address at the axes' values */
+  bool masked_loads;                     /* the target masks a vector load's lanes (AVX-512) */
 } CpuRedGen;
 
 /* Emit the stage at the builder's position. */

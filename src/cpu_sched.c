@@ -304,10 +304,11 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
         buf_puts(out, ",\n    where the run's stride is 1 and the reduced axis's the run's extent, else:\n");
       }
       if (cpu_reduce_rows_plan(&be->hw, p, kn, s2, &sh)) {
-        int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
+        int W = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty), least = cpu_reduce_rows_least(&be->hw, W);
         buf_printf(out, "  stage %s: short reduced runs of %s, %d rows of %s at a time: rows shorter than %d one in each "
                    "lane of a gather; rows of %d to %d, dense, each in a vector of partials, the %d vectors folded into one",
-                   p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name, W, W, cpu_reduce_rows_most(), W);
+                   p->slots[st->out].name, p->axes[sh.r0].name, W, p->axes[sh.v].name, least, least, cpu_reduce_rows_most(), W);
+        if (least < W) buf_printf(out, " (a row shorter than %d by one masked load)", W);
         if (have && ext[sh.r0] > cpu_reduce_rows_most())
           buf_printf(out, " (not at %s = %lld: the loops below)", p->axes[sh.r0].name, (long long)ext[sh.r0]);
         buf_puts(out, ",\n    else:\n");

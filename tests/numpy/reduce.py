@@ -266,7 +266,8 @@ def rows_probe(model):
 
 
 # Short reduced runs (cpu_reduce.c): rows shorter than a vector summed W at a time, a row
-# in each lane of a gather, under the host's model and the narrower zen3 and generic-avx2.
+# in each lane of a gather (with AVX-512, rows of 5 and more by a masked load each), under
+# the host's model and the narrower zen3 and generic-avx2.
 # Rows of 0, 1, 2, 3, 7 and W - 1 (the longest), W, W + 1 (the other loops), 2 W - 1 and 2 W;
 # row counts of none, one, W - 1, W + 1 and 3 W + 2, so that the last group is empty, whole
 # or a few lanes; f64 at its own lanes, integers, max and min; rows under two kept axes, a
@@ -281,10 +282,10 @@ for model in ('host', 'zen3', 'generic-avx2'):
     red_case(k, (20011, 7), (1,), F32, hw=hw)
     k += 1
     w = max(W // 2, 2)
-    for r in (1, 3, w + 1, 2 * w - 1):
+    for r in (1, 3, 6, w + 1, 2 * w - 1):
         red_case(k, (3 * w + 1, r), (1,), F64, hw=hw)
         k += 1
-    for r, dtype in ((5, I32), (3, I64), (W + 1, I32), (w + 1, I64)):
+    for r, dtype in ((5, I32), (3, I64), (6, I64), (W + 1, I32), (w + 1, I64)):
         red_case(k, (2 * W + 3, r), (1,), dtype, hw=hw)
         k += 1
     for op in ('max', 'min'):
