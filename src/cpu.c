@@ -1933,7 +1933,7 @@ LLVMModuleRef cpu_build_module(CpuBackend *be, LLVMContextRef cx, const Program 
   g.prefix = prefix;
   g.vector_bits = be->hw.vector_bits;
   g.hw = &be->hw;
-  g.masked_loads = strstr(jit_cpu_features(be->jit), "+avx512f") != NULL;
+  g.masked_loads = cpu_masks_lanes(jit_cpu_features(be->jit));
   vmath_init(&g.vm, cx, m, g.b, prefix, jit_cpu_features(be->jit), g.vector_bits);
   for (int i = 0; i < nk; i++) {
     if (ck[i].gemm) continue;

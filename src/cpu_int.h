@@ -12,6 +12,8 @@
 #include "jit.h"
 #include "pool.h"
 
+#include <string.h>
+
 /* What generated code reads; the layout is mirrored by GEP indices below. */
 typedef struct KCtx {
   void **bufs;          /* 0: per slot, the address of element 0 */
@@ -139,6 +141,12 @@ const KExpr *cpu_layout_load(const KExpr *e, int u);
  * 16 to 63 f32 ran scalar: f32[32768, 32] took 60 ns a row on one thread of Zen 5, twice
  * f32[16384, 64]'s 31 (its rows 256 bytes apart). */
 #define PIPE_COPY_MIN 1024
+
+/* Whether code for these LLVM features masks a vector load's or store's lanes, a lane masked
+ * off neither read, written nor faulting (AVX-512): the masked cut tiles of a layout change
+ * (cpu.c's cut_tile) and the masked short rows of a row sum (cpu_reduce.c) take it, the
+ * code generator from the JIT's features, the models from the hardware model's. */
+static inline bool cpu_masks_lanes(const char *features) { return strstr(features, "+avx512f") != NULL; }
 static inline int64_t cpu_pipe_copy_bytes(int64_t row) {
   int64_t b = (row + 63) / 64 * 64;
   return b > PIPE_COPY_MIN ? b : PIPE_COPY_MIN;

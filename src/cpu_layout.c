@@ -10,8 +10,6 @@
 
 #include "cpu_int.h"
 
-#include <string.h>
-
 /* ---- the walk of the tiles ----
  * The tiles are walked in blocks of u (the result's rows, the input's columns), in each the
  * bands of v (the result's columns, the input's rows), and in a band the tiles along u, then
@@ -150,7 +148,7 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     double tiles = (double)(ext[u] / w) * (double)(ext[v] / w) * rest, whole = tiles * w * w;
     /* tiles cut by v's edge alone cost a whole one's where the stores mask their lanes
      * (cpu.c's cut_tile), unless a side is shorter than a tile */
-    if (ext[u] >= w && ext[v] >= w && ext[v] % w && strstr(hw->llvm_features, "+avx512f")) {
+    if (ext[u] >= w && ext[v] >= w && ext[v] % w && cpu_masks_lanes(hw->llvm_features)) {
       tiles += (double)(ext[u] / w) * rest;
       whole += (double)(ext[u] / w * w) * (double)(ext[v] % w) * rest;
     }

@@ -800,7 +800,7 @@ bool cpu_reduce_rows_plan(const HwModel *h, const Program *p, const Kernel *kn, 
  * 588 -> 150 at 15, 158 -> 122 at 5, but 57 -> 117 at 2. */
 #define FOLD_SHORT_MIN 5
 int cpu_reduce_rows_least(const HwModel *h, int W) {
-  return strstr(h->llvm_features, "+avx512f") && FOLD_SHORT_MIN < W ? FOLD_SHORT_MIN : W;
+  return cpu_masks_lanes(h->llvm_features) && FOLD_SHORT_MIN < W ? FOLD_SHORT_MIN : W;
 }
 int cpu_reduce_rows_most(void) { return ROWS_VMAX; }
 
@@ -916,13 +916,15 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
-  LLVMValueRef nv, t, tailmask = tail_lanes(rg, r, &nv, &t);
+  LLVMValueRef nv = NULL, t, tailmask;
   if (short_rows) {                    /* the row's r lanes from its start */
     LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx);
     LLVMValueRef iota[64];
     for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
     tailmask = LLVMBuildICmp(b, LLVMIntSLT, LLVMConstVector(iota, (unsigned)W),
                              splat(rg, LLVMBuildTrunc(b, r, i32, ""), LLVMVectorType(i32, (unsigned)W)), "");
+  } else {
+    tailmask = tail_lanes(rg, r, &nv, &t);
   }
   LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   LLVMValueRef part = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
