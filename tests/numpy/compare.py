@@ -1756,6 +1756,7 @@ def main():
             for k, r in f.result().items():
                 results[(k, futures[f])] = r
     passed = failed = xfailed = 0
+    failures = []
     for k, c in chosen:
         shapes = ', '.join('%s %s' % (n, shape_str(a.shape)) for n, a in c.inputs) or 'no inputs'
         for target in targets:
@@ -1769,10 +1770,12 @@ def main():
                     print('    ' + p.replace('\n', '\n    '))
             elif xfail:
                 failed += 1
+                failures.append('XPASS: ' + what)
                 print('XPASS: %s -- marked as failing (%s) but passed; remove the mark'
                       % (what, xfail))
             elif problems:
                 failed += 1
+                failures.append('FAIL: %s: %s' % (what, problems[0].split('\n')[0]))
                 print('FAIL: %s' % what)
                 for p in problems:
                     print('    ' + p.replace('\n', '\n    '))
@@ -1782,6 +1785,9 @@ def main():
                                            'sum|terms|' if isinstance(x, np.ndarray) else str(x)
                                            for x in m) for _, _, _, m in c.outputs})
                 print('PASS: %s (%s; %.2f s)' % (what, '; '.join(metrics), took))
+    # The failures again at the end, where a log cut short in the middle still shows them.
+    for f in failures:
+        print('numpy: ' + f)
     print('numpy: %d expected failures (known dyn bugs), %.1f s' % (xfailed, time.time() - start))
     print('numpy: %d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
