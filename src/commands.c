@@ -308,7 +308,7 @@ static const char *const sched_glossary[][2] = {
   {"short kept runs", "a reduction whose kept last axis is short: each block read in whole vectors whose lanes keep to their columns"},
   {"short reduced runs", "row sums of short rows, W rows at a time: shorter than a vector, a row in each lane of a gather (with AVX-512, only rows shorter than 5; longer ones by a masked load); up to 256 elements, each row in a vector of partials, the W vectors folded into one"},
   {"a layout change", "reads along one axis, writes along another: done in W x W tiles transposed in registers"},
-  {"tasks over b", "the rows split into tasks for the cores"},
+  {"tasks over b", "the rows split into tasks for the cores; where b has too few values, the next axis instead (each task all of b on views of its share)"},
   {"streaming stores", "stores that bypass the caches, for outputs larger than the last cache (a second compiled copy, made on first use)"},
   {"model: roofline", "FLOPs / peak or bytes / bandwidth, whichever is larger"},
   {"call", "the fixed cost of a call outside the kernels"},

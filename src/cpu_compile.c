@@ -204,6 +204,7 @@ CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errl
   for (int i = 0; i < cp->nk; i++) {
     cp->k[i].kn = &p->kernels[i];
     cp->k[i].par_axis = cpu_par_axis(&p->kernels[i]);
+    cp->k[i].sub_axis = cpu_sub_axis(p, &p->kernels[i], cp->k[i].par_axis, cp->k[i].sub_dim, &cp->k[i].sub_mask);
     if (match_gemm(p, &p->kernels[i], &cp->k[i])) {
       if (!cpu_gemm_for(be, p->slots[cp->k[i].g_c].type.elem, err, errlen)) goto fail;
     } else {

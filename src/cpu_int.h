@@ -26,6 +26,8 @@ typedef struct KCtx {
 
 typedef void (*KernelFn)(KCtx *c, int64_t lo, int64_t hi);
 
+#define CPU_SUB_SLOTS 64       /* the slots and axes of a kernel that may split sub_axis */
+
 typedef struct CKernel {
   const Kernel *kn;
   KernelFn fn;
@@ -36,6 +38,9 @@ typedef struct CKernel {
   int *foot, nfoot;      /* nt_slot and the tensors the kernel reads (cpu_rt.c's streaming) */
   char sym[64];
   int par_axis;          /* -1: one task */
+  int sub_axis;          /* the axis split instead where par_axis has too few values (cpu_sub_axis), or -1 */
+  uint64_t sub_mask;     /* sub_axis and its fellows, one a stage where the stages have their own */
+  int8_t sub_dim[CPU_SUB_SLOTS];   /* per slot, its dimension that those subscript, or -1 */
   bool gemm;
   int pipe_f;            /* row-pipelined (cpu.c's gen_piped): its stage F (piped_stage), else -1;
                             its per-row locals are kept twice */
@@ -370,8 +375,18 @@ int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int t
  * tasks), so the tasks differ by a unit at most.  cpu_split_range gives task t's values
  * [lo, *hi); cpu_split_busiest the share of n that the busiest of `threads` takes, each
  * owning a contiguous share of the tasks as the pool hands them out (pool.c). */
-typedef struct CpuSplit { int64_t n, gran, units, tasks; } CpuSplit;
-CpuSplit cpu_task_split(const Kernel *kn, int par_axis, const int64_t *ext, int vector_bits, int threads);
+typedef struct CpuSplit { int64_t n, gran, units, tasks; bool sub; } CpuSplit;
+/* sub_axis (cpu_sub_axis, or -1): split instead where it gives more tasks than par_axis and
+ * those are fewer than the threads (sub set); each task then runs the whole parallel axis
+ * over its share of sub_axis's values. */
+CpuSplit cpu_task_split(const Kernel *kn, int par_axis, int sub_axis, const int64_t *ext, int vector_bits, int threads);
+/* The axis a kernel's tasks may split where its parallel axis has too few values (tensors of
+ * one image, f32[1, C, H, W]), or -1: the next outer axis, which every stage loops over and
+ * every access subscripts by itself alone, so that a task is the kernel run on views of its
+ * tensors, each offset to the task's first value of it (cpu_rt.c's run_task); dims[slot]:
+ * the dimension of the slot that axis subscripts, -1 where none; *mask: the axis and, where
+ * each stage has its own (a row-wise chain's statements), theirs, which a task shrinks alike. */
+int cpu_sub_axis(const Program *p, const Kernel *kn, int par_axis, int8_t *dims, uint64_t *mask);
 int64_t cpu_split_range(const CpuSplit *s, int64_t t, int64_t *hi);
 double cpu_split_busiest(const CpuSplit *s, int threads);
 

@@ -88,6 +88,25 @@ static void run_task(void *arg, int64_t t) {
   void *bufs_local[256];
   void **bufs = T->p->nslots <= 256 ? bufs_local : xmalloc(sizeof(void *) * (size_t)T->p->nslots);
   memcpy(bufs, T->base.bufs, sizeof(void *) * (size_t)T->p->nslots);
+  /* a share of sub_axis: the kernel over all of the parallel axis, on views of its tensors
+   * from value lo of sub_axis, hi - lo of them (cpu_sub_axis) */
+  int64_t ext[CPU_SUB_SLOTS], shape[CPU_SUB_SLOTS * DYN_MAX_RANK];
+  if (T->split.sub) {
+    const CKernel *ck = T->ck;
+    const Program *p = T->p;
+    memcpy(ext, c.ext, sizeof(int64_t) * (size_t)p->naxes);
+    memcpy(shape, c.shape, sizeof(int64_t) * DYN_MAX_RANK * (size_t)p->nslots);
+    for (int i = 0; i < p->nslots; i++) {
+      int d = ck->sub_dim[i];
+      if (d < 0 || !bufs[i]) continue;
+      bufs[i] = (char *)bufs[i] + lo * c.strides[i * DYN_MAX_RANK + d] * elem_size(p->slots[i].type.elem);
+      shape[i * DYN_MAX_RANK + d] = hi - lo;
+    }
+    for (int a = 0; a < p->naxes; a++)
+      if (ck->sub_mask >> a & 1) ext[a] = hi - lo;
+    c.ext = ext, c.shape = shape;
+    lo = 0, hi = T->base.ext[ck->par_axis];
+  }
   char *scratch = T->nlocal ? cpu_scratch_get(T->local_total) : NULL;
   bool ok = !T->nlocal || scratch;
   for (int i = 0; ok && i < T->nlocal; i++) {
@@ -140,13 +159,78 @@ int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int t
 /* Tasks of whole granules, as even as the granules allow: a chunk of ceil(n / tasks) left
  * the rows of softmax over f32[33, 1000] in 7 tasks of 5 (the last 3), 4 of them (20 rows)
  * on one of 2 threads; 8 tasks of 4 or 5 rows share them 16 and 17. */
-CpuSplit cpu_task_split(const Kernel *kn, int par_axis, const int64_t *ext, int vector_bits, int threads) {
-  CpuSplit s = {par_axis >= 0 ? ext[par_axis] : 1, 1, 1, 1};
+CpuSplit cpu_task_split(const Kernel *kn, int par_axis, int sub_axis, const int64_t *ext, int vector_bits, int threads) {
+  CpuSplit s = {par_axis >= 0 ? ext[par_axis] : 1, 1, 1, 1, false};
   s.gran = cpu_layout_granule(kn, par_axis, vector_bits);
   s.units = s.n > 0 ? (s.n + s.gran - 1) / s.gran : 1;
   s.tasks = cpu_task_count(kn, par_axis, ext, threads);
   if (s.tasks > s.units) s.tasks = s.units;
+  if (sub_axis >= 0 && s.tasks < threads && s.n > 0) {
+    int64_t n = ext[sub_axis], tasks = cpu_task_count(kn, sub_axis, ext, threads);
+    if (tasks > n) tasks = n;
+    if (tasks > s.tasks) s = (CpuSplit){n, 1, n, tasks, true};
+  }
   return s;
+}
+
+/* Does e use the axes of `mask` (sub_axis and its fellows) only as whole subscripts of
+ * loads, each slot always in the same dimension (dims[slot]: -2 not seen yet, -1 read
+ * without them)?  A task's locals are its own scratch, not views: subscripted from 0 within
+ * its share, whatever their dimension. */
+static bool sub_uses(const Program *p, const KExpr *e, uint64_t mask, int8_t *dims) {
+#define IS_SUB(x) ((x)->kind == KX_AXIS && (mask >> (x)->axis & 1))
+  if (e->kind == KX_AXIS) return !IS_SUB(e);
+  if (e->kind == KX_REDUCE || e->kind == KX_SCAN)
+    for (int i = 0; i < e->nraxes; i++)
+      if (mask >> e->raxes[i] & 1) return false;
+  bool local = e->kind == KX_LOAD && p->slots[e->slot].kind == SLOT_LOCAL;
+  int d = -1;
+  for (int i = 0; i < e->n; i++) {
+    if (e->kind == KX_LOAD && IS_SUB(e->a[i])) {
+      if (d >= 0 && !local) return false;     /* X[b, b] */
+      d = i;
+    } else if (!sub_uses(p, e->a[i], mask, dims)) {
+      return false;
+    }
+  }
+#undef IS_SUB
+  if (e->kind != KX_LOAD || local) return true;
+  if (dims[e->slot] != -2 && dims[e->slot] != d) return false;
+  dims[e->slot] = (int8_t)d;
+  return true;
+}
+
+int cpu_sub_axis(const Program *p, const Kernel *kn, int par_axis, int8_t *dims, uint64_t *mask) {
+  if (par_axis < 0 || p->nslots > CPU_SUB_SLOTS || p->naxes > CPU_SUB_SLOTS) return -1;
+  const Stage *st0 = &kn->stages[0];
+  /* b the second outer axis, shared by the stages; else each stage's axis at pos, its own
+   * (the statements of a row-wise chain each have theirs), all of one extent.  A stage's
+   * result is subscripted by the outer axes, then the stage's (cpu.c's gen_body). */
+  int b = -1, pos = -1;
+  if (kn->nouter >= 2 && kn->outer[0] == par_axis) b = kn->outer[1];
+  else if (kn->nouter == 1 && kn->outer[0] == par_axis) pos = 0;
+  else if (!kn->nouter && kn->nstages == 1 && st0->naxes >= 3 && st0->axes[0] == par_axis && cpu_blocked_axis(kn, st0) < 0)
+    pos = 1;
+  *mask = b >= 0 ? (uint64_t)1 << b : 0;
+  for (int s = 0; s < kn->nstages && pos >= 0; s++) {
+    const Stage *st = &kn->stages[s];
+    if (st->naxes <= pos || p->axes[st->axes[pos]].extent != p->axes[st0->axes[pos]].extent) return -1;
+    *mask |= (uint64_t)1 << st->axes[pos];
+  }
+  if (pos >= 0) b = st0->axes[pos];
+  if (b < 0) return -1;
+  int d = pos >= 0 ? kn->nouter + pos : 1;
+  for (int i = 0; i < p->nslots; i++) dims[i] = -2;
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    if (st->expr->kind == KX_SCAN || !sub_uses(p, st->expr, *mask, dims)) return -1;
+    if (p->slots[st->out].kind == SLOT_LOCAL) continue;
+    if (dims[st->out] != -2 && dims[st->out] != d) return -1;
+    dims[st->out] = (int8_t)d;
+  }
+  for (int i = 0; i < p->nslots; i++)
+    if (dims[i] < 0) dims[i] = -1;
+  return b;
 }
 
 int64_t cpu_split_range(const CpuSplit *s, int64_t t, int64_t *hi) {
@@ -693,7 +777,7 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
     T.local_slots = lslots;
     T.local_bytes = lbytes;
     CpuRedSplit sp;
-    T.split = cpu_task_split(ck->kn, ck->par_axis, ext, be->hw.vector_bits, nthreads);
+    T.split = cpu_task_split(ck->kn, ck->par_axis, ck->sub_axis, ext, be->hw.vector_bits, nthreads);
     int64_t tasks = T.split.tasks;
     if (!T.nlocal && !T.nt && cpu_reduce_split(&be->hw, p, ck, ext, strides, shape, &sp)) {
       if (!cpu_reduce_split_run(be->pool, p, ck, T.st ? ck->fn_st : ck->fn, &base, &sp, n, interrupt)) errflag = 2;

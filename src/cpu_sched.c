@@ -343,15 +343,18 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
       }
     }
     /* the tasks cpu_rt.c runs (cpu_task_split) */
-    CpuSplit tasks = have ? cpu_task_split(kn, par ? ck->par_axis : -1, ext, be->hw.vector_bits, threads) : (CpuSplit){0};
+    CpuSplit tasks = have ? cpu_task_split(kn, par ? ck->par_axis : -1, par ? ck->sub_axis : -1, ext, be->hw.vector_bits, threads) : (CpuSplit){0};
     buf_printf(out, "  cores: %s\n", par ? "" : "one task (no parallel axis)");
     if (par) {
       out->len -= 1;
       out->s[out->len] = 0;
       buf_printf(out, "tasks over %s", par);
-      if (have) {
+      if (have && tasks.sub)
+        buf_printf(out, " = %lld: too few; over %s = %lld instead, in %lld tasks, each all of %s on its share of %s",
+                   (long long)ext[ck->par_axis], p->axes[ck->sub_axis].name, (long long)tasks.n, (long long)tasks.tasks,
+                   par, p->axes[ck->sub_axis].name);
+      else if (have)
         buf_printf(out, " = %lld in %lld task%s", (long long)tasks.n, (long long)tasks.tasks, tasks.tasks == 1 ? "" : "s");
-      }
       buf_putc(out, '\n');
     }
     CpuRedSplit sp;

@@ -166,6 +166,51 @@ for B, N in [(1, 1), (7, 13), (16, 64), (63, 65), (RAND[2], RAND[3])]:
     case('gelu %dx%d' % (B, N), [('X', X)], 'Y = gelu(X)',
          [out('Y', F32, gelu_ref(X), ('elem', 1e-5, 1e-6 * float(np.abs(X).max())))])
 
+# ---- one image: a kernel whose parallel axis has fewer values than the threads splits
+# its next axis instead, each task the kernel on views of its tensors from its share
+# (cpu_rt.c's cpu_sub_axis); a broadcast operand subscripted by that axis, one it does not
+# subscript, a row-wise chain's per-row locals, a padding whose conditions name other axes.
+ONE = '''
+fn ew3(X: f32[A, B, C], v: f32[B], u: f32[C]) -> f32[A, B, C] {
+  Y[a, b, c] = exp(X[a, b, c]) * v[b] + u[c]
+  return Y
+}
+fn ew4(X: f32[A, B, C, D], Z: f32[C, B, D]) -> f32[A, B, C, D] {
+  Y[a, b, c, d] = X[a, b, c, d] * Z[c, b, d]
+  return Y
+}
+fn sm3(X: f32[A, B, N]) -> f32[A, B, N] {
+  m[a, b] = max[n] X[a, b, n]
+  e[a, b, n] = exp(X[a, b, n] - m[a, b])
+  s[a, b] = sum[n] e[a, b, n]
+  Y[a, b, n] = e[a, b, n] / s[a, b]
+  return Y
+}
+fn pad1(X: f32[N, C, H, W]) -> f32[N, C, H + 2, W + 2] {
+  Xp[n, c, y, x]: f32[N, C, H + 2, W + 2] = where(y >= 1 and y < H + 1 and x >= 1 and x < W + 1, X[n, c, y - 1, x - 1], 0.0)
+  return Xp
+}
+'''
+rng_kept, rng = rng, np.random.default_rng(20261205)   # its own: the cases after keep their data
+for A, B, C in [(1, 300, 200), (1, 7, 5001), (1, 1, 40000), (2, 1031, 37), (1, 257, 129)]:
+    X, v, u = randn((A, B, C)), randn(B), randn(C)
+    t = np.exp(f64(X)) * f64(v)[:, None]
+    case('one image: element-wise %dx%dx%d' % (A, B, C), [('X', X), ('v', v), ('u', u)], ONE + 'Y = ew3(X, v, u)',
+         [out('Y', F32, t + f64(u), ('elem', 1e-5, 1e-6 * float(np.abs(t).max() + np.abs(u).max())))])
+for A, B, C, D in [(1, 150, 7, 33), (1, 2, 3, 40000), (3, 61, 5, 17)]:
+    X, Z = randn((A, B, C, D)), randn((C, B, D))
+    case('one image: broadcast %dx%dx%dx%d' % (A, B, C, D), [('X', X), ('Z', Z)], ONE + 'Y = ew4(X, Z)',
+         [out('Y', F32, f64(X) * f64(Z).transpose(1, 0, 2)[None], ELEM32)])
+for A, B, N in [(1, 500, 129), (1, 67, 1000), (3, 333, 65), (1, 3, 50000)]:
+    X = randn((A, B, N), 3)
+    case('one image: softmax rows %dx%dx%d' % (A, B, N), [('X', X)], ONE + 'Y = sm3(X)',
+         [out('Y', F32, softmax_ref(X))])
+for shape in [(1, 200, 31, 29), (1, 1, 300, 301), (2, 67, 5, 3)]:
+    X = randn(shape)
+    case('one image: padding %s' % 'x'.join(map(str, shape)), [('X', X)], ONE + 'Y = pad1(X)',
+         [out('Y', F32, np.pad(f64(X), ((0, 0), (0, 0), (1, 1), (1, 1))), EXACT)])
+rng = rng_kept
+
 # ---- reductions in index notation ----
 REDS = '''
 fn reds(A: f32[M, N]) -> (f32[M], f32[M], f32[M], f32[M], f32[N], f32[N], f32[N], f32[M]) {

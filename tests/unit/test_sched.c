@@ -544,7 +544,7 @@ START_TEST(test_task_split) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
           int64_t ext[64] = {0};
           for (int a = 0; a < p->naxes; a++) ext[a] = p->axes[a].name[0] == 'b' ? shapes[s][0] : shapes[s][1];
-          CpuSplit sp = cpu_task_split(kn, par, ext, vb, threads);
+          CpuSplit sp = cpu_task_split(kn, par, -1, ext, vb, threads);
           int64_t n = ext[par], g = sp.gran, want = cpu_task_count(kn, par, ext, threads), units = (n + g - 1) / g;
           ck_assert_int_eq(g, k == 1 && kn->nstages == 1 && cpu_blocked_axis(kn, &kn->stages[0]) == par ? vb / 32 : 1);
           ck_assert_int_eq(sp.tasks, want < units ? want : units);
@@ -574,7 +574,7 @@ START_TEST(test_task_split) {
   const Program *p = lowered(texts[0]);
   int64_t ext[64] = {0};
   for (int a = 0; a < p->naxes; a++) ext[a] = p->axes[a].name[0] == 'b' ? 33 : 1000;
-  CpuSplit sp = cpu_task_split(&p->kernels[0], cpu_par_axis(&p->kernels[0]), ext, 512, 2);
+  CpuSplit sp = cpu_task_split(&p->kernels[0], cpu_par_axis(&p->kernels[0]), -1, ext, 512, 2);
   ck_assert_int_eq(sp.tasks, 8);
   ck_assert(close_to(cpu_split_busiest(&sp, 2), 17.0 / 33));
 }
@@ -583,6 +583,97 @@ END_TEST
 /* A scan down the columns splits its last axis among the tasks (cpu_par_axis never takes
  * the scanned one): each task's run of a row is at least a page (4 KiB), unless that would
  * leave a thread without a task, and never more tasks than columns. */
+/* The axis split where the parallel one has too few values (cpu_sub_axis): the next outer
+ * one, where every access subscripts it by itself alone, in one dimension a slot; and the
+ * split takes it where the parallel axis leaves threads idle and it gives more tasks.
+ * f32[1, 1024, 1024] element-wise ran on one of two threads. */
+static int slot_named(const Program *p, const char *name) {
+  for (int i = 0; i < p->nslots; i++)
+    if (!strcmp(p->slots[i].name, name)) return i;
+  ck_abort_msg("no slot %s", name);
+  return -1;
+}
+
+START_TEST(test_sub_axis) {
+  static const struct { const char *text, *sub, *dims; } cases[] = {
+    /* element-wise, a broadcast operand subscripted by b in its first dimension, and one
+     * that b does not subscript */
+    {"fn f(X: f32[A, B, C], v: f32[B], u: f32[C]) -> f32[A, B, C] {\n"
+     "  Y[a, b, c] = exp(X[a, b, c]) * v[b] + u[c]\n  return Y\n}", "b", "X1 v0 u- Y1"},
+    /* rows of a 3-D softmax: the outer axes a, b, its per-row locals never subscripted by b */
+    {"fn f(X: f32[A, B, N]) -> f32[A, B, N] {\n  m[a, b] = max[n] X[a, b, n]\n"
+     "  e[a, b, n] = exp(X[a, b, n] - m[a, b])\n  s[a, b] = sum[n] e[a, b, n]\n"
+     "  Y[a, b, n] = e[a, b, n] / s[a, b]\n  return Y\n}", "b", "X1 Y1"},
+    /* nn's padding: y and x in its conditions, c only a subscript */
+    {"fn f(X: f32[N, C, H, W]) -> f32[N, C, H + 2, W + 2] {\n"
+     "  Xp[n, c, y, x]: f32[N, C, H + 2, W + 2] = where(y >= 1 and y < H + 1 and x >= 1 and x < W + 1, "
+     "X[n, c, y - 1, x - 1], 0.0)\n  return Xp\n}", "c", "X1 Xp1"},
+    /* b's value in the arithmetic, in a compound subscript, twice in one load, in two
+     * dimensions of one slot, and summed */
+    {"fn f(X: f32[A, B, C]) -> f32[A, B, C] {\n  Y[a, b, c] = X[a, b, c] * b\n  return Y\n}", NULL, NULL},
+    {"fn f(X: f32[A, B, C], B1: size) -> f32[A, B1, C] where B1 + 1 <= B {\n  Y[a, b, c] = X[a, b + 1, c]\n"
+     "  return Y\n}", NULL, NULL},
+    {"fn f(X: f32[A, B, B], C: size) -> f32[A, B, C] {\n  Y[a, b, c] = X[a, b, b]\n  return Y\n}", NULL, NULL},
+    {"fn f(X: f32[A, B, C, D], Z: f32[C, B, D]) -> f32[A, B, C, D] {\n"
+     "  Y[a, b, c, d] = X[a, b, c, d] + Z[c, b, d]\n  return Y\n}", "b", "X1 Z1 Y1"},
+    /* a layout change keeps its tiles */
+    {"fn f(X: f32[A, B, C], Z: f32[A, C, B]) -> f32[A, B, C] {\n  Y[a, b, c] = X[a, b, c] + Z[a, c, b]\n"
+     "  return Y\n}", NULL, NULL},
+    {"fn f(X: f32[A, B, C], Z: f32[B, B]) -> f32[A, B, C] {\n  Y[a, b, c] = X[a, b, c] + Z[b, 0]\n"
+     "  return Y\n}", "b", "X1 Z0 Y1"},
+    /* a slot read both with b and without it */
+    {"fn f(X: f32[A, B, C]) -> f32[A, B, C] {\n  Y[a, b, c] = X[a, b, c] + X[a, 0, c]\n  return Y\n}", NULL, NULL},
+    {"fn f(X: f32[A, B, C]) -> f32[A, C] {\n  Y[a, c] = sum[b] X[a, b, c]\n  return Y\n}", NULL, NULL},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    const Program *p = lowered(cases[k].text);
+    const Kernel *kn = &p->kernels[p->nkernels - 1];
+    int8_t dims[CPU_SUB_SLOTS];
+    uint64_t mask;
+    int par = cpu_par_axis(kn), sub = cpu_sub_axis(p, kn, par, dims, &mask);
+    if (!cases[k].sub) {
+      ck_assert_msg(sub < 0, "case %zu: split %s", k, sub >= 0 ? p->axes[sub].name : "");
+      continue;
+    }
+    ck_assert_msg(sub >= 0 && !strcmp(p->axes[sub].name, cases[k].sub), "case %zu: %s", k, sub >= 0 ? p->axes[sub].name : "none");
+    char want[64], *save = NULL;
+    snprintf(want, sizeof want, "%s", cases[k].dims);
+    for (char *w = strtok_r(want, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+      size_t n = strlen(w);
+      char name[16];
+      snprintf(name, sizeof name, "%.*s", (int)(n - 1), w);
+      int d = dims[slot_named(p, name)];
+      ck_assert_msg(w[n - 1] == '-' ? d == -1 : d == w[n - 1] - '0', "case %zu: %s in dimension %d", k, name, d);
+    }
+    /* the split: at A = 1 over b on every thread count where b gives more tasks; never where
+     * a alone gives each thread a task */
+    for (int threads = 1; threads <= 16; threads *= 2) {
+      const int64_t shapes[][2] = {{1, 1024}, {1, 1}, {3, 1024}, {16, 1024}, {1, 7}};
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t ext[64] = {0};
+        for (int a = 0; a < p->naxes; a++) ext[a] = a == par ? shapes[s][0] : shapes[s][1];
+        CpuSplit whole = cpu_task_split(kn, par, -1, ext, 512, threads), sp = cpu_task_split(kn, par, sub, ext, 512, threads);
+        int64_t more = cpu_task_count(kn, sub, ext, threads);
+        bool want_sub = whole.tasks < threads && (more < ext[sub] ? more : ext[sub]) > whole.tasks;
+        ck_assert_msg(sp.sub == want_sub, "case %zu, %lld x %lld on %d threads", k, (long long)shapes[s][0],
+                      (long long)shapes[s][1], threads);
+        if (want_sub) ck_assert_int_eq(sp.n, ext[sub]);
+      }
+    }
+  }
+  /* the shape: element-wise f32[1, 1024, 1024] on 2 threads in 8 tasks */
+  const Program *p = lowered(cases[0].text);
+  const Kernel *kn = &p->kernels[0];
+  int8_t dims[CPU_SUB_SLOTS];
+  uint64_t mask;
+    int par = cpu_par_axis(kn), sub = cpu_sub_axis(p, kn, par, dims, &mask);
+  int64_t ext[64] = {0};
+  for (int a = 0; a < p->naxes; a++) ext[a] = a == par ? 1 : 1024;
+  CpuSplit sp = cpu_task_split(kn, par, sub, ext, 512, 2);
+  ck_assert(sp.sub && sp.tasks == 8);
+}
+END_TEST
+
 START_TEST(test_task_count_runs) {
   const Program *p = lowered("fn down(X: f32[M, N]) -> f32[M, N] {\n"
                              "  Y[i, j] = scan[i] +(X[i, j])\n"
@@ -952,6 +1043,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_reduce_split);
   tcase_add_test(tc, test_task_count);
   tcase_add_test(tc, test_task_split);
+  tcase_add_test(tc, test_sub_axis);
   tcase_add_test(tc, test_task_count_runs);
   tcase_add_test(tc, test_reduce_runs);
   tcase_add_test(tc, test_reduce_short);
