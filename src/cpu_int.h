@@ -381,8 +381,9 @@ typedef struct CpuSplit { int64_t n, gran, units, tasks; bool sub; } CpuSplit;
  * over its share of sub_axis's values. */
 CpuSplit cpu_task_split(const Kernel *kn, int par_axis, int sub_axis, const int64_t *ext, int vector_bits, int threads);
 /* The axis a kernel's tasks may split where its parallel axis has too few values (tensors of
- * one image, f32[1, C, H, W]), or -1: the next outer axis, which every stage loops over and
- * every access subscripts by itself alone, so that a task is the kernel run on views of its
+ * one image, f32[1, C, H, W]), or -1: the next axis out (an element-wise statement over a
+ * matrix: its rows' axis), which every stage loops over, none reduces or scans, and every
+ * access subscripts by itself alone, so that a task is the kernel run on views of its
  * tensors, each offset to the task's first value of it (cpu_rt.c's run_task); dims[slot]:
  * the dimension of the slot that axis subscripts, -1 where none; *mask: the axis and, where
  * each stage has its own (a row-wise chain's statements), theirs, which a task shrinks alike. */

@@ -166,9 +166,12 @@ CpuSplit cpu_task_split(const Kernel *kn, int par_axis, int sub_axis, const int6
   s.tasks = cpu_task_count(kn, par_axis, ext, threads);
   if (s.tasks > s.units) s.tasks = s.units;
   if (sub_axis >= 0 && s.tasks < threads && s.n > 0) {
-    int64_t n = ext[sub_axis], tasks = cpu_task_count(kn, sub_axis, ext, threads);
-    if (tasks > n) tasks = n;
-    if (tasks > s.tasks) s = (CpuSplit){n, 1, n, tasks, true};
+    /* a row's pieces (f32[1, N] element-wise) start on a whole vector of the widest */
+    const Stage *st0 = &kn->stages[0];
+    int64_t n = ext[sub_axis], gran = !kn->nouter && st0->axes[st0->naxes - 1] == sub_axis ? 16 : 1;
+    int64_t units = (n + gran - 1) / gran, tasks = cpu_task_count(kn, sub_axis, ext, threads);
+    if (tasks > units) tasks = units;
+    if (tasks > s.tasks) s = (CpuSplit){n, gran, units, tasks, true};
   }
   return s;
 }
@@ -209,8 +212,9 @@ int cpu_sub_axis(const Program *p, const Kernel *kn, int par_axis, int8_t *dims,
   int b = -1, pos = -1;
   if (kn->nouter >= 2 && kn->outer[0] == par_axis) b = kn->outer[1];
   else if (kn->nouter == 1 && kn->outer[0] == par_axis) pos = 0;
-  else if (!kn->nouter && kn->nstages == 1 && st0->naxes >= 3 && st0->axes[0] == par_axis && cpu_blocked_axis(kn, st0) < 0)
-    pos = 1;
+  else if (!kn->nouter && kn->nstages == 1 && st0->naxes >= 2 && st0->axes[0] == par_axis && cpu_blocked_axis(kn, st0) < 0 &&
+           (st0->naxes >= 3 || st0->expr->kind != KX_REDUCE))
+    pos = 1;                 /* a matrix's rows only element-wise: a reduction splits its own way */
   *mask = b >= 0 ? (uint64_t)1 << b : 0;
   for (int s = 0; s < kn->nstages && pos >= 0; s++) {
     const Stage *st = &kn->stages[s];

@@ -186,6 +186,10 @@ fn sm3(X: f32[A, B, N]) -> f32[A, B, N] {
   Y[a, b, n] = e[a, b, n] / s[a, b]
   return Y
 }
+fn ew2(X: f32[A, B]) -> f32[A, B] {
+  Y[a, b] = exp(X[a, b]) * 2.0
+  return Y
+}
 fn pad1(X: f32[N, C, H, W]) -> f32[N, C, H + 2, W + 2] {
   Xp[n, c, y, x]: f32[N, C, H + 2, W + 2] = where(y >= 1 and y < H + 1 and x >= 1 and x < W + 1, X[n, c, y - 1, x - 1], 0.0)
   return Xp
@@ -197,6 +201,10 @@ for A, B, C in [(1, 300, 200), (1, 7, 5001), (1, 1, 40000), (2, 1031, 37), (1, 2
     t = np.exp(f64(X)) * f64(v)[:, None]
     case('one image: element-wise %dx%dx%d' % (A, B, C), [('X', X), ('v', v), ('u', u)], ONE + 'Y = ew3(X, v, u)',
          [out('Y', F32, t + f64(u), ('elem', 1e-5, 1e-6 * float(np.abs(t).max() + np.abs(u).max())))])
+for A, B in [(1, 100003), (1, 40961), (1, 17), (3, 9999)]:
+    X = randn((A, B))
+    case('one image: a row in pieces %dx%d' % (A, B), [('X', X)], ONE + 'Y = ew2(X)',
+         [out('Y', F32, 2 * np.exp(f64(X)), ('elem', 1e-5, 1e-30))])
 for A, B, C, D in [(1, 150, 7, 33), (1, 2, 3, 40000), (3, 61, 5, 17)]:
     X, Z = randn((A, B, C, D)), randn((C, B, D))
     case('one image: broadcast %dx%dx%dx%d' % (A, B, C, D), [('X', X), ('Z', Z)], ONE + 'Y = ew4(X, Z)',
