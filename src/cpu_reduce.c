@@ -561,16 +561,28 @@ int cpu_reduce_kept_vectors(CpuShortShape s, int64_t r) {
 /* A run of r >= W elements (W: the shape's lanes) as nv = r / W whole vectors and its last
  * W elements, whose lanes from W - r mod W on are new (none where r is a multiple of W):
  * the mask of those lanes; *t: r mod W. */
+/* The lanes' numbers, <0, 1, ..., W - 1> as i32. */
+static LLVMValueRef lane_numbers(const CpuRedGen *rg) {
+  LLVMValueRef iota[64];
+  for (int l = 0; l < rg->shape.lanes; l++) iota[l] = LLVMConstInt(LLVMInt32TypeInContext(rg->cx), (unsigned)l, 0);
+  return LLVMConstVector(iota, (unsigned)rg->shape.lanes);
+}
+
+/* The mask of the lanes numbered below n (an i64, 0 to W). */
+static LLVMValueRef lanes_below(const CpuRedGen *rg, LLVMValueRef n) {
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx);
+  return LLVMBuildICmp(rg->b, LLVMIntULT, lane_numbers(rg),
+                       splat(rg, LLVMBuildTrunc(rg->b, n, i32, ""), LLVMVectorType(i32, (unsigned)rg->shape.lanes)), "");
+}
+
 static LLVMValueRef tail_lanes(const CpuRedGen *rg, LLVMValueRef r, LLVMValueRef *nv, LLVMValueRef *t) {
   LLVMBuilderRef b = rg->b;
   int W = rg->shape.lanes;
   LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx), vi = LLVMVectorType(i32, (unsigned)W);
   *nv = LLVMBuildSDiv(b, r, k64(rg, W), "");
   *t = LLVMBuildSub(b, r, LLVMBuildMul(b, *nv, k64(rg, W), ""), "");
-  LLVMValueRef iota[64];
-  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
   LLVMValueRef from = LLVMBuildTrunc(b, LLVMBuildSub(b, k64(rg, W), *t, ""), i32, "");
-  return LLVMBuildICmp(b, LLVMIntSGE, LLVMConstVector(iota, (unsigned)W), splat(rg, from, vi), "");
+  return LLVMBuildICmp(b, LLVMIntSGE, lane_numbers(rg), splat(rg, from, vi), "");
 }
 
 /* Kept runs in registers: row i adds the run's nv whole vectors and its last one, the lanes
@@ -917,15 +929,8 @@ static void rows_vectors(const CpuRedGen *rg, const CpuShortPlan *sp, LLVMValueR
   int W = rg->shape.lanes;
   LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)W);
   LLVMValueRef nv = NULL, t, tailmask;
-  if (short_rows) {                    /* the row's r lanes from its start */
-    LLVMTypeRef i32 = LLVMInt32TypeInContext(rg->cx);
-    LLVMValueRef iota[64];
-    for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
-    tailmask = LLVMBuildICmp(b, LLVMIntSLT, LLVMConstVector(iota, (unsigned)W),
-                             splat(rg, LLVMBuildTrunc(b, r, i32, ""), LLVMVectorType(i32, (unsigned)W)), "");
-  } else {
-    tailmask = tail_lanes(rg, r, &nv, &t);
-  }
+  if (short_rows) tailmask = lanes_below(rg, r);   /* the row's r lanes from its start */
+  else tailmask = tail_lanes(rg, r, &nv, &t);
   LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   LLVMValueRef part = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
   LLVMValueRef mine = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(W * W)));
@@ -1020,16 +1025,14 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   LLVMValueRef gather = LLVMGetIntrinsicDeclaration(LLVMGetGlobalParent(rg->fn),
                                                     LLVMLookupIntrinsicID("llvm.masked.gather", 18), ot, 2);
   LLVMTypeRef gty = LLVMIntrinsicGetType(cx, LLVMLookupIntrinsicID("llvm.masked.gather", 18), ot, 2);
-  LLVMValueRef iota[64];
-  for (int l = 0; l < W; l++) iota[l] = LLVMConstInt(i32, (unsigned)l, 0);
-  LLVMValueRef lanes = LLVMConstVector(iota, (unsigned)W);
+  LLVMValueRef lanes = lane_numbers(rg);
   LLVMValueRef step_v = LLVMBuildMul(b, lanes, splat(rg, LLVMBuildTrunc(b, s_v, i32, ""), vi), "");
   LLVMValueRef sn32 = LLVMBuildTrunc(b, s_n, i32, "");
   LLVMValueRef init = splat(rg, rg->init(rg->g), vt);
   /* the kept axes but the row, outer to inner; then groups of W rows */
   RowGroup q = row_groups_open(rg, sp);
   LLVMValueRef q0 = q.q0, cnt = q.cnt;
-  LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntULT, lanes, splat(rg, LLVMBuildTrunc(b, cnt, i32, ""), vi), "");
+  LLVMValueRef mask = lanes_below(rg, cnt);
   rg->set_axis(rg->g, sp->v, q0);
   rg->set_axis(rg->g, sp->r0, k64(rg, 0));
   LLVMValueRef base = rg->addr(rg->g);

@@ -166,9 +166,10 @@ CpuSplit cpu_task_split(const Kernel *kn, int par_axis, int sub_axis, const int6
   s.tasks = cpu_task_count(kn, par_axis, ext, threads);
   if (s.tasks > s.units) s.tasks = s.units;
   if (sub_axis >= 0 && s.tasks < threads && s.n > 0) {
-    /* a row's pieces (f32[1, N] element-wise) start on a whole vector of the widest */
+    /* a row's pieces (f32[1, N] element-wise) start on a whole vector of the target's */
     const Stage *st0 = &kn->stages[0];
-    int64_t n = ext[sub_axis], gran = !kn->nouter && st0->axes[st0->naxes - 1] == sub_axis ? 16 : 1;
+    int64_t n = ext[sub_axis], gran = 1;
+    if (!kn->nouter && st0->axes[st0->naxes - 1] == sub_axis) gran = cpu_tile_lanes(vector_bits, st0->expr->ty);
     int64_t units = (n + gran - 1) / gran, tasks = cpu_task_count(kn, sub_axis, ext, threads);
     if (tasks > units) tasks = units;
     if (tasks > s.tasks) s = (CpuSplit){n, gran, units, tasks, true};
