@@ -552,12 +552,6 @@ static RunStatus cmd_code(Session *s, const char *arg, Span at) {
   return code_print(s, f, &b, what, only, at);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The roofs a call on the session's threads meets: the compute peak in GFLOP/s (returned)
  * and the memory bandwidth in GB/s, for *threads of them (at most the model's cores). */
 static double roofs(Session *s, int *threads, double *bw, const char **whose) {
@@ -582,7 +576,53 @@ static double roofs(Session *s, int *threads, double *bw, const char **whose) {
   return peak;
 }
 
+/* :time --kernels: under the call's line, each kernel's median time beside the model's
+ * prediction for it (cpu_schedule_kernels) and the error, then what the call spent beside
+ * them: where a prediction that misses the whole misses. */
+static void time_kernels(Session *s, Func *f, const Extents *x, const double *rows, int nr, double med, bool us,
+                         Buf *b) {
+  CpuProgram *cp = f->code.cpu;
+  int nk = cpu_program_kernels(cp);
+  double *kpred = xcalloc((size_t)nk + 1, sizeof(double)), *col = xmalloc(sizeof(double) * ((size_t)nr + 1));
+  int *kspan = xcalloc((size_t)nk + 1, sizeof(int));
+  Buf junk = {0};
+  double pred = cpu_schedule_kernels(s->cpu, cp, s->pc, x, s->threads, &junk, kpred, kspan);
+  buf_free(&junk);
+  double u = us ? 1e6 : 1e3, msum = 0, psum = 0;
+  const char *un = us ? "us" : "ms";
+  int dp = us ? 2 : 3;
+  buf_printf(b, "\nkernels (medians of %d runs; the model's prediction and its error):", nr);
+  for (int k = 0; k < nk; k++) {
+    double m = 0;
+    bool ran = false;
+    for (int r = 0; r < nr; r++) ran = ran || rows[(size_t)r * (size_t)nk + k] > 0;
+    if (!ran && !kspan[k]) continue;       /* inside a group above, in both */
+    for (int r = 0; r < nr; r++) col[r] = rows[(size_t)r * (size_t)nk + k];
+    sort_doubles(col, (size_t)nr);
+    m = nr ? col[nr / 2] : 0;
+    msum += m;
+    Buf name = {0};
+    buf_puts(&name, cpu_kernel_name(cp, k));
+    if (kspan[k] > 1) buf_printf(&name, " .. %s", cpu_kernel_name(cp, k + kspan[k] - 1));
+    buf_printf(b, "\n  %-30s %9.*f %s", name.s, dp, m * u, un);
+    buf_free(&name);
+    if (kspan[k]) {
+      psum += kpred[k];
+      buf_printf(b, "  predicted %9.*f %s", dp, kpred[k] * u, un);
+      if (m > 0) buf_printf(b, "  %+4.0f%%", 100 * (kpred[k] / m - 1));
+    } else {
+      buf_puts(b, "  (the model weighed it in a group above)");
+    }
+  }
+  buf_printf(b, "\n  %-30s %9.*f %s  predicted %9.*f %s", "beside the kernels", dp, (med - msum) * u, un, dp,
+             (pred - psum) * u, un);
+  free(kpred), free(col), free(kspan);
+}
+
 static RunStatus cmd_time(Session *s, const char *arg, Span at) {
+  bool kernels = !strncmp(arg, "--kernels", 9) && (!arg[9] || arg[9] == ' ' || arg[9] == '\t');
+  if (kernels)
+    for (arg += 9; *arg == ' ' || *arg == '\t'; arg++) {}
   if (!*arg) {
     state_error(s, at, E_COMMAND, ":time needs a statement");
     return RUN_ERROR;
@@ -611,6 +651,11 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   if (cp > call_text && *cp == '(' && state_find_fn(s, arena_strndup(s->tmp, call_text, (size_t)(cp - call_text))))
     call = parse_arg_expr(s, call_text, at);
   if (state_failed(s)) return RUN_ERROR;
+  if (kernels && (!call || call->kind != EX_CALL || s->target->id != BE_CPU)) {
+    state_error(s, at, E_COMMAND, ":time --kernels times the kernels of a function's call on the cpu target, such as "
+                                  ":time --kernels f(X)");
+    return RUN_ERROR;
+  }
   bool built = false;
   if (call && call->kind == EX_CALL && (fn = state_find_fn(s, call->name)))
     for (int i = 0; i < call->nargs; i++) built = built || call->args[i]->kind != EX_NAME;
@@ -627,6 +672,10 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
   s->keep_runs = !fn;           /* its top-level statements are checked and compiled once */
   RunStatus r0 = fn ? (state_failed(s) ? RUN_ERROR : RUN_OK) : s->run_arg(s, src, true);
   unsigned last_before = s->last_fn_calls, instead_before = s->ran_instead;
+  /* the kernels' times of the runs below (the warm-up run compiled the function) */
+  CpuProgram *prof_cp = kernels && fn && r0 == RUN_OK ? fn->code.cpu : NULL;
+  double *rows = prof_cp ? xmalloc(sizeof(double) * 1000 * (size_t)cpu_program_kernels(prof_cp)) : NULL;
+  if (prof_cp) cpu_profile(prof_cp, rows, 1000);
   double start = now_s();
   RunStatus r = r0;
   while (r == RUN_OK && n < 1000 && (n < 3 || (now_s() - start < 1.0 && n < 100))) {
@@ -641,13 +690,17 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     t[n++] = now_s() - t0;
   }
   s->keep_runs = false;
+  int prof_rows = prof_cp ? cpu_profile(prof_cp, NULL, 0) : 0;
   top_forget_runs(s);
   if (fn) {
     for (int i = 0; i < call->nargs; i++) val_free(&args[i]);
     if (r == RUN_OK && bind) state_bind(s, bind, result);
     else val_free(&result);
   }
-  if (r != RUN_OK) return r;
+  if (r != RUN_OK) {
+    free(rows);
+    return r;
+  }
   sort_doubles(t, (size_t)n);
   double med = t[n / 2];
   s->timing = (SessionTiming){.median = med, .min = t[0], .max = t[n - 1], .runs = n,
@@ -709,7 +762,12 @@ static RunStatus cmd_time(Session *s, const char *arg, Span at) {
     }
     if (pred > 0) buf_printf(&b, "; predicted %.*f %s", dp, pred * u, un);
     s->timing.predicted = pred;
+    if (prof_cp && prof_cp == f->code.cpu && prof_rows == n)
+      time_kernels(s, f, top_extents(f, &sz), rows, prof_rows, med, us, &b);
+    else if (prof_cp)
+      buf_printf(&b, "\n(the kernels: %d of the %d runs ran the compiled code)", prof_rows, n);
   }
+  free(rows);
   state_print_line(s, b.s);
   buf_free(&b);
   return RUN_OK;
@@ -1139,8 +1197,9 @@ static const struct Command {
    "Shows the code generated for a function; with FUNCTION, only the generated functions whose\n"
    "  name contains it (a kernel's name from :sched picks its code).  Long output goes through\n"
    "  $PAGER (else less) on a terminal.", cmd_code},
-  {"time", "STMT", "run a statement repeatedly and time it",
-   "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N", cmd_time},
+  {"time", "[--kernels] STMT", "run a statement repeatedly and time it (--kernels: each kernel's time)",
+   "Runs the statement at least 3 times (up to a second) and prints\n  time: median M ms  min ... max ...  runs N\n"
+   "With --kernels, a call of a function: each kernel's median time beside the model's prediction", cmd_time},
   {"plot", "NAME DIM=lo..hi [DIM=v ...] [> FILE.svg]", "measured and predicted speed over a range of sizes",
    "Sweeps one size over 12 points (geometric when hi >= 8 lo), calls the function on values\n"
    "  in [0, 1) at each and draws the measured and the predicted GFLOP/s (GB/s for a function\n"

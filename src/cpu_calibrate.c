@@ -54,12 +54,6 @@ static void read_task(void *ctx, int64_t t) {
   atomic_fetch_add_explicit(&j->sink, s, memory_order_relaxed);
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* GB/s of `threads` tasks each reading its own `words` of buf (threads 1: the caller alone),
  * passes enough for about 20 ms. */
 static double read_rate(Pool *pool, int threads, uint32_t *buf, size_t words) {

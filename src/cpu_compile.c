@@ -279,6 +279,16 @@ void cpu_program_free(CpuProgram *cp) {
 
 double cpu_program_compile_ms(const CpuProgram *cp) { return cp->compile_ms; }
 
+int cpu_profile(CpuProgram *cp, double *rows, int cap) {
+  int n = cp->prof_runs;
+  cp->prof = rows, cp->prof_cap = rows ? cap : 0, cp->prof_runs = 0;
+  return n;
+}
+
+int cpu_program_kernels(const CpuProgram *cp) { return cp->nk; }
+
+const char *cpu_kernel_name(const CpuProgram *cp, int k) { return cp->k[k].kn->name; }
+
 bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen) {
   bool any = false;
   for (int i = 0; i < cp->nk; i++) {
@@ -393,6 +403,9 @@ bool cpu_runnable(const HwModel *hw, char *why, size_t whylen) { return true; }
 CpuProgram *cpu_compile(CpuBackend *be, const Program *p, char *err, size_t errlen) { return NULL; }
 void cpu_program_free(CpuProgram *cp) {}
 double cpu_program_compile_ms(const CpuProgram *cp) { return 0; }
+int cpu_profile(CpuProgram *cp, double *rows, int cap) { return 0; }
+int cpu_program_kernels(const CpuProgram *cp) { return 0; }
+const char *cpu_kernel_name(const CpuProgram *cp, int k) { return ""; }
 bool cpu_program_code(CpuBackend *be, CpuProgram *cp, const char *what, Buf *out, char *err, size_t errlen) { return false; }
 double cpu_core_gflops(const CpuBackend *be) { return 0; }
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen) {

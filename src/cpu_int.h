@@ -73,6 +73,11 @@ struct CpuProgram {
   bool *attn_on;                /* per chain: fused in the current call */
   struct AttnPlan *attn_plan;   /* per chain: its last plans (cpu_attn.c) */
   bool *attn_unstored;          /* per slot: a temporary the current call never stores */
+  /* :time --kernels (cpu_profile): while prof is set, each call that succeeds writes the
+   * seconds of each kernel (a fused group's under its first) to row prof_runs of prof
+   * (nk doubles a row), until prof_cap rows */
+  double *prof;
+  int prof_cap, prof_runs;
 };
 
 struct CpuBackend {

@@ -729,8 +729,19 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
   }
   KCtx base = {bufs, strides, ext, szv, shape, &errflag};
   int nthreads = pool_threads(be->pool);
+  /* :time --kernels: each kernel's time, from its start to the next's (a group's under
+   * its first; every path below ends its iteration by going on to the next) */
+  double *prow = cp->prof && cp->prof_runs < cp->prof_cap ? cp->prof + (size_t)cp->prof_runs * (size_t)cp->nk : NULL;
+  int kprev = -1;
+  double tprev = 0;
+  if (prow) memset(prow, 0, sizeof(double) * (size_t)cp->nk);
   for (int k = 0; k < cp->nk && status == 1; k++) {
     const CKernel *ck = &cp->k[k];
+    if (prow) {
+      double tk = now_s();
+      if (kprev >= 0) prow[kprev] = tk - tprev;
+      kprev = k, tprev = tk;
+    }
     if (interrupt && *interrupt) {
       snprintf(err, errlen, "interrupted");
       status = -1;
@@ -799,6 +810,8 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
       status = -1;
     }
   }
+  if (prow && kprev >= 0) prow[kprev] = now_s() - tprev;
+  if (prow && status == 1) cp->prof_runs++;
   if (status == 1)
     for (int i = 0; i < p->nout; i++) outs[i] = tensor_retain(t[p->outputs[i]]);
 out:

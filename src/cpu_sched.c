@@ -151,8 +151,21 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
 }
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) {
+  return cpu_schedule_kernels(be, cp, pc, x, threads, out, NULL, NULL);
+}
+
+double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out,
+                            double *kpred, int *kspan) {
   const Program *p = cp->p;
   double total = 0;
+  /* each kernel's share: what the total gained since the last kernel began (a kernel
+   * group, fused attention or a padding fused into its convolution, under its first) */
+  int kprev = -1;
+  double tprev = 0;
+#define KERNEL_DONE(next)                                                                    \
+  do {                                                                                       \
+    if (kprev >= 0 && kpred) kpred[kprev] = total - tprev, kspan[kprev] = (next) - kprev;     \
+  } while (0)
   /* the sizes bound once (extents.c); sizes that do not evaluate describe every shape */
   bool have = x && x->ok;
   const EvalSizes *sz = x ? &x->sz : NULL;
@@ -160,6 +173,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
   for (int k = 0; k < cp->nk; k++) {
     const CKernel *ck = &cp->k[k];
     const Kernel *kn = ck->kn;
+    KERNEL_DONE(k);
+    kprev = k, tprev = total;
     int fused = cpu_attn_describe(be, cp, k, have ? ext : NULL, sz, threads, out, &total);
     if (fused) {
       k += fused - 1;
@@ -376,6 +391,8 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
                             ck->pipe_f, out);
     }
   }
+  KERNEL_DONE(cp->nk);
+#undef KERNEL_DONE
   if (have) {
     buf_printf(out, "  call: %.2f us beside the kernels (binding the sizes, checking the facts, finding the plans)\n",
                CALL_S * 1e6);
@@ -387,5 +404,7 @@ double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *
 #else  /* no LLVM: the reference evaluator runs everything (cpu.c) */
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) { return 0; }
+double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out,
+                            double *kpred, int *kspan) { return 0; }
 
 #endif

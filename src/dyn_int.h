@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define DYN_MAX_RANK 8
 
@@ -24,6 +25,12 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 void sort_doubles(double *t, size_t n);  /* ascending, in place (timings for medians) */
+/* Seconds on the monotonic clock (timings). */
+static inline double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* An arena: bump allocation, freed all at once.  One per compilation (REPL input, file). */
 typedef struct Arena Arena;
@@ -887,6 +894,16 @@ int cpu_run(CpuBackend *be, CpuProgram *cp, Tensor **inputs, const Extents *x, T
 /* The schedule of each kernel as :sched shows it; with sizes (x non-NULL, bound by
  * extents.c) the choices for that shape and the predicted seconds, which are returned. */
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out);
+/* The same, with each kernel's predicted seconds in kpred[k] and the kernels it covers in
+ * kspan[k] (a fused group's under its first; kspan untouched for the others). */
+double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out,
+                            double *kpred, int *kspan);
+/* :time --kernels: from now on each call that succeeds writes each kernel's seconds (a
+ * group's under its first, 0 for the rest) to the next row of rows, nk doubles a row,
+ * until cap rows; rows NULL stops.  Returns the rows the calls wrote since the last call. */
+int cpu_profile(CpuProgram *cp, double *rows, int cap);
+int cpu_program_kernels(const CpuProgram *cp);
+const char *cpu_kernel_name(const CpuProgram *cp, int k);
 
 /* Measure the f32 micro-kernel's peak GFLOP/s on one thread and on all (dyn --calibrate). */
 bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, size_t errlen);

@@ -196,12 +196,6 @@ struct GemmKernels {
   double dpsec[DP_NH][2];        /* seconds a pair of k of each, calibrated (0: not measured) */
 };
 
-static inline double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }

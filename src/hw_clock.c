@@ -25,12 +25,6 @@
 #define CHAIN_STEP(x, m) __asm__ volatile(".rept 100\n\tadd %0, %0, %1\n\t.endr" : "+r"(x) : "r"(m))
 #endif
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double clock_ghz;
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 

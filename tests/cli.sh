@@ -180,6 +180,49 @@ if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then   # else the evaluato
   fi
 fi
 
+# :time --kernels: under the call's lines, one line a kernel (a fused group under its first,
+# named first .. last), in the order :sched lists them, each with the model's prediction,
+# then what the call spent beside them; the predictions add up to the call's (to their
+# rounding).  Anything
+# but a call of a function on the CPU target is refused, located.
+cat > kern.dyn <<'EOF'
+fn f(A: f32[M, K], B: f32[K, N]) -> f32[N, M] {
+  P = matmul(A, B)
+  C = softmax(P)
+  T[n, m] = C[m, n]
+  return T
+}
+:time --kernels f(rand(f32[20, 30]), rand(f32[30, 40]))
+:sched f M=20 K=30 N=40
+EOF
+if "$dyn" -e ':target' 2>&1 | grep -q '^target: cpu'; then
+  "$dyn" --target=cpu kern.dyn > kern.txt 2>&1
+  # the kernels :sched names (a group's line: "kernels first .. last: ...")
+  sed -n 's/^kernel \([a-zA-Z_.0-9]*\)$/\1/p; s/^kernels \([a-zA-Z_.0-9]* \.\. [a-zA-Z_.0-9]*\):.*/\1/p' kern.txt > sched-k.txt
+  sed -n '/^kernels (medians of [0-9]* runs;/,/^  beside the kernels/p' kern.txt > kern-lines.txt
+  sed -n 's/^  \([a-zA-Z_.0-9]*\( \.\. [a-zA-Z_.0-9]*\)\{0,1\}\)  *[0-9.]* [mu]s  predicted .*/\1/p' kern-lines.txt > time-k.txt
+  total=$(sed -n 's/.*; predicted \([0-9.]*\) \([mu]s\)$/\1 \2/p' kern.txt)
+  parts=$(sed -n 's/.*  predicted  *\([0-9.]*\) \([mu]s\).*/\1 \2/p' kern-lines.txt |
+          awk '{ s += $1; u = $2 } END { printf "%.2f %s", s, u }')
+  if [ ! -s sched-k.txt ] || ! cmp -s sched-k.txt time-k.txt || [ -z "$total" ] ||
+     ! awk -v t="$total" -v p="$parts" 'BEGIN { split(t, a); split(p, b);
+       exit !(a[2] == b[2] && a[1] - b[1] < 0.025 && b[1] - a[1] < 0.025) }'; then
+    fail=$((fail + 1)); echo "FAIL time-kernels: kernels or predictions unlike :sched's ($total against $parts):"
+    cat kern.txt sched-k.txt time-k.txt
+  else
+    pass=$((pass + 1))
+  fi
+fi
+out=$("$dyn" -e 'x = 2
+:time --kernels x + 1' 2>&1)
+if [ "$out" != "-e:2:1: error: :time --kernels times the kernels of a function's call on the cpu target, such as :time --kernels f(X)
+  2 | :time --kernels x + 1
+    | ^~~~~~~~~~~~~~~~~~~~~" ]; then
+  fail=$((fail + 1)); echo "FAIL time-kernels-refused:"; echo "$out"
+else
+  pass=$((pass + 1))
+fi
+
 # scratch("x.npy") names a file in a directory of the session's own under $TMPDIR, which
 # the session removes with what it holds when it ends (after an error too): the examples
 # save and load through it and leave nothing behind.
