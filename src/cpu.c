@@ -1062,6 +1062,17 @@ static bool plain_load_of(const KExpr *e, int u, int v) {
 /* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
  * while it stores along another, or -1 when the stage is not such a layout change (or
  * reduces, which its own loop nests handle, or stores bools or 16-bit floats). */
+/* Does stage s take gen_stages' last path, a loop nest that LLVM's loop vectoriser
+ * vectorises along the stage's last axis (every plan above it declined)? */
+bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis) {
+  const Stage *st = &kn->stages[s];
+  CpuShortPlan sp;
+  CpuRedPlan rp;
+  return st->naxes > 0 && st->expr->kind != KX_SCAN && !cpu_reduce_short_plan(p, kn, s, &sp) &&
+         !cpu_reduce_rows_plan(h, p, kn, s, &sp) && !cpu_reduce_plan(p, kn, s, par_axis, &rp) &&
+         !cpu_interchanged(p, kn, s, par_axis) && cpu_blocked_axis(kn, st) < 0;
+}
+
 int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
   if (kn->nouter || st->naxes < 2 || cpu_count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty))
     return -1;

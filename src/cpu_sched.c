@@ -44,7 +44,7 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * compute and memory of the whole kernel overlapped: layernorm over 101 x 4096 on 1 thread
  * of Emerald Rapids ran 0.16-0.17 ms, where overlapped predicted 0.12 ms and in turn 0.14. */
 double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
-                        const SchedWork *w, const SchedTerms *T) {
+                        const SchedWork *w, const SchedTerms *T, const double *tails) {
   int ns = kn->nstages;
   double c[64], sum = 0;
   if (ns < 2 || ns > 64 || !(w->ops > 0)) return 0;
@@ -52,7 +52,7 @@ double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const E
     int64_t v = 0;
     const char *why;
     if (!poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) return 0;
-    c[s] = (double)v;
+    c[s] = (double)v + (tails ? tails[s] : 0);
     sum += c[s];
   }
   /* lane-operations beyond the stages' (the runs of a reduction) go with the first */
@@ -79,18 +79,60 @@ double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const E
  * 64, layernorm (two) 20, 20 and 15. */
 #define FOLD_STEP_CYC 5
 double cpu_row_folds_s(const HwModel *h, const Kernel *kn, const int64_t *ext, const SchedTerms *T) {
-  double rows = 1;
-  int folds = 0, lanes = 1, steps = 2;
+  double rows = 1, folds = 0;
+  int lanes = 1, steps = 2;
   for (int o = 0; o < kn->nouter; o++) rows *= (double)ext[kn->outer[o]];
   for (int s = 0; s < kn->nstages; s++) {
-    int n = cpu_count_reduces(kn->stages[s].expr);
-    int l = h->vector_bits / (8 * elem_size(kn->stages[s].expr->ty));
-    folds += n;
+    const Stage *st = &kn->stages[s];
+    int n = cpu_count_reduces(st->expr);
+    int l = h->vector_bits / (8 * elem_size(st->expr->ty));
+    /* a stage with axes of its own beside the row's folds once for each of their values
+     * (attention's m[b, s] = max[t] a[b, s, t], rows of b: S folds a row) */
+    double each = 1;
+    for (int a = 0; a < st->naxes; a++) {
+      bool outer = false;
+      for (int o = 0; o < kn->nouter; o++) outer = outer || kn->outer[o] == st->axes[a];
+      if (!outer) each *= (double)ext[st->axes[a]];
+    }
+    folds += n * each;
     if (n && l > lanes) lanes = l;
   }
   while ((1 << (steps - 2)) < lanes) steps++;
   if (!kn->nouter || !folds) return 0;
   return rows * folds * steps * FOLD_STEP_CYC / ((h->ghz > 0 ? h->ghz : 2.0) * 1e9 * T->threads) * T->imbalance;
+}
+
+/* LLVM's loop vectoriser builds a loop of n elements as steps of TAIL_UF vectors of vf lanes
+ * (interleaved), then an epilogue in vectors of vf / 2 lanes, then one element at a time;
+ * a half vector and a single element each cost about what a whole vector does.  exp(X)
+ * over f32[R, N], R N = 2^16, on one thread of Zen 5, ns an element: 0.10 at N = 64 and
+ * 128, 0.12-0.14 at 80, 96, 112 and 144, 0.20-0.22 at 16, 32 and 48, 0.24 at 77, 0.33 at
+ * 17, 0.39 at 63, 0.59 at 31; the factor below: 1, 1.11-1.43, 2, 2.08, 2.8, 3.6, 5.2. */
+#define TAIL_UF 4
+double cpu_tail_factor(int64_t n, int vf) {
+  if (n <= 0 || vf <= 1) return 1;
+  int64_t half = vf / 2, r = n % ((int64_t)vf * TAIL_UF);
+  double units = (double)(n - r) / vf + (double)(r / half) + (double)(r % half);
+  return units * vf / (double)n;
+}
+
+double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
+                    const int64_t *ext, int par_axis, int64_t tasks, double *tails) {
+  double sum = 0;
+  for (int s = 0; s < kn->nstages; s++) {
+    const Stage *st = &kn->stages[s];
+    if (tails) tails[s] = 0;
+    if (!cpu_stage_plain(h, p, kn, s, par_axis)) continue;
+    int last = st->axes[st->naxes - 1];
+    int64_t n = ext[last], v = 0;
+    if (last == par_axis && tasks > 1) n = (n + tasks - 1) / tasks;
+    const char *why;
+    if (!poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) continue;
+    double extra = (double)v * (cpu_tail_factor(n, cpu_tile_lanes(h->vector_bits, st->expr->ty)) - 1);
+    if (tails) tails[s] = extra;
+    sum += extra;
+  }
+  return sum;
 }
 
 /* The model of a kernel that streams its tensors (element-wise, row-wise, a reduction), from
@@ -128,17 +170,20 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
                  .read = (double)rv, .written = (double)wv, .streamed = streamed,
                  .tasks = tasks, .busiest = busiest};
-  double runs = cpu_reduce_run_ops(&be->hw, p, kn, par_axis, x->ext);
-  w.ops += runs;
+  double runs = cpu_reduce_run_ops(&be->hw, p, kn, par_axis, x->ext), tails[64];
+  double tail = kn->nstages <= 64 ? cpu_tail_ops(&be->hw, p, kn, pc, sz, x->ext, par_axis, tasks, tails) : 0;
+  w.ops += runs + tail;
   if (sp) w.tasks = sp->pieces, w.busiest = 0;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
-  double turn = kn->nouter && !sp ? cpu_rows_in_turn(p, kn, pc, sz, pipe_f, &w, &T) : 0;
+  double turn = kn->nouter && !sp ? cpu_rows_in_turn(p, kn, pc, sz, pipe_f, &w, &T, tail > 0 ? tails : NULL) : 0;
   bool in_turn = turn > t;
   if (in_turn) t = turn;
   double folds = sp ? 0 : cpu_row_folds_s(&be->hw, kn, x->ext, &T);
   t += folds;
-  buf_printf(out, "  model: %lld lane-ops, %lld bytes read, %lld written%s, from %s", (long long)(ov + (int64_t)runs),
-             (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
+  buf_printf(out, "  model: %lld lane-ops", (long long)(ov + (int64_t)runs + (int64_t)tail));
+  if (tail >= 0.05 * (double)ov) buf_printf(out, " (%lld of them the loops' tails)", (long long)tail);
+  buf_printf(out, ", %lld bytes read, %lld written%s, from %s", (long long)rv, (long long)wv,
+             T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
   if (T.level == be->hw.nlevels - 1 && T.kept > 0)
     buf_printf(out, " (%.0f%% kept in %s)", 100 * T.kept, be->hw.level[T.level - 1].name);
   buf_printf(out, ": compute %.3f ms, memory %.3f ms", T.comp_s * 1e3, T.mem_s * 1e3);

@@ -88,7 +88,13 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           lanes (a shuffle and the operation), log2(lanes)
  *                                           + 2 steps a reduction a row: softmax, layernorm
  *                                           and rmsnorm over rows of 16 to 128, one thread
- *                                           of Zen 5
+ *                                           of Zen 5; once for each value of a
+ *                                           stage's own axes beside the row's
+ *   TAIL_UF         4        cpu_sched.c    the vectors a step of LLVM's vectorised loop
+ *                                           takes, after which a loop's tail runs in half
+ *                                           vectors, then single elements, each at a whole
+ *                                           vector's cost (cpu_tail_factor): exp over
+ *                                           f32[R, N], N = 16 to 144, one thread of Zen 5
  *   EDGE_CYC        1.5 cyc  cpu_layout.c   an element of a layout change's tile cut by an
  *                                           edge (the plain loops): transpose of f32[7, 8191]
  *                                           on 2 threads of Zen 5

@@ -1014,6 +1014,80 @@ START_TEST(test_row_folds) {
 }
 END_TEST
 
+/* A row-wise kernel whose reductions keep an axis beside the row's (attention's softmax over
+ * rows of b: m[b, s] = max[t] ...) folds once for each of its values, S times a row. */
+START_TEST(test_row_folds_inner) {
+  const char *sm3 = "fn f(A: f32[B, S, T]) -> f32[B, S, T] {\n  m[b, s] = max[t] A[b, s, t]\n"
+                    "  e[b, s, t] = exp(A[b, s, t] - m[b, s])\n  z[b, s] = sum[t] e[b, s, t]\n"
+                    "  Y[b, s, t] = e[b, s, t] / z[b, s]\n  return Y\n}";
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int lanes = h.vector_bits / 32, steps = 2;
+    while ((1 << (steps - 2)) < lanes) steps++;
+    const Program *p = lowered(sm3);
+    const Kernel *kn = &p->kernels[0];
+    ck_assert(kn->nouter == 1 && !strcmp(p->axes[kn->outer[0]].name, "b"));
+    int64_t ext[8] = {0};
+    for (int a = 0; a < p->naxes; a++) ext[a] = !strcmp(p->axes[a].name, "b") ? 12 : !strcmp(p->axes[a].name, "s") ? 77 : 131;
+    SchedWork w = {.ops = 1e6, .elem_bytes = 4, .read = 4e6, .written = 4e6, .tasks = 8};
+    SchedTerms T;
+    sched_stream_time(&h, 2, &w, &T);
+    double want = 12.0 * 77 * 2 * steps * 5 / (h.ghz * 1e9 * T.threads) * T.imbalance;
+    ck_assert_msg(close_to(cpu_row_folds_s(&h, kn, ext, &T), want), "%s", MODELS[m]);
+    lower_free(fn->code.prog);
+    fn->code.prog = NULL;
+  }
+}
+END_TEST
+
+/* The loops' tails (cpu_tail_ops): a loop of N elements runs whole steps of 4 vectors, then
+ * half vectors, then single elements, each of those at the cost of a whole vector; none at
+ * a multiple of the step, none for a stage the loop vectoriser does not build (a column
+ * sum's runs), and a 1-D stage along the parallel axis has each task's share. */
+START_TEST(test_tail_ops) {
+  const char *ex = "fn f(X: f32[B, N]) -> f32[B, N] {\n  Y[b, n] = exp(X[b, n]) * 2.0\n  return Y\n}";
+  const char *col = "fn f(X: f32[B, N]) -> f32[N] {\n  Y[n] = sum[b] X[b, n]\n  return Y\n}";
+  const char *one = "fn f(X: f32[N]) -> f32[N] {\n  Y[n] = exp(X[n]) * 2.0\n  return Y\n}";
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int vf = h.vector_bits / 32, half = vf / 2;
+    const char *names[2] = {"B", "N"};
+    for (int64_t N = 1; N <= 9 * vf; N += N < 2 * vf ? 1 : vf - 1) {
+      int64_t vals[2] = {100, N}, ext[8] = {0};
+      EvalSizes sz = {names, vals, 2};
+      const Program *p = lowered(ex);
+      const Kernel *kn = &p->kernels[0];
+      for (int a = 0; a < p->naxes; a++) ext[a] = !strcmp(p->axes[a].name, "b") ? 100 : N;
+      int64_t r = N % (4 * vf);
+      double units = (double)(N - r) / vf + (double)(r / half) + (double)(r % half);
+      double want = 21.0 * 100 * N * (units * vf / (double)N - 1), tails[4];
+      double got = cpu_tail_ops(&h, p, kn, pc, &sz, ext, cpu_par_axis(kn), 8, tails);
+      ck_assert_msg(fabs(got - want) <= 1e-9 * want + 1e-6 && tails[0] == got, "%s N=%lld: %g, want %g", MODELS[m],
+                    (long long)N, got, want);
+      ck_assert(r || got == 0);
+      lower_free(fn->code.prog);
+      fn->code.prog = NULL;
+      p = lowered(col);
+      for (int a = 0; a < p->naxes; a++) ext[a] = !strcmp(p->axes[a].name, "b") ? 100 : N;
+      ck_assert(cpu_tail_ops(&h, p, &p->kernels[0], pc, &sz, ext, -1, 1, NULL) == 0);
+      lower_free(fn->code.prog);
+      fn->code.prog = NULL;
+    }
+    /* 1-D, 8 tasks of 4 vf + 1 each: one element past the step, a vector's cost */
+    const char *n1[1] = {"N"};
+    int64_t v1[1] = {8 * (4 * vf + 1)}, ext[8] = {0};
+    EvalSizes sz = {n1, v1, 1};
+    const Program *p = lowered(one);
+    ext[0] = v1[0];
+    double per = (4.0 + 1) / ((4.0 * vf + 1) / vf);
+    double want = 21.0 * (double)v1[0] * (per - 1);
+    ck_assert(fabs(cpu_tail_ops(&h, p, &p->kernels[0], pc, &sz, ext, cpu_par_axis(&p->kernels[0]), 8, NULL) - want) <= 1e-9 * want);
+    lower_free(fn->code.prog);
+    fn->code.prog = NULL;
+  }
+}
+END_TEST
+
 START_TEST(test_rows_in_turn) {
   const Program *p = lowered(LAYERNORM);
   const Kernel *kn = &p->kernels[0];
@@ -1033,13 +1107,13 @@ START_TEST(test_rows_in_turn) {
         sched_stream_time(&h, t, &w, &T);
         double per = T.comp_s / w.ops, rd = T.mem_s * w.read / (w.read + w.written), wr = T.mem_s - rd;
         double want = fmax(rd, (n + 8.0 * B) * per) + (4 * n + 8.0 * B) * per + fmax(wr, (4 * n + 17.0 * B) * per) + T.sync_s;
-        double got = cpu_rows_in_turn(p, kn, pc, &sz, -1, &w, &T);
+        double got = cpu_rows_in_turn(p, kn, pc, &sz, -1, &w, &T, NULL);
         ck_assert_msg(close_to(got, want), "%s %lld x %lld, %d threads: %g s, want %g", MODELS[m], (long long)B, (long long)N, t,
                       got, want);
         ck_assert(got >= T.total * (1 - 1e-12));   /* in turn is never shorter than overlapped */
         /* pipelined: the result's stage runs in the variance's loop, against the writes */
         want = fmax(rd, (n + 8.0 * B) * per) + fmax(wr, (8 * n + 25.0 * B) * per) + T.sync_s;
-        ck_assert(close_to(cpu_rows_in_turn(p, kn, pc, &sz, 1, &w, &T), want));
+        ck_assert(close_to(cpu_rows_in_turn(p, kn, pc, &sz, 1, &w, &T, NULL), want));
       }
   }
 }
@@ -1069,6 +1143,8 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_attn_rows);
   tcase_add_test(tc, test_rows_in_turn);
   tcase_add_test(tc, test_row_folds);
+  tcase_add_test(tc, test_row_folds_inner);
+  tcase_add_test(tc, test_tail_ops);
   tcase_add_test(tc, test_layout);
 #endif
   suite_add_tcase(s, tc);
