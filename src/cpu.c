@@ -1478,6 +1478,12 @@ static const KExpr *split_where(const Stage *st, int v, Conj *cj) {
   return count == 1 ? w : NULL;
 }
 
+/* Does stage st's innermost loop run in split_where's three parts (cpu_tail_ops)? */
+bool cpu_stage_splits(const Stage *st) {
+  Conj cj = {0};
+  return st->naxes > 0 && st->expr->kind != KX_SCAN && split_where(st, st->axes[st->naxes - 1], &cj);
+}
+
 static LLVMValueRef smax64(G *g, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, a, b, ""), a, b, "");
 }

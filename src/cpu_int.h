@@ -133,6 +133,7 @@ int cpu_count_reduces(const KExpr *e);
 bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
 bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);
+bool cpu_stage_splits(const Stage *st);
 int cpu_tile_lanes(int vector_bits, DynElem ty);
 /* cpu_layout.c: the walk of a layout change's tiles of w lanes of ty (cpu.c's gen_blocked):
  * the values of u a block spans (a multiple of w), the tiles a band of v spans, and the
@@ -269,14 +270,15 @@ int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext,
  * from w and the streaming model's terms T of it; 0 where it has one stage. */
 double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
                         const SchedWork *w, const SchedTerms *T, const double *tails);
-/* cpu_sched.c: the lane-operations the loops' tails add to the stages that LLVM's loop
- * vectoriser vectorises (cpu_stage_plain), each stage's in tails[s] (NULL: not wanted), the
- * sum returned; tasks: the kernel's tasks (a stage along the parallel axis has its share). */
+/* cpu_sched.c: the lane-operations the loops' entries and tails add to the stages that
+ * LLVM's loop vectoriser vectorises (cpu_stage_plain), each stage's in tails[s] (NULL: not
+ * wanted), the sum returned; tasks: the kernel's tasks (a stage along the parallel axis has
+ * its share). */
 double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
                     const int64_t *ext, int par_axis, int64_t tasks, double *tails);
-/* The cost of a loop of n elements in vectors of vf lanes as LLVM's loop vectoriser builds
- * it, over that of n / vf whole vectors. */
-double cpu_tail_factor(int64_t n, int vf);
+/* The vectors and elements a loop of n elements takes as LLVM's loop vectoriser builds it
+ * in vectors of vf lanes: whole, then half, then single. */
+double cpu_tail_units(int64_t n, int vf);
 
 /* The predicted seconds of the row path (a few query rows a task, K and V read in place) on
  * Q[B, S, D], K[B, T, D], V[B, T, E], of whose keys a mask (masked) leaves the share `kept`,

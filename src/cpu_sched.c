@@ -10,6 +10,7 @@
 
 #include "cpu_int.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- the schedule, for :sched and :time ---- */
@@ -103,32 +104,50 @@ double cpu_row_folds_s(const HwModel *h, const Kernel *kn, const int64_t *ext, c
 }
 
 /* LLVM's loop vectoriser builds a loop of n elements as steps of TAIL_UF vectors of vf lanes
- * (interleaved), then an epilogue in vectors of vf / 2 lanes, then one element at a time;
- * a half vector and a single element each cost about what a whole vector does.  exp(X)
- * over f32[R, N], R N = 2^16, on one thread of Zen 5, ns an element: 0.10 at N = 64 and
- * 128, 0.12-0.14 at 80, 96, 112 and 144, 0.20-0.22 at 16, 32 and 48, 0.24 at 77, 0.33 at
- * 17, 0.39 at 63, 0.59 at 31; the factor below: 1, 1.11-1.43, 2, 2.08, 2.8, 3.6, 5.2. */
+ * (interleaved), then an epilogue in vectors of vf / 2 lanes, then one element at a time
+ * (cpu_tail_units: the vectors and elements the loop takes, halves and singles each one).
+ * Each of those issues the stage's vector instructions (its lane-operations an element,
+ * its loads and its store) over the vector pipes, and takes at least a cycle (an iteration
+ * of its loop), and each loop's entry TAIL_ENTRY_CYC more; the model's lane-operations
+ * count n / vf of it, at full width, so a stage's tails add the difference a loop.  On one
+ * thread of Zen 5, over f32[R, N] with R N = 2^16, ns an element: exp 0.10 at N = 64 and
+ * 128, 0.12-0.14 at 80 to 144, 0.20-0.22 at 16, 32, 48, 0.24 at 77, 0.39 at 63, 0.59 at
+ * 31 (here 0.11, 0.13-0.15, 0.20-0.23, 0.20, 0.45, 0.51); X * 2.0 0.037 at 64, 0.055-0.10
+ * at 16, 0.07-0.13 at 17, 0.10 at 31, 0.07 at 63 (0.034, 0.07, 0.05, 0.09, 0.07). */
 #define TAIL_UF 4
-double cpu_tail_factor(int64_t n, int vf) {
-  if (n <= 0 || vf <= 1) return 1;
+#define TAIL_ENTRY_CYC 2
+double cpu_tail_units(int64_t n, int vf) {
+  if (n <= 0 || vf <= 1) return n > 0 ? (double)n : 0;
   int64_t half = vf / 2, r = n % ((int64_t)vf * TAIL_UF);
-  double units = (double)(n - r) / vf + (double)(r / half) + (double)(r % half);
-  return units * vf / (double)n;
+  return (double)(n - r) / vf + (double)(r / half) + (double)(r % half);
+}
+
+static int count_loads(const KExpr *e) {
+  int n = e->kind == KX_LOAD;
+  for (int i = 0; i < e->n; i++) n += count_loads(e->a[i]);
+  return n;
 }
 
 double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
                     const int64_t *ext, int par_axis, int64_t tasks, double *tails) {
   double sum = 0;
+  int fma = h->fma_units > 0 ? h->fma_units : 1, pipes = h->vec_units > fma ? h->vec_units : fma;
   for (int s = 0; s < kn->nstages; s++) {
     const Stage *st = &kn->stages[s];
     if (tails) tails[s] = 0;
     if (!cpu_stage_plain(h, p, kn, s, par_axis)) continue;
-    int last = st->axes[st->naxes - 1];
+    int last = st->axes[st->naxes - 1], vf = cpu_tile_lanes(h->vector_bits, st->expr->ty);
+    double elems = 1;
+    for (int a = 0; a < st->naxes; a++) elems *= (double)ext[st->axes[a]];
     int64_t n = ext[last], v = 0;
     if (last == par_axis && tasks > 1) n = (n + tasks - 1) / tasks;
     const char *why;
-    if (!poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) continue;
-    double extra = (double)v * (cpu_tail_factor(n, cpu_tile_lanes(h->vector_bits, st->expr->ty)) - 1);
+    if (!(elems > 0) || n <= 0 || !poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) continue;
+    double ops = (double)v / elems, insts = ops + count_loads(st->expr) + (st->expr->kind != KX_REDUCE);
+    bool split = cpu_stage_splits(st);
+    double units = cpu_tail_units(n, vf) + (split ? 2 : 0);
+    double cyc = units * fmax(insts / pipes, 1) + (split ? 3 : 1) * TAIL_ENTRY_CYC, ideal = (double)n / vf * ops / pipes;
+    double extra = cyc > ideal ? (cyc - ideal) * (elems / (double)n) * vf * pipes : 0;
     if (tails) tails[s] = extra;
     sum += extra;
   }
@@ -181,7 +200,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   double folds = sp ? 0 : cpu_row_folds_s(&be->hw, kn, x->ext, &T);
   t += folds;
   buf_printf(out, "  model: %lld lane-ops", (long long)(ov + (int64_t)runs + (int64_t)tail));
-  if (tail >= 0.05 * (double)ov) buf_printf(out, " (%lld of them the loops' tails)", (long long)tail);
+  if (tail >= 0.05 * (double)ov) buf_printf(out, " (%lld of them the loops' entries and tails)", (long long)tail);
   buf_printf(out, ", %lld bytes read, %lld written%s, from %s", (long long)rv, (long long)wv,
              T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name);
   if (T.level == be->hw.nlevels - 1 && T.kept > 0)

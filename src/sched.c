@@ -92,9 +92,11 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           stage's own axes beside the row's
  *   TAIL_UF         4        cpu_sched.c    the vectors a step of LLVM's vectorised loop
  *                                           takes, after which a loop's tail runs in half
- *                                           vectors, then single elements, each at a whole
- *                                           vector's cost (cpu_tail_factor): exp over
- *                                           f32[R, N], N = 16 to 144, one thread of Zen 5
+ *                                           vectors, then single elements, each issuing a
+ *                                           whole vector's instructions, a cycle at least
+ *   TAIL_ENTRY_CYC  2 cyc    cpu_sched.c    and each loop's entry (cpu_tail_ops): exp and
+ *                                           X * 2.0 over f32[R, N], N = 16 to 144, one
+ *                                           thread of Zen 5
  *   EDGE_CYC        1.5 cyc  cpu_layout.c   an element of a layout change's tile cut by an
  *                                           edge (the plain loops): transpose of f32[7, 8191]
  *                                           on 2 threads of Zen 5
