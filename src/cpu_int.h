@@ -134,6 +134,7 @@ bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
 bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);
 bool cpu_stage_splits(const Stage *st);
+bool cpu_stage_overlaps(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_tile_lanes(int vector_bits, DynElem ty);
 /* cpu_layout.c: the walk of a layout change's tiles of w lanes of ty (cpu.c's gen_blocked):
  * the values of u a block spans (a multiple of w), the tiles a band of v spans, and the
@@ -279,6 +280,7 @@ double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCt
 /* The vectors and elements a loop of n elements takes as LLVM's loop vectoriser builds it
  * in vectors of vf lanes: whole, then half, then single. */
 double cpu_tail_units(int64_t n, int vf);
+double cpu_overlap_units(int64_t n, int vf, bool masks);
 
 /* The predicted seconds of the row path (a few query rows a task, K and V read in place) on
  * Q[B, S, D], K[B, T, D], V[B, T, E], of whose keys a mask (masked) leaves the share `kept`,

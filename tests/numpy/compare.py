@@ -219,6 +219,50 @@ for shape in [(1, 200, 31, 29), (1, 1, 300, 301), (2, 67, 5, 3)]:
          [out('Y', F32, np.pad(f64(X), ((0, 0), (0, 0), (1, 1), (1, 1))), EXACT)])
 rng = rng_kept
 
+# ---- a row's last vector: a stage that evaluates a transcendental an element runs its row's
+# whole vectors, the last ending at the row's end over elements the one before it wrote
+# (cpu.c's overlap_tail), and a row shorter than a vector element by element; in f32 and
+# f64 (16 and 8 lanes at 512 bits), rows of every length around the lanes, a 3-D stage,
+# and a row-wise chain whose exp stage has no fused sum.
+LAST = '''
+fn ex32(X: f32[A, B]) -> f32[A, B] {
+  Y[a, b] = exp(X[a, b]) * 2.0
+  return Y
+}
+fn ex64(X: f64[A, B]) -> f64[A, B] {
+  Y[a, b] = exp(X[a, b]) * 2.0
+  return Y
+}
+fn ex3(X: f32[A, B, C], v: f32[C]) -> f32[A, B, C] {
+  Y[a, b, c] = tanh(X[a, b, c]) + v[c]
+  return Y
+}
+fn chain(X: f32[A, B]) -> f32[A, B] {
+  m[a] = max[b] X[a, b]
+  e[a, b] = exp(X[a, b] - m[a])
+  Y[a, b] = e[a, b] * (1.0 + e[a, b])
+  return Y
+}
+'''
+rng_kept, rng = rng, np.random.default_rng(20261206)
+for N in [1, 3, 7, 8, 15, 16, 17, 24, 31, 32, 33, 47, 63, 64, 65, 77, 79, 80, 127, 129, 255, 257]:
+    X = randn((5, N), 2)
+    case('last vector f32 5x%d' % N, [('X', X)], LAST + 'Y = ex32(X)',
+         [out('Y', F32, 2 * np.exp(f64(X)), ('elem', 1e-5, 1e-30))])
+    X64 = rng.standard_normal((3, N)) * 2
+    case('last vector f64 3x%d' % N, [('X', X64)], LAST + 'Y = ex64(X)',
+         [out('Y', F64, 2 * np.exp(X64), ('elem', 1e-12, 1e-300))])
+for A, B, C in [(2, 3, 19), (4, 5, 77), (1, 2, 9)]:
+    X, v = randn((A, B, C)), randn(C)
+    case('last vector 3-D %dx%dx%d' % (A, B, C), [('X', X), ('v', v)], LAST + 'Y = ex3(X, v)',
+         [out('Y', F32, np.tanh(f64(X)) + f64(v), ('elem', 1e-5, 1e-6))])
+for A, B in [(7, 77), (3, 5), (9, 33)]:
+    X = randn((A, B), 2)
+    e = np.exp(f64(X) - f64(X).max(axis=1, keepdims=True))
+    case('last vector chain %dx%d' % (A, B), [('X', X)], LAST + 'Y = chain(X)',
+         [out('Y', F32, e * (1 + e), ('elem', 1e-5, 1e-30))])
+rng = rng_kept
+
 # ---- reductions in index notation ----
 REDS = '''
 fn reds(A: f32[M, N]) -> (f32[M], f32[M], f32[M], f32[M], f32[N], f32[N], f32[N], f32[M]) {
