@@ -590,22 +590,26 @@ static void time_kernels(Session *s, Func *f, const Extents *x, const double *ro
   buf_free(&junk);
   double u = us ? 1e6 : 1e3, msum = 0, psum = 0;
   const char *un = us ? "us" : "ms";
-  int dp = us ? 2 : 3;
-  buf_printf(b, "\nkernels (medians of %d runs; the model's prediction and its error):", nr);
+  int dp = us ? 2 : 3, width = (int)strlen("beside the kernels");
+  /* a line a kernel that ran or that the model weighed (not one inside a group above) */
+  Buf *names = xcalloc((size_t)nk + 1, sizeof(Buf));
   for (int k = 0; k < nk; k++) {
-    double m = 0;
     bool ran = false;
     for (int r = 0; r < nr; r++) ran = ran || rows[(size_t)r * (size_t)nk + k] > 0;
-    if (!ran && !kspan[k]) continue;       /* inside a group above, in both */
+    if (!ran && !kspan[k]) continue;
+    buf_puts(&names[k], cpu_kernel_name(cp, k));
+    if (kspan[k] > 1) buf_printf(&names[k], " .. %s", cpu_kernel_name(cp, k + kspan[k] - 1));
+    if ((int)names[k].len > width) width = (int)names[k].len;
+  }
+  buf_printf(b, "\nkernels (medians of %d runs; the model's prediction and its error):", nr);
+  for (int k = 0; k < nk; k++) {
+    if (!names[k].s) continue;
     for (int r = 0; r < nr; r++) col[r] = rows[(size_t)r * (size_t)nk + k];
     sort_doubles(col, (size_t)nr);
-    m = nr ? col[nr / 2] : 0;
+    double m = nr ? col[nr / 2] : 0;
     msum += m;
-    Buf name = {0};
-    buf_puts(&name, cpu_kernel_name(cp, k));
-    if (kspan[k] > 1) buf_printf(&name, " .. %s", cpu_kernel_name(cp, k + kspan[k] - 1));
-    buf_printf(b, "\n  %-30s %9.*f %s", name.s, dp, m * u, un);
-    buf_free(&name);
+    buf_printf(b, "\n  %-*s %9.*f %s", width, names[k].s, dp, m * u, un);
+    buf_free(&names[k]);
     if (kspan[k]) {
       psum += kpred[k];
       buf_printf(b, "  predicted %9.*f %s", dp, kpred[k] * u, un);
@@ -614,9 +618,9 @@ static void time_kernels(Session *s, Func *f, const Extents *x, const double *ro
       buf_puts(b, "  (the model weighed it in a group above)");
     }
   }
-  buf_printf(b, "\n  %-30s %9.*f %s  predicted %9.*f %s", "beside the kernels", dp, (med - msum) * u, un, dp,
+  buf_printf(b, "\n  %-*s %9.*f %s  predicted %9.*f %s", width, "beside the kernels", dp, (med - msum) * u, un, dp,
              (pred - psum) * u, un);
-  free(kpred), free(col), free(kspan);
+  free(kpred), free(col), free(kspan), free(names);
 }
 
 static RunStatus cmd_time(Session *s, const char *arg, Span at) {

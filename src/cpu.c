@@ -657,10 +657,10 @@ static bool reads_in_step(const KExpr *e, int slot, const Kernel *kn, const KExp
   return true;
 }
 
-/* The reduction of a stage's value e: e itself, or the only one inside arithmetic on it
- * (avgpool2d's (sum[i, j] T[...]) / (K * K), a mean), not under a where; else NULL. */
 static bool reads_slot(const KExpr *e, int slot);
 
+/* The reduction of a stage's value e: e itself, or the only one inside arithmetic on it
+ * (avgpool2d's (sum[i, j] T[...]) / (K * K), a mean), not under a where; else NULL. */
 static const KExpr *inner_reduce(const KExpr *e) {
   if (e->kind != KX_REDUCE && cpu_count_reduces(e) != 1) return NULL;
   while (e->kind != KX_REDUCE) {
@@ -705,19 +705,16 @@ static const KExpr *fusable_reduce(const Program *p, const Kernel *kn, int s, in
  * or max is folded into its scalar at every vector, a chain of shuffles that cost more
  * than the tail it saved (softmax, whose exp carries the row's sum, over f32[R, 48], 1
  * thread of Zen 5: 0.65-0.84 -> 1.2 ns an element; 72 and 96, 0.56 -> 0.71).  A row
- * shorter than a vector runs element by element. */
+ * shorter than a vector runs a plain loop, which LLVM, knowing it short, makes one masked
+ * vector of where the target masks lanes. */
 static bool transcendental_along(const KExpr *e, int axis);
 
-static bool overlap_tail(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis) {
+bool cpu_stage_overlaps(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis) {
   const Stage *st = &kn->stages[s];
   if (!cpu_stage_plain(h, p, kn, s, par_axis) || st->axes[st->naxes - 1] == par_axis || cpu_stage_splits(st) ||
       reads_slot(st->expr, st->out) || !transcendental_along(st->expr, st->axes[st->naxes - 1]))
     return false;
   return !fusable_reduce(p, kn, s, par_axis);
-}
-
-bool cpu_stage_overlaps(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis) {
-  return overlap_tail(h, p, kn, s, par_axis);
 }
 
 /* Software prefetch in row-wise kernels.  A row's first pass (softmax's max, layernorm's
@@ -1095,9 +1092,6 @@ static bool plain_load_of(const KExpr *e, int u, int v) {
   return false;
 }
 
-/* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
- * while it stores along another, or -1 when the stage is not such a layout change (or
- * reduces, which its own loop nests handle, or stores bools or 16-bit floats). */
 /* Does stage s take gen_stages' last path, a loop nest that LLVM's loop vectoriser
  * vectorises along the stage's last axis (every plan above it declined)? */
 bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis) {
@@ -1109,6 +1103,9 @@ bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s
          !cpu_interchanged(p, kn, s, par_axis) && cpu_blocked_axis(kn, st) < 0;
 }
 
+/* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
+ * while it stores along another, or -1 when the stage is not such a layout change (or
+ * reduces, which its own loop nests handle, or stores bools or 16-bit floats). */
 int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
   if (kn->nouter || st->naxes < 2 || cpu_count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty))
     return -1;
@@ -1745,7 +1742,9 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     Conj cj;
     const KExpr *sel = !twin && !red && !strip && st->naxes > 0 && st->expr->kind != KX_SCAN
                        ? split_where(st, st->axes[st->naxes - 1], &cj) : NULL;
-    bool over = !peel && !strip && !sel && fused_scan_axis(st, twin) < 0 && overlap_tail(g->hw, g->p, kn, s, par_axis);
+    /* the row in whole vectors, the last ending at its end (cpu_stage_overlaps) */
+    bool over = !peel && !strip && !sel && fused_scan_axis(st, twin) < 0 && cpu_stage_overlaps(g->hw, g->p, kn, s, par_axis);
+    int over_w = cpu_tile_lanes(g->hw->vector_bits, st->expr->ty);
     LLVMValueRef over_n = NULL;     /* the row's extent, with over */
     for (int a = 0; a < st->naxes; a++) {
       bool par = st->axes[a] == par_axis;
@@ -1770,9 +1769,8 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
         continue;
       }
       if (over && a == st->naxes - 1) {   /* the row's whole steps of 4 vectors first */
-        int w = cpu_tile_lanes(g->hw->vector_bits, st->expr->ty);
         over_n = load_i64(g, g->ext, st->axes[a]);
-        g->axv[st->axes[a]] = loop_begin(g, &L[a], start, LLVMBuildAnd(g->b, over_n, c64(g, -4 * (int64_t)w), ""));
+        g->axv[st->axes[a]] = loop_begin(g, &L[a], start, LLVMBuildAnd(g->b, over_n, c64(g, -4 * (int64_t)over_w), ""));
         continue;
       }
       g->axv[st->axes[a]] = loop_begin(g, &L[a], start, par ? hi : load_i64(g, g->ext, st->axes[a]));
@@ -1782,7 +1780,7 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
     for (int a = st->naxes - 1; a >= 0; a--) {
       if (!(sel && a == st->naxes - 1)) loop_end(g, &L[a]);
       if (over && a == st->naxes - 1) {   /* then the rest a vector at a time, the last ending at n */
-        int w = cpu_tile_lanes(g->hw->vector_bits, st->expr->ty);
+        int w = over_w;
         LLVMBasicBlockRef vecs = LLVMAppendBasicBlockInContext(g->cx, g->fn, "last_vectors");
         LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(g->cx, g->fn, "short_row");
         LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->cx, g->fn, "last_vectors.done");
@@ -1793,11 +1791,11 @@ static void gen_stages(G *g, const Kernel *kn, int par_axis, bool twin, LLVMValu
         LLVMValueRef base = smin64(g, v0, LLVMBuildSub(g->b, over_n, c64(g, w), ""));
         LLVMValueRef j = loop_begin(g, &T, c64(g, 0), c64(g, w));
         g->axv[st->axes[a]] = LLVMBuildAdd(g->b, base, j, "");
-        gen_body(g, kn, st, NULL, NULL, false);
+        gen_body(g, kn, st, red, acc, false);
         loop_end(g, &T);
         loop_end_by(g, &V, w);
         LLVMBuildBr(g->b, done);
-        LLVMPositionBuilderAtEnd(g->b, plain);      /* shorter than a vector: element by element */
+        LLVMPositionBuilderAtEnd(g->b, plain);      /* shorter than a vector: a plain loop (known short) */
         Loop P;
         g->axv[st->axes[a]] = loop_begin(g, &P, c64(g, 0), over_n);
         gen_body(g, kn, st, red, acc, false);

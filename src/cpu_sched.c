@@ -123,7 +123,7 @@ double cpu_tail_units(int64_t n, int vf) {
 }
 
 /* The same for a loop that ends in whole vectors, the last ending at n (cpu.c's
- * overlap_tail): a row shorter than a vector is one masked vector where the target masks
+ * cpu_stage_overlaps): a row shorter than a vector is one masked vector where the target masks
  * lanes (LLVM folds a loop it knows to be short into one: exp over rows of 3, 7 and 15 on
  * Zen 5, 0.77, 0.31 and 0.13 ns an element, from 2.9, 2.8 and 1.6), else the plain loop. */
 double cpu_overlap_units(int64_t n, int vf, bool masks) {

@@ -221,7 +221,7 @@ rng = rng_kept
 
 # ---- a row's last vector: a stage that evaluates a transcendental an element runs its row's
 # whole vectors, the last ending at the row's end over elements the one before it wrote
-# (cpu.c's overlap_tail), and a row shorter than a vector element by element; in f32 and
+# (cpu.c's cpu_stage_overlaps), and a row shorter than a vector as a plain loop; in f32 and
 # f64 (16 and 8 lanes at 512 bits), rows of every length around the lanes, a 3-D stage,
 # and a row-wise chain whose exp stage has no fused sum.
 LAST = '''

@@ -1042,7 +1042,7 @@ END_TEST
 
 /* The loops' tails (cpu_tail_ops).  A loop LLVM's vectoriser builds alone (a cheap stage:
  * X * 3.0 + 1.0) runs steps of 4 vectors, then half vectors, then single elements; a stage
- * that evaluates a transcendental an element (exp(X) * 2.0: cpu.c's overlap_tail) runs the
+ * that evaluates a transcendental an element (exp(X) * 2.0: cpu_stage_overlaps) runs the
  * steps of 4, then whole vectors, the last ending at the row's end, and a row shorter than
  * a vector as one masked vector where the target masks lanes, else as the cheap one
  * (counted here by walking the loops).  Each of those issues the stage's instructions over
