@@ -148,7 +148,8 @@ double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCt
     if (tails) tails[s] = 0;
     if (!cpu_stage_plain(h, p, kn, s, par_axis)) continue;
     int last = st->axes[st->naxes - 1], vf = cpu_tile_lanes(h->vector_bits, st->expr->ty);
-    double elems = 1;
+    double elems = 1;                    /* the stage's elements in all rows of the kernel */
+    for (int o = 0; o < kn->nouter; o++) elems *= (double)ext[kn->outer[o]];
     for (int a = 0; a < st->naxes; a++) elems *= (double)ext[st->axes[a]];
     int64_t n = ext[last], v = 0;
     if (last == par_axis && tasks > 1) n = (n + tasks - 1) / tasks;

@@ -243,6 +243,20 @@ fn chain(X: f32[A, B]) -> f32[A, B] {
   Y[a, b] = e[a, b] * (1.0 + e[a, b])
   return Y
 }
+fn sm64(X: f64[A, B]) -> f64[A, B] {
+  m[a] = max[b] X[a, b]
+  e[a, b] = exp(X[a, b] - m[a])
+  s[a] = sum[b] e[a, b]
+  Y[a, b] = e[a, b] / s[a]
+  return Y
+}
+fn lse(X: f32[A, B]) -> f32[A] {
+  m[a] = max[b] X[a, b]
+  e[a, b] = exp(X[a, b] - m[a])
+  s[a] = sum[b] e[a, b]
+  L[a] = m[a] + log(s[a])
+  return L
+}
 '''
 rng_kept, rng = rng, np.random.default_rng(20261206)
 for N in [1, 3, 7, 8, 15, 16, 17, 24, 31, 32, 33, 47, 63, 64, 65, 77, 79, 80, 127, 129, 255, 257]:
@@ -252,6 +266,18 @@ for N in [1, 3, 7, 8, 15, 16, 17, 24, 31, 32, 33, 47, 63, 64, 65, 77, 79, 80, 12
     X64 = rng.standard_normal((3, N)) * 2
     case('last vector f64 3x%d' % N, [('X', X64)], LAST + 'Y = ex64(X)',
          [out('Y', F64, 2 * np.exp(X64), ('elem', 1e-12, 1e-300))])
+# and rows of every length around the lanes for the row-wise kernels whose exp carries the
+# row's sum (softmax, a logsumexp, an f64 softmax), which keep the vectoriser's loop
+for N in [1, 5, 15, 16, 17, 31, 33, 48, 63, 64, 65, 77, 97, 131, 255, 257]:
+    X = randn((6, N), 3)
+    case('last vector softmax 6x%d' % N, [('X', X)], 'Y = softmax(X)', [out('Y', F32, softmax_ref(X))])
+    X64 = rng.standard_normal((3, N)) * 3
+    e = np.exp(X64 - X64.max(axis=1, keepdims=True))
+    case('last vector softmax f64 3x%d' % N, [('X', X64)], LAST + 'Y = sm64(X)',
+         [out('Y', F64, e / e.sum(axis=1, keepdims=True), ('elem', 1e-12, 1e-300))])
+    lse = f64(X).max(axis=1) + np.log(np.exp(f64(X) - f64(X).max(axis=1, keepdims=True)).sum(axis=1))
+    case('last vector logsumexp 6x%d' % N, [('X', X)], LAST + 'L = lse(X)',
+         [out('L', F32, lse, ('elem', 1e-6, 1e-6))])
 for A, B, C in [(2, 3, 19), (4, 5, 77), (1, 2, 9)]:
     X, v = randn((A, B, C)), randn(C)
     case('last vector 3-D %dx%dx%d' % (A, B, C), [('X', X), ('v', v)], LAST + 'Y = ex3(X, v)',
