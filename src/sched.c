@@ -71,6 +71,9 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           tasks, 0.2-0.4 beside small products;
  *                                           gemm_model.c); another Zen 5 guest took 0.7-1.0
  *                                           us beside tasks of 0.15-2.7 us
+ *   KERNEL_S        0.07 us  cpu_sched.c    a kernel's start beside its work (cpu_run's
+ *                                           dispatch): :time --kernels of matmul 2 x 2 and
+ *                                           transpose 1 x 768 on Zen 5, 0.08-0.11 us
  *   CALL_S          0.15 us  cpu_sched.c    a call beside its kernels (sizes, facts, plans):
  *                                           make bench's 2 x 2 x 2 and 13 x 11 x 17 matmul on
  *                                           Zen 5, 0.2 us a call with kernels of 0.01-0.1
