@@ -162,7 +162,7 @@ double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCt
     if (last == par_axis && tasks > 1) n = (n + tasks - 1) / tasks;
     const char *why;
     if (!(elems > 0) || n <= 0 || !poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) continue;
-    double ops = (double)v / elems, insts = ops + count_loads(st->expr) + (st->expr->kind != KX_REDUCE);
+    double ops = (double)v / elems, insts = ops + count_loads(st->expr) + 1;   /* and its store */
     bool split = cpu_stage_splits(st);
     double units = cpu_stage_overlaps(h, p, kn, s, par_axis) ? cpu_overlap_units(n, vf, cpu_masks_lanes(h->llvm_features))
                                                              : cpu_tail_units(n, vf) + (split ? 2 : 0);

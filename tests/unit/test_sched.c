@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const MODELS[] = {"skylake-avx512", "zen3", "zen4", "zen5", "neoverse-v2"};
+static const char *const MODELS[] = {"skylake-avx512", "icelake-server", "sapphirerapids", "emeraldrapids",
+                                     "graniterapids", "generic-avx2", "zen3", "zen4", "zen5", "neoverse-n1",
+                                     "neoverse-v2"};
 #define NMODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
 #define SYNC_S 0.3e-6          /* sched.c's SCHED_SYNC_S, the documented fork-join */
 
@@ -430,14 +432,18 @@ END_TEST
 #ifdef HAVE_LLVM
 #include "cpu_int.h"
 
-/* The models whose CPUs have AVX-512, whose masked loads and stores some kernels take
- * (Skylake-SP, Zen 4, Zen 5; Zen 3 has AVX2 alone, Neoverse V2 NEON and SVE): named here,
- * not read from the files, and each test that uses it checks the file says the same. */
-static bool masks_lanes(const HwModel *h) {
-  bool want = !strcmp(h->name, "skylake-avx512") || !strcmp(h->name, "zen4") || !strcmp(h->name, "zen5");
-  ck_assert_msg(cpu_masks_lanes(h->llvm_features) == want, "%s: its file's features disagree", h->name);
-  return want;
+/* Does the model's CPU mask vector lanes (AVX-512's masked loads and stores, which some
+ * kernels take): read from its file's features, never from the host (test_masks_lanes
+ * checks the predicate on feature strings of each kind). */
+static bool masks_lanes(const HwModel *h) { return cpu_masks_lanes(h->llvm_features); }
+
+START_TEST(test_masks_lanes) {
+  ck_assert(cpu_masks_lanes("+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl"));
+  ck_assert(!cpu_masks_lanes("+avx,+avx2,+fma,+f16c"));
+  ck_assert(!cpu_masks_lanes("+neon,+sve,+sve2"));
+  ck_assert(!cpu_masks_lanes(""));
 }
+END_TEST
 
 /* The streaming time of f32 work on t threads and `tasks` tasks, from the file's figures. */
 static double stream_want(const HwModel *h, int t, int64_t tasks, double ops, double rd, double wr) {
@@ -740,8 +746,9 @@ START_TEST(test_reduce_runs) {
       int64_t ext[2];
       ext[ar] = 100000;
       ext[ak] = ks[i];
-      /* the x86 files name CPUs with AVX2's gathers or AVX-512's, neoverse-v2 none */
-      bool gathers = strcmp(MODELS[m], "neoverse-v2") != 0;
+      /* the file's CPU has AVX2's gathers or AVX-512's (x86); the Arm ones have none */
+      bool gathers = strcmp(h.arch, "aarch64") != 0 &&
+                     (strstr(h.llvm_features, "+avx2") != NULL || strstr(h.llvm_features, "+avx512f") != NULL);
       CpuShortPlan rp;
       ck_assert_msg(cpu_reduce_rows_plan(&h, p, &p->kernels[0], 0, &rp) == gathers, "%s: rows plan", h.name);
       double g = h.gather_lane_cycles > 0 ? h.gather_lane_cycles : 1;
@@ -1196,6 +1203,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, test_rows_in_turn);
   tcase_add_test(tc, test_row_folds);
   tcase_add_test(tc, test_row_folds_inner);
+  tcase_add_test(tc, test_masks_lanes);
   tcase_add_test(tc, test_tail_ops);
   tcase_add_test(tc, test_layout);
 #endif
