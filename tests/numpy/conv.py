@@ -91,7 +91,10 @@ for shape in [(0, 3, 5, 5, 2, 3, 1, 1), (1, 1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3
               (1, 32, 14, 14, 33, 3, 1, 1), (5, 11, 8, 8, 1, 3, 2, 1), (1, 3, 29, 31, 5, 3, 1, 3),
               # one small map and many long filters (rows 4 or 6 KiB apart): filters packed
               # by each task a block at a time, several k blocks, the last M block short
-              (1, 1024, 9, 9, 701, 1, 2, 0), (1, 1536, 5, 5, 761, 1, 1, 0)]:
+              (1, 1024, 9, 9, 701, 1, 2, 0), (1, 1536, 5, 5, 761, 1, 1, 0),
+              # rows of the windows shorter than a vector, gathered a vector at a time up to
+              # the last element of an unpadded image (runs of 7, 1 and 15 elements)
+              (2, 3, 9, 9, 5, 3, 1, 0), (3, 2, 5, 3, 4, 3, 1, 0), (1, 5, 19, 17, 6, 3, 1, 0)]:
     conv_case(*shape)
 
 # N C H W K S P: the same kinds of shape, one filter a channel; 7 x 7 maps and 112-wide
@@ -155,6 +158,30 @@ for shape in [(1, 1, 1, 1, 1, 1, 1, 0), (2, 3, 7, 5, 4, 3, 1, 1), (1, 16, 9, 8, 
     epi_case(*shape)
 for shape in [(1, 1, 1, 1, 1), (2, 3, 7, 9, 3), (1, 17, 31, 29, 5)]:
     dw_bias_case(*shape)
+
+# A window whose rows run backwards through X (row H - 3 - h + i): the gathered rows' first
+# runs lie at the image's end, which runs of 3 copied a vector at a time would read past
+# (test_api's test_window_at_page_end gives such an X from memory that ends there).
+FLIP = '''
+fn flip(X: f32[N, C, H, W], Wt: f32[F, C, 3, 3]) -> f32[N, F, H - 2, W - 2] where H >= 3, W >= 3 {
+  Y[n, f, h, w] = sum[c, i, j] X[n, c, H - 3 - h + i, w + j] * Wt[f, c, i, j]
+  return Y
+}
+'''
+
+
+def flip_case(n, c, h, w, f):
+    X, Wt = randn((n, c, h, w)), randn((f, c, 3, 3))
+    v = windows(X[:, :, ::-1, :], 3, 1, 0)            # row H - 3 - h + i is row h + 2 - i flipped
+    Wf = f64(Wt)[:, :, ::-1, :]
+    ref = np.einsum('nchwij,fcij->nfhw', v, Wf)
+    mag = np.einsum('nchwij,fcij->nfhw', np.abs(v), np.abs(Wf))
+    compare.case('conv flipped rows N=%d C=%d H=%d W=%d F=%d' % (n, c, h, w, f), [('X', X), ('Wt', Wt)],
+                 FLIP + 'Y = flip(X, Wt)', [compare.summed('Y', F32, ref, mag)])
+
+
+for shape in [(2, 3, 9, 5, 5), (1, 2, 12, 4, 3)]:
+    flip_case(*shape)
 
 DW64 = DW.replace('f32', 'f64')
 
@@ -304,7 +331,8 @@ def tile_cases(flags, tag):
                   (1, 3, 100, 97, 8, 3, 1, 0), (0, 5, 7, 7, 9, 3, 1, 1), (1, 1, 2, 2, 11, 7, 2, 3),
                   (3, 13, 17, 19, 23, 5, 2, 2), (1, 7, 31, 29, 17, 7, 1, 3)]:
         conv_case_tagged(tag, *shape)
-    for shape in [(2, 5, 9, 8, 11, 3, 1, 1), (1, 7, 13, 11, fams[0][0] + 1, 5, 2, 2), (1, 3, 4, 4, 6, 5, 1, 2)]:
+    for shape in [(2, 5, 9, 8, 11, 3, 1, 1), (1, 7, 13, 11, fams[0][0] + 1, 5, 2, 2), (1, 3, 4, 4, 6, 5, 1, 2),
+                  (2, 3, 7, 7, 5, 3, 1, 0)]:
         conv64_case(*shape, tag)
 
 
