@@ -160,7 +160,7 @@ for shape in [(1, 1, 1, 1, 1), (2, 3, 7, 9, 3), (1, 17, 31, 29, 5)]:
     dw_bias_case(*shape)
 
 # A window whose rows run backwards through X (row H - 3 - h + i): the gathered rows' first
-# runs lie at the image's end, which runs of 3 copied a vector at a time would read past
+# runs lie at the image's end, which runs of 3 or 19 copied in whole vectors would read past
 # (test_api's test_window_at_page_end gives such an X from memory that ends there).
 FLIP = '''
 fn flip(X: f32[N, C, H, W], Wt: f32[F, C, 3, 3]) -> f32[N, F, H - 2, W - 2] where H >= 3, W >= 3 {
@@ -180,7 +180,7 @@ def flip_case(n, c, h, w, f):
                  FLIP + 'Y = flip(X, Wt)', [compare.summed('Y', F32, ref, mag)])
 
 
-for shape in [(2, 3, 9, 5, 5), (1, 2, 12, 4, 3)]:
+for shape in [(2, 3, 9, 5, 5), (1, 2, 12, 4, 3), (2, 2, 7, 21, 3)]:
     flip_case(*shape)
 
 DW64 = DW.replace('f32', 'f64')
