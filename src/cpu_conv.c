@@ -52,19 +52,7 @@ typedef struct Grp {
  * model's compute 0.04).  The lines are GCC's and Clang's vectors of 64 bytes (one zmm, two
  * ymm or four xmm as the clone's target has them), written out because the vectoriser
  * made of eight lines' arrays a loop that spilled them; a step of 2 takes the even lanes of
- * two loads.  The exact form runs anywhere. */
-typedef float ConvVf __attribute__((vector_size(64)));
-typedef double ConvVd __attribute__((vector_size(64)));
-typedef int32_t ConvIf __attribute__((vector_size(64)));
-typedef int64_t ConvId __attribute__((vector_size(64)));
-#define CONV_LD(VT, p) ({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
-#if defined(__clang__)
-#define CONV_EVEN_f(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
-#define CONV_EVEN_d(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
-#else
-#define CONV_EVEN_f(a, b) __builtin_shuffle(a, b, (ConvIf){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
-#define CONV_EVEN_d(a, b) __builtin_shuffle(a, b, (ConvId){0, 2, 4, 6, 8, 10, 12, 14})
-#endif
+ * two loads (cpu_int.h's ConvV and CONV_EVEN).  The exact form runs anywhere. */
 #define CONV_BLOCK(T, VT, X, NL, S)                                                                 \
   for (; n - j0 >= (NL) * L || ((NL) == 1 && j0 < n); j0 += (NL) * L) {                             \
     VT acc[NL];                                                                                     \

@@ -228,6 +228,22 @@ double cpu_conv_grouped_predict(GemmKernels *g, const Win *W, int threads, Buf *
  * (rows ld elements apart); roff: room for r1 - r0 offsets. */
 void cpu_win_gather(const Win *W, const char *b, char *dst, int64_t ld, int64_t pi, int64_t r0, int64_t r1, int es,
                     int64_t *roff);
+/* Vectors of 64 bytes in GCC's and Clang's extensions (one zmm, two ymm or four xmm as the
+ * compiler's target has them), a load of one from any address, and the even lanes of two
+ * (a step of 2): cpu_conv.c's row kernels and cpu_rt.c's gathered runs. */
+typedef float ConvVf __attribute__((vector_size(64)));
+typedef double ConvVd __attribute__((vector_size(64)));
+typedef int32_t ConvIf __attribute__((vector_size(64)));
+typedef int64_t ConvId __attribute__((vector_size(64)));
+#define CONV_LD(VT, p) ({ VT v_; memcpy(&v_, (p), sizeof v_); v_; })
+#if defined(__clang__)
+#define CONV_EVEN_f(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define CONV_EVEN_d(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14)
+#else
+#define CONV_EVEN_f(a, b) __builtin_shuffle(a, b, (ConvIf){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
+#define CONV_EVEN_d(a, b) __builtin_shuffle(a, b, (ConvId){0, 2, 4, 6, 8, 10, 12, 14})
+#endif
+
 /* cpu_conv.c: an affine index expression (a window's subscript) at the axis values ax,
  * its sizes from sz. */
 int64_t cpu_affine_at(const KExpr *e, const int64_t *ax, const EvalSizes *sz);

@@ -116,49 +116,54 @@ END_TEST
 
 /* A window read from the caller's memory, which has no slack after it: X ends where a page
  * that cannot be read begins, and the gathered windows' rows run backwards through it (row
- * H - 3 - h + i), so their first runs lie at X's end.  Runs shorter than a vector are
- * copied a vector at a time only where the elements past them are X's (cpu_win_gather):
+ * H - 3 - h + i), so their first runs lie at X's end, at steps 1 and 2 along a row.  Runs
+ * are copied in whole vectors only where the elements past them are X's (cpu_win_gather):
  * a copy past its end would fault here.  The result against sums worked out here. */
 START_TEST(test_window_at_page_end) {
   ck_assert_int_eq(dyn_run(S, "fn flip(X: f32[N, C, H, W], Wt: f32[F, C, 3, 3]) -> f32[N, F, H - 2, W - 2] "
                               "where H >= 3, W >= 3 {\n"
                               "  Y[n, f, h, w] = sum[c, i, j] X[n, c, H - 3 - h + i, w + j] * Wt[f, c, i, j]\n"
+                              "  return Y\n}\n"
+                              "fn flip2(X: f32[N, C, H, W], Wt: f32[F, C, 3, 3]) -> f32[N, F, H - 2, (W - 3) / 2 + 1] "
+                              "where H >= 3, W >= 3 {\n"
+                              "  Y[n, f, h, w] = sum[c, i, j] X[n, c, H - 3 - h + i, 2 * w + j] * Wt[f, c, i, j]\n"
                               "  return Y\n}\n", NULL), 0);
   enum { N = 2, C = 3, H = 9, F = 5 };
-  for (int W = 5; W <= 21; W += 16) {          /* runs of 3 and of 19: one vector and two */
-    int HO = H - 2, WO = W - 2;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t xb = sizeof(float) * N * C * H * (size_t)W, span = (xb + (size_t)page - 1) / (size_t)page * (size_t)page;
-    char *m = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ck_assert(m != MAP_FAILED);
-    ck_assert_int_eq(mprotect(m + span, (size_t)page, PROT_NONE), 0);
-    float *x = (float *)(m + span - xb), wt[F * C * 9];
-    unsigned seed = 11;
-    fill(x, N * C * H * W, &seed);
-    fill(wt, F * C * 9, &seed);
-    int64_t sx[4] = {N, C, H, W}, sw[4] = {F, C, 3, 3};
-    DLTensor args[2] = {f32(x, 4, sx, NULL), f32(wt, 4, sw, NULL)};
-    DLManagedTensor *r;
-    ck_assert_int_eq(dyn_call(S, "flip", args, 2, &r, 1, NULL), 0);
-    const float *y = r->dl_tensor.data;
-    for (int n = 0; n < N; n++)
-      for (int f = 0; f < F; f++)
-        for (int h = 0; h < HO; h++)
-          for (int w = 0; w < WO; w++) {
-            double want = 0, mag = 0;
-            for (int c = 0; c < C; c++)
-              for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++) {
-                  double t = (double)x[((n * C + c) * H + H - 3 - h + i) * W + w + j] * wt[(f * C + c) * 9 + i * 3 + j];
-                  want += t, mag += fabs(t);
-                }
-            float got = y[((n * F + f) * HO + h) * WO + w];
-            ck_assert_msg(fabs(got - want) <= 1e-5 * mag + 1e-30, "W = %d: Y[%d, %d, %d, %d] = %g, not %g", W, n, f, h,
-                          w, got, want);
-          }
-    r->deleter(r);
-    munmap(m, span + (size_t)page);
-  }
+  for (int st = 1; st <= 2; st++)
+    for (int W = 5; W <= 41; W += 36) {        /* runs of 3 or 2, and of 39 or 20 */
+      int HO = H - 2, WO = (W - 3) / st + 1;
+      long page = sysconf(_SC_PAGESIZE);
+      size_t xb = sizeof(float) * N * C * H * (size_t)W, span = (xb + (size_t)page - 1) / (size_t)page * (size_t)page;
+      char *m = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ck_assert(m != MAP_FAILED);
+      ck_assert_int_eq(mprotect(m + span, (size_t)page, PROT_NONE), 0);
+      float *x = (float *)(m + span - xb), wt[F * C * 9];
+      unsigned seed = 11;
+      fill(x, N * C * H * W, &seed);
+      fill(wt, F * C * 9, &seed);
+      int64_t sx[4] = {N, C, H, W}, sw[4] = {F, C, 3, 3};
+      DLTensor args[2] = {f32(x, 4, sx, NULL), f32(wt, 4, sw, NULL)};
+      DLManagedTensor *r;
+      ck_assert_int_eq(dyn_call(S, st == 1 ? "flip" : "flip2", args, 2, &r, 1, NULL), 0);
+      const float *y = r->dl_tensor.data;
+      for (int n = 0; n < N; n++)
+        for (int f = 0; f < F; f++)
+          for (int h = 0; h < HO; h++)
+            for (int w = 0; w < WO; w++) {
+              double want = 0, mag = 0;
+              for (int c = 0; c < C; c++)
+                for (int i = 0; i < 3; i++)
+                  for (int j = 0; j < 3; j++) {
+                    double t = (double)x[((n * C + c) * H + H - 3 - h + i) * W + st * w + j] * wt[(f * C + c) * 9 + i * 3 + j];
+                    want += t, mag += fabs(t);
+                  }
+              float got = y[((n * F + f) * HO + h) * WO + w];
+              ck_assert_msg(fabs(got - want) <= 1e-5 * mag + 1e-30, "step %d, W = %d: Y[%d, %d, %d, %d] = %g, not %g",
+                            st, W, n, f, h, w, got, want);
+            }
+      r->deleter(r);
+      munmap(m, span + (size_t)page);
+    }
 }
 END_TEST
 
