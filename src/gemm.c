@@ -188,6 +188,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
 void gemm_free(GemmKernels *g) {
   if (!g) return;
   if (g->wide) {                 /* a 16-bit engine: its code lives in the f32 engine's JIT */
+    gemm_half_free_memo(g);
     free(g->ws[0]);
     free(g->ws);
     free(g->ws_bytes);

@@ -11,7 +11,9 @@
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
-#define HPACK_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define HPACK_CLONES                                                                                  \
+  __attribute__((optimize("O3", "no-tree-loop-distribute-patterns"),                                  \
+                 target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define HPACK_F16C 1
 #else
 #define HPACK_CLONES
@@ -210,7 +212,8 @@ static HPACK_CLONES void pairs_k_unit(const uint16_t *s, int64_t ls, int have, i
   for (; l < have; l++)
     for (int64_t q = 0; q < kp; q++)
       o[q * w + l] = s[l * ls + 2 * q] | (2 * q + 1 < k ? (uint32_t)s[l * ls + 2 * q + 1] << 16 : 0);
-  for (int64_t q = 0; q < kp && have < w; q++) memset(o + q * w + have, 0, (size_t)(w - have) * 4);
+  for (int64_t q = 0; q < kp && have < w; q++)
+    for (int j = have; j < w; j++) o[q * w + j] = 0;
 }
 
 void hpack_pairs(const uint16_t *s, int64_t ls, int64_t sk, int64_t l0, int64_t lines, int w,

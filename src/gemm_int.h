@@ -193,6 +193,7 @@ struct GemmKernels {
   const struct GemmHalfOps *half;
   bool dp;
   void *dpk[DP_NH][2];
+  struct DpMemo *dp_memo;        /* the plans of the shapes run last (gemm_half.c) */
   double dpsec[DP_NH][2];        /* seconds a pair of k of each, calibrated (0: not measured) */
 };
 
@@ -375,6 +376,9 @@ bool gemm_part_ensure(GemmKernels *g, int what);
 /* gemm_model.c: validate and normalise a call's arguments into a problem (gemm_run.c runs
  * it, the model prices it). */
 bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err, size_t errlen);
+
+/* gemm_half.c: free a 16-bit engine's memo of plans (gemm_free). */
+void gemm_half_free_memo(GemmKernels *g);
 
 /* A 16-bit engine's (g->wide set) run, code, plan text and prediction, which gemm_run,
  * gemm_code, gemm_describe and gemm_predict hand over to.  gemm_half.c sets them when it
