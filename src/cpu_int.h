@@ -93,6 +93,7 @@ struct CpuBackend {
 typedef struct Win {
   int64_t ptot, mtot, qtot, ktot;
   int64_t b0, coef[3][DYN_MAX_RANK];     /* B's element offset: b0 + coef . (P, K, Q) */
+  int64_t hi;                            /* the furthest element of B any window reads */
   int64_t ext[3][DYN_MAX_RANK], mext[DYN_MAX_RANK];
   int n[3];                              /* axes of P, K and Q (K in A's order) */
   int korder[DYN_MAX_RANK];              /* that order: indices into the reduction's axes */

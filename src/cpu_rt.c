@@ -392,6 +392,9 @@ bool cpu_win_shape(const Program *p, const CKernel *ck, const int64_t *ext, cons
       ax[axes[g][i]] = 0;
       W->coef[g][i] = o - W->b0;
     }
+  W->hi = W->b0;                                      /* each axis's coefficient at its end */
+  for (int g = 0; g < 3; g++)
+    for (int i = 0; i < W->n[g]; i++) W->hi += W->coef[g][i] > 0 ? (W->ext[g][i] - 1) * W->coef[g][i] : 0;
   int64_t kext[DYN_MAX_RANK], kcoef[DYN_MAX_RANK];     /* the reduction axes as A nests them */
   for (int i = 0; i < nk; i++) kext[i] = W->ext[1][perm[i]], kcoef[i] = W->coef[1][perm[i]];
   memcpy(W->ext[1], kext, sizeof kext);
@@ -505,18 +508,13 @@ void cpu_win_gather(const Win *W, const char *b, char *dst, int64_t ld, int64_t 
     if (r > r0) odometer_next(idx, W->ext[2], W->coef[2], nq - 1, &ro);   /* the outer axes' next */
     roff[r - r0] = ro;
   }
-  /* the furthest element any run reads, from K's and the runs' largest offsets */
-  int64_t hi = o + (qlast > 0 && qstep > 0 ? (qlast - 1) * qstep : 0), rmax = r1 > r0 ? roff[0] : 0;
-  for (int i = 0; i < nk; i++) hi += W->coef[1][i] > 0 ? (W->ext[1][i] - 1) * W->coef[1][i] : 0;
-  for (int64_t r = r0; r < r1; r++) rmax = roff[r - r0] > rmax ? roff[r - r0] : rmax;
-  hi += rmax;
   int64_t kidx[DYN_MAX_RANK] = { 0 };
   for (int64_t k = 0; k < W->ktot; k++) {
     if (k > 0) odometer_next(kidx, W->ext[1], W->coef[1], nk, &o);
     if (es == 4)
-      copy_runs_f32((float *)dst + k * ld, (const float *)b + o, roff, r1 - r0, qlast, qstep, hi + 1 - o);
+      copy_runs_f32((float *)dst + k * ld, (const float *)b + o, roff, r1 - r0, qlast, qstep, W->hi + 1 - o);
     else
-      copy_runs_f64((double *)dst + k * ld, (const double *)b + o, roff, r1 - r0, qlast, qstep, hi + 1 - o);
+      copy_runs_f64((double *)dst + k * ld, (const double *)b + o, roff, r1 - r0, qlast, qstep, W->hi + 1 - o);
   }
 }
 

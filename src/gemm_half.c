@@ -193,7 +193,7 @@ GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_
   g->ws = xcalloc(1, sizeof *g->ws);
   g->ws_bytes = xcalloc(1, sizeof *g->ws_bytes);
   g->dp = gemm_half_dp(&g->hw, elem);
-  g->dp_memo = dp_memo_new();
+  if (g->dp) g->dp_memo = dp_memo_new();
   if (g->dp && jit_can_run(wide->jit)) {
     LLVMContextRef cx = LLVMContextCreate();
     LLVMModuleRef m = jit_module_new(wide->jit, cx, "gemm_bf16");
@@ -557,7 +557,7 @@ static void dp_plan_memo(GemmKernels *g, const GemmArgs *x, int T, DpPlan *pl) {
   uint64_t h = 0;
   for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)key[i]) * 0x9E3779B97F4A7C15ull;
   DpMemo *mm = g->dp_memo;
-  int slot = (int)(h >> 59) % DP_MEMO;
+  int slot = (int)((h >> 32) % DP_MEMO);
   pthread_mutex_lock(&mm->lock);
   bool hit = mm->e[slot].used && !memcmp(mm->e[slot].key, key, sizeof key);
   if (hit) *pl = mm->e[slot].pl;

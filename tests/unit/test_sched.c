@@ -1,22 +1,44 @@
 /* test_sched.c -- Check suite for the model's streaming terms: sched.c's roofline, the level a
  * working set lives in, and the time of an element-wise or row-wise kernel, with cost.c's
  * lane-operations and traffic of lowered programs.  Every expectation is derived from the
- * figures of the hardware model loaded (hw/skylake-avx512, zen3, zen5, neoverse-v2), never
- * from the host: bytes over the level's bandwidth for the threads, lane-operations over the
+ * figures of the hardware model loaded (every CPU model in hw/, or one named where a test
+ * works an example through), never from the host: bytes over the level's bandwidth for the threads, lane-operations over the
  * vector pipes' rate, the larger of the two plus the fork-join.
  */
 #include "config.h"
 #include "dyn_int.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const MODELS[] = {"skylake-avx512", "icelake-server", "sapphirerapids", "emeraldrapids",
-                                     "graniterapids", "generic-avx2", "zen3", "zen4", "zen5", "neoverse-n1",
-                                     "neoverse-v2"};
-#define NMODELS ((int)(sizeof MODELS / sizeof MODELS[0]))
+/* The CPU models of hw/ (every NAME.hw whose kind is cpu, sorted), read once by main before
+ * the tests fork: a file added there is checked as those before it were, and no list here
+ * can fall behind the directory. */
+#define MAX_MODELS 64
+static char *MODELS[MAX_MODELS];
+static int NMODELS;
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void find_models(void) {
+  DIR *d = opendir(hw_dir());
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d)) && NMODELS < MAX_MODELS) {
+    size_t len = strlen(e->d_name);
+    if (len < 4 || e->d_name[0] == '.' || strcmp(e->d_name + len - 3, ".hw")) continue;
+    char *name = xstrndup(e->d_name, len - 3);
+    HwModel h;
+    char err[1024];
+    if (hw_load(name, &h, err, sizeof err) && !strcmp(h.kind, "cpu")) MODELS[NMODELS++] = name;
+    else free(name);
+  }
+  closedir(d);
+  qsort(MODELS, (size_t)NMODELS, sizeof MODELS[0], by_name);
+}
 #define SYNC_S 0.3e-6          /* sched.c's SCHED_SYNC_S, the documented fork-join */
 
 static HwModel model(const char *name) {
@@ -1212,6 +1234,11 @@ static Suite *sched_suite(void) {
 }
 
 int main(void) {
+  find_models();
+  if (NMODELS < 2) {
+    fprintf(stderr, "test_sched: fewer than two CPU models in %s\n", hw_dir());
+    return EXIT_FAILURE;
+  }
   SRunner *sr = srunner_create(sched_suite());
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
