@@ -51,7 +51,7 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * runs in the loop of stage pipe_f of the next, against the writes too).  Against the
  * compute and memory of the whole kernel overlapped: layernorm over 101 x 4096 on 1 thread
  * of Emerald Rapids ran 0.16-0.17 ms, where overlapped predicted 0.12 ms and in turn 0.14. */
-double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
+double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
                         const SchedWork *w, const SchedTerms *T, const double *tails) {
   int ns = kn->nstages;
   double c[64], sum = 0;
@@ -59,7 +59,7 @@ double cpu_rows_in_turn(const Program *p, const Kernel *kn, PolyCtx *pc, const E
   for (int s = 0; s < ns; s++) {
     int64_t v = 0;
     const char *why;
-    if (!poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) return 0;
+    if (!poly_eval(cost_stage_ops(h, p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) return 0;
     c[s] = (double)v + (tails ? tails[s] : 0);
     sum += c[s];
   }
@@ -161,7 +161,7 @@ double cpu_tail_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCt
     int64_t n = ext[last], v = 0;
     if (last == par_axis && tasks > 1) n = (n + tasks - 1) / tasks;
     const char *why;
-    if (!(elems > 0) || n <= 0 || !poly_eval(cost_stage_ops(p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) continue;
+    if (!(elems > 0) || n <= 0 || !poly_eval(cost_stage_ops(h, p, kn, s, pc), eval_size_lookup, (void *)sz, &v, &why)) continue;
     double ops = (double)v / elems, insts = ops + count_loads(st->expr) + 1;   /* and its store */
     bool split = cpu_stage_splits(st);
     double units = cpu_stage_overlaps(h, p, kn, s, par_axis) ? cpu_overlap_units(n, vf, cpu_masks_lanes(h->llvm_features))
@@ -205,7 +205,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
     buf_printf(out, ": predicted %.3f ms\n", lt * 1e3);
     return lt;
   }
-  poly_eval(cost_kernel_ops(p, kn, pc), eval_size_lookup, (void *)sz, &ov, &why);
+  poly_eval(cost_kernel_ops(&be->hw, p, kn, pc), eval_size_lookup, (void *)sz, &ov, &why);
   SchedWork w = {.ops = (double)ov, .elem_bytes = elem_size(kn->stages[kn->nstages - 1].expr->ty),
                  .read = (double)rv, .written = (double)wv, .streamed = streamed,
                  .tasks = tasks, .busiest = busiest};
@@ -214,7 +214,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   w.ops += runs + tail;
   if (sp) w.tasks = sp->pieces, w.busiest = 0;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
-  double turn = kn->nouter && !sp ? cpu_rows_in_turn(p, kn, pc, sz, pipe_f, &w, &T, tail > 0 ? tails : NULL) : 0;
+  double turn = kn->nouter && !sp ? cpu_rows_in_turn(&be->hw, p, kn, pc, sz, pipe_f, &w, &T, tail > 0 ? tails : NULL) : 0;
   bool in_turn = turn > t;
   if (in_turn) t = turn;
   double folds = sp ? 0 : cpu_row_folds_s(&be->hw, kn, x->ext, &T);

@@ -983,9 +983,11 @@ void cost_kernel(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **f
 void cost_kernel_traffic(const Program *p, const Kernel *kn, PolyCtx *pc, const Poly **rd, const Poly **wr);
 /* A kernel's vector lane-operations: each operation one, a math function what its vector
  * expansion spends per element (the table in cost.c). */
-const Poly *cost_kernel_ops(const Program *p, const Kernel *kn, PolyCtx *pc);
+const Poly *cost_kernel_ops(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc);
 /* Stage s's share of them. */
-const Poly *cost_stage_ops(const Program *p, const Kernel *kn, int s, PolyCtx *pc);
+const Poly *cost_stage_ops(const HwModel *h, const Program *p, const Kernel *kn, int s, PolyCtx *pc);
+/* An exponential's lane-operations an element on h's vectors (with or without vscalef). */
+int cost_exp_ops(const HwModel *h);
 /* How an attention's softmax applies its scale: folded into the exponent's FMA (the fused
  * kernel), a product or a division of each score (the program's own row-wise kernel). */
 typedef enum { ATTN_SCALE_FOLDED, ATTN_SCALE_MUL, ATTN_SCALE_DIV } AttnScale;

@@ -510,6 +510,14 @@ static double far_b_s(const HwModel *h, double strip, double line, double bytes,
   return bytes / (sched_shared_bw(h, INFINITY, users) * strip / (strip + FAR_PIECE * line));
 }
 
+/* A core's rate for a footprint of F bytes split evenly among `users` cores, each streaming
+ * its own part: the level that holds it (a private cache a part, a shared one the parts of
+ * the cores it serves: sched_fit_level). */
+static double split_bw(const HwModel *h, double F, int users) {
+  int u = users > 0 ? users : 1;
+  return sched_threads_bw(h, sched_fit_level(h, F, u), u) / u;
+}
+
 /* Predicted seconds for one thread block of bt x mt x nt (x K) of `users` running at once,
  * filling pl's parts. */
 static void model_block(const GemmKernels *g, const Family *f, const Prob *p, int64_t bt,
@@ -541,8 +549,15 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   double bytesA = (double)bt * mt * K * es, bytesB = (double)bt * K * nt * es;
   double bwA = sched_shared_bw(h, (double)p->m * p->k_all * es * (p->a_sb ? p->batch : 1), users);
   double wholeB = (double)p->k_all * p->n * es * (p->b_sb ? p->batch : 1), bwB = sched_shared_bw(h, wholeB, users);
+  /* A thread block whose operands all fit a cache of its core's own finds them there from
+   * one call to the next, however large the whole operands: 1 x 768 x 768 over 2 threads
+   * of Emerald Rapids (2 MiB of L2 a core) ran in 14-20 us, where B priced at the L3's
+   * rate (2.4 MB whole) predicted 58; 3 x 1000 x 1000 51-56 us against 101. */
+  double own = ((double)mt * K + (double)K * nt + (double)mt * nt) * es * bt, bwOwn = split_bw(h, own * users, users);
+  bwA = fmax(bwA, bwOwn);
+  bwB = fmax(bwB, bwOwn);
   double bwL2 = sched_level_bw(h, hw_cache_bytes(h, 1) / 2);
-  bool farB = wholeB > hw_cache_bytes(h, hw_ncaches(h) - 1) * users;
+  bool farB = wholeB > hw_cache_bytes(h, hw_ncaches(h) - 1) * users && own > hw_cache_bytes(h, 1);
   /* Set pressure in L1 (see lines_per_set).  A in place whose rows alias fills its sets by
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
    * in place whose rows alias cannot stay in L1 between row pieces: each piece after the
@@ -696,9 +711,10 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   pl->nc = imax(g->W, (int64_t)(hw_cache_bytes(h, 0) / 2 / ((double)p->m * es)) / g->W * g->W);
   int64_t bt = imin(pl->bb, p->batch), nt = imin(pl->nbk, p->n), nch = cdiv(nt, pl->nc);
   pl->t_comp = (double)bt * ((double)p->k * cdiv(nt, g->W) * g->rows_sec[p->m] + nch * CALL_CYC / hz);
-  double bwB = sched_shared_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
+  /* B and C split among the threads (each its columns), A read by all */
+  double bwB = split_bw(h, (double)p->k * p->n * es * (p->b_sb ? p->batch : 1), users);
   double bwA = sched_shared_bw(h, (double)p->m * p->k * es * (p->a_sb ? p->batch : 1), users);
-  double bwC = sched_shared_bw(h, (double)p->m * p->n * es * p->batch, users);
+  double bwC = split_bw(h, (double)p->m * p->n * es * p->batch, users);
   pl->t_mem = (double)bt * ((double)p->k * nt * es / bwB + (double)nch * p->m * p->k * es / bwA +
                             (double)p->m * nt * es * (p->acc ? 2 : 1) / bwC);
   pl->t_sync = users > 1 ? sched_sync_s(&g->hw) : 0;

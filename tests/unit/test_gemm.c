@@ -333,6 +333,25 @@ START_TEST(test_c_traffic) {
 }
 END_TEST
 
+/* A thread block whose operands all fit its core's own cache finds them there from one call
+ * to the next: a 1-row product whose B is 1.5 times one core's L2 (within the last cache),
+ * its columns split over 2 threads, is priced under what each half would take at the last
+ * cache's rate.  Where L2 is shared, or no faster than the next level, there is nothing to
+ * tell apart. */
+START_TEST(test_own_cache) {
+  int nc = hw_ncaches(&hw);
+  if (nc < 3 || hw.level[1].shared_by > 1) return;
+  int64_t n = (int64_t)sqrt(1.5 * (double)hw.level[1].bytes / 4) / 16 * 16;
+  const HwLevel *last = &hw.level[nc - 1];
+  if ((double)n * n * 4 > (double)last->bytes || hw.level[1].gbs < 1.5 * last->gbs) return;
+  GemmArgs x = { .batch = 1, .m = 1, .n = n, .k = n, .a_sm = n, .a_sk = 1, .b_sk = n,
+                 .b_sn = 1, .c_sm = n, .c_sn = 1 };
+  double t = gemm_predict(g32, &x, 2), far = (double)n * n * 4 / 2 / (sched_threads_bw(&hw, nc - 1, 2) / 2);
+  ck_assert_msg(t < far, "1 x %lld x %lld on 2 threads: %g s predicted, %g s at %s's rate", (long long)n,
+                (long long)n, t, far, last->name);
+}
+END_TEST
+
 /* dyn --calibrate's sustained rate slows the model's kernels where it is below the rate
  * calibrated at compile time, and only there: a rate above it, or under a quarter of it (no
  * clock's), changes nothing; half of it doubles the compute of a product that fits the
@@ -1119,6 +1138,7 @@ int main(void) {
   tcase_add_test(tc, test_layouts);
   tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_c_traffic);
+  tcase_add_test(tc, test_own_cache);
   tcase_add_test(tc, test_sustained_rate);
   tcase_add_test(tc, test_prefetch_c);
   tcase_add_test(tc, test_batched_accumulate);
