@@ -127,11 +127,13 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           own, which carries the write-back; nearer, the
  *                                           cores' fetches bind: gelu of f32[4096, 4096], 2
  *                                           threads of Zen 5
- *   STREAM_KEEP     0.7      sched.c        a private cache's share of one core's capacity
- *                                           that a streaming set keeps between calls while
- *                                           the threads' caches hold it (nothing of a larger
- *                                           set): permutations of 0.5-8 MiB, 1 and 2 threads
- *                                           of Emerald Rapids (stream_hold)
+ *   STREAM_KEEP     0.7      sched.c        a private cache's share of its core's capacity
+ *                                           that a streaming set as much written as read
+ *                                           keeps between calls while the threads' caches
+ *                                           hold it (nothing of a larger set; all of it for
+ *                                           a set only read): permutations of 0.5-8 MiB and
+ *                                           row sums of 2.8-3.8 MB, 1 and 2 threads of
+ *                                           Emerald Rapids (stream_hold)
  *   kept share      C / F    sched.c        a working set F larger than the last cache C
  *                                           finds C of it there on the next call: the caches'
  *                                           replacement resists a stream that cycles through
@@ -170,21 +172,31 @@ static double fit_capacity(const HwModel *h, int i, int threads) {
 /* What level i keeps of a streaming kernel's set of F bytes between calls, on `threads`
  * cores.  A shared cache keeps its capacity for each group of cores that shares it
  * (fit_capacity; of a larger set too, its share, where adaptive insertion resists the
- * stream: the index above).  A private one keeps STREAM_KEEP of one core's capacity while
- * the set fits the threads' caches together, and nothing of a larger set, which cycles
- * through every line before it comes back (LRU).  STREAM_KEEP, not the threads' whole
- * capacity: a core's cache holds its own data beside the set, and the pool's tasks go to
- * whichever thread claims them first, so a task's part of the set is as often in another
- * core's cache as in its own.  Measured on Emerald Rapids (2 MiB L2 a core), a permutation
+ * stream: the index above).  A private one keeps the set where each core's part fits the
+ * share of its cache the set can use (below), else that share while the set fits the
+ * threads' caches together, and nothing of a larger set, which cycles through every line
+ * before it comes back (LRU).  STREAM_KEEP, not the whole cache, for a set written as much
+ * as read: its dirty lines and their write-backs take the rest.  Measured on Emerald Rapids
+ * (2 MiB L2 a core), a permutation
  * Y[j, i, k] = X[i, j, k] of 0.5 to 8 MiB read and written, :time minimums: on 1 thread
  * 15 us a MiB up to 1 MiB, 23 at 2 MiB, 34-39 from 3 MiB (L3); on 2 threads 8.5 us a MiB at
  * 2 MiB, 11.7 at 3, 13.7 at 4, 17 at 5 and 8.  Both fit a private share of 0.65-0.72 of one
  * L2 (2 threads at 4 MiB: 0.055 ms measured, 0.023 predicted with the set in the threads'
  * two L2s, 0.057 with this). */
 #define STREAM_KEEP 0.7
-static double stream_hold(const HwModel *h, int i, int threads, double F) {
+static double stream_hold(const HwModel *h, int i, int threads, double F, double dirty) {
   if (h->level[i].shared_by > 1) return fit_capacity(h, i, threads);
-  return F <= fit_capacity(h, i, threads) ? STREAM_KEEP * (double)h->level[i].bytes : 0;
+  /* Each participant's share of the tasks is the same on every call (pool.c), so a set that
+   * a kernel only reads stays in the cores' own caches, part by part: row sums of 2.8 to 3.8
+   * MB on 2 threads of Emerald Rapids (2 MiB of L2 a core) read 160-250 GB/s, at the L2s'
+   * rate, where a 0.7 of one L2 kept priced them at 1.7-2.7 times their times.  A core keeps
+   * STREAM_KEEP of its cache where the kernel writes as much as it reads (the dirty lines
+   * and their write-backs take the rest: the permutations above), all of it where it only
+   * reads, and between the two by the written share. */
+  double cap = (double)h->level[i].bytes * (1 - (1 - STREAM_KEEP) * fmin(1, F > 0 ? 2 * dirty / F : 0));
+  int t = threads > 0 ? threads : 1;
+  if (F <= cap * t) return F;
+  return F <= fit_capacity(h, i, threads) ? cap : 0;
 }
 
 int sched_fit_level(const HwModel *h, double F, int threads) {
@@ -279,7 +291,7 @@ double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, Sche
   T.level = last;
   for (int i = 0; i < nc && F > 0; i++) {
     if (h->level[i].gbs <= 0) continue;
-    double upto = stream_hold(h, i, t, F) / F;
+    double upto = stream_hold(h, i, t, F, dirty) / F;
     if (upto > 1) upto = 1;
     if (upto <= kept) continue;
     /* a private cache past L1 also takes back the lines the stores dirtied in L1 (a clean

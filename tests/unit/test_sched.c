@@ -52,14 +52,19 @@ static bool close_to(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) 
 
 /* A working set's level, walked from the file's capacities: a private cache holds its size
  * per thread, a shared one its size per group of cores sharing it. */
-/* What cache i keeps of a streaming set of F bytes on t threads, derived from the file's
- * figures: a shared cache its capacity for each group of cores that shares it; a private one
- * 0.7 of one core's capacity while the set fits the threads' caches together, and nothing of
- * a larger set (sched.c, stream_hold). */
-static double hold_of(const HwModel *h, int i, double F, int t) {
+/* What cache i keeps of a streaming set of F bytes on t threads, `dirty` of them written
+ * (not streamed), derived from the file's figures: a shared cache its capacity for each
+ * group of cores that shares it; a private one all of the set where each core's part fits
+ * the share of its capacity the set can use -- all of it for a set only read, 0.7 for one
+ * written as much as read, in between by the written share -- else that share of one
+ * core's capacity while the set fits the threads' caches together, and nothing of a larger
+ * set (sched.c, stream_hold). */
+static double hold_of(const HwModel *h, int i, double F, double dirty, int t) {
   const HwLevel *l = &h->level[i];
   if (l->shared_by > 1) return (double)l->bytes * ceil((double)t / l->shared_by);
-  return F <= (double)l->bytes * t ? 0.7 * (double)l->bytes : 0;
+  double w = F > 0 ? fmin(1, 2 * dirty / F) : 0, cap = (double)l->bytes * (1 - 0.3 * w);
+  if (F <= cap * t) return F;
+  return F <= (double)l->bytes * t ? cap : 0;
 }
 
 /* The first level whose capacity for t threads holds F bytes (sched_fit_level: what a
@@ -73,10 +78,11 @@ static int fit_of(const HwModel *h, double F, int t) {
   return h->nlevels - 1;
 }
 
-/* The level that keeps all of a streaming set of F bytes between calls, else main memory. */
-static int level_of(const HwModel *h, double F, int t) {
+/* The level that keeps all of a streaming set of F bytes (dirty of them written) between
+ * calls, else main memory. */
+static int level_of(const HwModel *h, double F, double dirty, int t) {
   for (int i = 0; i < hw_ncaches(h); i++)
-    if (F <= hold_of(h, i, F, t)) return i;
+    if (F <= hold_of(h, i, F, dirty, t)) return i;
   return h->nlevels - 1;
 }
 
@@ -97,7 +103,7 @@ static double mem_time(const HwModel *h, double read, double written, bool strea
   int last = h->nlevels - 1;
   double nt = streamed ? written : 0, F = read + written - nt, kept = 0, s = 0;
   for (int i = 0; i < hw_ncaches(h) && F > 0; i++) {
-    double up = fmin(1, hold_of(h, i, F, t) / F);
+    double up = fmin(1, hold_of(h, i, F, written - nt, t) / F);
     double wb = i > 0 && h->level[i].shared_by <= 1 ? written - nt : 0;
     if (up > kept) s += (up - kept) * (F + wb) / bw_of(h, i, t), kept = up;
   }
@@ -230,7 +236,7 @@ static void check_stream(const char *text, int ops, int tensors, const HwModel *
   SchedWork w = {.ops = ops * n, .elem_bytes = 4, .read = 4 * tensors * n, .written = 4 * n, .streamed = streamed,
                  .tasks = B < 4 * t ? B : 4 * t};
   int tt = B < t ? (int)B : t;
-  int lv = level_of(h, w.read + (streamed ? 0 : w.written), tt);
+  int lv = level_of(h, w.read + (streamed ? 0 : w.written), streamed ? 0 : w.written, tt);
   bool rfo = lv == h->nlevels - 1 && !streamed;
   double mem = mem_time(h, w.read, w.written, streamed, tt);
   double comp = w.ops / lanes_rate(h, tt, 4);
@@ -363,13 +369,23 @@ START_TEST(test_memory_terms) {
   edge.read = edge.written = 0.35 * L2;
   sched_stream_time(&h, 1, &edge, &T);
   ck_assert(T.level == 1 && close_to(T.mem_s, 0.7 * 1.5 * L2 / l2bw1));
-  /* ... a line past it, all from L3; on 2 threads the same set is in their two L2s */
+  /* ... a line past it, all from L3; on 2 threads the same set is in their two L2s, each
+   * core's half within 0.7 of its L2 (each thread's share of the tasks is its own on every
+   * call) ... */
   edge.read = edge.written = L2 / 2 + 64;
   sched_stream_time(&h, 1, &edge, &T);
   ck_assert(T.level == 2 && close_to(T.mem_s, (L2 + 128) / l3bw1));
   sched_stream_time(&h, 2, &edge, &T);
-  double in2 = 0.7 * L2 / (L2 + 128);
-  ck_assert(T.level == 2 && close_to(T.mem_s, in2 * 1.5 * (L2 + 128) / (2 * l2bw1) + (1 - in2) * (L2 + 128) / (2 * l3bw1)));
+  ck_assert(T.level == 1 && close_to(T.mem_s, 1.5 * (L2 + 128) / (2 * l2bw1)));
+  /* ... where a half is past 0.7 of an L2, 0.7 of one L2 of it, the rest from L3 ... */
+  edge.read = edge.written = L2;
+  sched_stream_time(&h, 2, &edge, &T);
+  double in2 = 0.7 * L2 / (2 * L2);
+  ck_assert(T.level == 2 && close_to(T.mem_s, in2 * 1.5 * (2 * L2) / (2 * l2bw1) + (1 - in2) * (2 * L2) / (2 * l3bw1)));
+  /* ... and a set only read, each core's half within its whole L2, all from the L2s */
+  SchedWork ro = {.ops = 0, .elem_bytes = 4, .read = 1.9 * L2, .written = 0, .tasks = 8};
+  sched_stream_time(&h, 2, &ro, &T);
+  ck_assert_msg(T.level == 1 && close_to(T.mem_s, 1.9 * L2 / (2 * l2bw1)), "a read set of 1.9 L2: %g s", T.mem_s);
 }
 END_TEST
 
@@ -915,7 +931,7 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   int w = h->vector_bits / 32 > 16 ? 16 : h->vector_bits / 32, lg = 0, tasks = 4 * t;
   while ((1 << lg) < w) lg++;
   bool streamed = 2 * bytes > llc && A % w == 0;
-  int lv = level_of(h, streamed ? bytes : 2 * bytes, t);
+  int lv = level_of(h, streamed ? bytes : 2 * bytes, streamed ? 0 : bytes, t);
   bool rfo = lv == h->nlevels - 1 && !streamed;
   double mem = mem_time(h, bytes, bytes, streamed, t);
   double ntiles = (double)(B / w) * (double)(A / w), whole = ntiles * w * w;
@@ -1007,7 +1023,7 @@ START_TEST(test_attn_rows) {
     double half = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 0.5, false, &s);
     ck_assert(half < full && half > 0.45 * full);
     double once = 4.0 * 8 * (4096 * 128 + 128), v = 4.0 * 8 * 4096 * 64;
-    double vmem = (once + v) / bw_of(&h, level_of(&h, once + v, 1), 1);
+    double vmem = (once + v) / bw_of(&h, level_of(&h, once + v, 0, 1), 1);
     double masked = cpu_attn_rows_time(&h, 1, 8, 1, 4096, 64, 64, 1.0, true, &s);
     ck_assert_msg(masked > full && (close_to(masked, vmem) || masked > vmem), "%s: %g s masked", MODELS[m], masked);
   }
