@@ -592,7 +592,16 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
     if (b_set > ways && (p->b_sk * g->esize) % SET_SPAN == 0)
       stall += bytesB * (double)imax(0, calls - nic) / sched_level_bw(h, hw_cache_bytes(h, 1) + 1);
   }
-  if (!pl->pack_a && 2 * a_set > ways) stall += (double)bt * ntiles * mt * K * line / bwL2;
+  /* A's rows a multiple of SET_SPAN apart all fall in one set of L1, beside the packed B
+   * panel's lines there (contiguous, spread evenly over the sets): past the set's ways the
+   * broadcasts miss as well.  2 threads of an Emerald Rapids guest (48 KiB 12-way L1), the
+   * plan with A in place against A packed, GFLOP/s: 1024^3 317 / 341, 512 x 768 x 3072 326 /
+   * 367 (6 rows in one set beside 11 of a 44 KB panel); rows 3 KiB apart (K = 768, 2 a set)
+   * 336-360 / 331-356, no better packed. */
+  int64_t panel = pl->pack_b ? cdiv(kc * f->nr * g->esize, SET_SPAN) : 0;
+  bool alias = p->a_sm != 1 && hmax > 1 && (p->a_sm * g->esize) % SET_SPAN == 0;
+  if (!pl->pack_a && (2 * a_set > ways || (alias && a_set + panel > ways)))
+    stall += (double)bt * ntiles * mt * K * line / bwL2;
   /* C: written once per k block and read back for each after the first (and for C +=), at
    * the bandwidth of where C lives.  A tile writes its rows nr columns at a time, rows far
    * apart: from memory, as for B's strips, a piece of s bytes costs as much as s + one

@@ -352,6 +352,40 @@ START_TEST(test_own_cache) {
 }
 END_TEST
 
+/* A in place whose rows are a multiple of 4 KiB apart puts a tile's rows in one L1 set,
+ * beside the packed B panel's lines there: where the two pass the set's ways (from the
+ * host's model and the plan's kc and tile), A in place is priced with its misses, well
+ * above the same plan on rows 4 KiB + 64 bytes apart, and the model's own choice packs A. */
+START_TEST(test_aliased_a) {
+  int ways = hw.level[0].ways > 0 ? hw.level[0].ways : (int)(hw.level[0].bytes / 4096);
+  int mr[4], nr[4], nf = gemm_families(g32, mr, nr, 4), crowded = 0;
+  for (int f = 1; f <= nf && f <= 4; f++) {
+    double per[2];
+    GemmPlanInfo pi = {0};
+    for (int i = 0; i < 2; i++) {
+      int64_t k = 1024 + 16 * i;
+      GemmArgs x = { .batch = 1, .m = 512, .n = 1024, .k = k, .a_sm = k, .a_sk = 1, .b_sk = 1024,
+                     .b_sn = 1, .c_sm = 1024, .c_sn = 1 };
+      GemmForce fo = { .fam = f, .pack_a = 2, .pack_b = 1 };
+      gemm_force(g32, &fo);
+      ck_assert(gemm_plan_info(g32, &x, 1, &pi) && !pi.pack_a && pi.pack_b);
+      per[i] = gemm_predict(g32, &x, 1) / (double)k;
+    }
+    int64_t a_set = pi.mr * ((pi.kc * 4 + 4095) / 4096), panel = (pi.kc * pi.nr * 4 + 4095) / 4096;
+    if (a_set + panel <= ways) continue;      /* this L1 holds both */
+    crowded++;
+    ck_assert_msg(per[0] > 1.2 * per[1], "%dx%d, kc %lld: rows 4 KiB apart %g s a step of k, 4 KiB + 64 %g",
+                  pi.mr, pi.nr, (long long)pi.kc, per[0], per[1]);
+  }
+  gemm_force(g32, NULL);
+  if (crowded < nf) return;
+  GemmArgs x = { .batch = 1, .m = 512, .n = 1024, .k = 1024, .a_sm = 1024, .a_sk = 1, .b_sk = 1024,
+                 .b_sn = 1, .c_sm = 1024, .c_sn = 1 };
+  GemmPlanInfo pi;
+  ck_assert(gemm_plan_info(g32, &x, 1, &pi) && pi.pack_a);
+}
+END_TEST
+
 /* dyn --calibrate's sustained rate slows the model's kernels where it is below the rate
  * calibrated at compile time, and only there: a rate above it, or under a quarter of it (no
  * clock's), changes nothing; half of it doubles the compute of a product that fits the
@@ -1139,6 +1173,7 @@ int main(void) {
   tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_c_traffic);
   tcase_add_test(tc, test_own_cache);
+  tcase_add_test(tc, test_aliased_a);
   tcase_add_test(tc, test_sustained_rate);
   tcase_add_test(tc, test_prefetch_c);
   tcase_add_test(tc, test_batched_accumulate);
