@@ -44,7 +44,7 @@ t_start=$(date +%s)
 # ccache finds its earlier objects though each run's temporary directory has a new name.
 export CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=1
 export HOME="$work" DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 DYN_HW_DIR="$top_srcdir/hw"
-export QEMU_LD_PREFIX="$ldprefix" CK_TIMEOUT_MULTIPLIER=10
+export QEMU_LD_PREFIX="$ldprefix" CK_TIMEOUT_MULTIPLIER=10 DYN_TEST_TIMEOUT_SCALE=10
 
 # A clean copy of the sources: an in-tree build leaves objects that a VPATH build would take
 # for its own, and configure refuses a source tree that is configured.

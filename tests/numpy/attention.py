@@ -14,6 +14,7 @@ D below, at and past the model's vector lanes and the odd heads 80 and 96, causa
 at top level as well as in a function; and an f64 chain, which no path fuses.  Each result is judged against float64 NumPy by the size of its terms.
 tests/attention.sh runs these cases with the fusion forced on and off.
 """
+import os
 import re
 import subprocess
 
@@ -50,7 +51,8 @@ fn colmax(Q: f32[S, D], K: f32[T, D], V: f32[T, D]) -> f32[S, D] {
 def sched(dyn, flags, line, pattern, default):
     """The numbers pattern finds in :sched's text for line, on the model in use (flags)."""
     try:
-        r = subprocess.run([dyn] + flags + ['-e', line], capture_output=True, text=True, timeout=120)
+        r = subprocess.run([dyn] + flags + ['-e', line], capture_output=True, text=True,
+                           timeout=120 * float(os.environ.get('DYN_TEST_TIMEOUT_SCALE') or 1))
         m = re.search(pattern, ' '.join(r.stdout.split()))
         if m:
             return tuple(int(g) for g in m.groups())

@@ -41,6 +41,10 @@ EXACT = ('exact',)
 
 FLAGS = os.environ.get('DYN_NUMPY_FLAGS', '').split()   # e.g. --threads=1
 BATCH = 12                           # cases per dyn session
+# The time limits are for native speed; under an emulated CPU (tests/emulated.sh) dyn runs
+# ten to twenty times slower, and a loaded machine slower again: $DYN_TEST_TIMEOUT_SCALE
+# multiplies them (as CK_TIMEOUT_MULTIPLIER does Check's).
+TIMEOUT_SCALE = float(os.environ.get('DYN_TEST_TIMEOUT_SCALE') or 1)
 rng = np.random.default_rng(20240611)
 CASES = []
 
@@ -1799,7 +1803,7 @@ def run_alone(dyn, scratch, k, c, target):
     script = os.path.join(d, 'case_%s.dyn' % target)
     with open(script, 'w') as f:
         f.write('\n'.join(lines) + '\n')
-    why = run_dyn(dyn, target, script, d, 120)
+    why = run_dyn(dyn, target, script, d, 120 * TIMEOUT_SCALE)
     return [why] if why else check_outputs(d, c, target)
 
 
@@ -1816,7 +1820,7 @@ def run_batch(dyn, scratch, target, items):
     script = os.path.join(scratch, 'batch_%s_%03d.dyn' % (target, items[0][0]))
     with open(script, 'w') as f:
         f.write('\n'.join(lines) + '\n')
-    why = run_dyn(dyn, target, script, scratch, 60 + 30 * len(items))
+    why = run_dyn(dyn, target, script, scratch, (60 + 30 * len(items)) * TIMEOUT_SCALE)
     each = (time.time() - t0) / len(items)
     results = {}
     for k, c in items:
@@ -1846,7 +1850,7 @@ def back_ends(dyn):
         return os.environ['DYN_NUMPY_TARGETS'].split()
     try:
         r = subprocess.run([dyn, '--target=cpu', '-e', ':target'], capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=60 * TIMEOUT_SCALE)
         cpu = r.returncode == 0 and r.stdout.strip() == 'target: cpu'
     except (OSError, subprocess.TimeoutExpired):
         cpu = False
