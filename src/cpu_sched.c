@@ -42,6 +42,18 @@ static void put_indented(Buf *out, char *text, const char *pad) {
  * predictions.  Part of what the clock reads there is its own reading. */
 #define KERNEL_S 0.07e-6
 
+/* Both are software's, a count of cycles and of cache misses that a slower core or a
+ * virtual machine's scheduling stretches: where dyn --calibrate timed a call of one kernel
+ * that does next to nothing (call_us), the two are scaled to it.  2 threads of an Emerald
+ * Rapids guest: 0.3-0.7 us a call of transpose(f32[1, 16]) over a session's minutes, where
+ * the constants say 0.22; make bench's 1 x 768 transpose, softmax and layernorm ran 0.7-1.3
+ * us, predicted 0.2-0.7 (-44% to -70%). */
+static double call_scale(const HwModel *h) {
+  return h && h->call_us > 0 ? h->call_us * 1e-6 / (CALL_S + KERNEL_S) : 1;
+}
+
+double cpu_call_s(const HwModel *h) { return (CALL_S + KERNEL_S) * call_scale(h); }
+
 /* A row-wise kernel's rows go through their stages in turn: the first reads the row from
  * where it lives, the later ones find it in L1 or L2, the last writes the row's result.  The
  * hardware prefetchers follow the addresses a loop walks, so while the middle stages
@@ -259,7 +271,7 @@ double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const E
     const Kernel *kn = ck->kn;
     KERNEL_DONE(k);
     kprev = k, tprev = total;
-    if (have) total += KERNEL_S;
+    if (have) total += KERNEL_S * call_scale(&be->hw);
     int fused = cpu_attn_describe(be, cp, k, have ? ext : NULL, sz, threads, out, &total);
     if (fused) {
       k += fused - 1;
@@ -481,14 +493,18 @@ double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const E
   KERNEL_DONE(cp->nk);
 #undef KERNEL_DONE
   if (have) {
+    double r = call_scale(&be->hw);
     buf_printf(out, "  call: %.2f us beside the kernels (binding the sizes, checking the facts, finding the plans), "
-               "and %.2f us a kernel to start it\n", CALL_S * 1e6, KERNEL_S * 1e6);
-    total += CALL_S;
+               "and %.2f us a kernel to start it%s\n", CALL_S * r * 1e6, KERNEL_S * r * 1e6,
+               be->hw.call_us > 0 ? " (scaled to the call dyn --calibrate timed)" : "");
+    total += CALL_S * r;
   }
   return total;
 }
 
 #else  /* no LLVM: the reference evaluator runs everything (cpu.c) */
+
+double cpu_call_s(const HwModel *h) { (void)h; return 0; }
 
 double cpu_schedule(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out) { return 0; }
 double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const Extents *x, int threads, Buf *out,

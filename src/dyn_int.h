@@ -305,6 +305,9 @@ typedef struct HwModel {
                            * (0: not stated) */
   double sync_us;         /* a fork-join of the CPU pool on its threads, as dyn --calibrate
                            * measured it (0: not measured; sched_sync_s's constant) */
+  double call_us;         /* a call of compiled code through the session whose one kernel does
+                           * next to nothing, as dyn --calibrate measured it (0: not measured;
+                           * cpu_sched.c's CALL_S and KERNEL_S as they are) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];
@@ -973,6 +976,9 @@ typedef struct SchedTerms {
 } SchedTerms;
 /* The predicted seconds of w on `threads` of h; the terms in *out when out is not NULL. */
 double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, SchedTerms *out);
+/* cpu_sched.c: seconds of a call of one kernel that does nothing, the model's fixed costs
+ * (scaled to the calibrated call_us; h NULL: the constants). */
+double cpu_call_s(const HwModel *h);
 /* Seconds of a fork-join on the CPU pool: the calibrated figure (sync_us), else 0.3 us. */
 double sched_sync_s(const HwModel *h);
 

@@ -76,7 +76,9 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           transpose 1 x 768 on Zen 5, 0.08-0.11 us
  *   CALL_S          0.15 us  cpu_sched.c    a call beside its kernels (sizes, facts, plans):
  *                                           make bench's 2 x 2 x 2 and 13 x 11 x 17 matmul on
- *                                           Zen 5, 0.2 us a call with kernels of 0.01-0.1
+ *                                           Zen 5, 0.2 us a call with kernels of 0.01-0.1;
+ *                                           both scaled to the call of one empty kernel that
+ *                                           dyn --calibrate times (call_us), where it did
  *   lane_ops        table    cost.c         a math function's lane-operations an element:
  *                                           counted in vmath.c's expansions; division and
  *                                           square root 8, Agner Fog's throughput tables

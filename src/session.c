@@ -385,7 +385,7 @@ static void load_calibration(Session *s) {
     fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
   } else if (st == FILE_OK) {
     bool match = false;
-    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, sync_us = 0;
+    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, sync_us = 0, call_us = 0;
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -394,6 +394,7 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "peak_gflops_f32")) peak = strtod(val, NULL);
       else if (!strcmp(key, "threads")) threads = atoi(val);
       else if (!strcmp(key, "sync_us")) sync_us = strtod(val, NULL);
+      else if (!strcmp(key, "call_us")) call_us = strtod(val, NULL);
       else {
         int i = calibration_level(&s->host_hw, key);
         if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : &gbs[i]) = strtod(val, NULL);
@@ -410,6 +411,10 @@ static void load_calibration(Session *s) {
       if (isfinite(sync_us) && sync_us > 0 && sync_us < 1000) s->host_hw.sync_us = sync_us;
       else if (sync_us != 0)
         fprintf(s->err, "dyn: ignoring %s: a fork-join of %g us is not plausible; run dyn --calibrate again\n", path.s, sync_us);
+      /* and a call, believed up to a millisecond too */
+      if (isfinite(call_us) && call_us > 0 && call_us < 1000) s->host_hw.call_us = call_us;
+      else if (call_us != 0)
+        fprintf(s->err, "dyn: ignoring %s: a call of %g us is not plausible; run dyn --calibrate again\n", path.s, call_us);
       for (int i = 0; i < s->host_hw.nlevels; i++) {
         const HwLevel *lv = &s->host_hw.level[i];
         if (!gbs[i] && !total[i]) continue;
@@ -424,6 +429,37 @@ static void load_calibration(Session *s) {
   free(dir);
   buf_free(&path);
   buf_free(&fp);
+}
+
+/* The seconds of a call of compiled code through the session (session_call: binding the
+ * sizes, checking the facts, finding the plans, allocating the result, starting the kernel)
+ * whose one kernel does next to nothing, in microseconds: the fastest of seven rounds' means
+ * (a shared host's slow phases last seconds), 0 where it cannot be had. */
+#define CALL_ROUNDS 7
+#define CALL_RUNS 400
+static double calibrate_call(Session *s) {
+  RunStatus rs = session_run(s, "fn calibrate_call(X: f32[N]) -> f32[N] {\n  Y = X * 2.0\n  return Y\n}", "dyn --calibrate");
+  if (rs != RUN_OK) return 0;
+  int64_t n = 1;
+  char msg[128];
+  Tensor *x = tensor_new(DYN_F32, 1, &n, msg, sizeof msg), *out = NULL;
+  Buf err = {0};
+  double best = 0;
+  bool ok = x && session_call(s, "calibrate_call", &x, 1, &out, 1, &err);   /* compiled now */
+  tensor_release(out);
+  for (int r = 0; r < CALL_ROUNDS && ok; r++) {
+    double t0 = now_s();
+    for (int i = 0; i < CALL_RUNS && ok; i++) {
+      out = NULL;
+      ok = session_call(s, "calibrate_call", &x, 1, &out, 1, &err);
+      tensor_release(out);
+    }
+    double us = (now_s() - t0) / CALL_RUNS * 1e6;
+    if (ok && (best == 0 || us < best)) best = us;
+  }
+  tensor_release(x);
+  buf_free(&err);
+  return ok ? best : 0;
 }
 
 int session_calibrate(Session *s) {
@@ -477,6 +513,10 @@ int session_calibrate(Session *s) {
     fprintf(s->out, "fork-join: %.2f us on %d threads (the model assumed %.2f)\n", sync_us, s->threads,
             sched_sync_s(NULL) * 1e6);
   }
+  double call_us = calibrate_call(s);
+  if (call_us > 0)
+    fprintf(s->out, "call: %.2f us a call of compiled code whose one kernel does next to nothing (the model assumed %.2f)\n",
+            call_us, cpu_call_s(NULL) * 1e6);
   char *dir = calibration_path();
   if (!dir) {
     fprintf(s->err, "dyn: --calibrate: no $HOME or $XDG_CACHE_HOME to keep the result in\n");
@@ -506,6 +546,7 @@ int session_calibrate(Session *s) {
       buf_printf(&text, "%s.gbs = %.3f\n%s.total_gbs = %.3f\n", lname, mem.gbs[i], lname, mem.total_gbs[i]);
     }
   if (sync_us > 0) buf_printf(&text, "sync_us = %.3f\n", sync_us);
+  if (call_us > 0) buf_printf(&text, "call_us = %.3f\n", call_us);
   FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
   bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
   if (f && !ok) file_out_abandon(f);

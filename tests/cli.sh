@@ -153,6 +153,18 @@ if grep -q "GFLOP/s peak of" peak.txt && grep -q '^time: .*(cpu)$' peak.txt; the
   elif grep -q '^fork-join' cal.txt; then
     fail=$((fail + 1)); echo "FAIL calibrated-sync: its line:"; cat cal.txt
   fi
+  # and a call of one kernel that does next to nothing, to which :sched's fixed costs of a
+  # call and of a kernel's start are scaled: their sum is the call measured
+  call=$(sed -n 's/^call: \([0-9.]*\) us a call of compiled code whose one kernel does next to nothing (the model assumed 0.22)$/\1/p' cal.txt)
+  echo ':sched transpose M=1 N=16' | "$dyn" > sched-call.txt 2>&1
+  fixed=$(tr '\n' ' ' < sched-call.txt | tr -s ' ' |
+          sed -n 's/.*call: \([0-9.]*\) us beside the kernels .* and \([0-9.]*\) us a kernel to start it (scaled to the call dyn --calibrate timed).*/\1 \2/p')
+  if [ -n "$call" ] && [ -n "$fixed" ] && grep -qx "call_us = [0-9.]*" "$HOME/.cache/dyn/calibration.txt" &&
+     awk -v c="$call" -v f="$fixed" 'BEGIN { split(f, a, " "); d = a[1] + a[2] - c; exit !(d < 0.015 && d > -0.015) }'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL calibrated-call: the call of $call us not charged:"; cat cal.txt sched-call.txt
+  fi
 fi
 
 # :time of a top-level statement runs compiled code from its second run on, as a call of a

@@ -195,6 +195,8 @@ if [ $have_llvm = yes ] && "$dyn" --calibrate > out 2>&1; then
   cached calibration-nan "a peak of nan GFLOP/s is not plausible"
   { grep -v '^sync_us' cal.good; echo 'sync_us = 1e9'; } > "$cal"
   cached calibration-sync "a fork-join of 1e+09 us is not plausible"
+  { grep -v '^call_us' cal.good; echo 'call_us = -3'; } > "$cal"
+  cached calibration-call "a call of -3 us is not plausible"
 else
   skip calibration-values
 fi
