@@ -90,6 +90,29 @@ check check-runs 1 "nosuch.npy" -- runbad.dyn
 check check-several 1 "fnbad.dyn:2:10" -- --check runbad.dyn fnbad.dyn
 check check-nothing 2 "dyn: --check needs a file" -- --check
 
+# an elementwise loop busy with arithmetic (gelu) asks for its input's lines a page ahead, a
+# strip of 256 elements at a time (cpu.c's ahead_begin): 16 lines of f32 for each strip; a
+# loop bound by memory (X * 2.0) leaves that to the hardware
+cat > ahead.dyn <<'EOF'
+fn dbl(X: f32[B, N]) -> f32[B, N] {
+  Y[b, n] = X[b, n] * 2.0
+  return Y
+}
+:code gelu llvm
+:code dbl llvm
+EOF
+"$dyn" ahead.dyn > ahead.txt 2>&1
+if grep -q "^define" ahead.txt; then            # LLVM is there
+  # the two modules, each from its "; ModuleID" line
+  g=$(awk '/^; ModuleID/ { m++ } m == 1 && /call void @llvm.prefetch/' ahead.txt | wc -l)
+  d=$(awk '/^; ModuleID/ { m++ } m == 2 && /call void @llvm.prefetch/' ahead.txt | wc -l)
+  if [ "$g" -ge 16 ] && [ "$d" = 0 ] && grep -q "i64 4096" ahead.txt; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL code-ahead: gelu's prefetches $g (16 or more), dbl's $d (none):"; head -40 ahead.txt
+  fi
+fi
+
 # exp in compiled loops is inlined after vectorisation: no call is left and the code is
 # vector code, and where the hardware model has AVX-512 (its llvm_features, as `:hw` prints
 # them) the vector form scales by vscalefps; for the model in use and two named ones
