@@ -780,6 +780,16 @@ static void prefetch_span(G *g, const Kernel *kn, const bool *mark, LLVMValueRef
 }
 
 /* Open the loop over the strips of PREFETCH_STRIP elements of [start, E) (close it with
+ * loop_end on *chunk) and set [*c0, *c1) to the current strip. */
+static void strip_loop(G *g, Loop *chunk, LLVMValueRef start, LLVMValueRef E, LLVMValueRef *c0, LLVMValueRef *c1) {
+  const int CH = PREFETCH_STRIP;
+  LLVMValueRef k = loop_begin(g, chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
+  *c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, k, c64(g, CH), ""), "");
+  LLVMValueRef end = LLVMBuildAdd(g->b, *c0, c64(g, CH), "");
+  *c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, end, E, ""), E, end, "");
+}
+
+/* Open the loop over the strips of PREFETCH_STRIP elements of [start, E) (close it with
  * loop_end on *chunk), set [*c0, *c1) to the current strip, and ask for the matching part
  * of the next row of each slot in mark.  The strip is the last axis of the stage st; where
  * st has axes before it (a 3-D softmax's [S, T] row, one pass over T for each s), the
@@ -788,11 +798,7 @@ static void prefetch_span(G *g, const Kernel *kn, const bool *mark, LLVMValueRef
  * again (softmax's max and exp over 12 x 77 x 1024 ran 7x slower than over 924 x 1024). */
 static void strip_begin(G *g, const Kernel *kn, const Stage *st, const bool *mark, Loop *chunk, LLVMValueRef start,
                         LLVMValueRef E, LLVMValueRef *c0, LLVMValueRef *c1) {
-  const int CH = PREFETCH_STRIP;
-  LLVMValueRef k = loop_begin(g, chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
-  *c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, k, c64(g, CH), ""), "");
-  LLVMValueRef end = LLVMBuildAdd(g->b, *c0, c64(g, CH), "");
-  *c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, end, E, ""), E, end, "");
+  strip_loop(g, chunk, start, E, c0, c1);
   LLVMValueRef at = c64(g, 0), all = E;        /* the strip's first element in the pass, and the pass's */
   for (int a = 0; a < st->naxes - 1; a++) {
     LLVMValueRef n = load_i64(g, g->ext, st->axes[a]);
@@ -834,12 +840,8 @@ static void ahead_loads(const KExpr *e, int axis, const KExpr **out, int *n) {
  * strip's first element of each input the stage reads along its innermost axis. */
 static void ahead_begin(G *g, const Stage *st, Loop *chunk, LLVMValueRef start, LLVMValueRef E, LLVMValueRef *c0,
                         LLVMValueRef *c1) {
-  const int CH = PREFETCH_STRIP;
   int ax = st->axes[st->naxes - 1];
-  LLVMValueRef k = loop_begin(g, chunk, c64(g, 0), LLVMBuildSDiv(g->b, LLVMBuildAdd(g->b, LLVMBuildSub(g->b, E, start, ""), c64(g, CH - 1), ""), c64(g, CH), ""));
-  *c0 = LLVMBuildAdd(g->b, start, LLVMBuildMul(g->b, k, c64(g, CH), ""), "");
-  LLVMValueRef end = LLVMBuildAdd(g->b, *c0, c64(g, CH), "");
-  *c1 = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, end, E, ""), E, end, "");
+  strip_loop(g, chunk, start, E, c0, c1);
   const KExpr *lds[8];
   int n = 0;
   ahead_loads(st->expr, ax, lds, &n);
@@ -849,7 +851,7 @@ static void ahead_begin(G *g, const Stage *st, Loop *chunk, LLVMValueRef start, 
     for (int j = 0; j < lds[i]->n; j++) subs[j] = lds[i]->a[j]->axis == ax ? *c0 : g->axv[lds[i]->a[j]->axis];
     LLVMValueRef at = elem_ptr(g, lds[i]->slot, subs, lds[i]->n);
     int64_t es = elem_size(g->p->slots[lds[i]->slot].type.elem);
-    for (int64_t b = 0; b < CH * es; b += 64)
+    for (int64_t b = 0; b < PREFETCH_STRIP * es; b += 64)
       prefetch(g, LLVMBuildGEP2(g->b, g->i8, at, (LLVMValueRef[]){c64(g, PREFETCH_AHEAD + b)}, 1, ""));
   }
 }
