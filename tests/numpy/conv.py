@@ -301,16 +301,20 @@ def conv64_case(n, c, h, w, f, k, s, p, tag):
 
 
 def tiles(flags):
-    """The micro-tile families (mr, nr) of f32 that dyn with these flags has."""
+    """The micro-tile families (mr, nr) of f32 that dyn with these flags has, and how dyn's
+    :sched ended (its exit status and the end of what it printed) for a message."""
     r = subprocess.run([DYN] + flags + ['-e', ':sched matmul'], capture_output=True, text=True)
     m = re.search(r'candidates \(mr x nr\):((?: \d+x\d+)+)', r.stdout)
-    return [tuple(int(v) for v in t.split('x')) for t in m.group(1).split()] if m else []
+    how = '%s; it printed: %s' % ('killed by signal %d' % -r.returncode if r.returncode < 0 else
+                                  'exit status %d' % r.returncode, (r.stdout + r.stderr)[-600:].strip())
+    return ([tuple(int(v) for v in t.split('x')) for t in m.group(1).split()] if m else []), how
 
 
 def tile_cases(flags, tag):
-    fams = tiles(flags)
+    fams, how = tiles(flags)
     if not fams:
-        raise SystemExit('conv.py: no micro-kernel families in dyn %s\'s :sched matmul' % ' '.join(flags))
+        raise SystemExit('conv.py: no micro-kernel families in dyn %s\'s :sched matmul (%s)'
+                         % (' '.join(flags), how))
     for mr, nr in fams:
         for d in (-1, 0, 1):
             conv_case_tagged(tag, 2, 3, 5, 7, mr + d, 3, 1, 1)            # M around mr
