@@ -431,15 +431,15 @@ static void load_calibration(Session *s) {
   buf_free(&fp);
 }
 
-/* The seconds of a call of compiled code through the session (session_call: binding the
+/* The time of a call of compiled code through the session (session_call: binding the
  * sizes, checking the facts, finding the plans, allocating the result, starting the kernel)
  * whose one kernel does next to nothing, in microseconds: the fastest of seven rounds' means
  * (a shared host's slow phases last seconds), 0 where it cannot be had. */
 #define CALL_ROUNDS 7
 #define CALL_RUNS 400
 static double calibrate_call(Session *s) {
-  RunStatus rs = session_run(s, "fn calibrate_call(X: f32[N]) -> f32[N] {\n  Y = X * 2.0\n  return Y\n}", "dyn --calibrate");
-  if (rs != RUN_OK) return 0;
+  if (session_run(s, "fn calibrate_call(X: f32[N]) -> f32[N] {\n  Y = X * 2.0\n  return Y\n}", "dyn --calibrate") != RUN_OK)
+    return 0;
   int64_t n = 1;
   char msg[128];
   Tensor *x = tensor_new(DYN_F32, 1, &n, msg, sizeof msg), *out = NULL;
