@@ -217,9 +217,8 @@ GemmKernels *gemm_half_compile(DynElem elem, GemmKernels *wide, char *err, size_
      * its calibrated one scales these too.  2 threads of Zen 5: 97 x 511 x 1023 and 128 x 768
      * x 768 in bf16 ran at 266-290 GFLOP/s a core against the 12x32 tile's 440-455
      * calibrated, the model 23-32% short. */
-    if (wide->slow > 1)
-      for (int hi = 0; hi < DP_NH; hi++)
-        for (int nv = 0; nv < 2; nv++) g->dpsec[hi][nv] *= wide->slow;
+    for (int hi = 0; hi < DP_NH; hi++)
+      for (int nv = 0; nv < 2; nv++) g->dpsec[hi][nv] *= gemm_slow(wide);
   }
   g->compile_ms = (now_s() - t0) * 1e3;
   return g;
@@ -762,7 +761,7 @@ static void gemm_half_describe(GemmKernels *g, const GemmArgs *x, int nthreads, 
   if (g->dp && g->dpsec[0][1] > 0)
     buf_printf(out, "  calibrated: %.1f GFLOP/s a core for the %dx%d tile%s\n",
                4.0 * DP_MR * DP_NR / g->dpsec[0][1] * 1e-9, DP_MR, DP_NR,
-               g->wide->slow > 1 ? " (measured in L1, times the f32 engine's sustained rate's share)" : "");
+               gemm_slow(g->wide) != 1 ? " (measured in L1, scaled to the f32 engine's sustained rate)" : "");
   if (!g->dp)
     buf_printf(out, "gemm %s on %s: operands widened to f32 as they are copied, the f32 engine "
                "below, C rounded once to %s\n", elem_name(g->elem), h->name, elem_name(g->elem));

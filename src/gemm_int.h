@@ -162,7 +162,7 @@ struct GemmKernels {
   double call_base;               /* the cheapest family's tallest tile's call_s (calibrate): the
                                      model charges a tile its call_s beyond this */
   double slow;                    /* the kernels' sustained time over their calibrated time
-                                     (gemm_sustain; 0 or 1: the same) */
+                                     (gemm_sustain; 0 or 1: the same; gemm_slow) */
   /* The row-streaming kernels are compiled the first time a plan would weigh them (B larger
    * than the last cache): most programs never need them, and they are a tenth of the
    * compile.  rows_state: 0 not yet, 1 ready, -1 failed (plans then leave them out). */
@@ -196,6 +196,9 @@ struct GemmKernels {
   struct DpMemo *dp_memo;        /* the plans of the shapes run last (gemm_half.c) */
   double dpsec[DP_NH][2];        /* seconds a pair of k of each, calibrated (0: not measured) */
 };
+
+/* The factor gemm_sustain put on the kernels' calibrated times (1 where it put none). */
+static inline double gemm_slow(const GemmKernels *g) { return g->slow > 0 ? g->slow : 1; }
 
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }

@@ -309,7 +309,7 @@ void gemm_calibrate_rows(GemmKernels *g) {
       double dt = (now_s() - t0) / (8.0 * RK * (RN / g->W));
       if (dt < best) best = dt;
     }
-    g->rows_sec[h] = (best > 0 && best < 1 ? best : h / (hw_ghz(&g->hw) * 1e9)) * (g->slow > 1 ? g->slow : 1);
+    g->rows_sec[h] = (best > 0 && best < 1 ? best : h / (hw_ghz(&g->hw) * 1e9)) * gemm_slow(g);
   }
   free(mem);
 }
@@ -341,7 +341,7 @@ void gemm_calibrate_dots(GemmKernels *g) {
       double per = (t[0] - t[1]) / (NV - 1);
       if (per > 0 && per < 1) d->vsec[w][h] = per;
       if (t[1] - d->vsec[w][h] > 0 && t[1] < 1) d->call[w][h] = t[1] - d->vsec[w][h];
-      if (per > 0 && per < 1 && g->slow > 1) d->vsec[w][h] *= g->slow;
+      if (per > 0 && per < 1) d->vsec[w][h] *= gemm_slow(g);
     }
   /* B^T of NV rows and W columns, from a B of W columns (b to c, 2 NV W elements apart) */
   d->bt_block = 1e30;
@@ -1010,16 +1010,24 @@ double gemm_core_gflops(const GemmKernels *g) {
   return best;
 }
 
-/* Calibration times each kernel for microseconds on one core; under a long load of wide
- * vectors on every core the clock falls (Emerald Rapids guest: the 14x32 tile calibrated at
- * 143-164 GFLOP/s a core, 123-125 right after 0.2 s of it; 1024^3 on one thread ran
- * 127-131 against 136-157 predicted).  A rate under a quarter of the calibrated one is no
- * clock's: it is ignored. */
+/* Calibration times each kernel for microseconds on one core, at start-up; dyn --calibrate
+ * times the whole machine for a tenth of a second, and its rate is the level the kernels'
+ * rates are scaled to, either way, keeping their measured shape (height against height):
+ * - under a long load of wide vectors on every core the clock falls (Emerald Rapids guest:
+ *   the 14x32 tile calibrated at 143-164 GFLOP/s a core, 123-125 right after 0.2 s of it;
+ *   1024^3 on one thread ran 127-131 against 136-157 predicted);
+ * - a start-up that falls in a slow spell of a shared host measures every kernel slow, and
+ *   its plans then priced the same shapes up to a third longer than the next process's
+ *   (the same guest, six starts, :sched matmul M=512 N=768 K=3072: 11.9-17.1 ms predicted;
+ *   scaled up as well, 11.87-11.92 ms).
+ * A rate over four times the measured one, or under a quarter of it, is no clock's: it is
+ * ignored. */
 void gemm_sustain(GemmKernels *g, double core_gflops) {
   if (g->wide) return;
-  double slow = g->slow > 1 ? g->slow : 1, now = gemm_core_gflops(g), burst = now * slow;
-  if (!(core_gflops > 0) || !(now > 0) || core_gflops >= now || core_gflops < burst / 4) return;
+  double slow = gemm_slow(g), now = gemm_core_gflops(g), burst = now * slow;
+  if (!(core_gflops > 0) || !(now > 0) || core_gflops < burst / 4 || core_gflops > burst * 4) return;
   double k = now / core_gflops;          /* beyond what is applied already */
+  if (fabs(k - 1) < 1e-9) return;
   g->slow = slow * k;
   for (int fi = 0; fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
@@ -1094,7 +1102,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     const Family *f = &g->fam[fi];
     buf_printf(out, "family %d: %dx%d, heights (GFLOP/s per core, %s):", fi, f->mr, f->nr,
                !f->measured ? "FMA model"
-               : g->slow > 1 ? "measured in L1, times the sustained rate's share; + ns a call"
+               : gemm_slow(g) != 1 ? "measured in L1, scaled to the sustained rate; + ns a call"
                              : "measured in L1; + ns a call");
     for (int hh = 1; hh <= f->mr; hh++)
       if (f->has[hh]) {

@@ -386,11 +386,12 @@ START_TEST(test_aliased_a) {
 }
 END_TEST
 
-/* dyn --calibrate's sustained rate slows the model's kernels where it is below the rate
- * calibrated at compile time, and only there: a rate above it, or under a quarter of it (no
- * clock's), changes nothing; half of it doubles the compute of a product that fits the
- * caches (its prediction 1.5 to 2 times what it was), and the same rate twice is applied
- * once.  Plans remembered at the old rates are forgotten.  Only planned, never run. */
+/* dyn --calibrate's sustained rate sets the level of the model's kernels' rates, either
+ * way: half the rate calibrated at compile time doubles the compute of a product that fits
+ * the caches (its prediction 1.5 to 2 times what it was), twice it halves it (a start-up
+ * in a slow spell), and the same rate twice is applied once; a rate over four times the
+ * one measured, or under a quarter of it (no clock's), changes nothing.  Plans remembered
+ * at the old rates are forgotten.  Only planned, never run. */
 START_TEST(test_sustained_rate) {
   char err[256];
   GemmKernels *g = gemm_compile(DYN_F32, &hw, err, sizeof err);
@@ -399,16 +400,21 @@ START_TEST(test_sustained_rate) {
                  .b_sn = 1, .c_sm = 384, .c_sn = 1 };
   double burst = gemm_core_gflops(g), t0 = gemm_predict(g, &x, 1);
   ck_assert(burst > 0 && t0 > 0);
-  gemm_sustain(g, burst * 2);
+  gemm_sustain(g, burst * 8);
   ck_assert(gemm_predict(g, &x, 1) == t0 && gemm_core_gflops(g) == burst);
   gemm_sustain(g, burst / 8);
-  ck_assert(gemm_predict(g, &x, 1) == t0);
+  ck_assert(gemm_predict(g, &x, 1) == t0 && gemm_core_gflops(g) == burst);
   gemm_sustain(g, burst / 2);
   double t1 = gemm_predict(g, &x, 1);
   ck_assert_msg(fabs(gemm_core_gflops(g) / (burst / 2) - 1) < 1e-9, "%g against %g", gemm_core_gflops(g), burst / 2);
   ck_assert_msg(t1 >= 1.5 * t0 && t1 <= 2.0 * t0 * 1.001, "%g s, was %g s", t1, t0);
   gemm_sustain(g, burst / 2);
   ck_assert(gemm_predict(g, &x, 1) == t1);
+  /* the bounds are the measured rate's, not the last level's: 3x what was measured goes */
+  gemm_sustain(g, burst * 3);
+  double t2 = gemm_predict(g, &x, 1);
+  ck_assert_msg(fabs(gemm_core_gflops(g) / (burst * 3) - 1) < 1e-9, "%g against %g", gemm_core_gflops(g), burst * 3);
+  ck_assert_msg(t2 >= t0 / 3 * 0.999 && t2 <= t0 / 1.5, "%g s, was %g s", t2, t0);
   gemm_free(g);
 }
 END_TEST
