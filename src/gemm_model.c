@@ -91,7 +91,12 @@ static double l1_line(const HwModel *h) { return h->nlevels && h->level[0].line 
 /* DP over edges: the cheapest split of r < 2*mr rows into emitted heights.  A piece of
  * height h covers min(h, rows left) rows and costs, per k step, the larger of its FMA time
  * and the time to read its B strip again (it follows another piece over the same strip):
- * several short pieces can cost more than one padded tall one. */
+ * several short pieces can cost more than one padded tall one.  At most MAX_PIECES pieces,
+ * so the state counts them: best[k][r] is the cheapest split of r rows into k pieces or
+ * fewer.  (It was the cheapest split of r alone, each r's extended by one piece; where the
+ * rates measured at start-up made short pieces cheap -- a loaded machine -- every way to
+ * extend the split of some r had too many pieces, r got none, and spelling it out never
+ * ended: a crash in the start-up of one process in a few hundred under load.) */
 void gemm_plan_edges(const GemmKernels *g, Family *f) {
   const HwModel *hm = &g->hw;
   double strip = (double)f->nr * g->esize, line = l1_line(hm);
@@ -101,30 +106,45 @@ void gemm_plan_edges(const GemmKernels *g, Family *f) {
   double reload[2] = { strip / sched_level_bw(hm, 1),
                        (strip + line) / sched_level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
   double call = CALL_CYC / 256.0 / (hw_ghz(hm) * 1e9);
+  int tallest = 0;
+  for (int hgt = 1; hgt <= f->mr; hgt++)
+    if (f->has[hgt]) tallest = hgt;
   for (int t = 0; t < 2; t++) {
-    double best_c[2 * MAX_MR];
-    int first[2 * MAX_MR], cnt[2 * MAX_MR];
-    best_c[0] = 0;
-    cnt[0] = 0;
-    for (int r = 1; r < 2 * f->mr; r++) {
-      best_c[r] = 1e30;
-      first[r] = 0;
-      cnt[r] = 0;
-      for (int hgt = 1; hgt <= f->mr; hgt++) {
-        int covered = hgt < r ? hgt : r;
-        if (!f->has[hgt] || cnt[r - covered] + 1 > MAX_PIECES) continue;
-        double piece = f->ksec[hgt] > reload[t] ? f->ksec[hgt] : reload[t];
-        double c = best_c[r - covered] + piece + call;
-        if (c < best_c[r] * (1 - 1e-9)) {
-          best_c[r] = c;
-          first[r] = hgt;
-          cnt[r] = cnt[r - covered] + 1;
+    /* first[k][r]: the first piece of best[k][r]'s split, 0 where it is best[k - 1][r]'s */
+    double best[MAX_PIECES + 1][2 * MAX_MR];
+    int first[MAX_PIECES + 1][2 * MAX_MR];
+    for (int k = 0; k <= MAX_PIECES; k++) {
+      best[k][0] = 0;
+      first[k][0] = 0;
+      for (int r = 1; r < 2 * f->mr; r++) {
+        best[k][r] = k ? best[k - 1][r] : INFINITY;
+        first[k][r] = 0;
+        for (int hgt = 1; k && hgt <= f->mr; hgt++) {
+          if (!f->has[hgt]) continue;
+          int covered = hgt < r ? hgt : r;
+          double piece = f->ksec[hgt] > reload[t] ? f->ksec[hgt] : reload[t];
+          double c = best[k - 1][r - covered] + piece + call;
+          if (c < best[k][r] * (1 - 1e-9)) {
+            best[k][r] = c;
+            first[k][r] = hgt;
+          }
         }
       }
-      f->dec_n[t][r] = (uint8_t)cnt[r];
-      f->dec_sec[t][r] = best_c[r];
-      for (int rr = r, j = 0; rr > 0; rr -= first[rr] < rr ? first[rr] : rr)
-        f->dec[t][r][j++] = (uint8_t)first[rr];
+    }
+    for (int r = 1; r < 2 * f->mr; r++) {
+      int j = 0;
+      if (isfinite(best[MAX_PIECES][r])) {
+        for (int rr = r, k = MAX_PIECES; rr > 0 && k > 0; k--) {
+          if (!first[k][rr]) continue;              /* as with one piece fewer */
+          f->dec[t][r][j++] = (uint8_t)first[k][rr];
+          rr -= first[k][rr] < rr ? first[k][rr] : rr;
+        }
+      } else {                                      /* no rates: the tallest tile's pieces */
+        for (int rr = r; rr > 0 && j < MAX_PIECES && tallest; rr -= tallest < rr ? tallest : rr)
+          f->dec[t][r][j++] = (uint8_t)tallest;
+      }
+      f->dec_n[t][r] = (uint8_t)j;
+      f->dec_sec[t][r] = isfinite(best[MAX_PIECES][r]) ? best[MAX_PIECES][r] : 1e30;
     }
   }
 }
