@@ -106,9 +106,6 @@ void gemm_plan_edges(const GemmKernels *g, Family *f) {
   double reload[2] = { strip / sched_level_bw(hm, 1),
                        (strip + line) / sched_level_bw(hm, hw_cache_bytes(hm, 0) + 1) };
   double call = CALL_CYC / 256.0 / (hw_ghz(hm) * 1e9);
-  int tallest = 0;
-  for (int hgt = 1; hgt <= f->mr; hgt++)
-    if (f->has[hgt]) tallest = hgt;
   for (int t = 0; t < 2; t++) {
     /* first[k][r]: the first piece of best[k][r]'s split, 0 where it is best[k - 1][r]'s */
     double best[MAX_PIECES + 1][2 * MAX_MR];
@@ -131,20 +128,16 @@ void gemm_plan_edges(const GemmKernels *g, Family *f) {
         }
       }
     }
+    /* every family has its full height (gemm_enumerate_tiles), so two pieces cover any r */
     for (int r = 1; r < 2 * f->mr; r++) {
       int j = 0;
-      if (isfinite(best[MAX_PIECES][r])) {
-        for (int rr = r, k = MAX_PIECES; rr > 0 && k > 0; k--) {
-          if (!first[k][rr]) continue;              /* as with one piece fewer */
-          f->dec[t][r][j++] = (uint8_t)first[k][rr];
-          rr -= first[k][rr] < rr ? first[k][rr] : rr;
-        }
-      } else {                                      /* no rates: the tallest tile's pieces */
-        for (int rr = r; rr > 0 && j < MAX_PIECES && tallest; rr -= tallest < rr ? tallest : rr)
-          f->dec[t][r][j++] = (uint8_t)tallest;
+      for (int rr = r, k = MAX_PIECES; rr > 0 && k > 0; k--) {
+        if (!first[k][rr]) continue;                /* as with one piece fewer */
+        f->dec[t][r][j++] = (uint8_t)first[k][rr];
+        rr -= first[k][rr] < rr ? first[k][rr] : rr;
       }
       f->dec_n[t][r] = (uint8_t)j;
-      f->dec_sec[t][r] = isfinite(best[MAX_PIECES][r]) ? best[MAX_PIECES][r] : 1e30;
+      f->dec_sec[t][r] = best[MAX_PIECES][r];
     }
   }
 }
