@@ -133,6 +133,7 @@ int cpu_count_reduces(const KExpr *e);
  * -1), and the lanes of such a tile. */
 bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
+bool cpu_layout_shifts(const Stage *st);  /* its tiles cut by an edge shifted back, whole */
 bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);
 bool cpu_stage_splits(const Stage *st);
 bool cpu_stage_overlaps(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);

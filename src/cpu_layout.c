@@ -146,9 +146,12 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
         break;
       }
     double tiles = (double)(ext[u] / w) * (double)(ext[v] / w) * rest, whole = tiles * w * w;
-    /* tiles cut by v's edge alone cost a whole one's where the stores mask their lanes
-     * (cpu.c's cut_tile), unless a side is shorter than a tile */
-    if (ext[u] >= w && ext[v] >= w && ext[v] % w && cpu_masks_lanes(hw->llvm_features)) {
+    /* tiles cut by an edge cost a whole one's where they are shifted back to end at it
+     * (cpu.c's cpu_layout_shifts), or, cut by v's edge alone, where the stores mask their
+     * lanes (cut_tile), unless a side is shorter than a tile */
+    if (ext[u] >= w && ext[v] >= w && cpu_layout_shifts(st)) {
+      tiles = (double)((ext[u] + w - 1) / w) * (double)((ext[v] + w - 1) / w) * rest, whole = n;
+    } else if (ext[u] >= w && ext[v] >= w && ext[v] % w && cpu_masks_lanes(hw->llvm_features)) {
       tiles += (double)(ext[u] / w) * rest;
       whole += (double)(ext[u] / w * w) * (double)(ext[v] % w) * rest;
     }

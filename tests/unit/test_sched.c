@@ -909,9 +909,9 @@ END_TEST
  * its bytes as an element-wise kernel's (mem_time) -- streamed where they outgrow the last
  * cache and the result's rows start on a vector (A a multiple of the lanes w), else read
  * for ownership where they come from memory -- against its tiles, w (log2 w + 1)
- * cycles each at the file's clock (a tile cut by v's edge alone too, where the model has
- * AVX-512's masked stores), and EDGE_CYC an element of another tile cut by an edge (a
- * vector a cycle where a side is 1: a copy), the larger of the two (their sum from a shared
+ * cycles each at the file's clock (a tile cut by an edge too, shifted back to end at it,
+ * since T does not read itself), and EDGE_CYC an element where a side is shorter than a tile
+ * (a vector a cycle where a side is 1: a copy), the larger of the two (their sum from a shared
  * cache) plus the fork-join.  The shapes keep the rows' strides off high powers
  * of two, where crowded L1 sets would cost the tiles more (test_cpu's test_layout_code). */
 #define EDGE_CYC 1.5            /* cpu_layout.c's, measured there */
@@ -935,9 +935,9 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   bool rfo = lv == h->nlevels - 1 && !streamed;
   double mem = mem_time(h, bytes, bytes, streamed, t);
   double ntiles = (double)(B / w) * (double)(A / w), whole = ntiles * w * w;
-  if (A >= w && B >= w && A % w && masks_lanes(h)) {
-    ntiles += (double)(B / w);                        /* cut by v's edge alone: masked */
-    whole += (double)(B / w * w) * (double)(A % w);
+  if (A >= w && B >= w) {          /* tiles cut by an edge shifted back to end at it: whole */
+    ntiles = (double)((B + w - 1) / w) * (double)((A + w - 1) / w);
+    whole = (double)A * B;
   }
   double edge = A == 1 || B == 1 ? 1.0 / w : EDGE_CYC;
   double tiles = (ntiles * w * (lg + 1) + ((double)A * B - whole) * edge) / (h->ghz * 1e9 * t);
