@@ -1317,6 +1317,63 @@ static void cut_tile(G *g, const Stage *st, int u, int v, LLVMValueRef ub, LLVMV
   }
 }
 
+/* A whole tile's rows (transposed) to their result rows, then a branch to next; in the twin
+ * (the streaming one: stream not NULL), streamed where stream holds and they start on the
+ * vector's size (the result's start and its row stride, checked per tile), else volatile,
+ * which mark_streaming leaves alone. */
+static void store_tile(G *g, DynElem ty, int w, LLVMValueRef *rows, LLVMValueRef *at_row, LLVMValueRef stream,
+                       LLVMBasicBlockRef next) {
+  unsigned bytes = (unsigned)(w * elem_size(ty));
+  if (stream) {
+    LLVMValueRef a0 = LLVMBuildPtrToInt(g->b, at_row[0], g->i64, "");
+    LLVMValueRef step = LLVMBuildSub(g->b, LLVMBuildPtrToInt(g->b, at_row[1], g->i64, ""), a0, "");
+    LLVMValueRef odd = LLVMBuildAnd(g->b, LLVMBuildOr(g->b, a0, step, ""), c64(g, bytes - 1), "");
+    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(g->cx, g->fn, "nt");
+    LLVMBasicBlockRef vol = LLVMAppendBasicBlockInContext(g->cx, g->fn, "vol");
+    LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, stream, LLVMBuildICmp(g->b, LLVMIntEQ, odd, c64(g, 0), ""), ""), nt, vol);
+    LLVMPositionBuilderAtEnd(g->b, nt);
+    unsigned kind = LLVMGetMDKindIDInContext(g->cx, "nontemporal", 11);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0));
+    for (int r = 0; r < w; r++) {
+      LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
+      LLVMSetAlignment(sto, bytes);
+      LLVMSetMetadata(sto, kind, LLVMMetadataAsValue(g->cx, LLVMMDNodeInContext2(g->cx, &one, 1)));
+    }
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, vol);
+  }
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
+    LLVMSetAlignment(sto, (unsigned)elem_size(ty));
+    if (stream) LLVMSetVolatile(sto, 1);
+  }
+  LLVMBuildBr(g->b, next);
+}
+
+/* A tile's rows stored where a tile shifted back over its neighbours' elements has new
+ * ones: row r where r >= skip, lanes [lo, hi) of it, by masked stores (never streamed), so
+ * that no line is written twice (a streamed line written again by a plain store, or the
+ * reverse, goes to memory and back). */
+static void store_tile_masked(G *g, DynElem ty, int w, LLVMValueRef *rows, LLVMValueRef *at_row, LLVMValueRef skip,
+                              LLVMValueRef lo, LLVMValueRef hi) {
+  LLVMTypeRef vt = LLVMTypeOf(rows[0]), mt = LLVMVectorType(LLVMInt1TypeInContext(g->cx), (unsigned)w), ov[2] = {vt, g->ptr}, ft;
+  LLVMValueRef lane[16], fn = irb_intrinsic(g->m, "llvm.masked.store", ov, 2, &ft);
+  for (int c = 0; c < w; c++) lane[c] = LLVMConstInt(g->i64, (unsigned long long)c, 0);
+  LLVMValueRef lanes = LLVMConstVector(lane, (unsigned)w), slo = LLVMGetUndef(LLVMVectorType(g->i64, (unsigned)w)), shi = slo;
+  for (int c = 0; c < w; c++) {
+    slo = LLVMBuildInsertElement(g->b, slo, lo, LLVMConstInt(g->i32, (unsigned long long)c, 0), "");
+    shi = LLVMBuildInsertElement(g->b, shi, hi, LLVMConstInt(g->i32, (unsigned long long)c, 0), "");
+  }
+  LLVMValueRef mask = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGE, lanes, slo, ""),
+                                   LLVMBuildICmp(g->b, LLVMIntSLT, lanes, shi, ""), "");
+  for (int r = 0; r < w; r++) {
+    LLVMValueRef on = LLVMBuildICmp(g->b, LLVMIntSGE, c64(g, r), skip, "");
+    LLVMValueRef args[4] = {rows[r], at_row[r], LLVMConstInt(g->i32, (unsigned long long)elem_size(ty), 0),
+                            LLVMBuildSelect(g->b, on, mask, LLVMConstNull(mt), "")};
+    LLVMBuildCall2(g->b, ft, fn, args, 4, "");
+  }
+}
+
 /* twin: the streaming twin's (cpu_compile.c's mark_streaming), whose whole tiles stream
  * their rows where they start on the vector's size (the result's start and its row stride, checked per tile), and
  * whose other stores are volatile, which mark_streaming leaves alone. */
@@ -1366,7 +1423,61 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   LLVMPositionBuilderAtEnd(g->b, tiles_b);
   LLVMValueRef uk = loop_begin(g, &UK, u0, u1);
   LLVMValueRef uke = smin64(g, LLVMBuildAdd(g->b, uk, c64(g, bk), ""), u1);
-  LLVMValueRef vband = loop_begin(g, &VB, v0, v1);
+  /* The twin streams a tile only where the result's rows are whole vectors: the stores of a
+   * row's last vector (shifted back, or masked) reach into the line streamed before it, and
+   * a streamed line read again for ownership goes out to memory and back.  [A, D, B, C] of
+   * f32[64, 56, 56, 64], 2 threads of an Emerald Rapids guest: 8.9-9.3 ms streaming the
+   * tiles that started on a vector, 3.6-4.0 streaming none of such a row's. */
+  LLVMValueRef stream = twin ? LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildSRem(g->b, LLVMBuildSub(g->b, v1, v0, ""), c64(g, w), ""),
+                                             c64(g, 0), "")
+                             : NULL;
+  /* Where tiles cut by an edge are shifted (cpu_layout_shifts), the target masks a store's
+   * lanes, and the result's rows step by whole vectors along u, the tiles along v start
+   * where those rows start on a vector's size, so that each tile stores whole lines, the
+   * elements before that first by a tile at v0 whose rows are stored masked: a row of 56
+   * elements ([A, D, B, C] of f32[8, 56, 56, 64]) straddled lines at every other start.
+   * That permutation, 2 threads of the same guest, three rounds in turn (with the streaming
+   * above): 0.47-0.62 ms from v0, 0.34-0.47 aligned; f32[8, 64, 49, 64] 0.50-0.60 and
+   * 0.34-0.50; in cache (f32[2, 56, 56, 64]) 64-76 and 59-69 us. */
+  LLVMValueRef vs0 = v0;
+  if (cpu_layout_shifts(st) && g->masked_loads) {
+    LLVMValueRef subs[DYN_MAX_RANK], at[2];          /* the addresses of rows uk and uk + 1 at v0 */
+    g->axv[v] = v0;
+    for (int i = 0; i < 2; i++) {
+      g->axv[u] = i ? LLVMBuildAdd(g->b, uk, c64(g, 1), "") : uk;
+      for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
+      at[i] = LLVMBuildPtrToInt(g->b, elem_ptr(g, st->out, subs, st->naxes), g->i64, "");
+    }
+    LLVMValueRef step = LLVMBuildSub(g->b, at[1], at[0], ""), vec = c64(g, (int64_t)w * elem_size(ty));
+    LLVMValueRef mis = LLVMBuildURem(g->b, at[0], vec, "");
+    LLVMValueRef skew = LLVMBuildUDiv(g->b, LLVMBuildURem(g->b, LLVMBuildSub(g->b, vec, mis, ""), vec, ""),
+                                      c64(g, elem_size(ty)), "");
+    LLVMValueRef ok = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildSRem(g->b, step, vec, ""), c64(g, 0), ""),
+                                   LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildURem(g->b, mis, c64(g, elem_size(ty)), ""), c64(g, 0), ""), "");
+    skew = LLVMBuildSelect(g->b, ok, skew, c64(g, 0), "");
+    if (stream) stream = LLVMBuildAnd(g->b, stream, LLVMBuildICmp(g->b, LLVMIntEQ, skew, c64(g, 0), ""), "");
+    /* the first tile of each run of u's tiles at v0, whole (u's edge shifted back) */
+    LLVMBasicBlockRef headb = LLVMAppendBasicBlockInContext(g->cx, g->fn, "layout.head");
+    LLVMBasicBlockRef bands = LLVMAppendBasicBlockInContext(g->cx, g->fn, "layout.bands");
+    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, skew, c64(g, 0), ""), headb, bands);
+    LLVMPositionBuilderAtEnd(g->b, headb);
+    Loop HU;
+    LLVMValueRef hu = loop_begin(g, &HU, uk, uke);
+    LLVMValueRef hus = smin64(g, hu, LLVMBuildSub(g->b, uke, c64(g, w), ""));
+    LLVMValueRef rows[16], at_row[16];
+    LLVMBasicBlockRef hnext = LLVMAppendBasicBlockInContext(g->cx, g->fn, "layout.head.next");
+    LLVMValueRef hbuf = entry_alloca(g, LLVMArrayType(et, (unsigned)(w * w)));
+    LLVMSetAlignment(hbuf, 64);
+    tile_rows(g, st, u, v, hus, v0, c64(g, w), hbuf, w, rows, at_row);
+    store_tile_masked(g, ty, w, rows, at_row, LLVMBuildSub(g->b, hu, hus, ""), c64(g, 0), skew);
+    LLVMBuildBr(g->b, hnext);
+    LLVMPositionBuilderAtEnd(g->b, hnext);
+    loop_end_by(g, &HU, w);
+    LLVMBuildBr(g->b, bands);
+    LLVMPositionBuilderAtEnd(g->b, bands);
+    vs0 = LLVMBuildAdd(g->b, v0, skew, "");
+  }
+  LLVMValueRef vband = loop_begin(g, &VB, vs0, v1);
   LLVMValueRef ub = loop_begin(g, &UB, uk, uke);
   LLVMValueRef vb = loop_begin(g, &VT, vband, smin64(g, LLVMBuildAdd(g->b, vband, c64(g, bw), ""), v1));
   LLVMValueRef ve = LLVMBuildAdd(g->b, vb, c64(g, w), "");
@@ -1395,31 +1506,7 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   }
   LLVMValueRef rows[16], at_row[16];
   tile_rows(g, st, u, v, ub, vb, c64(g, w), buf, w, rows, at_row);
-  unsigned bytes = (unsigned)(w * elem_size(ty));
-  if (twin) {       /* the tile's rows start on the vector's size: streamed, else volatile */
-    LLVMValueRef a0 = LLVMBuildPtrToInt(g->b, at_row[0], g->i64, "");
-    LLVMValueRef step = LLVMBuildSub(g->b, LLVMBuildPtrToInt(g->b, at_row[1], g->i64, ""), a0, "");
-    LLVMValueRef odd = LLVMBuildAnd(g->b, LLVMBuildOr(g->b, a0, step, ""), c64(g, bytes - 1), "");
-    LLVMBasicBlockRef nt = LLVMAppendBasicBlockInContext(g->cx, g->fn, "nt");
-    LLVMBasicBlockRef vol = LLVMAppendBasicBlockInContext(g->cx, g->fn, "vol");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, odd, c64(g, 0), ""), nt, vol);
-    LLVMPositionBuilderAtEnd(g->b, nt);
-    unsigned kind = LLVMGetMDKindIDInContext(g->cx, "nontemporal", 11);
-    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0));
-    for (int r = 0; r < w; r++) {
-      LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
-      LLVMSetAlignment(sto, bytes);
-      LLVMSetMetadata(sto, kind, LLVMMetadataAsValue(g->cx, LLVMMDNodeInContext2(g->cx, &one, 1)));
-    }
-    LLVMBuildBr(g->b, next);
-    LLVMPositionBuilderAtEnd(g->b, vol);
-  }
-  for (int r = 0; r < w; r++) {
-    LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
-    LLVMSetAlignment(sto, (unsigned)elem_size(ty));
-    if (twin) LLVMSetVolatile(sto, 1);
-  }
-  LLVMBuildBr(g->b, next);
+  store_tile(g, ty, w, rows, at_row, stream, next);
   /* a tile cut by an edge: shifted back to end at it, whole (cpu_layout_shifts); else, one
    * whole along u, where the target masks a store's lanes, through the buffer as a whole
    * tile, its rows stored masked (cut_tile); else the plain loops */
@@ -1430,12 +1517,12 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     LLVMValueRef vs = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ve, v1, ""),
                                       LLVMBuildSub(g->b, v1, c64(g, w), ""), vb, "");
     tile_rows(g, st, u, v, us, vs, c64(g, w), buf, w, rows, at_row);
-    for (int r = 0; r < w; r++) {
-      LLVMValueRef sto = LLVMBuildStore(g->b, rows[r], at_row[r]);
-      LLVMSetAlignment(sto, (unsigned)elem_size(ty));
-      if (twin) LLVMSetVolatile(sto, 1);
+    if (g->masked_loads) {
+      store_tile_masked(g, ty, w, rows, at_row, LLVMBuildSub(g->b, ub, us, ""), LLVMBuildSub(g->b, vb, vs, ""), c64(g, w));
+      LLVMBuildBr(g->b, next);
+    } else {
+      store_tile(g, ty, w, rows, at_row, stream, next);
     }
-    LLVMBuildBr(g->b, next);
     LLVMPositionBuilderAtEnd(g->b, next);
   } else if (g->masked_loads) {
     LLVMBasicBlockRef vcut = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.vcut");

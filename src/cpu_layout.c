@@ -115,6 +115,27 @@ const KExpr *cpu_layout_load(const KExpr *e, int u) {
   return NULL;
 }
 
+/* The tiles along v of a row of tiles (cpu.c's gen_blocked) where those cut by an edge are
+ * shifted: ceil(nv / w); or, where the target masks lanes and the result's rows step by whole
+ * vectors along u, 1 + ceil((nv - skew) / w) for a row starting skew elements before a
+ * vector's start (its first tile at v0, the rest on vectors): averaged over the starts that
+ * the other axes' strides (os, the result's) give, multiples of their gcd with w. */
+static double row_tiles(const HwModel *hw, const Stage *st, int64_t nv, int w, const int64_t *os, int u) {
+  int64_t step = w, all = (nv + w - 1) / w;
+  for (int a = 0; a < st->naxes; a++) {
+    if (st->axes[a] == u && os[a] % w) return (double)all;
+    if (st->axes[a] == u || a == st->naxes - 1) continue;
+    for (int64_t x = os[a] % w; x;) {                     /* step = gcd(step, os[a] mod w) */
+      int64_t t = step % x;
+      step = x, x = t;
+    }
+  }
+  if (!cpu_masks_lanes(hw->llvm_features) || step >= w) return (double)all;
+  double sum = 0;
+  for (int64_t mis = 0; mis < w; mis += step) sum += mis ? 1 + (nv - (w - mis) + w - 1) / w : all;
+  return sum / (double)(w / step);
+}
+
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
                        double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *out) {
   double cycles = 0;
@@ -131,9 +152,9 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     for (int a = 0; a < st->naxes; a++) {
       n *= (double)ext[st->axes[a]];
       if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
-      /* the twin streams only the tiles whose result rows start on the vector's size (cpu.c's
-       * gen_blocked); the others' stores read their lines for ownership */
-      if (st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] % w) streamed = false;
+      /* the twin streams only the tiles whose result rows start on the vector's size and are
+       * whole vectors (cpu.c's gen_blocked); the others' stores read their lines for ownership */
+      if ((st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] % w) || ext[v] % w) streamed = false;
     }
     /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
      * the input's rows are a step of v apart */
@@ -150,7 +171,8 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
      * (cpu.c's cpu_layout_shifts), or, cut by v's edge alone, where the stores mask their
      * lanes (cut_tile), unless a side is shorter than a tile */
     if (ext[u] >= w && ext[v] >= w && cpu_layout_shifts(st)) {
-      tiles = (double)((ext[u] + w - 1) / w) * (double)((ext[v] + w - 1) / w) * rest, whole = n;
+      tiles = (double)((ext[u] + w - 1) / w) * row_tiles(hw, st, ext[v], w, strides + st->out * DYN_MAX_RANK, u) * rest;
+      whole = n;
     } else if (ext[u] >= w && ext[v] >= w && ext[v] % w && cpu_masks_lanes(hw->llvm_features)) {
       tiles += (double)(ext[u] / w) * rest;
       whole += (double)(ext[u] / w * w) * (double)(ext[v] % w) * rest;

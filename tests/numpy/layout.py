@@ -10,8 +10,8 @@ for each hardware model -- the host's, and narrower ones (zen3 and generic-avx2:
 0, 1, primes, a tile, a band and a block each less one, exact and one more, and extents of
 the parallel axis that the runtime's tasks split off a tile.  Ranks 2 to 5, f32, f64, i32
 and bf16, in a function and as a top-level statement; each case first switches the session
-to its model (:hw NAME), and the results are exact.  One transpose outgrows the last cache
-of every model, with result rows that start on a vector, so that its tiles stream.
+to its model (:hw NAME), and the results are exact.  A transpose and a permutation outgrow
+the last cache of every model, so that their tiles stream where the result's rows allow.
 """
 import os
 import re
@@ -101,11 +101,18 @@ def cases(dyn):
                                 ((3, 2, 5, 31), (3, 2, 1, 0)), ((2, 3, 2, w + 1, 19), (0, 4, 1, 2, 3)),
                                 ((2, 2, 3, 5, w - 1), (4, 3, 2, 1, 0)), ((1, 3, 7, 2 * w, 11), (0, 1, 2, 4, 3)),
                                 ((2, 3, 5, 7, 11), (1, 0, 2, 3, 4)), ((2, 3, block + 5), (0, 2, 1)),
-                                ((2, 3, 300), (0, 2, 1))]:
+                                ((2, 3, 300), (0, 2, 1)),
+                                # the result's rows whole vectors apart but off a vector's start
+                                # (every other one, three in four): where the target masks
+                                # lanes, a head tile at v0 and the rest from the vector's start
+                                ((2, 2, w + w // 2, w + 3), (0, 3, 1, 2)),
+                                ((3, 4, 2 * w + w // 4, 2 * w - 1), (0, 3, 1, 2))]:
                 case(model, ty, shape, perm)
         # larger than any model's last cache (over 64 MiB in all), result rows on a vector: the
         # tiles stream their rows (cpu_rt.c's streaming)
         case(model, 'f32', (2304, 4099), (1, 0))
+        # and rows of 56, off a 16-lane vector at every other start: at 16 lanes none streams
+        case(model, 'f32', (4, 40, 56, 1031), (0, 3, 1, 2))
 
 
 if __name__ == '__main__':

@@ -956,6 +956,43 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   fn->code.prog = NULL;
 }
 
+/* Tiles cut by an edge are shifted whole (cpu.c's cpu_layout_shifts); where the target masks
+ * lanes and the result's rows are whole vectors apart but start off a vector, a row's tiles
+ * start where its row meets a vector, after one at v0 (cpu_layout.c's row_tiles).  Y[a, d, b,
+ * c] = X[a, b, c, d] of X f32[1, 4, C, 2w], C = w + 3w/4 (rows C apart, 4 C a multiple of w):
+ * the tiles of each row b, counted from its start, b C mod w past a vector, one thread in
+ * L1, against the model's tile time. */
+static void check_row_tiles(const HwModel *h) {
+  const Program *p = lowered("fn f(X: f32[A, B, C, D]) -> f32[A, D, B, C] {\n  Y[a, d, b, c] = X[a, b, c, d]\n  return Y\n}");
+  const Kernel *kn = &p->kernels[0];
+  int w = h->vector_bits / 32 > 16 ? 16 : h->vector_bits / 32, lg = 0;
+  while ((1 << lg) < w) lg++;
+  int64_t A = 1, B = 4, C = w + 3 * w / 4, D = 2 * w;
+  int64_t ext[8] = {0}, strides[8 * DYN_MAX_RANK] = {0};
+  ck_assert(p->naxes <= 8 && p->nslots <= 8);
+  for (int a = 0; a < p->naxes; a++) {
+    const char *n = p->axes[a].name;
+    ext[a] = !strcmp(n, "a") ? A : !strcmp(n, "b") ? B : !strcmp(n, "c") ? C : D;
+  }
+  for (int s = 0; s < p->nslots; s++) {
+    int64_t *st = strides + s * DYN_MAX_RANK;
+    bool in = p->slots[s].kind == SLOT_INPUT;
+    st[0] = B * C * D, st[1] = in ? C * D : B * C, st[2] = in ? D : C, st[3] = 1;
+  }
+  double rows = 0;
+  for (int64_t b = 0; b < B; b++) {
+    int64_t skew = (w - b * C % w) % w;
+    rows += masks_lanes(h) && skew ? 1 + (C - skew + w - 1) / w : (C + w - 1) / w;
+  }
+  double tiles = (double)(D / w) * rows * A, bytes = 4.0 * A * B * C * D;
+  SchedTerms T;
+  cpu_layout_time(h, p, kn, ext, strides, 1, bytes, bytes, false, 1, 0, &T);
+  double want = tiles * w * (lg + 1) / (h->ghz * 1e9);
+  ck_assert_msg(close_to(T.comp_s, want), "%s: tiles %g s, derived %g (%g tiles)", h->name, T.comp_s, want, tiles);
+  lower_free(fn->code.prog);
+  fn->code.prog = NULL;
+}
+
 START_TEST(test_layout) {
   for (int m = 0; m < NMODELS; m++) {
     HwModel h = model(MODELS[m]);
@@ -967,6 +1004,7 @@ START_TEST(test_layout) {
     check_layout(&h, 4112, 4104, 2, false);    /* streamed: the bytes once */
     check_layout(&h, 4099, 4104, 2, false);    /* rows off the vector: read for ownership */
     check_layout(&h, 720, 400, 2, false);      /* in a cache of two cores */
+    check_row_tiles(&h);
   }
 }
 END_TEST
