@@ -1175,10 +1175,12 @@ int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
  * where the stage does not read what it writes (Y[i, j] = Y[i, j] + X[j, i] would add
  * twice) and both sides are a tile at least (gen_blocked's thin path).  The other tiles
  * cut by v's edge alone store masked where the target masks lanes (cut_tile), and the rest
- * run the plain loops.  2 threads of an Emerald Rapids guest, :time medians, plain loops and
- * masked tiles -> shifted tiles, two rounds in turn: transposes of f32[1000, 1000]
- * 0.394-0.417 -> 0.323-0.343 ms, [1023, 1025] 0.47-0.52 -> 0.36-0.37 ms, [100, 100]
- * 3.4-3.6 -> 2.9 us; permute 0321 of f32[3, 31, 17, 67] 30-39 -> 27 us. */
+ * run the plain loops.  An Emerald Rapids guest, :time medians, plain loops and masked
+ * tiles -> shifted tiles, in turn: one thread, three rounds, transposes of f32[4097, 31]
+ * 60-62 -> 42-51 us, [1023, 1025] 1.02-1.04 -> 0.73-0.81 ms, [17, 33] 0.87-0.97 -> 0.48-0.52
+ * us; two threads, four rounds, [1023, 1025] 0.48-0.53 -> 0.38-0.54 ms, [100, 100] 3.4-4.5
+ * -> 2.7-3.9 us, permute 0321 of f32[3, 31, 17, 67] 29-35 -> 24-30 us; [1000, 1000] the
+ * same within the noise. */
 bool cpu_layout_shifts(const Stage *st) {
   return !reads_slot(st->expr, st->out);
 }
@@ -1375,8 +1377,9 @@ static void store_tile_masked(G *g, DynElem ty, int w, LLVMValueRef *rows, LLVMV
 }
 
 /* twin: the streaming twin's (cpu_compile.c's mark_streaming), whose whole tiles stream
- * their rows where they start on the vector's size (the result's start and its row stride, checked per tile), and
- * whose other stores are volatile, which mark_streaming leaves alone. */
+ * their rows where the result's rows are whole vectors and start on the vector's size (the
+ * result's start and its row stride, checked per tile; store_tile), and whose other stores
+ * are volatile or masked, which mark_streaming leaves alone. */
 static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, int u, bool twin, LLVMValueRef lo, LLVMValueRef hi) {
   int nv = st->naxes - 1, v = st->axes[nv];
   DynElem ty = st->expr->ty;
