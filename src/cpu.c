@@ -1128,9 +1128,7 @@ static void gen_interchanged(G *g, const Kernel *kn, const Stage *st, int par_ax
  * cpu_layout_block and cpu_layout_band), so that each input row is read and each result row
  * written in runs of several lines at a time; the task's share of u is whole tiles
  * (cpu_layout_granule, cpu_rt.c's split).  Tiles cut by an edge run whole, shifted back to
- * end at it (cpu_layout_shifts); where the stage reads what it writes, those cut by v's edge
- * alone run with masked stores where the target has them (cut_tile), the others the plain
- * loops.  Measured on
+ * end at it (gen_blocked).  Measured on
  * 4096 x 4096 f32, 2 threads: 60 ms plainly, 10-13 ms tiled (a copy: 2-3 ms); on a host
  * without transparent huge pages each tile still touches 2W pages.  The streaming twin
  * streams a whole tile's rows where they start on the vector's size (a tile writes each of
@@ -1160,29 +1158,16 @@ bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s
 
 /* The axis u along which stage st of a kernel without outer loops loads a tensor's rows
  * while it stores along another, or -1 when the stage is not such a layout change (or
- * reduces, which its own loop nests handle, or stores bools or 16-bit floats). */
+ * reduces, which its own loop nests handle, or stores bools or 16-bit floats, or reads what
+ * it writes: its tiles cut by an edge compute some elements twice, gen_blocked). */
 int cpu_blocked_axis(const Kernel *kn, const Stage *st) {
-  if (kn->nouter || st->naxes < 2 || cpu_count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty))
+  if (kn->nouter || st->naxes < 2 || cpu_count_reduces(st->expr) || st->expr->ty == DYN_BOOL || elem_is_half(st->expr->ty) ||
+      reads_slot(st->expr, st->out))
     return -1;
   int v = st->axes[st->naxes - 1];
   for (int a = 0; a + 1 < st->naxes; a++)
     if (plain_load_of(st->expr, st->axes[a], v)) return st->axes[a];
   return -1;
-}
-
-/* Whether stage st's tiles cut by an edge (cpu_blocked_axis) run whole, shifted back to end
- * at the edge, their first rows or columns computed and stored again with the same values:
- * where the stage does not read what it writes (Y[i, j] = Y[i, j] + X[j, i] would add
- * twice) and both sides are a tile at least (gen_blocked's thin path).  The other tiles
- * cut by v's edge alone store masked where the target masks lanes (cut_tile), and the rest
- * run the plain loops.  An Emerald Rapids guest, :time medians, plain loops and masked
- * tiles -> shifted tiles, in turn: one thread, three rounds, transposes of f32[4097, 31]
- * 60-62 -> 42-51 us, [1023, 1025] 1.02-1.04 -> 0.73-0.81 ms, [17, 33] 0.87-0.97 -> 0.48-0.52
- * us; two threads, four rounds, [1023, 1025] 0.48-0.53 -> 0.38-0.54 ms, [100, 100] 3.4-4.5
- * -> 2.7-3.9 us, permute 0321 of f32[3, 31, 17, 67] 29-35 -> 24-30 us; [1000, 1000] the
- * same within the noise. */
-bool cpu_layout_shifts(const Stage *st) {
-  return !reads_slot(st->expr, st->out);
 }
 
 /* The tile's side: the lanes of a vector of the stage's type at the model's width. */
@@ -1284,38 +1269,6 @@ static void tile_rows(G *g, const Stage *st, int u, int v, LLVMValueRef ub, LLVM
     g->axv[v] = vb;
     for (int a = 0; a < st->naxes; a++) subs[a] = g->axv[st->axes[a]];
     at_row[r] = elem_ptr(g, st->out, subs, st->naxes);
-  }
-}
-
-/* A tile cut by the edge of v alone (nv < w rows of the input, each whole along u), on a
- * target whose vector stores mask their lanes (AVX-512: a lane masked off is neither
- * written nor faults): its nv rows through the buffer as a whole tile's, each of its w
- * result rows stored with the nv lanes inside the edge.  The plain loops take EDGE_CYC
- * cycles an element (cpu_layout.c's model).  Zen 5, C programs calling the function, old
- * and new in turn, three rounds: permute 0321 of f32[3, 31, 17, 67] 25-27 -> 16-19 us on one
- * thread, 28-45 -> 24-28 on two; the transpose of f32[31, 67] 1.6-1.8 -> 0.7 on one thread,
- * 1.0-1.7 -> 0.7-0.8 on two; f32[1000, 1000] and [4096, 4096] within the noise.  A tile
- * cut along u would fill its rows element by element, as the plain loops do, and the
- * shuffles and stores came on top (f32[100, 100] 1.7 -> 2.5 us, f32[4097, 31] 30-33 ->
- * 34-49 us): those keep the plain loops. */
-static void cut_tile(G *g, const Stage *st, int u, int v, LLVMValueRef ub, LLVMValueRef vb, LLVMValueRef nv, int w) {
-  LLVMTypeRef et = ty_of(g, st->expr->ty), vt = LLVMVectorType(et, (unsigned)w);
-  /* a buffer of its own: sharing the whole tiles' kept theirs in memory (SROA gives up on
-   * an alloca that a loop of a variable trip count indexes), which made the transpose of
-   * f32[1000, 1000] 40% slower */
-  LLVMValueRef buf = entry_alloca(g, LLVMArrayType(et, (unsigned)(w * w)));
-  LLVMSetAlignment(buf, 64);
-  LLVMValueRef rows[16], at_row[16], lane[16];
-  tile_rows(g, st, u, v, ub, vb, nv, buf, w, rows, at_row);
-  for (int c = 0; c < w; c++) lane[c] = LLVMConstInt(g->i32, (unsigned long long)c, 0);
-  LLVMValueRef nv32 = LLVMBuildTrunc(g->b, nv, g->i32, ""), splat = LLVMGetUndef(LLVMVectorType(g->i32, (unsigned)w));
-  for (int c = 0; c < w; c++) splat = LLVMBuildInsertElement(g->b, splat, nv32, lane[c], "");
-  LLVMValueRef inside = LLVMBuildICmp(g->b, LLVMIntULT, LLVMConstVector(lane, (unsigned)w), splat, "");
-  LLVMTypeRef ov[2] = {vt, g->ptr}, ft;
-  LLVMValueRef fn = irb_intrinsic(g->m, "llvm.masked.store", ov, 2, &ft);
-  for (int r = 0; r < w; r++) {
-    LLVMValueRef args[4] = {rows[r], at_row[r], LLVMConstInt(g->i32, (unsigned long long)elem_size(st->expr->ty), 0), inside};
-    LLVMBuildCall2(g->b, ft, fn, args, 4, "");
   }
 }
 
@@ -1434,16 +1387,15 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   LLVMValueRef stream = twin ? LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildSRem(g->b, LLVMBuildSub(g->b, v1, v0, ""), c64(g, w), ""),
                                              c64(g, 0), "")
                              : NULL;
-  /* Where tiles cut by an edge are shifted (cpu_layout_shifts), the target masks a store's
-   * lanes, and the result's rows step by whole vectors along u, the tiles along v start
-   * where those rows start on a vector's size, so that each tile stores whole lines, the
+  /* Where the target masks a store's lanes and the result's rows step by whole vectors
+   * along u, the tiles along v start where those rows start on a vector's size, so that each tile stores whole lines, the
    * elements before that first by a tile at v0 whose rows are stored masked: a row of 56
    * elements ([A, D, B, C] of f32[8, 56, 56, 64]) straddled lines at every other start.
    * That permutation, 2 threads of the same guest, three rounds in turn (with the streaming
    * above): 0.47-0.62 ms from v0, 0.34-0.47 aligned; f32[8, 64, 49, 64] 0.50-0.60 and
    * 0.34-0.50; in cache (f32[2, 56, 56, 64]) 64-76 and 59-69 us. */
   LLVMValueRef vs0 = v0;
-  if (cpu_layout_shifts(st) && g->masked_loads) {
+  if (g->masked_loads) {
     LLVMValueRef subs[DYN_MAX_RANK], at[2];          /* the addresses of rows uk and uk + 1 at v0 */
     g->axv[v] = v0;
     for (int i = 0; i < 2; i++) {
@@ -1469,6 +1421,8 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
     LLVMValueRef hus = smin64(g, hu, LLVMBuildSub(g->b, uke, c64(g, w), ""));
     LLVMValueRef rows[16], at_row[16];
     LLVMBasicBlockRef hnext = LLVMAppendBasicBlockInContext(g->cx, g->fn, "layout.head.next");
+    /* a buffer of its own: sharing the tiles' made every tile of the kernel 2-3x slower
+     * (f32[8, 56, 64, 64]: 0.39 -> 1.2 ms), LLVM then keeping the buffer in memory */
     LLVMValueRef hbuf = entry_alloca(g, LLVMArrayType(et, (unsigned)(w * w)));
     LLVMSetAlignment(hbuf, 64);
     tile_rows(g, st, u, v, hus, v0, c64(g, w), hbuf, w, rows, at_row);
@@ -1510,36 +1464,28 @@ static void gen_blocked(G *g, const Kernel *kn, const Stage *st, int par_axis, i
   LLVMValueRef rows[16], at_row[16];
   tile_rows(g, st, u, v, ub, vb, c64(g, w), buf, w, rows, at_row);
   store_tile(g, ty, w, rows, at_row, stream, next);
-  /* a tile cut by an edge: shifted back to end at it, whole (cpu_layout_shifts); else, one
-   * whole along u, where the target masks a store's lanes, through the buffer as a whole
-   * tile, its rows stored masked (cut_tile); else the plain loops */
+  /* A tile cut by an edge: shifted back to end at it, whole, the elements it shares with
+   * the tile before it computed again (the same values: the stage does not read what it
+   * writes, cpu_blocked_axis); where the target masks a store's lanes, only its new ones are
+   * stored.  These ran plain loops (and, cut by v's edge alone, masked stores of a cut
+   * tile): an Emerald Rapids guest, :time medians, in turn, one thread, three rounds,
+   * transposes of f32[4097, 31] 60-62 -> 42-51 us, [1023, 1025] 1.02-1.04 -> 0.73-0.81 ms,
+   * [17, 33] 0.87-0.97 -> 0.48-0.52 us; two threads, four rounds, [1023, 1025] 0.48-0.53 ->
+   * 0.38-0.54 ms, [100, 100] 3.4-4.5 -> 2.7-3.9 us, permute 0321 of f32[3, 31, 17, 67]
+   * 29-35 -> 24-30 us; [1000, 1000] the same within the noise. */
   LLVMPositionBuilderAtEnd(g->b, edge);
-  if (cpu_layout_shifts(st)) {
-    LLVMValueRef us = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ue, uke, ""),
-                                      LLVMBuildSub(g->b, uke, c64(g, w), ""), ub, "");
-    LLVMValueRef vs = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ve, v1, ""),
-                                      LLVMBuildSub(g->b, v1, c64(g, w), ""), vb, "");
-    tile_rows(g, st, u, v, us, vs, c64(g, w), buf, w, rows, at_row);
-    if (g->masked_loads) {
-      store_tile_masked(g, ty, w, rows, at_row, LLVMBuildSub(g->b, ub, us, ""), LLVMBuildSub(g->b, vb, vs, ""), c64(g, w));
-      LLVMBuildBr(g->b, next);
-    } else {
-      store_tile(g, ty, w, rows, at_row, stream, next);
-    }
-    LLVMPositionBuilderAtEnd(g->b, next);
-  } else if (g->masked_loads) {
-    LLVMBasicBlockRef vcut = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.vcut");
-    LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(g->cx, g->fn, "edge.plain");
-    LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntSLE, ue, uke, ""), vcut, plain);
-    LLVMPositionBuilderAtEnd(g->b, vcut);
-    cut_tile(g, st, u, v, ub, vb, LLVMBuildSub(g->b, v1, vb, ""), w);
+  LLVMValueRef us = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ue, uke, ""),
+                                    LLVMBuildSub(g->b, uke, c64(g, w), ""), ub, "");
+  LLVMValueRef vs = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, ve, v1, ""),
+                                    LLVMBuildSub(g->b, v1, c64(g, w), ""), vb, "");
+  tile_rows(g, st, u, v, us, vs, c64(g, w), buf, w, rows, at_row);
+  if (g->masked_loads) {
+    store_tile_masked(g, ty, w, rows, at_row, LLVMBuildSub(g->b, ub, us, ""), LLVMBuildSub(g->b, vb, vs, ""), c64(g, w));
     LLVMBuildBr(g->b, next);
-    LLVMPositionBuilderAtEnd(g->b, plain);
+  } else {
+    store_tile(g, ty, w, rows, at_row, stream, next);
   }
-  if (!cpu_layout_shifts(st)) {
-    gen_edge(g, kn, st, u, v, ub, smin64(g, ue, uke), vb, smin64(g, ve, v1), twin, next);
-    LLVMPositionBuilderAtEnd(g->b, next);
-  }
+  LLVMPositionBuilderAtEnd(g->b, next);
   loop_end_by(g, &VT, w);
   loop_end_by(g, &UB, w);
   loop_end_by(g, &VB, bw);

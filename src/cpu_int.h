@@ -133,7 +133,6 @@ int cpu_count_reduces(const KExpr *e);
  * -1), and the lanes of such a tile. */
 bool cpu_interchanged(const Program *p, const Kernel *kn, int s, int par_axis);
 int cpu_blocked_axis(const Kernel *kn, const Stage *st);
-bool cpu_layout_shifts(const Stage *st);  /* its tiles cut by an edge shifted back, whole */
 bool cpu_stage_plain(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);
 bool cpu_stage_splits(const Stage *st);
 bool cpu_stage_overlaps(const HwModel *h, const Program *p, const Kernel *kn, int s, int par_axis);
@@ -158,8 +157,8 @@ const KExpr *cpu_layout_load(const KExpr *e, int u);
 #define PIPE_COPY_MIN 1024
 
 /* Whether code for these LLVM features masks a vector load's or store's lanes, a lane masked
- * off neither read, written nor faulting (AVX-512): the masked cut tiles of a layout change
- * (cpu.c's cut_tile) and the masked short rows of a row sum (cpu_reduce.c) take it, the
+ * off neither read, written nor faulting (AVX-512): the masked edges of a layout change's
+ * tiles (cpu.c's gen_blocked) and the masked short rows of a row sum (cpu_reduce.c) take it, the
  * code generator from the JIT's features, the models from the hardware model's. */
 static inline bool cpu_masks_lanes(const char *features) { return strstr(features, "+avx512f") != NULL; }
 static inline int64_t cpu_pipe_copy_bytes(int64_t row) {

@@ -73,8 +73,8 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
  * shuffles on one shuffle port, and a load or a store a row beside them, one a cycle:
  * w (log2 w + 1) cycles.  Measured with cpu.c's tiles on Zen 5 (one thread, f32, 16 x 16
  * tiles, in cache): 0.30 cycles an element at 496 x 496, against 0.31 here; a tile cut by
- * v's edge alone costs the same where the stores mask their lanes (cpu.c's cut_tile).  An
- * element of another tile cut by an edge runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
+ * an edge, shifted back to end at it, costs the same.  Where a side is shorter than a tile,
+ * every element runs the plain loops: EDGE_CYC cycles, measured on Zen 5 with
  * transpose of f32[7, 8191] (no whole tile: every element in the plain loops, 1.3-1.9
  * cycles an element at the file's 2.1 GHz on 2 threads).  When the lines of the input's and
  * the result's rows crowd the L1's sets (pressure: the sum of set_pressure over both), they
@@ -115,8 +115,8 @@ const KExpr *cpu_layout_load(const KExpr *e, int u) {
   return NULL;
 }
 
-/* The tiles along v of a row of tiles (cpu.c's gen_blocked) where those cut by an edge are
- * shifted: ceil(nv / w); or, where the target masks lanes and the result's rows step by whole
+/* The tiles along v of a row of tiles (cpu.c's gen_blocked), those cut by an edge shifted
+ * back: ceil(nv / w); or, where the target masks lanes and the result's rows step by whole
  * vectors along u, 1 + ceil((nv - skew) / w) for a row starting skew elements before a
  * vector's start (its first tile at v0, the rest on vectors): averaged over the starts that
  * the other axes' strides (os, the result's) give, multiples of their gcd with w. */
@@ -152,10 +152,11 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     for (int a = 0; a < st->naxes; a++) {
       n *= (double)ext[st->axes[a]];
       if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
-      /* the twin streams only the tiles whose result rows start on the vector's size and are
-       * whole vectors (cpu.c's gen_blocked); the others' stores read their lines for ownership */
-      if ((st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] % w) || ext[v] % w) streamed = false;
+      /* the twin streams only the tiles whose result rows start on the vector's size (cpu.c's
+       * gen_blocked); the others' stores read their lines for ownership */
+      if (st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] % w) streamed = false;
     }
+    if (ext[v] % w) streamed = false;              /* and only where those rows are whole vectors */
     /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
      * the input's rows are a step of v apart */
     for (int a = 0; a < st->naxes; a++)
@@ -167,15 +168,11 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
         break;
       }
     double tiles = (double)(ext[u] / w) * (double)(ext[v] / w) * rest, whole = tiles * w * w;
-    /* tiles cut by an edge cost a whole one's where they are shifted back to end at it
-     * (cpu.c's cpu_layout_shifts), or, cut by v's edge alone, where the stores mask their
-     * lanes (cut_tile), unless a side is shorter than a tile */
-    if (ext[u] >= w && ext[v] >= w && cpu_layout_shifts(st)) {
+    /* tiles cut by an edge cost a whole one's, shifted back to end at it (cpu.c's
+     * gen_blocked), unless a side is shorter than a tile */
+    if (ext[u] >= w && ext[v] >= w) {
       tiles = (double)((ext[u] + w - 1) / w) * row_tiles(hw, st, ext[v], w, strides + st->out * DYN_MAX_RANK, u) * rest;
       whole = n;
-    } else if (ext[u] >= w && ext[v] >= w && ext[v] % w && cpu_masks_lanes(hw->llvm_features)) {
-      tiles += (double)(ext[u] / w) * rest;
-      whole += (double)(ext[u] / w * w) * (double)(ext[v] % w) * rest;
     }
     /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
     double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;

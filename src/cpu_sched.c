@@ -452,9 +452,8 @@ double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const E
       if (bu >= 0) {
         int w = cpu_tile_lanes(be->hw.vector_bits, st->expr->ty);
         buf_printf(out, "  stage %s: a layout change (it reads along %s, writes along %s), in tiles of %d x %d "
-                   "transposed in registers%s\n", p->slots[st->out].name, p->axes[bu].name,
-                   p->axes[st->axes[st->naxes - 1]].name, w, w,
-                   cpu_layout_shifts(st) ? ", those cut by an edge shifted back to end at it" : "");
+                   "transposed in registers, those cut by an edge shifted back to end at it\n", p->slots[st->out].name,
+                   p->axes[bu].name, p->axes[st->axes[st->naxes - 1]].name, w, w);
       }
     }
     /* the tasks cpu_rt.c runs (cpu_task_split) */

@@ -102,8 +102,8 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *   TAIL_ENTRY_CYC  2 cyc    cpu_sched.c    and each loop's entry (cpu_tail_ops): exp and
  *                                           X * 2.0 over f32[R, N], N = 16 to 144, one
  *                                           thread of Zen 5
- *   EDGE_CYC        1.5 cyc  cpu_layout.c   an element of a layout change's tile cut by an
- *                                           edge (the plain loops): transpose of f32[7, 8191]
+ *   EDGE_CYC        1.5 cyc  cpu_layout.c   an element of a layout change with a side
+ *                                           shorter than a tile (the plain loops): f32[7, 8191]
  *                                           on 2 threads of Zen 5
  *   CONV_RUN_CYC    230 cyc  cpu_conv.c     a depthwise plane's run beside its loads and FMAs
  *                                           (a call, its blocks' set-up, the copy's loop):

@@ -956,7 +956,7 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   fn->code.prog = NULL;
 }
 
-/* Tiles cut by an edge are shifted whole (cpu.c's cpu_layout_shifts); where the target masks
+/* Tiles cut by an edge are shifted whole (cpu.c's gen_blocked); where the target masks
  * lanes and the result's rows are whole vectors apart but start off a vector, a row's tiles
  * start where its row meets a vector, after one at v0 (cpu_layout.c's row_tiles).  Y[a, d, b,
  * c] = X[a, b, c, d] of X f32[1, 4, C, 2w], C = w + 3w/4 (rows C apart, 4 C a multiple of w):
