@@ -26,6 +26,7 @@
 #define MAX_CAND 64      /* enumerated tiles remembered for gemm_describe */
 #define MAX_MODS 8       /* modules, compiled by up to one thread per CPU */
 #define PLAN_CACHE 64    /* remembered shapes */
+#define PLAN_MARGIN 0.03 /* how much faster a plan weighed later must be to win (gemm_model.c) */
 
 /* A micro-kernel's beta: bit 0 adds to C; UK_PREFETCH_C asks it to fetch the C tile for
  * writing before its k loop.  That pays where C lives beyond L2 or its rows alias in L1

@@ -353,6 +353,36 @@ START_TEST(test_own_cache) {
 }
 END_TEST
 
+/* Between plans that split M and that split N, priced within PLAN_MARGIN of each other, the
+ * M split wins (plan_weigh weighs it first): tall products of narrow C, for each family with
+ * A and B in place, on 2 threads; the N split only where priced faster by more than that. */
+START_TEST(test_m_split_first) {
+  int mr[4], nr[4];
+  int nf = gemm_families(g32, mr, nr, 4);
+  static const int64_t shapes[][2] = { { 8192, 64 }, { 2048, 64 }, { 1024, 7 } };
+  for (int f = 0; f < nf && f < 4; f++)
+    for (int s = 0; s < 3; s++) {
+      int64_t m = shapes[s][0], n = 2 * nr[f], k = shapes[s][1];
+      GemmArgs x = { .batch = 1, .m = m, .n = n, .k = k, .a_sm = k, .a_sk = 1, .b_sk = n,
+                     .b_sn = 1, .c_sm = n, .c_sn = 1 };
+      double t[2];
+      for (int split = 0; split < 2; split++) {
+        GemmForce fo = { .fam = f + 1, .pack_a = 2, .pack_b = 2, .tm = 2 - split, .tn = 1 + split };
+        gemm_force(g32, &fo);
+        t[split] = gemm_predict(g32, &x, 2);
+      }
+      gemm_force(g32, &(GemmForce){ .fam = f + 1, .pack_a = 2, .pack_b = 2 });
+      GemmPlanInfo pi;
+      ck_assert(gemm_plan_info(g32, &x, 2, &pi));
+      bool n_wins = t[1] < t[0] * (1 - PLAN_MARGIN);
+      ck_assert_msg(pi.tm == (n_wins ? 1 : 2) && pi.tn == (n_wins ? 2 : 1),
+                    "%lld x %lld x %lld on %dx%d: M split %g s, N split %g s, chose %d x %d", (long long)m,
+                    (long long)n, (long long)k, mr[f], nr[f], t[0], t[1], pi.tm, pi.tn);
+    }
+  gemm_force(g32, NULL);
+}
+END_TEST
+
 /* A in place whose rows are a multiple of 4 KiB apart puts a tile's rows in one L1 set,
  * beside the packed B panel's lines there: where the two pass the set's ways (from the
  * host's model and the plan's kc and tile), A in place is priced with its misses, well
@@ -1210,6 +1240,7 @@ int main(void) {
   tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_c_traffic);
   tcase_add_test(tc, test_own_cache);
+  tcase_add_test(tc, test_m_split_first);
   tcase_add_test(tc, test_aliased_a);
   tcase_add_test(tc, test_sustained_rate);
   tcase_add_test(tc, test_edge_splits);
