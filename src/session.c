@@ -510,9 +510,10 @@ int session_calibrate(Session *s) {
       fprintf(s->err, "dyn: --calibrate: %s\n", msg);
       return 1;
     }
-    /* rounded as calibration.txt keeps it, so that what this prints and what :sched prints
-     * from the file agree (0.7749 printed 0.77 here, was kept as 0.775 and read 0.78) */
-    sync_us = round(sync_us * 1e3) / 1e3;
+    /* rounded to what this and :sched print, and kept so in calibration.txt, so that the
+     * two agree: 0.7749 printed 0.77 here, was kept as 0.775 and read 0.78; kept to three
+     * places, 2.455 printed 2.46 here and, read back as 2.4549999... us, 2.45 there */
+    sync_us = fmax(round(sync_us * 1e2) / 1e2, 0.01);
     fprintf(s->out, "fork-join: %.2f us on %d threads (the model assumed %.2f)\n", sync_us, s->threads,
             sched_sync_s(NULL) * 1e6);
   }
