@@ -176,7 +176,9 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   packa_name(name, sizeof name, g);
   g->packa = (PackAFn)jit_lookup(g->jit, name, err, errlen);
   packb_name(name, sizeof name, g);
-  if (!g->packa || !(g->packb = (PackBFn)jit_lookup(g->jit, name, err, errlen))) {
+  g->packb = g->packa ? (PackBFn)jit_lookup(g->jit, name, err, errlen) : NULL;
+  packbt_name(name, sizeof name, g);
+  if (!g->packb || !(g->dot.packbt = (PackBtFn)jit_lookup(g->jit, name, err, errlen))) {
     gemm_free(g);
     return NULL;
   }

@@ -763,16 +763,13 @@ int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int n
     packa_name(name, sizeof name, g);
     /* a transpose's shuffles cost the back end several times an FMA's instructions */
     emit_packa(LIGHTEST(4.0 * g->W * (g->W > 8 ? 4 : 3) * ((mr_max + g->W - 1) / g->W)), name, mr_max);
-    n += 2;
+    packbt_name(name, sizeof name, g);
+    emit_packbt(LIGHTEST(4.0 * g->W * 4), name);
+    n += 3;
   }
   for (int h = 1; h <= ROWS_MAX && (what & EMIT_ROWS); h++, n++) {
     rows_name(name, sizeof name, g, h);
     emit_rows(LIGHTEST(10.0 * h * ROWS_U + 40), name, h);
-  }
-  if (what & EMIT_DOTS) {
-    packbt_name(name, sizeof name, g);
-    emit_packbt(LIGHTEST(4.0 * g->W * 4), name);
-    n++;
   }
   for (int w = DOT_WMAX; w >= 1 && (what & EMIT_DOTS); w--)
     for (int h = DOT_HMAX; h >= 1; h--) {

@@ -385,8 +385,6 @@ static bool bind_dots(GemmKernels *g) {
       dot_name(name, sizeof name, g, h, w);
       if (!(g->dot.fn[w][h] = (DotFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
     }
-  packbt_name(name, sizeof name, g);
-  if (!(g->dot.packbt = (PackBtFn)jit_lookup(g->jit, name, err, sizeof err))) return false;
   gemm_calibrate_dots(g);
   return true;
 }
@@ -626,7 +624,8 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
   mem += bytesC * passes / sched_shared_bw(h, wholeC, users) * (farC ? (stripC + line) / stripC : 1);
   pl->t_stall = stall;
   pl->t_mem = mem;
-  /* Packing reads the source and writes the panel; strided layouts go through scalar C. */
+  /* Packing reads the source and writes the panel; strided layouts go through scalar C
+   * (but B = K^T, below). */
   double pack = 0;
   if (pl->pack_a) {
     bool fast = p->a_sk == 1 || p->a_sm == 1;
@@ -654,7 +653,9 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
       if (farB && rows / f->mr < 2) pack += far_b_s(h, strip, line, bytesB, users) + panelB * wr;
       else pack += bytesB / bwB * (line < strip ? line / strip : 1) + panelB * wr;
     } else {
-      pack += (bytesB / bwB + panelB * wr) * (p->b_sn == 1 ? 1 : 4);
+      /* a strided B through scalar C, but one whose rows are its unit stride (K^T) a
+       * strip at a time in registers (gemm_run.c's pack_b_strided) */
+      pack += (bytesB / bwB + panelB * wr) * (p->b_sn == 1 || p->b_sk == 1 ? 1 : 4);
     }
   }
   if (pl->pack_a || pl->pack_b) pack += WS_S;

@@ -283,6 +283,32 @@ static int one_tile_cases(int mr, int nr) {
   return bad;
 }
 
+/* B packed from a layout whose rows are its unit stride (B = K^T, as attention's Q . K^T
+ * has it): whole strips transposed W values of k at a time (packbt), a last strip cut short
+ * element by element; strips of one, two and a cut one, k around the vector's width and
+ * over the forced k block, each family, f32 and f64, B against a guard page. */
+START_TEST(test_packed_bt) {
+  int bad = 0;
+  GemmKernels *gs[2] = { g32, g64 };
+  for (int e = 0; e < 2; e++) {
+    int mr[4], nr[4], W = e ? 8 : 16;
+    int nf = gemm_families(gs[e], mr, nr, 4);
+    for (int f = 0; f < nf && f < 4; f++) {
+      gemm_force(gs[e], &(GemmForce){ .fam = f + 1, .pack_b = 1, .kc = 4 * W });
+      int64_t ns[] = { nr[f], 2 * nr[f], 2 * nr[f] + 5, nr[f] - 1 }, ks[] = { 1, W - 1, W, W + 3, 5 * W + 7 };
+      for (int j = 0; j < 4; j++)
+        for (int l = 0; l < 5; l++) {
+          Case cs = { .batch = 1 + (j + l) % 2, .m = mr[f] + 1, .n = ns[j], .k = ks[l], .la = 'r', .lb = 'c',
+                      .lc = 'r', .acc = l % 2, .threads = 1 + (j == 1), .at_end = true };
+          bad += run_case(gs[e], &cs);
+        }
+    }
+    gemm_force(gs[e], NULL);
+  }
+  ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
 START_TEST(test_one_tile) {
   ck_assert_int_eq(per_family((GemmForce){ .pack_a = 2, .pack_b = 2 }, one_tile_cases), 0);
 }
@@ -1240,6 +1266,7 @@ int main(void) {
   tcase_add_test(tc, test_one_tile);
   tcase_add_test(tc, test_c_traffic);
   tcase_add_test(tc, test_own_cache);
+  tcase_add_test(tc, test_packed_bt);
   tcase_add_test(tc, test_m_split_first);
   tcase_add_test(tc, test_aliased_a);
   tcase_add_test(tc, test_sustained_rate);
