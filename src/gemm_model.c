@@ -832,12 +832,14 @@ static void weigh(Weighed *w, const Plan *pl) {
 
 /* Choose a plan; when cands is not NULL, also record every plan weighed.  The grids
  * tried use one thread or all of them, in every factorisation into batch x M x N, those
- * that split M more weighed first, so that they win a near tie (PLAN_MARGIN): a thread on
- * its own rows reads its own share of A, where threads side by side along N all read the
- * whole of it, and that ran slower than the model has it.  2 threads of an Emerald Rapids
- * guest, :time medians, M split against N split: 8192 x 64 x 64 0.16-0.17 against
- * 0.28 ms (predicted 169 and 173 us), 8192 x 128 x 64 0.39-0.43 against 0.51-0.86 ms,
- * 2048 x 64 x 64 (all of it in L2) 43 against 54-118 us; packing A did not help. */
+ * that split the batch more weighed first, then M, so that they win a near tie
+ * (PLAN_MARGIN): a thread on its own batches or rows reads its own share of A (and, on its
+ * batches, of B), where threads side by side along N all read the whole of A, and that ran
+ * slower than the model has it.  2 threads of an Emerald Rapids guest, :time medians, M
+ * split against N split: 8192 x 64 x 64 0.16-0.17 against 0.28 ms (predicted 169 and 173
+ * us), 8192 x 128 x 64 0.39-0.43 against 0.51-0.86 ms, 2048 x 64 x 64 (all of it in L2) 43
+ * against 54-118 us, packing A no help; attention's P . V, 48 x 128 x 64 x 128, batch split
+ * against N split (both predicted 317 us) 0.41-0.48 against 0.71-0.73 ms. */
 static void plan_weigh(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                        Plan *cands, int *ncands, int maxc) {
   const GemmForce *fo = &g->force;
@@ -851,7 +853,7 @@ static void plan_weigh(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
     ng = 1;
   } else {
     for (int used = 1; used <= T; used = used == T ? T + 1 : T)
-      for (int tb = 1; tb <= used && tb <= p->batch; tb++)
+      for (int tb = used < p->batch ? used : (int)p->batch; tb >= 1; tb--)
         for (int tm = used / tb; used % tb == 0 && tm >= 1; tm--) {
           int tn = used / tb / tm;
           if ((used / tb) % tm || ng == 64) continue;

@@ -379,31 +379,36 @@ START_TEST(test_own_cache) {
 }
 END_TEST
 
-/* Between plans that split M and that split N, priced within PLAN_MARGIN of each other, the
- * M split wins (plan_weigh weighs it first): tall products of narrow C, for each family with
- * A and B in place, on 2 threads; the N split only where priced faster by more than that. */
-START_TEST(test_m_split_first) {
+/* Between plans priced within PLAN_MARGIN of each other, one that splits the batch wins,
+ * then one that splits M, then N (plan_weigh weighs them in that order): products of
+ * narrow C, tall or batched, for each family with A and B in place, on 2 threads; a later
+ * one only where priced faster by more than that. */
+START_TEST(test_split_order) {
   int mr[4], nr[4];
   int nf = gemm_families(g32, mr, nr, 4);
-  static const int64_t shapes[][2] = { { 8192, 64 }, { 2048, 64 }, { 1024, 7 } };
+  static const int64_t shapes[][3] = { { 1, 8192, 64 }, { 1, 2048, 64 }, { 1, 1024, 7 }, { 48, 128, 128 } };
+  static const int grids[3][3] = { { 2, 1, 1 }, { 1, 2, 1 }, { 1, 1, 2 } };
   for (int f = 0; f < nf && f < 4; f++)
-    for (int s = 0; s < 3; s++) {
-      int64_t m = shapes[s][0], n = 2 * nr[f], k = shapes[s][1];
-      GemmArgs x = { .batch = 1, .m = m, .n = n, .k = k, .a_sm = k, .a_sk = 1, .b_sk = n,
-                     .b_sn = 1, .c_sm = n, .c_sn = 1 };
-      double t[2];
-      for (int split = 0; split < 2; split++) {
-        GemmForce fo = { .fam = f + 1, .pack_a = 2, .pack_b = 2, .tm = 2 - split, .tn = 1 + split };
+    for (int s = 0; s < 4; s++) {
+      int64_t bt = shapes[s][0], m = shapes[s][1], n = 2 * nr[f], k = shapes[s][2];
+      GemmArgs x = { .batch = bt, .m = m, .n = n, .k = k, .a_sb = m * k, .a_sm = k, .a_sk = 1, .b_sb = k * n,
+                     .b_sk = n, .b_sn = 1, .c_sb = m * n, .c_sm = n, .c_sn = 1 };
+      double t[3];
+      int want = -1;
+      for (int i = bt > 1 ? 0 : 1; i < 3; i++) {
+        GemmForce fo = { .fam = f + 1, .pack_a = 2, .pack_b = 2, .tb = grids[i][0], .tm = grids[i][1],
+                         .tn = grids[i][2] };
         gemm_force(g32, &fo);
-        t[split] = gemm_predict(g32, &x, 2);
+        t[i] = gemm_predict(g32, &x, 2);
+        if (want < 0 || t[i] < t[want] * (1 - PLAN_MARGIN)) want = i;
       }
       gemm_force(g32, &(GemmForce){ .fam = f + 1, .pack_a = 2, .pack_b = 2 });
       GemmPlanInfo pi;
       ck_assert(gemm_plan_info(g32, &x, 2, &pi));
-      bool n_wins = t[1] < t[0] * (1 - PLAN_MARGIN);
-      ck_assert_msg(pi.tm == (n_wins ? 1 : 2) && pi.tn == (n_wins ? 2 : 1),
-                    "%lld x %lld x %lld on %dx%d: M split %g s, N split %g s, chose %d x %d", (long long)m,
-                    (long long)n, (long long)k, mr[f], nr[f], t[0], t[1], pi.tm, pi.tn);
+      ck_assert_msg(pi.tb == grids[want][0] && pi.tm == grids[want][1] && pi.tn == grids[want][2],
+                    "%lld x %lld x %lld x %lld on %dx%d: batch, M, N split %g, %g, %g s, chose %d x %d x %d",
+                    (long long)bt, (long long)m, (long long)n, (long long)k, mr[f], nr[f], bt > 1 ? t[0] : 0, t[1], t[2],
+                    pi.tb, pi.tm, pi.tn);
     }
   gemm_force(g32, NULL);
 }
@@ -1267,7 +1272,7 @@ int main(void) {
   tcase_add_test(tc, test_c_traffic);
   tcase_add_test(tc, test_own_cache);
   tcase_add_test(tc, test_packed_bt);
-  tcase_add_test(tc, test_m_split_first);
+  tcase_add_test(tc, test_split_order);
   tcase_add_test(tc, test_aliased_a);
   tcase_add_test(tc, test_sustained_rate);
   tcase_add_test(tc, test_edge_splits);
