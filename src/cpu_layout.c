@@ -95,6 +95,15 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
 #define EDGE_CYC 1.5
 #define PRESSURE_MAX 1.5
 
+/* Result rows that are not whole lines apart (a transpose of f32[1000, 1000]: rows of 4000
+ * bytes) cost a tile OFF_LINE times its cycles, however far off a line: one thread of an
+ * Emerald Rapids guest, transposes of f32[M, 1008] (result rows of M, one process, three
+ * rounds): M = 992, 1008, 1040 0.40-0.49 ms, M = 1000, 1001, 1004, 1012, 1016 0.64-1.07;
+ * two threads, [1000, 1000] 0.30 against [1008, 1008] 0.19 ms, [4097, 32] 28 against
+ * [4096, 32] 14 us.  Not the stores' straddling lines: stored as two half vectors, none
+ * straddling, they took as long. */
+#define OFF_LINE 1.7
+
 static double tile_cycles(int w, double pressure) {
   int lg = 0;
   while ((1 << lg) < w) lg++;
@@ -176,7 +185,10 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     }
     /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
     double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
-    cycles += tiles * tile_cycles(w, pressure) + (n - whole) * edge;
+    double off = 1;
+    for (int a = 0; a < st->naxes; a++)
+      if (st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] * esize % line_bytes(hw)) off = OFF_LINE;
+    cycles += tiles * tile_cycles(w, pressure) * off + (n - whole) * edge;
   }
   if (!any) return 0;
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed,

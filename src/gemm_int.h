@@ -72,7 +72,7 @@ typedef struct DotSet {
   bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted (dot_setup) */
   int ks[DOT_WMAX + 1][DOT_HMAX + 1];         /* accumulator sets */
   DotFn fn[DOT_WMAX + 1][DOT_HMAX + 1];
-  PackBtFn packbt;
+  PackBtFn packbt;                            /* compiled with the tiles, which pack K^T by it */
   double bt_block;                            /* seconds packbt takes for W rows (measured) */
   double vsec[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per vector of k (measured) */
   double call[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per call besides: lane sums, C */

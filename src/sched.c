@@ -114,6 +114,10 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *   PRESSURE_MAX    1.5x     cpu_layout.c   the most a tile whose rows crowd the L1's sets
  *                                           costs: 512 x 512 and 1024 x 1024 against rows a
  *                                           tile shorter, one thread of Zen 5
+ *   OFF_LINE        1.7x     cpu_layout.c   a tile whose result rows are not whole lines
+ *                                           apart: result rows of 1000, 1001, 1004, 1012 and
+ *                                           1016 f32 against 992, 1008, 1040, one thread of
+ *                                           Emerald Rapids
  *   write-allocate  2x bus   sched.c        a store to a line no cache holds reads the line
  *                                           first (read for ownership), so each byte written
  *                                           to memory crosses the memory bus twice unless the
