@@ -158,36 +158,34 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), v = st->axes[st->naxes - 1];
     esize = elem_size(st->expr->ty);
     double n = 1, rest = 1, pressure = 0;
+    int64_t row = 0;                               /* the result's rows: its stride along u */
     for (int a = 0; a < st->naxes; a++) {
       n *= (double)ext[st->axes[a]];
       if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
-      /* the twin streams only the tiles whose result rows start on the vector's size (cpu.c's
-       * gen_blocked); the others' stores read their lines for ownership */
-      if (st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] % w) streamed = false;
+      if (st->axes[a] == u) row = strides[st->out * DYN_MAX_RANK + a];
     }
-    if (ext[v] % w) streamed = false;              /* and only where those rows are whole vectors */
+    /* the twin streams only the tiles whose result rows start on the vector's size and are
+     * whole vectors (cpu.c's gen_blocked); the others' stores read their lines for ownership */
+    if (row % w || ext[v] % w) streamed = false;
     /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
      * the input's rows are a step of v apart */
-    for (int a = 0; a < st->naxes; a++)
-      if (st->axes[a] == u && !streamed) pressure += set_pressure(hw, strides[st->out * DYN_MAX_RANK + a] * esize, w);
+    if (!streamed) pressure += set_pressure(hw, row * esize, w);
     const KExpr *ld = cpu_layout_load(st->expr, u);
     for (int k = 0; ld && k + 1 < ld->n; k++)
       if (ld->a[k]->kind == KX_AXIS && ld->a[k]->axis == v) {
         pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);
         break;
       }
-    double tiles = (double)(ext[u] / w) * (double)(ext[v] / w) * rest, whole = tiles * w * w;
     /* tiles cut by an edge cost a whole one's, shifted back to end at it (cpu.c's
-     * gen_blocked), unless a side is shorter than a tile */
+     * gen_blocked); where a side is shorter than a tile there is none */
+    double tiles = 0, whole = 0;
     if (ext[u] >= w && ext[v] >= w) {
       tiles = (double)((ext[u] + w - 1) / w) * row_tiles(hw, st, ext[v], w, strides + st->out * DYN_MAX_RANK, u) * rest;
       whole = n;
     }
     /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
     double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
-    double off = 1;
-    for (int a = 0; a < st->naxes; a++)
-      if (st->axes[a] == u && strides[st->out * DYN_MAX_RANK + a] * esize % line_bytes(hw)) off = OFF_LINE;
+    double off = row * esize % line_bytes(hw) ? OFF_LINE : 1;
     cycles += tiles * tile_cycles(w, pressure) * off + (n - whole) * edge;
   }
   if (!any) return 0;

@@ -178,7 +178,8 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
   packb_name(name, sizeof name, g);
   g->packb = g->packa ? (PackBFn)jit_lookup(g->jit, name, err, errlen) : NULL;
   packbt_name(name, sizeof name, g);
-  if (!g->packb || !(g->dot.packbt = (PackBtFn)jit_lookup(g->jit, name, err, errlen))) {
+  g->packbt = g->packb ? (PackBtFn)jit_lookup(g->jit, name, err, errlen) : NULL;
+  if (!g->packbt) {
     gemm_free(g);
     return NULL;
   }

@@ -72,7 +72,6 @@ typedef struct DotSet {
   bool has[DOT_WMAX + 1][DOT_HMAX + 1];       /* heights emitted (dot_setup) */
   int ks[DOT_WMAX + 1][DOT_HMAX + 1];         /* accumulator sets */
   DotFn fn[DOT_WMAX + 1][DOT_HMAX + 1];
-  PackBtFn packbt;                            /* compiled with the tiles, which pack K^T by it */
   double bt_block;                            /* seconds packbt takes for W rows (measured) */
   double vsec[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per vector of k (measured) */
   double call[DOT_WMAX + 1][DOT_HMAX + 1];    /* seconds per call besides: lane sums, C */
@@ -152,6 +151,7 @@ struct GemmKernels {
   Jit *jit;
   PackAFn packa;                 /* row-major A -> panels, any height up to the largest mr */
   PackBFn packb;                 /* unit-stride B -> panels of any nr */
+  PackBtFn packbt;               /* B^T's rows: inner products' B, and panels of B = K^T */
   RowsFn rows[ROWS_MAX + 1];     /* by rows of C: the row-streaming kernels */
   double rows_sec[ROWS_MAX + 1]; /* their seconds per step of one row of B, one vector wide */
   int nfam;

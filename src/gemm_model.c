@@ -360,7 +360,7 @@ void gemm_calibrate_dots(GemmKernels *g) {
   d->bt_block = 1e30;
   for (int tr = 0; tr < CAL_TRIALS; tr++) {
     double t0 = now_s();
-    for (int r = 0; r < 64; r++) d->packbt(NV, a, g->W, b, g->W);
+    for (int r = 0; r < 64; r++) g->packbt(NV, a, g->W, b, g->W);
     double dt = (now_s() - t0) / 64 / (NV / g->W);
     if (dt < d->bt_block) d->bt_block = dt;
   }
@@ -810,7 +810,7 @@ static void plan_eval_dot(const GemmKernels *g, const Prob *p0, int tb, int tm, 
   /* B^T: in registers, W rows of B at a time (emit_packbt) at BT_SITU times the rate
    * calibrated in L1, else about 2 cycles an element */
   if (!pl->pack_b) pl->t_pack = 0;
-  else if (d->packbt && d->bt_block < 1 && p->b_sn == 1 && pl->kc >= g->W)
+  else if (d->bt_block < 1 && p->b_sn == 1 && pl->kc >= g->W)
     pl->t_pack = (double)bt * cdiv(p->k, g->W) * cdiv(p->n, g->W) * d->bt_block * BT_SITU;
   else pl->t_pack = bytesB / es * 2 / hz;
   pl->t_sync = users > 1 ? sched_sync_s(&g->hw) : 0;

@@ -132,9 +132,9 @@ static void pack_b_strided(const GemmKernels *g, const Family *f, const char *b,
   size_t es = (size_t)g->esize;
   for (int64_t p0 = 0; p0 < nt; p0 += nr) {
     int64_t w = imin(nr, nt - p0);
-    if (b_sk == 1 && w == nr && nr >= g->W) {
+    if (b_sk == 1 && w == nr) {                  /* nr is whole vectors, as packbt needs */
       for (int64_t k0 = 0; k0 < kc; k0 += g->W)
-        g->dot.packbt(nr, b + (size_t)(p0 * b_sn + k0) * es, b_sn, out + (size_t)(p0 * kc + k0 * nr) * es,
+        g->packbt(nr, b + (size_t)(p0 * b_sn + k0) * es, b_sn, out + (size_t)(p0 * kc + k0 * nr) * es,
                       imin(g->W, kc - k0));
       continue;
     }
@@ -377,7 +377,7 @@ static void pack_bt(const GemmKernels *g, const char *b, int64_t b_sk, int64_t b
   size_t es = (size_t)g->esize;
   if (b_sn == 1 && kc >= g->W) {             /* W columns at a time, transposed in registers */
     for (int64_t j = 0; j < n; j += g->W)
-      g->dot.packbt(kc, b + (size_t)j * es, b_sk, out + (size_t)(j * kc) * es, imin(g->W, n - j));
+      g->packbt(kc, b + (size_t)j * es, b_sk, out + (size_t)(j * kc) * es, imin(g->W, n - j));
     return;
   }
   /* row by row of B, so that each of its lines is read once */
