@@ -17,10 +17,12 @@
  *    dropped (cores have about as many load ports as FMA pipes).  Kept: the best tile of
  *    each width, then of those the best scored and the widest, then the narrowest, up to
  *    MAX_FAM "families", because the run-time model needs the spread: wide tiles stream B
- *    in place in longer row pieces (small M), narrow ones waste less on an n-edge.  Each family is emitted as LLVM IR with
- *    explicit vectors, llvm.fma and broadcasts, for height mr and the powers of two below
- *    it, with masked loads and stores (llvm.masked.*) for the n-edge and a row mask for the
- *    m-edge (on targets without cheap masks an unmasked twin serves full tiles).  Short
+ *    in place in longer row pieces (small M), narrow ones waste less on an n-edge.  Each
+ *    family is emitted as LLVM IR with explicit vectors, llvm.fma and broadcasts, for
+ *    height mr and the powers of two below it (the shortest family for every height: a C
+ *    of 3, 5 or 7 rows), with masked loads and stores (llvm.masked.*) for the n-edge and a
+ *    row mask for the m-edge (on targets without cheap masks an unmasked twin serves full
+ *    tiles).  Short
  *    tiles that cannot hide the FMA latency split k over several accumulator sets.  An edge
  *    of r rows is split by a compile-time DP into pieces, the last possibly padded (a
  *    taller tile that stores fewer rows), each charged its FMA time or the time to re-read
