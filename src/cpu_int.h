@@ -167,14 +167,16 @@ static inline int64_t cpu_pipe_copy_bytes(int64_t row) {
 }
 
 /* cpu_layout.c: the seconds a kernel with layout changes (cpu_blocked_axis) takes on
- * `threads` of hw at these extents and element strides (strides[slot * DYN_MAX_RANK + d]), reading `read` and writing `written` bytes (streamed:
- * with streaming stores) in `tasks` tasks, the busiest thread's share `busiest` of them
- * (SchedWork's): the larger of its bytes (sched_stream_time's:
- * the level they fit in, the reads for ownership of unstreamed lines from memory) and its
- * tiles' shuffles and edges' elements (their sum where cpu_layout_waits), plus the
- * fork-join; the terms in *T (comp_s: the tiles').  0 for a kernel without a layout change. */
+ * `threads` of hw at these extents and element strides (strides[slot * DYN_MAX_RANK + d]),
+ * reading `read` and writing `written` bytes (streamed: with streaming stores) in the tasks
+ * of split along par_axis (NULL or -1: one): the larger of the busiest thread's bytes
+ * (sched_stream_time's: the level they fit in, the reads for ownership of unstreamed lines
+ * from memory) and its tasks' tiles' shuffles and edges' elements (their sum where
+ * cpu_layout_waits), plus the fork-join; the terms in *T (comp_s: the tiles').  0 for a
+ * kernel without a layout change. */
+struct CpuSplit;
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
-                       double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *T);
+                       double read, double written, bool streamed, const struct CpuSplit *split, int par_axis, SchedTerms *T);
 /* cpu_sched.c: the seconds a row-wise kernel spends folding each reduction's lanes into
  * one value, once a row, on T's threads (sched_stream_time's terms). */
 double cpu_row_folds_s(const HwModel *h, const Kernel *kn, const int64_t *ext, const SchedTerms *T);

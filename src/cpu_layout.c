@@ -145,9 +145,47 @@ static double row_tiles(const HwModel *hw, const Stage *st, int64_t nv, int w, c
   return sum / (double)(w / step);
 }
 
+/* The cycles of one blocked stage over the extents ext (a task's share along the parallel
+ * axis, or the whole). */
+static double stage_cycles(const HwModel *hw, const Program *p, const Stage *st, int u, const int64_t *ext, const int64_t *strides,
+                           bool streamed) {
+  int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), v = st->axes[st->naxes - 1], esize = elem_size(st->expr->ty);
+  double n = 1, rest = 1, pressure = 0;
+  int64_t row = 0;                                 /* the result's rows: its stride along u */
+  for (int a = 0; a < st->naxes; a++) {
+    n *= (double)ext[st->axes[a]];
+    if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
+    if (st->axes[a] == u) row = strides[st->out * DYN_MAX_RANK + a];
+  }
+  /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
+   * the input's rows are a step of v apart */
+  if (!streamed) pressure += set_pressure(hw, row * esize, w);
+  const KExpr *ld = cpu_layout_load(st->expr, u);
+  for (int k = 0; ld && k + 1 < ld->n; k++)
+    if (ld->a[k]->kind == KX_AXIS && ld->a[k]->axis == v) {
+      pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);
+      break;
+    }
+  /* tiles cut by an edge cost a whole one's, shifted back to end at it (cpu.c's
+   * gen_blocked); where a side is shorter than a tile there is none */
+  double tiles = 0, whole = 0;
+  if (ext[u] >= w && ext[v] >= w) {
+    tiles = (double)((ext[u] + w - 1) / w) * row_tiles(hw, st, ext[v], w, strides + st->out * DYN_MAX_RANK, u) * rest;
+    whole = n;
+  }
+  /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
+  double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
+  double off = row * esize % line_bytes(hw) ? OFF_LINE : 1;
+  return tiles * tile_cycles(w, pressure) * off + (n - whole) * edge;
+}
+
+/* The tiles' cycles on the busiest thread: each thread runs a contiguous share of the
+ * tasks (the pool's), and a task whose share of a tile's side is shorter than a tile runs
+ * its part in the plain loops (cpu.c's gen_blocked), so the transpose of f32[4097, 31] in
+ * tasks of 16 and 15 values of u has a second thread of 15 x 4097 elements at EDGE_CYC:
+ * 2 threads of a Zen 4 guest, 18-25 us, where whole tiles shared evenly predicted 9. */
 double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, const int64_t *ext, const int64_t *strides, int threads,
-                       double read, double written, bool streamed, int64_t tasks, double busiest, SchedTerms *out) {
-  double cycles = 0;
+                       double read, double written, bool streamed, const CpuSplit *split, int par_axis, SchedTerms *out) {
   bool any = false;
   int esize = 4;
   for (int s = 0; s < kn->nstages; s++) {
@@ -157,43 +195,44 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     any = true;
     int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), v = st->axes[st->naxes - 1];
     esize = elem_size(st->expr->ty);
-    double n = 1, rest = 1, pressure = 0;
-    int64_t row = 0;                               /* the result's rows: its stride along u */
-    for (int a = 0; a < st->naxes; a++) {
-      n *= (double)ext[st->axes[a]];
-      if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
+    int64_t row = 0;
+    for (int a = 0; a < st->naxes; a++)
       if (st->axes[a] == u) row = strides[st->out * DYN_MAX_RANK + a];
-    }
     /* the twin streams only the tiles whose result rows start on the vector's size and are
      * whole vectors (cpu.c's gen_blocked); the others' stores read their lines for ownership */
     if (row % w || ext[v] % w) streamed = false;
-    /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
-     * the input's rows are a step of v apart */
-    if (!streamed) pressure += set_pressure(hw, row * esize, w);
-    const KExpr *ld = cpu_layout_load(st->expr, u);
-    for (int k = 0; ld && k + 1 < ld->n; k++)
-      if (ld->a[k]->kind == KX_AXIS && ld->a[k]->axis == v) {
-        pressure += set_pressure(hw, strides[ld->slot * DYN_MAX_RANK + k] * elem_size(p->slots[ld->slot].type.elem), w);
-        break;
-      }
-    /* tiles cut by an edge cost a whole one's, shifted back to end at it (cpu.c's
-     * gen_blocked); where a side is shorter than a tile there is none */
-    double tiles = 0, whole = 0;
-    if (ext[u] >= w && ext[v] >= w) {
-      tiles = (double)((ext[u] + w - 1) / w) * row_tiles(hw, st, ext[v], w, strides + st->out * DYN_MAX_RANK, u) * rest;
-      whole = n;
-    }
-    /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
-    double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
-    double off = row * esize % line_bytes(hw) ? OFF_LINE : 1;
-    cycles += tiles * tile_cycles(w, pressure) * off + (n - whole) * edge;
   }
   if (!any) return 0;
+  /* tasks along another axis than par_axis (a split of the rows' pieces, cpu_task_split's
+   * sub): the busiest thread's share of the whole */
+  bool own = split && !split->sub && par_axis >= 0;
+  int t = threads > 0 ? threads : 1;
+  int64_t tasks = own && split->tasks > 0 ? split->tasks : 1;
+  if (t > tasks) t = (int)tasks;
+  double busiest = 0;
+  int64_t *share = xmalloc(sizeof *share * (size_t)(p->naxes > 0 ? p->naxes : 1));
+  memcpy(share, ext, sizeof *share * (size_t)p->naxes);
+  for (int i = 0; i < t; i++) {
+    double cyc = 0;
+    for (int64_t k = tasks * i / t; k < tasks * (i + 1) / t; k++) {
+      if (tasks > 1) {
+        int64_t hi, lo = cpu_split_range(split, k, &hi);
+        share[par_axis] = hi - lo;
+      }
+      for (int s = 0; s < kn->nstages; s++) {
+        int u = cpu_blocked_axis(kn, &kn->stages[s]);
+        if (u >= 0) cyc += stage_cycles(hw, p, &kn->stages[s], u, share, strides, streamed);
+      }
+    }
+    if (cyc > busiest) busiest = cyc;
+  }
+  free(share);
+  if (split && !own) busiest *= cpu_split_busiest(split, threads);
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed,
-                  .tasks = tasks, .busiest = busiest};
+                  .tasks = tasks, .busiest = split ? cpu_split_busiest(split, threads) : 1};
   SchedTerms T;
   sched_stream_time(hw, threads, &sw, &T);
-  T.comp_s = cycles / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9 * T.threads) * T.imbalance;
+  T.comp_s = busiest / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9);
   T.total = (cpu_layout_waits(hw, &T) ? T.comp_s + T.mem_s : T.comp_s > T.mem_s ? T.comp_s : T.mem_s) + T.sync_s;
   if (out) *out = T;
   return T.total;

@@ -207,7 +207,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   /* a layout change in tiles has its own cost (cpu_layout.c) */
   int64_t tasks = split->tasks;
   double busiest = cpu_split_busiest(split, threads);
-  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)rv, (double)wv, streamed, tasks, busiest, &T);
+  double lt = cpu_layout_time(&be->hw, p, kn, x->ext, x->strides, threads, (double)rv, (double)wv, streamed, split, par_axis, &T);
   if (lt > 0) {
     buf_printf(out, "  model: a layout change: %lld bytes read, %lld written%s, from %s: tiles %.3f ms, memory %.3f ms",
                (long long)rv, (long long)wv, T.memory ? " (and read for ownership)" : "", be->hw.level[T.level].name,

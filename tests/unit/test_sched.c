@@ -98,8 +98,9 @@ static double bw_of(const HwModel *h, int i, int t) {
  * streamed stores, from memory at the threads' per-core rate -- or, where that rate outruns
  * the memory's total by more than a tenth, across the bus at the total, the write-back of
  * the lines it did not stream beside the fetches.  Where the caches keep all it reads, its
- * streamed stores go to memory at once with the reads: the larger of the two. */
-static double mem_time(const HwModel *h, double read, double written, bool streamed, int t) {
+ * streamed stores go to memory at once with the reads: the larger of the two.  The caches'
+ * part and the per-core rate's times imb, the busiest thread's work over an even share. */
+static double mem_time_of(const HwModel *h, double read, double written, bool streamed, int t, double imb) {
   int last = h->nlevels - 1;
   double nt = streamed ? written : 0, F = read + written - nt, kept = 0, s = 0;
   for (int i = 0; i < hw_ncaches(h) && F > 0; i++) {
@@ -107,11 +108,16 @@ static double mem_time(const HwModel *h, double read, double written, bool strea
     double wb = i > 0 && h->level[i].shared_by <= 1 ? written - nt : 0;
     if (up > kept) s += (up - kept) * (F + wb) / bw_of(h, i, t), kept = up;
   }
+  s *= imb;
   const HwLevel *m = &h->level[last];
   double fetched = (1 - kept) * F + nt, core = m->gbs * 1e9 * t, tot = m->total_gbs * 1e9;
   if (!(fetched > 0)) return s;
-  double from_mem = tot > 0 && tot < 0.9 * core ? (fetched + (streamed ? 0 : (1 - kept) * written)) / tot : fetched / core;
+  double from_mem = tot > 0 && tot < 0.9 * core ? (fetched + (streamed ? 0 : (1 - kept) * written)) / tot : fetched / core * imb;
   return kept >= 1 ? fmax(s, from_mem) : s + from_mem;     /* reads all cached: beside the stores */
+}
+/* ... with the threads' work even */
+static double mem_time(const HwModel *h, double read, double written, bool streamed, int t) {
+  return mem_time_of(h, read, written, streamed, t, 1);
 }
 
 /* The FMA pipes' lanes a second, and the vector pipes' (vec_units where a file gives more
@@ -930,25 +936,39 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
     strides[s * DYN_MAX_RANK + 1] = 1;
   }
   double bytes = 4.0 * A * B, llc = (double)sched_last_cache_bytes(h);
-  int w = h->vector_bits / 32 > 16 ? 16 : h->vector_bits / 32, lg = 0, tasks = 4 * t;
+  int w = h->vector_bits / 32 > 16 ? 16 : h->vector_bits / 32, lg = 0;
   while ((1 << lg) < w) lg++;
+  /* the runtime's tasks along j (u, of B), each of the nt threads at work a contiguous
+   * share of them: a task whose share of j is shorter than a tile runs the plain loops; the
+   * busiest thread's */
+  int par = kn->stages[0].axes[0];
+  CpuSplit sp = cpu_task_split(kn, par, -1, ext, h->vector_bits, t);
+  int nt = sp.tasks < t ? (int)sp.tasks : t;
   bool streamed = 2 * bytes > llc && A % w == 0;
-  int lv = level_of(h, streamed ? bytes : 2 * bytes, streamed ? 0 : bytes, t);
+  int lv = level_of(h, streamed ? bytes : 2 * bytes, streamed ? 0 : bytes, nt);
   bool rfo = lv == h->nlevels - 1 && !streamed;
-  double mem = mem_time(h, bytes, bytes, streamed, t);
-  double ntiles = (double)(B / w) * (double)(A / w), whole = ntiles * w * w;
-  if (A >= w && B >= w) {          /* tiles cut by an edge shifted back to end at it: whole */
-    ntiles = (double)((B + w - 1) / w) * (double)((A + w - 1) / w);
-    whole = (double)A * B;
-  }
-  double edge = A == 1 || B == 1 ? 1.0 / w : EDGE_CYC;
   int64_t line = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
-  double off = 4 * A % line ? OFF_LINE : 1;
-  double tiles = (ntiles * w * (lg + 1) * off + ((double)A * B - whole) * edge) / (h->ghz * 1e9 * t);
+  double off = 4 * A % line ? OFF_LINE : 1, busiest = 0;
+  for (int th = 0; th < nt; th++) {
+    double cyc = 0;
+    for (int64_t k = sp.tasks * th / nt; k < sp.tasks * (th + 1) / nt; k++) {
+      int64_t hi, lo = cpu_split_range(&sp, k, &hi), r = hi - lo;
+      double ntiles = 0, whole = 0;
+      if (A >= w && r >= w) {        /* tiles cut by an edge shifted back to end at it: whole */
+        ntiles = (double)((r + w - 1) / w) * (double)((A + w - 1) / w);
+        whole = (double)A * r;
+      }
+      double edge = A == 1 || r == 1 ? 1.0 / w : EDGE_CYC;
+      cyc += ntiles * w * (lg + 1) * off + ((double)A * r - whole) * edge;
+    }
+    busiest = cyc > busiest ? cyc : busiest;
+  }
+  double tiles = busiest / (h->ghz * 1e9), share = cpu_split_busiest(&sp, t);
+  double mem = mem_time_of(h, bytes, bytes, streamed, nt, share * nt > 1 ? share * nt : 1);
   SchedTerms T;
-  double got = cpu_layout_time(h, p, kn, ext, strides, t, bytes, bytes, 2 * bytes > llc, tasks, 0, &T);
+  double got = cpu_layout_time(h, p, kn, ext, strides, t, bytes, bytes, 2 * bytes > llc, &sp, par, &T);
   bool waits = lv < h->nlevels - 1 && h->level[lv].shared_by > 1;     /* a shared cache: they add */
-  double want = (waits ? mem + tiles : fmax(mem, tiles)) + (t > 1 ? SYNC_S : 0);
+  double want = (waits ? mem + tiles : fmax(mem, tiles)) + (nt > 1 ? SYNC_S : 0);
   ck_assert_msg(close_to(T.mem_s, mem) && T.memory == rfo, "%s %lld x %lld: memory %g s, derived %g (%s)", h->name,
                 (long long)A, (long long)B, T.mem_s, mem, rfo ? "read for ownership" : "no reads for ownership");
   if (whole_tiles_only || mem < tiles)
@@ -990,7 +1010,7 @@ static void check_row_tiles(const HwModel *h) {
   }
   double tiles = (double)(D / w) * rows * A, bytes = 4.0 * A * B * C * D;
   SchedTerms T;
-  cpu_layout_time(h, p, kn, ext, strides, 1, bytes, bytes, false, 1, 0, &T);
+  cpu_layout_time(h, p, kn, ext, strides, 1, bytes, bytes, false, NULL, -1, &T);
   int64_t line = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
   double want = tiles * w * (lg + 1) * (4 * B * C % line ? OFF_LINE : 1) / (h->ghz * 1e9);
   ck_assert_msg(close_to(T.comp_s, want), "%s: tiles %g s, derived %g (%g tiles)", h->name, T.comp_s, want, tiles);
@@ -1004,6 +1024,7 @@ START_TEST(test_layout) {
     check_layout(&h, 48, 80, 1, true);         /* in L1, whole tiles: the shuffles */
     check_layout(&h, 37, 53, 1, true);         /* tiles and edges */
     check_layout(&h, 7, 8191, 2, true);        /* no whole tile: the plain loops */
+    check_layout(&h, 4001, 31, 2, true);       /* a task of 15 values of u: the plain loops */
     check_layout(&h, 1, 30011, 2, true);       /* a side of 1: a copy */
     check_layout(&h, 30011, 1, 2, true);
     check_layout(&h, 4112, 4104, 2, false);    /* streamed: the bytes once */
