@@ -229,7 +229,7 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
   free(share);
   if (split && !own) busiest *= cpu_split_busiest(split, threads);
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed,
-                  .tasks = tasks, .busiest = split ? cpu_split_busiest(split, threads) : 1};
+                  .tasks = split ? split->tasks : 1, .busiest = split ? cpu_split_busiest(split, threads) : 1};
   SchedTerms T;
   sched_stream_time(hw, threads, &sw, &T);
   T.comp_s = busiest / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9);
