@@ -145,17 +145,23 @@ static double row_tiles(const HwModel *hw, const Stage *st, int64_t nv, int w, c
   return sum / (double)(w / step);
 }
 
+/* The result's rows of a blocked stage: its stride along u. */
+static int64_t result_row(const Stage *st, int u, const int64_t *strides) {
+  for (int a = 0; a < st->naxes; a++)
+    if (st->axes[a] == u) return strides[st->out * DYN_MAX_RANK + a];
+  return 0;
+}
+
 /* The cycles of one blocked stage over the extents ext (a task's share along the parallel
  * axis, or the whole). */
 static double stage_cycles(const HwModel *hw, const Program *p, const Stage *st, int u, const int64_t *ext, const int64_t *strides,
                            bool streamed) {
   int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), v = st->axes[st->naxes - 1], esize = elem_size(st->expr->ty);
   double n = 1, rest = 1, pressure = 0;
-  int64_t row = 0;                                 /* the result's rows: its stride along u */
+  int64_t row = result_row(st, u, strides);
   for (int a = 0; a < st->naxes; a++) {
     n *= (double)ext[st->axes[a]];
     if (st->axes[a] != u && st->axes[a] != v) rest *= (double)ext[st->axes[a]];
-    if (st->axes[a] == u) row = strides[st->out * DYN_MAX_RANK + a];
   }
   /* the result's lines crowd the L1 only when they are stored there, not streamed past it;
    * the input's rows are a step of v apart */
@@ -195,12 +201,9 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     any = true;
     int w = cpu_tile_lanes(hw->vector_bits, st->expr->ty), v = st->axes[st->naxes - 1];
     esize = elem_size(st->expr->ty);
-    int64_t row = 0;
-    for (int a = 0; a < st->naxes; a++)
-      if (st->axes[a] == u) row = strides[st->out * DYN_MAX_RANK + a];
     /* the twin streams only the tiles whose result rows start on the vector's size and are
      * whole vectors (cpu.c's gen_blocked); the others' stores read their lines for ownership */
-    if (row % w || ext[v] % w) streamed = false;
+    if (result_row(st, u, strides) % w || ext[v] % w) streamed = false;
   }
   if (!any) return 0;
   /* tasks along another axis than par_axis (a split of the rows' pieces, cpu_task_split's
@@ -214,7 +217,7 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
   memcpy(share, ext, sizeof *share * (size_t)p->naxes);
   for (int i = 0; i < t; i++) {
     double cyc = 0;
-    for (int64_t k = tasks * i / t; k < tasks * (i + 1) / t; k++) {
+    for (int64_t k = pool_share_start(tasks, t, i); k < pool_share_start(tasks, t, i + 1); k++) {
       if (tasks > 1) {
         int64_t hi, lo = cpu_split_range(split, k, &hi);
         share[par_axis] = hi - lo;
@@ -227,9 +230,10 @@ double cpu_layout_time(const HwModel *hw, const Program *p, const Kernel *kn, co
     if (cyc > busiest) busiest = cyc;
   }
   free(share);
-  if (split && !own) busiest *= cpu_split_busiest(split, threads);
+  double most = split ? cpu_split_busiest(split, threads) : 1;    /* the busiest thread's share */
+  if (split && !own) busiest *= most;
   SchedWork sw = {.ops = 0, .elem_bytes = esize, .read = read, .written = written, .streamed = streamed,
-                  .tasks = split ? split->tasks : 1, .busiest = split ? cpu_split_busiest(split, threads) : 1};
+                  .tasks = split ? split->tasks : 1, .busiest = most};
   SchedTerms T;
   sched_stream_time(hw, threads, &sw, &T);
   T.comp_s = busiest / ((hw->ghz > 0 ? hw->ghz : 2.0) * 1e9);

@@ -249,8 +249,8 @@ double cpu_split_busiest(const CpuSplit *s, int threads) {
   int64_t most = 0, hi;
   if (t > s->tasks) t = (int)s->tasks;
   for (int i = 0; i < t; i++) {
-    int64_t lo = cpu_split_range(s, s->tasks * i / t, &hi);
-    cpu_split_range(s, s->tasks * (i + 1) / t - 1, &hi);
+    int64_t lo = cpu_split_range(s, pool_share_start(s->tasks, t, i), &hi);
+    cpu_split_range(s, pool_share_start(s->tasks, t, i + 1) - 1, &hi);
     if (hi - lo > most) most = hi - lo;
   }
   return s->n > 0 ? (double)most / (double)s->n : 1;

@@ -87,8 +87,6 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The first task of participant i's share of n tasks among np. */
-static inline int64_t share_start(int64_t n, int np, int i) { return n * i / np; }
 
 /* Claim and run tasks of the round with generation gen until none is left: participant
  * self's own share first, then the others' in turn. */
@@ -99,7 +97,7 @@ static void run_tasks(Pool *p, uint64_t gen, int self) {
   int np = p->nthreads;
   for (int k = 0; k < np; k++) {
     int i = (self + k) % np;
-    int64_t end = share_start(n, np, i + 1);
+    int64_t end = pool_share_start(n, np, i + 1);
     uint64_t w = atomic_load_explicit(&p->slot[i].w, memory_order_acquire);
     while (S_GEN(w) == gen && S_NEXT(w) < end) {
       PoolFn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
@@ -245,7 +243,7 @@ void dyn_parallel_for(void *pool, int64_t ntasks, void (*fn)(void *ctx, int64_t 
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
     uint64_t gen = (W_GEN(atomic_load(&p->word)) + 1) & 0xffffff;
     for (int i = 0; i < p->nthreads; i++)
-      atomic_store_explicit(&p->slot[i].w, S_MAKE(gen, share_start(n, p->nthreads, i)), memory_order_relaxed);
+      atomic_store_explicit(&p->slot[i].w, S_MAKE(gen, pool_share_start(n, p->nthreads, i)), memory_order_relaxed);
     atomic_store(&p->word, W_MAKE(gen, 0, n));       /* seq_cst: publishes the fields */
     wake_all(p);
     run_tasks(p, gen, 0);

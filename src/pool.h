@@ -18,5 +18,8 @@ int pool_threads(const Pool *p);                      /* 1 for NULL */
  * task, runs serially on the calling thread.  Concurrent callers take turns. */
 void dyn_parallel_for(void *pool, int64_t ntasks, void (*fn)(void *ctx, int64_t task),
                       void *ctx);
+/* The first task of participant i's share of n tasks among np: each takes a contiguous
+ * run, [pool_share_start(n, np, i), pool_share_start(n, np, i + 1)) (the models price it). */
+static inline int64_t pool_share_start(int64_t n, int np, int i) { return n * i / np; }
 
 #endif
