@@ -280,6 +280,11 @@ typedef struct HwLevel {
                            * file omits it) or the device's (GPU: equal to gbs), GB/s */
   int ways;               /* associativity of a cache; a CPU's L1 without it in its file has
                            * bytes / 4 KiB (an x86 L1 is VIPT: one way spans a page); 0: unknown */
+  int64_t whole_bytes;    /* a guest's shared cache: the capacity its system reports, of which
+                           * bytes is the share the model counts on (hw.c); 0 otherwise */
+  int64_t kept_bytes;     /* the most of a set read again and again that such a cache kept for
+                           * the cores when dyn --calibrate measured it, bytes to whole_bytes
+                           * (sched.c's fit_capacity); 0: not measured */
   HwProv prov_bytes, prov_line, prov_shared, prov_gbs, prov_total, prov_ways;
 } HwLevel;
 
@@ -913,7 +918,7 @@ bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, s
 /* Measure each memory level's read rate past L1, GB/s, for one core (gbs) and for all the
  * backend's threads at once (total_gbs), indexed as HwModel.level; 0 where a level has no
  * set of its own to measure (cpu_calibrate.c). */
-typedef struct CalMemory { double gbs[HW_MAX_LEVELS], total_gbs[HW_MAX_LEVELS]; } CalMemory;
+typedef struct CalMemory { double gbs[HW_MAX_LEVELS], total_gbs[HW_MAX_LEVELS], kept_bytes[HW_MAX_LEVELS]; } CalMemory;
 bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen);
 /* The microseconds a fork-join of the backend's pool costs on its threads (0 on one). */
 bool cpu_calibrate_sync(CpuBackend *be, double *us, char *err, size_t errlen);

@@ -985,6 +985,7 @@ void hw_detect_host_in(const char *root, HwModel *out) {
           if (g.guest && share > 0 && share < lv->bytes && n > 1 && share > out->level[n - 2].bytes) {
             buf_printf(&guest, "%s%s: %lld MiB of the %lld MiB reported", guest.len ? ", " : "",
                        lv->name, (long long)(share >> 20), (long long)(lv->bytes >> 20));
+            lv->whole_bytes = lv->bytes;
             lv->bytes = share;
             lv->prov_bytes = fl->prov_bytes;
           }
@@ -1119,6 +1120,10 @@ void hw_describe(const HwModel *hw, Buf *out) {
     else
       buf_printf(out, "  %.0f GB/s%s per core, %.0f GB/s%s in all\n", lv->gbs,
                  tag(lv->prov_gbs, &seen), lv->total_gbs, tag(lv->prov_total, &seen));
+    if (lv->kept_bytes > lv->bytes) {
+      fmt_bytes(lv->kept_bytes, a, sizeof a);
+      buf_printf(out, "           kept %s%s of a set read again and again (dyn --calibrate)\n", a, tag(HW_MEASURED, &seen));
+    }
   }
   /* The legend names the tags that appear, best first. */
   static const char *const legend[] = {

@@ -348,11 +348,11 @@ static bool plausible_peak(const HwModel *hw, double peak, int threads) {
   return peak <= 4 * model && peak >= model * share / 100;
 }
 
-/* The level of the model a calibration key names ("l2.gbs", "dram.total_gbs": the level's
- * name in lower case), or -1. */
+/* The level of the model a calibration key names ("l2.gbs", "dram.total_gbs",
+ * "l3.kept_bytes": the level's name in lower case), or -1. */
 static int calibration_level(const HwModel *hw, const char *key) {
   const char *dot = strchr(key, '.');
-  if (!dot || (strcmp(dot, ".gbs") && strcmp(dot, ".total_gbs"))) return -1;
+  if (!dot || (strcmp(dot, ".gbs") && strcmp(dot, ".total_gbs") && strcmp(dot, ".kept_bytes"))) return -1;
   for (int i = 0; i < hw->nlevels; i++)
     if ((size_t)(dot - key) == strlen(hw->level[i].name) && !strncasecmp(key, hw->level[i].name, (size_t)(dot - key)))
       return i;
@@ -385,7 +385,7 @@ static void load_calibration(Session *s) {
     fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
   } else if (st == FILE_OK) {
     bool match = false;
-    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, sync_us = 0, call_us = 0;
+    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, kept[HW_MAX_LEVELS] = {0}, sync_us = 0, call_us = 0;
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -397,7 +397,7 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "call_us")) call_us = strtod(val, NULL);
       else {
         int i = calibration_level(&s->host_hw, key);
-        if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : &gbs[i]) = strtod(val, NULL);
+        if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : strstr(key, ".kept_bytes") ? &kept[i] : &gbs[i]) = strtod(val, NULL);
       }
     }
     free(text);
@@ -417,6 +417,12 @@ static void load_calibration(Session *s) {
         fprintf(s->err, "dyn: ignoring %s: a call of %g us is not plausible; run dyn --calibrate again\n", path.s, call_us);
       for (int i = 0; i < s->host_hw.nlevels; i++) {
         const HwLevel *lv = &s->host_hw.level[i];
+        /* what a guest's share of a shared cache keeps: from the share to the whole cache */
+        if (kept[i] && kept[i] >= (double)lv->bytes && kept[i] <= (double)lv->whole_bytes)
+          s->host_hw.level[i].kept_bytes = (int64_t)kept[i];
+        else if (kept[i])
+          fprintf(s->err, "dyn: ignoring %s's %s capacity: %.0f bytes kept is not plausible for %s (the model counts on %lld of the %lld reported); run dyn --calibrate again\n",
+                  path.s, lv->name, kept[i], s->host_hw.name, (long long)lv->bytes, (long long)lv->whole_bytes);
         if (!gbs[i] && !total[i]) continue;
         if (plausible_gbs(lv->gbs, gbs[i]) && plausible_gbs(lv->total_gbs, total[i]) && total[i] >= gbs[i] / 2)
           hw_set_measured_gbs(&s->host_hw, i, gbs[i], total[i]);
@@ -504,6 +510,11 @@ int session_calibrate(Session *s) {
                  s->hw.level[i].name, mem.gbs[i], mem.total_gbs[i], s->hw.level[i].gbs, s->hw.level[i].total_gbs);
   fprintf(s->out, "memory: %s\n", mline.len ? mline.s : "no level past L1 to measure");
   buf_free(&mline);
+  for (int i = 0; i < s->hw.nlevels; i++)
+    if (mem.kept_bytes[i] > 0)
+      fprintf(s->out, "%s: kept %.1f MiB of a set read again and again (the model's share: %.1f MiB of the %.1f MiB reported)\n",
+              s->hw.level[i].name, mem.kept_bytes[i] / (1 << 20), (double)s->hw.level[i].bytes / (1 << 20),
+              (double)s->hw.level[i].whole_bytes / (1 << 20));
   double sync_us = 0;
   if (s->threads > 1) {
     if (!cpu_calibrate_sync(s->cpu, &sync_us, msg, sizeof msg)) {
@@ -548,6 +559,7 @@ int session_calibrate(Session *s) {
       for (; s->hw.level[i].name[n] && n < sizeof lname - 1; n++) lname[n] = (char)tolower((unsigned char)s->hw.level[i].name[n]);
       lname[n] = 0;
       buf_printf(&text, "%s.gbs = %.3f\n%s.total_gbs = %.3f\n", lname, mem.gbs[i], lname, mem.total_gbs[i]);
+      if (mem.kept_bytes[i] > 0) buf_printf(&text, "%s.kept_bytes = %.0f\n", lname, mem.kept_bytes[i]);
     }
   if (sync_us > 0) buf_printf(&text, "sync_us = %.3f\n", sync_us);
   if (call_us > 0) buf_printf(&text, "call_us = %.3f\n", call_us);

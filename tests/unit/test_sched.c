@@ -171,6 +171,43 @@ START_TEST(test_fit_level) {
 }
 END_TEST
 
+/* What dyn --calibrate found a guest's share of a shared cache keeps (kept_bytes): a set up
+ * to it stays there; past it, a set only read keeps that much of itself (as the reads that
+ * measured it did) and a set written too keeps the share. */
+START_TEST(test_kept_capacity) {
+  int checked = 0;
+  for (int m = 0; m < NMODELS; m++) {
+    HwModel h = model(MODELS[m]);
+    int i = hw_ncaches(&h) - 1, last = h.nlevels - 1, t = 2;
+    HwLevel *lv = &h.level[i];
+    if (lv->shared_by <= 1) continue;
+    double share = (double)lv->bytes * ceil((double)t / lv->shared_by);
+    SchedTerms T;
+    SchedWork fits = {.ops = 0, .elem_bytes = 4, .read = 2 * share, .tasks = 8};
+    SchedWork past = {.ops = 0, .elem_bytes = 4, .read = 6 * share, .tasks = 8};
+    SchedWork written = {.ops = 0, .elem_bytes = 4, .read = 3 * share, .written = 3 * share, .tasks = 8};
+    /* the share alone */
+    ck_assert_int_eq(sched_fit_level(&h, 2 * share, t), last);
+    sched_stream_time(&h, t, &fits, &T);
+    ck_assert_msg(T.level == last && close_to(T.kept, 0.5), "%s: %g kept", MODELS[m], T.kept);
+    /* three times the share kept */
+    lv->whole_bytes = 4 * lv->bytes;
+    lv->kept_bytes = 3 * lv->bytes;
+    ck_assert_int_eq(sched_fit_level(&h, 2 * share, t), i);
+    ck_assert_int_eq(sched_fit_level(&h, 3 * share + 64, t), last);
+    sched_stream_time(&h, t, &fits, &T);
+    ck_assert_msg(T.level == i && close_to(T.kept, 1), "%s: %g kept", MODELS[m], T.kept);
+    ck_assert(close_to(T.mem_s, 2 * share / sched_threads_bw(&h, i, t)));
+    sched_stream_time(&h, t, &past, &T);
+    ck_assert_msg(T.level == last && close_to(T.kept, 0.5), "%s: %g kept", MODELS[m], T.kept);
+    sched_stream_time(&h, t, &written, &T);
+    ck_assert_msg(T.level == last && close_to(T.kept, 1.0 / 6), "%s: %g kept", MODELS[m], T.kept);
+    checked++;
+  }
+  ck_assert_int_gt(checked, 0);
+}
+END_TEST
+
 /* ---- lowered programs: lane-operations and bytes ---- */
 
 static PolyCtx *pc;
@@ -1295,6 +1332,7 @@ static Suite *sched_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_roofline);
   tcase_add_test(tc, test_fit_level);
+  tcase_add_test(tc, test_kept_capacity);
   tcase_add_test(tc, test_elementwise);
   tcase_add_test(tc, test_rowwise);
   tcase_add_test(tc, test_memory_terms);

@@ -321,6 +321,45 @@ START_TEST(test_calibration_bandwidth) {
 }
 END_TEST
 
+/* What dyn --calibrate found a guest's share of a shared cache keeps: believed from the share
+ * to the whole cache the system reports, and shown by :hw; past it (or on a host that counts
+ * on the whole cache) ignored with a note.  The host's own last cache. */
+START_TEST(test_calibration_kept) {
+  HwModel hw;
+  hw_detect_host(&hw);
+  char fp[600], text[1600], want[600], lname[16];
+  double model;
+  host_fingerprint(fp, sizeof fp, &model);
+  int i = hw_ncaches(&hw) - 1;
+  ck_assert_int_ge(i, 0);
+  const HwLevel *lv = &hw.level[i];
+  size_t n;
+  for (n = 0; lv->name[n]; n++) lname[n] = (char)tolower((unsigned char)lv->name[n]);
+  lname[n] = 0;
+  const char *head = "fingerprint = %s\npeak_gflops_f32 = %.3f\nthreads = 1\n%s.kept_bytes = %lld\n";
+  if (lv->whole_bytes > lv->bytes) {
+    long long kept = (lv->bytes + lv->whole_bytes) / 2 >> 20 << 20;     /* whole MiB: :hw prints "20 MiB" */
+    snprintf(text, sizeof text, head, fp, model > 0 ? model : 100, lname, kept);
+    Session *s = start_with(cache, text);
+    ck_assert_str_eq(news(&err), "");
+    const char *o = run_ok(s, ":hw");
+    snprintf(want, sizeof want, "\n           kept %lld MiB [m] of a set read again and again (dyn --calibrate)\n", kept >> 20);
+    ck_assert_msg(strstr(o, want), "%s: %s", want, o);
+    session_free(s);
+  }
+  /* past the whole cache (the share, where there is no guest's share) */
+  long long past = (long long)(lv->whole_bytes > lv->bytes ? lv->whole_bytes : lv->bytes) + 65536;
+  snprintf(text, sizeof text, head, fp, model > 0 ? model : 100, lname, past);
+  Session *s = start_with(cache, text);
+  snprintf(want, sizeof want, "dyn: ignoring %s/dyn/calibration.txt's %s capacity: %lld bytes kept is not plausible for ", cache,
+           lv->name, past);
+  const char *e = news(&err);
+  ck_assert_msg(!strncmp(e, want, strlen(want)), "%s", e);
+  ck_assert_msg(!strstr(run_ok(s, ":hw"), "of a set read again"), "an implausible capacity shown");
+  session_free(s);
+}
+END_TEST
+
 START_TEST(test_calibration_cache) {
   char fp[600], text[900], path[512], want[400];
   double model;
@@ -601,6 +640,7 @@ static Suite *session_suite(void) {
   tcase_add_test(tc, test_call_wrong_shapes);
   tcase_add_test(tc, test_calibration_cache);
   tcase_add_test(tc, test_calibration_bandwidth);
+  tcase_add_test(tc, test_calibration_kept);
   tcase_add_test(tc, test_targets_agree);
   tcase_add_test(tc, test_backend_table);
   tcase_add_test(tc, test_target_switching);
