@@ -404,6 +404,9 @@ double cpu_reduce_combine_time(const HwModel *h, const CpuRedSplit *sp, int elem
  * element at the vector rate: its elements past the last whole vector and each run's entry
  * and exit, in cycles of h's clock at its vector pipes' rate (0 for other kernels). */
 double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext);
+/* The seconds a short plan's folds add on the busiest thread (its kept indices, T's threads
+ * and imbalance), after the stream; 0 for other plans. */
+double cpu_reduce_fold_s(const HwModel *h, const Program *p, const Kernel *kn, const int64_t *ext, const SchedTerms *T);
 /* The tasks cpu_rt.c splits a kernel's parallel axis into on `threads` (cpu_rt.c): one
  * where the kernel is small. */
 int64_t cpu_task_count(const Kernel *kn, int par_axis, const int64_t *ext, int threads);

@@ -401,8 +401,10 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
  * elements, a multiple of r); the block's last C W elements or fewer go whole vectors then
  * elements into the same places of an array of C W (the same lanes, since C W is a multiple
  * of r); then the sets fold into the first, vector by vector, and its A W / r rows of r
- * places into the first row, all columns side by side (one chain a column stalled on the
- * adds' latency).  A lane pattern of more than `amax` vectors (r = 17 with 16 lanes) runs
+ * places into the first row, W columns at a time in a vector loaded from each row's place
+ * (its lanes past the row never stored; one chain a column, in registers: through memory,
+ * an element at a time, the fold took 130 of the 200 cycles a block of f32[1024, 63, 5]
+ * summed over its middle axis took on a Zen 4 core, 1.5x the whole).  A lane pattern of more than `amax` vectors (r = 17 with 16 lanes) runs
  * the interchanged loops.  Summing order: each lane's chain in order of the rows, then the
  * sets in order, then the rows of the first set in order; it depends on r and the model's
  * width, never on the threads, which split the kept axes (and where the only kept axis is
@@ -524,6 +526,16 @@ static void acc_loop(const CpuRedGen *rg, int c, LLVMValueRef buf, LLVMValueRef 
     LLVMAddIncoming(fin[j], in, from, 2);
   }
   for (int j = 0; j < c; j++) st_at(rg, fin[j], buf, k64(rg, (int64_t)j * W));
+}
+
+/* The rows of r places of a short plan's first set into its first, W places of each (from
+ * buf on) at a time: iteration i adds row i + 1's. */
+typedef struct { LLVMValueRef buf, r; } RowsCtx;
+static void rows_fold_step(const CpuRedGen *rg, const void *ctx, LLVMValueRef i, const LLVMValueRef *acc, LLVMValueRef *nxt) {
+  const RowsCtx *x = ctx;
+  LLVMTypeRef vt = LLVMVectorType(rg->ty, (unsigned)rg->shape.lanes);
+  LLVMValueRef at = LLVMBuildMul(rg->b, LLVMBuildAdd(rg->b, i, k64(rg, 1), ""), x->r, "");
+  nxt[0] = rg->op(rg->g, acc[0], ld(rg, vt, x->buf, at));
 }
 
 /* Short kept runs: iteration i adds the c vectors of the block from i c W on. */
@@ -701,7 +713,9 @@ void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   kept_gen(rg, sp);
   LLVMBuildBr(b, join);
   LLVMPositionBuilderAtEnd(b, fast);
-  LLVMValueRef buf = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)(cmax * W)));
+  /* C W places and a vector past them, which the fold of the rows reads (set to the start,
+   * never stored) */
+  LLVMValueRef buf = rg->slot(rg->g, LLVMArrayType(rg->ty, (unsigned)((cmax + 1) * W)));
   LLVMValueRef init = rg->init(rg->g);
   /* the kept axes but the run, outer to inner */
   for (int a = 0; a + 1 < st->naxes; a++) {
@@ -710,7 +724,7 @@ void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   }
   rg->set_axis(rg->g, sp->v, k64(rg, 0));
   rg->set_axis(rg->g, sp->r0, k64(rg, 0));
-  LLVMValueRef i = rg->loop(rg->g, k64(rg, 0), CW);
+  LLVMValueRef i = rg->loop(rg->g, k64(rg, 0), LLVMBuildAdd(b, CW, k64(rg, W), ""));
   st_at(rg, init, buf, i);
   rg->end(rg->g);
   /* the reduced axes but r0, then the block */
@@ -739,19 +753,23 @@ void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   rg->end(rg->g);
   for (int k = 0; k + 1 < e->nraxes; k++) rg->end(rg->g);
   /* the sets of A vectors into the first, in order, then each row of r places of those A
-   * vectors into the first row, in order (columns side by side, not one chain a column) */
+   * vectors into the first row, in order: the W places from each row's first, one vector
+   * in registers whose first r lanes are the columns' sums (the rest past the rows, never
+   * stored) */
   LLVMValueRef L = LLVMBuildMul(b, A, k64(rg, W), ""), rows = LLVMBuildUDiv(b, L, r1, "");
   LLVMValueRef u = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 1), LLVMBuildUDiv(b, C, A, "")), L, "");
   i = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), A), k64(rg, W), "");
   add_at(rg, vt, buf, i, buf, LLVMBuildAdd(b, u, i, ""));
   rg->end(rg->g);
   rg->end(rg->g);
-  LLVMValueRef k = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 1), rows), r, "");
+  /* a vector of each row's places at a time (r may pass W: 15 with 8 lanes), in order, so
+   * that the lanes past the row which the last one stores were read already */
+  LLVMValueRef j = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), LLVMBuildUDiv(b, LLVMBuildAdd(b, r1, k64(rg, W - 1), ""), k64(rg, W), "")),
+                                k64(rg, W), "");
+  RowsCtx rc = {LLVMBuildGEP2(b, rg->ty, buf, &j, 1, ""), r};
+  acc_loop(rg, 1, rc.buf, LLVMBuildSub(b, rows, k64(rg, 1), ""), rows_fold_step, &rc);
+  rg->end(rg->g);
   LLVMValueRef c = rg->loop(rg->g, k64(rg, 0), r);
-  add_at(rg, rg->ty, buf, c, buf, LLVMBuildAdd(b, k, c, ""));
-  rg->end(rg->g);
-  rg->end(rg->g);
-  c = rg->loop(rg->g, k64(rg, 0), r);
   rg->set_axis(rg->g, sp->v, c);
   rg->store(rg->g, ld(rg, rg->ty, buf, c));
   rg->end(rg->g);
@@ -1069,33 +1087,71 @@ int cpu_reduce_fold_most(int W) { return FOLD_VMAX * W - 1; }
 /* Short kept runs (cpu_reduce_short_gen), their cycles beyond a lane-operation an element at
  * the vector rate, which their whole vectors run at: each block's last elements short of
  * C W, a vector or an element a cycle, and its loop's entry (RUN_CYC); each kept index's
- * accumulators set to the start, their sets folded (a vector a cycle), the rows of the first
- * set (an element a cycle) and the stores of its run.  -1 where the run takes the other
- * loops (strides are taken as dense: a tensor read in place otherwise is priced as dense). */
+ * fold is cpu_reduce_fold_s's.  -1 where the run takes the other loops (strides are taken
+ * as dense: a tensor read in place otherwise is priced as dense). */
 static double short_cycles(const HwModel *h, const Stage *st, const CpuShortPlan *sp, const int64_t *ext) {
   CpuShortShape sh = cpu_reduce_short_shape(h, st->expr->ty);
   int64_t r = ext[sp->v], R = ext[sp->r0];
   int c = cpu_reduce_short_accs(sh, r), kv = cpu_reduce_kept_vectors(sh, r);
   if (c < 1 && kv > 0) {
     /* kept in registers: a load and an add a vector a row, at least the adds' latency a
-     * row (each vector's chain takes one add a row); the stores of the run */
+     * row (each vector's chain takes one add a row); the stores of the run.  Where the rows
+     * are not whole lines apart, a vector load crosses a line at most of the offsets they
+     * take (a vector of V bytes at V - g of a line's L, g the largest power of two dividing
+     * the row's bytes, at most L), and the L1 serves it as two: each row's loads come to
+     * kv (1 + that share) vectors at the L1's bytes a cycle.  Column sums of f32[2000, C]
+     * on one thread of a Zen 4 guest (an L1 of 64 B a cycle): C = 33, 47, 49 and 65, rows
+     * off the lines, 7.0, 8.7, 9.2 and 11.9 cycles a row; 48 and 64, on them, 7.0 and 9.8
+     * (there the L2 binds: 6.4 and 8.5) */
     double kept = 1, blocks = (double)R;
     for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
     for (int i = 0; i < st->expr->nraxes; i++)
       if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
-    double row = fmax((double)kv, (double)(h->fma_latency > 0 ? h->fma_latency : 4));
+    int64_t eb = elem_size(st->expr->ty), L = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
+    int64_t V = sh.lanes * eb, g = (r * eb) & -(r * eb);
+    if (g > L) g = L;
+    double cross = V > g ? fmin(1, (double)(V - g) / (double)L) : 0;
+    double bpc = h->nlevels > 1 && h->level[0].gbs > 0 ? h->level[0].gbs / h->ghz : (double)V;
+    double row = fmax((double)kv * (1 + cross) * (double)V / bpc, (double)(h->fma_latency > 0 ? h->fma_latency : 4));
     return kept * (blocks * row + (double)(r + RUN_CYC));
   }
   if (c < 1) return -1;
-  int64_t low = r & -r, a = r / (low < sh.lanes ? low : sh.lanes), W = sh.lanes;
+  int64_t W = sh.lanes;
   double kept = 1, blocks = 1;
   for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
   for (int i = 0; i < st->expr->nraxes; i++)
     if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
   int64_t rest = R * r % ((int64_t)c * W);
   double block = (double)(rest / W + rest % W + RUN_CYC);
-  double fold = (double)(c + (c / a - 1) * a + a * W + RUN_CYC);
-  return kept * (blocks * block + fold);
+  return kept * blocks * block;
+}
+
+/* The fold after each kept index's blocks of a short plan (cpu_reduce_short_gen): its C + 1
+ * vectors of places set to the start, the sets into the first (C / A - 1 steps), the rows of
+ * the first set into its first row (rows - 1 steps of one vector, each waiting for the last:
+ * the adds' latency), the r results stored and the loop's entry, and the rows' first load
+ * waiting for the stores of the places it reads across, which no store forwards
+ * (STORE_WAIT_CYC: 10-20 cycles on Intel and AMD cores, Agner Fog's microarchitecture
+ * manual).  The loads stop meanwhile, so it adds to the stream's time instead of hiding
+ * under it, as the row-wise kernels' folds do (cpu_row_folds_s): 1024 blocks of f32[*, 63,
+ * 5] summed over the middle axis took 55.7 us on one thread of a Zen 4 guest, 32.2
+ * predicted with the fold hidden.  Seconds on the busiest of the threads, 0 for other plans. */
+#define STORE_WAIT_CYC 16
+double cpu_reduce_fold_s(const HwModel *h, const Program *p, const Kernel *kn, const int64_t *ext, const SchedTerms *T) {
+  if (kn->nouter || kn->nstages != 1 || kn->stages[0].expr->kind != KX_REDUCE || h->ghz <= 0) return 0;
+  const Stage *st = &kn->stages[0];
+  CpuShortPlan sp;
+  if (!cpu_reduce_short_plan(p, kn, 0, &sp)) return 0;
+  CpuShortShape sh = cpu_reduce_short_shape(h, st->expr->ty);
+  int64_t r = ext[sp.v], W = sh.lanes;
+  int c = cpu_reduce_short_accs(sh, r);
+  if (c < 1 || r < 1) return 0;
+  int64_t low = r & -r, a = r / (low < W ? low : W), rows = a * W / r;
+  double kept = 1, lat = h->fma_latency > 0 ? h->fma_latency : 4;
+  for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
+  double fold = (double)(c + 1) + (double)(c / a - 1) * lat + (double)(rows - 1) * lat + (double)r + RUN_CYC + STORE_WAIT_CYC;
+  int t = T->threads > 0 ? T->threads : 1;
+  return kept * fold / (h->ghz * 1e9 * t) * T->imbalance;
 }
 
 double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, int par_axis, const int64_t *ext) {

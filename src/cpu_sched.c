@@ -229,8 +229,8 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   double turn = kn->nouter && !sp ? cpu_rows_in_turn(&be->hw, p, kn, pc, sz, pipe_f, &w, &T, tail > 0 ? tails : NULL) : 0;
   bool in_turn = turn > t;
   if (in_turn) t = turn;
-  double folds = sp ? 0 : cpu_row_folds_s(&be->hw, kn, x->ext, &T);
-  t += folds;
+  double folds = sp ? 0 : cpu_row_folds_s(&be->hw, kn, x->ext, &T), bfolds = sp ? 0 : cpu_reduce_fold_s(&be->hw, p, kn, x->ext, &T);
+  t += folds + bfolds;
   buf_printf(out, "  model: %lld lane-ops", (long long)(ov + (int64_t)runs + (int64_t)tail));
   if (tail >= 0.05 * (double)ov) buf_printf(out, " (%lld of them the loops' entries and tails)", (long long)tail);
   buf_printf(out, ", %lld bytes read, %lld written%s, from %s", (long long)rv, (long long)wv,
@@ -241,6 +241,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   if (T.sync_s > 0) buf_printf(out, ", fork-join %.2f us", T.sync_s * 1e6);
   if (in_turn) buf_puts(out, ", the rows' stages in turn");
   if (folds > 0) buf_printf(out, ", the rows' folds %.3f ms", folds * 1e3);
+  if (bfolds > 0) buf_printf(out, ", the blocks' folds %.3f ms", bfolds * 1e3);
   if (sp) buf_printf(out, ", partials combined %.3f ms", comb * 1e3);
   buf_printf(out, ": predicted %.3f ms\n", (t + comb) * 1e3);
   return t + comb;

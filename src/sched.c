@@ -198,12 +198,14 @@ static double fit_capacity(const HwModel *h, int i, int threads) {
 #define STREAM_KEEP 0.7
 static double stream_hold(const HwModel *h, int i, int threads, double F, double dirty) {
   if (h->level[i].shared_by > 1) {
-    /* what dyn --calibrate's reads found kept holds for a larger set only read; one that is
-     * written too keeps the share (transposes of f32[4096, 4096], 2 threads of the Zen 4
-     * guest at fit_capacity, ran 1.7x the time its 19 MiB kept predicted) */
+    /* what dyn --calibrate's reads found kept holds for a larger set only read; one written
+     * as much as read keeps the share (transposes of f32[4096, 4096], 2 threads of the Zen
+     * 4 guest at fit_capacity, ran 1.7x the time its 19 MiB kept predicted), and one between
+     * the two between them by the written share, as a private cache's */
     double k = fit_capacity(h, i, threads);
     int sb = h->level[i].shared_by, t = threads > 0 ? threads : 1;
-    return F <= k || dirty <= 0 ? k : (double)h->level[i].bytes * (double)((t + sb - 1) / sb);
+    double share = (double)h->level[i].bytes * (double)((t + sb - 1) / sb);
+    return F <= k ? k : k - (k - share) * fmin(1, 2 * dirty / F);
   }
   /* Each participant's share of the tasks is the same on every call (pool.c), so a set that
    * a kernel only reads stays in the cores' own caches, part by part: row sums of 2.8 to 3.8

@@ -900,11 +900,13 @@ END_TEST
  * accumulators: a = k / gcd(k, lanes) vectors a set, ceil(chains / a) sets (chains: the FMA
  * pipes times their latency) as many as fit in half the vector registers.  Beyond a
  * lane-operation an element at the vector rate, each block costs a cycle for each vector and
- * element of its last R k mod C lanes and 3 for its loop, each result row C cycles to start
- * its accumulators, a vector a cycle to fold the sets and an element a cycle to fold the
- * rows of the first set, and 3 more.  Patterns of more than half the registers keep a run
+ * element of its last R k mod C lanes and 3 for its loop; each result row's fold, after the
+ * stream (cpu_reduce_fold_s), C + 1 cycles to start its places, the adds' latency a step of
+ * the sets' fold (C / a - 1) and of the rows' (a lanes / k - 1), a cycle a result, 3 for
+ * the loop and 16 for the stores the rows' loads wait for.  Patterns of more than half the registers keep a run
  * of one to 8 vectors in registers (k / lanes + 1 vectors, the last its tail) over the
- * rows: each row the larger of a cycle a vector and the adds' latency, and the run's k
+ * rows: each row the larger of its vectors at the L1's bytes a cycle (one crossing a line
+ * twice) and the adds' latency, and the run's k
  * stores and 3 more; longer ones run the interchanged loops, two cycles an element past the
  * last vector and 3 a run. */
 START_TEST(test_reduce_short) {
@@ -934,12 +936,24 @@ START_TEST(test_reduce_short) {
         int64_t a = K / g, u = (chains + a - 1) / a, c = (u < amax / a ? u : amax / a) * a;
         int64_t rest = R * K % (c * lanes);
         int64_t kv = K / lanes + 1, lat = h.fma_latency;
-        double cyc = a <= amax ? (double)(rest / lanes + rest % lanes + 3) + (double)(c + (c - a) + a * lanes + 3)
-                     : K >= lanes && K <= 8 * lanes ? (double)R * (double)(kv > lat ? kv : lat) + (double)(K + 3)
+        /* rows of K floats: a vector load crosses a line at V - g of its L offsets */
+        int64_t V = lanes * 4, L = h.level[0].line, on = (K * 4) & -(K * 4);
+        if (on > L) on = L;
+        double cross = V > on ? fmin(1, (double)(V - on) / (double)L) : 0;
+        double row = fmax((double)kv * (1 + cross) * (double)V / (h.level[0].gbs / h.ghz), (double)lat);
+        double cyc = a <= amax ? (double)(rest / lanes + rest % lanes + 3)
+                     : K >= lanes && K <= 8 * lanes ? (double)R * row + (double)(K + 3)
                                                     : (double)R * (2.0 * (double)(K % lanes) + 3);
         double want = 8 * cyc * lanes_rate(&h, 1, 4) / (h.ghz * 1e9);
         double got = cpu_reduce_run_ops(&h, p, &p->kernels[0], ab, ext);
         ck_assert_msg(close_to(got, want), "%s: 8 x %lld x %lld: %g lane-ops, derived %g", h.name, (long long)R,
+                      (long long)K, got, want);
+        /* the folds, on 2 threads of which the busiest takes 1.25 of its share */
+        double fold = (double)(c + 1 + (c / a - 1) * lat + (a * lanes / K - 1) * lat + K + 3 + 16);
+        SchedTerms T = {.threads = 2, .imbalance = 1.25};
+        want = a <= amax ? 8 * fold / (h.ghz * 1e9 * 2) * 1.25 : 0;
+        got = cpu_reduce_fold_s(&h, p, &p->kernels[0], ext, &T);
+        ck_assert_msg(close_to(got, want), "%s: 8 x %lld x %lld: folds %g s, derived %g", h.name, (long long)R,
                       (long long)K, got, want);
       }
   }
