@@ -404,8 +404,8 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
  * places into the first row, W columns at a time in a vector loaded from each row's place
  * (its lanes past the row never stored; one chain a column, in registers: through memory,
  * an element at a time, the fold took 130 of the 200 cycles a block of f32[1024, 63, 5]
- * summed over its middle axis took on a Zen 4 core, 1.5x the whole).  A lane pattern of more than `amax` vectors (r = 17 with 16 lanes) runs
- * the interchanged loops.  Summing order: each lane's chain in order of the rows, then the
+ * summed over its middle axis took on a Zen 4 core, 1.5x the whole).  A lane pattern of
+ * more than `amax` vectors (r = 17 with 16 lanes) runs the interchanged loops.  Summing order: each lane's chain in order of the rows, then the
  * sets in order, then the rows of the first set in order; it depends on r and the model's
  * width, never on the threads, which split the kept axes (and where the only kept axis is
  * the run, take it whole or run the other loops). */
@@ -460,9 +460,15 @@ static int sets_of(CpuShortShape s, int64_t a) {
   return (int)((u < most ? u : most) * a);
 }
 
+/* A, the vectors of a run of r's lane pattern: r / gcd(r, W), W a power of two. */
+static int64_t pattern_of(CpuShortShape s, int64_t r) {
+  int64_t low = r & -r;
+  return r / (low < s.lanes ? low : s.lanes);
+}
+
 int cpu_reduce_short_accs(CpuShortShape s, int64_t r) {
   if (r < 1) return 0;
-  int64_t low = r & -r, a = r / (low < s.lanes ? low : s.lanes);
+  int64_t a = pattern_of(s, r);
   return a > s.amax ? 0 : sets_of(s, a);
 }
 
@@ -1146,7 +1152,7 @@ double cpu_reduce_fold_s(const HwModel *h, const Program *p, const Kernel *kn, c
   int64_t r = ext[sp.v], W = sh.lanes;
   int c = cpu_reduce_short_accs(sh, r);
   if (c < 1 || r < 1) return 0;
-  int64_t low = r & -r, a = r / (low < W ? low : W), rows = a * W / r;
+  int64_t a = pattern_of(sh, r), rows = a * W / r;
   double kept = 1, lat = h->fma_latency > 0 ? h->fma_latency : 4;
   for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
   double fold = (double)(c + 1) + (double)(c / a - 1) * lat + (double)(rows - 1) * lat + (double)r + RUN_CYC + STORE_WAIT_CYC;

@@ -111,6 +111,11 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           out of the run; fitted on 1 thread of Emerald
  *                                           Rapids, 3 x 3 taps, 7 x 7, 14 x 14 and 112 x 112
  *                                           maps (cpu_conv.c, the model's comment)
+ *   STORE_WAIT_CYC  16 cyc   cpu_reduce.c   a load of places just stored across two stores,
+ *                                           which no store forwards (the fold of a short
+ *                                           plan's rows, once a block): 10-20 cycles on Intel
+ *                                           and AMD cores, Agner Fog's microarchitecture
+ *                                           manual
  *   PRESSURE_MAX    1.5x     cpu_layout.c   the most a tile whose rows crowd the L1's sets
  *                                           costs: 512 x 512 and 1024 x 1024 against rows a
  *                                           tile shorter, one thread of Zen 5

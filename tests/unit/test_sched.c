@@ -904,8 +904,9 @@ END_TEST
  * element of its last R k mod C lanes and 3 for its loop; each result row's fold, after the
  * stream (cpu_reduce_fold_s), C + 1 cycles to start its places, the adds' latency a step of
  * the sets' fold (C / a - 1) and of the rows' (a lanes / k - 1), a cycle a result, 3 for
- * the loop and 16 for the stores the rows' loads wait for.  Patterns of more than half the registers keep a run
- * of one to 8 vectors in registers (k / lanes + 1 vectors, the last its tail) over the
+ * the loop and 16 for the stores the rows' loads wait for.  Patterns of more than half the
+ * registers keep a run of one to 8 vectors in registers (k / lanes + 1 vectors, the last its
+ * tail) over the
  * rows: each row the larger of its vectors at the L1's bytes a cycle (one crossing a line
  * twice) and the adds' latency, and the run's k
  * stores and 3 more; longer ones run the interchanged loops, two cycles an element past the
