@@ -1090,6 +1090,24 @@ void cpu_reduce_rows_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
 static bool fold_fits(int64_t k, int W) { return k >= W && k < (int64_t)FOLD_VMAX * W; }
 int cpu_reduce_fold_most(int W) { return FOLD_VMAX * W - 1; }
 
+/* The L1's cycles for n vector loads of W elements of eb bytes from each of rows `row`
+ * elements apart (taken as dense): where the rows are not whole lines apart, a vector load
+ * crosses a line at most of the offsets they take (a vector of V bytes at V - g of a line's
+ * L, g the largest power of two dividing the row's bytes, at most L), and the L1 serves it
+ * as two; the L1 moves its bytes a cycle (the model's rate at its clock; a vector a cycle
+ * where it has none).  Column sums of f32[2000, C] on one thread of a Zen 4 guest (an L1 of
+ * 64 B a cycle), each row's C / 16 + 1 vectors kept in registers: C = 33, 47, 49 and 65,
+ * rows off the lines, 7.0, 8.7, 9.2 and 11.9 cycles a row against 5.8, 5.8, 7.8 and 9.7
+ * here; 48 and 64, on them, 7.0 and 9.8 (there the L2 binds: 6.4 and 8.5). */
+static double l1_load_cycles(const HwModel *h, int64_t eb, int64_t W, int64_t row, double n) {
+  int64_t L = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
+  int64_t V = W * eb, g = (row * eb) & -(row * eb);
+  if (g > L || g <= 0) g = L;
+  double cross = V > g ? fmin(1, (double)(V - g) / (double)L) : 0;
+  double bpc = h->nlevels > 1 && h->level[0].gbs > 0 && h->ghz > 0 ? h->level[0].gbs / h->ghz : (double)V;
+  return n * (1 + cross) * (double)V / bpc;
+}
+
 /* Short kept runs (cpu_reduce_short_gen), their cycles beyond a lane-operation an element at
  * the vector rate, which their whole vectors run at: each block's last elements short of
  * C W, a vector or an element a cycle, and its loop's entry (RUN_CYC); each kept index's
@@ -1100,25 +1118,15 @@ static double short_cycles(const HwModel *h, const Stage *st, const CpuShortPlan
   int64_t r = ext[sp->v], R = ext[sp->r0];
   int c = cpu_reduce_short_accs(sh, r), kv = cpu_reduce_kept_vectors(sh, r);
   if (c < 1 && kv > 0) {
-    /* kept in registers: a load and an add a vector a row, at least the adds' latency a
-     * row (each vector's chain takes one add a row); the stores of the run.  Where the rows
-     * are not whole lines apart, a vector load crosses a line at most of the offsets they
-     * take (a vector of V bytes at V - g of a line's L, g the largest power of two dividing
-     * the row's bytes, at most L), and the L1 serves it as two: each row's loads come to
-     * kv (1 + that share) vectors at the L1's bytes a cycle.  Column sums of f32[2000, C]
-     * on one thread of a Zen 4 guest (an L1 of 64 B a cycle): C = 33, 47, 49 and 65, rows
-     * off the lines, 7.0, 8.7, 9.2 and 11.9 cycles a row; 48 and 64, on them, 7.0 and 9.8
-     * (there the L2 binds: 6.4 and 8.5) */
+    /* kept in registers: each row's kv vector loads (l1_load_cycles) and adds, at least
+     * the adds' latency a row (each vector's chain takes one add a row); the stores of the
+     * run */
     double kept = 1, blocks = (double)R;
     for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
     for (int i = 0; i < st->expr->nraxes; i++)
       if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
-    int64_t eb = elem_size(st->expr->ty), L = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
-    int64_t V = sh.lanes * eb, g = (r * eb) & -(r * eb);
-    if (g > L) g = L;
-    double cross = V > g ? fmin(1, (double)(V - g) / (double)L) : 0;
-    double bpc = h->nlevels > 1 && h->level[0].gbs > 0 ? h->level[0].gbs / h->ghz : (double)V;
-    double row = fmax((double)kv * (1 + cross) * (double)V / bpc, (double)(h->fma_latency > 0 ? h->fma_latency : 4));
+    double row = fmax(l1_load_cycles(h, elem_size(st->expr->ty), sh.lanes, r, kv),
+                      (double)(h->fma_latency > 0 ? h->fma_latency : 4));
     return kept * (blocks * row + (double)(r + RUN_CYC));
   }
   if (c < 1) return -1;
@@ -1208,10 +1216,18 @@ double cpu_reduce_run_ops(const HwModel *h, const Program *p, const Kernel *kn, 
         else if (o == g - 1) kin *= x;
       }
     if (pl.folded && total > 0 && kin >= W && fold_fits((int64_t)k, W)) {
-      /* W results at a time (folded_gen): each run's last W elements (ROW_TAIL_CYC), each
-       * group's loop entry a step of the outer runs, and its fold and W stores */
-      double runs = total / k, groups = runs / outer / W;
-      double cyc = runs * ROW_TAIL_CYC + groups * outer * RUN_CYC + groups * (2 * (W - 1) + W);
+      /* W results at a time (folded_gen): each run's last W elements (ROW_TAIL_CYC), and
+       * each group's fold and W stores; or where more, beside which the fold's shuffles
+       * run, the group's loads in the L1 (runs k apart, each its k / W whole vectors, which
+       * the lane-ops count at the vector rate, and its last W elements: l1_load_cycles);
+       * and its loop's entry a step of the outer runs.  Y[b, c] = sum[a, d] X[a, b, c, d]
+       * on one thread of a Zen 4 guest: f32[13, 64, 64, 17] 4.8 cycles a run, 2.4
+       * predicted at ROW_TAIL_CYC; [1, 256, 256, 17] 5.2 with the fold, 5.1 */
+      int eb = elem_size(e->ty);
+      double whole = floor(k / W), vec = sched_lane_ops_rate(h, 1, eb) / (h->ghz * 1e9) / W;
+      double loads = l1_load_cycles(h, eb, W, (int64_t)k, whole + 1) - whole / vec;
+      double runs = total / k, groups = runs / outer / W, each = outer * W;
+      double cyc = groups * (fmax(each * loads, each * ROW_TAIL_CYC + 2 * (W - 1) + W) + outer * RUN_CYC);
       return cyc * sched_lane_ops_rate(h, 1, elem_size(e->ty)) / (h->ghz * 1e9);
     }
   } else if (st->naxes && cpu_interchanged(p, kn, 0, par_axis)) {

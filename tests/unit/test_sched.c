@@ -868,9 +868,11 @@ START_TEST(test_reduce_runs) {
   lower_free(fn->code.prog);
   fn->code.prog = NULL;
   /* a folded plan, [a reduced][b kept][d reduced]: innermost runs of a vector to 4 vectors
-   * go `lanes` results at a time, each run's last vector 2 cycles, each group 3 a step of a
-   * and 2 for each of its lanes - 1 fold steps and a cycle for each of its stores; runs of
-   * 4 vectors or more the loops' 3 a run */
+   * go `lanes` results at a time, each run's last vector 2 cycles and each group 2 for each
+   * of its lanes - 1 fold steps and a cycle for each of its stores, or where more, its runs'
+   * loads in the L1 (d / lanes + 1 vectors a run at the L1's bytes a cycle, one crossing a
+   * line twice, less its whole vectors at the vector rate), and 3 a step of a; runs of 4
+   * vectors or more the loops' 3 a run */
   p = lowered("fn fo(X: f32[A, B, D]) -> f32[B] {\n  Y[b] = sum[a, d] X[a, b, d]\n  return Y\n}");
   int xa = -1, xb = -1, xd = -1;
   for (int a = 0; a < p->naxes; a++) {
@@ -882,13 +884,19 @@ START_TEST(test_reduce_runs) {
   for (int m = 0; m < NMODELS; m++) {
     HwModel h = model(MODELS[m]);
     int lanes = h.vector_bits / 32 > 16 ? 16 : h.vector_bits / 32;
-    for (int64_t d = lanes; d <= 4 * lanes; d += 3 * lanes) {
-      int64_t ext[3];
+    const int64_t ds[] = {lanes, lanes + 1, 4 * lanes};
+    for (int i = 0; i < 3; i++) {
+      int64_t d = ds[i], ext[3];
       ext[xa] = 13;
       ext[xb] = 100;
       ext[xd] = d;
-      double runs = 13.0 * 100, groups = 100.0 / lanes;
-      double cyc = d < 4 * lanes ? runs * 2 + groups * 13 * 3 + groups * (2 * (lanes - 1) + lanes) : runs * 3;
+      int64_t V = lanes * 4, L = h.level[0].line, on = (d * 4) & -(d * 4);
+      if (on > L) on = L;
+      double cross = V > on ? fmin(1, (double)(V - on) / (double)L) : 0, whole = (double)(d / lanes);
+      double loads = (whole + 1) * (1 + cross) * (double)V / (h.level[0].gbs / h.ghz) -
+                     whole / (lanes_rate(&h, 1, 4) / (h.ghz * 1e9) / lanes);
+      double runs = 13.0 * 100, groups = 100.0 / lanes, each = 13.0 * lanes;
+      double cyc = d < 4 * lanes ? groups * (fmax(each * loads, each * 2 + 2 * (lanes - 1) + lanes) + 13 * 3) : runs * 3;
       double want = cyc * lanes_rate(&h, 1, 4) / (h.ghz * 1e9), got = cpu_reduce_run_ops(&h, p, &p->kernels[0], xb, ext);
       ck_assert_msg(close_to(got, want), "%s: 13 x 100 x %lld: %g lane-ops, derived %g", h.name, (long long)d, got, want);
     }
