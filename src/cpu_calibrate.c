@@ -131,7 +131,7 @@ static void measure_kept(Pool *pool, const HwModel *h, CalMemory *out) {
   const HwLevel *lv = &h->level[i];
   double c = out->total_gbs[i], m = out->total_gbs[last];
   if (i < 1 || lv->whole_bytes <= lv->bytes || !(c > m) || !(m > 0)) return;
-  int sb = lv->shared_by > 1 ? lv->shared_by : 1, groups = (threads + sb - 1) / sb;
+  int groups = sched_cache_units(h, i, threads);
   double share = (double)lv->bytes * groups, whole = fmin((double)lv->whole_bytes * groups, MAX_KEPT);
   double size[16], rate[16] = {0};
   int n = 0;

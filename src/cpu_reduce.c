@@ -1113,28 +1113,35 @@ static double l1_load_cycles(const HwModel *h, int64_t eb, int64_t W, int64_t ro
  * C W, a vector or an element a cycle, and its loop's entry (RUN_CYC); each kept index's
  * fold is cpu_reduce_fold_s's.  -1 where the run takes the other loops (strides are taken
  * as dense: a tensor read in place otherwise is priced as dense). */
+/* A short plan's kept indices (the stage's axes but the run) and each one's blocks (the
+ * reduced axes but r0). */
+static double short_kept(const Stage *st, const int64_t *ext) {
+  double kept = 1;
+  for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
+  return kept;
+}
+static double short_blocks(const Stage *st, const CpuShortPlan *sp, const int64_t *ext) {
+  double blocks = 1;
+  for (int i = 0; i < st->expr->nraxes; i++)
+    if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
+  return blocks;
+}
+
 static double short_cycles(const HwModel *h, const Stage *st, const CpuShortPlan *sp, const int64_t *ext) {
   CpuShortShape sh = cpu_reduce_short_shape(h, st->expr->ty);
   int64_t r = ext[sp->v], R = ext[sp->r0];
   int c = cpu_reduce_short_accs(sh, r), kv = cpu_reduce_kept_vectors(sh, r);
+  double kept = short_kept(st, ext), blocks = short_blocks(st, sp, ext);
   if (c < 1 && kv > 0) {
     /* kept in registers: each row's kv vector loads (l1_load_cycles) and adds, at least
      * the adds' latency a row (each vector's chain takes one add a row); the stores of the
      * run */
-    double kept = 1, blocks = (double)R;
-    for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
-    for (int i = 0; i < st->expr->nraxes; i++)
-      if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
     double row = fmax(l1_load_cycles(h, elem_size(st->expr->ty), sh.lanes, r, kv),
                       (double)(h->fma_latency > 0 ? h->fma_latency : 4));
-    return kept * (blocks * row + (double)(r + RUN_CYC));
+    return kept * (blocks * (double)R * row + (double)(r + RUN_CYC));
   }
   if (c < 1) return -1;
   int64_t W = sh.lanes;
-  double kept = 1, blocks = 1;
-  for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
-  for (int i = 0; i < st->expr->nraxes; i++)
-    if (st->expr->raxes[i] != sp->r0) blocks *= (double)ext[st->expr->raxes[i]];
   int64_t rest = R * r % ((int64_t)c * W);
   double block = (double)(rest / W + rest % W + RUN_CYC);
   return kept * blocks * block;
@@ -1161,8 +1168,7 @@ double cpu_reduce_fold_s(const HwModel *h, const Program *p, const Kernel *kn, c
   int c = cpu_reduce_short_accs(sh, r);
   if (c < 1 || r < 1) return 0;
   int64_t a = pattern_of(sh, r), rows = a * W / r;
-  double kept = 1, lat = h->fma_latency > 0 ? h->fma_latency : 4;
-  for (int i = 0; i + 1 < st->naxes; i++) kept *= (double)ext[st->axes[i]];
+  double kept = short_kept(st, ext), lat = h->fma_latency > 0 ? h->fma_latency : 4;
   double fold = (double)(c + 1) + (double)(c / a - 1) * lat + (double)(rows - 1) * lat + (double)r + RUN_CYC + STORE_WAIT_CYC;
   int t = T->threads > 0 ? T->threads : 1;
   return kept * fold / (h->ghz * 1e9 * t) * T->imbalance;

@@ -954,6 +954,9 @@ double sched_roofline(const HwModel *hw, int threads, double flops, double bytes
 /* The level (0 = L1, nlevels - 1 = main memory) a working set of F bytes stays in between
  * calls on `threads` cores, and that level's bandwidth in bytes/s for them. */
 int sched_fit_level(const HwModel *h, double F, int threads);
+/* The units of cache level i that `threads` cores use: one a core of a private cache, one a
+ * group of shared_by cores of a shared one. */
+int sched_cache_units(const HwModel *h, int i, int threads);
 double sched_threads_bw(const HwModel *h, int i, int threads);
 /* Vector lane-operations per second of `threads` cores on elements of elem_bytes. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes);

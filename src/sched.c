@@ -179,11 +179,14 @@ double sched_roofline(const HwModel *hw, int threads, double flops, double bytes
  * cache holds `threads` times its size, a shared one its size for each group of cores that
  * shares it (a guest's share of it, or what dyn --calibrate found it keeps of a set that
  * fits: kept_bytes); nlevels - 1 (main memory) when no cache holds it. */
+int sched_cache_units(const HwModel *h, int i, int threads) {
+  int sb = h->level[i].shared_by > 1 ? h->level[i].shared_by : 1, t = threads > 0 ? threads : 1;
+  return sb > 1 ? (t + sb - 1) / sb : t;
+}
+
 static double fit_capacity(const HwModel *h, int i, int threads) {
   const HwLevel *lv = &h->level[i];
-  int sb = lv->shared_by > 1 ? lv->shared_by : 1, t = threads > 0 ? threads : 1;
-  double bytes = (double)(lv->kept_bytes > lv->bytes ? lv->kept_bytes : lv->bytes);
-  return bytes * (double)(sb > 1 ? (t + sb - 1) / sb : t);
+  return (double)(lv->kept_bytes > lv->bytes ? lv->kept_bytes : lv->bytes) * sched_cache_units(h, i, threads);
 }
 
 /* What level i keeps of a streaming kernel's set of F bytes between calls, on `threads`
@@ -207,9 +210,7 @@ static double stream_hold(const HwModel *h, int i, int threads, double F, double
      * as much as read keeps the share (transposes of f32[4096, 4096], 2 threads of the Zen
      * 4 guest at fit_capacity, ran 1.7x the time its 19 MiB kept predicted), and one between
      * the two between them by the written share, as a private cache's */
-    double k = fit_capacity(h, i, threads);
-    int sb = h->level[i].shared_by, t = threads > 0 ? threads : 1;
-    double share = (double)h->level[i].bytes * (double)((t + sb - 1) / sb);
+    double k = fit_capacity(h, i, threads), share = (double)h->level[i].bytes * sched_cache_units(h, i, threads);
     return F <= k ? k : k - (k - share) * fmin(1, 2 * dirty / F);
   }
   /* Each participant's share of the tasks is the same on every call (pool.c), so a set that
