@@ -934,6 +934,14 @@ START_TEST(test_ksplit) {
   GemmArgs lk = { .batch = 1, .m = 16, .n = 16, .k = 100000, .a_sm = 100000, .a_sk = 1,
                   .b_sk = 16, .b_sn = 1, .c_sm = 16, .c_sn = 1 };
   expect_plan(&lk, "k split 2 ways", "adding the copies of C");
+  /* the adding is a fork-join of its own after the blocks': it costs at least the blocks' */
+  Buf d = { 0 };
+  gemm_describe(g32, &lk, 2, &d);
+  const char *fj = strstr(d.s, "fork-join "), *add = strstr(d.s, "adding the copies of C ");
+  ck_assert_msg(fj && add, "%s", d.s);
+  double fj_us = strtod(fj + strlen("fork-join "), NULL), add_us = strtod(add + strlen("adding the copies of C "), NULL);
+  ck_assert_msg(fj_us > 0 && add_us >= fj_us, "fork-join %g us, adding %g us:\n%s", fj_us, add_us, d.s);
+  buf_free(&d);
 }
 END_TEST
 
