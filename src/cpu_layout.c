@@ -96,12 +96,13 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
 #define PRESSURE_MAX 1.5
 
 /* Result rows that are not whole lines apart (a transpose of f32[1000, 1000]: rows of 4000
- * bytes) cost a tile OFF_LINE times its cycles, however far off a line: one thread of an
- * Emerald Rapids guest, transposes of f32[M, 1008] (result rows of M, one process, three
- * rounds): M = 992, 1008, 1040 0.40-0.49 ms, M = 1000, 1001, 1004, 1012, 1016 0.64-1.07;
- * two threads, [1000, 1000] 0.30 against [1008, 1008] 0.19 ms, [4097, 32] 28 against
- * [4096, 32] 14 us.  Not the stores' straddling lines: stored as two half vectors, none
- * straddling, they took as long. */
+ * bytes) cost a tile the hardware's tile_off_line times its cycles, however far off a line,
+ * and OFF_LINE where its file has none: one thread of an Emerald Rapids guest, transposes
+ * of f32[M, 1008] (result rows of M, one process, three rounds): M = 992, 1008, 1040
+ * 0.40-0.49 ms, M = 1000, 1001, 1004, 1012, 1016 0.64-1.07; two threads, [1000, 1000] 0.30
+ * against [1008, 1008] 0.19 ms, [4097, 32] 28 against [4096, 32] 14 us.  Not the stores'
+ * straddling lines: stored as two half vectors, none straddling, they took as long.  AMD's
+ * cores pay nothing for it (zen4.hw and zen5.hw: 1). */
 #define OFF_LINE 1.7
 
 static double tile_cycles(int w, double pressure) {
@@ -181,7 +182,7 @@ static double stage_cycles(const HwModel *hw, const Program *p, const Stage *st,
   }
   /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
   double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
-  double off = row * esize % line_bytes(hw) ? OFF_LINE : 1;
+  double off = row * esize % line_bytes(hw) ? (hw->tile_off_line > 0 ? hw->tile_off_line : OFF_LINE) : 1;
   return tiles * tile_cycles(w, pressure) * off + (n - whole) * edge;
 }
 

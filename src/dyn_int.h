@@ -265,7 +265,7 @@ enum {
   HW_F_FMA_LATENCY, HW_F_VEC_UNITS, HW_F_GATHER_LANE_CYCLES, HW_F_SM_COUNT, HW_F_CC, HW_F_WARP_SIZE, HW_F_REGS_PER_SM,
   HW_F_REGS_PER_THREAD_MAX, HW_F_SMEM_PER_SM, HW_F_SMEM_PER_BLOCK, HW_F_MAX_THREADS_PER_BLOCK,
   HW_F_FP32_TFLOPS, HW_F_TF32_TFLOPS, HW_F_BF16_TFLOPS, HW_F_LINE_MOVE_NS, HW_F_BF16_PER_FMA,
-  HW_NFIGURES
+  HW_F_TILE_OFF_LINE, HW_NFIGURES
 };
 
 /* One level of a memory hierarchy.  Every figure comes from an hw file (with its source
@@ -308,6 +308,8 @@ typedef struct HwModel {
   double gather_lane_cycles; /* a vector gather's cycles a lane at throughput (0: 1) */
   double line_move_ns;    /* a cache line two cores both write, moving from one to the other
                            * (0: not stated) */
+  double tile_off_line;   /* a layout change's tile whose result rows are not whole lines apart,
+                           * over one whose rows are (0: cpu_layout.c's OFF_LINE) */
   double sync_us;         /* a fork-join of the CPU pool on its threads, as dyn --calibrate
                            * measured it (0: not measured; sched_sync_s's constant) */
   double call_us;         /* a call of compiled code through the session whose one kernel does

@@ -54,6 +54,7 @@ static const KeyDef KEYS[] = {
   {"gather_lane_cycles", V_NUM, FOR_CPU, false, AT(gather_lane_cycles), HW_F_GATHER_LANE_CYCLES},
   {"line_move_ns", V_NUM, FOR_CPU, false, AT(line_move_ns), HW_F_LINE_MOVE_NS},
   {"bf16_per_fma", V_NUM, FOR_CPU, false, AT(bf16_per_fma), HW_F_BF16_PER_FMA},
+  {"tile_off_line", V_NUM, FOR_CPU, false, AT(tile_off_line), HW_F_TILE_OFF_LINE},
   {"arch", V_STR, FOR_CPU, false, AT(arch), -1},
   {"llvm_cpu", V_STR, FOR_CPU, true, AT(llvm_cpu), -1},
   {"llvm_cpu_fallback", V_STR, FOR_CPU, false, AT(llvm_cpu_fallback), -1},
@@ -1092,6 +1093,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
                  tag(f[HW_F_GATHER_LANE_CYCLES], &seen));
     buf_printf(out, "  peak:    %.0f GFLOP/s f32%s\n", hw->peak_gflops_f32,
                tag(f[HW_F_PEAK], &seen));
+    if (hw->tile_off_line > 0)
+      buf_printf(out, "  tiles:   %.3g x the cycles of a transpose's tile whose result rows are not whole lines apart%s\n",
+                 hw->tile_off_line, tag(f[HW_F_TILE_OFF_LINE], &seen));
     if (hw->bf16_per_fma > 0)
       buf_printf(out, "  bf16:    %.3g x the f32 rate%s where contractions use vdpbf16ps\n",
                  hw->bf16_per_fma, tag(f[HW_F_BF16_PER_FMA], &seen));

@@ -120,8 +120,9 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           costs: 512 x 512 and 1024 x 1024 against rows a
  *                                           tile shorter, one thread of Zen 5
  *   OFF_LINE        1.7x     cpu_layout.c   a tile whose result rows are not whole lines
- *                                           apart: result rows of 1000, 1001, 1004, 1012 and
- *                                           1016 f32 against 992, 1008, 1040, one thread of
+ *                                           apart, where the hw file has no tile_off_line:
+ *                                           result rows of 1000, 1001, 1004, 1012 and 1016
+ *                                           f32 against 992, 1008, 1040, one thread of
  *                                           Emerald Rapids
  *   write-allocate  2x bus   sched.c        a store to a line no cache holds reads the line
  *                                           first (read for ownership), so each byte written

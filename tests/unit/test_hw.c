@@ -66,6 +66,7 @@ static void check_sane(const HwModel *m) {
     ck_assert_msg(m->vec_units == 0 || (m->vec_units >= m->fma_units && m->vec_units <= 8), "%s: vec_units", n);
     ck_assert_msg(m->gather_lane_cycles == 0 || (m->gather_lane_cycles >= 0.25 && m->gather_lane_cycles <= 8),
                   "%s: gather_lane_cycles", n);
+    ck_assert_msg(m->tile_off_line == 0 || (m->tile_off_line >= 1 && m->tile_off_line <= 4), "%s: tile_off_line", n);
     ck_assert_msg(m->fma_latency >= 2 && m->fma_latency <= 8, "%s: fma_latency", n);
     ck_assert_msg(m->cores >= 1 && m->cores <= 4096, "%s: cores %d", n, m->cores);
     ck_assert_msg(m->llvm_cpu[0] && m->llvm_cpu_fallback[0], "%s: llvm_cpu", n);
@@ -131,6 +132,8 @@ static void check_sourced(const HwModel *m) {
   if (m->vec_units) ck_assert_msg(hw_prov(m, "vec_units") > HW_UNSOURCED, "%s: vec_units unsourced", m->name);
   if (m->gather_lane_cycles > 0)
     ck_assert_msg(hw_prov(m, "gather_lane_cycles") > HW_UNSOURCED, "%s: gather_lane_cycles unsourced", m->name);
+  if (m->tile_off_line > 0)
+    ck_assert_msg(hw_prov(m, "tile_off_line") > HW_UNSOURCED, "%s: tile_off_line unsourced", m->name);
   for (size_t l = 0; l < sizeof LEVEL_PREFIXES / sizeof LEVEL_PREFIXES[0]; l++)
     for (size_t f = 0; f < sizeof LEVEL_FIELDS / sizeof LEVEL_FIELDS[0]; f++) {
       char key[32];

@@ -977,13 +977,15 @@ END_TEST
  * cache and the result's rows start on a vector (A a multiple of the lanes w), else read
  * for ownership where they come from memory -- against its tiles, w (log2 w + 1)
  * cycles each at the file's clock (a tile cut by an edge too, shifted back to end at it,
- * since T does not read itself; OFF_LINE times that where T's rows of A are not whole
- * lines apart), and EDGE_CYC an element where a side is shorter than a tile
+ * since T does not read itself; the model's tile_off_line (else OFF_LINE) times that where
+ * T's rows of A are not whole lines apart), and EDGE_CYC an element where a side is shorter than a tile
  * (a vector a cycle where a side is 1: a copy), the larger of the two (their sum from a shared
  * cache) plus the fork-join.  The shapes keep the rows' strides off high powers
  * of two, where crowded L1 sets would cost the tiles more (test_cpu's test_layout_code). */
 #define EDGE_CYC 1.5            /* cpu_layout.c's, measured there */
-#define OFF_LINE 1.7            /* and a tile's cost where the result's rows are not whole lines apart */
+#define OFF_LINE 1.7            /* and a tile's cost where the result's rows are not whole lines apart,
+                                   where the hw file does not say (its tile_off_line) */
+static double off_line(const HwModel *h) { return h->tile_off_line > 0 ? h->tile_off_line : OFF_LINE; }
 
 static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool whole_tiles_only) {
   const Program *p = lowered("fn f(X: f32[A, B]) -> f32[B, A] {\n  T[j, i] = X[i, j]\n  return T\n}");
@@ -1009,7 +1011,7 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
   int lv = level_of(h, streamed ? bytes : 2 * bytes, streamed ? 0 : bytes, nt);
   bool rfo = lv == h->nlevels - 1 && !streamed;
   int64_t line = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
-  double off = 4 * A % line ? OFF_LINE : 1, busiest = 0;
+  double off = 4 * A % line ? off_line(h) : 1, busiest = 0;
   for (int th = 0; th < nt; th++) {
     double cyc = 0;
     for (int64_t k = sp.tasks * th / nt; k < sp.tasks * (th + 1) / nt; k++) {
@@ -1046,7 +1048,7 @@ static void check_layout(const HwModel *h, int64_t A, int64_t B, int t, bool who
  * start where its row meets a vector, after one at v0 (cpu_layout.c's row_tiles).  Y[a, d, b,
  * c] = X[a, b, c, d] of X f32[1, 4, C, 2w], C = w + 3w/4 (rows C apart, 4 C a multiple of w):
  * the tiles of each row b, counted from its start, b C mod w past a vector, one thread in
- * L1, against the model's tile time (OFF_LINE times, where rows of B C are not whole lines). */
+ * L1, against the model's tile time (off_line times, where rows of B C are not whole lines). */
 static void check_row_tiles(const HwModel *h) {
   const Program *p = lowered("fn f(X: f32[A, B, C, D]) -> f32[A, D, B, C] {\n  Y[a, d, b, c] = X[a, b, c, d]\n  return Y\n}");
   const Kernel *kn = &p->kernels[0];
@@ -1073,7 +1075,7 @@ static void check_row_tiles(const HwModel *h) {
   SchedTerms T;
   cpu_layout_time(h, p, kn, ext, strides, 1, bytes, bytes, false, NULL, -1, &T);
   int64_t line = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
-  double want = tiles * w * (lg + 1) * (4 * B * C % line ? OFF_LINE : 1) / (h->ghz * 1e9);
+  double want = tiles * w * (lg + 1) * (4 * B * C % line ? off_line(h) : 1) / (h->ghz * 1e9);
   ck_assert_msg(close_to(T.comp_s, want), "%s: tiles %g s, derived %g (%g tiles)", h->name, T.comp_s, want, tiles);
   lower_free(fn->code.prog);
   fn->code.prog = NULL;
