@@ -102,7 +102,7 @@ static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
  * 0.40-0.49 ms, M = 1000, 1001, 1004, 1012, 1016 0.64-1.07; two threads, [1000, 1000] 0.30
  * against [1008, 1008] 0.19 ms, [4097, 32] 28 against [4096, 32] 14 us.  Not the stores'
  * straddling lines: stored as two half vectors, none straddling, they took as long.  AMD's
- * cores pay nothing for it (zen4.hw and zen5.hw: 1). */
+ * cores pay little for it (zen4.hw 1.1, zen5.hw 1). */
 #define OFF_LINE 1.7
 
 static double tile_cycles(int w, double pressure) {
