@@ -44,7 +44,8 @@
  *                          factor and this time (the second run's cost)  127 x 65 x 2
  *
  * The cost of a C line that two cores both write (an N split whose edge falls inside a
- * line) is the hardware's, line_move_ns in the hw file (hw_line_move_s). */
+ * line, and a k split's C and copies at every call) is the hardware's, line_move_ns in the
+ * hw file (hw_line_move_s). */
 
 /* CALL_CYC, a software overhead, is in gemm_int.h, and the fork-join sched.c's sched_sync_s
  * (where dyn --calibrate measured one, its figure): the 16-bit engine (gemm_half.c) prices
@@ -688,7 +689,20 @@ static int64_t share_lines(const GemmKernels *g, const Prob *p, const Plan *pl, 
  * and the cost of adding the copies of C into C (read each, read and write C), a fork-join
  * of its own after the blocks' (gemm_run.c's add_parts).  2 threads of a Zen 4 guest, 16 x
  * 768 x 768 split in two along k: the adding took 2.0-2.6 us, where the bytes alone priced
- * it at 1.3. */
+ * it at 1.3.
+ * And the lines of C and of its copies move between the cores at every call: block 0
+ * writes C, block t its copy, and task r of the adding (one a thread) reads and writes
+ * C's r-th share of rows and reads that share of every copy, so of T shares all but one
+ * of C's go to another core and come back for the next call's block 0, and all but one of
+ * each copy's are read from another.  Each such line costs what the hardware's figure for
+ * a line two cores write says (line_move_ns, as for the lines an N split shares), which a
+ * C of a few lines -- the k split's use, a long k beside no rows or columns to split --
+ * never notices.  2 threads of a Zen 4 guest, each plan in turn in one process, 9 rounds,
+ * oneDNN's time over the plan's: 6x64 tiles split along k against along N, 16 x 768 x 768
+ * 0.88 / 0.93, 20 x 768 x 768 0.91 / 0.97, 64 x 768 x 768 0.89 / 0.96; 14x32 tiles 16 x
+ * 768 x 768 0.77 / 0.88, 64 x 768 x 768 0.92 / 0.97, where the model had taken the k split
+ * for 14x32.  (A stream of moving lines overlaps: they cost 3-7 ns each there, not the 27
+ * of one; priced at a whole move, no C that pays to split along N is split along k.) */
 static void ksplit_set(const GemmKernels *g, const Prob *p, int tk, Plan *pl, Prob *q) {
   *q = *p;
   pl->tk = tk;
@@ -696,7 +710,9 @@ static void ksplit_set(const GemmKernels *g, const Prob *p, int tk, Plan *pl, Pr
   q->k = pl->kb;
   if (tk > 1) {
     double bytes = (double)p->batch * p->m * p->n * g->esize;
-    pl->t_red = (tk - 1) * 3 * bytes / sched_level_bw(&g->hw, bytes * tk) + sched_sync_s(&g->hw);
+    double moved = (double)(tk - 1) / tk * (tk + 1) * ceil(bytes / l1_line(&g->hw));
+    pl->t_red = (tk - 1) * 3 * bytes / sched_level_bw(&g->hw, bytes * tk) + sched_sync_s(&g->hw) +
+                moved * hw_line_move_s(&g->hw);
   }
 }
 

@@ -942,6 +942,26 @@ START_TEST(test_ksplit) {
   double fj_us = strtod(fj + strlen("fork-join "), NULL), add_us = strtod(add + strlen("adding the copies of C "), NULL);
   ck_assert_msg(fj_us > 0 && add_us >= fj_us, "fork-join %g us, adding %g us:\n%s", fj_us, add_us, d.s);
   buf_free(&d);
+  /* and the lines of C and of its copy that move between the two cores at every call: of
+   * two shares of rows, C's second goes to the other core and back, the copy's first comes
+   * from it (1.5 times C's lines), each at the hardware's line_move_ns */
+  GemmArgs mid = { .batch = 1, .m = 16, .n = 768, .k = 768, .a_sm = 768, .a_sk = 1, .b_sk = 768, .b_sn = 1,
+                   .c_sm = 768, .c_sn = 1 };
+  gemm_force(g32, &(GemmForce){ .tk = 2, .tm = 1, .tn = 1, .tb = 1 });
+  Buf e = { 0 };
+  gemm_describe(g32, &mid, 2, &e);
+  gemm_force(g32, NULL);
+  add = strstr(e.s, "adding the copies of C ");
+  ck_assert_msg(add, "%s", e.s);
+  int line = hw.nlevels && hw.level[0].line > 0 ? hw.level[0].line : 64;
+  double move_us = 1.5 * (16.0 * 768 * 4 / line) * (hw.line_move_ns > 0 ? hw.line_move_ns : 60) * 1e-3;
+  add_us = strtod(add + strlen("adding the copies of C "), NULL);
+  ck_assert_msg(add_us >= move_us, "adding %g us, the moving lines alone %g:\n%s", add_us, move_us, e.s);
+  buf_free(&e);
+  /* which a plan splitting C's rows or columns never pays */
+  GemmPlanInfo pi;
+  ck_assert(gemm_plan_info(g32, &mid, 2, &pi));
+  ck_assert_msg(pi.tk == 1, "16 x 768 x 768 on 2 threads: grid %d x %d x %d, k split %d", pi.tb, pi.tm, pi.tn, pi.tk);
 }
 END_TEST
 
