@@ -1807,10 +1807,12 @@ static void summary(void) {
          nmlines, 100 * MODEL_GOAL);
   for (int i = 0; i < nsuites; i++)
     if (suites[i].n) printf(" %s %.0f%%", suites[i].suite, 100 * suites[i].sum / suites[i].n);
-  if (ncalm < nmlines) {
-    printf("\nmodel over the %d unflagged lines: %.0f%%;", ncalm, ncalm ? 100 * calm / ncalm : 0);
+  if (ncalm && ncalm < nmlines) {
+    printf("\nmodel over the %d unflagged lines: %.0f%%;", ncalm, 100 * calm / ncalm);
     for (int i = 0; i < nsuites; i++)
       if (suites[i].n_calm) printf(" %s %.0f%%", suites[i].suite, 100 * suites[i].sum_calm / suites[i].n_calm);
+  } else if (!ncalm) {
+    printf("\nmodel: every line flagged");
   }
   qsort(mlines, (size_t)nmlines, sizeof *mlines, cmp_abs_err);
   printf("\nmodel's worst lines:");
