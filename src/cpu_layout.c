@@ -27,18 +27,13 @@
 #define RUN_IN 16
 #define RUN_OUT 4
 
-static int64_t line_bytes(const HwModel *hw) {
-  const HwLevel *l1 = hw->nlevels > 1 ? &hw->level[0] : NULL;
-  return l1 && l1->line > 0 ? l1->line : 64;
-}
-
 int64_t cpu_layout_block(const HwModel *hw, DynElem ty, int w) {
-  int64_t bk = RUN_IN * line_bytes(hw) / elem_size(ty);
+  int64_t bk = RUN_IN * sched_line_bytes(hw) / elem_size(ty);
   return bk < w ? w : bk / w * w;
 }
 
 int cpu_layout_band(const HwModel *hw, DynElem ty, int w) {
-  int64_t nb = RUN_OUT * line_bytes(hw) / ((int64_t)w * elem_size(ty));
+  int64_t nb = RUN_OUT * sched_line_bytes(hw) / ((int64_t)w * elem_size(ty));
   return nb < 1 ? 1 : (int)nb;
 }
 
@@ -63,7 +58,7 @@ int64_t cpu_layout_granule(const Kernel *kn, int par_axis, int vector_bits) {
 static double set_pressure(const HwModel *hw, int64_t stride_bytes, int w) {
   const HwLevel *l1 = hw->nlevels > 1 ? &hw->level[0] : NULL;
   if (!l1 || l1->ways <= 0 || l1->bytes <= 0) return 0;
-  int64_t span = l1->bytes / l1->ways, line = l1->line > 0 ? l1->line : 64, g = span;
+  int64_t span = l1->bytes / l1->ways, line = sched_line_bytes(hw), g = span;
   while (g > line && stride_bytes % g) g /= 2;
   return (double)w / ((double)(span / g) * l1->ways);
 }
@@ -182,7 +177,7 @@ static double stage_cycles(const HwModel *hw, const Program *p, const Stage *st,
   }
   /* a side of 1: the plain loops are a copy, the other side inside, a vector a cycle */
   double edge = ext[u] == 1 || ext[v] == 1 ? 1.0 / w : EDGE_CYC;
-  double off = row * esize % line_bytes(hw) ? (hw->tile_off_line > 0 ? hw->tile_off_line : OFF_LINE) : 1;
+  double off = row * esize % sched_line_bytes(hw) ? (hw->tile_off_line > 0 ? hw->tile_off_line : OFF_LINE) : 1;
   return tiles * tile_cycles(w, pressure) * off + (n - whole) * edge;
 }
 

@@ -405,10 +405,11 @@ bool cpu_reduce_split_run(void *pool, const Program *p, const CKernel *ck, Kerne
  * (its lanes past the row never stored; one chain a column, in registers: through memory,
  * an element at a time, the fold took 130 of the 200 cycles a block of f32[1024, 63, 5]
  * summed over its middle axis took on a Zen 4 core, 1.5x the whole).  A lane pattern of
- * more than `amax` vectors (r = 17 with 16 lanes) runs the interchanged loops.  Summing order: each lane's chain in order of the rows, then the
- * sets in order, then the rows of the first set in order; it depends on r and the model's
- * width, never on the threads, which split the kept axes (and where the only kept axis is
- * the run, take it whole or run the other loops). */
+ * more than `amax` vectors (r = 17 with 16 lanes) runs the interchanged loops.  Summing
+ * order: each lane's chain in order of the rows, then the sets in order, then the rows of
+ * the first set in order; it depends on r and the model's width, never on the threads,
+ * which split the kept axes (and where the only kept axis is the run, take it whole or run
+ * the other loops). */
 
 /* The operand of a kernel's only stage, a reduction of a plain load: its type the stage's,
  * every subscript an axis, each once, each a kept or a reduced axis.  NULL otherwise. */
@@ -770,8 +771,8 @@ void cpu_reduce_short_gen(const CpuRedGen *rg, const CpuShortPlan *sp) {
   rg->end(rg->g);
   /* a vector of each row's places at a time (r may pass W: 15 with 8 lanes), in order, so
    * that the lanes past the row which the last one stores were read already */
-  LLVMValueRef j = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), LLVMBuildUDiv(b, LLVMBuildAdd(b, r1, k64(rg, W - 1), ""), k64(rg, W), "")),
-                                k64(rg, W), "");
+  LLVMValueRef nvec = LLVMBuildUDiv(b, LLVMBuildAdd(b, r1, k64(rg, W - 1), ""), k64(rg, W), "");
+  LLVMValueRef j = LLVMBuildMul(b, rg->loop(rg->g, k64(rg, 0), nvec), k64(rg, W), "");
   RowsCtx rc = {LLVMBuildGEP2(b, rg->ty, buf, &j, 1, ""), r};
   acc_loop(rg, 1, rc.buf, LLVMBuildSub(b, rows, k64(rg, 1), ""), rows_fold_step, &rc);
   rg->end(rg->g);
@@ -1100,7 +1101,7 @@ int cpu_reduce_fold_most(int W) { return FOLD_VMAX * W - 1; }
  * rows off the lines, 7.0, 8.7, 9.2 and 11.9 cycles a row against 5.8, 5.8, 7.8 and 9.7
  * here; 48 and 64, on them, 7.0 and 9.8 (there the L2 binds: 6.4 and 8.5). */
 static double l1_load_cycles(const HwModel *h, int64_t eb, int64_t W, int64_t row, double n) {
-  int64_t L = h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64;
+  int64_t L = sched_line_bytes(h);
   int64_t V = W * eb, g = (row * eb) & -(row * eb);
   if (g > L || g <= 0) g = L;
   double cross = V > g ? fmin(1, (double)(V - g) / (double)L) : 0;
@@ -1108,11 +1109,6 @@ static double l1_load_cycles(const HwModel *h, int64_t eb, int64_t W, int64_t ro
   return n * (1 + cross) * (double)V / bpc;
 }
 
-/* Short kept runs (cpu_reduce_short_gen), their cycles beyond a lane-operation an element at
- * the vector rate, which their whole vectors run at: each block's last elements short of
- * C W, a vector or an element a cycle, and its loop's entry (RUN_CYC); each kept index's
- * fold is cpu_reduce_fold_s's.  -1 where the run takes the other loops (strides are taken
- * as dense: a tensor read in place otherwise is priced as dense). */
 /* A short plan's kept indices (the stage's axes but the run) and each one's blocks (the
  * reduced axes but r0). */
 static double short_kept(const Stage *st, const int64_t *ext) {
@@ -1127,6 +1123,11 @@ static double short_blocks(const Stage *st, const CpuShortPlan *sp, const int64_
   return blocks;
 }
 
+/* Short kept runs (cpu_reduce_short_gen), their cycles beyond a lane-operation an element at
+ * the vector rate, which their whole vectors run at: each block's last elements short of
+ * C W, a vector or an element a cycle, and its loop's entry (RUN_CYC); each kept index's
+ * fold is cpu_reduce_fold_s's.  -1 where the run takes the other loops (strides are taken
+ * as dense: a tensor read in place otherwise is priced as dense). */
 static double short_cycles(const HwModel *h, const Stage *st, const CpuShortPlan *sp, const int64_t *ext) {
   CpuShortShape sh = cpu_reduce_short_shape(h, st->expr->ty);
   int64_t r = ext[sp->v], R = ext[sp->r0];

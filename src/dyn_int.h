@@ -959,6 +959,8 @@ int sched_fit_level(const HwModel *h, double F, int threads);
 /* The units of cache level i that `threads` cores use: one a core of a private cache, one a
  * group of shared_by cores of a shared one. */
 int sched_cache_units(const HwModel *h, int i, int threads);
+/* The bytes of a line of the L1 (64 where the model has no cache or does not say). */
+int64_t sched_line_bytes(const HwModel *h);
 double sched_threads_bw(const HwModel *h, int i, int threads);
 /* Vector lane-operations per second of `threads` cores on elements of elem_bytes. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes);

@@ -86,9 +86,6 @@ static double tile_cyc(const HwModel *h, int mr, int v, int ks) {
   return thr > lat ? thr : lat;
 }
 
-/* The L1's line in bytes: the model's, else 64. */
-static double l1_line(const HwModel *h) { return h->nlevels && h->level[0].line > 0 ? h->level[0].line : 64; }
-
 /* DP over edges: the cheapest split of r < 2*mr rows into emitted heights.  A piece of
  * height h covers min(h, rows left) rows and costs, per k step, the larger of its FMA time
  * and the time to read its B strip again (it follows another piece over the same strip):
@@ -100,7 +97,7 @@ static double l1_line(const HwModel *h) { return h->nlevels && h->level[0].line 
  * ended: a crash in the start-up of one process in a few hundred under load.) */
 void gemm_plan_edges(const GemmKernels *g, Family *f) {
   const HwModel *hm = &g->hw;
-  double strip = (double)f->nr * g->esize, line = l1_line(hm);
+  double strip = (double)f->nr * g->esize, line = (double)sched_line_bytes(hm);
   /* a packed strip comes back from L1; one in place from L2, its rows far apart, where a
    * row's piece of s bytes costs as much as s + one line (as from memory, model_block):
    * 16 x 768 x 768 ran its 2-row piece of 14 + 2 at 47 GFLOP/s on Zen 4, its B at 47 GB/s */
@@ -544,7 +541,7 @@ static double split_bw(const HwModel *h, double F, int users) {
 static void model_block(const GemmKernels *g, const Family *f, const Prob *p, int64_t bt,
                         int64_t mt, int64_t nt, int users, Plan *pl) {
   const HwModel *h = &g->hw;
-  double hz = hw_ghz(h) * 1e9, es = g->esize, line = l1_line(h);
+  double hz = hw_ghz(h) * 1e9, es = g->esize, line = (double)sched_line_bytes(h);
   int64_t K = p->k, calls;
   double rs = rows_sec(f, mt, !pl->pack_b, &calls);
   int64_t ntiles = cdiv(nt, f->nr), nkb = cdiv(K, pl->kc);
@@ -710,7 +707,7 @@ static void ksplit_set(const GemmKernels *g, const Prob *p, int tk, Plan *pl, Pr
   q->k = pl->kb;
   if (tk > 1) {
     double bytes = (double)p->batch * p->m * p->n * g->esize;
-    double moved = (double)(tk - 1) / tk * (tk + 1) * ceil(bytes / l1_line(&g->hw));
+    double moved = (double)(tk - 1) / tk * (tk + 1) * ceil(bytes / (double)sched_line_bytes(&g->hw));
     pl->t_red = (tk - 1) * 3 * bytes / sched_level_bw(&g->hw, bytes * tk) + sched_sync_s(&g->hw) +
                 moved * hw_line_move_s(&g->hw);
   }

@@ -176,15 +176,17 @@ double sched_roofline(const HwModel *hw, int threads, double flops, double bytes
   return tf > tb ? tf : tb;
 }
 
-/* The level a working set of F bytes stays in between calls, on `threads` cores: a private
- * cache holds `threads` times its size, a shared one its size for each group of cores that
- * shares it (a guest's share of it, or what dyn --calibrate found it keeps of a set that
- * fits: kept_bytes); nlevels - 1 (main memory) when no cache holds it. */
 int sched_cache_units(const HwModel *h, int i, int threads) {
   int sb = h->level[i].shared_by > 1 ? h->level[i].shared_by : 1, t = threads > 0 ? threads : 1;
   return sb > 1 ? (t + sb - 1) / sb : t;
 }
 
+int64_t sched_line_bytes(const HwModel *h) { return h->nlevels > 1 && h->level[0].line > 0 ? h->level[0].line : 64; }
+
+/* The level a working set of F bytes stays in between calls, on `threads` cores: a private
+ * cache holds `threads` times its size, a shared one its size for each group of cores that
+ * shares it (a guest's share of it, or what dyn --calibrate found it keeps of a set that
+ * fits: kept_bytes); nlevels - 1 (main memory) when no cache holds it. */
 static double fit_capacity(const HwModel *h, int i, int threads) {
   const HwLevel *lv = &h->level[i];
   return (double)(lv->kept_bytes > lv->bytes ? lv->kept_bytes : lv->bytes) * sched_cache_units(h, i, threads);
