@@ -294,7 +294,7 @@ static const char *const sched_glossary[][2] = {
   {"inner products h x w", "kernels for a C too narrow for a tile: dot products along k"},
   {"shape", "the sizes given, as batch x M x N x K, and the threads"},
   {"chosen", "the variant the model predicts fastest for this shape"},
-  {"A in place / packed", "whether A is read where it lies (strided or unit rows) or first copied into the tile's order; the same for B"},
+  {"A in place / packed", "whether A is read where it lies (strided or unit rows) or first copied into the tile's order; the same for B. `in one L1 set, taken N at a time`: A's rows are a multiple of 4 KiB apart, so a tile's rows share one set of L1, and the tile reads them N rows at a time over each cache line of the reduction"},
   {"cores: b x m x n", "how the blocks of C are split between the cores"},
   {"L3: nc, L2: mc, L1: kc", "the block sizes kept in each cache: columns of B, rows of A, depth of k; formulas of the sizes and capacities of the levels"},
   {"k split N ways", "blocks of k summed into copies of C, added at the end (deep K)"},

@@ -414,7 +414,7 @@ static void cg_task(void *arg, int64_t t) {
         pack_f64((double *)out, (const double *)J->b, J->koff + pc, kcur, segs, ns, (int)nr, w);
       }
     }
-    int beta = pc > 0;
+    int beta = (pc > 0) | (a_grouped(g, f, W->x.a_sm, W->x.a_sk, pl->pack_a) ? UK_GROUP_A : 0);
     /* the C tiles fetched for writing first where C's rows alias in L1 or outgrow L2, as
      * the engine's blocks do (gemm_run.c's prefetch_c) */
     if ((ldc * es) % SET_SPAN == 0 || (double)((m1 - m0) * (q1 - q0) * es) > hw_cache_bytes(&g->hw, 1))

@@ -23,6 +23,7 @@ typedef struct CG {
   LLVMBuilderRef b;
   LLVMTypeRef t_el, t_vec, t_mask, t_i64, t_i32, t_ptr, t_void;
   int W, esize;
+  const HwModel *hw;              /* the tiles' L1 (uk_group_rows) */
   LLVMValueRef fma, mload, mstore, prefetch;
   LLVMTypeRef fma_t, mload_t, mstore_t, prefetch_t;
 } CG;
@@ -153,6 +154,58 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
   LLVMPositionBuilderAtEnd(g->b, join);
 }
 
+/* What a k step of emit_uk's tile needs beside its place in k. */
+typedef struct UkStep {
+  int h, v, ks;
+  bool pack, pfn;
+  LLVMValueRef *mask, *roff, *acc;
+  LLVMValueRef b_rs, pf, pf_rs, pf_l0, pf_l1, msk, pf_sh;
+} UkStep;
+
+/* One k step: k its index, bu B's row, au A's column, ku where the packing kernel stores
+ * the row; B's row loaded and, with `extras`, packed, or the row ahead asked for, or a line
+ * of the next strip fetched; then the FMAs of rows [r0, r1) into accumulator set `set`. */
+static void uk_step(CG *g, const UkStep *e, LLVMValueRef k, LLVMValueRef bu, LLVMValueRef au,
+                    LLVMValueRef ku, int set, int r0, int r1, bool extras) {
+  LLVMBuilderRef B = g->b;
+  int v = e->v;
+  LLVMValueRef bv[MAX_V];
+  for (int j = 0; j < v; j++) bv[j] = load_vec(g, gep(g, bu, ci64(g, (int64_t)j * g->W)), e->mask[j]);
+  if (extras && e->pack) {             /* the row, zeros past n_rem, into the panel */
+    for (int j = 0; j < v; j++)
+      LLVMSetAlignment(LLVMBuildStore(B, bv[j], gep(g, ku, ci64(g, (int64_t)j * g->W))), (unsigned)(g->W * g->esize));
+  }
+  if (extras && !e->pfn) {             /* a row ahead asked for */
+    LLVMValueRef ahead = gep(g, bu, LLVMBuildMul(B, e->b_rs, ci64(g, PACK_AHEAD), ""));
+    for (int l = 0; l < v * g->W * g->esize; l += 64) {
+      LLVMValueRef args[] = { gep(g, ahead, ci64(g, l / g->esize)), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
+      LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
+    }
+  }
+  if (extras && e->pfn) {              /* line l0 + k>>sh of the next strip, every 2^sh steps */
+    LLVMValueRef line = LLVMBuildAdd(B, e->pf_l0, LLVMBuildLShr(B, k, e->pf_sh, ""), "");
+    LLVMValueRef go = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, k, e->msk, ""), ci64(g, 0), ""),
+                                   LLVMBuildICmp(B, LLVMIntSLT, line, e->pf_l1, ""), "");
+    LLVMBasicBlockRef join = if_begin(g, go);
+    int lpr = (v * g->W * g->esize + 63) / 64;      /* run_block's count too */
+    LLVMValueRef row = LLVMBuildUDiv(B, line, ci64(g, lpr), ""),
+                 col = LLVMBuildURem(B, line, ci64(g, lpr), "");
+    LLVMValueRef at = gep(g, gep(g, e->pf, LLVMBuildMul(B, row, e->pf_rs, "")),
+                          LLVMBuildMul(B, col, ci64(g, 64 / g->esize), ""));
+    LLVMValueRef args[] = { at, ci32(g, 0), ci32(g, 2), ci32(g, 1) };
+    LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
+    if_end(g, join);
+  }
+  for (int i = r0; i < r1; i++) {
+    LLVMValueRef sv = splat(g, LLVMBuildLoad2(B, g->t_el, gep(g, au, e->roff[i]), ""));
+    for (int j = 0; j < v; j++) {
+      LLVMValueRef slot = e->acc[(set * e->h + i) * v + j];
+      LLVMValueRef args[] = { sv, bv[j], LLVMBuildLoad2(B, g->t_vec, slot, "") };
+      LLVMBuildStore(B, LLVMBuildCall2(B, g->fma_t, g->fma, args, 3, ""), slot);
+    }
+  }
+}
+
 /* The micro-kernel: an h x (v*W) tile of C, over kc steps of the reduction.
  *   void uk(i64 kc, ptr a, i64 a_rs, i64 a_cs, ptr b, i64 b_rs, ptr c, i64 c_rs,
  *           i64 n_rem, i64 m_rem, i32 beta)
@@ -187,7 +240,17 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
  * burst of them between tiles took the line buffers that the tiles' own loads need.  That
  * packing tile had taken 3.6x a plain tile's time, reading from memory; 77 x 4096 x 4096
  * on 2 threads went 6.07 -> 5.55 ms (80 -> 87% of the kernel's peak), 128 x 4096 x 4096
- * 9.4 -> 8.9 ms. */
+ * 9.4 -> 8.9 ms.
+ * A tile taller than L1's ways leave room for (14 rows on an 8-way L1: uk_group_rows) also
+ * has a grouped loop, run when beta & UK_GROUP_A: A read in place with rows a multiple of
+ * 4 KiB apart puts the tile's rows in one set, and a step that reads all 14 of them evicts
+ * each line before its next step comes back to it, every broadcast a miss.  The grouped
+ * loop takes a line's worth of steps (64 bytes of each row) for the first group of rows,
+ * then the same steps for the second, B's rows loaded again from L1, so that one set holds
+ * a group's lines and a line of B at a time; the steps past the last whole line go through
+ * the main loop.  One core of a Zen 4 guest, a C loop of intrinsics in the two orders, 14
+ * x 32 tiles over A's 252 rows 1024 or 1040 floats apart from L2 (kc 256, packed B):
+ * plain 92 / 113 GFLOP/s, grouped 116 / 116. */
 enum { UK_PLAIN, UK_PACK, UK_PF };
 static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, int kind) {
   bool pack = kind == UK_PACK, pfn = kind == UK_PF;
@@ -237,6 +300,11 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
   LLVMValueRef msk = pfn ? LLVMBuildSub(B, LLVMBuildShl(B, ci64(g, 1), pf_sh, ""), ci64(g, 1), "") : NULL;
   if (masked)
     for (int j = 0; j < v; j++) mask[j] = lane_mask(g, n_rem, j);
+  UkStep st = { h, v, ks, pack, pfn, mask, roff, acc, b_rs, pf, pf_rs, pf_l0, pf_l1, msk, pf_sh };
+  /* the grouped loop's rows a group (0: none) and its step counter */
+  int gr = kind != UK_PACK && g->hw ? uk_group_rows(g->hw, h, ks) : 0;
+  LLVMValueRef uv = gr ? LLVMBuildAlloca(B, g->t_i64, "u") : NULL;
+  LLVMBasicBlockRef pick = gr ? LLVMAppendBasicBlockInContext(g->ctx, fn, "group.pick") : mcond;
   /* On request (beta & UK_PREFETCH_C), fetch the C tile for writing now: it is needed after
    * the k loop, by which time a miss to L2 or L3 has been served (C rows a power of two
    * apart never stay in L1).  Prefetches never fault, so rows past m_rem need no care. */
@@ -244,7 +312,7 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
   for (int i = 0; i < h; i++) crow[i] = gep(g, c, LLVMBuildMul(B, c_rs, ci64(g, i), ""));
   LLVMBasicBlockRef pfc = LLVMAppendBasicBlockInContext(g->ctx, fn, "prefetch_c");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, beta, ci32(g, UK_PREFETCH_C), ""), ci32(g, 0), ""),
-                  pfc, mcond);
+                  pfc, pick);
   LLVMPositionBuilderAtEnd(B, pfc);
   for (int i = 0; i < h; i++)
     for (int l = 0; l < v * g->W * g->esize; l += 64) {
@@ -252,7 +320,35 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
                               ci32(g, 1) };
       LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
     }
-  LLVMBuildBr(B, mcond);
+  LLVMBuildBr(B, pick);
+
+  /* On request (beta & UK_GROUP_A), while a line's k steps remain: the rows in groups of
+   * gr, each group through all of those steps before the next, B's rows loaded again for
+   * each group (from L1, just read).  The rest of k goes through the main loop. */
+  if (gr) {
+    LLVMBasicBlockRef gcond = LLVMAppendBasicBlockInContext(g->ctx, fn, "group.cond"),
+                      gbody = LLVMAppendBasicBlockInContext(g->ctx, fn, "group.body");
+    LLVMPositionBuilderAtEnd(B, pick);
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, beta, ci32(g, UK_GROUP_A), ""), ci32(g, 0), ""),
+                    gcond, mcond);
+    LLVMPositionBuilderAtEnd(B, gcond);
+    int64_t L = 64 / g->esize;
+    LLVMValueRef k = LLVMBuildLoad2(B, g->t_i64, kv, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLE, LLVMBuildAdd(B, k, ci64(g, L), ""), kc, ""), gbody, mcond);
+    LLVMPositionBuilderAtEnd(B, gbody);
+    LLVMValueRef pb = LLVMBuildLoad2(B, g->t_ptr, pbv, ""), pa = LLVMBuildLoad2(B, g->t_ptr, pav, "");
+    for (int r0 = 0; r0 < h; r0 += gr) {
+      CgLoop Lu;
+      LLVMValueRef u = loop_begin(g, &Lu, uv, ci64(g, 0), ci64(g, L), ci64(g, 1));
+      uk_step(g, &st, LLVMBuildAdd(B, k, u, ""), gep(g, pb, LLVMBuildMul(B, b_rs, u, "")),
+              gep(g, pa, LLVMBuildMul(B, a_cs, u, "")), NULL, 0, r0, r0 + gr < h ? r0 + gr : h, r0 == 0);
+      loop_end(g, &Lu);
+    }
+    LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, L), ""), kv);
+    LLVMBuildStore(B, gep(g, pa, LLVMBuildMul(B, a_cs, ci64(g, L), "")), pav);
+    LLVMBuildStore(B, gep(g, pb, LLVMBuildMul(B, b_rs, ci64(g, L), "")), pbv);
+    LLVMBuildBr(B, gcond);
+  }
 
   for (int pass = 0; pass < (ks > 1 ? 2 : 1); pass++) {   /* 0: main loop, 1: remainder */
     int steps = pass == 0 ? ks : 1;
@@ -268,45 +364,8 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
     for (int u = 0; u < steps; u++) {
       LLVMValueRef bu = u ? gep(g, pb, LLVMBuildMul(B, b_rs, ci64(g, u), "")) : pb;
       LLVMValueRef au = u ? gep(g, pa, LLVMBuildMul(B, a_cs, ci64(g, u), "")) : pa;
-      LLVMValueRef bv[MAX_V];
-      for (int j = 0; j < v; j++)
-        bv[j] = load_vec(g, gep(g, bu, ci64(g, (int64_t)j * g->W)), mask[j]);
-      if (pack) {            /* the row, zeros past n_rem, into the panel */
-        LLVMValueRef ku = gep(g, pkk, ci64(g, (int64_t)u * v * g->W));
-        for (int j = 0; j < v; j++)
-          LLVMSetAlignment(LLVMBuildStore(B, bv[j], gep(g, ku, ci64(g, (int64_t)j * g->W))), (unsigned)(g->W * g->esize));
-      }
-      if (!pfn) {            /* a row ahead asked for */
-        LLVMValueRef ahead = gep(g, bu, LLVMBuildMul(B, b_rs, ci64(g, PACK_AHEAD), ""));
-        for (int l = 0; l < v * g->W * g->esize; l += 64) {
-          LLVMValueRef args[] = { gep(g, ahead, ci64(g, l / g->esize)), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
-          LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
-        }
-      }
-      if (pfn) {             /* line l0 + kk>>sh of the next strip, every 2^sh steps */
-        LLVMValueRef kk = LLVMBuildAdd(B, k, ci64(g, u), "");
-        LLVMValueRef line = LLVMBuildAdd(B, pf_l0, LLVMBuildLShr(B, kk, pf_sh, ""), "");
-        LLVMValueRef go = LLVMBuildAnd(B, LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, kk, msk, ""), ci64(g, 0), ""),
-                                       LLVMBuildICmp(B, LLVMIntSLT, line, pf_l1, ""), "");
-        LLVMBasicBlockRef join = if_begin(g, go);
-        int lpr = (v * g->W * g->esize + 63) / 64;      /* run_block's count too */
-        LLVMValueRef row = LLVMBuildUDiv(B, line, ci64(g, lpr), ""),
-                     col = LLVMBuildURem(B, line, ci64(g, lpr), "");
-        LLVMValueRef at = gep(g, gep(g, pf, LLVMBuildMul(B, row, pf_rs, "")),
-                              LLVMBuildMul(B, col, ci64(g, 64 / g->esize), ""));
-        LLVMValueRef args[] = { at, ci32(g, 0), ci32(g, 2), ci32(g, 1) };
-        LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
-        if_end(g, join);
-      }
-      for (int i = 0; i < h; i++) {
-        LLVMValueRef s = LLVMBuildLoad2(B, g->t_el, gep(g, au, roff[i]), "");
-        LLVMValueRef sv = splat(g, s);
-        for (int j = 0; j < v; j++) {
-          LLVMValueRef slot = acc[((u % ks) * h + i) * v + j];
-          LLVMValueRef args[] = { sv, bv[j], LLVMBuildLoad2(B, g->t_vec, slot, "") };
-          LLVMBuildStore(B, LLVMBuildCall2(B, g->fma_t, g->fma, args, 3, ""), slot);
-        }
-      }
+      LLVMValueRef ku = pack ? gep(g, pkk, ci64(g, (int64_t)u * v * g->W)) : NULL;
+      uk_step(g, &st, LLVMBuildAdd(B, k, ci64(g, u), ""), bu, au, ku, u % ks, 0, h, true);
     }
     LLVMBuildStore(B, LLVMBuildAdd(B, k, ci64(g, steps), ""), kv);
     LLVMBuildStore(B, gep(g, pa, LLVMBuildMul(B, a_cs, ci64(g, steps), "")), pav);
@@ -727,7 +786,10 @@ static void emit_dot(CG *g, const char *name, int h, int w, int ks) {
 int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod, int what) {
   CG cg[MAX_MODS];
   double load[MAX_MODS] = { 0 };
-  for (int i = 0; i < nmod; i++) cg_init(&cg[i], ctx[i], mod[i], g->elem, g->W);
+  for (int i = 0; i < nmod; i++) {
+    cg_init(&cg[i], ctx[i], mod[i], g->elem, g->W);
+    cg[i].hw = &g->hw;
+  }
   char name[96];
   int n = 0;
 #define LIGHTEST(w) ({ int k_ = 0; for (int i_ = 1; i_ < nmod; i_++) if (load[i_] < load[k_]) k_ = i_; load[k_] += (w); &cg[k_]; })

@@ -34,6 +34,10 @@
  * without, 1024^3 6-8% faster.  Where C stays in L2 and k is short, the fetches crowd
  * the stores: 672 x 448 x 3 took 30.7 us with them, 12.7 without (14x32 tiles). */
 #define UK_PREFETCH_C 2
+/* UK_GROUP_A asks a tile that reads A in place, its rows crowding one set of L1, to take
+ * them in two groups over each line's k steps (emit_uk; a_grouped below says when);
+ * kernels emitted without that loop ignore it. */
+#define UK_GROUP_A 4
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
                      int32_t beta);
@@ -209,8 +213,22 @@ static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* The span after which L1's set index repeats: x86 L1 data caches are virtually indexed,
  * physically tagged, so one way spans a 4 KiB page (12 ways for 48 KiB), and operands a
  * multiple of 4 KiB apart collide.  Taken for every CPU (Neoverse V2's 4 ways of 64 KiB
- * span 16 KiB); the ways themselves are the hw file's (l1_ways, gemm_model.c). */
+ * span 16 KiB); the ways themselves are the hw file's (hw_l1_ways, below). */
 #define SET_SPAN 4096
+
+static inline int64_t gcd64(int64_t a, int64_t b) {
+  while (b) { int64_t t = a % b; a = b; b = t; }
+  return a;
+}
+
+/* Lines one L1 set holds from `count` accesses `stride` bytes apart (each within a line). */
+static inline int64_t lines_per_set(int64_t stride, int64_t count) {
+  if (count <= 1) return count;
+  int64_t s = (stride < 0 ? -stride : stride) % SET_SPAN;
+  if (s == 0) return count;
+  int64_t pos = SET_SPAN / imax(gcd64(s, SET_SPAN), 64);   /* distinct set positions hit */
+  return cdiv(count, imin(pos, count));
+}
 
 /* ---- hardware figures, with safe floors for an incomplete model ---- */
 
@@ -220,6 +238,13 @@ static inline int hw_vregs(const HwModel *h) { return h->vec_regs >= 8 ? h->vec_
 static inline int hw_vbits(const HwModel *h) { return h->vector_bits >= 128 ? h->vector_bits : 128; }
 static inline double hw_bf16_per_fma(const HwModel *h) { return h->bf16_per_fma > 0 ? h->bf16_per_fma : 1; }
 static inline double hw_ghz(const HwModel *h) { return h->ghz > 0 ? h->ghz : 2.0; }
+/* L1 associativity, the hw file's (l1.ways; hw.c gives an L1 without it capacity / 4 KiB,
+ * x86's rule), or capacity / SET_SPAN for a model made without a file. */
+static inline int hw_l1_ways(const HwModel *h) {
+  int w = hw_ncaches(h) > 0 && h->level[0].ways > 0 ? h->level[0].ways
+                                                    : (int)(hw_cache_bytes(h, 0) / SET_SPAN);
+  return w >= 2 ? w : 8;
+}
 /* Seconds a C line two cores write takes to move between them (60 ns, Zen 5's, unstated). */
 static inline double hw_line_move_s(const HwModel *h) {
   return h->line_move_ns > 0 ? h->line_move_ns / 1e9 : 60e-9;
@@ -322,6 +347,23 @@ static inline bool pieces_next(Pieces *it, int64_t *r0, int *h, int *hs) {
   *hs = (int)imin(*h, it->mt - it->r0);
   it->r0 += *hs;
   return true;
+}
+
+/* The rows of A a tile of height h takes at a time in its grouped loop (UK_GROUP_A), or 0
+ * where it has none: tiles taller than the L1 set's ways leave room for (one line of B
+ * beside them), in two groups that do fit, and only without accumulator sets (short
+ * tiles never crowd a set). */
+static inline int uk_group_rows(const HwModel *hw, int h, int ks) {
+  int fit = hw_l1_ways(hw) - 1;
+  return ks == 1 && h > fit && h <= 2 * fit ? (h + 1) / 2 : 0;
+}
+
+/* Whether a plan's full tiles read A in place in groups of rows (UK_GROUP_A): A row-major,
+ * its rows spaced so that a full tile's crowd one set of L1 (rows a multiple of 4 KiB
+ * apart), and the family's full tile has the grouped loop. */
+static inline bool a_grouped(const GemmKernels *g, const Family *f, int64_t a_sm, int64_t a_sk, bool pack_a) {
+  return !pack_a && a_sk == 1 && a_sm != 1 && a_sm != 0 && uk_group_rows(&g->hw, f->mr, f->ksplit[f->mr]) &&
+         lines_per_set(a_sm * g->esize, f->mr) >= hw_l1_ways(&g->hw);
 }
 
 /* Whether a block of mt rows packs B in its first tiles (ukp) rather than before them: B

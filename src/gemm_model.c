@@ -497,28 +497,6 @@ static double rows_sec(const Family *f, int64_t mt, int t, int64_t *ncalls) {
   return full * f->ksec[f->mr] + (r ? f->dec_sec[t][r] : 0);
 }
 
-/* L1 associativity, the hw file's (l1.ways; hw.c gives an L1 without it capacity / 4 KiB,
- * x86's rule), or capacity / SET_SPAN for a model made without a file. */
-static int l1_ways(const HwModel *h) {
-  int w = hw_ncaches(h) > 0 && h->level[0].ways > 0 ? h->level[0].ways
-                                                    : (int)(hw_cache_bytes(h, 0) / SET_SPAN);
-  return w >= 2 ? w : 8;
-}
-
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) { int64_t t = a % b; a = b; b = t; }
-  return a;
-}
-
-/* Lines one L1 set holds from `count` accesses `stride` bytes apart (each within a line). */
-static int64_t lines_per_set(int64_t stride, int64_t count) {
-  if (count <= 1) return count;
-  int64_t s = (stride < 0 ? -stride : stride) % SET_SPAN;
-  if (s == 0) return count;
-  int64_t pos = SET_SPAN / imax(gcd64(s, SET_SPAN), 64);   /* distinct set positions hit */
-  return cdiv(count, imin(pos, count));
-}
-
 /* The wait for `bytes` of B read by strips from memory with nothing fetching ahead: each
  * row's piece of a strip (`strip` bytes) costs FAR_PIECE lines more, at memory's rate for
  * the cores at work.  Fitted on one thread of Zen 4, where it came to 55-60% of the read
@@ -580,7 +558,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
    * itself: every broadcast then misses L1, a stall no bandwidth overlaps.  A B strip read
    * in place whose rows alias cannot stay in L1 between row pieces: each piece after the
    * first fetches it again from L2, row by row.  Packed panels are contiguous and stream. */
-  int ways = l1_ways(h);
+  int ways = hw_l1_ways(h);
   int64_t kc = pl->kc, hmax = imin(f->mr, mt);
   int64_t a_set = p->a_sm == 1 || hmax == 1 ? lines_per_set(p->a_sk * g->esize, kc)
                   : lines_per_set(p->a_sm * g->esize, hmax) * cdiv(kc * g->esize, SET_SPAN);
@@ -615,10 +593,23 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
    * broadcasts miss as well.  2 threads of an Emerald Rapids guest (48 KiB 12-way L1), the
    * plan with A in place against A packed, GFLOP/s: 1024^3 317 / 341, 512 x 768 x 3072 326 /
    * 367 (6 rows in one set beside 11 of a 44 KB panel); rows 3 KiB apart (K = 768, 2 a set)
-   * 336-360 / 331-356, no better packed. */
+   * 336-360 / 331-356, no better packed.
+   * Tiles that take such rows in two groups (a_grouped, emit_uk) hold a line of each of a
+   * group's rows at a time, one line of B beside them: no miss of either kind, but at each
+   * strip they fetch the rows' lines again from L2, a group's lines all in one set, where
+   * the L1's own fetching ahead does not bring them: a stall of A's bytes at L2's rate for
+   * each strip.  2 threads of a Zen 4 guest (32 KiB 8-way L1), 14x32 tiles, A in place
+   * grouped, in place with K = 1040 (rows in 14 sets) and packed, in turn in one process,
+   * us: 512 x 32 x 1024 153 / 155 / 186 (oneDNN 150), 512 x 128 x 1024 623-669 / 628-688 /
+   * 659-682 (ungrouped in place had taken 193-263 at 512 x 32 x 1024); the medians of 15
+   * rounds' packed / in place grouped: one strip, 512 x 32 x 1024 1.13, 2048 x 48 x 1024
+   * 1.10, two, 640 x 64 x 8192 1.14; many, 1024^3 0.98, 2048^3 0.97, 64 x 5632 x 2048 0.85,
+   * 77 x 4096 x 4096 0.89 (K = 4000 and 2000 there: 0.99-1.01). */
   int64_t panel = pl->pack_b ? cdiv(kc * f->nr * g->esize, SET_SPAN) : 0;
   bool alias = p->a_sm != 1 && hmax > 1 && (p->a_sm * g->esize) % SET_SPAN == 0;
-  if (!pl->pack_a && (2 * a_set > ways || (alias && a_set + panel > ways)))
+  if (!pl->pack_a && a_grouped(g, f, p->a_sm, p->a_sk, false))
+    stall += (double)bt * ntiles * mt * K * es / bwL2;
+  else if (!pl->pack_a && (2 * a_set > ways || (alias && a_set + panel > ways)))
     stall += (double)bt * ntiles * mt * K * line / bwL2;
   /* C: written once per k block and read back for each after the first (and for C +=), at
    * the bandwidth of where C lives.  A tile writes its rows nr columns at a time, rows far
@@ -1198,8 +1189,12 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     ksplit_line(out, &best, &p);
     buf_printf(out, "  L1: kc = %lld\n", (long long)best.kc);
   } else {
-    buf_printf(out, "chosen: tile %dx%d, A %s, B %s\n", f->mr, f->nr,
-               best.pack_a ? "packed" : p.a_sm == 1 || p.m == 1 ? "in place (unit rows)" : "in place (strided rows)",
+    char grp[64] = "";
+    if (a_grouped(g, f, p.a_sm, p.a_sk, best.pack_a))
+      snprintf(grp, sizeof grp, " in one L1 set, taken %d at a time", uk_group_rows(&g->hw, f->mr, f->ksplit[f->mr]));
+    buf_printf(out, "chosen: tile %dx%d, A %s%s%s, B %s\n", f->mr, f->nr,
+               best.pack_a ? "packed" : p.a_sm == 1 || p.m == 1 ? "in place (unit rows" : "in place (strided rows",
+               grp, best.pack_a ? "" : ")",
                best.fused ? "packed by each strip's first tile as it computes" : best.pack_b ? "packed" : "in place");
     buf_printf(out, "  cores: %d x %d x %d blocks (batch x M x N) of %lld x %lld x %lld\n",
                best.tb, best.tm, best.tn, (long long)imin(best.bb, p.batch),

@@ -271,7 +271,8 @@ static void run_block(void *ctx, int64_t task) {
     wa = base + J->lay.a, wb = base + J->lay.b, wc = base + J->lay.c;
   }
   int nr = f->nr, tab = !pl->pack_b;
-  int pfc = prefetch_c(g, &bk) ? UK_PREFETCH_C : 0;
+  /* the kernels' flags beside beta's bit 0: the C tile fetched first, A's rows in groups */
+  int uf = (prefetch_c(g, &bk) ? UK_PREFETCH_C : 0) | (a_grouped(g, f, p->a_sm, p->a_sk, pl->pack_a) ? UK_GROUP_A : 0);
   /* B packed by the first tile of each strip (ukp), as it reads B for its own sums, when
    * the first piece of the first rows is a full tile */
   bool fuse = fused_packing(f, p, pl, m1 - m0);
@@ -346,19 +347,19 @@ static void run_block(void *ctx, int64_t task) {
               if (fuse && ic == m0 && r0 == 0) {
                 const char *bs = bsrc + (size_t)jr * es;
                 if (!bk.ctmp) {
-                  f->ukp(kcur, ap, a_rs, a_cs, bs, p->b_sk, cp, bk.c_sm, w, hs, beta | pfc, (void *)bp);
+                  f->ukp(kcur, ap, a_rs, a_cs, bs, p->b_sk, cp, bk.c_sm, w, hs, beta | uf, (void *)bp);
                 } else {
                   f->ukp(kcur, ap, a_rs, a_cs, bs, p->b_sk, wc, nr, w, hs, 0, (void *)bp);
                   merge_tile(g, wc, nr, cp, bk.c_sm, bk.c_sn, hs, w, beta);
                 }
               } else if (nx && h == f->mr && hs == h && w == nr) {
                 Fetch fe = { nx, p->b_sk, tq * share, imin(nxl, (tq + 1) * share), sh };
-                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, beta | pfc, &fe);
+                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, beta | uf, &fe);
                 tq++;
               } else if (!bk.ctmp) {
-                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, beta | pfc, NULL);
+                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, cp, bk.c_sm, beta | uf, NULL);
               } else {
-                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, 0, NULL);
+                tile_call(g, f, h, hs, w, kcur, ap, a_rs, a_cs, bp, b_rs, wc, nr, uf & UK_GROUP_A, NULL);
                 merge_tile(g, wc, nr, cp, bk.c_sm, bk.c_sn, hs, w, beta);
               }
             }
@@ -565,7 +566,8 @@ static bool run_plan(GemmKernels *g, Prob p, Plan pl, Pool *pool, char *err, siz
     int h, hs;
     pieces_init(&it, f, p.m, 1);
     if (pieces_next(&it, &r0, &h, &hs) && hs == p.m) {
-      tile_call(g, f, h, hs, p.n, p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm, p.acc, NULL);
+      tile_call(g, f, h, hs, p.n, p.k, p.a, p.a_sm, p.a_sk, p.b, p.b_sk, p.c, p.c_sm,
+                p.acc | (a_grouped(g, f, p.a_sm, p.a_sk, false) ? UK_GROUP_A : 0), NULL);
       return true;
     }
   }

@@ -92,6 +92,9 @@ for shape in [(0, 3, 5, 5, 2, 3, 1, 1), (1, 1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3
               # one small map and many long filters (rows 4 or 6 KiB apart): filters packed
               # by each task a block at a time, several k blocks, the last M block short
               (1, 1024, 9, 9, 701, 1, 2, 0), (1, 1536, 5, 5, 761, 1, 1, 0),
+              # few filters whose rows are 4 and 8 KiB apart, read in place by tiles that
+              # take them in groups (UK_GROUP_A): on the image itself and from the windows
+              (2, 1024, 7, 7, 96, 1, 1, 0), (1, 2048, 14, 14, 40, 1, 2, 0),
               # rows of the windows shorter than a vector, gathered a vector at a time up to
               # the last element of an unpadded image (runs of 7, 1 and 15 elements)
               (2, 3, 9, 9, 5, 3, 1, 0), (3, 2, 5, 3, 4, 3, 1, 0), (1, 5, 19, 17, 6, 3, 1, 0)]:

@@ -423,10 +423,14 @@ END_TEST
 /* A in place whose rows are a multiple of 4 KiB apart puts a tile's rows in one L1 set,
  * beside the packed B panel's lines there: where the two pass the set's ways (from the
  * host's model and the plan's kc and tile), A in place is priced with its misses, well
- * above the same plan on rows 4 KiB + 64 bytes apart, and the model's own choice packs A. */
+ * above the same plan on rows 4 KiB + 64 bytes apart -- unless the family's full tile
+ * takes such rows in two groups (uk_group_rows), which misses neither: priced as the rows
+ * 4 KiB + 64 apart and A's bytes fetched from L2 again at each strip, a stall.  The
+ * model's own choice packs A there (32 strips) where no family groups them, or where A is
+ * packed cheaper than that stall. */
 START_TEST(test_aliased_a) {
   int ways = hw.level[0].ways > 0 ? hw.level[0].ways : (int)(hw.level[0].bytes / 4096);
-  int mr[4], nr[4], nf = gemm_families(g32, mr, nr, 4), crowded = 0;
+  int mr[4], nr[4], nf = gemm_families(g32, mr, nr, 4), crowded = 0, grouped = 0;
   for (int f = 1; f <= nf && f <= 4; f++) {
     double per[2];
     GemmPlanInfo pi = {0};
@@ -439,6 +443,15 @@ START_TEST(test_aliased_a) {
       ck_assert(gemm_plan_info(g32, &x, 1, &pi) && !pi.pack_a && pi.pack_b);
       per[i] = gemm_predict(g32, &x, 1) / (double)k;
     }
+    const Family *fam = &g32->fam[f - 1];
+    if (uk_group_rows(&hw, fam->mr, fam->ksplit[fam->mr])) {
+      grouped++;
+      double stall = (double)((1024 + pi.nr - 1) / pi.nr) * 512 * 1024 * 4 / sched_level_bw(&hw, hw_cache_bytes(&hw, 1) / 2);
+      ck_assert_msg(fabs(per[0] * 1024 / (per[1] * 1024 + stall) - 1) < 0.03,
+                    "%dx%d grouped: rows 4 KiB apart %g s, 4 KiB + 64 %g s and %g s of A from L2 again",
+                    pi.mr, pi.nr, per[0] * 1024, per[1] * 1024, stall);
+      continue;
+    }
     int64_t a_set = pi.mr * ((pi.kc * 4 + 4095) / 4096), panel = (pi.kc * pi.nr * 4 + 4095) / 4096;
     if (a_set + panel <= ways) continue;      /* this L1 holds both */
     crowded++;
@@ -446,11 +459,43 @@ START_TEST(test_aliased_a) {
                   pi.mr, pi.nr, (long long)pi.kc, per[0], per[1]);
   }
   gemm_force(g32, NULL);
-  if (crowded < nf) return;
+  if (crowded + grouped < nf) return;
   GemmArgs x = { .batch = 1, .m = 512, .n = 1024, .k = 1024, .a_sm = 1024, .a_sk = 1, .b_sk = 1024,
                  .b_sn = 1, .c_sm = 1024, .c_sn = 1 };
   GemmPlanInfo pi;
   ck_assert(gemm_plan_info(g32, &x, 1, &pi) && pi.pack_a);
+}
+END_TEST
+
+/* Tiles that take A's rows in groups (UK_GROUP_A: rows in place a multiple of 4 KiB
+ * apart) against the reference: every family with A in place and B either way, rows
+ * around the tile's height and its groups', k below a line's steps, at a line's, and past
+ * it by a remainder (the main loop's), a few k blocks (kc 7 forced: blocks that end inside
+ * a line), C = and C +=, one and two threads, f32 and f64 (rows 8 KiB apart). */
+START_TEST(test_grouped_a) {
+  int bad = 0, runs = 0;
+  static const int64_t ms[] = { 1, 7, 8, 13, 14, 15, 29 }, ns[] = { 17, 32, 33 }, ks[] = { 5, 16, 37, 300 };
+  for (int e = 0; e < 2; e++) {
+    GemmKernels *g = e ? g64 : g32;
+    int mr[4], nr[4], nf = gemm_families(g, mr, nr, 4);
+    for (int f = 1; f <= nf && f <= 4; f++)
+      for (int pb = 1; pb <= 2; pb++)
+        for (int mi = 0; mi < 7; mi++)
+          for (int ki = 0; ki < 4; ki++) {
+            int ni = (mi + ki) % 3;
+            bool blocks = (mi + ki + pb) % 4 == 0;
+            gemm_force(g, &(GemmForce){ .fam = f, .pack_a = 2, .pack_b = pb, .kc = blocks ? 7 : 0 });
+            Case cs = { .batch = 1, .m = ms[mi], .n = ns[ni], .k = ks[ki], .la = 'a', .lb = 'r', .lc = 'r',
+                        .acc = (mi + ki) % 2, .threads = 1 + (mi + pb) % 2, .at_end = ki % 2 };
+            bad += run_case(g, &cs);
+            GemmPlanInfo pi;
+            ck_assert(gemm_last_plan(g, &pi));
+            runs += !pi.rows && !pi.dot && !pi.pack_a;
+          }
+    gemm_force(g, NULL);
+  }
+  ck_assert_int_gt(runs, 0);
+  ck_assert_int_eq(bad, 0);
 }
 END_TEST
 
@@ -1350,6 +1395,7 @@ int main(void) {
   tcase_add_test(tc, test_packed_bt);
   tcase_add_test(tc, test_split_order);
   tcase_add_test(tc, test_aliased_a);
+  tcase_add_test(tc, test_grouped_a);
   tcase_add_test(tc, test_sustained_rate);
   tcase_add_test(tc, test_edge_splits);
   tcase_add_test(tc, test_every_height);
