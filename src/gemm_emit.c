@@ -156,7 +156,7 @@ static void if_end(CG *g, LLVMBasicBlockRef join) {
 
 /* What a k step of emit_uk's tile needs beside its place in k. */
 typedef struct UkStep {
-  int h, v, ks;
+  int h, v;
   bool pack, pfn;
   LLVMValueRef *mask, *roff, *acc;
   LLVMValueRef b_rs, pf, pf_rs, pf_l0, pf_l1, msk, pf_sh;
@@ -241,8 +241,9 @@ static void uk_step(CG *g, const UkStep *e, LLVMValueRef k, LLVMValueRef bu, LLV
  * packing tile had taken 3.6x a plain tile's time, reading from memory; 77 x 4096 x 4096
  * on 2 threads went 6.07 -> 5.55 ms (80 -> 87% of the kernel's peak), 128 x 4096 x 4096
  * 9.4 -> 8.9 ms.
- * A tile taller than L1's ways leave room for (14 rows on an 8-way L1: uk_group_rows) also
- * has a grouped loop, run when beta & UK_GROUP_A: A read in place with rows a multiple of
+ * A tile of more rows than one L1 set keeps beside a line of B (14 on an 8-way L1:
+ * uk_group_rows), but for the packing variant, also has a grouped loop, run when beta &
+ * UK_GROUP_A: A read in place with rows a multiple of
  * 4 KiB apart puts the tile's rows in one set, and a step that reads all 14 of them evicts
  * each line before its next step comes back to it, every broadcast a miss.  The grouped
  * loop takes a line's worth of steps (64 bytes of each row) for the first group of rows,
@@ -300,7 +301,7 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
   LLVMValueRef msk = pfn ? LLVMBuildSub(B, LLVMBuildShl(B, ci64(g, 1), pf_sh, ""), ci64(g, 1), "") : NULL;
   if (masked)
     for (int j = 0; j < v; j++) mask[j] = lane_mask(g, n_rem, j);
-  UkStep st = { h, v, ks, pack, pfn, mask, roff, acc, b_rs, pf, pf_rs, pf_l0, pf_l1, msk, pf_sh };
+  UkStep st = { h, v, pack, pfn, mask, roff, acc, b_rs, pf, pf_rs, pf_l0, pf_l1, msk, pf_sh };
   /* the grouped loop's rows a group (0: none) and its step counter */
   int gr = kind != UK_PACK && g->hw ? uk_group_rows(g->hw, h, ks) : 0;
   LLVMValueRef uv = gr ? LLVMBuildAlloca(B, g->t_i64, "u") : NULL;

@@ -350,17 +350,18 @@ static inline bool pieces_next(Pieces *it, int64_t *r0, int *h, int *hs) {
 }
 
 /* The rows of A a tile of height h takes at a time in its grouped loop (UK_GROUP_A), or 0
- * where it has none: tiles taller than the L1 set's ways leave room for (one line of B
- * beside them), in two groups that do fit, and only without accumulator sets (short
+ * where it has none: a tile of more rows than one L1 set keeps beside a line of B (its ways
+ * less one) takes them in two groups that fit; only tiles without accumulator sets (short
  * tiles never crowd a set). */
 static inline int uk_group_rows(const HwModel *hw, int h, int ks) {
   int fit = hw_l1_ways(hw) - 1;
   return ks == 1 && h > fit && h <= 2 * fit ? (h + 1) / 2 : 0;
 }
 
-/* Whether a plan's full tiles read A in place in groups of rows (UK_GROUP_A): A row-major,
- * its rows spaced so that a full tile's crowd one set of L1 (rows a multiple of 4 KiB
- * apart), and the family's full tile has the grouped loop. */
+/* Whether a plan's full tiles read A in place in groups of rows (UK_GROUP_A): A row-major
+ * with more than one row (a_sm 0: a single one), its rows spaced so that a full tile's
+ * crowd one set of L1 (rows a multiple of 4 KiB apart), and the family's full tile has the
+ * grouped loop. */
 static inline bool a_grouped(const GemmKernels *g, const Family *f, int64_t a_sm, int64_t a_sk, bool pack_a) {
   return !pack_a && a_sk == 1 && a_sm != 1 && a_sm != 0 && uk_group_rows(&g->hw, f->mr, f->ksplit[f->mr]) &&
          lines_per_set(a_sm * g->esize, f->mr) >= hw_l1_ways(&g->hw);
