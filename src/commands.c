@@ -298,6 +298,7 @@ static const char *const sched_glossary[][2] = {
   {"cores: b x m x n", "how the blocks of C are split between the cores"},
   {"L3: nc, L2: mc, L1: kc", "the block sizes kept in each cache: columns of B, rows of A, depth of k; formulas of the sizes and capacities of the levels"},
   {"k split N ways", "blocks of k summed into copies of C, added at the end (deep K)"},
+  {"C ... streamed", "C written by streaming stores that bypass the caches: written once, larger than the last cache, rows whole lines apart"},
   {"predicted", "max(compute, memory) plus stalls, packing and fork-join, from the measured micro-kernel rates and the levels' bandwidths"},
   {"candidates", "other variants weighed for this shape, best first: tile, A and B direct or packed, grid b x m x n (/kN: k split), block sizes"},
   {"dot, rows", "inner products along k; B streamed by rows (M = 1)"},

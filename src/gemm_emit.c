@@ -393,6 +393,29 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
   LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
   LLVMBasicBlockRef path[2] = { LLVMAppendBasicBlockInContext(g->ctx, fn, "set"),
                                 LLVMAppendBasicBlockInContext(g->ctx, fn, "add") };
+  /* C = acc streamed past the caches (beta & UK_STREAM_C without its add bit; stream_c in
+   * gemm_run.c says when), where the rows and C are whole vectors' bytes aligned: stores
+   * that need no read for ownership.  Unmasked kernels only (the full tiles). */
+  LLVMBasicBlockRef pickc = LLVMAppendBasicBlockInContext(g->ctx, fn, "pickc");
+  if (!masked) {
+    LLVMBasicBlockRef ntb = LLVMAppendBasicBlockInContext(g->ctx, fn, "stream");
+    LLVMValueRef want = LLVMBuildICmp(B, LLVMIntEQ, LLVMBuildAnd(B, beta, ci32(g, UK_STREAM_C | 1), ""), ci32(g, UK_STREAM_C), "");
+    LLVMValueRef odd = LLVMBuildAnd(B, LLVMBuildOr(B, LLVMBuildPtrToInt(B, c, g->t_i64, ""), LLVMBuildMul(B, c_rs, ci64(g, g->esize), ""), ""), ci64(g, 63), "");
+    LLVMBuildCondBr(B, LLVMBuildAnd(B, want, LLVMBuildICmp(B, LLVMIntEQ, odd, ci64(g, 0), ""), ""), ntb, pickc);
+    LLVMPositionBuilderAtEnd(B, ntb);
+    unsigned kind = LLVMGetMDKindIDInContext(g->ctx, "nontemporal", 11);
+    LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(g->t_i32, 1, 0));
+    for (int i = 0; i < h; i++)
+      for (int j = 0; j < v; j++) {
+        LLVMValueRef sto = LLVMBuildStore(B, sum[i * v + j], gep(g, crow[i], ci64(g, (int64_t)j * g->W)));
+        LLVMSetAlignment(sto, (unsigned)(g->W * g->esize));
+        LLVMSetMetadata(sto, kind, LLVMMetadataAsValue(g->ctx, LLVMMDNodeInContext2(g->ctx, &one, 1)));
+      }
+    LLVMBuildBr(B, ret);
+  } else {
+    LLVMBuildBr(B, pickc);
+  }
+  LLVMPositionBuilderAtEnd(B, pickc);
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, LLVMBuildAnd(B, beta, ci32(g, 1), ""), ci32(g, 0), ""),
                   path[1], path[0]);
   for (int add = 0; add < 2; add++) {

@@ -38,6 +38,9 @@
  * them in two groups over each line's k steps (emit_uk; a_grouped below says when);
  * kernels emitted without that loop ignore it. */
 #define UK_GROUP_A 4
+/* UK_STREAM_C asks a full tile to write C = with streaming stores where its rows are
+ * aligned to whole vectors (gemm_run.c's stream_c says when); others ignore it. */
+#define UK_STREAM_C 8
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
                      int32_t beta);
@@ -365,6 +368,16 @@ static inline int uk_group_rows(const HwModel *hw, int h, int ks) {
 static inline bool a_grouped(const GemmKernels *g, const Family *f, int64_t a_sm, int64_t a_sk, bool pack_a) {
   return !pack_a && a_sk == 1 && a_sm != 1 && a_sm != 0 && uk_group_rows(&g->hw, f->mr, f->ksplit[f->mr]) &&
          lines_per_set(a_sm * g->esize, f->mr) >= hw_l1_ways(&g->hw);
+}
+
+/* Whether the full tiles write C with streaming stores (UK_STREAM_C; gemm_run.c's
+ * stream_c): C = (not +=, not through scratch), each tile written once (kc covering the
+ * k range of a thread block, `krange`), into a C larger than the last cache whose rows are
+ * whole lines apart (the kernel checks that C itself starts on one). */
+static inline bool c_streamed(const GemmKernels *g, const Prob *p, int64_t kc, int64_t krange, bool acc, bool ctmp) {
+  double whole = (double)p->batch * (double)p->m * (double)p->n * g->esize;
+  return !acc && !ctmp && kc >= krange && (p->c_sm * g->esize) % 64 == 0 &&
+         whole > (double)sched_last_cache_bytes(&g->hw);
 }
 
 /* Whether a block of mt rows packs B in its first tiles (ukp) rather than before them: B

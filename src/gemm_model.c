@@ -1221,6 +1221,8 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
       buf_printf(out, "  C's last %lld column%s apart, as inner products (a tile would compute its "
                  "whole strip): predicted %.2f us\n", (long long)best.edge, best.edge == 1 ? "" : "s",
                  best.t_edge * 1e6);
+    if (c_streamed(g, &p, best.kc, best.tk > 1 ? best.kb : p.k, p.acc, p.ctmp))
+      buf_puts(out, "  C written once, larger than the last cache: streamed past the caches\n");
   }
   buf_printf(out, "  predicted %.2f us (max of compute %.2f and memory %.2f, + stalls %.2f, "
              "packing %.2f, fork-join %.2f", best.t * 1e6, best.t_comp * 1e6,

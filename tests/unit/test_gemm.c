@@ -62,7 +62,8 @@ static void unguard(Guarded *gd) { munmap(gd->map, gd->maplen); }
 typedef struct Case {
   int64_t batch, m, n, k;
   char la, lb, lc;          /* 'r' row-major, 'c' column-major, 'g' general (both strides
-                               padded), 'a' rows a multiple of 1024 elements apart, for
+                               padded), 'a' rows a multiple of 1024 elements apart, 'e'
+                               rows exactly their length apart, for
                                A [m,k], B [k,n], C [m,n] */
   bool acc, bcast_a;        /* C +=; A shared by every batch (batch stride 0) */
   int threads;
@@ -83,6 +84,7 @@ static int64_t layout(char l, int64_t rows, int64_t cols, int64_t *sr, int64_t *
   case 'r': *sr = cols + 3; *sc = 1; break;                  /* padded rows */
   case 'c': *sr = 1; *sc = rows + 2; break;
   case 'a': *sr = (cols + 1023) / 1024 * 1024; *sc = 1; break;  /* rows 4 KiB apart (f32) */
+  case 'e': *sr = cols; *sc = 1; break;                      /* rows exactly a row apart */
   default:  *sr = 2 * cols + 1; *sc = 2; break;              /* no unit stride at all */
   }
   if (rows == 0 || cols == 0) return 0;
@@ -336,6 +338,28 @@ static int prefetch_c_cases(int mr, int nr) {
 
 START_TEST(test_prefetch_c) {
   ck_assert_int_eq(per_family((GemmForce){ 0 }, prefetch_c_cases), 0);
+}
+END_TEST
+
+/* C larger than the model's last cache, written once (one k block, C =): the full tiles
+ * stream it (UK_STREAM_C) where its rows are whole vectors apart and aligned, the rest as
+ * before; C += and several k blocks (kc 7 forced) never stream.  Rows a multiple of 16
+ * floats apart from the start of a page or flush against its end (aligned both ways) and
+ * 3 more (not), k of 1 and 20, C = and C +=, 1 and 2 threads, every family: exact against
+ * the reference, nothing written past C (guard pages either side). */
+START_TEST(test_stream_c) {
+  int mr[4], nr[4], nf = gemm_families(g32, mr, nr, 4), bad = 0;
+  for (int f = 0; f < nf && f < 4; f++) {
+    int64_t n = 16 * nr[f], m = (int64_t)(1.25 * (double)sched_last_cache_bytes(&hw) / (4.0 * (double)n)) + mr[f] + 1;
+    for (int i = 0; i < 8; i++) {
+      gemm_force(g32, &(GemmForce){ .fam = f + 1, .kc = i == 6 ? 7 : 0 });
+      Case cs = { .batch = 1, .m = m, .n = n + (i == 2 || i == 5) * 3, .k = i % 3 ? 20 : 1, .la = 'r', .lb = 'r',
+                  .lc = 'e', .acc = i == 4, .threads = 1 + i % 2, .at_end = i == 3 || i == 7 };
+      bad += run_case(g32, &cs);
+    }
+  }
+  gemm_force(g32, NULL);
+  ck_assert_int_eq(bad, 0);
 }
 END_TEST
 
@@ -1400,6 +1424,7 @@ int main(void) {
   tcase_add_test(tc, test_edge_splits);
   tcase_add_test(tc, test_every_height);
   tcase_add_test(tc, test_prefetch_c);
+  tcase_add_test(tc, test_stream_c);
   tcase_add_test(tc, test_batched_accumulate);
   tcase_add_test(tc, test_f64);
   tcase_add_test(tc, test_two_threads);
