@@ -38,8 +38,8 @@
  * them in two groups over each line's k steps (emit_uk; a_grouped below says when);
  * kernels emitted without that loop ignore it. */
 #define UK_GROUP_A 4
-/* UK_STREAM_C asks a full tile to write C = with streaming stores where its rows are
- * aligned to whole vectors (gemm_run.c's stream_c says when); others ignore it. */
+/* UK_STREAM_C asks a full tile to write C = with streaming stores where C and its rows
+ * start on lines (gemm_run.c's stream_c says when); others ignore it. */
 #define UK_STREAM_C 8
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
