@@ -393,8 +393,8 @@ static void emit_uk(CG *g, const char *name, int h, int v, int ks, bool masked, 
   LLVMBasicBlockRef ret = LLVMAppendBasicBlockInContext(g->ctx, fn, "ret");
   LLVMBasicBlockRef path[2] = { LLVMAppendBasicBlockInContext(g->ctx, fn, "set"),
                                 LLVMAppendBasicBlockInContext(g->ctx, fn, "add") };
-  /* C = acc streamed past the caches (beta & UK_STREAM_C without its add bit; stream_c in
-   * gemm_run.c says when), where C and its rows start on 64-byte lines: stores that need no
+  /* C = acc streamed past the caches (beta & UK_STREAM_C without its add bit; c_streamed
+   * in gemm_int.h says when), where C and its rows start on 64-byte lines: stores that need no
    * read for ownership.  Unmasked kernels only (the full tiles). */
   LLVMBasicBlockRef pickc = LLVMAppendBasicBlockInContext(g->ctx, fn, "pickc");
   if (!masked) {

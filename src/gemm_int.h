@@ -39,7 +39,7 @@
  * kernels emitted without that loop ignore it. */
 #define UK_GROUP_A 4
 /* UK_STREAM_C asks a full tile to write C = with streaming stores where C and its rows
- * start on lines (gemm_run.c's stream_c says when); others ignore it. */
+ * start on lines (c_streamed below says when); others ignore it. */
 #define UK_STREAM_C 8
 typedef void (*UkFn)(int64_t kc, const void *a, int64_t a_rs, int64_t a_cs, const void *b,
                      int64_t b_rs, void *c, int64_t c_rs, int64_t n_rem, int64_t m_rem,
@@ -224,9 +224,10 @@ static inline int64_t gcd64(int64_t a, int64_t b) {
   return a;
 }
 
-/* Lines one L1 set holds from `count` accesses `stride` bytes apart (each within a line). */
+/* Lines one L1 set holds from `count` accesses `stride` bytes apart (each within a line);
+ * a stride of 0 reads one line over and over. */
 static inline int64_t lines_per_set(int64_t stride, int64_t count) {
-  if (count <= 1) return count;
+  if (count <= 1 || stride == 0) return count < 1 ? count : 1;
   int64_t s = (stride < 0 ? -stride : stride) % SET_SPAN;
   if (s == 0) return count;
   int64_t pos = SET_SPAN / imax(gcd64(s, SET_SPAN), 64);   /* distinct set positions hit */
@@ -361,19 +362,23 @@ static inline int uk_group_rows(const HwModel *hw, int h, int ks) {
   return ks == 1 && h > fit && h <= 2 * fit ? (h + 1) / 2 : 0;
 }
 
-/* Whether a plan's full tiles read A in place in groups of rows (UK_GROUP_A): A row-major
- * with more than one row (a_sm 0: a single one), its rows spaced so that a full tile's
- * crowd one set of L1 (rows a multiple of 4 KiB apart), and the family's full tile has the
- * grouped loop. */
+/* Whether a plan's full tiles read A in place in groups of rows (UK_GROUP_A): A row-major,
+ * its rows spaced so that a full tile's crowd one set of L1 (rows a multiple of 4 KiB
+ * apart), and the family's full tile has the grouped loop. */
 static inline bool a_grouped(const GemmKernels *g, const Family *f, int64_t a_sm, int64_t a_sk, bool pack_a) {
-  return !pack_a && a_sk == 1 && a_sm != 1 && a_sm != 0 && uk_group_rows(&g->hw, f->mr, f->ksplit[f->mr]) &&
+  return !pack_a && a_sk == 1 && uk_group_rows(&g->hw, f->mr, f->ksplit[f->mr]) &&
          lines_per_set(a_sm * g->esize, f->mr) >= hw_l1_ways(&g->hw);
 }
 
-/* Whether the full tiles write C with streaming stores (UK_STREAM_C; gemm_run.c's
- * stream_c): C = (not +=, not through scratch), each tile written once (kc covering the
- * k range of a thread block, `krange`), into a C larger than the last cache whose rows are
- * whole lines apart (the kernel checks that C itself starts on one). */
+/* Whether the full tiles write C with streaming stores (UK_STREAM_C) rather than fetch it
+ * first: C = (not +=, not through scratch), each tile written once (kc covering the k
+ * range of a thread block, `krange`), into a C larger than the last cache whose rows are
+ * whole lines apart (the kernel checks that C itself starts on one), whose lines would
+ * otherwise each be read for ownership from memory and evicted again.  2 threads of a Zen
+ * 4 guest, best of 15 rounds, fetched / streamed in two processes back to back (oneDNN's
+ * time steady beside them), ms: 4096 x 4096 x 1 on 6x64 tiles 2.47 / 2.03, on 14x32 4.86 /
+ * 3.08; x 16 3.70 / 3.02 and 7.28 / 3.68; x 64 10.5 / 9.9 and 20.1 / 18.0; x 256 41.8 /
+ * 41.2; batches 8 x 1024 x 1024 x 64 5.25 / 4.98 (6x64), 16 x 512 x 512 x 128 5.27 / 5.04. */
 static inline bool c_streamed(const GemmKernels *g, const Prob *p, int64_t kc, int64_t krange, bool acc, bool ctmp) {
   double whole = (double)p->batch * (double)p->m * (double)p->n * g->esize;
   return !acc && !ctmp && kc >= krange && (p->c_sm * g->esize) % 64 == 0 &&

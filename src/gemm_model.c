@@ -607,7 +607,7 @@ static void model_block(const GemmKernels *g, const Family *f, const Prob *p, in
    * 77 x 4096 x 4096 0.89 (K = 4000 and 2000 there: 0.99-1.01). */
   int64_t panel = pl->pack_b ? cdiv(kc * f->nr * g->esize, SET_SPAN) : 0;
   bool alias = p->a_sm != 1 && hmax > 1 && (p->a_sm * g->esize) % SET_SPAN == 0;
-  if (!pl->pack_a && a_grouped(g, f, p->a_sm, p->a_sk, false))
+  if (a_grouped(g, f, p->a_sm, p->a_sk, pl->pack_a))
     stall += (double)bt * ntiles * mt * K * es / bwL2;
   else if (!pl->pack_a && (2 * a_set > ways || (alias && a_set + panel > ways)))
     stall += (double)bt * ntiles * mt * K * line / bwL2;

@@ -254,17 +254,6 @@ static bool prefetch_c(const GemmKernels *g, const Block *bk) {
   return !bk->ctmp && (bytes > (double)hw_cache_bytes(&g->hw, 1) || (bk->c_sm * g->esize) % SET_SPAN == 0);
 }
 
-/* Should the full tiles of block bk stream C past the caches (UK_STREAM_C) rather than
- * fetch it first: each tile written once (one k block, C =) into a C larger than the last
- * cache, whose lines would otherwise each be read for ownership from memory and evicted
- * again.  2 threads of a Zen 4 guest, best of 15 rounds, fetched / streamed in two
- * processes back to back (oneDNN's time steady beside them), ms: 4096 x 4096 x 1 on 6x64 tiles 2.47 / 2.03, on 14x32 4.86 / 3.08;
- * x 16 3.70 / 3.02 and 7.28 / 3.68; x 64 10.5 / 9.9 and 20.1 / 18.0; x 256 41.8 / 41.2;
- * batches 8 x 1024 x 1024 x 64 5.25 / 4.98 (6x64), 16 x 512 x 512 x 128 5.27 / 5.04. */
-static bool stream_c(const GemmKernels *g, const Prob *p, const Plan *pl, const Block *bk) {
-  return c_streamed(g, p, pl->kc, bk->k1 - bk->k0, bk->acc, bk->ctmp);
-}
-
 /* One thread block: batches, rows and columns given by the task's place in the grid. */
 static void run_block(void *ctx, int64_t task) {
   const Job *J = ctx;
@@ -285,7 +274,7 @@ static void run_block(void *ctx, int64_t task) {
   /* the kernels' flags beside beta's bit 0: the C tile fetched first (or streamed), A's
    * rows in groups */
   int uf = (prefetch_c(g, &bk) ? UK_PREFETCH_C : 0) | (a_grouped(g, f, p->a_sm, p->a_sk, pl->pack_a) ? UK_GROUP_A : 0);
-  if (stream_c(g, p, pl, &bk)) uf = (uf & ~UK_PREFETCH_C) | UK_STREAM_C;
+  if (c_streamed(g, p, pl->kc, bk.k1 - bk.k0, bk.acc, bk.ctmp)) uf = (uf & ~UK_PREFETCH_C) | UK_STREAM_C;
   /* B packed by the first tile of each strip (ukp), as it reads B for its own sums, when
    * the first piece of the first rows is a full tile */
   bool fuse = fused_packing(f, p, pl, m1 - m0);

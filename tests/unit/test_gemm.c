@@ -453,7 +453,7 @@ END_TEST
  * model's own choice packs A there (32 strips) where no family groups them, or where A is
  * packed cheaper than that stall. */
 START_TEST(test_aliased_a) {
-  int ways = hw.level[0].ways > 0 ? hw.level[0].ways : (int)(hw.level[0].bytes / 4096);
+  int ways = hw_l1_ways(&hw);
   int mr[4], nr[4], nf = gemm_families(g32, mr, nr, 4), crowded = 0, grouped = 0;
   for (int f = 1; f <= nf && f <= 4; f++) {
     double per[2];
