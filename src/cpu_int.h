@@ -288,8 +288,8 @@ int cpu_attn_describe(CpuBackend *be, CpuProgram *cp, int k, const int64_t *ext,
 /* cpu_sched.c: a row-wise kernel's seconds with each row's stages in turn, the first
  * against the reads and the last (or, pipelined, stage pipe_f with it) against the writes,
  * from w and the streaming model's terms T of it; 0 where it has one stage. */
-double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
-                        const SchedWork *w, const SchedTerms *T, const double *tails);
+double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
+                        const int64_t *ext, int pipe_f, const SchedWork *w, const SchedTerms *T, const double *tails);
 /* cpu_sched.c: the lane-operations the loops' entries and tails add to the stages that
  * LLVM's loop vectoriser vectorises (cpu_stage_plain), each stage's in tails[s] (NULL: not
  * wanted), the sum returned; tasks: the kernel's tasks (a stage along the parallel axis has

@@ -54,8 +54,130 @@ static double call_scale(const HwModel *h) {
 
 double cpu_call_s(const HwModel *h) { return (CALL_S + KERNEL_S) * call_scale(h); }
 
+/* What a row of a row-wise kernel touches: each slot once, with the bytes of it the row
+ * covers (its element's size times the extents of the axes its access varies along inside
+ * the row; a slot read at several spans counts its largest). */
+#define ROW_TOUCH_MAX 32
+typedef struct RowTouch {
+  int n, slot[ROW_TOUCH_MAX];
+  double bytes[ROW_TOUCH_MAX];
+  bool by_row[ROW_TOUCH_MAX];        /* some access varies from row to row */
+} RowTouch;
+
+static void touch_add(RowTouch *t, int slot, double bytes, bool by_row) {
+  for (int i = 0; i < t->n; i++)
+    if (t->slot[i] == slot) {
+      if (bytes > t->bytes[i]) t->bytes[i] = bytes;
+      t->by_row[i] |= by_row;
+      return;
+    }
+  if (t->n < ROW_TOUCH_MAX) t->slot[t->n] = slot, t->bytes[t->n] = bytes, t->by_row[t->n++] = by_row;
+}
+
+static double row_span(uint64_t mask, uint64_t outer, const int64_t *ext, int naxes, DynElem ty) {
+  double b = elem_size(ty);
+  for (int a = 0; a < naxes; a++)
+    if ((mask >> a & 1) && !(outer >> a & 1)) b *= (double)ext[a];
+  return b;
+}
+
+static void row_loads(const KExpr *e, uint64_t outer, const int64_t *ext, int naxes, RowTouch *t) {
+  if (e->kind == KX_LOAD) touch_add(t, e->slot, row_span(e->axmask, outer, ext, naxes, e->ty), (e->axmask & outer) != 0);
+  for (int i = 0; i < e->n; i++) row_loads(e->a[i], outer, ext, naxes, t);
+}
+
+static double touch_bytes(const RowTouch *t) {
+  double b = 0;
+  for (int i = 0; i < t->n; i++) b += t->bytes[i];
+  return b;
+}
+
+static int touch_find(const RowTouch *t, int slot) {
+  for (int i = 0; i < t->n; i++)
+    if (t->slot[i] == slot) return i;
+  return -1;
+}
+
+/* The share of a stage's pass over a row whose reads miss a cache of `cap` bytes, where the
+ * reuse distance of what it reads grows along the pass from d0 to d1 (LRU: a read misses
+ * when more than the cache was touched since the read before it). */
+static double miss_share(double d0, double d1, double cap) {
+  if (d0 <= cap && d1 <= cap) return 0;
+  if (d0 > cap && d1 > cap) return 1;
+  return d1 > d0 ? (d1 - cap) / (d1 - d0) : (d0 - cap) / (d0 - d1);
+}
+
+/* The seconds each stage of a row-wise kernel spends reading again what an earlier stage of
+ * the row brought in (layernorm's X, read by all three), or what every row reads (its gamma
+ * and beta), in r[s]; false where the kernel is not one to price so.  The streaming model
+ * counts each tensor once; such a read is free while it hits L1, and otherwise comes from
+ * the first cache that holds it, at that cache's rate.  Whether it hits is a matter of its
+ * reuse distance, the bytes touched since the read before it, at a stage's grain: each
+ * stage walks the row once, all it touches side by side.  Read again at the same point of
+ * the next stage, element i of the row has the rest of the earlier stage's row and the
+ * start of the later one's between (d0 at the row's start, d1 at its end, and the stages
+ * between whole); read by every row, the whole row's bytes.  Layernorm of f32[101, N] on 2
+ * threads of a Zen 4 guest (32 KiB of L1), :time minimums over several runs: N = 1024 10.2
+ * us (predicted 10.1 without these reads, 16 KB a row, all in L1), 4096 57.4 (35.0
+ * without, 46.5 with: gamma and beta, and 2/3 of X in the last stage, from L2), 16384 282
+ * (216 without, 302 with); rmsnorm 40.2, 20.2 and 31.6 at N = 4096. */
+static bool row_rereads(const HwModel *h, const Program *p, const Kernel *kn, const int64_t *ext, int threads,
+                        double *r) {
+  int ns = kn->nstages;
+  if (p->naxes > 64 || ns > 64 || !ext) return false;
+  uint64_t outer = 0;
+  double rows = 1;
+  for (int o = 0; o < kn->nouter; o++) outer |= (uint64_t)1 << kn->outer[o], rows *= (double)ext[kn->outer[o]];
+  RowTouch st[64], all = {0};
+  double fp[64];
+  for (int s = 0; s < ns; s++) {
+    const Stage *g = &kn->stages[s];
+    st[s].n = 0;
+    row_loads(g->expr, outer, ext, p->naxes, &st[s]);
+    uint64_t m = 0;
+    for (int a = 0; a < g->naxes; a++) m |= (uint64_t)1 << g->axes[a];
+    touch_add(&st[s], g->out, row_span(m, outer, ext, p->naxes, g->expr->ty), true);
+    for (int i = 0; i < st[s].n; i++) touch_add(&all, st[s].slot[i], st[s].bytes[i], true);
+    fp[s] = touch_bytes(&st[s]);
+  }
+  int nc = hw_ncaches(h), t = threads > 0 ? threads : 1;
+  for (int s = 0; s < ns; s++) {
+    r[s] = 0;
+    RowTouch rd = {0};
+    row_loads(kn->stages[s].expr, outer, ext, p->naxes, &rd);
+    for (int i = 0; i < rd.n; i++) {
+      int slot = rd.slot[i], prev = s - 1;
+      while (prev >= 0 && touch_find(&st[prev], slot) < 0) prev--;
+      double d0, d1;
+      if (prev >= 0) {
+        RowTouch u = {0};                   /* what the stages between touch beside */
+        for (int q = prev + 1; q < s; q++)
+          for (int j = 0; j < st[q].n; j++)
+            if (touch_find(&st[prev], st[q].slot[j]) < 0 && touch_find(&st[s], st[q].slot[j]) < 0)
+              touch_add(&u, st[q].slot[j], st[q].bytes[j], true);
+        d0 = fp[prev] + touch_bytes(&u), d1 = touch_bytes(&u) + fp[s];
+      } else if (!rd.by_row[i]) {
+        d0 = d1 = touch_bytes(&all);
+      } else {
+        continue;                           /* the row's first read: the streaming model's */
+      }
+      /* from each level, what misses the ones before and not it; the rest from memory */
+      double missed = miss_share(d0, d1, (double)h->level[0].bytes);
+      for (int lv = 1; lv < h->nlevels && missed > 0; lv++) {
+        double m = lv < nc ? miss_share(d0, d1, (double)h->level[lv].bytes * sched_cache_units(h, lv, t) / t) : 0;
+        r[s] += (missed - m) * rows * rd.bytes[i] / sched_threads_bw(h, lv, t);
+        missed = m;
+      }
+    }
+  }
+  return true;
+}
+
 /* A row-wise kernel's rows go through their stages in turn: the first reads the row from
- * where it lives, the later ones find it in L1 or L2, the last writes the row's result.  The
+ * where it lives, the later ones read it again from L1 or, past it, from the cache that
+ * holds it (row_rereads: a stage's compute against them), the last writes the row's
+ * result; reads again in a stage that also reads or writes a cache's lines go through the
+ * same path from L2 (added), beside memory's lines they overlap (the larger).  The
  * hardware prefetchers follow the addresses a loop walks, so while the middle stages
  * compute nothing fetches the next row: only a stage that moves bytes overlaps them.  The
  * time is then the first stage's compute against the reads, the middle stages' compute, and
@@ -63,11 +185,13 @@ double cpu_call_s(const HwModel *h) { return (CALL_S + KERNEL_S) * call_scale(h)
  * runs in the loop of stage pipe_f of the next, against the writes too).  Against the
  * compute and memory of the whole kernel overlapped: layernorm over 101 x 4096 on 1 thread
  * of Emerald Rapids ran 0.16-0.17 ms, where overlapped predicted 0.12 ms and in turn 0.14. */
-double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz, int pipe_f,
-                        const SchedWork *w, const SchedTerms *T, const double *tails) {
+double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, PolyCtx *pc, const EvalSizes *sz,
+                        const int64_t *ext, int pipe_f, const SchedWork *w, const SchedTerms *T, const double *tails) {
   int ns = kn->nstages;
-  double c[64], sum = 0;
+  double c[64], r[64], sum = 0;
   if (ns < 2 || ns > 64 || !(w->ops > 0)) return 0;
+  bool again = row_rereads(h, p, kn, ext, T->threads, r);
+  for (int s = 0; s < ns; s++) r[s] = again ? r[s] * T->imbalance : 0;
   for (int s = 0; s < ns; s++) {
     int64_t v = 0;
     const char *why;
@@ -81,11 +205,15 @@ double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, Po
   double moved = w->read + w->written, rd = moved > 0 ? T->mem_s * w->read / moved : 0, wr = T->mem_s - rd;
   int f = pipe_f >= 0 && pipe_f < ns - 1 ? pipe_f : -1;
   double t = 0;
+  /* the reads again come through the core's path from L2 (rd and wr too, from a cache:
+   * added) or beside a stream from memory, which binds (the larger) */
+  bool dram = T->level == h->nlevels - 1;
   for (int s = 0; s < ns - 1; s++) {
-    double comp = c[s] + (s == f ? c[ns - 1] : 0), mem = (s == 0 ? rd : 0) + (s == f ? wr : 0);
+    double comp = c[s] + (s == f ? c[ns - 1] : 0), first = (s == 0 ? rd : 0) + (s == f ? wr : 0);
+    double again = r[s] + (s == f ? r[ns - 1] : 0), mem = dram ? fmax(first, again) : first + again;
     t += comp > mem ? comp : mem;
   }
-  if (f < 0) t += c[ns - 1] > wr ? c[ns - 1] : wr;
+  if (f < 0) t += fmax(c[ns - 1], dram ? fmax(wr, r[ns - 1]) : wr + r[ns - 1]);
   return t + T->sync_s;
 }
 
@@ -226,7 +354,7 @@ static double stream_model(CpuBackend *be, const Program *p, const Kernel *kn, P
   w.ops += runs + tail;
   if (sp) w.tasks = sp->pieces, w.busiest = 0;
   double t = sched_stream_time(&be->hw, threads, &w, &T), comb = sp ? cpu_reduce_combine_time(&be->hw, sp, w.elem_bytes) : 0;
-  double turn = kn->nouter && !sp ? cpu_rows_in_turn(&be->hw, p, kn, pc, sz, pipe_f, &w, &T, tail > 0 ? tails : NULL) : 0;
+  double turn = kn->nouter && !sp ? cpu_rows_in_turn(&be->hw, p, kn, pc, sz, x->ext, pipe_f, &w, &T, tail > 0 ? tails : NULL) : 0;
   bool in_turn = turn > t;
   if (in_turn) t = turn;
   double folds = sp ? 0 : cpu_row_folds_s(&be->hw, kn, x->ext, &T), bfolds = sp ? 0 : cpu_reduce_fold_s(&be->hw, p, kn, x->ext, &T);
