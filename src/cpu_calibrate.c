@@ -1,8 +1,9 @@
 /* cpu_calibrate.c -- what dyn --calibrate measures of the memory hierarchy (the micro-kernel's
  * peak is cpu_compile.c's cpu_calibrate): each level's read rate for one core and for all
  * the threads at once, so that the streaming models price bytes at this machine's rates
- * instead of the hw file's, whose bandwidths are often guesses, and on a guest what its
- * share of a shared cache keeps (measure_kept).  session.c keeps them in the calibration
+ * instead of the hw file's, whose bandwidths are often guesses; what a byte written to memory
+ * costs beside the reads (a copy on all the threads against their reads: write_cost); and on
+ * a guest what its share of a shared cache keeps (measure_kept).  session.c keeps them in the calibration
  * file beside the peak.
  *
  * A level's rate is that of a loop reading a set that fits it and not the level above:
@@ -42,8 +43,14 @@ CAL_CLONES static uint32_t read_words(const uint32_t *p, size_t n) {
   return s;
 }
 
+/* Each element read, one added, written beside: every line of dst read for ownership and
+ * written back, as a kernel's result is (copy_rate). */
+CAL_CLONES static void copy_words(uint32_t *dst, const uint32_t *src, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = src[i] + 1;
+}
+
 typedef struct ReadJob {
-  uint32_t *buf;
+  uint32_t *buf, *dst;         /* dst: copy_task's */
   size_t words;                /* each task's part */
   int64_t reps;
   _Atomic uint32_t sink;
@@ -56,19 +63,30 @@ static void read_task(void *ctx, int64_t t) {
   atomic_fetch_add_explicit(&j->sink, s, memory_order_relaxed);
 }
 
+static void copy_task(void *ctx, int64_t t) {
+  ReadJob *j = ctx;
+  for (int64_t r = 0; r < j->reps; r++) copy_words(j->dst + (size_t)t * j->words, j->buf + (size_t)t * j->words, j->words);
+}
+
 /* GB/s of `threads` tasks each reading its own `words` of buf (threads 1: the caller alone),
- * passes enough for about 20 ms. */
-static double read_rate(Pool *pool, int threads, uint32_t *buf, size_t words) {
-  ReadJob j = { .buf = buf, .words = words, .reps = 1 };
+ * passes enough for about 20 ms; with dst, each writing as many words of dst beside (the
+ * bytes read a second). */
+static double pass_rate(Pool *pool, int threads, uint32_t *buf, uint32_t *dst, size_t words) {
+  ReadJob j = { .buf = buf, .dst = dst, .words = words, .reps = 1 };
   Pool *use = threads > 1 ? pool : NULL;
+  void (*task)(void *, int64_t) = dst ? copy_task : read_task;
   double t = now_s();            /* one pass warms the level and says how many make 20 ms */
-  dyn_parallel_for(use, threads, read_task, &j);
+  dyn_parallel_for(use, threads, task, &j);
   t = now_s() - t;
   j.reps = t > 0 ? (int64_t)(0.02 / t) + 1 : 1;
   t = now_s();
-  dyn_parallel_for(use, threads, read_task, &j);
+  dyn_parallel_for(use, threads, task, &j);
   t = now_s() - t;
   return t > 0 ? (double)words * 4 * (double)threads * (double)j.reps / t * 1e-9 : 0;
+}
+
+static double read_rate(Pool *pool, int threads, uint32_t *buf, size_t words) {
+  return pass_rate(pool, threads, buf, NULL, words);
 }
 
 /* A fork-join's cost on the pool: a task a thread, each SYNC_ITERS steps of a dependent
@@ -194,6 +212,9 @@ bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errl
     }
     memset(buf[i], 1, n * 4);            /* every page present */
   }
+  uint32_t *dst = ok && buf[last] ? aligned_alloc(64, all[last] * (size_t)threads * 4) : NULL;
+  if (dst) memset(dst, 1, all[last] * (size_t)threads * 4);
+  double copy = 0;
   for (int r = 0; r < ROUNDS && ok; r++)
     for (int i = 1; i <= last; i++) {
       if (!buf[i]) continue;
@@ -201,7 +222,13 @@ bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errl
       double every = threads > 1 ? read_rate(pool, threads, buf[i], all[i]) : one;
       if (one > out->gbs[i]) out->gbs[i] = one;
       if (every > out->total_gbs[i]) out->total_gbs[i] = every;
+      if (i == last && dst) copy = fmax(copy, pass_rate(pool, threads, buf[i], dst, all[i]));
     }
+  free(dst);
+  /* memory's bytes a written byte costs beside a read one, from the threads' copy against
+   * their reads: a line read for ownership and written back costs 2 on a bus that carries
+   * both, less where the write-backs go out beside the reads */
+  if (copy > 0 && out->total_gbs[last] > 0) out->write_cost = fmax(out->total_gbs[last] / copy - 1, 0.1);
   for (int i = 0; i < HW_MAX_LEVELS; i++) {
     free(buf[i]);
     /* a core reads at least its share of what all of them read at once: one below it was

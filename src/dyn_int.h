@@ -315,6 +315,9 @@ typedef struct HwModel {
   double call_us;         /* a call of compiled code through the session whose one kernel does
                            * next to nothing, as dyn --calibrate measured it (0: not measured;
                            * cpu_sched.c's CALL_S and KERNEL_S as they are) */
+  double write_cost;      /* memory's traffic for a byte a kernel writes, in bytes read at its
+                           * rate: read for ownership and written back, as dyn --calibrate's
+                           * copy measured it against its reads (0: not measured; 2) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];
@@ -920,7 +923,10 @@ bool cpu_calibrate(CpuBackend *be, double *peak1, double *peak_all, char *err, s
 /* Measure each memory level's read rate past L1, GB/s, for one core (gbs) and for all the
  * backend's threads at once (total_gbs), indexed as HwModel.level; 0 where a level has no
  * set of its own to measure (cpu_calibrate.c). */
-typedef struct CalMemory { double gbs[HW_MAX_LEVELS], total_gbs[HW_MAX_LEVELS], kept_bytes[HW_MAX_LEVELS]; } CalMemory;
+typedef struct CalMemory {
+  double gbs[HW_MAX_LEVELS], total_gbs[HW_MAX_LEVELS], kept_bytes[HW_MAX_LEVELS];
+  double write_cost;          /* memory's: a written byte's traffic in read bytes (HwModel's) */
+} CalMemory;
 bool cpu_calibrate_memory(CpuBackend *be, CalMemory *out, char *err, size_t errlen);
 /* The microseconds a fork-join of the backend's pool costs on its threads (0 on one). */
 bool cpu_calibrate_sync(CpuBackend *be, double *us, char *err, size_t errlen);

@@ -1128,6 +1128,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
       fmt_bytes(lv->kept_bytes, a, sizeof a);
       buf_printf(out, "           kept %s%s of a set read again and again (dyn --calibrate)\n", a, tag(HW_MEASURED, &seen));
     }
+    if (last && !gpu && hw->write_cost > 0)
+      buf_printf(out, "           a byte written costs %.2f%s read (read for ownership and written back; dyn --calibrate)\n",
+                 hw->write_cost, tag(HW_MEASURED, &seen));
   }
   /* The legend names the tags that appear, best first. */
   static const char *const legend[] = {

@@ -333,7 +333,10 @@ double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, Sche
   }
   if (!(F > 0)) T.level = 0;
   T.memory = T.level == last && !w->streamed;
-  double fetched = (1 - kept) * F + streamed, bus = fetched + (!w->streamed ? (1 - kept) * w->written : 0);
+  /* the bus carries a written line's fetch and its write-back: 2 bytes a byte written, or
+   * what dyn --calibrate's copy found them to cost beside its reads (write_cost) */
+  double wcost = h->write_cost > 0 ? h->write_cost : 2;
+  double fetched = (1 - kept) * F + streamed, bus = fetched + (!w->streamed ? (1 - kept) * w->written * (wcost - 1) : 0);
   double mem_s = 0;
   if (fetched > 0 && last >= 0) {
     const HwLevel *m = &h->level[last];

@@ -385,7 +385,8 @@ static void load_calibration(Session *s) {
     fprintf(s->err, "dyn: ignoring %s: larger than %d KiB, not a calibration\n", path.s, CALIBRATION_MAX / 1024);
   } else if (st == FILE_OK) {
     bool match = false;
-    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, kept[HW_MAX_LEVELS] = {0}, sync_us = 0, call_us = 0;
+    double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, kept[HW_MAX_LEVELS] = {0}, sync_us = 0, call_us = 0,
+           wcost = 0;
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -395,6 +396,7 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "threads")) threads = atoi(val);
       else if (!strcmp(key, "sync_us")) sync_us = strtod(val, NULL);
       else if (!strcmp(key, "call_us")) call_us = strtod(val, NULL);
+      else if (!strcmp(key, "write_cost")) wcost = strtod(val, NULL);
       else {
         int i = calibration_level(&s->host_hw, key);
         if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : strstr(key, ".kept_bytes") ? &kept[i] : &gbs[i]) = strtod(val, NULL);
@@ -415,6 +417,11 @@ static void load_calibration(Session *s) {
       if (isfinite(call_us) && call_us > 0 && call_us < 1000) s->host_hw.call_us = call_us;
       else if (call_us != 0)
         fprintf(s->err, "dyn: ignoring %s: a call of %g us is not plausible; run dyn --calibrate again\n", path.s, call_us);
+      /* and a written byte's cost in memory, believed between a tenth and 4 read bytes */
+      if (isfinite(wcost) && wcost >= 0.1 && wcost <= 4) s->host_hw.write_cost = wcost;
+      else if (wcost != 0)
+        fprintf(s->err, "dyn: ignoring %s: a written byte costing %g read bytes is not plausible; run dyn --calibrate again\n",
+                path.s, wcost);
       for (int i = 0; i < s->host_hw.nlevels; i++) {
         const HwLevel *lv = &s->host_hw.level[i];
         /* what a guest's share of a shared cache keeps: from the share to the whole cache */
@@ -508,6 +515,11 @@ int session_calibrate(Session *s) {
     if (mem.gbs[i] > 0)
       buf_printf(&mline, "%s%s %.1f GB/s a core, %.1f in all (the model says %.0f and %.0f)", mline.len ? "; " : "",
                  s->hw.level[i].name, mem.gbs[i], mem.total_gbs[i], s->hw.level[i].gbs, s->hw.level[i].total_gbs);
+  /* rounded to what this and :hw print, and kept so (as sync_us below) */
+  mem.write_cost = mem.write_cost > 0 ? fmax(round(mem.write_cost * 1e2) / 1e2, 0.1) : 0;
+  if (mem.write_cost > 0)
+    buf_printf(&mline, "; a byte written there costs %.2f read (read for ownership and written back: the model assumed 2)",
+               mem.write_cost);
   fprintf(s->out, "memory: %s\n", mline.len ? mline.s : "no level past L1 to measure");
   buf_free(&mline);
   for (int i = 0; i < s->hw.nlevels; i++)
@@ -563,6 +575,7 @@ int session_calibrate(Session *s) {
     }
   if (sync_us > 0) buf_printf(&text, "sync_us = %.3f\n", sync_us);
   if (call_us > 0) buf_printf(&text, "call_us = %.3f\n", call_us);
+  if (mem.write_cost > 0) buf_printf(&text, "write_cost = %.3f\n", mem.write_cost);
   FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
   bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
   if (f && !ok) file_out_abandon(f);

@@ -155,10 +155,13 @@ if grep -q "GFLOP/s peak of" peak.txt && grep -q '^time: .*(cpu)$' peak.txt; the
     pass=$((pass + 1))
   fi
   # and the memory's read rates, which :hw then tags measured: memory's line (the last
-  # before the tags) at least, a level every model has
+  # level's, before the cost of a byte written there and the tags) at least, a level every
+  # model has; and that cost, which :hw shows as it was kept
   echo ':hw' | "$dyn" > hw-cal.txt 2>&1
-  if ! grep -q '^memory: .* GB/s a core, .* in all' cal.txt ||
-     ! grep -B1 '^  tags:' hw-cal.txt | head -1 | grep -qE 'GB/s \[m\] per core, [0-9.]+ GB/s \[m\] in all'; then
+  wc=$(sed -n 's/^write_cost = \([0-9]*\.[0-9][0-9]\).*/\1/p' "$HOME/.cache/dyn/calibration.txt")
+  if ! grep -q '^memory: .* GB/s a core, .* in all.*; a byte written there costs [0-9.]* read' cal.txt ||
+     ! grep -B2 '^  tags:' hw-cal.txt | head -1 | grep -qE 'GB/s \[m\] per core, [0-9.]+ GB/s \[m\] in all' ||
+     [ -z "$wc" ] || ! grep -B1 '^  tags:' hw-cal.txt | head -1 | grep -qF "a byte written costs $wc"; then
     fail=$((fail + 1)); echo "FAIL calibrated-memory: no measured read rates:"; cat cal.txt hw-cal.txt
   else
     pass=$((pass + 1))

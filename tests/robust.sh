@@ -197,6 +197,8 @@ if [ $have_llvm = yes ] && "$dyn" --calibrate > out 2>&1; then
   cached calibration-sync "a fork-join of 1e+09 us is not plausible"
   { grep -v '^call_us' cal.good; echo 'call_us = -3'; } > "$cal"
   cached calibration-call "a call of -3 us is not plausible"
+  { grep -v '^write_cost' cal.good; echo 'write_cost = 9'; } > "$cal"
+  cached calibration-write "a written byte costing 9 read bytes is not plausible"
 else
   skip calibration-values
 fi
