@@ -17,7 +17,9 @@
  *    dropped (cores have about as many load ports as FMA pipes).  Kept: the best tile of
  *    each width, then of those the best scored and the widest, then the narrowest, up to
  *    MAX_FAM "families", because the run-time model needs the spread: wide tiles stream B
- *    in place in longer row pieces (small M), narrow ones waste less on an n-edge.  Each
+ *    in place in longer row pieces (small M), narrow ones waste less on an n-edge.  The
+ *    first EAGER_FAM are compiled with the engine; the others the first time a problem's
+ *    columns fit one of them in fewer whole strips than those (famx_wanted).  Each
  *    family is emitted as LLVM IR with explicit vectors, llvm.fma and broadcasts, for
  *    height mr and the powers of two below it (the shortest family for every height: a C
  *    of 3, 5 or 7 rows), with masked loads and stores (llvm.masked.*) for the n-edge and a
@@ -140,6 +142,7 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     for (int h = 1; h <= ROWS_MAX; h++) g->rows_sec[h] = h / (hw_ghz(&g->hw) * 1e9);
     atomic_store(&g->rows_state, 1);
     atomic_store(&g->dot_state, 1);
+    atomic_store(&g->famx_state, 1);
     g->compile_ms = (now_s() - t0) * 1e3;
     return g;
   }
@@ -149,32 +152,11 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     return NULL;
   }
   char name[96];
-  for (int fi = 0; fi < g->nfam; fi++) {
-    Family *f = &g->fam[fi];
-    for (int h = 1; h <= f->mr; h++) {
-      if (!f->has[h]) continue;
-      uk_name(name, sizeof name, g, f, h, true);
-      f->uk[h] = (UkFn)jit_lookup(g->jit, name, err, errlen);
-      f->ukf[h] = f->uk[h];                  /* at h = mr, tile_call's full tiles take ukq */
-      if (!g->cheap_masks && h < f->mr) {
-        uk_name(name, sizeof name, g, f, h, false);
-        f->ukf[h] = (UkFn)jit_lookup(g->jit, name, err, errlen);
-      }
-      if (!f->uk[h] || !f->ukf[h]) {
-        gemm_free(g);
-        return NULL;
-      }
+  for (int fi = 0; fi < g->nfam && fi < EAGER_FAM; fi++)
+    if (!gemm_bind_family(g, &g->fam[fi], err, errlen)) {
+      gemm_free(g);
+      return NULL;
     }
-    if (f->has[f->mr]) {
-      ukq_name(name, sizeof name, g, f);
-      f->ukq = (UkPfFn)jit_lookup(g->jit, name, err, errlen);
-      ukp_name(name, sizeof name, g, f);
-      if (!f->ukq || !(f->ukp = (UkPackFn)jit_lookup(g->jit, name, err, errlen))) {
-        gemm_free(g);
-        return NULL;
-      }
-    }
-  }
   packa_name(name, sizeof name, g);
   g->packa = (PackAFn)jit_lookup(g->jit, name, err, errlen);
   packb_name(name, sizeof name, g);
@@ -185,9 +167,31 @@ GemmKernels *gemm_compile(DynElem elem, const HwModel *hw, char *err, size_t err
     gemm_free(g);
     return NULL;
   }
-  gemm_calibrate(g);
+  gemm_calibrate(g, 0, EAGER_FAM);
   g->compile_ms = (now_s() - t0) * 1e3;
   return g;
+}
+
+bool gemm_bind_family(GemmKernels *g, Family *f, char *err, size_t errlen) {
+  char name[96];
+  for (int h = 1; h <= f->mr; h++) {
+    if (!f->has[h]) continue;
+    uk_name(name, sizeof name, g, f, h, true);
+    f->uk[h] = (UkFn)jit_lookup(g->jit, name, err, errlen);
+    f->ukf[h] = f->uk[h];                    /* at h = mr, tile_call's full tiles take ukq */
+    if (!g->cheap_masks && h < f->mr) {
+      uk_name(name, sizeof name, g, f, h, false);
+      f->ukf[h] = (UkFn)jit_lookup(g->jit, name, err, errlen);
+    }
+    if (!f->uk[h] || !f->ukf[h]) return false;
+  }
+  if (f->has[f->mr]) {
+    ukq_name(name, sizeof name, g, f);
+    f->ukq = (UkPfFn)jit_lookup(g->jit, name, err, errlen);
+    ukp_name(name, sizeof name, g, f);
+    if (!f->ukq || !(f->ukp = (UkPackFn)jit_lookup(g->jit, name, err, errlen))) return false;
+  }
+  return true;
 }
 
 void gemm_free(GemmKernels *g) {
@@ -229,7 +233,7 @@ bool gemm_code(GemmKernels *g, const char *what, Buf *out, char *err, size_t err
    * generation is deterministic, so this is the same code. */
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = jit_module_new(g->jit, ctx, "gemm");
-  gemm_emit_all(g, &ctx, &mod, 1, EMIT_TILES | EMIT_ROWS | EMIT_DOTS);
+  gemm_emit_all(g, &ctx, &mod, 1, EMIT_TILES | EMIT_ROWS | EMIT_DOTS | EMIT_FAMX);
   bool ok = jit_optimize(g->jit, mod, GEMM_PIPELINE, err, errlen);
   if (ok) {
     if (asm_) ok = jit_print_asm(g->jit, mod, out, err, errlen);

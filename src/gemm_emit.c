@@ -817,7 +817,8 @@ int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int n
   char name[96];
   int n = 0;
 #define LIGHTEST(w) ({ int k_ = 0; for (int i_ = 1; i_ < nmod; i_++) if (load[i_] < load[k_]) k_ = i_; load[k_] += (w); &cg[k_]; })
-  for (int fi = 0; fi < g->nfam && (what & EMIT_TILES); fi++) {
+  for (int fi = 0; fi < g->nfam; fi++) {
+    if (!(what & (fi < EAGER_FAM ? EMIT_TILES : EMIT_FAMX))) continue;
     Family *f = &g->fam[fi];
     for (int h = f->mr; h >= 1; h--) {        /* biggest first balances best */
       if (!f->has[h]) continue;

@@ -20,7 +20,8 @@
 #define MAX_MR 16        /* rows of a register tile: strided A rows need a pointer or index
                             register each, and x86-64 has 16 general registers */
 #define MAX_V 4          /* vectors across a tile */
-#define MAX_FAM 2        /* families kept (each costs about 1/3 of compile time) */
+#define MAX_FAM 3        /* families kept (each costs about 1/3 of compile time) */
+#define EAGER_FAM 2      /* families compiled with the engine; the rest when first weighed */
 #define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
 #define MAX_CAND 64      /* enumerated tiles remembered for gemm_describe */
@@ -183,6 +184,10 @@ struct GemmKernels {
   _Atomic int dot_state;
   double dot_ms;
   int dot_nfuncs;
+  /* The families past EAGER_FAM, compiled the same way, the first time a problem's columns
+   * fit one of them in fewer whole strips than the eager ones (famx_wanted). */
+  _Atomic int famx_state;
+  double famx_ms;
   GemmForce force;               /* tests and experiments override the model */
   /* Chosen plans by shape (direct-mapped): a repeated shape skips the model. */
   pthread_mutex_t cache_lock;
@@ -207,6 +212,11 @@ struct GemmKernels {
 
 /* The factor gemm_sustain put on the kernels' calibrated times (1 where it put none). */
 static inline double gemm_slow(const GemmKernels *g) { return g->slow > 0 ? g->slow : 1; }
+/* Whether family fi's kernels are compiled and measured (or, for a model this CPU cannot
+ * run, stand as modelled). */
+static inline bool fam_ready(const GemmKernels *g, int fi) {
+  return fi < EAGER_FAM || atomic_load_explicit(&((GemmKernels *)g)->famx_state, memory_order_acquire) > 0;
+}
 
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static inline void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
@@ -406,7 +416,7 @@ static inline int dot_hw(const Plan *pl) { return pl->dw[1] ? DOT_WMAX : pl->dw[
 
 /* gemm_emit.c: emit the functions `what` names (EMIT_*) into nmod modules, one context
  * each, balanced by estimated work; returns how many functions. */
-enum { EMIT_TILES = 1, EMIT_ROWS = 2, EMIT_DOTS = 4 };
+enum { EMIT_TILES = 1, EMIT_ROWS = 2, EMIT_DOTS = 4, EMIT_FAMX = 8 };   /* EMIT_TILES: the eager families' */
 int gemm_emit_all(GemmKernels *g, LLVMContextRef *ctx, LLVMModuleRef *mod, int nmod, int what);
 /* The pass pipeline for the kernels.  They are written the way the back end wants them
  * (explicit vectors, unrolled register tiles, loop-invariant masks), so the only IR pass
@@ -428,7 +438,7 @@ void gemm_pack_a(const GemmKernels *g, const Family *f, const char *a, int64_t a
 void gemm_enumerate_tiles(GemmKernels *g);
 void gemm_dot_setup(GemmKernels *g);
 void gemm_plan_edges(const GemmKernels *g, Family *f);
-void gemm_calibrate(GemmKernels *g);
+void gemm_calibrate(GemmKernels *g, int f0, int f1);
 void gemm_calibrate_rows(GemmKernels *g);
 void gemm_calibrate_dots(GemmKernels *g);
 void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best, Plan *cands, int *ncands,
@@ -438,6 +448,8 @@ void gemm_plan_summary(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out);
 /* gemm_model.c: compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS);
  * false when it cannot be had. */
 bool gemm_part_ensure(GemmKernels *g, int what);
+/* gemm.c: find family f's kernels in the JIT; false (err) when one is missing. */
+bool gemm_bind_family(GemmKernels *g, Family *f, char *err, size_t errlen);
 /* gemm_model.c: validate and normalise a call's arguments into a problem (gemm_run.c runs
  * it, the model prices it). */
 bool gemm_normalise(const GemmKernels *g, const GemmArgs *x, Prob *p, char *err, size_t errlen);

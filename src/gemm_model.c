@@ -262,11 +262,11 @@ void gemm_dot_setup(GemmKernels *g) {
 #define CAL_CALLS 1024
 #define CAL_TRIALS 5
 #define CAL_S 20e-6
-void gemm_calibrate(GemmKernels *g) {
+void gemm_calibrate(GemmKernels *g, int f0, int f1) {
   size_t es = (size_t)g->esize;
   char *mem = xcalloc(1, (MAX_MR + MAX_V * 16 + MAX_MR * MAX_V * 16) * es * 2 + 256);
   char *a = align64(mem), *b = align64(a + MAX_MR * es), *c = align64(b + MAX_V * 16 * es * 2);
-  for (int fi = 0; fi < g->nfam; fi++) {
+  for (int fi = f0; fi < f1 && fi < g->nfam; fi++) {
     Family *f = &g->fam[fi];
     for (int h = 1; h <= f->mr; h++) {
       if (!f->has[h]) continue;
@@ -281,7 +281,9 @@ void gemm_calibrate(GemmKernels *g) {
         double dt = (now_s() - t0) / ((double)reps * CAL_K);
         if (dt < best) best = dt;
       }
-      if (best > 0 && best < 1) f->ksec[h] = best;
+      /* (a family calibrated after gemm_sustain scaled the others: scaled alike) */
+      double step = best > 0 && best < 1 ? best : f->ksec[h] / gemm_slow(g);
+      f->ksec[h] = step * gemm_slow(g);
       /* the fixed cost of a call: CAL_CALLS calls over CAL_K0 steps, less those steps.  A
        * tall tile sets up a pointer per row of A (spilled past the registers) and stores
        * more rows: on Zen 5 the 14x32 tile's call costs about 10 ns, the 6x64 one's 3,
@@ -297,7 +299,7 @@ void gemm_calibrate(GemmKernels *g) {
         if (dt < best) best = dt;
       }
 #undef UK
-      best -= CAL_K0 * f->ksec[h];
+      best -= CAL_K0 * step;
       if (best > 0 && best < 1e-3) f->call_s[h] = best;
     }
     f->measured = true;
@@ -307,9 +309,11 @@ void gemm_calibrate(GemmKernels *g) {
   /* The model's cost of a call (CALL_CYC and the C tile's loads and stores, model_block)
    * was fitted on whole runs, where a call costs several times what it does back to back
    * in L1; what the measurement adds is the difference between tiles: the set-up beyond
-   * that of the cheapest family's tallest tile. */
+   * that of the cheapest family's tallest tile (of the eager ones: a family compiled later
+   * leaves the others' prices as they were). */
+  if (f0 > 0) return;
   g->call_base = 1e30;
-  for (int fi = 0; fi < g->nfam; fi++) {
+  for (int fi = 0; fi < f1 && fi < g->nfam; fi++) {
     double c = g->fam[fi].call_s[g->fam[fi].mr];
     if (c > 0 && c < g->call_base) g->call_base = c;
   }
@@ -398,24 +402,51 @@ static bool bind_dots(GemmKernels *g) {
 
 /* Compile and calibrate a part compiled on first need (EMIT_ROWS, EMIT_DOTS) if that has
  * not been done; false if it cannot be had (then no plan uses it). */
+static bool bind_famx(GemmKernels *g) {
+  char err[256];
+  for (int fi = EAGER_FAM; fi < g->nfam; fi++)
+    if (!gemm_bind_family(g, &g->fam[fi], err, sizeof err)) return false;
+  gemm_calibrate(g, EAGER_FAM, g->nfam);
+  return true;
+}
+
 bool gemm_part_ensure(GemmKernels *g, int what) {
-  bool rows = what == EMIT_ROWS;
-  _Atomic int *state = rows ? &g->rows_state : &g->dot_state;
+  bool rows = what == EMIT_ROWS, famx = what == EMIT_FAMX;
+  _Atomic int *state = rows ? &g->rows_state : famx ? &g->famx_state : &g->dot_state;
   int st = atomic_load_explicit(state, memory_order_acquire);
   if (st) return st > 0;
   pthread_mutex_lock(&g->part_lock);
   if (!(st = atomic_load(state))) {
     double t0 = now_s();
     char err[256];
-    int n = gemm_compile_part(g, what, rows ? "gemm_rows" : "gemm_dot", err, sizeof err);
-    st = n && (rows ? bind_rows(g) : bind_dots(g)) ? 1 : -1;
+    int n = gemm_compile_part(g, what, rows ? "gemm_rows" : famx ? "gemm_famx" : "gemm_dot", err, sizeof err);
+    st = n && (rows ? bind_rows(g) : famx ? bind_famx(g) : bind_dots(g)) ? 1 : -1;
     double ms = (now_s() - t0) * 1e3;
     if (rows) g->rows_ms = ms;
+    else if (famx) g->famx_ms = ms;
     else g->dot_ms = ms, g->dot_nfuncs = n;
     atomic_store_explicit(state, st, memory_order_release);
   }
   pthread_mutex_unlock(&g->part_lock);
   return st > 0;
+}
+
+/* The columns family f's tiles compute for n, in whole strips.  (Counting a last strip of
+ * at most DOT_MAXN columns as inner products instead, plan_choose's edge, made 32 + 16
+ * columns on 14x32 tiles as good as 48 on 9x48, which ran 0.87x oneDNN against 0.96x.) */
+static int64_t fam_cover(const Family *f, int64_t n) { return cdiv(n, f->nr) * f->nr; }
+
+/* Whether a family past the eager ones is worth weighing for p: one whose tiles compute
+ * fewer of p's columns than every eager family's (N = 48 on 32- and 64-wide tiles: 64
+ * columns computed either way, 48 on a 48-wide one).  512 x 48 x 2048 on 2 threads of a
+ * Zen 4 guest, make bench's columns in one run: 0.87x oneDNN on 14x32 tiles (and 16
+ * columns as inner products), 0.96x on 9x48; compiling every family at start-up cost 40
+ * ms more (67 -> 107 ms), for shapes few programs have. */
+static bool famx_wanted(const GemmKernels *g, const Prob *p, int fi) {
+  int64_t mine = fam_cover(&g->fam[fi], p->n);
+  for (int e = 0; e < EAGER_FAM && e < g->nfam; e++)
+    if (fam_cover(&g->fam[e], p->n) <= mine) return false;
+  return true;
 }
 
 /* ---- the run-time model and plan ---- */
@@ -918,6 +949,7 @@ static void plan_weigh(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
   for (int fi = 0; fi < g->nfam; fi++) {
     if ((fo->rows == 1 || fo->dot == 1) && W.any) break;         /* forced, and it fits */
     if (fo->fam > 0 && fi != fo->fam - 1 && fo->fam <= g->nfam) continue;
+    if (fi >= EAGER_FAM && ((fo->fam != fi + 1 && !famx_wanted(g, p, fi)) || !gemm_part_ensure(g, EMIT_FAMX))) continue;
     const Family *f = &g->fam[fi];
     for (int pb = 0; pb < 2; pb++) {
       if (!pb && p->b_sn != 1) continue;            /* kernels read B rows as vectors */
@@ -978,6 +1010,7 @@ void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                 fo->dot > 0;
   if (p->ctmp || best->rows || best->dot || forced || (p->a_sk != 1 && p->k != 1)) return;
   for (int fi = 0; fi < g->nfam; fi++) {              /* each family's edge */
+    if (!fam_ready(g, fi)) continue;
     int64_t e = p->n % g->fam[fi].nr;
     bool seen = false;
     for (int fj = 0; fj < fi; fj++) seen = seen || p->n % g->fam[fj].nr == e;
@@ -1115,7 +1148,7 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
              jit_cpu_name(g->jit), hw_vbits(h), g->W, elem_name(g->elem), hw_vregs(h),
              hw_fma_units(h), hw_fma_lat(h), hw_ghz(h));
   bool run = jit_can_run(g->jit);
-  int rs = atomic_load(&g->rows_state), ds = atomic_load(&g->dot_state);
+  int rs = atomic_load(&g->rows_state), ds = atomic_load(&g->dot_state), xs = atomic_load(&g->famx_state);
   if (!run) {
     buf_puts(out, "not compiled: this CPU cannot run code for this model, whose rates below are "
                   "its own, not measured (:code builds the kernels)\n");
@@ -1126,8 +1159,13 @@ void gemm_describe(GemmKernels *g, const GemmArgs *x, int nthreads, Buf *out) {
     if (rs > 0) buf_printf(out, ", in %.1f ms", g->rows_ms);
     if (rs < 0) buf_puts(out, " (failed)");
     buf_printf(out, "; inner products: ");
-    if (ds > 0) buf_printf(out, "%d more, compiled when first weighed, in %.1f ms\n", g->dot_nfuncs, g->dot_ms);
-    else buf_printf(out, "compiled when first weighed%s\n", ds < 0 ? " (failed)" : "");
+    if (ds > 0) buf_printf(out, "%d more, compiled when first weighed, in %.1f ms", g->dot_nfuncs, g->dot_ms);
+    else buf_printf(out, "compiled when first weighed%s", ds < 0 ? " (failed)" : "");
+    for (int fi = EAGER_FAM; fi < g->nfam; fi++)
+      buf_printf(out, "; %dx%d tiles: compiled when a shape's columns fit them better%s", g->fam[fi].mr, g->fam[fi].nr,
+                 xs > 0 ? "" : xs < 0 ? " (failed)" : " (not yet)");
+    if (xs > 0 && g->nfam > EAGER_FAM) buf_printf(out, ", in %.1f ms", g->famx_ms);
+    buf_puts(out, "\n");
   }
   buf_printf(out, "level 0 register tiles (h x nr: regs, FLOPs/element loaded):");
   for (int i = 0; i < g->ncand; i++)

@@ -968,6 +968,46 @@ START_TEST(test_dot) {
 }
 END_TEST
 
+/* The families past the eager ones are compiled the first time a problem's columns fit one
+ * of them in fewer whole strips than the eager families: not for columns that are a
+ * multiple of every eager width, then for the later family's own width; and its tiles then
+ * compute right, forced (fails if weighing a plan compiles it regardless, or never). */
+START_TEST(test_later_family) {
+  char err[256];
+  GemmKernels *g = gemm_compile(DYN_F32, &hw, err, sizeof err);
+  ck_assert_msg(g != NULL, "%s", err);
+  int mr[4], nr[4], nf = gemm_families(g, mr, nr, 4);
+  ck_assert_int_eq(atomic_load(&g->famx_state), 0);
+  if (nf > EAGER_FAM) {
+    int64_t all = 1;
+    for (int f = 0; f < EAGER_FAM; f++) all = all / gcd64(all, nr[f]) * nr[f];
+    GemmArgs x = { .batch = 1, .m = 300, .n = 2 * all, .k = 200, .a_sm = 200, .a_sk = 1,
+                   .b_sk = 2 * all, .b_sn = 1, .c_sm = 2 * all, .c_sn = 1 };
+    GemmPlanInfo pi;
+    ck_assert(gemm_plan_info(g, &x, 2, &pi) && pi.nr != nr[EAGER_FAM]);
+    ck_assert_int_eq(atomic_load(&g->famx_state), 0);
+    bool fits = true;                        /* its width, where the eager ones take more */
+    for (int f = 0; f < EAGER_FAM; f++) fits = fits && nr[EAGER_FAM] % nr[f] != 0;
+    if (fits) {
+      x.n = x.b_sk = x.c_sm = nr[EAGER_FAM];
+      ck_assert(gemm_plan_info(g, &x, 2, &pi));
+      ck_assert_int_eq(atomic_load(&g->famx_state), 1);
+    }
+    int bad = 0;
+    gemm_force(g, &(GemmForce){ .fam = EAGER_FAM + 1 });
+    for (int64_t n = nr[EAGER_FAM] - 1; n <= nr[EAGER_FAM] + 1; n++) {
+      Case cs = { .batch = 1, .m = 3 * mr[EAGER_FAM] + 2, .n = n, .k = 77, .la = 'r', .lb = 'r', .lc = 'r',
+                  .threads = 2 };
+      bad += run_case(g, &cs);
+      ck_assert(gemm_last_plan(g, &pi) && pi.nr == nr[EAGER_FAM]);
+    }
+    ck_assert_int_eq(bad, 0);
+    ck_assert_int_eq(atomic_load(&g->famx_state), 1);
+  }
+  gemm_free(g);
+}
+END_TEST
+
 /* k split over thread blocks, forced: tiles and inner products, with 2 and 3 blocks in k
  * (more blocks than threads), alone and beside a split of N or M, k not a multiple of the
  * blocks (the last one shorter, or empty: 5 over 4 blocks of 2), C = and C +=, a C with no
@@ -1436,6 +1476,7 @@ int main(void) {
   tcase_add_test(tc, test_forced_plans);
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
+  tcase_add_test(tc, test_later_family);
   tcase_add_test(tc, test_ksplit);
   tcase_add_test(tc, test_degenerate);
   tcase_add_test(tc, test_stop);
