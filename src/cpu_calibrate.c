@@ -1,9 +1,10 @@
 /* cpu_calibrate.c -- what dyn --calibrate measures of the memory hierarchy (the micro-kernel's
  * peak is cpu_compile.c's cpu_calibrate): each level's read rate for one core and for all
  * the threads at once, so that the streaming models price bytes at this machine's rates
- * instead of the hw file's, whose bandwidths are often guesses; what a byte written to memory
- * costs beside the reads (a copy on all the threads against their reads: write_cost); and on
- * a guest what its share of a shared cache keeps (measure_kept).  session.c keeps them in the calibration
+ * instead of the hw file's, whose bandwidths are often guesses; what a byte written to
+ * memory costs beside the reads (a copy on all the threads against their reads:
+ * write_cost); and on a guest what its share of a shared cache keeps (measure_kept).
+ * session.c keeps them in the calibration
  * file beside the peak.
  *
  * A level's rate is that of a loop reading a set that fits it and not the level above:
@@ -44,7 +45,7 @@ CAL_CLONES static uint32_t read_words(const uint32_t *p, size_t n) {
 }
 
 /* Each element read, one added, written beside: every line of dst read for ownership and
- * written back, as a kernel's result is (copy_rate). */
+ * written back, as a kernel's result is (pass_rate with dst). */
 CAL_CLONES static void copy_words(uint32_t *dst, const uint32_t *src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] = src[i] + 1;
 }

@@ -119,8 +119,8 @@ static double miss_share(double d0, double d1, double cap) {
  * between whole); read by every row, the whole row's bytes.  Layernorm of f32[101, N] on 2
  * threads of a Zen 4 guest (32 KiB of L1), :time minimums over several runs: N = 1024 10.2
  * us (predicted 10.1 without these reads, 16 KB a row, all in L1), 4096 57.4 (35.0
- * without, 46.5 with: gamma and beta, and 2/3 of X in the last stage, from L2), 16384 282
- * (216 without, 302 with); rmsnorm 40.2, 20.2 and 31.6 at N = 4096. */
+ * without, 45.8 with: gamma and beta, and 2/3 of X in the last stage, from L2), 16384 282
+ * (216 without, 308 with); rmsnorm 40.2, 20.2 and 29.4 at N = 4096. */
 static bool row_rereads(const HwModel *h, const Program *p, const Kernel *kn, const int64_t *ext, int threads,
                         double *r) {
   int ns = kn->nstages;
@@ -190,8 +190,8 @@ double cpu_rows_in_turn(const HwModel *h, const Program *p, const Kernel *kn, Po
   int ns = kn->nstages;
   double c[64], r[64], sum = 0;
   if (ns < 2 || ns > 64 || !(w->ops > 0)) return 0;
-  bool again = row_rereads(h, p, kn, ext, T->threads, r);
-  for (int s = 0; s < ns; s++) r[s] = again ? r[s] * T->imbalance : 0;
+  bool priced = row_rereads(h, p, kn, ext, T->threads, r);
+  for (int s = 0; s < ns; s++) r[s] = priced ? r[s] * T->imbalance : 0;
   for (int s = 0; s < ns; s++) {
     int64_t v = 0;
     const char *why;

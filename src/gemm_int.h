@@ -20,7 +20,7 @@
 #define MAX_MR 16        /* rows of a register tile: strided A rows need a pointer or index
                             register each, and x86-64 has 16 general registers */
 #define MAX_V 4          /* vectors across a tile */
-#define MAX_FAM 3        /* families kept (each costs about 1/3 of compile time) */
+#define MAX_FAM 3        /* families kept (an eager one costs about 1/3 of the compile time) */
 #define EAGER_FAM 2      /* families compiled with the engine; the rest when first weighed */
 #define MAX_PIECES 6     /* pieces in the decomposition of an edge of < 2*mr rows */
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
