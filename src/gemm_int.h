@@ -26,7 +26,13 @@
 #define MAX_ACC 64       /* accumulators (vectors) of one kernel, all sets */
 #define MAX_CAND 64      /* enumerated tiles remembered for gemm_describe */
 #define MAX_MODS 8       /* modules, compiled by up to one thread per CPU */
-#define PLAN_CACHE 64    /* remembered shapes */
+/* Remembered shapes: PLAN_SETS sets of PLAN_WAYS, the least recently used way replaced.
+ * Direct-mapped (64 slots), two problems that one program runs in turn could share a slot,
+ * and each call then weighed its plan again (tens of microseconds, where a convolution's
+ * gathered parts or a model's layers are GEMMs of a few microseconds to a millisecond). */
+#define PLAN_SETS 64
+#define PLAN_WAYS 4
+#define PLAN_CACHE (PLAN_SETS * PLAN_WAYS)
 #define PLAN_MARGIN 0.03 /* how much faster a plan weighed later must be to win (gemm_model.c) */
 
 /* A micro-kernel's beta: bit 0 adds to C; UK_PREFETCH_C asks it to fetch the C tile for
@@ -192,6 +198,7 @@ struct GemmKernels {
   /* Chosen plans by shape (direct-mapped): a repeated shape skips the model. */
   pthread_mutex_t cache_lock;
   struct CacheEntry *cache;
+  _Atomic long weighed;           /* plans run_prob had to weigh (not cached) */
   _Atomic uint64_t epoch;        /* names this set and its forcing for last_plan */
   /* Packing buffers per thread block, reused across calls; a concurrent second caller
    * allocates its own. */
@@ -274,13 +281,14 @@ static inline void plan_key(const Prob *p, int nthreads, int64_t *key) {
   memcpy(key, k, sizeof k);
 }
 
-/* Independent products summed, then mixed: a chain of 14 multiplies took longer. */
+/* The key's set.  Independent products summed, then mixed: a chain of 14 multiplies took
+ * longer. */
 static inline unsigned key_hash(const int64_t *key) {
   uint64_t h = 0;
   for (int i = 0; i < KEY_LEN; i++) h += (uint64_t)key[i] * (0x9E3779B97F4A7C15ull + 2 * (uint64_t)i);
   h ^= h >> 31;
   h *= 0xBF58476D1CE4E5B9ull;
-  return (unsigned)(h >> 40) % PLAN_CACHE;
+  return (unsigned)(h >> 40) % PLAN_SETS;
 }
 
 /* The names of the generated functions, which gemm_emit.c gives and gemm.c looks up. */

@@ -510,6 +510,15 @@ bool gemm_run(GemmKernels *g, const GemmArgs *x, Pool *pool, char *err, size_t e
   return run_prob(g, p, pool, err, errlen);
 }
 
+/* A set of the plan cache with way w moved to the front, the ways before it one back: the
+ * front is the most recently used. */
+static void cache_front(struct CacheEntry *set, int w) {
+  if (w <= 0) return;
+  struct CacheEntry e = set[w];
+  memmove(set + 1, set, (size_t)w * sizeof *set);
+  set[0] = e;
+}
+
 /* Find p's plan (this thread's last, the cache, else the model) and run it. */
 static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errlen) {
   Plan pl;
@@ -519,18 +528,24 @@ static bool run_prob(GemmKernels *g, Prob p, Pool *pool, char *err, size_t errle
   if (last_plan.epoch == epoch && !memcmp(last_plan.key, key, sizeof key)) {
     pl = last_plan.plan;
   } else {
-    unsigned slot = key_hash(key);
+    struct CacheEntry *set = &g->cache[key_hash(key) * PLAN_WAYS];
     pthread_mutex_lock(&g->cache_lock);
-    struct CacheEntry *ce = &g->cache[slot];
-    bool hit = ce->used && !memcmp(ce->key, key, sizeof key);
-    if (hit) pl = ce->plan;
+    int w = 0;
+    while (w < PLAN_WAYS && !(set[w].used && !memcmp(set[w].key, key, sizeof key))) w++;
+    bool hit = w < PLAN_WAYS;
+    if (hit) {
+      pl = set[w].plan;
+      cache_front(set, w);
+    }
     pthread_mutex_unlock(&g->cache_lock);
     if (!hit) {
       gemm_plan_choose(g, &p, pool_threads(pool), &pl, NULL, NULL, 0);
+      atomic_fetch_add_explicit(&g->weighed, 1, memory_order_relaxed);
       pthread_mutex_lock(&g->cache_lock);
-      ce->used = true;
-      memcpy(ce->key, key, sizeof key);
-      ce->plan = pl;
+      cache_front(set, PLAN_WAYS - 1);         /* the least recently used way, replaced */
+      set[0].used = true;
+      memcpy(set[0].key, key, sizeof key);
+      set[0].plan = pl;
       pthread_mutex_unlock(&g->cache_lock);
     }
     last_plan.epoch = epoch;

@@ -1008,6 +1008,55 @@ START_TEST(test_later_family) {
 }
 END_TEST
 
+/* The plan cache keeps PLAN_WAYS problems whose keys share a set, and replaces the least
+ * recently used: problems run in turn are weighed once each (fails direct-mapped, where
+ * two of them evict each other at every call, or with the most recent replaced). */
+START_TEST(test_plan_cache) {
+  enum { K = 16, N = 24, MMAX = 4000 };
+  float *A = calloc((size_t)MMAX * K, sizeof *A), *B = calloc((size_t)K * N, sizeof *B),
+        *C = calloc((size_t)MMAX * N, sizeof *C);
+  int64_t ms[PLAN_WAYS + 1];
+  int found = 0;
+  unsigned want = 0;
+  char err[128];
+  for (int64_t m = 1; m <= MMAX && found <= PLAN_WAYS; m++) {
+    GemmArgs x = { .batch = 1, .m = m, .n = N, .k = K, .a = A, .a_sm = K, .a_sk = 1, .b = B, .b_sk = N, .b_sn = 1,
+                   .c = C, .c_sm = N, .c_sn = 1 };
+    Prob p;
+    int64_t key[KEY_LEN];
+    ck_assert(gemm_normalise(g32, &x, &p, err, sizeof err));
+    plan_key(&p, 1, key);
+    if (!found) want = key_hash(key);
+    if (key_hash(key) == want) ms[found++] = m;
+  }
+  ck_assert_int_eq(found, PLAN_WAYS + 1);
+  gemm_force(g32, NULL);                     /* an empty cache */
+  long base = atomic_load(&g32->weighed);
+  /* runs: each of the first PLAN_WAYS (weighed), them again and the first once more
+   * (cached), the last (weighed, replacing the second, now the least recently used), the
+   * others again (cached), the second (weighed) */
+  int order[3 * PLAN_WAYS + 3], no = 0;
+  long want_weighed[3 * PLAN_WAYS + 3];
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < PLAN_WAYS; i++) order[no] = i, want_weighed[no++] = r ? PLAN_WAYS : i + 1;
+  order[no] = 0, want_weighed[no++] = PLAN_WAYS;
+  order[no] = PLAN_WAYS, want_weighed[no++] = PLAN_WAYS + 1;
+  for (int i = 0; i <= PLAN_WAYS; i++)
+    if (i != 1) order[no] = i, want_weighed[no++] = PLAN_WAYS + 1;
+  order[no] = 1, want_weighed[no++] = PLAN_WAYS + 2;
+  for (int i = 0; i < no; i++) {
+    GemmArgs x = { .batch = 1, .m = ms[order[i]], .n = N, .k = K, .a = A, .a_sm = K, .a_sk = 1, .b = B, .b_sk = N,
+                   .b_sn = 1, .c = C, .c_sm = N, .c_sn = 1 };
+    ck_assert(gemm_run(g32, &x, NULL, err, sizeof err));
+    ck_assert_msg(atomic_load(&g32->weighed) - base == want_weighed[i], "run %d (m %lld): %ld weighed, want %ld", i,
+                  (long long)x.m, atomic_load(&g32->weighed) - base, want_weighed[i]);
+  }
+  free(A);
+  free(B);
+  free(C);
+}
+END_TEST
+
 /* k split over thread blocks, forced: tiles and inner products, with 2 and 3 blocks in k
  * (more blocks than threads), alone and beside a split of N or M, k not a multiple of the
  * blocks (the last one shorter, or empty: 5 over 4 blocks of 2), C = and C +=, a C with no
@@ -1477,6 +1526,7 @@ int main(void) {
   tcase_add_test(tc, test_rows);
   tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_later_family);
+  tcase_add_test(tc, test_plan_cache);
   tcase_add_test(tc, test_ksplit);
   tcase_add_test(tc, test_degenerate);
   tcase_add_test(tc, test_stop);
