@@ -88,7 +88,6 @@ static int64_t cg_taps(const Win *W) {
   return big < 0 ? 1 : W->ktot / W->ext[1][big];
 }
 
-#define CG_CANDS 128           /* plans weighed, kept to choose one without an edge */
 static bool cg_plan(GemmKernels *g, const Win *W, bool padded, int threads, CgPlan *C) {
   /* B already a matrix in place (a 1 x 1 convolution at stride 1): the engine's own plans,
    * which pack B as their first tiles read it, serve it as they are */
@@ -109,22 +108,12 @@ static bool cg_plan(GemmKernels *g, const Win *W, bool padded, int threads, CgPl
   Prob p;
   char err[64];
   if (!gemm_normalise(g, &x, &p, err, sizeof err) || p.swapped || p.ctmp) return false;
-  /* Every panel here is a tile's full width: a plan that leaves C's last columns to inner
-   * products (edge) runs them as a panel of their own, mostly masked, so the fastest plan
-   * without one is taken instead (1024 -> 2048 channels 1 x 1, stride 2, onto 7 x 7 on 2
-   * threads of a Zen 4 guest: 9x48 tiles, predicted 0.96 ms as 48 columns and one, ran 1.92
-   * as two panels of 48; 14x32 1.38).  The weighed plans price a strip's masked columns
-   * as a whole strip's. */
-  Plan cands[CG_CANDS];
-  int nc = 0;
-  gemm_plan_choose(g, &p, threads, &C->pl, cands, &nc, CG_CANDS);
-  if (C->pl.edge) {
-    int pick = -1;
-    for (int i = 0; i < nc; i++)
-      if (!cands[i].rows && !cands[i].dot && !cands[i].edge && (pick < 0 || cands[i].t < cands[pick].t)) pick = i;
-    if (pick < 0) return false;
-    C->pl = cands[pick];
-  }
+  /* Every panel here is a tile's full width, so the plan is one whose tiles compute every
+   * column: with C's last columns apart (edge) they would run as a panel of their own,
+   * mostly masked (1024 -> 2048 channels 1 x 1, stride 2, onto 7 x 7 on 2 threads of a Zen
+   * 4 guest: 9x48 tiles, predicted 0.96 ms as 48 columns and one, ran 1.92 as two panels
+   * of 48; 14x32 1.38). */
+  gemm_plan_whole(g, &p, threads, &C->pl);
   if (C->pl.rows || C->pl.dot) return false;
   C->f = &g->fam[C->pl.fam];
   int64_t nr = C->f->nr, es = g->esize;

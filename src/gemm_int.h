@@ -449,6 +449,9 @@ void gemm_plan_edges(const GemmKernels *g, Family *f);
 void gemm_calibrate(GemmKernels *g, int f0, int f1);
 void gemm_calibrate_rows(GemmKernels *g);
 void gemm_calibrate_dots(GemmKernels *g);
+/* The plan gemm_plan_choose weighs before it considers C's last columns apart (edge):
+ * one whose tiles compute every column. */
+void gemm_plan_whole(GemmKernels *g, const Prob *p, int nthreads, Plan *best);
 void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best, Plan *cands, int *ncands,
                       int maxc);
 Prob gemm_part_cols(const GemmKernels *g, const Prob *p, int64_t e);

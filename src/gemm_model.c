@@ -1001,6 +1001,10 @@ Prob gemm_part_cols(const GemmKernels *g, const Prob *p, int64_t e) {
  * one run: 1000 x 97 x 3 took 5 us either way; 127 x 65 x 2 took 0.6 us whole and 0.8
  * split, 0.2 more than predicted).  On 2 threads 2048 x 33 x 513 went 263 -> 182 us so,
  * 200 x 33 x 200 10.7 -> 7.0, 129 x 65 x 768 38.6 -> 30.0, 65 x 65 x 65 2.3 -> 1.7. */
+void gemm_plan_whole(GemmKernels *g, const Prob *p, int nthreads, Plan *best) {
+  plan_weigh(g, p, nthreads, best, NULL, NULL, 0);
+}
+
 void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
                       Plan *cands, int *ncands, int maxc) {
   plan_weigh(g, p, nthreads, best, cands, ncands, maxc);

@@ -516,7 +516,7 @@ int session_calibrate(Session *s) {
       buf_printf(&mline, "%s%s %.1f GB/s a core, %.1f in all (the model says %.0f and %.0f)", mline.len ? "; " : "",
                  s->hw.level[i].name, mem.gbs[i], mem.total_gbs[i], s->hw.level[i].gbs, s->hw.level[i].total_gbs);
   /* rounded to what this and :hw print, and kept so (as sync_us below) */
-  mem.write_cost = mem.write_cost > 0 ? fmax(round(mem.write_cost * 1e2) / 1e2, 0.1) : 0;
+  mem.write_cost = round(mem.write_cost * 1e2) / 1e2;     /* at least 0.1 (cpu_calibrate_memory) */
   if (mem.write_cost > 0)
     buf_printf(&mline, "; a byte written there costs %.2f read (read for ownership and written back: the model assumed 2)",
                mem.write_cost);
