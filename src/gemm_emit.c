@@ -175,10 +175,12 @@ static void uk_step(CG *g, const UkStep *e, LLVMValueRef k, LLVMValueRef bu, LLV
     for (int j = 0; j < v; j++)
       LLVMSetAlignment(LLVMBuildStore(B, bv[j], gep(g, ku, ci64(g, (int64_t)j * g->W))), (unsigned)(g->W * g->esize));
   }
-  if (extras && !e->pfn) {             /* a row ahead asked for */
+  if (extras && !e->pfn) {             /* a row ahead asked for, every line it touches */
     LLVMValueRef ahead = gep(g, bu, LLVMBuildMul(B, e->b_rs, ci64(g, PACK_AHEAD), ""));
-    for (int l = 0; l < v * g->W * g->esize; l += 64) {
-      LLVMValueRef args[] = { gep(g, ahead, ci64(g, l / g->esize)), ci32(g, 0), ci32(g, 3), ci32(g, 1) };
+    int row_el = v * g->W, n = gemm_ahead_lines(row_el * g->esize, e->pack);
+    for (int c = 0; c < n; c++) {
+      LLVMValueRef args[] = { gep(g, ahead, ci64(g, gemm_ahead_elem(c, row_el, g->esize))), ci32(g, 0), ci32(g, 3),
+                              ci32(g, 1) };
       LLVMBuildCall2(B, g->prefetch_t, g->prefetch, args, 4, "");
     }
   }
