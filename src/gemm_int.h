@@ -325,13 +325,6 @@ static inline void dot_name(char *out, size_t n, const GemmKernels *g, int h, in
 static inline void packb_name(char *out, size_t n, const GemmKernels *g) {
   snprintf(out, n, "gemm_%s_packb", elem_name(g->elem));
 }
-/* Run the kernel for a piece of hs rows on a tile of height h, w columns wide: the
- * unmasked one when the piece fills the tile.  A full tile of the full height is the
- * fetching kernel's (UK_PF, unmasked), asking for the lines fe names or none; a piece of it
- * the masked plain kernel's.  With AVX-512 the other heights' kernels are masked only
- * (cheap_masks); the full height's, which runs nearly every step of a large product, is
- * not: masked loads took 7% of an Emerald Rapids core's rate (gemm.c, cheap_masks). */
-typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
 /* The lines a kernel reading B in place asks for of the row PACK_AHEAD rows ahead, and the
  * element of the row that its c-th request names: 64 bytes apart, and for the packing
  * kernel one more at the row's last element.  A row of nr elements that does not start on
@@ -340,12 +333,20 @@ typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
  * packing tile is asked for a row's lines as if it started on one (two of a row's three):
  * the third of most rows was read from memory as the packing tile reached it (192 x 676 x
  * 2304 on one thread at 69% of the kernel's peak, against 91% with 672 columns).  The other
- * kernels, which run every tile of B in place, keep to the lines its bytes fill. */
+ * kernels (the plain ones, every tile reading B in place) keep to the lines its bytes fill. */
 static inline int gemm_ahead_lines(int bytes, bool pack) { return (bytes + 63) / 64 + pack; }
 static inline int gemm_ahead_elem(int c, int row_el, int es) {
   int o = c * (64 / es);
   return o < row_el - 1 ? o : row_el - 1;
 }
+
+/* Run the kernel for a piece of hs rows on a tile of height h, w columns wide: the
+ * unmasked one when the piece fills the tile.  A full tile of the full height is the
+ * fetching kernel's (UK_PF, unmasked), asking for the lines fe names or none; a piece of it
+ * the masked plain kernel's.  With AVX-512 the other heights' kernels are masked only
+ * (cheap_masks); the full height's, which runs nearly every step of a large product, is
+ * not: masked loads took 7% of an Emerald Rapids core's rate (gemm.c, cheap_masks). */
+typedef struct Fetch { const void *pf; int64_t pf_rs, l0, l1, sh; } Fetch;
 static inline void tile_call(const GemmKernels *g, const Family *f, int h, int hs, int64_t w, int64_t kc,
                       const void *a, int64_t a_rs, int64_t a_cs, const void *b, int64_t b_rs,
                       void *c, int64_t c_rs, int32_t beta, const Fetch *fe) {
