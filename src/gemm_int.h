@@ -334,11 +334,8 @@ static inline void packb_name(char *out, size_t n, const GemmKernels *g) {
  * the third of most rows was read from memory as the packing tile reached it (192 x 676 x
  * 2304 on one thread at 69% of the kernel's peak, against 91% with 672 columns).  The other
  * kernels (the plain ones, every tile reading B in place) keep to the lines its bytes fill. */
-static inline int gemm_ahead_lines(int bytes, bool pack) { return (bytes + 63) / 64 + pack; }
-static inline int gemm_ahead_elem(int c, int row_el, int es) {
-  int o = c * (64 / es);
-  return o < row_el - 1 ? o : row_el - 1;
-}
+static inline int gemm_ahead_lines(int bytes, bool pack) { return (int)cdiv(bytes, 64) + pack; }
+static inline int gemm_ahead_elem(int c, int row_el, int es) { return (int)imin(c * (64 / es), row_el - 1); }
 
 /* Run the kernel for a piece of hs rows on a tile of height h, w columns wide: the
  * unmasked one when the piece fills the tile.  A full tile of the full height is the

@@ -796,12 +796,10 @@ START_TEST(test_misaligned_b) {
 }
 END_TEST
 
-/* The packing tile reads B's rows in place and asks for the row PACK_AHEAD rows ahead:
- * every line that row touches, wherever it starts (B's rows 676 floats apart start 16
- * bytes further along a line each, and a row of 128 bytes then touches three lines: with
- * two requests a row, 192 x 676 x 2304 on one thread ran at 69% of the kernel's peak, 672
- * columns at 91%); the other kernels ask for no more lines than a row's bytes fill.  Every
- * family, f32 and f64, the requests as the kernels make them (gemm_ahead_elem). */
+/* The packing tile asks for every line that B's row PACK_AHEAD rows ahead touches, wherever
+ * it starts (gemm_ahead_lines: rows off the lines touch one more); the other kernels for no
+ * more lines than a row's bytes fill.  Every family, f32 and f64, the requests as the
+ * kernels make them (gemm_ahead_elem), rows from every start within a line, seven strides. */
 START_TEST(test_ahead_lines) {
   for (int e = 0; e < 2; e++) {
     GemmKernels *g = e ? g64 : g32;
