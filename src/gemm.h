@@ -69,8 +69,10 @@ bool gemm_last_plan(GemmKernels *g, GemmPlanInfo *out);
  * place, if the layout allows).  NULL restores the model.  Not while runs are in flight. */
 /* rows: 1 forces the row-streaming kernel (C of at most 4 rows), 2 forbids it; dot: the
  * same for the inner-product kernels (C of at most 16 columns, A with unit k stride) */
-/* tk: thread blocks over k (each after the first sums into its own copy of C) */
-typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot, tk; } GemmForce;
+/* tk: thread blocks over k (each after the first sums into its own copy of C); edge: 1
+ * puts C's last columns apart (GemmPlanInfo.edge) wherever the layout allows it, whatever
+ * the model would gain, 2 never does */
+typedef struct GemmForce { int fam, pack_a, pack_b, tb, tm, tn; int64_t kc, mc, nc; int rows, dot, tk, edge; } GemmForce;
 void gemm_force(GemmKernels *g, const GemmForce *f);
 int gemm_families(const GemmKernels *g, int *mr, int *nr, int max);   /* kept tiles */
 /* The attainable peak in GFLOP/s on pool's threads: the largest micro-kernel with its

@@ -1012,7 +1012,8 @@ void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
   bool forced = fo->fam > 0 || fo->pack_a > 0 || fo->pack_b > 0 || fo->tb > 0 || fo->tm > 0 ||
                 fo->tn > 0 || fo->tk > 0 || fo->kc > 0 || fo->mc > 0 || fo->nc > 0 || fo->rows > 0 ||
                 fo->dot > 0;
-  if (p->ctmp || best->rows || best->dot || forced || (p->a_sk != 1 && p->k != 1)) return;
+  if (p->ctmp || best->rows || best->dot || forced || fo->edge == 2 || (p->a_sk != 1 && p->k != 1))
+    return;
   for (int fi = 0; fi < g->nfam; fi++) {              /* each family's edge */
     if (!fam_ready(g, fi)) continue;
     int64_t e = p->n % g->fam[fi].nr;
@@ -1023,11 +1024,12 @@ void gemm_plan_choose(GemmKernels *g, const Prob *p, int nthreads, Plan *best,
     Plan m, d;
     plan_weigh(g, &main_, nthreads, &m, NULL, NULL, 0);
     plan_weigh(g, &edge, nthreads, &d, NULL, NULL, 0);
-    if (!d.dot || m.t + d.t + SPLIT_S >= SPLIT_GAIN * best->t) continue;
+    if (fo->edge != 1 && (!d.dot || m.t + d.t + SPLIT_S >= SPLIT_GAIN * best->t)) continue;
     *best = m;
     best->edge = e;
     best->t_edge = d.t;
     best->t = m.t + d.t;
+    if (fo->edge == 1) return;                          /* forced: the first family's edge */
   }
 }
 void gemm_plan_summary(const GemmKernels *g, const Plan *pl, GemmPlanInfo *out) {
