@@ -658,7 +658,10 @@ int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const voi
   if (!gg_plan(g, W, threads, &G)) return 0;
   int es = g->esize;
   size_t colb = (size_t)(W->ktot * G.x.n) * (size_t)es, ctb = (size_t)(W->mtot * G.x.n) * (size_t)es;
-  char *buf = malloc(colb + ctb);
+  /* kept from call to call: a new 8-16 MB each call had page faults cost up to a fifth of
+   * the call in some processes (4 x 128 x 28 x 28, 3 x 3: 4.03 -> 3.28 ms with glibc's heap
+   * kept from shrinking) */
+  char *buf = cpu_scratch_call(colb + ctb);
   if (!buf) return 0;                    /* a GEMM an image needs less */
   int t = threads > 1 ? threads : 1;
   GgJob J = { W, b, buf, buf + colb, c, 0, 0, G.x.n, 0, es, 0 };
@@ -680,7 +683,7 @@ int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const voi
     J.rows = cdiv(W->mtot, imax(1, 4 * t / J.np));
     dyn_parallel_for(be->pool, J.np * cdiv(W->mtot, J.rows), gg_copy, &J);
   }
-  free(buf);
+  cpu_scratch_call_done();
   return rc;
 }
 

@@ -213,6 +213,11 @@ double cpu_conv_gemm_padded_predict(CpuBackend *be, const Program *p, const CKer
 /* cpu_rt.c: at least `bytes` of 64-byte aligned scratch for the calling thread, kept for its
  * next task (NULL when it cannot be had). */
 void *cpu_scratch_get(size_t bytes);
+/* The same for a whole call's buffers on the thread that makes it (a slot of its own, so
+ * the tasks it runs itself keep theirs), kept for its next call up to 64 MB: given back by
+ * cpu_scratch_call_done when larger. */
+void *cpu_scratch_call(size_t bytes);
+void cpu_scratch_call_done(void);
 /* cpu_conv_gemm.c: run a dense windowed contraction of shape W as an implicit GEMM on g (B's
  * panels packed from the windows, A packed once): 1 ran; 0 the model's plan is not one of
  * tiles (the gathered path runs it); -1 failed (err set).  Its prediction for `threads`

@@ -39,46 +39,54 @@ typedef struct Task {
  * virtual machine the page faults of that cost more than the work: softmax over 2 x 50257
  * on one thread took 1.8 ms a call in some processes instead of 25 us. */
 #define SCRATCH_KEEP ((size_t)64 << 20)
-typedef struct Scratch { void *p; size_t bytes; } Scratch;
+typedef struct Kept { void *p; size_t bytes; } Kept;
+typedef struct Scratch { Kept s[2]; } Scratch;      /* a task's; a whole call's (cpu_int.h) */
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 static void scratch_drop(void *v) {
   Scratch *sc = v;
-  free(sc->p);
+  free(sc->s[0].p);
+  free(sc->s[1].p);
   free(sc);
 }
 static void scratch_init(void) { pthread_key_create(&scratch_key, scratch_drop); }
 
-/* At least `bytes` of 64-byte aligned scratch for this thread, or NULL (cpu_int.h). */
-void *cpu_scratch_get(size_t bytes) {
+static void *slot_get(int i, size_t bytes) {
   pthread_once(&scratch_once, scratch_init);
   Scratch *sc = pthread_getspecific(scratch_key);
   if (!sc) {
     if (!(sc = calloc(1, sizeof *sc))) return NULL;
     pthread_setspecific(scratch_key, sc);
   }
-  if (sc->bytes < bytes) {
-    free(sc->p);
-    sc->p = NULL;
-    sc->bytes = 0;
-    if (posix_memalign(&sc->p, 64, bytes)) {
-      sc->p = NULL;
+  Kept *s = &sc->s[i];
+  if (s->bytes < bytes) {
+    free(s->p);
+    s->p = NULL;
+    s->bytes = 0;
+    if (posix_memalign(&s->p, 64, bytes)) {
+      s->p = NULL;
       return NULL;
     }
-    sc->bytes = bytes;
+    s->bytes = bytes;
   }
-  return sc->p;
+  return s->p;
 }
 
-/* A scratch larger than SCRATCH_KEEP is not kept past its task. */
-static void scratch_trim(void) {
+/* At least `bytes` of 64-byte aligned scratch for this thread, or NULL (cpu_int.h). */
+void *cpu_scratch_get(size_t bytes) { return slot_get(0, bytes); }
+void *cpu_scratch_call(size_t bytes) { return slot_get(1, bytes); }
+
+/* A scratch larger than SCRATCH_KEEP is not kept past its task (slot 0) or call (1). */
+static void slot_trim(int i) {
   Scratch *sc = pthread_getspecific(scratch_key);
-  if (sc && sc->bytes > SCRATCH_KEEP) {
-    free(sc->p);
-    sc->p = NULL;
-    sc->bytes = 0;
+  if (sc && sc->s[i].bytes > SCRATCH_KEEP) {
+    free(sc->s[i].p);
+    sc->s[i].p = NULL;
+    sc->s[i].bytes = 0;
   }
 }
+static void scratch_trim(void) { slot_trim(0); }
+void cpu_scratch_call_done(void) { slot_trim(1); }
 
 static void run_task(void *arg, int64_t t) {
   Task *T = arg;

@@ -11,6 +11,9 @@
 
 #include <check.h>
 #include <math.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -701,12 +704,50 @@ START_TEST(test_reduce_code) {
 }
 END_TEST
 
+/* A thread's scratch (cpu_rt.c): a call's buffer and its tasks' are apart, so the tasks the
+ * calling thread runs itself (the grouped convolution's gathers) never move the call's; each
+ * is kept from one use to the next while it is large enough, 64-byte aligned, and a call's
+ * over 64 MB is given back when the call is done. */
+START_TEST(test_scratch_slots) {
+  char *call = cpu_scratch_call(1000);
+  ck_assert_ptr_nonnull(call);
+  ck_assert_uint_eq((uintptr_t)call % 64, 0);
+  memset(call, 7, 1000);
+  char *task = cpu_scratch_get((size_t)4 << 20);       /* larger than it was: a new one */
+  ck_assert_ptr_nonnull(task);
+  ck_assert_uint_eq((uintptr_t)task % 64, 0);
+  memset(task, 1, (size_t)4 << 20);
+  ck_assert_ptr_eq(cpu_scratch_call(500), call);          /* kept, and untouched */
+  for (int i = 0; i < 1000; i++) ck_assert_int_eq(call[i], 7);
+  ck_assert_ptr_eq(cpu_scratch_get(100), task);
+  cpu_scratch_call_done();                                 /* small: kept */
+  ck_assert_ptr_eq(cpu_scratch_call(1000), call);
+  size_t mb65 = (size_t)65 << 20;
+#ifdef __GLIBC__
+  size_t mapped0 = mallinfo2().hblkhd;                     /* glibc maps a block that large */
+#endif
+  char *big = cpu_scratch_call(mb65);
+  ck_assert_ptr_nonnull(big);
+  big[mb65 - 1] = 1;
+#ifdef __GLIBC__
+  size_t mapped1 = mallinfo2().hblkhd;
+  ck_assert_uint_ge(mapped1, mapped0 + mb65);
+#endif
+  cpu_scratch_call_done();                                 /* over 64 MB: given back */
+#ifdef __GLIBC__
+  ck_assert_uint_le(mallinfo2().hblkhd + mb65, mapped1);
+#endif
+  ck_assert_ptr_nonnull(cpu_scratch_call(64));
+  ck_assert_ptr_eq(cpu_scratch_get(100), task);
+}
+END_TEST
+
 int main(void) {
   __typeof__(test_elementwise) tests[] = {
     test_elementwise, test_reductions, test_scans, test_row_kernels, test_contraction, test_bounds_check,
     test_empty, test_schedule_and_code_host, test_schedule_and_code_model, test_gather_code, test_scan_code,
     test_layout_code, test_reduce_code, test_softmax_reciprocal,
-    test_strided_inputs, test_strided_variant_on_demand,
+    test_strided_inputs, test_strided_variant_on_demand, test_scratch_slots,
   };
   Suite *s = suite_create("cpu");
   TCase *tc = tcase_create("core");
