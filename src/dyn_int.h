@@ -318,6 +318,9 @@ typedef struct HwModel {
   double write_cost;      /* memory's traffic for a byte a kernel writes, in bytes read at its
                            * rate: read for ownership and written back, as dyn --calibrate's
                            * copy measured it against its reads (0: not measured; 2) */
+  double lane_scale;      /* the share of the lane-operations a second that vec_units promise
+                           * which compiled vector math reaches, as dyn --calibrate measured it
+                           * (0: not measured; 1) */
   char arch[16];          /* the instruction set: "x86_64" (the default) or "aarch64" */
   char llvm_cpu[32];      /* "znver4", "skylake-avx512", "generic" */
   char llvm_features[256];
@@ -968,7 +971,8 @@ int sched_cache_units(const HwModel *h, int i, int threads);
 /* The bytes of a line of the L1 (64 where the model has no cache or does not say). */
 int64_t sched_line_bytes(const HwModel *h);
 double sched_threads_bw(const HwModel *h, int i, int threads);
-/* Vector lane-operations per second of `threads` cores on elements of elem_bytes. */
+/* Vector lane-operations per second of `threads` cores on elements of elem_bytes: the FMA
+ * lanes' rate times vec_units / fma_units, times the share dyn --calibrate measured. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes);
 double sched_fma_lanes_rate(const HwModel *h, int threads, int elem_bytes);
 /* A streaming kernel (element-wise, row-wise, a reduction): its lane-operations, compulsory

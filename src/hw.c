@@ -1088,6 +1088,9 @@ void hw_describe(const HwModel *hw, Buf *out) {
     if (hw->vec_units > hw->fma_units)
       buf_printf(out, "  vector:  %d units%s for floating-point operations, the FMA units among them\n",
                  hw->vec_units, tag(f[HW_F_VEC_UNITS], &seen));
+    if (hw->lane_scale > 0)
+      buf_printf(out, "  math:    %.2f%s of the lane-operations a second the vector units promise (dyn --calibrate)\n",
+                 hw->lane_scale, tag(HW_MEASURED, &seen));
     if (hw->gather_lane_cycles > 0)
       buf_printf(out, "  gather:  %.3g cycles a lane%s\n", hw->gather_lane_cycles,
                  tag(f[HW_F_GATHER_LANE_CYCLES], &seen));

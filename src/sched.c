@@ -256,7 +256,8 @@ double sched_threads_bw(const HwModel *h, int i, int threads) {
  * CPU's base clock, 2.1 GHz on a Zen 5 host whose micro-kernel ran at 3.4 GHz's rate. */
 double sched_lane_ops_rate(const HwModel *h, int threads, int elem_bytes) {
   int fma = h->fma_units > 0 ? h->fma_units : 1, pipes = h->vec_units > fma ? h->vec_units : fma;
-  return sched_fma_lanes_rate(h, threads, elem_bytes) * pipes / fma;
+  double share = h->lane_scale > 0 ? h->lane_scale : 1;      /* dyn --calibrate's (session.c) */
+  return sched_fma_lanes_rate(h, threads, elem_bytes) * pipes / fma * share;
 }
 
 /* The same on the FMA pipes alone: the lanes of FMAs a second (code that is all FMAs, or as

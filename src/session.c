@@ -386,7 +386,7 @@ static void load_calibration(Session *s) {
   } else if (st == FILE_OK) {
     bool match = false;
     double peak = 0, gbs[HW_MAX_LEVELS] = {0}, total[HW_MAX_LEVELS] = {0}, kept[HW_MAX_LEVELS] = {0}, sync_us = 0, call_us = 0,
-           wcost = 0;
+           wcost = 0, lscale = 0;
     int threads = 0;
     char key[64], val[900], *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -397,6 +397,7 @@ static void load_calibration(Session *s) {
       else if (!strcmp(key, "sync_us")) sync_us = strtod(val, NULL);
       else if (!strcmp(key, "call_us")) call_us = strtod(val, NULL);
       else if (!strcmp(key, "write_cost")) wcost = strtod(val, NULL);
+      else if (!strcmp(key, "lane_scale")) lscale = strtod(val, NULL);
       else {
         int i = calibration_level(&s->host_hw, key);
         if (i >= 0) *(strstr(key, ".total_gbs") ? &total[i] : strstr(key, ".kept_bytes") ? &kept[i] : &gbs[i]) = strtod(val, NULL);
@@ -422,6 +423,11 @@ static void load_calibration(Session *s) {
       else if (wcost != 0)
         fprintf(s->err, "dyn: ignoring %s: a written byte costing %g read bytes is not plausible; run dyn --calibrate again\n",
                 path.s, wcost);
+      /* and the vector math's share of the pipes' rate, believed between a tenth and 4 */
+      if (isfinite(lscale) && lscale >= 0.1 && lscale <= 4) s->host_hw.lane_scale = lscale;
+      else if (lscale != 0)
+        fprintf(s->err, "dyn: ignoring %s: vector math at %g of its pipes' rate is not plausible; run dyn --calibrate again\n",
+                path.s, lscale);
       for (int i = 0; i < s->host_hw.nlevels; i++) {
         const HwLevel *lv = &s->host_hw.level[i];
         /* what a guest's share of a shared cache keeps: from the share to the whole cache */
@@ -473,6 +479,72 @@ static double calibrate_call(Session *s) {
   tensor_release(x);
   buf_free(&err);
   return ok ? best : 0;
+}
+
+/* The share of the lane-operations a second that the model's vector pipes promise which
+ * compiled vector math reaches on this machine, measured on a chain of the stdlib's kinds
+ * (gelu's sigmoid form, silu, an exponential) over the session's threads: the model's
+ * prediction and the time taken, each at two sizes whose operands stay in L2 (96 and 288
+ * KiB a thread), so that the fixed costs of a call (its fork-join, the result's allocation)
+ * drop out of both differences; both are over 32K elements, so both are split over all the
+ * threads (cpu_task_count: a smaller one ran in one task, the larger on two, and the
+ * difference measured the split).  The two sizes take turns within each of nine rounds, and
+ * the median round's share is kept: a shared host's slow phases last seconds, and the best
+ * time of each size on its own gave 0.52 to 0.70 in three calibrations of one host.  The
+ * model's lane-operations of these functions at two of Zen 5's four pipes' rate had gelu of
+ * f32[256, 1024] at 25 us where it took 38 on 2 threads, silu and softmax in L2 23-34 %
+ * under too; 0 where it cannot be had. */
+#define LANE_ROUNDS 9
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static double calibrate_lanes(Session *s) {
+  if (session_run(s, "fn calibrate_lanes(X: f32[N]) -> f32[N] {\n"
+                     "  Y[n] = max(X[n], -12.0) * sigmoid(X[n] * (1.5957691216057308 + 0.07135481627260025 * X[n] * X[n]))"
+                     " + X[n] * sigmoid(X[n]) + exp(0.5 * X[n])\n  return Y\n}", "dyn --calibrate") != RUN_OK)
+    return 0;
+  int t = s->threads > 1 ? s->threads : 1;
+  int64_t sizes[2] = { (int64_t)t * 24576, (int64_t)t * 73728 };    /* both split over the threads */
+  Tensor *x[2] = { NULL, NULL };
+  double pred[2] = { 0, 0 }, share[LANE_ROUNDS];
+  int got = 0;
+  bool ok = true;
+  Buf err = {0};
+  char msg[128];
+  for (int z = 0; z < 2 && ok; z++) {
+    Tensor *out = NULL;
+    if (!(x[z] = tensor_new(DYN_F32, 1, &sizes[z], msg, sizeof msg))) {
+      ok = false;
+      break;
+    }
+    for (int64_t i = 0; i < sizes[z]; i++) tensor_set_f64(x[z], i, (double)(i % 97) / 16.0 - 3.0);
+    ok = session_call(s, "calibrate_lanes", &x[z], 1, &out, 1, &err);     /* compiled now */
+    tensor_release(out);
+    pred[z] = ok ? session_predict(s, "calibrate_lanes", &x[z], 1) : 0;
+  }
+  double dp = pred[1] - pred[0];
+  for (int r = 0; r < LANE_ROUNDS && ok && dp > 0; r++) {
+    double sec[2];
+    for (int z = 0; z < 2 && ok; z++) {
+      int runs = (int)(2e6 / (double)sizes[z]) + 20;
+      double t0 = now_s();
+      for (int i = 0; i < runs && ok; i++) {
+        Tensor *out = NULL;
+        ok = session_call(s, "calibrate_lanes", &x[z], 1, &out, 1, &err);
+        tensor_release(out);
+      }
+      sec[z] = (now_s() - t0) / runs;
+    }
+    if (ok && sec[1] > sec[0]) share[got++] = dp / (sec[1] - sec[0]);
+  }
+  tensor_release(x[0]);
+  tensor_release(x[1]);
+  buf_free(&err);
+  if (!ok || got < LANE_ROUNDS / 2 + 1) return 0;
+  qsort(share, (size_t)got, sizeof *share, cmp_double);
+  /* the model's rate was already scaled by the share a calibration read at start-up */
+  return share[got / 2] * (s->hw.lane_scale > 0 ? s->hw.lane_scale : 1);
 }
 
 int session_calibrate(Session *s) {
@@ -544,6 +616,11 @@ int session_calibrate(Session *s) {
   if (call_us > 0)
     fprintf(s->out, "call: %.2f us a call of compiled code whose one kernel does next to nothing (the model assumed %.2f)\n",
             call_us, cpu_call_s(NULL) * 1e6);
+  /* rounded to what this and :hw print, and kept so */
+  double lane_scale = round(calibrate_lanes(s) * 1e2) / 1e2;
+  if (lane_scale > 0)
+    fprintf(s->out, "vector math: %.2f of the lane-operations a second that %d vector pipes promise (the model "
+            "assumed 1)\n", lane_scale, s->hw.vec_units > s->hw.fma_units ? s->hw.vec_units : s->hw.fma_units);
   char *dir = calibration_path();
   if (!dir) {
     fprintf(s->err, "dyn: --calibrate: no $HOME or $XDG_CACHE_HOME to keep the result in\n");
@@ -576,6 +653,7 @@ int session_calibrate(Session *s) {
   if (sync_us > 0) buf_printf(&text, "sync_us = %.3f\n", sync_us);
   if (call_us > 0) buf_printf(&text, "call_us = %.3f\n", call_us);
   if (mem.write_cost > 0) buf_printf(&text, "write_cost = %.3f\n", mem.write_cost);
+  if (lane_scale > 0) buf_printf(&text, "lane_scale = %.3f\n", lane_scale);
   FileOut *f = file_out_open(path.s, NULL, msg, sizeof msg);
   bool ok = f && file_out_write(f, text.s, text.len, NULL, msg, sizeof msg);
   if (f && !ok) file_out_abandon(f);

@@ -191,6 +191,28 @@ if grep -q "GFLOP/s peak of" peak.txt && grep -q '^time: .*(cpu)$' peak.txt; the
   else
     fail=$((fail + 1)); echo "FAIL calibrated-call: the call of $call us not charged:"; cat cal.txt sched-call.txt
   fi
+  # and compiled vector math against the lane-operations the vector pipes promise: kept,
+  # shown by :hw, and a compute-bound kernel's compute (gelu's, :sched) priced at that share
+  # of the pipes' rate, the compute without it (the line taken out of the file) times it
+  lanes=$(sed -n 's/^vector math: \([0-9.]*\) of the lane-operations a second that [0-9]* vector pipes promise (the model assumed 1)$/\1/p' cal.txt)
+  calf=$HOME/.cache/dyn/calibration.txt
+  echo ':sched gelu B=4096 N=4096' | "$dyn" > sched-lanes.txt 2>&1
+  echo ':hw' | "$dyn" > hw-lanes.txt 2>&1
+  cp "$calf" cal.kept
+  grep -v '^lane_scale' cal.kept > "$calf"
+  echo ':sched gelu B=4096 N=4096' | "$dyn" > sched-nolanes.txt 2>&1
+  cp cal.kept "$calf"
+  c1=$(tr '\n' ' ' < sched-lanes.txt | tr -s ' ' | sed -n 's/.*compute \([0-9.]*\) ms.*/\1/p')
+  c0=$(tr '\n' ' ' < sched-nolanes.txt | tr -s ' ' | sed -n 's/.*compute \([0-9.]*\) ms.*/\1/p')
+  if [ -n "$lanes" ] && grep -qx "lane_scale = ${lanes}0*" "$calf" &&
+     grep -qF "  math:    $lanes [m] of the lane-operations a second the vector units promise" hw-lanes.txt &&
+     [ -n "$c0" ] && [ -n "$c1" ] &&
+     awk -v a="$c0" -v b="$c1" -v s="$lanes" 'BEGIN { r = a / b / s; exit !(r > 0.99 && r < 1.01) }'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL calibrated-lanes: vector math at $lanes of the pipes: compute $c1 ms, $c0 without:"
+    cat cal.txt hw-lanes.txt sched-lanes.txt sched-nolanes.txt
+  fi
 fi
 
 # :time of a top-level statement runs compiled code from its second run on, as a call of a

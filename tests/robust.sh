@@ -199,6 +199,8 @@ if [ $have_llvm = yes ] && "$dyn" --calibrate > out 2>&1; then
   cached calibration-call "a call of -3 us is not plausible"
   { grep -v '^write_cost' cal.good; echo 'write_cost = 9'; } > "$cal"
   cached calibration-write "a written byte costing 9 read bytes is not plausible"
+  { grep -v '^lane_scale' cal.good; echo 'lane_scale = 40'; } > "$cal"
+  cached calibration-lanes "vector math at 40 of its pipes' rate is not plausible"
 else
   skip calibration-values
 fi
