@@ -659,8 +659,9 @@ int cpu_conv_grouped_run(CpuBackend *be, GemmKernels *g, const Win *W, const voi
   int es = g->esize;
   size_t colb = (size_t)(W->ktot * G.x.n) * (size_t)es, ctb = (size_t)(W->mtot * G.x.n) * (size_t)es;
   /* kept from call to call: a new 8-16 MB each call had page faults cost up to a fifth of
-   * the call in some processes (4 x 128 x 28 x 28, 3 x 3: 4.03 -> 3.28 ms with glibc's heap
-   * kept from shrinking) */
+   * the call in some processes (REPL :time on 2 threads of a Zen 5 guest, 3 x 3 filters: 4 x
+   * 128 x 28 x 28 3.48 -> 3.21 ms, 8 x 512 x 7 x 7 6.75 -> 6.37; the bench's process, where
+   * glibc kept its heap, was unchanged) */
   char *buf = cpu_scratch_call(colb + ctb);
   if (!buf) return 0;                    /* a GEMM an image needs less */
   int t = threads > 1 ? threads : 1;

@@ -489,11 +489,11 @@ static double calibrate_call(Session *s) {
  * drop out of both differences; both are over 32K elements, so both are split over all the
  * threads (cpu_task_count: a smaller one ran in one task, the larger on two, and the
  * difference measured the split).  The two sizes take turns within each of nine rounds, and
- * the median round's share is kept: a shared host's slow phases last seconds, and the best
- * time of each size on its own gave 0.52 to 0.70 in three calibrations of one host.  The
- * model's lane-operations of these functions at two of Zen 5's four pipes' rate had gelu of
- * f32[256, 1024] at 25 us where it took 38 on 2 threads, silu and softmax in L2 23-34 %
- * under too; 0 where it cannot be had. */
+ * the median round's share is kept: a shared host's slow phases last seconds, and each
+ * size's best time taken apart moved the share by a third from one calibration to the
+ * next.  At the pipes' full rate the model had gelu of f32[256, 1024] at 25 us where it took
+ * 31-38 on 2 threads of a Zen 5 guest, silu and softmax in L2 20-30 % under too (0.70
+ * measured there: 31 us predicted).  0 where it cannot be had. */
 #define LANE_ROUNDS 9
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
