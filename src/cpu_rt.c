@@ -85,7 +85,6 @@ static void slot_trim(int i) {
     sc->s[i].bytes = 0;
   }
 }
-static void scratch_trim(void) { slot_trim(0); }
 void cpu_scratch_call_done(void) { slot_trim(1); }
 
 static void run_task(void *arg, int64_t t) {
@@ -124,7 +123,7 @@ static void run_task(void *arg, int64_t t) {
   c.bufs = bufs;
   if (ok) (T->st ? T->ck->fn_st : T->nt ? T->ck->fn_nt : T->ck->fn)(&c, lo, hi);
   else *c.err = 2;
-  if (T->nlocal) scratch_trim();
+  if (T->nlocal) slot_trim(0);
   if (bufs != bufs_local) free(bufs);
 }
 
@@ -573,7 +572,7 @@ static void win_task(void *arg, int64_t t) {
     int want = 0;
     if (atomic_compare_exchange_strong(&J->failed, &want, 2)) snprintf(J->msg, sizeof J->msg, "%s", err);
   }
-  scratch_trim();
+  slot_trim(0);
 }
 
 /* A gathered into an M x K matrix (W->a_gather): row m (M's axes in Y's order) holds K in

@@ -495,10 +495,6 @@ static double calibrate_call(Session *s) {
  * 31-38 on 2 threads of a Zen 5 guest, silu and softmax in L2 20-30 % under too (0.70
  * measured there: 31 us predicted).  0 where it cannot be had. */
 #define LANE_ROUNDS 9
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 static double calibrate_lanes(Session *s) {
   if (session_run(s, "fn calibrate_lanes(X: f32[N]) -> f32[N] {\n"
                      "  Y[n] = max(X[n], -12.0) * sigmoid(X[n] * (1.5957691216057308 + 0.07135481627260025 * X[n] * X[n]))"
@@ -542,7 +538,7 @@ static double calibrate_lanes(Session *s) {
   tensor_release(x[1]);
   buf_free(&err);
   if (!ok || got < LANE_ROUNDS / 2 + 1) return 0;
-  qsort(share, (size_t)got, sizeof *share, cmp_double);
+  sort_doubles(share, (size_t)got);
   /* the model's rate was already scaled by the share a calibration read at start-up */
   return share[got / 2] * (s->hw.lane_scale > 0 ? s->hw.lane_scale : 1);
 }
