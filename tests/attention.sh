@@ -6,6 +6,8 @@
 #     every cache of every model); for two chains of another form (the scores also
 #     returned, a max over the other axis) it says nothing of the kind;
 #   - :sched says that a decoder's step (S = 1) runs fused on the row path;
+#   - :sched's prediction on the tiles for one query row and one key past the block is a
+#     little more than the block's, not the four whole blocks it runs;
 #   - :sched of a function with two chains of the same sizes, attention and causal_attention,
 #     gives each chain its own prediction and choice, those of its function alone;
 #   - NumPy's float64 results on random data (tests/numpy/attention.py: shapes 0, 1, primes
@@ -76,6 +78,19 @@ if [ "$(wc -l < "$work/pair.txt")" -eq 8 ] && [ "$(sed -n 1,4p "$work/pair.txt")
   echo "PASS: :sched of two chains of equal sizes: each its own plan"
 else
   echo "FAIL: :sched of two chains of equal sizes: each its own plan"; sed 's/^/    /' "$work/pair.txt"; fail=1
+fi
+# the tiles' prediction prices the blocks of the last query rows and keys at their sizes: one
+# row and one key past the model's block (n) add a little, where four whole blocks were priced
+sched_fused() {   # sched_fused S: the tiles' predicted ms of attention B=8 S=T=S D=64, 2 threads
+  "$dyn" -e ':threads 2' -e ":sched attention B=8 S=$1 T=$1 D=64" 2>&1 | tr '\n' ' ' | tr -s ' ' |
+    sed -n 's/.*tasks; predicted \([0-9.]*\) ms fused,.*/\1/p'
+}
+n=$("$dyn" -e ':sched attention B=8 S=4096 T=4096 D=64' 2>&1 | sed -n 's/.*blocks: \([0-9]*\) query rows.*/\1/p')
+t0=$(sched_fused "$n"); t1=$(sched_fused $((n + 1)))
+if [ -n "$t0" ] && [ -n "$t1" ] && awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b > a && b < 1.5 * a) }'; then
+  echo "PASS: :sched attention, S = T = $((n + 1)): the last blocks at their size ($t0 -> $t1 ms)"
+else
+  echo "FAIL: :sched attention, S = T = $((n + 1)): the last blocks at their size ($n: '$t0' -> '$t1' ms)"; fail=1
 fi
 sed '/^:sched/d' "$work/chains.dyn" > "$work/user.dyn"
 for f in "myattn N=100 M=300 E=64 F=32:yes" "withscores S=100 T=300 D=64:no" "colmax S=100 T=300 D=64:no"; do

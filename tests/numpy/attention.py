@@ -136,6 +136,9 @@ def add_cases(dyn, c):
     def inf_k(Q, K, V):
         K[0, 3, 1] = np.inf
 
+    def nan_k(Q, K, V):
+        K[0, 3, 1] = np.nan     # one key's scores NaN beside finite ones: its weights NaN
+
     def inf_v_hidden(Q, K, V):
         V[0, 5, 2] = np.inf      # hidden from rows s < 5 by the causal mask: still NaN there
 
@@ -152,7 +155,7 @@ def add_cases(dyn, c):
     def tiny_scores(Q, K, V):
         Q *= 1e-30               # every weight 1: the mean of V's rows
 
-    for name, f in (('NaN in Q', nan_q), ('inf in K', inf_k), ('inf in V', inf_v_hidden),
+    for name, f in (('NaN in Q', nan_q), ('NaN in K', nan_k), ('inf in K', inf_k), ('inf in V', inf_v_hidden),
                     ('large scores', big_scores), ('huge scores', huge_scores), ('tiny scores', tiny_scores)):
         attn_case(name, 2, 9, 21, 3, False, f)
         attn_case(name, 2, 9, 21, 3, True, f)
@@ -170,6 +173,7 @@ def add_cases(dyn, c):
             for causal in (False, True):
                 attn_case('rows %d x %d' % (R, nk), 3, S, T, D, causal)
     attn_case('rows, NaN in Q', 2, 2, 21, 3, False, nan_q)
+    attn_case('rows, NaN in K', 2, 2, 21, 3, False, nan_k)
     attn_case('rows, inf in V hidden', 1, R + 2, 2 * nk + 2, 3, True, inf_v_hidden)
     attn_case('rows, large scores', 2, 1, 3 * nk + 1, 80, False, big_scores)
     for name, f in (('huge scores', huge_scores), ('tiny scores', tiny_scores)):
