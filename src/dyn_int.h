@@ -1003,6 +1003,11 @@ double sched_stream_time(const HwModel *h, int threads, const SchedWork *w, Sche
 double cpu_call_s(const HwModel *h);
 /* Seconds of a fork-join on the CPU pool: the calibrated figure (sync_us), else 0.3 us. */
 double sched_sync_s(const HwModel *h);
+/* Seconds a line two cores write takes to move between them (line_move_ns; 60 ns, Zen 5's,
+ * where the file does not say), and for `lines` lines that one core wrote to reach another
+ * that reads them in a stream (MOVE_LINES at a time). */
+double sched_line_move_s(const HwModel *h);
+double sched_lines_moved_s(const HwModel *h, double lines);
 
 /* ---- cost.c: FLOPs and bytes as formulas, the roofline ------------------------------------ */
 

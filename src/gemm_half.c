@@ -409,13 +409,6 @@ static double dp_task_s(const GemmKernels *g, const GemmArgs *x, const DpPlan *p
   return s + bytes / sched_threads_bw(h, h->nlevels > 1 ? 1 : 0, 1);
 }
 
-/* Packed panels that one core wrote and another reads move between their caches a few
- * lines at a time: MOVE_LINES lines for each line_move_ns, the time of one contested line
- * (fitted on a Zen 5 guest, 2 threads, packed first: 200 x 1000 x 512 took 390 us where the
- * model without the moves said 255, 128 x 768 x 768 269 us where it said 168; 13 x 33 x 385
- * 10.3 us where the caller alone took 4.5). */
-#define MOVE_LINES 8
-
 static int64_t overlap(int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
   int64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
   return hi > lo ? hi - lo : 0;
@@ -484,7 +477,7 @@ static void dp_time(const GemmKernels *g, const GemmArgs *x, DpPlan *pl, int thr
     pl->sync_s = threads > 1 ? 2 * sched_sync_s(h) : 0;
     if (threads > 1) {
       double lines = (double)dp_remote_rows(x, pl, threads) * (double)pl->kp * 4 / 64;
-      pl->move_s = 2 * lines * hw_line_move_s(h) / MOVE_LINES;
+      pl->move_s = 2 * sched_lines_moved_s(h, lines);   /* packed panels another core wrote */
     }
   }
   pl->total = pl->pack_s + pl->comp_s + pl->sync_s + pl->move_s;

@@ -266,10 +266,6 @@ static inline int hw_l1_ways(const HwModel *h) {
                                                     : (int)(hw_cache_bytes(h, 0) / SET_SPAN);
   return w >= 2 ? w : 8;
 }
-/* Seconds a C line two cores write takes to move between them (60 ns, Zen 5's, unstated). */
-static inline double hw_line_move_s(const HwModel *h) {
-  return h->line_move_ns > 0 ? h->line_move_ns / 1e9 : 60e-9;
-}
 
 /* The plan cache's key for a problem on nthreads, and its slot (gemm_run's lookup, on every
  * call that misses the thread's last plan).  B's offset in a line is part of it: the model

@@ -45,7 +45,7 @@
  *
  * The cost of a C line that two cores both write (an N split whose edge falls inside a
  * line, and a k split's C and copies at every call) is the hardware's, line_move_ns in the
- * hw file (hw_line_move_s). */
+ * hw file (sched_line_move_s). */
 
 /* CALL_CYC, a software overhead, is in gemm_int.h, and the fork-join sched.c's sched_sync_s
  * (where dyn --calibrate measured one, its figure): the 16-bit engine (gemm_half.c) prices
@@ -731,7 +731,7 @@ static void ksplit_set(const GemmKernels *g, const Prob *p, int tk, Plan *pl, Pr
     double bytes = (double)p->batch * p->m * p->n * g->esize;
     double moved = (double)(tk - 1) / tk * (tk + 1) * ceil(bytes / (double)sched_line_bytes(&g->hw));
     pl->t_red = (tk - 1) * 3 * bytes / sched_level_bw(&g->hw, bytes * tk) + sched_sync_s(&g->hw) +
-                moved * hw_line_move_s(&g->hw);
+                moved * sched_line_move_s(&g->hw);
   }
 }
 
@@ -759,7 +759,7 @@ static void plan_eval(const GemmKernels *g, const Prob *p0, int fi, bool pa, boo
    * only, which per-core figures already reflect. */
   double comp_mem = pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem;
   pl->t_sync = tb * tm * tn * tk > 1 ? sched_sync_s(&g->hw) : 0;
-  pl->t_share = (double)share_lines(g, p, pl, bt, mt) * cdiv(p->k, pl->kc) * hw_line_move_s(&g->hw);
+  pl->t_share = (double)share_lines(g, p, pl, bt, mt) * cdiv(p->k, pl->kc) * sched_line_move_s(&g->hw);
   pl->t = comp_mem + pl->t_stall + pl->t_pack + pl->t_sync + pl->t_share + pl->t_red;
 }
 
@@ -788,7 +788,7 @@ static void plan_eval_rows(const GemmKernels *g, const Prob *p, int tb, int tn, 
   pl->t_mem = (double)bt * ((double)p->k * nt * es / bwB + (double)nch * p->m * p->k * es / bwA +
                             (double)p->m * nt * es * (p->acc ? 2 : 1) / bwC);
   pl->t_sync = users > 1 ? sched_sync_s(&g->hw) : 0;
-  pl->t_share = (double)share_lines(g, p, pl, bt, p->m) * hw_line_move_s(&g->hw);
+  pl->t_share = (double)share_lines(g, p, pl, bt, p->m) * sched_line_move_s(&g->hw);
   pl->t = (pl->t_comp > pl->t_mem ? pl->t_comp : pl->t_mem) + pl->t_sync + pl->t_share;
 }
 

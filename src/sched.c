@@ -157,9 +157,21 @@ double sched_shared_bw(const HwModel *h, double F, int users) {
  *                                           1.40 ms with every byte from memory; C is what
  *                                           dyn --calibrate found a guest's share keeps
  *                                           (kept_bytes) for a set only read, the share
- *                                           for one written too (stream_hold) */
+ *                                           for one written too (stream_hold)
+ *   MOVE_LINES      8        sched.c        lines one core wrote that another reads in a
+ *                                           stream move a few at a time: MOVE_LINES for each
+ *                                           line_move_ns, the time of one contested line
+ *                                           (fitted on a Zen 5 guest, 2 threads, the 16-bit
+ *                                           engine's packed panels: 200 x 1000 x 512 took
+ *                                           390 us where the model without the moves said
+ *                                           255, 128 x 768 x 768 269 us where it said 168;
+ *                                           13 x 33 x 385 10.3 us where the caller alone
+ *                                           took 4.5) */
 #define SCHED_SYNC_S 0.3e-6
 double sched_sync_s(const HwModel *h) { return h && h->sync_us > 0 ? h->sync_us * 1e-6 : SCHED_SYNC_S; }
+#define MOVE_LINES 8
+double sched_line_move_s(const HwModel *h) { return h->line_move_ns > 0 ? h->line_move_ns * 1e-9 : 60e-9; }
+double sched_lines_moved_s(const HwModel *h, double lines) { return lines * sched_line_move_s(h) / MOVE_LINES; }
 
 /* The roofline of FLOPs and bytes on `threads` of h: the slower of the FLOPs at the threads'
  * share of the peak and the bytes at main memory's bandwidth for that many cores.  The GPU's
