@@ -1830,6 +1830,26 @@ static _Noreturn void usage(void) {
   exit(2);
 }
 
+/* One line on the PyTorch that the column measures: its version and the BLAS its build
+ * says it was linked with, so that a reader knows what its products were against (Debian's
+ * python3-torch 1.13: BLAS_INFO=generic, the system's libblas.so.3; its torch.bmm of 16 x
+ * 1024 x 64 by 64 x 1024 ran at 8-10 GFLOP/s on 1 or 2 threads of a Zen 5 guest, whatever
+ * OpenBLAS's threads and kernel, so its attention takes over 500 ms at 16 x 1024 x 1024). */
+static void torch_build(const char *python) {
+  char cmd[512], line[256] = "";
+  snprintf(cmd, sizeof cmd,
+           "'%s' -c \"import torch, re; m = re.search(r'BLAS_INFO=([^,]*)', torch.__config__.show()); "
+           "print(torch.__version__, m.group(1) if m else 'not-said')\" 2>/dev/null", python);
+  fflush(stdout);
+  FILE *f = popen(cmd, "r");
+  if (!f) return;
+  bool got = fgets(line, sizeof line, f) != NULL;
+  pclose(f);
+  char ver[64], blas[128];
+  if (got && sscanf(line, "%63s %127s", ver, blas) == 2)
+    printf("torch: PyTorch %s (%s), built with BLAS_INFO=%s\n", ver, python, blas);
+}
+
 /* Whether python imports torch (quietly). */
 static bool python_has_torch(const char *python) {
   fflush(stdout);
@@ -1927,6 +1947,7 @@ int main(int argc, char **argv) {
     if (!want[TORCH] && !access(torch_script, R_OK))
       printf("torch: no Python here imports torch (tried %s%s/usr/bin/python3): the PyTorch column is skipped\n",
              python ? python : "", python ? ", python3, " : "python3, ");
+    if (want[TORCH]) torch_build(torch_python);
   }
   snprintf(check_dir, sizeof check_dir, "bench-check-XXXXXX");
   if (!mkdtemp(check_dir)) {
