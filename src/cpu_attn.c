@@ -22,8 +22,8 @@
 #include "cpu_int.h"
 
 #include <math.h>
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
+#ifdef __x86_64__
+#include <immintrin.h>   /* cpu_attn_kern.h's AVX-512 exponential, where a copy is built for it */
 #endif
 #include <stdlib.h>
 #include <string.h>
