@@ -13,6 +13,7 @@
 #define vfold4 KERN(vfold4)
 #define fold_lane KERN(fold_lane)
 #define vhsum KERN(vhsum)
+#define exp2_poly KERN(exp2_poly)
 #define vexp2_neg KERN(vexp2_neg)
 #define keep_lanes KERN(keep_lanes)
 #define update_rows KERN(update_rows)
@@ -64,42 +65,36 @@ static inline __attribute__((always_inline)) float vhsum(vf16 v) {
 }
 
 /* 2^x, x <= 0 up to a rounding: x = n + r, r in [-1/2, 1/2], 2^r by Cephes exp2f's
- * polynomial (relative error 2e-7), 2^n in the exponent's bits.  n is x rounded to the
- * nearest integer by adding 1.5 * 2^23, which leaves it in the sum's low mantissa bits: two
- * additions where two conversions, a compare and a correction of truncation's rounding took
- * seven operations (the online softmax of four rows of 61 keys: 333 -> 258 cycles). */
-static inline __attribute__((always_inline)) vf16 vexp2_neg(vf16 x) {
-#ifdef __AVX512F__
-  /* the same polynomial, 2^n by vscalef, and the lanes below -126 (-inf among them) zeroed
-   * by the compare's mask in the same instruction: 11 operations where the selects took 20.
-   * With vmax2's one instruction and update_rows' loop for whole rows, the online softmax of
-   * a block of 320 x 320 scores (in L2, one thread of a Zen 5) went from 15.4 to 7.9 cycles
-   * a vector of scores.  A NaN is unordered, kept, and stays NaN. */
-  const vf16 lim = (vf16){0} - 126.0f, magic = (vf16){0} + 12582912.0f;
-  __mmask16 keep = _mm512_cmp_ps_mask((__m512)x, (__m512)lim, _CMP_NLT_UQ);
-  vf16 n = (x + magic) - magic;
-  vf16 r = x - n;
+ * polynomial (relative error 2e-7, exp2_poly), 2^n in the exponent's bits.  n is x rounded
+ * to the nearest integer by adding 1.5 * 2^23, which leaves it in the sum's low mantissa
+ * bits: two additions where two conversions, a compare and a correction of truncation's
+ * rounding took seven operations (the online softmax of four rows of 61 keys: 333 -> 258
+ * cycles). */
+static inline __attribute__((always_inline)) vf16 exp2_poly(vf16 r) {
   vf16 y = r * 1.535336188319500e-4f + 1.339887440266574e-3f;
   y = y * r + 9.618437357674640e-3f;
   y = y * r + 5.550332471162809e-2f;
   y = y * r + 2.402264791363012e-1f;
   y = y * r + 6.931472028550421e-1f;
-  y = y * r + 1.0f;
-  return (vf16)_mm512_maskz_scalef_ps(keep, (__m512)y, (__m512)n);
-#else
+  return y * r + 1.0f;
+}
+static inline __attribute__((always_inline)) vf16 vexp2_neg(vf16 x) {
   const vf16 lim = (vf16){0} - 126.0f, magic = (vf16){0} + 12582912.0f;
+#ifdef __AVX512F__
+  /* 2^n by vscalef, and the lanes below -126 (-inf among them) zeroed by the compare's mask
+   * in the same instruction: 11 operations where the selects took 20.  With vmax2's one
+   * instruction and update_rows' loop for whole rows, the online softmax of a block of 320
+   * x 320 scores (in L2, one thread of a Zen 5) went from 15.4 to 7.9 cycles a vector of
+   * scores.  A NaN is unordered, kept, and stays NaN. */
+  __mmask16 keep = _mm512_cmp_ps_mask((__m512)x, (__m512)lim, _CMP_NLT_UQ);
+  vf16 n = (x + magic) - magic;
+  return (vf16)_mm512_maskz_scalef_ps(keep, (__m512)exp2_poly(x - n), (__m512)n);
+#else
   vi16 low = x < lim;
   vf16 xc = vsel(low, lim, x);
   vf16 t = xc + magic;                  /* its bits: those of 1.5 * 2^23, plus n */
-  vf16 r = xc - (t - magic);
-  vf16 y = r * 1.535336188319500e-4f + 1.339887440266574e-3f;
-  y = y * r + 9.618437357674640e-3f;
-  y = y * r + 5.550332471162809e-2f;
-  y = y * r + 2.402264791363012e-1f;
-  y = y * r + 6.931472028550421e-1f;
-  y = y * r + 1.0f;
   vf16 p2 = (vf16)(((vi16)t + (127 - 0x4B400000)) << 23);
-  y = y * p2;
+  vf16 y = exp2_poly(xc - (t - magic)) * p2;
   y = vsel(low, (vf16){0}, y);          /* -inf and below -126: 0 */
   vi16 nan = x != x;
   return vsel(nan, x, y);
@@ -357,6 +352,7 @@ static const AttnKern KERN(kern) = {block_update, rows_scores, rows_pv, rows_fin
 #undef vfold4
 #undef fold_lane
 #undef vhsum
+#undef exp2_poly
 #undef vexp2_neg
 #undef keep_lanes
 #undef update_rows
