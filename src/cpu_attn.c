@@ -432,9 +432,8 @@ static void predict(CpuBackend *be, const Call *w, int threads, double *fused, d
    * batch index, read them; its weights go to P . V's tasks, split another way ((t - 1) / t
    * of the lines each time; 2 threads of a Zen 5, 7 x 97 x 131 x 80: P . V took 0.11 ms
    * after the softmax, 0.06 alone).  Larger, they come from a shared level (bw, above). */
-  int priv = 0;
-  while (priv < hw_ncaches(hw) && hw->level[priv].shared_by <= 1) priv++;
-  if (threads > 1 && priv > 0 && 4 * bst / threads <= (double)hw->level[priv - 1].bytes)
+  int lv = sched_fit_level(hw, 4 * bst, threads);
+  if (threads > 1 && lv < hw_ncaches(hw) && hw->level[lv].shared_by <= 1)
     *unfused += 2 * (threads - 1.0) / threads * sched_lines_moved_s(hw, ceil(4 * bst / (double)sched_line_bytes(hw)));
   int64_t nsb = (S + w->br - 1) / w->br, ntb = (T + w->bc - 1) / w->bc;
   /* a block's two GEMM calls on one thread, averaged over a batch index's blocks: whole
