@@ -1,0 +1,54 @@
+#!/bin/sh
+# conv-plan.sh -- the convolution's plans as :sched prints them, for every model in hw/.
+# A 1 x 1 convolution at stride 2 of one image is an implicit GEMM (src/cpu_conv_gemm.c)
+# whose product is M x K by K x (P Q); its tasks take the grid the GEMM model chose for that
+# product, as :sched of matmul of the same sizes prints it in the same process (so that the
+# kernel rates a model's host measures at start-up are the same for both): as many runs of
+# rows as the grid's blocks of M, and at least as many chunks of columns as its blocks of N
+# (more where the panels of a chunk would not fit half of L2).  The shapes put A (the
+# filters) in and out of L2, and the columns (192) are a multiple of every tile's width.
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+top_builddir=${top_builddir:-$top_srcdir}
+dyn=$top_builddir/dyn
+work=$(mktemp -d "${TMPDIR:-/tmp}/dynconvplan.XXXXXX") || exit 99
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 99
+export HOME="$work" DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 DYN_HW_DIR="$top_srcdir/hw"
+"$dyn" --target=cpu -e ':target' > probe.txt 2>&1
+grep -q 'target: cpu' probe.txt || { echo "conv-plan: no compiled CPU back end, skipped"; exit 77; }
+pass=0; fail=0
+
+for f in "$top_srcdir"/hw/*.hw; do
+  hw=$(basename "$f" .hw)
+  for threads in 2 4; do
+    for mk in "2048 1024" "512 2048" "256 512" "96 64"; do
+      set -- $mk
+      printf ':sched conv2d N=1 C=%s H=24 W=32 F=%s KH=1 KW=1 S=2 P=0\n:sched matmul M=%s K=%s N=192\n' \
+        "$2" "$1" "$1" "$2" > plan.dyn
+      "$dyn" --hw="$hw" --threads "$threads" plan.dyn > out.txt 2>&1
+      flat=$(tr '\n' ' ' < out.txt | sed 's/  */ /g')
+      conv=$(echo "$flat" | grep -o '[0-9]* tasks ([0-9]* chunks of columns an image[^)]*)')
+      grid=$(echo "$flat" | grep -o 'cores: 1 x [0-9]* x [0-9]* blocks')
+      what="--hw=$hw --threads $threads, M $1 K $2 N 192"
+      if [ -z "$grid" ] && grep -q 'chosen: \(row streaming\|inner products\)' out.txt; then
+        continue                                 # not a plan of tiles: the gathered path's
+      fi
+      if [ -z "$conv" ] || [ -z "$grid" ]; then
+        fail=$((fail + 1)); echo "FAIL $what: no implicit GEMM's tasks or no matmul grid in:"; head -20 out.txt
+        continue
+      fi
+      chunks=$(echo "$conv" | sed 's/.*(\([0-9]*\) chunks.*/\1/')
+      parts=$(echo "$conv" | sed -n 's/.*each in \([0-9]*\) runs of rows.*/\1/p')
+      tm=$(echo "$grid" | sed 's/cores: 1 x \([0-9]*\) x.*/\1/')
+      tn=$(echo "$grid" | sed 's/cores: 1 x [0-9]* x \([0-9]*\) blocks/\1/')
+      if [ "${parts:-1}" -ne "$tm" ] || [ "$chunks" -lt "$tn" ]; then
+        fail=$((fail + 1))
+        echo "FAIL $what: the implicit GEMM's $conv, the GEMM model's grid 1 x $tm x $tn"
+      else
+        pass=$((pass + 1))
+      fi
+    done
+  done
+done
+echo "conv-plan: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
