@@ -131,28 +131,28 @@ static bool cg_plan(GemmKernels *g, const Win *W, bool padded, int threads, CgPl
   if (fit < 1) fit = 1;
   int64_t t = threads > 1 ? threads : 1;
   /* At least the chunks that fit.  One run of panels (one image, or panels across the
-   * images) is the product the GEMM model planned, so the tasks take its grid, which weighs
-   * A streamed again by each block of columns against B packed again by each block of
-   * rows; a count of tiles cannot (1024 -> 2048 channels 1 x 1 at stride 2 onto 7 x 7, 2
+   * images) is the product the GEMM model planned, so its M is split as the model's grid
+   * splits it, and its columns into at least the grid's blocks of N: the grid weighs A
+   * streamed again by each block of columns against B packed again by each block of rows,
+   * which a count of tiles cannot (1024 -> 2048 channels 1 x 1 at stride 2 onto 7 x 7, 2
    * threads of a Zen 5 guest: the grid's 2 runs of rows, 0.72 ms; 2 chunks of columns, one
    * tile fewer on the busier thread but each streaming all of A's 8 MB, 0.91).  Several
-   * images: more chunks, or M's rows split into parts as well (in whole tiles: whole blocks
-   * of mc rows where A is packed, the layout cg_pack_a writes), for the tasks to share out
-   * evenly: the split whose busiest thread has the fewest tiles, waves of tasks times the
-   * largest task's panels and rows (the fewest chunks and parts of those that tie). */
+   * images: M's rows may be split into parts as well (in whole tiles: whole blocks of mc
+   * rows where A is packed, the layout cg_pack_a writes).  Then more chunks, and parts where
+   * free, for the tasks to share out evenly: the split whose busiest thread has the fewest
+   * tiles, waves of tasks times the largest task's panels and rows (the fewest chunks and
+   * parts of those that tie). */
   C->unit = C->pl.pack_a ? C->pl.mc : C->f->mr;
   int64_t units = cdiv(W->mtot, C->unit), cmin = cdiv(C->panels, fit), best = INT64_MAX;
-  C->chunks = cmin, C->parts = 1;
-  if (imgs == 1 && C->pl.tk == 1 && C->pl.tm * C->pl.tn > 1) {
-    C->chunks = imin(C->panels, imax(cmin, C->pl.tn));
-    C->parts = imin(units, C->pl.tm);
-  } else {
-    for (int64_t c = cmin; c <= C->panels && c <= cmin + 4 * t; c++)
-      for (int64_t r = 1; r <= units && r <= 4 * t; r++) {
-        int64_t busiest = sched_waves(imgs * c * r, t) * cdiv(C->panels, c) * cdiv(units, r);
-        if (busiest < best) best = busiest, C->chunks = c, C->parts = r;
-      }
-  }
+  bool grid = imgs == 1 && C->pl.tk == 1 && C->pl.tm * C->pl.tn > 1;
+  int64_t c0 = grid ? imax(cmin, imin(C->pl.tn, C->panels)) : cmin;
+  int64_t r0 = grid ? imin(units, C->pl.tm) : 1, r1 = grid ? r0 : imin(units, 4 * t);
+  C->chunks = c0, C->parts = r0;
+  for (int64_t c = c0; c <= C->panels && c <= c0 + 4 * t; c++)
+    for (int64_t r = r0; r <= r1; r++) {
+      int64_t busiest = sched_waves(imgs * c * r, t) * cdiv(C->panels, c) * cdiv(units, r);
+      if (busiest < best) best = busiest, C->chunks = c, C->parts = r;
+    }
   C->tasks = imgs * C->chunks * C->parts;
   /* the tasks in waves over the threads: the plan's time for the whole product, by the
    * share of the busiest thread */
