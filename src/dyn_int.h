@@ -758,8 +758,9 @@ bool kexpr_transcendental(const KExpr *e);
  * w*S + j].  P and Q are the output axes only B reads (P before the M axes, Q after them),
  * M those only A reads; M, Q and K are not empty.  A grouped one (a depthwise convolution,
  * Y[n, c, h, w] = sum[i, j] Xp[n, c, h*S + i, w*S + j] * Wt[c, i, j]) has G axes that both
- * read in M's place, and no M axes.  False for a plain one-index contraction, which runs on
- * the micro-kernels directly. */
+ * read in M's place, and no M axes.  A plain one-index contraction may be one too (a 1 x 1
+ * convolution, Y[n, f, h, w] = sum[c] X[n, c, h, w] * Wt[f, c]): the back ends take it as
+ * a plain contraction first where they can (contract_find), as a window where not. */
 typedef struct WinContraction {
   const KExpr *a, *b;
   int np, nm, nq, ng;

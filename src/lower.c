@@ -465,7 +465,7 @@ static bool affine(const KExpr *e) {
 }
 
 bool kexpr_window_contraction(const KExpr *r, const int *axes, int naxes, WinContraction *w) {
-  if (r->kind != KX_REDUCE || r->red != RED_SUM || !elem_is_float(r->ty) || contract_expr(r)) return false;
+  if (r->kind != KX_REDUCE || r->red != RED_SUM || !elem_is_float(r->ty)) return false;
   const KExpr *body = r->a[0];
   if (body->kind != KX_BIN || body->op != OP_MUL || r->nraxes > DYN_MAX_RANK) return false;
   for (int side = 0; side < 2; side++) {

@@ -7,6 +7,7 @@
 # rows as the grid's blocks of M, and at least as many chunks of columns as its blocks of N
 # (more where the panels of a chunk would not fit half of L2).  The shapes put A (the
 # filters) in and out of L2, and the columns (192) are a multiple of every tile's width.
+# And a 1 x 1 convolution written as a user writes it (below) runs on the micro-kernels.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
 dyn=$top_builddir/dyn
@@ -18,8 +19,26 @@ export HOME="$work" DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 DYN_HW_DIR="$top_s
 grep -q 'target: cpu' probe.txt || { echo "conv-plan: no compiled CPU back end, skipped"; exit 77; }
 pass=0; fail=0
 
+# A 1 x 1 convolution written as a user writes it, Y[n, f, h, w] = sum[c] X[n, c, h, w] *
+# Wt[f, c] (more output axes than a matrix product has), runs on the micro-kernels as a
+# window on the image in place, not as a loop kernel: every model's :sched says so.
+cat > pw.dyn <<'EOF'
+fn pw(X: f32[N, C, H, W], Wt: f32[F, C]) -> f32[N, F, H, W] {
+  Y[n, f, h, w]: f32[N, F, H, W] = sum[c] X[n, c, h, w] * Wt[f, c]
+  return Y
+}
+:sched pw N=2 C=64 H=9 W=31 F=65
+EOF
+
 for f in "$top_srcdir"/hw/*.hw; do
   hw=$(basename "$f" .hw)
+  "$dyn" --hw="$hw" pw.dyn > out.txt 2>&1
+  flat=$(tr '\n' ' ' < out.txt | sed 's/  */ /g')
+  if echo "$flat" | grep -q 'then packed micro-kernels .*(read in place: the windows are the image itself)'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL --hw=$hw: the pointwise convolution is not a window on the image in place:"; head -12 out.txt
+  fi
   for threads in 2 4; do
     for mk in "2048 1024" "512 2048" "256 512" "96 64"; do
       set -- $mk

@@ -272,6 +272,36 @@ def proj_case(n, c, h, w, f):
 for shape in [(6, 20, 7, 9, 30), (3, 33, 14, 14, 17), (1, 5, 1, 1, 7), (11, 8, 5, 3, 64)]:
     proj_case(*shape)
 
+# A 1 x 1 convolution written as a user writes it: a one-index contraction with more output
+# axes than a matrix product's (N, F, H, W), which runs as a window on the image in place
+# (GEMMs an image); the weight either way round, and the operands either way round.
+PW = '''
+fn pw(X: f32[N, C, H, W], Wt: f32[F, C]) -> f32[N, F, H, W] {
+  Y[n, f, h, w]: f32[N, F, H, W] = sum[c] X[n, c, h, w] * Wt[f, c]
+  return Y
+}
+fn pwt(X: f32[N, C, H, W], Wt: f32[C, F]) -> f32[N, F, H, W] {
+  Y[n, f, h, w]: f32[N, F, H, W] = sum[c] Wt[c, f] * X[n, c, h, w]
+  return Y
+}
+'''
+
+
+def pw_case(n, c, h, w, f):
+    X, Wt = randn((n, c, h, w)), randn((f, c))
+    ref = np.einsum('nchw,fc->nfhw', f64(X), f64(Wt))
+    mag = np.einsum('nchw,fc->nfhw', np.abs(f64(X)), np.abs(f64(Wt)))
+    compare.case('pointwise N=%d C=%d H=%d W=%d F=%d' % (n, c, h, w, f), [('X', X), ('Wt', Wt)],
+                 PW + 'Y = pw(X, Wt)', [compare.summed('Y', F32, ref, mag)])
+    Wtt = np.ascontiguousarray(Wt.T)
+    compare.case('pointwise, weight [C, F], N=%d C=%d H=%d W=%d F=%d' % (n, c, h, w, f), [('X', X), ('Wt', Wtt)],
+                 PW + 'Y = pwt(X, Wt)', [compare.summed('Y', F32, ref, mag)])
+
+
+for shape in [(2, 7, 5, 3, 11), (1, 1, 1, 1, 1), (0, 3, 4, 4, 5), (3, 33, 13, 17, 29), (1, 64, 9, 31, 65),
+              (2, 5, 0, 3, 4)]:
+    pw_case(*shape)
+
 # N C L F K S P
 for shape in [(0, 2, 5, 3, 3, 1, 1), (1, 1, 1, 1, 1, 1, 0), (2, 3, 2, 4, 5, 1, 2),
               (3, 5, 31, 7, 3, 2, 1), (2, 7, 97, 13, 7, 1, 3), (1, 16, 64, 17, 1, 2, 0)]:
