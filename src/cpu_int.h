@@ -262,14 +262,17 @@ int cpu_conv_ended(bool failed, const char *why, volatile int *interrupt, char *
  * plane by plane.  1: ran; 0: this layout takes the loop kernel; -1: failed (err set). */
 int cpu_conv_run(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                  const int64_t *strides, const EvalSizes *sz, volatile int *interrupt, char *err, size_t errlen);
-/* cpu_conv.c: kernel k a zero padding that only kernel k + 1, a grouped convolution, reads
- * (nn's Xp): run the convolution on planes it pads itself, and not the padding.  2: both
- * ran; 0: not such a pair (run them as they are); -1: failed (err set). */
+/* cpu_conv.c: kernel k a zero padding that only kernel k + 1, a convolution, reads (nn's
+ * Xp): run the convolution on planes it pads itself (grouped) or on panels it packs through
+ * the padding (dense), and not the padding.  2: both ran; 1: no padding at these sizes, the
+ * padding not run and the convolution's B in bufs made X itself (run kernel k + 1 as it
+ * is); 0: not such a pair (run them as they are); -1: failed (err set). */
 int cpu_conv_padded(CpuBackend *be, const CpuProgram *cp, int k, void **bufs, const int64_t *ext,
                     const int64_t *strides, const int64_t *shape, const EvalSizes *sz, volatile int *interrupt,
                     char *err, size_t errlen);
 /* cpu_conv.c: the same pair for :sched: its lines and predicted time (added to *total);
- * 2: described; 0: not such a pair with these sizes. */
+ * 2: described; 1: the padding described as not run (describe kernel k + 1 as it is, its B
+ * X's layout); 0: not such a pair with these sizes. */
 int cpu_conv_describe_padded(CpuBackend *be, const CpuProgram *cp, int k, const Extents *x, int threads, Buf *out,
                              double *total);
 /* cpu_conv.c: its predicted seconds on `threads` threads, with a line for :sched appended

@@ -7,7 +7,8 @@
 # rows as the grid's blocks of M, and at least as many chunks of columns as its blocks of N
 # (more where the panels of a chunk would not fit half of L2).  The shapes put A (the
 # filters) in and out of L2, and the columns (192) are a multiple of every tile's width.
-# And a 1 x 1 convolution written as a user writes it (below) runs on the micro-kernels.
+# And a 1 x 1 convolution written as a user writes it (below) runs on the micro-kernels, and
+# nn's conv2d at P = 0 reads X in place, its padding not run.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
 dyn=$top_builddir/dyn
@@ -68,6 +69,19 @@ for f in "$top_srcdir"/hw/*.hw; do
       fi
     done
   done
+done
+# nn's conv2d at P = 0: its padding is not run and the convolution reads X in place; at
+# P = 1 the padding is fused into the convolution
+for pp in 0 1; do
+  "$dyn" -e 'import nn' -e ":sched conv2d N=2 C=16 H=9 W=8 F=17 KH=1 KW=1 S=1 P=$pp" > out.txt 2>&1
+  flat=$(tr '\n' ' ' < out.txt | sed 's/  */ /g')
+  if [ "$pp" = 0 ] && ! echo "$flat" | grep -q 'kernel conv2d_Xp no padding at these sizes: not run; conv2d_Y reads X in place kernel conv2d_Y .*(read in place: the windows are the image itself)'; then
+    fail=$((fail + 1)); echo "FAIL conv2d at P=0: the padding not said to be skipped:"; head -12 out.txt
+  elif [ "$pp" = 1 ] && ! echo "$flat" | grep -q 'kernel conv2d_Y (and conv2d_Xp, the padding it reads, fused)'; then
+    fail=$((fail + 1)); echo "FAIL conv2d at P=1: the padding not fused:"; head -12 out.txt
+  else
+    pass=$((pass + 1))
+  fi
 done
 echo "conv-plan: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]

@@ -40,14 +40,15 @@ def windows(x, k, s, p):
     return v[:, :, ::s, ::s]
 
 
-def conv_case(n, c, h, w, f, k, s, p):
+def conv_case(n, c, h, w, f, k, s, p, fortran=False):
     X, Wt = randn((n, c, h, w)), randn((f, c, k, k))
     v = windows(X, k, s, p)
     ref = np.einsum('nchwij,fcij->nfhw', v, f64(Wt))
     mag = np.einsum('nchwij,fcij->nfhw', np.abs(v), np.abs(f64(Wt)))
-    compare.case('conv2d N=%d C=%d H=%d W=%d F=%d K=%d S=%d P=%d' % (n, c, h, w, f, k, s, p),
+    compare.case('conv2d N=%d C=%d H=%d W=%d F=%d K=%d S=%d P=%d%s' % (n, c, h, w, f, k, s, p,
+                                                                    ', X in Fortran order' if fortran else ''),
                  [('X', X), ('Wt', Wt)], 'Y = conv2d(X, Wt, %d, %d)' % (s, p),
-                 [compare.summed('Y', F32, ref, mag)])
+                 [compare.summed('Y', F32, ref, mag)], fortran=('X',) if fortran else ())
 
 
 DW = '''
@@ -99,6 +100,11 @@ for shape in [(0, 3, 5, 5, 2, 3, 1, 1), (1, 1, 1, 1, 1, 1, 1, 0), (1, 1, 1, 1, 3
               # the last element of an unpadded image (runs of 7, 1 and 15 elements)
               (2, 3, 9, 9, 5, 3, 1, 0), (3, 2, 5, 3, 4, 3, 1, 0), (1, 5, 19, 17, 6, 3, 1, 0)]:
     conv_case(*shape)
+
+# At P = 0 conv2d reads X in place, its padding not run, where X's layout is the padded
+# tensor's; X in Fortran order is not, and takes the padding's path (here and above, both)
+for shape in [(2, 16, 9, 8, 17, 1, 1, 0), (3, 5, 17, 19, 7, 3, 2, 0), (1, 3, 6, 5, 4, 3, 1, 1)]:
+    conv_case(*shape, fortran=True)
 
 # N C H W K S P: the same kinds of shape, one filter a channel; 7 x 7 maps and 112-wide
 # rows at both strides (the plane computed in one run, and a row at a time)
