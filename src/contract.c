@@ -65,21 +65,24 @@ static bool roles(const KExpr *A, const KExpr *B, int m, int n) {
   return pos_in(A, m) >= 0 && pos_in(A, n) == -1 && pos_in(B, n) >= 0 && pos_in(B, m) == -1;
 }
 
-/* The kernel's stage is C[b?, m, n] = f(sum[k] A[..] * B[..]) with exactly one reduction,
- * A holding m and k (and perhaps the batch), B holding k and n (and perhaps the batch), each
- * a plain layout of f32, f64, f16 or bf16 like the sum.  The operands may be written either way round. */
+/* The kernel's stage is C[o..., b?, m, n] = f(sum[k] A[..] * B[..]) with exactly one
+ * reduction, A holding m and k (and perhaps the batch), B holding k and n (and perhaps the
+ * batch), each a plain layout of f32, f64, f16 or bf16 like the sum.  The operands may be
+ * written either way round.  Axes o... before the batch (outer batch axes: the heads of a
+ * [B, H, S, D] attention's scores) lead A, B and C alike, in the same order. */
 const Contraction *contract_find(const Program *p, const Kernel *kn) {
   if (kn->nstages != 1 || kn->nouter) return NULL;
   const Stage *st = &kn->stages[0];
   const KExpr *R = NULL;
-  if (st->naxes < 2 || st->naxes > 3 || reductions(st->expr, &R) != 1) return NULL;
+  if (st->naxes < 2 || reductions(st->expr, &R) != 1) return NULL;
+  int nout = st->naxes > 3 ? st->naxes - 3 : 0;
   DynElem et = R->ty;
   if (R->red != RED_SUM || R->nraxes != 1 || (et != DYN_F32 && et != DYN_F64 && !elem_is_half(et))) return NULL;
   const KExpr *body = R->a[0];
   if (body->kind != KX_BIN || body->op != OP_MUL) return NULL;
   const KExpr *A = body->a[0], *B = body->a[1];
   if (!plain_load(p, A, et) || !plain_load(p, B, et)) return NULL;
-  int k = R->raxes[0], batch = st->naxes == 3 ? st->axes[0] : -1;
+  int k = R->raxes[0], batch = st->naxes >= 3 ? st->axes[nout] : -1;
   int m = st->axes[st->naxes - 2], n = st->axes[st->naxes - 1];
   if (pos_in(A, k) < 0 || pos_in(B, k) < 0) return NULL;
   if (!roles(A, B, m, n)) {
@@ -88,9 +91,11 @@ const Contraction *contract_find(const Program *p, const Kernel *kn) {
     B = t;
     if (!roles(A, B, m, n)) return NULL;
   }
+  for (int i = 0; i < nout; i++)
+    if (pos_in(A, st->axes[i]) != i || pos_in(B, st->axes[i]) != i) return NULL;
   int pa = batch >= 0 ? pos_in(A, batch) : -1, pb = batch >= 0 ? pos_in(B, batch) : -1;
   if (pa == -2 || pb == -2) return NULL;
-  if (A->n != 2 + (pa >= 0) || B->n != 2 + (pb >= 0)) return NULL;
+  if (A->n != nout + 2 + (pa >= 0) || B->n != nout + 2 + (pb >= 0)) return NULL;
   Contraction *c = arena_alloc(p->arena, sizeof *c);
   memset(c, 0, sizeof *c);
   c->red = R;
@@ -101,6 +106,8 @@ const Contraction *contract_find(const Program *p, const Kernel *kn) {
   c->b_slot = B->slot;
   c->c_slot = st->out;
   c->batch = batch;
+  c->nouter = nout;
+  for (int i = 0; i < nout; i++) c->outer[i] = st->axes[i];
   c->m = m;
   c->n = n;
   c->k = k;
@@ -131,6 +138,10 @@ static void operand(const Program *p, const KExpr *ld, bool kc, Buf *out) {
 
 void contract_print(const Program *p, const Contraction *c, Buf *out) {
   buf_printf(out, "%s: batch ", p->slots[c->c_slot].name);
+  for (int i = 0; i < c->nouter; i++) {
+    axis_name(p, c->outer[i], out);
+    buf_puts(out, " x ");
+  }
   axis_name(p, c->batch, out);
   buf_printf(out, ", m ");
   axis_name(p, c->m, out);

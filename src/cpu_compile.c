@@ -169,6 +169,8 @@ static bool match_gemm(const Program *p, const Kernel *kn, CKernel *ck) {
   ck->g_ax[1] = c->m;
   ck->g_ax[2] = c->n;
   ck->g_ax[3] = c->k;
+  ck->g_nout = c->nouter;
+  memcpy(ck->g_out, c->outer, sizeof c->outer);
   int pos[6] = { c->apos[1], c->apos[2], c->apos[0], c->bpos[1], c->bpos[2], c->bpos[0] };
   memcpy(ck->g_pos, pos, sizeof pos);
   return true;

@@ -50,6 +50,8 @@ typedef struct CKernel {
                             layouts the micro-kernels cannot take */
   WinContraction w;
   int g_pos[6];          /* their subscript places: A's m, k, batch; B's k, n, batch (-1) */
+  int g_nout;            /* outer batch axes (Contraction's), subscripts 0.. of A, B and C */
+  int g_out[DYN_MAX_RANK];
 } CKernel;
 
 struct CpuProgram {
@@ -186,6 +188,10 @@ bool cpu_layout_waits(const HwModel *hw, const SchedTerms *T);
 /* cpu_rt.c: a contraction kernel's sizes and element strides as the GEMM engine takes them
  * (strides[slot * DYN_MAX_RANK + d]). */
 void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x);
+/* With outer batch axes (ck->g_nout), x (cpu_gemm_args's, the problem at their first index)
+ * made one GEMM over all of them where they nest with its batch in A, B and C alike (tensors
+ * in C order): the GEMMs the kernel runs, 1 so; else the outer axes' indices, a GEMM each. */
+int64_t cpu_gemm_outer(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x);
 /* cpu_rt.c: a windowed contraction's shape for these extents and strides, split in parts
  * of at most fit_bytes for `threads` threads; false when the micro-kernels cannot take its
  * layout (the loop kernel runs it). */

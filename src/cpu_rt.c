@@ -286,19 +286,7 @@ void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides
   int nax = ck->kn->stages[0].naxes;
   x->c_sm = sc[nax - 2];
   x->c_sn = sc[nax - 1];
-  x->c_sb = nax == 3 ? sc[0] : 0;
-}
-
-static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
-                     const int64_t *strides, volatile int *interrupt, char *err, size_t errlen) {
-  GemmArgs x;
-  cpu_gemm_args(ck, ext, strides, &x);
-  x.stop = interrupt;
-  x.a = bufs[ck->g_a];
-  x.b = bufs[ck->g_b];
-  x.c = bufs[ck->g_c];
-  GemmKernels *gk = cpu_gemm_for(be, cp->p->slots[ck->g_c].type.elem, err, errlen);
-  return gk && gemm_run(gk, &x, be->pool, err, errlen);
+  x->c_sb = nax >= 3 ? sc[nax - 3] : 0;
 }
 
 /* ---- windowed contractions (convolutions) on the micro-kernels ----
@@ -330,6 +318,48 @@ static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *
     if (want < 0) *inner = stride[i];
     else if (stride[i] != want) return false;
     want = stride[i] * ext[i];
+  }
+  return true;
+}
+
+int64_t cpu_gemm_outer(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
+  int no = ck->g_nout;
+  int64_t outer = 1, ex[DYN_MAX_RANK + 1], st[3][DYN_MAX_RANK + 1], inner[3];
+  for (int j = 0; j < no; j++) {
+    outer *= ex[j] = ext[ck->g_out[j]];
+    for (int o = 0; o < 3; o++) st[o][j] = strides[(o == 0 ? ck->g_a : o == 1 ? ck->g_b : ck->g_c) * DYN_MAX_RANK + j];
+  }
+  if (outer <= 1) return outer;
+  ex[no] = x->batch, st[0][no] = x->a_sb, st[1][no] = x->b_sb, st[2][no] = x->c_sb;
+  for (int o = 0; o < 3; o++)
+    if (!nested(st[o], ex, no + 1, NULL, &inner[o])) return outer;
+  x->batch *= outer;
+  x->a_sb = inner[0], x->b_sb = inner[1], x->c_sb = inner[2];
+  return 1;
+}
+
+/* A contraction on the engine: one GEMM, or one an index of its outer batch axes, each at
+ * that index's offsets in A, B and C. */
+static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
+                     const int64_t *strides, volatile int *interrupt, char *err, size_t errlen) {
+  GemmArgs x;
+  cpu_gemm_args(ck, ext, strides, &x);
+  x.stop = interrupt;
+  GemmKernels *gk = cpu_gemm_for(be, cp->p->slots[ck->g_c].type.elem, err, errlen);
+  if (!gk) return false;
+  int64_t calls = cpu_gemm_outer(ck, ext, strides, &x), es = elem_size(cp->p->slots[ck->g_c].type.elem);
+  const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
+  const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
+  for (int64_t i = 0; i < calls; i++) {
+    int64_t r = i, oa = 0, ob = 0, oc = 0;
+    for (int j = calls > 1 ? ck->g_nout - 1 : -1; j >= 0; j--) {
+      int64_t e = ext[ck->g_out[j]], v = r % e;
+      r /= e, oa += v * sa[j], ob += v * sb[j], oc += v * sc[j];
+    }
+    x.a = (const char *)bufs[ck->g_a] + oa * es;
+    x.b = (const char *)bufs[ck->g_b] + ob * es;
+    x.c = (char *)bufs[ck->g_c] + oc * es;
+    if (!gemm_run(gk, &x, be->pool, err, errlen)) return false;
   }
   return true;
 }

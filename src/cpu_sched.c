@@ -427,13 +427,19 @@ double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const E
       if (gk && have) {
         GemmArgs x;
         cpu_gemm_args(ck, ext, strides, &x);
+        int64_t calls = cpu_gemm_outer(ck, ext, strides, &x);
+        if (ck->g_nout && calls > 1)
+          buf_printf(out, "  batch axes that do not nest: a GEMM for each of the %lld indices of the outer ones\n",
+                     (long long)calls);
+        else if (ck->g_nout)
+          buf_puts(out, "  batch axes that nest: one GEMM over them all\n");
         Buf d = {0};
         gemm_describe(gk, &x, threads, &d);
         if (d.s) {
           put_indented(out, d.s, "  ");
         }
         buf_free(&d);
-        total += gemm_predict(gk, &x, threads);
+        total += (double)calls * gemm_predict(gk, &x, threads);
       }
       continue;
     }

@@ -175,7 +175,7 @@ static void name_axes_in(CudaProgram *cp, const KExpr *e, int *bound, int nb, ch
  * operands), which take both from compute capability 8.0; before, the general kernels run it. */
 static bool match_contraction(CudaProgram *cp, CK *ck) {
   const Contraction *c = ck->kn->con;
-  if (!c || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
+  if (!c || c->nouter || c->red->a[0]->ty != c->et || !cp->buf[c->a_slot] || !cp->buf[c->b_slot]) return false;
   if (elem_is_half(c->et) && cp->hw.cc_major < 8) return false;
   ck->red = c->red;
   ck->et = c->et;

@@ -786,6 +786,8 @@ struct Contraction {
   DynElem et;
   int a_slot, b_slot, c_slot;
   int batch, m, n, k;           /* axes; batch -1: none */
+  int nouter;                   /* outer batch axes, before batch: the first nouter subscripts of */
+  int outer[DYN_MAX_RANK];      /* A, B and C alike (a multi-head [B, H, S, D] product), or 0 */
   int apos[3], bpos[3];         /* places in A of batch, m, k; in B of batch, k, n (-1: none) */
   bool a_kc, b_kc;              /* A (B) keeps k contiguous: k is its last subscript */
   bool epilogue;                /* the sum is not the stage's whole expression */

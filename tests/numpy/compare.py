@@ -362,6 +362,46 @@ for B, M, K, N in [(1, 1, 1, 1), (3, 7, 13, 31), (2, 16, 17, 63), (4, 64, 65, 31
     case('batched matmul %dx%dx%dx%d' % (B, M, K, N), [('A', A), ('X', X)], BMM + 'C = bmm(A, X)',
          [mm('C', F32, A, X)])
 
+# ---- matmul batched over several axes (a multi-head attention's [B, H, S, D] scores and
+# its output): one GEMM over the batch axes where they nest (C order), one GEMM an index of
+# the outer ones where they do not (Q a view of the first H heads of H + 1, and K shared by
+# the heads: the inner batch in A and C only); f64; an outer axis of 0 and of 1 ----
+MHA = '''
+fn scores(Q: f32[B, H, S, D], K: f32[B, H, T, D]) -> f32[B, H, S, T] {
+  Y[b, h, i, j]: f32[B, H, S, T] = sum[d] Q[b, h, i, d] * K[b, h, j, d]
+  return Y
+}
+fn mix(P: f32[B, H, S, T], V: f32[B, H, T, D]) -> f32[B, H, S, D] {
+  O[b, h, i, e]: f32[B, H, S, D] = sum[j] P[b, h, i, j] * V[b, h, j, e]
+  return O
+}
+fn shared(Q: f32[B, H, S, D], K: f32[B, T, D]) -> f32[B, H, S, T] {
+  Y[b, h, i, j]: f32[B, H, S, T] = sum[d] Q[b, h, i, d] * K[b, j, d]
+  return Y
+}
+fn five(A: f64[G, B, H, M, K], X: f64[G, B, H, K, N]) -> f64[G, B, H, M, N] {
+  C[g, b, h, i, j]: f64[G, B, H, M, N] = sum[k] A[g, b, h, i, k] * X[g, b, h, k, j]
+  return C
+}
+'''
+for B, H, S, T, D in [(2, 3, 7, 13, 5), (1, 1, 1, 1, 1), (3, 2, 17, 16, 64), (0, 4, 3, 3, 2), (2, 0, 3, 3, 2),
+                      (2, 5, 33, 31, 17)]:
+    Q, K, V = randn((B, H, S, D)), randn((B, H, T, D)), randn((B, H, T, D))
+    P, Ks = randn((B, H, S, T)), randn((B, T, D))
+    Kt = np.swapaxes(K, -1, -2)
+    case('matmul batched over two axes %dx%dx%dx%dx%d' % (B, H, S, T, D),
+         [('Q', Q), ('K', K), ('V', V), ('P', P), ('Ks', Ks)],
+         MHA + 'Y = scores(Q, K)\nO = mix(P, V)\nZ = shared(Q, Ks)\n',
+         [mm('Y', F32, Q, Kt), mm('O', F32, P, V), mm('Z', F32, Q, np.swapaxes(Ks, -1, -2)[:, None])])
+    Qb = randn((B, H + 1, S, D))
+    case('matmul batched over two axes, Q a view %dx%dx%dx%dx%d' % (B, H, S, T, D),
+         [('Qb', Qb), ('K', K)], MHA + 'Qv = Qb[:, 0:%d, :, :]\nY = scores(Qv, K)\n' % H,
+         [mm('Y', F32, Qb[:, :H], Kt)])
+for G, B, H, M, K, N in [(2, 3, 2, 5, 7, 9), (1, 2, 1, 16, 3, 33)]:
+    A5, X5 = randn((G, B, H, M, K), dtype=np.float64), randn((G, B, H, K, N), dtype=np.float64)
+    case('matmul batched over three axes, f64 %dx%dx%dx%dx%dx%d' % (G, B, H, M, K, N), [('A', A5), ('X', X5)],
+         MHA + 'C = five(A, X)\n', [mm('C', np.float64, A5, X5)])
+
 # ---- 1-D convolution, output H - R + 1 ----
 CONV = '''
 fn conv1d(X: f32[N, H], Wt: f32[R]) -> f32[N, H - R + 1] {

@@ -1,5 +1,6 @@
 #!/bin/sh
-# conv-plan.sh -- the convolution's plans as :sched prints them, for every model in hw/.
+# plans.sh -- contractions' and convolutions' plans as :sched prints them, for every model in
+# hw/.
 # A 1 x 1 convolution at stride 2 of one image is an implicit GEMM (src/cpu_conv_gemm.c)
 # whose product is M x K by K x (P Q); its tasks take the grid the GEMM model chose for that
 # product, as :sched of matmul of the same sizes prints it in the same process (so that the
@@ -7,28 +8,35 @@
 # rows as the grid's blocks of M, and at least as many chunks of columns as its blocks of N
 # (more where the panels of a chunk would not fit half of L2).  The shapes put A (the
 # filters) in and out of L2, and the columns (192) are a multiple of every tile's width.
-# And a 1 x 1 convolution written as a user writes it (below) runs on the micro-kernels, and
-# nn's conv2d at P = 0 reads X in place, its padding not run.
+# And a 1 x 1 convolution written as a user writes it (below) runs on the micro-kernels, so
+# does a product batched over two axes (a multi-head attention's scores, one GEMM over both
+# where they nest), and nn's conv2d at P = 0 reads X in place, its padding not run.
 top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
 top_builddir=${top_builddir:-$top_srcdir}
 dyn=$top_builddir/dyn
-work=$(mktemp -d "${TMPDIR:-/tmp}/dynconvplan.XXXXXX") || exit 99
+work=$(mktemp -d "${TMPDIR:-/tmp}/dynplans.XXXXXX") || exit 99
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 99
 export HOME="$work" DYN_CUDA_DRIVER=/nonexistent/libcuda.so.1 DYN_HW_DIR="$top_srcdir/hw"
 "$dyn" --target=cpu -e ':target' > probe.txt 2>&1
-grep -q 'target: cpu' probe.txt || { echo "conv-plan: no compiled CPU back end, skipped"; exit 77; }
+grep -q 'target: cpu' probe.txt || { echo "plans: no compiled CPU back end, skipped"; exit 77; }
 pass=0; fail=0
 
 # A 1 x 1 convolution written as a user writes it, Y[n, f, h, w] = sum[c] X[n, c, h, w] *
 # Wt[f, c] (more output axes than a matrix product has), runs on the micro-kernels as a
-# window on the image in place, not as a loop kernel: every model's :sched says so.
+# window on the image in place, not as a loop kernel; a product batched over two axes runs
+# on them as one GEMM: every model's :sched says so.
 cat > pw.dyn <<'EOF'
 fn pw(X: f32[N, C, H, W], Wt: f32[F, C]) -> f32[N, F, H, W] {
   Y[n, f, h, w]: f32[N, F, H, W] = sum[c] X[n, c, h, w] * Wt[f, c]
   return Y
 }
+fn scores(Q: f32[B, H, S, D], K: f32[B, H, T, D]) -> f32[B, H, S, T] {
+  Y[b, h, i, j]: f32[B, H, S, T] = sum[d] Q[b, h, i, d] * K[b, h, j, d]
+  return Y
+}
 :sched pw N=2 C=64 H=9 W=31 F=65
+:sched scores B=2 H=8 S=97 T=128 D=64
 EOF
 
 for f in "$top_srcdir"/hw/*.hw; do
@@ -39,6 +47,11 @@ for f in "$top_srcdir"/hw/*.hw; do
     pass=$((pass + 1))
   else
     fail=$((fail + 1)); echo "FAIL --hw=$hw: the pointwise convolution is not a window on the image in place:"; head -12 out.txt
+  fi
+  if echo "$flat" | grep -q 'kernel scores_Y contraction over d (Q, batched x K -> Y): packed micro-kernels, sizes chosen at run time batch axes that nest: one GEMM over them all .* shape: batch 16, M 97, N 128, K 64'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1)); echo "FAIL --hw=$hw: the product batched over two axes is not one GEMM of batch 16:"; sed -n '/^kernel scores_Y/,$p' out.txt | head -12
   fi
   for threads in 2 4; do
     for mk in "2048 1024" "512 2048" "256 512" "96 64"; do
@@ -83,5 +96,5 @@ for pp in 0 1; do
     pass=$((pass + 1))
   fi
 done
-echo "conv-plan: $pass passed, $fail failed"
+echo "plans: $pass passed, $fail failed"
 [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
