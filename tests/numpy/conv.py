@@ -283,7 +283,8 @@ for shape in [(6, 20, 7, 9, 30), (3, 33, 14, 14, 17), (1, 5, 1, 1, 7), (11, 8, 5
 
 # A 1 x 1 convolution written as a user writes it: a one-index contraction with more output
 # axes than a matrix product's (N, F, H, W), which runs as a window on the image in place
-# (GEMMs an image); the weight either way round, and the operands either way round.
+# (GEMMs an image); the weight either way round, and the operands either way round; and in
+# NHWC, where the image is the first operand (M the pixels) and the weight the window.
 PW = '''
 fn pw(X: f32[N, C, H, W], Wt: f32[F, C]) -> f32[N, F, H, W] {
   Y[n, f, h, w]: f32[N, F, H, W] = sum[c] X[n, c, h, w] * Wt[f, c]
@@ -291,6 +292,10 @@ fn pw(X: f32[N, C, H, W], Wt: f32[F, C]) -> f32[N, F, H, W] {
 }
 fn pwt(X: f32[N, C, H, W], Wt: f32[C, F]) -> f32[N, F, H, W] {
   Y[n, f, h, w]: f32[N, F, H, W] = sum[c] Wt[c, f] * X[n, c, h, w]
+  return Y
+}
+fn pwn(X: f32[N, H, W, C], Wt: f32[F, C]) -> f32[N, H, W, F] {
+  Y[n, h, w, f]: f32[N, H, W, F] = sum[c] X[n, h, w, c] * Wt[f, c]
   return Y
 }
 '''
@@ -305,6 +310,9 @@ def pw_case(n, c, h, w, f):
     Wtt = np.ascontiguousarray(Wt.T)
     compare.case('pointwise, weight [C, F], N=%d C=%d H=%d W=%d F=%d' % (n, c, h, w, f), [('X', X), ('Wt', Wtt)],
                  PW + 'Y = pwt(X, Wt)', [compare.summed('Y', F32, ref, mag)])
+    Xn = np.ascontiguousarray(X.transpose(0, 2, 3, 1))
+    compare.case('pointwise NHWC, N=%d C=%d H=%d W=%d F=%d' % (n, c, h, w, f), [('X', Xn), ('Wt', Wt)],
+                 PW + 'Y = pwn(X, Wt)', [compare.summed('Y', F32, ref.transpose(0, 2, 3, 1), mag.transpose(0, 2, 3, 1))])
 
 
 for shape in [(2, 7, 5, 3, 11), (1, 1, 1, 1, 1), (0, 3, 4, 4, 5), (3, 33, 13, 17, 29), (1, 64, 9, 31, 65),
