@@ -76,8 +76,12 @@ static void *slot_get(int i, size_t bytes) {
 void *cpu_scratch_get(size_t bytes) { return slot_get(0, bytes); }
 void *cpu_scratch_call(size_t bytes) { return slot_get(1, bytes); }
 
-/* A scratch larger than SCRATCH_KEEP is not kept past its task (slot 0) or call (1). */
+/* A scratch larger than SCRATCH_KEEP is not kept past its task (slot 0) or call (1).  The
+ * key is made first here too: a task that took no scratch (a window read in place) would
+ * otherwise ask an unmade key, whose value is another library's (ASan's, in a sanitised
+ * build: a 1 x 1 convolution on the image crashed there). */
 static void slot_trim(int i) {
+  pthread_once(&scratch_once, scratch_init);
   Scratch *sc = pthread_getspecific(scratch_key);
   if (sc && sc->s[i].bytes > SCRATCH_KEEP) {
     free(sc->s[i].p);
