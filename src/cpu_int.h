@@ -186,12 +186,10 @@ double cpu_row_folds_s(const HwModel *h, const Kernel *kn, const int64_t *ext, c
 bool cpu_layout_waits(const HwModel *hw, const SchedTerms *T);
 
 /* cpu_rt.c: a contraction kernel's sizes and element strides as the GEMM engine takes them
- * (strides[slot * DYN_MAX_RANK + d]). */
-void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x);
-/* With outer batch axes (ck->g_nout), x (cpu_gemm_args's, the problem at their first index)
- * made one GEMM over all of them where they nest with its batch in A, B and C alike (tensors
- * in C order): the GEMMs the kernel runs, 1 so; else the outer axes' indices, a GEMM each. */
-int64_t cpu_gemm_outer(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x);
+ * (strides[slot * DYN_MAX_RANK + d]), and the GEMMs it runs: 1, or with outer batch axes
+ * (ck->g_nout) that do not nest with the batch in A, B and C alike, one an index of them, x
+ * then the problem at their first index (where they nest, x is one GEMM over them all). */
+int64_t cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x);
 /* cpu_rt.c: a windowed contraction's shape for these extents and strides, split in parts
  * of at most fit_bytes for `threads` threads; false when the micro-kernels cannot take its
  * layout (the loop kernel runs it). */

@@ -268,31 +268,6 @@ double cpu_split_busiest(const CpuSplit *s, int threads) {
 }
 
 /* The contraction's sizes and element strides; strides[slot * DYN_MAX_RANK + d]. */
-void cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
-  const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
-  const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
-  const int *pos = ck->g_pos;
-  int bx = ck->g_ax[0];
-  x->accumulate = false;          /* every field is set: a memset here was a `rep stos` */
-  x->a = x->b = NULL;
-  x->c = NULL;
-  x->stop = NULL;
-  x->batch = bx >= 0 ? ext[bx] : 1;
-  x->m = ext[ck->g_ax[1]];
-  x->n = ext[ck->g_ax[2]];
-  x->k = ext[ck->g_ax[3]];
-  x->a_sm = sa[pos[0]];
-  x->a_sk = sa[pos[1]];
-  x->a_sb = pos[2] >= 0 ? sa[pos[2]] : 0;
-  x->b_sk = sb[pos[3]];
-  x->b_sn = sb[pos[4]];
-  x->b_sb = pos[5] >= 0 ? sb[pos[5]] : 0;
-  int nax = ck->kn->stages[0].naxes;
-  x->c_sm = sc[nax - 2];
-  x->c_sn = sc[nax - 1];
-  x->c_sb = nax >= 3 ? sc[nax - 3] : 0;
-}
-
 /* ---- windowed contractions (convolutions) on the micro-kernels ----
  * Y[P, M, Q] = sum[K] A[M, K] * B[window] (kexpr_window_contraction) runs as GEMMs: for
  * each index of the P axes (conv2d's images) the windows of B are gathered into a K x Q
@@ -326,12 +301,36 @@ static bool nested(const int64_t *stride, const int64_t *ext, int n, const int *
   return true;
 }
 
-int64_t cpu_gemm_outer(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
+int64_t cpu_gemm_args(const CKernel *ck, const int64_t *ext, const int64_t *strides, GemmArgs *x) {
+  const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
+  const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
+  const int *pos = ck->g_pos;
+  int bx = ck->g_ax[0];
+  x->accumulate = false;          /* every field is set: a memset here was a `rep stos` */
+  x->a = x->b = NULL;
+  x->c = NULL;
+  x->stop = NULL;
+  x->batch = bx >= 0 ? ext[bx] : 1;
+  x->m = ext[ck->g_ax[1]];
+  x->n = ext[ck->g_ax[2]];
+  x->k = ext[ck->g_ax[3]];
+  x->a_sm = sa[pos[0]];
+  x->a_sk = sa[pos[1]];
+  x->a_sb = pos[2] >= 0 ? sa[pos[2]] : 0;
+  x->b_sk = sb[pos[3]];
+  x->b_sn = sb[pos[4]];
+  x->b_sb = pos[5] >= 0 ? sb[pos[5]] : 0;
+  int nax = ck->kn->stages[0].naxes;
+  x->c_sm = sc[nax - 2];
+  x->c_sn = sc[nax - 1];
+  x->c_sb = nax >= 3 ? sc[nax - 3] : 0;
+  /* the outer batch axes: one GEMM over them all where they nest with the batch in A, B
+   * and C alike, else one an index of them */
   int no = ck->g_nout;
   int64_t outer = 1, ex[DYN_MAX_RANK + 1], st[3][DYN_MAX_RANK + 1], inner[3];
   for (int j = 0; j < no; j++) {
     outer *= ex[j] = ext[ck->g_out[j]];
-    for (int o = 0; o < 3; o++) st[o][j] = strides[(o == 0 ? ck->g_a : o == 1 ? ck->g_b : ck->g_c) * DYN_MAX_RANK + j];
+    st[0][j] = sa[j], st[1][j] = sb[j], st[2][j] = sc[j];
   }
   if (outer <= 1) return outer;
   ex[no] = x->batch, st[0][no] = x->a_sb, st[1][no] = x->b_sb, st[2][no] = x->c_sb;
@@ -347,11 +346,10 @@ int64_t cpu_gemm_outer(const CKernel *ck, const int64_t *ext, const int64_t *str
 static bool run_gemm(CpuBackend *be, const CpuProgram *cp, const CKernel *ck, void **bufs, const int64_t *ext,
                      const int64_t *strides, volatile int *interrupt, char *err, size_t errlen) {
   GemmArgs x;
-  cpu_gemm_args(ck, ext, strides, &x);
+  int64_t calls = cpu_gemm_args(ck, ext, strides, &x), es = elem_size(cp->p->slots[ck->g_c].type.elem);
   x.stop = interrupt;
   GemmKernels *gk = cpu_gemm_for(be, cp->p->slots[ck->g_c].type.elem, err, errlen);
   if (!gk) return false;
-  int64_t calls = cpu_gemm_outer(ck, ext, strides, &x), es = elem_size(cp->p->slots[ck->g_c].type.elem);
   const int64_t *sa = strides + ck->g_a * DYN_MAX_RANK, *sb = strides + ck->g_b * DYN_MAX_RANK;
   const int64_t *sc = strides + ck->g_c * DYN_MAX_RANK;
   for (int64_t i = 0; i < calls; i++) {

@@ -426,8 +426,7 @@ double cpu_schedule_kernels(CpuBackend *be, CpuProgram *cp, PolyCtx *pc, const E
       }
       if (gk && have) {
         GemmArgs x;
-        cpu_gemm_args(ck, ext, strides, &x);
-        int64_t calls = cpu_gemm_outer(ck, ext, strides, &x);
+        int64_t calls = cpu_gemm_args(ck, ext, strides, &x);
         if (ck->g_nout && calls > 1)
           buf_printf(out, "  batch axes that do not nest: a GEMM for each of the %lld indices of the outer ones\n",
                      (long long)calls);

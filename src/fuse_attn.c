@@ -116,9 +116,7 @@ static bool match_at(const Program *p, int k0, AttnChain *c) {
   if (k0 + 4 > p->nkernels) return false;
   const Kernel *K0 = &p->kernels[k0], *K1 = K0 + 1, *K2 = K0 + 2, *K3 = K0 + 3;
   const Contraction *c0 = K0->con, *c2 = K2->con;
-  if (!c0 || !c2 || c0->epilogue || c2->epilogue || c0->nouter || c2->nouter || c0->et != DYN_F32 ||
-      c2->et != DYN_F32)
-    return false;
+  if (!c0 || !c2 || c0->epilogue || c2->epilogue || c0->et != DYN_F32 || c2->et != DYN_F32) return false;
   if (K0->nstages != 1 || K2->nstages != 1 || K3->nstages != 1 || K1->nstages < 3 || K1->nstages > 4) return false;
   memset(c, 0, sizeof *c);
   c->k0 = k0;
